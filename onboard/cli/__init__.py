@@ -1,0 +1,99 @@
+"""The `onboard` command line: one thin module per stage, loaded only when its command runs.
+
+Data (`--json`) goes to stdout, messages to stderr. Every `OnboardError` becomes `Error: …` / `Hint: …` and its
+exit code (0 ok, 1 checks found errors, 2 unusable input or usage). `ONBOARD_DEBUG=1` re-raises with the traceback.
+Nothing here imports torch, triton or transformers: `onboard --help` stays fast.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+
+import click
+
+from onboard import __version__
+from onboard.errors import OnboardError
+
+# command name -> (module, attribute). Imported lazily so `--help` never pays for a stage's imports.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "inspect": ("onboard.cli.inspect_cmd", "inspect_command"),
+    "verify-tokenizer": ("onboard.cli.verify_tokenizer_cmd", "verify_tokenizer_command"),
+    "tokenize": ("onboard.cli.tokenize_cmd", "tokenize_command"),
+    "render-template": ("onboard.cli.render_template_cmd", "render_template_command"),
+    "generate": ("onboard.cli.generate_cmd", "generate_command"),
+    "golden": ("onboard.cli.golden_cmd", "golden_group"),
+    "validate": ("onboard.cli.validate_cmd", "validate_command"),
+    "new-model": ("onboard.cli.new_model_cmd", "new_model_command"),
+    "promote": ("onboard.cli.promote_cmd", "promote_command"),
+    "registry": ("onboard.cli.registry_cmd", "registry_group"),
+}
+
+
+def _available() -> dict[str, tuple[str, str]]:
+    """Commands whose module exists in this build (stages land one by one)."""
+    from importlib.util import find_spec
+
+    return {name: target for name, target in COMMANDS.items() if find_spec(target[0]) is not None}
+
+
+class LazyGroup(click.Group):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(_available())
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        target = _available().get(cmd_name)
+        if target is None:
+            return None
+        module = importlib.import_module(target[0])
+        return getattr(module, target[1])
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="onboard")
+def cli() -> None:
+    """Day-zero model onboarding: inspect, generate, verify, validate, promote.
+
+    \b
+    Examples:
+      onboard inspect ./my-checkpoint --json
+      onboard inspect Qwen/Qwen3-8B --target h100x2 --max-model-len 32768
+    """
+
+
+def main(argv: list[str] | None = None) -> None:
+    debug = os.environ.get("ONBOARD_DEBUG") == "1"
+    try:
+        code = cli.main(args=argv, prog_name="onboard", standalone_mode=False)
+    except OnboardError as exc:
+        if debug:
+            raise
+        report_error(exc.message, exc.hint)
+        sys.exit(exc.exit_code)
+    except click.exceptions.Abort:
+        click.echo("Aborted.", err=True)
+        sys.exit(2)
+    except click.ClickException as exc:
+        if debug:
+            raise
+        exc.show()
+        sys.exit(2)
+    except KeyboardInterrupt:
+        click.echo("Interrupted.", err=True)
+        sys.exit(130)
+    except Exception as exc:  # never show a traceback to users unless asked
+        if debug:
+            raise
+        report_error(
+            f"internal error: {type(exc).__name__}: {exc}",
+            "this is a bug in onboard; rerun with ONBOARD_DEBUG=1 for the traceback and report it",
+        )
+        sys.exit(2)
+    sys.exit(code if isinstance(code, int) else 0)
+
+
+def report_error(message: str, hint: str | None = None) -> None:
+    click.echo(f"Error: {message}", err=True)
+    if hint:
+        click.echo(f"Hint: {hint}", err=True)

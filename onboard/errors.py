@@ -1,0 +1,54 @@
+"""One exception tree for the whole tool.
+
+Stage code raises; only `onboard.cli.main` turns exceptions into `Error: …` / `Hint: …` and an exit code.
+Exit codes: 0 ok, 1 checks found errors, 2 unusable input or usage.
+"""
+
+from __future__ import annotations
+
+
+class OnboardError(Exception):
+    """Base class: a message for people and an optional hint saying what to do next."""
+
+    exit_code = 2
+
+    def __init__(self, message: str, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+
+class InputError(OnboardError):
+    """The input cannot be used (missing file, malformed JSON, bad option): exit 2."""
+
+    exit_code = 2
+
+
+class ChecksFailed(OnboardError):
+    """The input was usable but checks found errors: exit 1."""
+
+    exit_code = 1
+
+
+# INSPECT ERRORS
+
+
+class SourceNotFound(InputError):
+    """A local folder or hub repo that does not exist (or is not reachable)."""
+
+
+class HubError(InputError):
+    """The hub answered with an error we cannot work around (5xx after retries, auth, gated repo)."""
+
+
+class CheckpointError(InputError):
+    """A checkpoint file is malformed. `code` is the finding code (e.g. `header-past-eof`)."""
+
+    def __init__(self, code: str, message: str, hint: str | None = None, file: str | None = None) -> None:
+        super().__init__(message, hint)
+        self.code = code
+        self.file = file
+
+
+class ConfigError(InputError):
+    """config.json (or another JSON file of the repo) is missing or malformed."""

@@ -1,0 +1,54 @@
+"""Types shared by the checkpoint readers (local folder and hub) and the analysis.
+
+Readers never load tensor data: a `SafetensorsHeader` is what the 8-byte length prefix and the JSON header say.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from math import prod
+
+# Bytes per element for every dtype safetensors defines. Sub-byte types count as fractions of a byte.
+DTYPE_BYTES: dict[str, float] = {
+    "F64": 8, "I64": 8, "U64": 8,
+    "F32": 4, "I32": 4, "U32": 4,
+    "F16": 2, "BF16": 2, "I16": 2, "U16": 2,
+    "F8_E4M3": 1, "F8_E5M2": 1, "F8_E8M0": 1, "F8_E4M3FNUZ": 1, "F8_E5M2FNUZ": 1,
+    "I8": 1, "U8": 1, "BOOL": 1,
+    "F6_E2M3": 0.75, "F6_E3M2": 0.75, "F4": 0.5, "E8M0": 1,
+}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class TensorInfo:
+    name: str
+    dtype: str
+    shape: tuple[int, ...]
+    data_offsets: tuple[int, int]
+    file: str
+
+    @property
+    def numel(self) -> int:
+        return prod(self.shape)
+
+    @property
+    def nbytes(self) -> int:
+        return self.data_offsets[1] - self.data_offsets[0]
+
+
+@dataclass(frozen=True)
+class SafetensorsHeader:
+    file: str
+    """Path of the shard relative to the repo root (forward slashes)."""
+    header_len: int
+    file_size: int | None
+    """Size of the whole file when known (local stat, or the hub's listing)."""
+    tensors: dict[str, TensorInfo]
+    metadata: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class RepoFile:
+    path: str
+    """Relative to the repo root, forward slashes."""
+    size: int | None

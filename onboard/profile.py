@@ -1,0 +1,223 @@
+"""ModelProfile: the typed, frozen, JSON hand-off from `inspect` to every later stage.
+
+Generated code and reports read only this, never the checkpoint. `ModelProfile.from_json(p.to_json()) == p`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from onboard import serde
+from onboard.findings import Finding
+
+# Per-layer attention kinds: the vocabulary of `LayerInfo.attention`.
+ATTENTION_KINDS = ("full", "sliding", "chunked", "mla", "linear", "ssm", "conv", "none")
+
+
+@dataclass(frozen=True)
+class Dims:
+    hidden_size: int
+    num_layers: int
+    num_attention_heads: int
+    num_kv_heads: int
+    head_dim: int
+    intermediate_size: int | None
+    vocab_size: int
+    max_position_embeddings: int | None = None
+    v_head_dim: int | None = None
+    """Differs from head_dim for MLA (DeepSeek) and some hybrids."""
+
+
+@dataclass(frozen=True)
+class LayerInfo:
+    index: int
+    attention: str
+    """One of ATTENTION_KINDS."""
+    window: int | None = None
+    """Sliding / chunked window in tokens."""
+    mlp: str = "dense"
+    """dense | moe | none"""
+    rope: bool = True
+    """False for NoPE layers (Llama 4, SmolLM3)."""
+
+
+@dataclass(frozen=True)
+class Rope:
+    type: str
+    theta: float | None
+    scaling: dict[str, Any] = field(default_factory=dict)
+    partial_rotary_factor: float = 1.0
+    rotary_dim: int | None = None
+    original_max_position_embeddings: int | None = None
+    local_theta: float | None = None
+    """A second base for sliding layers (Gemma 3, ModernBERT-style)."""
+
+
+@dataclass(frozen=True)
+class Norms:
+    kind: str
+    """rms | layernorm"""
+    eps: float | None
+    offset: float = 0.0
+    """1.0 when the weight is applied as (1 + w) (Gemma)."""
+    qk_norm: str | None = None
+    """per_head | full | None"""
+    placement: str = "pre"
+    """pre | post | sandwich (pre and post around each sub-block)"""
+
+
+@dataclass(frozen=True)
+class Biases:
+    attention_qkv: bool = False
+    attention_out: bool = False
+    mlp: bool = False
+    lm_head: bool = False
+
+
+@dataclass(frozen=True)
+class Multipliers:
+    logit_scale: float | None = None
+    """Multiply final logits (Cohere logit_scale, or 1/logits_scaling for Granite)."""
+    embedding_multiplier: float | None = None
+    residual_multiplier: float | None = None
+    attention_multiplier: float | None = None
+    """Replaces 1/sqrt(head_dim) as the attention score scale."""
+    query_pre_attn_scalar: float | None = None
+    attn_logit_softcapping: float | None = None
+    final_logit_softcapping: float | None = None
+
+
+@dataclass(frozen=True)
+class Moe:
+    num_experts: int
+    top_k: int
+    expert_intermediate_size: int | None = None
+    num_shared_experts: int = 0
+    shared_expert_intermediate_size: int | None = None
+    scoring: str = "softmax"
+    """softmax | sigmoid"""
+    correction_bias: bool = False
+    """DeepSeek-V3 e_score_correction_bias: used for selection only."""
+    norm_topk_prob: bool | None = None
+    routed_scaling_factor: float | None = None
+    dense_first_layers: int = 0
+    n_group: int | None = None
+    topk_group: int | None = None
+
+
+@dataclass(frozen=True)
+class Quantization:
+    method: str
+    fmt: str | None = None
+    block_size: tuple[int, ...] | None = None
+    scale_tensors: tuple[str, ...] = ()
+    """Suffixes of tensors that carry scales, e.g. weight_scale_inv, blocks/scales (mxfp4)."""
+    ignored_modules: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class RemoteCode:
+    auto_map: dict[str, str]
+    files: tuple[str, ...]
+    classes: tuple[str, ...]
+    """Classes defined in the repo's .py files, found with `ast` (never imported)."""
+
+
+@dataclass(frozen=True)
+class ParameterCounts:
+    total: int
+    active: int
+    by_dtype: dict[str, int]
+    by_component: dict[str, int]
+    """embedding | attention | mlp | experts | shared_experts | router | norms | head | ssm | mtp | vision | other"""
+
+
+@dataclass(frozen=True)
+class TargetFit:
+    gpu: str
+    count: int
+    memory_bytes_per_gpu: int
+    fits: bool
+    recommended_tensor_parallel: int | None
+    """Smallest power-of-two TP degree (≤ count) whose shard of the weights leaves room for one sequence."""
+    concurrent_sequences: int
+    """Sequences of max_model_len that fit in the KV budget at that TP degree."""
+    notes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class MemoryPlan:
+    weights_bytes: int
+    kv_dtype: str
+    max_model_len: int
+    kv_bytes_per_token: int
+    """Bytes one more token adds to the cache, summed over every layer that still grows at that length."""
+    kv_bytes_per_token_by_kind: dict[str, int]
+    """Per-token bytes per layer kind (full, sliding, chunked, mla) before any window cap."""
+    state_bytes_per_sequence: int
+    """Fixed recurrent state (SSM / linear attention / short conv) per sequence, independent of length."""
+    kv_bytes_per_sequence: int
+    """Whole cache of one sequence at max_model_len: windows capped, plus the fixed state."""
+    target: TargetFit | None = None
+
+
+@dataclass(frozen=True)
+class TensorGroupStat:
+    """Used by novelty: the tensor-name set reduced to per-layer templates."""
+
+    template: str
+    count: int
+
+
+@dataclass(frozen=True)
+class ModelProfile:
+    source: str
+    revision: str | None
+    model_type: str
+    architectures: tuple[str, ...]
+    dims: Dims
+    layers: tuple[LayerInfo, ...]
+    rope: Rope | None
+    norms: Norms
+    activation: str | None
+    biases: Biases
+    multipliers: Multipliers
+    tie_word_embeddings: bool
+    attention_sinks: bool
+    moe: Moe | None
+    mtp_layers: int
+    quantization: Quantization | None
+    multimodal: tuple[str, ...]
+    """Towers present besides the language model: vision, audio, …"""
+    features: tuple[str, ...]
+    parameters: ParameterCounts | None
+    memory: MemoryPlan | None
+    closest_family: str | None
+    novelty: tuple[str, ...]
+    """Differences from the closest family, in plain words."""
+    remote_code: RemoteCode | None
+    files: tuple[str, ...]
+    tensor_templates: tuple[TensorGroupStat, ...]
+    config_dtype: str | None
+    findings: tuple[Finding, ...]
+    tool_version: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return serde.to_dict(self)
+
+    def to_json(self, indent: int | None = 2) -> str:
+        return serde.to_json(self, indent)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ModelProfile:
+        return serde.from_dict(cls, data)
+
+    @classmethod
+    def from_json(cls, text: str) -> ModelProfile:
+        import json
+
+        return cls.from_dict(json.loads(text))
+
+    def layer_kinds(self) -> list[str]:
+        return [layer.attention for layer in self.layers]
