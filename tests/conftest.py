@@ -1,0 +1,29 @@
+"""Session-wide test settings.
+
+TRITON_INTERPRET must be set before anything imports triton: kernels then run on CPU through the interpreter
+(slow: keep kernel test shapes small). On a CUDA machine set ONBOARD_TEST_GPU=1 to run them natively.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+if os.environ.get("ONBOARD_TEST_GPU") != "1":
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+# Tests never reach a real hub: the hub tests start a local server and point HF_ENDPOINT at it explicitly.
+os.environ.setdefault("HF_HUB_DISABLE_UPDATE_CHECK", "1")
+os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+SHARED_DATA = Path(os.environ.get("ONBOARD_SHARED_DATA", REPO_ROOT.parent / "shared" / "data"))
+
+
+@pytest.fixture(scope="session")
+def shared_data() -> Path:
+    """../shared/data: real third-party configs and tokenizers (read-only). Skips when absent (a user's clone)."""
+    if not SHARED_DATA.is_dir():
+        pytest.skip(f"shared test data not found at {SHARED_DATA} (set ONBOARD_SHARED_DATA to its path)")
+    return SHARED_DATA
