@@ -5,8 +5,8 @@ Severity, from worst: `fatal` (input unusable: exit 2), `error` (exit 1), `warni
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable
 
 SEVERITIES = ("fatal", "error", "warning", "info")
 

@@ -40,6 +40,8 @@ class LayerInfo:
     """dense | moe | none"""
     rope: bool = True
     """False for NoPE layers (Llama 4, SmolLM3)."""
+    parallel_ssm: bool = False
+    """An SSM mixer runs beside attention in this layer (Falcon-H1): it adds a fixed state."""
 
 
 @dataclass(frozen=True)
@@ -181,6 +183,8 @@ class ModelProfile:
     rope: Rope | None
     norms: Norms
     activation: str | None
+    mlp_gated: bool | None
+    """True for GLU-style MLPs (gate and up projections), False for a plain two-layer MLP."""
     biases: Biases
     multipliers: Multipliers
     tie_word_embeddings: bool

@@ -1,0 +1,97 @@
+"""A read-only view over config.json that knows the many spellings of one fact.
+
+Families name the same hyperparameter differently (`n_embd`, `d_model`, `hidden_size`); multimodal checkpoints nest
+the language model under `text_config`. Every read goes through `get`, which also records which keys were consumed,
+so the config lint can tell used keys from unknown ones.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+# Nested sections holding the language model's hyperparameters, in lookup order.
+TEXT_SECTIONS = ("text_config", "language_config", "llm_config", "text_model")
+# Sections that mean a tower besides the language model is present.
+TOWER_SECTIONS = {
+    "vision_config": "vision",
+    "vision_tower": "vision",
+    "visual": "vision",
+    "audio_config": "audio",
+    "speech_config": "audio",
+    "audio_tower": "audio",
+}
+
+
+class ConfigView:
+    """Lookups over the text config first, then the top level; remembers every key read."""
+
+    def __init__(self, raw: dict[str, Any]) -> None:
+        self.raw = raw
+        self.text_section: str | None = None
+        text: dict[str, Any] = {}
+        for section in TEXT_SECTIONS:
+            if isinstance(raw.get(section), dict):
+                self.text_section = section
+                text = raw[section]
+                break
+        self.text = text
+        self.used: set[str] = set()
+
+    def _lookup(self, name: str) -> tuple[bool, Any]:
+        if name in self.text:
+            return True, self.text[name]
+        if name in self.raw:
+            return True, self.raw[name]
+        return False, None
+
+    def get(self, *names: str, default: Any = None) -> Any:
+        """First non-null value among `names` (text config before top level)."""
+        for name in names:
+            found, value = self._lookup(name)
+            if found:
+                self.used.add(name)
+                if value is not None:
+                    return value
+        return default
+
+    def has(self, name: str) -> bool:
+        return self._lookup(name)[0]
+
+    def mark_used(self, *names: str) -> None:
+        self.used.update(names)
+
+    def int(self, *names: str, default: int | None = None) -> int | None:
+        value = self.get(*names, default=default)
+        if isinstance(value, bool):
+            return int(value)
+        if isinstance(value, float) and value.is_integer():
+            return int(value)
+        return value if isinstance(value, int) else default
+
+    def float(self, *names: str, default: float | None = None) -> float | None:
+        value = self.get(*names, default=default)
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            return default
+        return float(value)
+
+    def bool(self, *names: str, default: bool = False) -> bool:
+        value = self.get(*names, default=default)
+        return bool(value) if value is not None else default
+
+    @property
+    def model_type(self) -> str:
+        top = self.raw.get("model_type")
+        inner = self.text.get("model_type")
+        self.used.add("model_type")
+        return str(inner or top or "unknown")
+
+    @property
+    def top_model_type(self) -> str:
+        return str(self.raw.get("model_type") or "unknown")
+
+    def all_keys(self) -> list[tuple[str, str]]:
+        """(section, key) for every key: section is "" for the top level."""
+        keys = [("", k) for k in self.raw if k not in (self.text_section,)]
+        if self.text_section:
+            keys += [(self.text_section, k) for k in self.text]
+        return keys

@@ -1,0 +1,159 @@
+"""Per-layer plan: which mixer each decoder layer has (full / sliding / chunked / MLA / linear / SSM / conv / none),
+its window, whether its MLP is dense or MoE, and whether it applies RoPE.
+
+Sources, strongest first: the tensors present in each layer (when headers are available), then `layer_types`, then
+the family's pattern keys (periods, offsets, hybrid pattern strings), then the family defaults transformers applies
+when an older config omits `layer_types`.
+"""
+
+from __future__ import annotations
+
+from onboard.findings import Finding, warning
+from onboard.inspect_checkpoint.config_view import ConfigView
+from onboard.profile import LayerInfo
+
+# `layer_types` spellings → our vocabulary.
+LAYER_TYPE_NAMES = {
+    "full_attention": "full", "attention": "full", "global": "full", "global_attention": "full", "full": "full",
+    "sliding_attention": "sliding", "local": "sliding", "sliding": "sliding", "local_attention": "sliding",
+    "chunked_attention": "chunked",
+    "linear_attention": "linear", "linear": "linear", "gated_deltanet": "linear", "kda": "linear",
+    "mamba": "ssm", "mamba2": "ssm", "ssm": "ssm", "recurrent": "ssm", "rg_lru": "ssm",
+    "conv": "conv", "short_conv": "conv",
+    "indexed_attention": "mla",
+}  # fmt: skip
+
+# Families whose older configs leave `layer_types` out: transformers' default pattern for each.
+# Each takes (layer index, config view) and returns full|sliding.
+_EVERY_SECOND_SLIDING = ("gemma2", "gpt_oss", "vaultgemma", "t5gemma")
+_PATTERN_KEY_FAMILIES = ("gemma3", "gemma3_text", "cohere2", "exaone4", "gemma4_text", "gemma4")
+_ALL_SLIDING_IF_WINDOW = ("mistral", "mixtral", "starcoder2", "phi3", "phimoe", "minimax", "mistral3")
+_WINDOW_AFTER_MAX_LAYERS = ("qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "dots1", "smollm3", "qwen2_vl", "qwen2_5_vl")
+
+
+def _window(cv: ConfigView) -> int | None:
+    return cv.int("sliding_window", "sliding_window_size", "window_size", "attention_window_size", "local_window")
+
+
+def _config_kinds(cv: ConfigView, n: int, mla: bool) -> list[str]:
+    mt = cv.model_type
+    types = cv.get("layer_types", "layers_block_type", "block_types")
+    if isinstance(types, list) and types:
+        kinds = [LAYER_TYPE_NAMES.get(str(t).lower(), f"unknown:{t}") for t in types]
+        if len(kinds) < n:  # recurrent_gemma-style repeating block pattern
+            kinds = [kinds[i % len(kinds)] for i in range(n)]
+        kinds = kinds[:n]
+        return ["mla" if mla and k == "full" else k for k in kinds]
+    pattern = cv.get("hybrid_override_pattern")
+    if isinstance(pattern, str) and pattern:
+        table = {"M": "ssm", "*": "full", "-": "none", "E": "none"}
+        return [table.get(ch, f"unknown:{ch}") for ch in pattern[:n]]
+    period = cv.int("attn_layer_period")
+    if period:
+        offset = cv.int("attn_layer_offset", default=0) or 0
+        return ["full" if i % period == offset else "ssm" for i in range(n)]
+    indices = cv.get("attn_layer_indices")
+    if isinstance(indices, list):
+        return ["full" if i in indices else "ssm" for i in range(n)]
+    interval = cv.int("full_attention_interval")
+    if interval and mt.startswith(("qwen3_next", "qwen3_5")):
+        return ["full" if (i + 1) % interval == 0 else "linear" for i in range(n)]
+    if mt in ("mamba", "mamba2", "falcon_mamba"):
+        return ["ssm"] * n
+    base = "mla" if mla else "full"
+    window = _window(cv)
+    if mt in _EVERY_SECOND_SLIDING and window:
+        return ["sliding" if (i + 1) % 2 else "full" for i in range(n)]
+    if mt in _PATTERN_KEY_FAMILIES and window:
+        every = cv.int("sliding_window_pattern", "_sliding_window_pattern", default=6 if mt.startswith("gemma") else 4)
+        return ["sliding" if (i + 1) % every else "full" for i in range(n)]
+    if mt in _WINDOW_AFTER_MAX_LAYERS:
+        if window and cv.bool("use_sliding_window"):
+            start = cv.int("max_window_layers", default=0) or 0
+            return ["sliding" if i >= start else "full" for i in range(n)]
+        cv.mark_used("use_sliding_window", "max_window_layers")
+        return [base] * n
+    if mt in _ALL_SLIDING_IF_WINDOW and window:
+        return ["sliding"] * n
+    attention_types = cv.get("attention_types")  # gpt_neo: [[["global", "local"], 12]]
+    if isinstance(attention_types, list) and attention_types:
+        expanded: list[str] = []
+        for group in attention_types:
+            names, repeat = group[0], group[1]
+            expanded += [LAYER_TYPE_NAMES.get(t, "full") for t in names] * int(repeat)
+        return (expanded + [base] * n)[:n]
+    chunk = cv.int("attention_chunk_size")
+    if chunk and mt.startswith("llama4"):
+        nope = cv.get("no_rope_layers")
+        if isinstance(nope, list) and len(nope) >= n:
+            return ["chunked" if nope[i] else "full" for i in range(n)]
+    return [base] * n
+
+
+def _rope_layers(cv: ConfigView, n: int) -> list[bool]:
+    """False where a layer skips RoPE (NoPE): `no_rope_layers` holds 1 for layers that DO use rope."""
+    flags = cv.get("no_rope_layers")
+    if isinstance(flags, list) and len(flags) >= n:
+        return [bool(flags[i]) for i in range(n)]
+    interval = cv.int("no_rope_layer_interval")
+    if interval:
+        return [(i + 1) % interval != 0 for i in range(n)]
+    return [True] * n
+
+
+def _window_for(kind: str, cv: ConfigView) -> int | None:
+    if kind == "sliding":
+        return _window(cv)
+    if kind == "chunked":
+        return cv.int("attention_chunk_size")
+    return None
+
+
+def plan_layers(
+    cv: ConfigView, n: int, mla: bool, roles: dict[int, set[str]] | None, moe_layers: dict[int, bool] | None
+) -> tuple[tuple[LayerInfo, ...], list[Finding]]:
+    """Build the per-layer plan; `roles` are the mixer kinds seen in each layer's tensors (None without headers)."""
+    findings: list[Finding] = []
+    kinds = _config_kinds(cv, n, mla)
+    rope_flags = _rope_layers(cv, n)
+    layers: list[LayerInfo] = []
+    for i, kind in enumerate(kinds):
+        seen = roles.get(i, set()) if roles is not None else None
+        parallel_ssm = False
+        if seen is not None:
+            kind, parallel_ssm, note = _reconcile(kind, seen)
+            if note:
+                findings.append(warning("layer-kind-mismatch", f"layer {i}: {note}",
+                                        "check layer_types / the hybrid pattern in config.json against the tensors"))  # fmt: skip
+        if kind.startswith("unknown:"):
+            findings.append(warning("unknown-layer-type", f"layer {i} has layer type {kind[8:]!r}, which onboard does "
+                                    "not know", "add its meaning to LAYER_TYPE_NAMES in layer_plan.py"))  # fmt: skip
+        mlp = "dense"
+        if moe_layers is not None:
+            mlp = "moe" if moe_layers.get(i) else ("dense" if i in moe_layers else "none")
+        layers.append(LayerInfo(i, kind, _window_for(kind, cv), mlp, rope_flags[i] and kind in ("full", "sliding",
+                                "chunked", "mla"), parallel_ssm))  # fmt: skip
+    return tuple(layers), findings
+
+
+def _reconcile(kind: str, seen: set[str]) -> tuple[str, bool, str | None]:
+    """Combine the config's kind with the mixers the tensors show. Tensors win; a disagreement is reported."""
+    attention_like = {"full", "sliding", "chunked", "mla"}
+    if "mla" in seen:
+        return "mla", "ssm" in seen, None if kind in attention_like else f"config says {kind}, tensors show MLA"
+    if "attention" in seen:
+        parallel = bool(seen & {"ssm", "linear"})
+        if kind in attention_like:
+            return kind, parallel, None
+        if kind in ("ssm", "linear") and parallel:  # hybrid layer declared by its recurrent half
+            return "full", True, None
+        return "full", parallel, f"config says {kind}, tensors show attention"
+    for role in ("linear", "ssm", "conv"):
+        if role in seen:
+            if kind in attention_like and not kind.startswith("unknown"):
+                return role, False, f"config says {kind}, tensors show {role}"
+            return role, False, None
+    if not seen:
+        return "none", False, None if kind in ("none",) or kind in attention_like else None
+    return kind, False, None
+

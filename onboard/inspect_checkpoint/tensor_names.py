@@ -1,0 +1,105 @@
+"""What a tensor name says: which layer it belongs to, which component, which tower.
+
+Names are reduced to templates (`model.layers.{}.mlp.experts.{}.w1.weight`) and classified once per template, so a
+checkpoint with 50k tensors costs a few hundred regex matches, not 50k.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+
+_DIGITS = re.compile(r"(?<=\.)\d+(?=\.|$)")
+# The decoder-layer index: the first number after a layer container name.
+_LAYER = re.compile(r"(?:^|\.)(?:layers|h|blocks|layer|block)\.(\d+)\.")
+_EXPERT = re.compile(r"\.experts\.(\d+)\.")
+
+TOWER_PREFIXES = {
+    "vision": ("vision_tower", "vision_model", "visual", "vision_encoder", "vision", "image_encoder", "vit",
+               "multi_modal_projector", "mm_projector", "vision_projection", "image_newline", "patch_embed"),
+    "audio": ("audio_tower", "audio_model", "audio_encoder", "audio", "speech_encoder", "audio_projection"),
+}  # fmt: skip
+_LM_PREFIXES = ("model.language_model.", "language_model.model.", "language_model.", "model.text_model.", "text_model.")
+
+# Ordered: the first rule whose regex matches the template decides the component.
+_COMPONENT_RULES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
+    (component, re.compile(pattern))
+    for component, pattern in (
+        ("quant_scales", r"(weight_scale_inv|weight_scale|input_scale|_scales|\.scales|qzeros|g_idx|weight_zero_point|activation_scale)$"),
+        ("mtp", r"(^|\.)(mtp|nextn|mtp_layers|eh_proj|enorm|hnorm)(\.|$)"),
+        ("router", r"(\.router\.|\.gate\.(weight|bias|e_score_correction_bias)$|e_score_correction_bias|\.router$|expert_bias$|moe_statics|\.gate\.wg\.|\.block_sparse_moe\.gate\.)"),
+        ("shared_experts", r"(shared_expert|shared_experts|shared_mlp|\.shared\.)"),
+        ("experts", r"(\.experts\.|\.experts$|\.expert_)"),
+        ("embedding", r"(^|\.)(embed_tokens|wte|wpe|word_embeddings|embed_in|tok_embeddings|embed_positions|position_embeddings|embeddings|embedding|emb|token_embedding|embed_tokens_per_layer)(\.|$)"),
+        ("head", r"(^|\.)(lm_head|embed_out|output|score|lm_heads)\.(weight|bias)$"),
+        ("norms", r"(norm|ln_\w*|ln\d*|layernorm|layer_norm|rms)[\w]*\.(weight|bias)$"),
+        ("ssm", r"(\.mixer\.(A_log|D|dt_bias|conv1d|in_proj|out_proj|x_proj|dt_proj|norm)|\.mamba\.|\.ssm\.|\.linear_attn\.|A_log$|dt_bias$|\.conv\.|conv1d|\.short_conv\.|recurrent|\.rg_lru\.|\.temporal_)"),
+        ("attention", r"(self_attn|self_attention|\.attention\.|\.attn\.|\.attn_|q_proj|k_proj|v_proj|o_proj|qkv|query_key_value|c_attn|Wqkv|\.sinks$|kv_a_proj|kv_b_proj|q_a_proj|q_b_proj|\.mixer\.(q|k|v|o)_proj)"),
+        ("mlp", r"(\.mlp\.|feed_forward|\.ffn\.|\.ffn_|c_fc|\.fc1\.|\.fc2\.|\.fc_in\.|\.fc_out\.|gate_proj|up_proj|down_proj|dense_h_to_4h|dense_4h_to_h|\.w1\.|\.w2\.|\.w3\.|\.mixer\.(up|down|gate)_proj)"),
+    )
+)  # fmt: skip
+
+
+def template(name: str) -> str:
+    """Replace every dotted integer (layer, expert index) by `{}`."""
+    return _DIGITS.sub("{}", name)
+
+
+def layer_index(name: str) -> int | None:
+    m = _LAYER.search(name)
+    return int(m.group(1)) if m else None
+
+
+def tower_of(name: str) -> str | None:
+    """`vision` / `audio` for tensors of a non-language tower, else None."""
+    return _tower_of_template(template(name))
+
+
+@lru_cache(maxsize=8192)
+def _tower_of_template(tmpl: str) -> str | None:
+    stripped = tmpl[6:] if tmpl.startswith("model.") else tmpl
+    head = stripped.split(".", 1)[0]
+    for tower, prefixes in TOWER_PREFIXES.items():
+        if head in prefixes or any(head.startswith(p + "_") for p in prefixes):
+            return tower
+    return None
+
+
+def strip_lm_prefix(name: str) -> str:
+    """`model.language_model.layers.0…` → `model.layers.0…` so multimodal wrappers read like text models."""
+    for prefix in _LM_PREFIXES:
+        if name.startswith(prefix):
+            rest = name[len(prefix) :]
+            return rest if rest.startswith(("lm_head", "model.")) else "model." + rest
+    return name
+
+
+@lru_cache(maxsize=8192)
+def component_of_template(tmpl: str) -> str:
+    tower = _tower_of_template(tmpl)
+    if tower:
+        return tower
+    for component, pattern in _COMPONENT_RULES:
+        if pattern.search(tmpl):
+            return component
+    return "other"
+
+
+def component(name: str) -> str:
+    return component_of_template(template(name))
+
+
+@lru_cache(maxsize=8192)
+def layer_role(tmpl: str) -> str | None:
+    """Coarse mixer kind a tensor template reveals: mla | attention | ssm | linear | conv, or None."""
+    if re.search(r"kv_a_proj|kv_b_proj|kv_a_layernorm", tmpl):
+        return "mla"
+    if re.search(r"\.linear_attn\.", tmpl):
+        return "linear"
+    if re.search(r"(\.conv\.(in_proj|out_proj|conv)|\.short_conv\.)", tmpl):
+        return "conv"
+    if re.search(r"(\.mixer\.(A_log|D|dt_bias|conv1d|in_proj|x_proj|dt_proj)|\.mamba\.|\.ssm\.|\.rg_lru\.|\.temporal_)", tmpl):
+        return "ssm"
+    if re.search(r"(self_attn|self_attention|\.attention\.|\.attn\.|\.mixer\.(q|k|v|o)_proj|\.mixer\.qkv)", tmpl):
+        return "attention"
+    return None
