@@ -144,6 +144,7 @@ def _dims(cv: ConfigView, mla: bool, lm: dict[str, TensorInfo] | None) -> Dims:
         kv = 1
     kv = kv or heads
     if mla:
+        cv.mark_used("q_lora_rank", "kv_lora_rank")
         nope = cv.int("qk_nope_head_dim", default=0) or 0
         rope_dim = cv.int("qk_rope_head_dim", default=0) or 0
         head_dim = nope + rope_dim

@@ -37,6 +37,8 @@ def _window(cv: ConfigView) -> int | None:
 
 def _config_kinds(cv: ConfigView, n: int, mla: bool) -> list[str]:
     mt = cv.model_type
+    window = _window(cv)
+    cv.mark_used("no_rope_layer_interval", "no_rope_layers")
     types = cv.get("layer_types", "layers_block_type", "block_types")
     if isinstance(types, list) and types:
         kinds = [LAYER_TYPE_NAMES.get(str(t).lower(), f"unknown:{t}") for t in types]
@@ -61,7 +63,6 @@ def _config_kinds(cv: ConfigView, n: int, mla: bool) -> list[str]:
     if mt in ("mamba", "mamba2", "falcon_mamba"):
         return ["ssm"] * n
     base = "mla" if mla else "full"
-    window = _window(cv)
     if mt in _EVERY_SECOND_SLIDING and window:
         return ["sliding" if (i + 1) % 2 else "full" for i in range(n)]
     if mt in _PATTERN_KEY_FAMILIES and window:

@@ -1,0 +1,175 @@
+"""Stage 1, inspect: config + safetensors headers (never the weights) → ModelProfile.
+
+`inspect(source)` is the entry point; each concern lives in its own module:
+source / hub (where files come from), safetensors_header + integrity (is the checkpoint intact),
+architecture + layer_plan (what the model is), features, params, memory, config_lint, families (novelty),
+remote_code (what the repo would execute: reported, never run).
+"""
+
+from __future__ import annotations
+
+from onboard import __version__
+from onboard.errors import ConfigError
+from onboard.findings import Finding, fatal, info, warning
+from onboard.inspect_checkpoint import tensor_names as tn
+from onboard.inspect_checkpoint.architecture import analyze
+from onboard.inspect_checkpoint.checkpoint_types import SafetensorsHeader, TensorInfo
+from onboard.inspect_checkpoint.config_lint import lint_config
+from onboard.inspect_checkpoint.config_view import ConfigView
+from onboard.inspect_checkpoint.consistency import check_dtype, check_shapes, check_vocab
+from onboard.inspect_checkpoint.families import known_model_types, novelty
+from onboard.inspect_checkpoint.features import derive
+from onboard.inspect_checkpoint.memory import Target, parse_target, plan_memory
+from onboard.inspect_checkpoint.params import count_parameters
+from onboard.profile import ModelProfile, RemoteCode, TensorGroupStat
+
+__all__ = ["inspect", "profile_from_parts"]
+
+DEFAULT_MAX_MODEL_LEN = 4096
+
+
+def inspect(
+    source: str,
+    revision: str | None = None,
+    target: str | None = None,
+    max_model_len: int | None = None,
+    kv_dtype: str | None = None,
+) -> ModelProfile:
+    """Inspect a local folder or hub repo id. Problems are findings in the profile; unusable input raises."""
+    from onboard.inspect_checkpoint.integrity import check_integrity
+    from onboard.inspect_checkpoint.remote_code import find_remote_code
+    from onboard.inspect_checkpoint.source import open_source
+
+    parsed_target = parse_target(target) if target else None
+    src = open_source(source, revision)
+    config = src.read_json("config.json")
+    if config is None:
+        raise ConfigError(
+            f"{src.display}: no config.json",
+            "a transformers checkpoint needs config.json next to its weights; is this the right folder or repo?",
+        )
+    shards = src.safetensors_files()
+    headers = src.read_headers(shards) if shards else {}
+    findings = list(src.findings) + check_integrity(src, headers)
+    good = [h for h in headers.values() if isinstance(h, SafetensorsHeader)]
+    tensors = {name: t for h in good for name, t in h.tensors.items()} if shards else None
+    remote = find_remote_code(src, config)
+    profile = profile_from_parts(
+        config,
+        tensors,
+        source=src.display,
+        revision=src.revision,
+        files=tuple(f.path for f in src.files),
+        findings=findings,
+        remote_code=remote,
+        target=parsed_target,
+        max_model_len=max_model_len,
+        kv_dtype=kv_dtype,
+        index=src.index(),
+    )
+    return profile
+
+
+def profile_from_parts(
+    config: dict,
+    tensors: dict[str, TensorInfo] | None,
+    *,
+    source: str = "",
+    revision: str | None = None,
+    files: tuple[str, ...] = (),
+    findings: list[Finding] | None = None,
+    remote_code: RemoteCode | None = None,
+    target: Target | None = None,
+    max_model_len: int | None = None,
+    kv_dtype: str | None = None,
+    index: dict | None = None,
+) -> ModelProfile:
+    """Build the profile from an already-read config dict and tensor headers (None when no safetensors)."""
+    if not isinstance(config, dict):
+        raise ConfigError("config.json must hold a JSON object", "check the file is a transformers config")
+    findings = list(findings or [])
+    cv = ConfigView(config)
+    facts, arch_findings = analyze(cv, tensors)
+    findings += arch_findings
+    dims = facts.dims
+    config_vocab = cv.int("vocab_size", "padded_vocab_size")
+    mla = any(layer.attention == "mla" for layer in facts.layers)
+    parameters = None
+    weights_bytes = 0
+    templates: dict[str, int] = {}
+    if tensors is not None:
+        parameters = count_parameters(tensors, facts.moe)
+        weights_bytes = sum(t.nbytes for t in tensors.values())
+        for name in tensors:
+            key = tn.template(name)
+            templates[key] = templates.get(key, 0) + 1
+        embed = next((t for n, t in tensors.items() if tn.component(n) == "embedding" and len(t.shape) == 2
+                      and not n.endswith(("wpe.weight", "embed_positions.weight"))), None)  # fmt: skip
+        findings += check_vocab(config_vocab, dims.vocab_size if embed else None,
+                                embed.file if embed else None, embed.name if embed else None)  # fmt: skip
+        findings += check_shapes(tensors, dims, mla)
+    else:
+        if index and isinstance(index.get("metadata"), dict):
+            weights_bytes = int(index["metadata"].get("total_size") or 0)
+        findings.append(info("no-safetensors-headers", "no safetensors headers were read: parameter counts are "
+                             "unavailable and weight bytes come from the index metadata when present",
+                             "inspect the full repo (with its .safetensors files) for exact counts"))  # fmt: skip
+    config_dtype = cv.get("torch_dtype", "dtype")
+    config_dtype = str(config_dtype) if config_dtype else None
+    if tensors:
+        findings += check_dtype(tensors, config_dtype)
+    kv = kv_dtype or _default_kv_dtype(config_dtype)
+    length = max_model_len or dims.max_position_embeddings or DEFAULT_MAX_MODEL_LEN
+    memory = plan_memory(cv, dims, facts.layers, weights_bytes, kv, length, target)
+    features = derive(facts)
+    findings += lint_config(cv)
+    closest, differences = novelty(cv.model_type, features, facts.layers, set(templates), {k for _, k in cv.all_keys()})
+    if remote_code is not None:
+        findings.append(_remote_code_finding(cv.model_type, remote_code))
+    archs = cv.get("architectures")
+    return ModelProfile(
+        source=source,
+        revision=revision,
+        model_type=cv.model_type,
+        architectures=tuple(archs) if isinstance(archs, list) else (),
+        dims=dims,
+        layers=facts.layers,
+        rope=facts.rope,
+        norms=facts.norms,
+        activation=facts.activation,
+        mlp_gated=facts.mlp_gated,
+        biases=facts.biases,
+        multipliers=facts.multipliers,
+        tie_word_embeddings=facts.tie_word_embeddings,
+        attention_sinks=facts.attention_sinks,
+        moe=facts.moe,
+        mtp_layers=facts.mtp_layers,
+        quantization=facts.quantization,
+        multimodal=facts.multimodal,
+        features=features,
+        parameters=parameters,
+        memory=memory,
+        closest_family=closest,
+        novelty=differences,
+        remote_code=remote_code,
+        files=files,
+        tensor_templates=tuple(TensorGroupStat(k, v) for k, v in sorted(templates.items())),
+        config_dtype=config_dtype,
+        findings=tuple(findings),
+        tool_version=__version__,
+    )
+
+
+def _remote_code_finding(model_type: str, remote_code: RemoteCode) -> Finding:
+    files = ", ".join(remote_code.files) or "files not in the repo"
+    if model_type in known_model_types():
+        return warning("remote-code-ignored", f"auto_map points at repository code ({files}) but model_type "
+                       f"{model_type!r} is a known family: onboard profiles the known family and never runs that code",
+                       "diff the repo code against the known family before trusting this profile")  # fmt: skip
+    return fatal("remote-code", f"model_type {model_type!r} exists only as repository code ({files}); onboard never "
+                 "imports or runs it", "review the code by hand, then port it to a known model_type or add a family")  # fmt: skip
+
+
+def _default_kv_dtype(config_dtype: str | None) -> str:
+    name = (config_dtype or "bfloat16").replace("torch.", "")
+    return name if name in ("float32", "float16", "bfloat16") else "bfloat16"

@@ -1,0 +1,67 @@
+"""Header shapes and dtypes against config.json: catches head_dim ≠ hidden/heads, padded vocab, wrong dtype.
+
+Every check names the tensor and the config field, since on day zero the config is as likely wrong as the loader.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from onboard.findings import Finding, error, warning
+from onboard.inspect_checkpoint import tensor_names as tn
+from onboard.inspect_checkpoint.checkpoint_types import TensorInfo
+from onboard.profile import Dims
+
+_FLOAT_DTYPES = {"F32": "float32", "F16": "float16", "BF16": "bfloat16", "F64": "float64"}
+_TORCH_DTYPE_NAMES = {"float32": "float32", "float": "float32", "float16": "float16", "half": "float16",
+                      "bfloat16": "bfloat16", "float64": "float64"}  # fmt: skip
+
+
+def check_shapes(tensors: dict[str, TensorInfo], dims: Dims, mla: bool) -> list[Finding]:
+    findings: list[Finding] = []
+    for name, t in tensors.items():
+        if tn.tower_of(name):
+            continue
+        short = tn.strip_lm_prefix(name)
+        if short.endswith(("embed_tokens.weight", "wte.weight", "word_embeddings.weight")) and len(t.shape) == 2:
+            if dims.hidden_size and t.shape[1] != dims.hidden_size:
+                findings.append(error("shape-mismatch", f"{name} has {t.shape[1]} columns but hidden_size is "
+                                      f"{dims.hidden_size}", "check hidden_size in config.json", file=t.file, tensor=name))  # fmt: skip
+        if mla or tn.layer_index(short) != 0 or len(t.shape) != 2:
+            continue
+        expected = None
+        if short.endswith("self_attn.q_proj.weight"):
+            expected = dims.num_attention_heads * dims.head_dim
+            field = "num_attention_heads × head_dim"
+        elif short.endswith(("self_attn.k_proj.weight", "self_attn.v_proj.weight")):
+            expected = dims.num_kv_heads * dims.head_dim
+            field = "num_key_value_heads × head_dim"
+        if expected is not None and t.shape[0] != expected:
+            findings.append(error("shape-mismatch", f"{name} has {t.shape[0]} output rows but config gives "
+                                  f"{field} = {expected}", "check head_dim / num_key_value_heads in config.json "
+                                  "(head_dim need not be hidden_size / num_attention_heads)", file=t.file, tensor=name))  # fmt: skip
+    return findings
+
+
+def check_vocab(config_vocab: int | None, rows: int | None, file: str | None, tensor: str | None) -> list[Finding]:
+    if not config_vocab or not rows or config_vocab == rows:
+        return []
+    return [error("vocab-mismatch", f"config.json vocab_size is {config_vocab} but the embedding has {rows} rows",
+                  "fix vocab_size in config.json; ids ≥ the row count would index past the table", file=file,
+                  tensor=tensor)]  # fmt: skip
+
+
+def check_dtype(tensors: dict[str, TensorInfo], config_dtype: str | None) -> list[Finding]:
+    counts: Counter[str] = Counter()
+    for t in tensors.values():
+        if t.dtype in _FLOAT_DTYPES:
+            counts[_FLOAT_DTYPES[t.dtype]] += t.numel
+    if not counts or not config_dtype:
+        return []
+    stored = counts.most_common(1)[0][0]
+    declared = _TORCH_DTYPE_NAMES.get(config_dtype.replace("torch.", ""), config_dtype)
+    if stored != declared:
+        return [warning("dtype-mismatch", f"config.json declares dtype {config_dtype} but most weights are stored as "
+                        f"{stored}", "serve in the stored dtype or fix torch_dtype/dtype in config.json",
+                        file="config.json")]  # fmt: skip
+    return []

@@ -1,0 +1,178 @@
+"""Memory plan: weight bytes, KV cache per token and per sequence by layer kind, and fit on a target GPU.
+
+KV accounting is per layer kind, the part estimators usually get wrong (BUGZOO B46):
+- full attention: K and V for every token: kv_heads × (head_dim + v_head_dim) elements per token;
+- sliding window / chunked: the same per token, capped at the window;
+- MLA: one compressed latent per token (kv_lora_rank + qk_rope_head_dim), as MLA engines cache it;
+- linear attention / SSM / short conv: a fixed state per sequence, independent of length.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from onboard.errors import InputError
+from onboard.inspect_checkpoint.config_view import ConfigView
+from onboard.profile import Dims, LayerInfo, MemoryPlan, TargetFit
+
+KV_DTYPE_BYTES = {
+    "float32": 4, "fp32": 4, "float16": 2, "fp16": 2, "half": 2, "bfloat16": 2, "bf16": 2,
+    "fp8": 1, "fp8_e4m3": 1, "fp8_e5m2": 1, "float8_e4m3fn": 1, "float8_e5m2": 1, "int8": 1,
+}  # fmt: skip
+
+# Usable HBM per GPU in bytes (vendor figures; vLLM then applies gpu_memory_utilization).
+GIB = 1024**3
+GPUS = {
+    "h100": 80 * GIB, "h100-sxm": 80 * GIB, "h100-pcie": 80 * GIB, "h100-nvl": 94 * GIB, "h800": 80 * GIB,
+    "h200": 141 * GIB, "h20": 96 * GIB, "b200": 180 * GIB, "b300": 288 * GIB, "gb200": 186 * GIB,
+    "a100-80g": 80 * GIB, "a100": 80 * GIB, "a100-40g": 40 * GIB, "l40s": 48 * GIB, "l40": 48 * GIB,
+    "l4": 24 * GIB, "a10g": 24 * GIB, "a10": 24 * GIB, "rtx4090": 24 * GIB, "rtx6000-ada": 48 * GIB,
+    "rtx-pro-6000": 96 * GIB, "mi300x": 192 * GIB, "mi325x": 256 * GIB, "mi355x": 288 * GIB, "tpu-v5e": 16 * GIB,
+}  # fmt: skip
+GPU_MEMORY_UTILIZATION = 0.90  # vLLM's default share of HBM it will use
+ACTIVATION_RESERVE = 2 * GIB  # activations, CUDA graphs and allocator slack per GPU (vLLM profiles ~1–3 GiB)
+
+
+@dataclass(frozen=True)
+class Target:
+    gpu: str
+    count: int
+
+
+def parse_target(text: str) -> Target:
+    """`h100`, `h100x8`, `8xh100`, `a100-80g x4` → Target. Unknown names list the known ones."""
+    spec = text.strip().lower().replace(" ", "")
+    m = re.fullmatch(r"(?:(\d+)x)?([a-z0-9\-]+?)(?:x(\d+))?", spec)
+    if not m or m.group(2) not in GPUS:
+        raise InputError(
+            f"unknown --target {text!r}",
+            f"use GPU[xN] with GPU one of: {', '.join(sorted(GPUS))} (e.g. h100x8)",
+        )
+    count = int(m.group(1) or m.group(3) or 1)
+    if count < 1 or count > 1024:
+        raise InputError(f"--target {text!r}: GPU count must be between 1 and 1024")
+    return Target(m.group(2), count)
+
+
+def kv_dtype_bytes(kv_dtype: str) -> int:
+    key = kv_dtype.lower()
+    if key not in KV_DTYPE_BYTES:
+        raise InputError(f"unknown --kv-dtype {kv_dtype!r}", f"use one of: {', '.join(sorted(KV_DTYPE_BYTES))}")
+    return KV_DTYPE_BYTES[key]
+
+
+def per_token_elements(layer: LayerInfo, dims: Dims, cv: ConfigView) -> int:
+    """Cache elements one token adds in this layer (before any window cap)."""
+    if layer.attention == "mla":
+        rank = cv.int("kv_lora_rank", default=0) or 0
+        rope = cv.int("qk_rope_head_dim", default=0) or 0
+        return rank + rope
+    if layer.attention in ("full", "sliding", "chunked"):
+        v_dim = dims.v_head_dim or dims.head_dim
+        return dims.num_kv_heads * (dims.head_dim + v_dim)
+    return 0
+
+
+def state_elements(layer: LayerInfo, dims: Dims, cv: ConfigView) -> int:
+    """Fixed per-sequence state of a recurrent layer (conv window + SSM / delta-rule state)."""
+    kind = layer.attention
+    if kind not in ("ssm", "linear", "conv") and not layer.parallel_ssm:
+        return 0
+    hidden = dims.hidden_size
+    if kind == "conv":
+        return hidden * (cv.int("conv_L_cache", "conv_kernel", "short_conv_kernel", default=3) or 3)
+    if kind == "linear":
+        k_heads = cv.int("linear_num_key_heads", default=dims.num_attention_heads) or 0
+        v_heads = cv.int("linear_num_value_heads", default=k_heads) or 0
+        k_dim = cv.int("linear_key_head_dim", default=dims.head_dim) or 0
+        v_dim = cv.int("linear_value_head_dim", default=dims.head_dim) or 0
+        kernel = cv.int("linear_conv_kernel_dim", "conv_kernel", default=4) or 4
+        conv = (2 * k_heads * k_dim + v_heads * v_dim) * kernel
+        return conv + v_heads * k_dim * v_dim
+    # Mamba-style selective state spaces.
+    d_state = cv.int("mamba_d_state", "ssm_state_size", "state_size", "d_state", default=16) or 16
+    d_conv = cv.int("mamba_d_conv", "conv_kernel", "d_conv", default=4) or 4
+    expand = cv.float("mamba_expand", "expand", default=2.0) or 2.0
+    n_heads = cv.int("mamba_n_heads", "mamba_num_heads", default=None)
+    if n_heads is None and cv.model_type in ("mamba2",) or cv.has("mamba_head_dim"):
+        n_heads = cv.int("num_heads", "mamba_num_heads", "mamba_n_heads", default=None)
+    head_dim = cv.int("mamba_d_head", "mamba_head_dim", "head_dim", default=None)
+    groups = cv.int("mamba_n_groups", "n_groups", default=1) or 1
+    intermediate = cv.int("mamba_intermediate_size", "intermediate_size_mamba", default=None)
+    if n_heads and head_dim:  # Mamba-2: heads × head_dim × state, conv over x, B and C
+        intermediate = intermediate or n_heads * head_dim
+        return (intermediate + 2 * groups * d_state) * d_conv + n_heads * head_dim * d_state
+    intermediate = intermediate or cv.int("intermediate_size", default=None) or int(expand * hidden)
+    return intermediate * d_conv + intermediate * d_state
+
+
+def plan_memory(
+    cv: ConfigView,
+    dims: Dims,
+    layers: tuple[LayerInfo, ...],
+    weights_bytes: int,
+    kv_dtype: str,
+    max_model_len: int,
+    target: Target | None,
+) -> MemoryPlan:
+    width = kv_dtype_bytes(kv_dtype)
+    by_kind: dict[str, int] = {}
+    per_seq = 0
+    state = 0
+    for layer in layers:
+        elements = per_token_elements(layer, dims, cv)
+        if elements:
+            by_kind[layer.attention] = by_kind.get(layer.attention, 0) + elements * width
+            tokens = min(layer.window, max_model_len) if layer.window else max_model_len
+            per_seq += elements * width * tokens
+        state += state_elements(layer, dims, cv) * width
+    per_token = sum(by_kind.values())
+    fit = _fit(target, dims, weights_bytes, per_token, per_seq + state) if target else None
+    return MemoryPlan(
+        weights_bytes=weights_bytes,
+        kv_dtype=kv_dtype,
+        max_model_len=max_model_len,
+        kv_bytes_per_token=per_token,
+        kv_bytes_per_token_by_kind=by_kind,
+        state_bytes_per_sequence=state,
+        kv_bytes_per_sequence=per_seq + state,
+        target=fit,
+    )
+
+
+def _fit(target: Target, dims: Dims, weights: int, per_token: int, per_sequence: int) -> TargetFit:
+    mem = GPUS[target.gpu]
+    notes: list[str] = []
+    chosen: int | None = None
+    sequences = 0
+    tp = 1
+    while tp <= target.count:
+        if dims.num_attention_heads and dims.num_attention_heads % tp:
+            notes.append(f"tp={tp}: {dims.num_attention_heads} attention heads do not split {tp} ways")
+            tp *= 2
+            continue
+        # KV heads fewer than the TP degree are replicated, so the cache per GPU stops shrinking there.
+        kv_split = min(tp, dims.num_kv_heads) if dims.num_kv_heads else tp
+        budget = mem * GPU_MEMORY_UTILIZATION - ACTIVATION_RESERVE - weights / tp
+        per_gpu_sequence = per_sequence / kv_split if per_sequence else 0
+        fits_now = budget > 0 and (per_gpu_sequence == 0 or budget >= per_gpu_sequence)
+        if fits_now:
+            chosen = tp
+            replicas = target.count // tp  # the remaining GPUs serve as data-parallel replicas
+            sequences = int(budget // per_gpu_sequence) * replicas if per_gpu_sequence else 0
+            if replicas > 1:
+                notes.append(f"{replicas} replicas of tp={tp}")
+            break
+        tp *= 2
+    if chosen is None:
+        notes.append(f"weights ({weights / GIB:.1f} GiB) plus one sequence do not fit on {target.count}× {target.gpu}")
+    return TargetFit(
+        gpu=target.gpu,
+        count=target.count,
+        memory_bytes_per_gpu=mem,
+        fits=chosen is not None,
+        recommended_tensor_parallel=chosen,
+        concurrent_sequences=sequences,
+        notes=tuple(notes),
+    )
