@@ -412,14 +412,14 @@ def _sinks(cv: ConfigView, lm: dict[str, TensorInfo] | None) -> bool:
 
 
 def _mtp(cv: ConfigView, tensors: dict[str, TensorInfo] | None, n_layers: int) -> int:
+    """MTP layers: declared in config (DeepSeek appends them as layers ≥ num_hidden_layers) or named `mtp`."""
     declared = cv.int("num_nextn_predict_layers", "mtp_num_hidden_layers", "num_mtp_modules", "n_mtp_layers",
                       "nextn_predict_layers", default=0) or 0  # fmt: skip
     if tensors is None:
         return declared
-    extra = {tn.layer_index(n) for n in tensors if (tn.layer_index(n) or -1) >= n_layers}
-    mtp_named = {n.split(".mtp", 1)[1].split(".")[1] for n in tensors if ".mtp." in n or n.startswith("mtp.")
-                 and len(n.split(".")) > 2}  # fmt: skip
-    return max(declared if extra or mtp_named else 0, len(extra), len(mtp_named))
+    named = {tn.layer_index(n) for n in tensors if n.startswith("mtp.") or ".mtp." in n}
+    extra = {tn.layer_index(n) for n in tensors if (tn.layer_index(n) or -1) >= n_layers} if declared else set()
+    return len(named) if named else len(extra)
 
 
 def _quantization(cv: ConfigView, tensors: dict[str, TensorInfo] | None) -> Quantization | None:
