@@ -1,0 +1,162 @@
+"""Checkpoint integrity from the file listing, the index and the safetensors headers (never the tensor data).
+
+Checks: index <-> shards (missing or extra files, tensors listed but absent, present but unlisted, duplicated),
+every header problem found while parsing, index paths that would leave the repo, symlinks leading out of it (from
+the source's listing), and pickle-only checkpoints (reported, never unpickled). Shape/dtype-vs-config checks live
+with the config analysis.
+
+Sets and dict comparisons do the work (C speed): a 100k-tensor checkpoint is checked in a few milliseconds.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from onboard.errors import CheckpointError
+from onboard.findings import Finding, error, fatal, warning
+from onboard.inspect_checkpoint.checkpoint_types import SafetensorsHeader
+from onboard.inspect_checkpoint.source import INDEX_FILE, Source, is_safe_relpath
+
+PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl", ".pickle")
+# Pickles that are not weights (training state): their presence alone does not make a pickle checkpoint.
+NON_WEIGHT_PICKLES = {"training_args.bin", "optimizer.pt", "scheduler.pt", "rng_state.pth", "scaler.pt"}
+MAX_LISTED = 5  # name at most this many tensors per finding; the count says how many there are in all
+_HINT_INDEX = "re-save the checkpoint (save_pretrained writes a matching index), or fix the index's weight_map"
+
+
+def check_integrity(source: Source, headers: dict[str, SafetensorsHeader | CheckpointError]) -> list[Finding]:
+    """Every integrity finding of the checkpoint, including the source's own listing findings."""
+    findings: list[Finding] = list(source.findings)
+    findings += _weights_present(source)
+    index = source.index()
+    for name, result in headers.items():
+        if isinstance(result, CheckpointError):
+            if result.code == "missing-shard" and index is not None:
+                continue  # reported once, from the index, below
+            tensor = getattr(result, "tensor", None)
+            findings.append(Finding(result.code, "fatal", result.message, result.hint, file=name, tensor=tensor))
+    good = {name: h for name, h in headers.items() if isinstance(h, SafetensorsHeader)}
+    if index is None:
+        findings += _duplicates(good)
+        return findings
+    weight_map = index.get("weight_map")
+    if not isinstance(weight_map, dict) or not all(isinstance(v, str) for v in weight_map.values()):
+        findings.append(fatal("index-invalid", f"{INDEX_FILE}: 'weight_map' must map tensor names to file names",
+                              _HINT_INDEX, file=INDEX_FILE))  # fmt: skip
+        return findings + _duplicates(good)
+    findings += _index_paths(source, weight_map)
+    findings += _duplicates(good)
+    findings += _index_vs_headers(weight_map, good)
+    return findings
+
+
+def _weights_present(source: Source) -> list[Finding]:
+    paths = [f.path for f in source.files]
+    if any(p.endswith(".safetensors") for p in paths):
+        return []
+    pickles = [p for p in paths if p.endswith(PICKLE_SUFFIXES) and p.rsplit("/", 1)[-1] not in NON_WEIGHT_PICKLES]
+    if pickles:
+        return [fatal(
+            "pickle-only", f"pickle-only checkpoint: convert to safetensors ({', '.join(pickles[:MAX_LISTED])})",
+            "pickle files can run arbitrary code when loaded, so onboard never opens them; convert them with "
+            "a trusted tool in a sandbox (e.g. load with torch.load(weights_only=True), save with safetensors)",
+            file=pickles[0],
+        )]  # fmt: skip
+    if any(p.endswith(".gguf") for p in paths):
+        return [warning("gguf-only", "only GGUF weights: parameter counts and integrity need safetensors",
+                        "point onboard at the original safetensors repo")]  # fmt: skip
+    return [warning("no-weights", "no weight files: profile from config.json only",
+                    "parameter counts and integrity checks need the safetensors files (or their headers)")]  # fmt: skip
+
+
+def _index_paths(source: Source, weight_map: dict[str, str]) -> list[Finding]:
+    findings: list[Finding] = []
+    shards = dict.fromkeys(weight_map.values())
+    for shard in shards:
+        if not is_safe_relpath(shard) or not shard.endswith(".safetensors"):
+            tensors = [t for t, s in weight_map.items() if s == shard]
+            findings.append(fatal(
+                "path-traversal", f"{INDEX_FILE}: shard path {shard!r} (for {_names(tensors)}) is not a relative "
+                ".safetensors path inside the repo", "shard paths must be relative, without '..': fix the index",
+                file=INDEX_FILE, tensor=tensors[0],
+            ))  # fmt: skip
+        elif not source.has_file(shard):
+            findings.append(fatal(
+                "missing-shard", f"{INDEX_FILE} lists {shard} but the repo has no such file",
+                "the download is incomplete: fetch the missing shard (or fix the index)", file=shard,
+            ))  # fmt: skip
+    listed = set(shards)
+    extra = [f.path for f in source.files if f.path.endswith(".safetensors") and f.path not in listed]
+    # Top-level extras are likely stale shards; files in sub-folders (e.g. original/) are other formats.
+    for path in extra:
+        if "/" not in path:
+            findings.append(warning(
+                "extra-shard", f"{path} is not listed in {INDEX_FILE}: its tensors are ignored by loaders",
+                "delete the stale file or add its tensors to the index", file=path,
+            ))  # fmt: skip
+    return findings
+
+
+def _duplicates(headers: dict[str, SafetensorsHeader]) -> list[Finding]:
+    owner: dict[str, str] = {}
+    total = 0
+    for name, h in headers.items():
+        owner.update(dict.fromkeys(h.tensors, name))
+        total += len(h.tensors)
+    if len(owner) == total:  # the common case: no tensor in two files
+        return []
+    seen: dict[str, str] = {}
+    findings = []
+    for name, h in headers.items():
+        for tensor in h.tensors:
+            first = seen.setdefault(tensor, name)
+            if first != name:
+                findings.append(fatal(
+                    "duplicate-tensor", f"tensor {tensor!r} is stored in both {first} and {name}",
+                    "loaders would silently pick one copy: remove it from one shard and fix the index",
+                    file=name, tensor=tensor,
+                ))  # fmt: skip
+    return findings
+
+
+def _index_vs_headers(weight_map: dict[str, str], headers: dict[str, SafetensorsHeader]) -> list[Finding]:
+    actual: dict[str, str] = {}
+    for name, h in headers.items():
+        actual.update(dict.fromkeys(h.tensors, name))
+    expected = {t: s for t, s in weight_map.items() if s in headers}  # shards we could read
+    if actual == expected:
+        return []
+    findings = []
+    absent: dict[str, list[str]] = {}
+    unlisted: dict[str, list[str]] = {}
+    for tensor, shard in expected.items():
+        if tensor not in headers[shard].tensors:
+            absent.setdefault(shard, []).append(tensor)
+    for tensor, shard in actual.items():
+        if weight_map.get(tensor) != shard and tensor not in headers.get(weight_map.get(tensor, ""), _EMPTY).tensors:
+            unlisted.setdefault(shard, []).append(tensor)
+    for shard, tensors in absent.items():
+        findings.append(fatal(
+            "tensor-missing", f"{INDEX_FILE} lists {len(tensors)} tensor(s) in {shard} that it does not hold: "
+            f"{_names(tensors)}", "the shard is stale or the index is wrong: re-download or re-save",
+            file=shard, tensor=tensors[0],
+        ))  # fmt: skip
+    for shard, tensors in unlisted.items():
+        findings.append(error(
+            "tensor-not-indexed", f"{shard} holds {len(tensors)} tensor(s) not listed for it in {INDEX_FILE}: "
+            f"{_names(tensors)}", "loaders follow the index and will not load them: " + _HINT_INDEX,
+            file=shard, tensor=tensors[0],
+        ))  # fmt: skip
+    return findings
+
+
+class _Empty:
+    tensors: dict[str, Any] = {}
+
+
+_EMPTY = _Empty()
+
+
+def _names(tensors: list[str]) -> str:
+    shown = ", ".join(repr(t) for t in tensors[:MAX_LISTED])
+    return shown + (f" and {len(tensors) - MAX_LISTED} more" if len(tensors) > MAX_LISTED else "")

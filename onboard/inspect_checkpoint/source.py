@@ -1,0 +1,336 @@
+"""SOURCE of `onboard inspect`: a local folder or a hub repo, behind one interface.
+
+A Source lists every file of the repo, reads small files (JSON, text), and reads safetensors headers, never tensor
+data. Problems met while listing (symlinks leading out of the repo, unsafe names) become `findings`.
+
+Hub sources start downloading the small files and the safetensors headers in the background as soon as the file
+listing is known: the caller then reads them one after another at local speed, and an inspect behind a slow link
+costs about two round trips (listing, then everything at once) instead of one per file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from onboard.errors import CheckpointError, ConfigError, InputError, SourceNotFound
+from onboard.findings import Finding, fatal, warning
+from onboard.inspect_checkpoint import hub
+from onboard.inspect_checkpoint.checkpoint_types import RepoFile, SafetensorsHeader
+from onboard.inspect_checkpoint.safetensors_header import read_local_header
+
+INDEX_FILE = "model.safetensors.index.json"
+# Small files `onboard inspect` reads from every repo: fetched concurrently up front for hub sources.
+PREFETCH_FILES = (
+    "config.json", "generation_config.json", "tokenizer_config.json", "special_tokens_map.json", INDEX_FILE,
+    "chat_template.jinja", "chat_template.json", "preprocessor_config.json", "processor_config.json",
+)  # fmt: skip
+WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".ckpt", ".pkl", ".gguf", ".h5", ".msgpack", ".onnx")
+SMALL_FILE_LIMIT = 256 * 2**20  # tokenizer.json of large-vocab models is ~30 MB; weights are refused by suffix
+SKIP_DIRS = {".git", ".cache"}  # git metadata, huggingface_hub's local_dir bookkeeping
+_REPO_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9._-]{0,95}")
+
+
+def open_source(source: str, revision: str | None = None, *, prefetch: bool = True) -> Source:
+    """A local folder if it exists (or looks like a path), else a hub repo id `org/name`.
+
+    `prefetch` (hub only): start fetching the small files and every safetensors header right away.
+    """
+    looks_local = source.startswith(("./", "../", "/", "~", ".\\")) or source in (".", "..")
+    path = Path(source).expanduser()
+    if path.exists() or looks_local:
+        if not path.is_dir():
+            what = "does not exist" if not path.exists() else "is a file, not a folder"
+            raise SourceNotFound(
+                f"local checkpoint folder {source!r} {what}",
+                "give the folder that holds config.json (or a hub repo id like org/name)",
+            )
+        if revision is not None:
+            raise InputError(f"--revision {revision!r} applies to hub repos, not the local folder {source!r}",
+                             "check out the revision in the folder (git checkout), or drop --revision")  # fmt: skip
+        return LocalSource(source, path.resolve())
+    if not _REPO_ID_RE.fullmatch(source) or ".." in source or source.endswith((".", "-")):
+        raise SourceNotFound(
+            f"{source!r} is neither an existing local folder nor a hub repo id (org/name)",
+            "for a local folder check the path (prefix ./ for a relative one); a hub id looks like Qwen/Qwen3-8B",
+        )
+    return HubSource(source, revision, prefetch=prefetch)
+
+
+def is_safe_relpath(name: str) -> bool:
+    """Relative, forward slashes, no `..`, no drive or absolute part: stays inside the repo."""
+    if not name or name.startswith(("/", "\\")) or "\\" in name or re.match(r"[A-Za-z]:", name):
+        return False
+    return ".." not in PurePosixPath(name).parts
+
+
+class Source:
+    """What `onboard inspect` reads from. Subclasses: LocalSource, HubSource."""
+
+    display: str
+    repo_id: str | None
+    revision: str | None
+    local_dir: Path | None
+    files: tuple[RepoFile, ...]
+    findings: tuple[Finding, ...]
+
+    def __init__(self) -> None:
+        self._sizes = {f.path: f.size for f in self.files}
+        self._index: dict[str, Any] | None = None
+        self._index_read = False
+
+    # -- files -----------------------------------------------------------------------------------------------------
+    @property
+    def bytes_fetched(self) -> int:
+        """Bytes of safetensors headers fetched over the network (0 for local sources)."""
+        return 0
+
+    def has_file(self, name: str) -> bool:
+        return name in self._sizes
+
+    def file_size(self, name: str) -> int | None:
+        return self._sizes.get(name)
+
+    def path_of(self, name: str) -> Path | None:
+        """A local path for a small file (downloaded into the HF cache for hub sources); None if absent."""
+        raise NotImplementedError
+
+    def read_text(self, name: str) -> str | None:
+        path = self.path_of(name)
+        if path is None:
+            return None
+        try:
+            return path.read_text(encoding="utf-8")
+        except UnicodeDecodeError as exc:
+            raise ConfigError(f"{name}: not UTF-8 text (byte {exc.start})", f"re-save {name} as UTF-8") from exc
+        except OSError as exc:
+            raise ConfigError(f"{name}: cannot read ({exc.strerror or exc})", "check the file's permissions") from exc
+
+    def read_json(self, name: str) -> dict[str, Any] | None:
+        """The JSON object in `name`; None if the repo has no such file; ConfigError naming file+line if malformed."""
+        text = self.read_text(name)
+        if text is None:
+            return None
+        try:
+            doc = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ConfigError(
+                f"{name}: malformed JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}",
+                f"fix {name} (a JSON validator shows the exact spot)",
+            ) from exc
+        if not isinstance(doc, dict):
+            raise ConfigError(f"{name}: expected a JSON object, found {type(doc).__name__}", f"fix {name}")
+        return doc
+
+    def index(self) -> dict[str, Any] | None:
+        """model.safetensors.index.json, or None for single-file / non-safetensors checkpoints."""
+        if not self._index_read:
+            self._index = self.read_json(INDEX_FILE)
+            self._index_read = True
+        return self._index
+
+    def safetensors_files(self) -> list[str]:
+        """The shards: the index's weight_map values if there is an index, else top-level *.safetensors.
+
+        Unsafe paths (`..`, absolute) are left out here; `check_integrity` reports them.
+        """
+        idx = self.index()
+        weight_map = idx.get("weight_map") if idx else None
+        if isinstance(weight_map, dict):
+            names = dict.fromkeys(v for v in weight_map.values() if isinstance(v, str) and is_safe_relpath(v))
+            return list(names)
+        return sorted(f.path for f in self.files if f.path.endswith(".safetensors") and "/" not in f.path)
+
+    def read_headers(self, names: list[str]) -> dict[str, SafetensorsHeader | CheckpointError]:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """Release background resources (hub sources); a Source is also a context manager."""
+
+    def __enter__(self) -> Source:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.display!r}, revision={self.revision!r}, {len(self.files)} files)"
+
+
+class LocalSource(Source):
+    def __init__(self, display: str, root: Path) -> None:
+        self.display = display
+        self.repo_id = None
+        self.local_dir = root
+        self.revision = git_head(root)
+        # An HF cache snapshot links every file into ../../blobs: that folder counts as inside the repo.
+        self._allowed = root.parent.parent if root.parent.name == "snapshots" else root
+        files, findings = _list_local(root, self._allowed)
+        self.files = tuple(files)
+        self.findings = tuple(findings)
+        super().__init__()
+
+    def path_of(self, name: str) -> Path | None:
+        if not is_safe_relpath(name) or name not in self._sizes:
+            return None
+        path = self.local_dir / name  # type: ignore[operator]
+        real = path.resolve()
+        if not real.is_relative_to(self._allowed.resolve()):  # reported as a finding at listing time
+            return None
+        return real
+
+    def read_headers(self, names: list[str]) -> dict[str, SafetensorsHeader | CheckpointError]:
+        # Sequential: the work is json parsing under the GIL and the files are in the page cache; a thread pool
+        # measured slower (benchmarks/bench_inspect_local.py).
+        out: dict[str, SafetensorsHeader | CheckpointError] = {}
+        for name in names:
+            path = self.path_of(name)
+            if path is None:
+                out[name] = CheckpointError("missing-shard", f"{name}: not found in {self.display}", None, name)
+                continue
+            try:
+                out[name] = read_local_header(path, name)
+            except CheckpointError as exc:
+                out[name] = exc
+        return out
+
+
+def _list_local(root: Path, allowed: Path) -> tuple[list[RepoFile], list[Finding]]:
+    """Every regular file under root (relative paths), and findings for symlinks that leave the repo."""
+    files: list[RepoFile] = []
+    findings: list[Finding] = []
+    allowed_real = allowed.resolve()
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+        dirnames[:] = sorted(d for d in dirnames if d not in SKIP_DIRS)
+        base = Path(dirpath)
+        for entry in dirnames:  # os.walk does not enter symlinked folders; only their target matters
+            if (base / entry).is_symlink():
+                _check_link(base / entry, root, allowed_real, findings)
+        for entry in sorted(filenames):
+            path = base / entry
+            if path.is_symlink() and not _check_link(path, root, allowed_real, findings):
+                continue
+            files.append(RepoFile(path.relative_to(root).as_posix(), path.stat().st_size))
+    return files, findings
+
+
+def _check_link(path: Path, root: Path, allowed_real: Path, findings: list[Finding]) -> bool:
+    """True if the symlink stays inside the repo and resolves; otherwise add a finding."""
+    rel = path.relative_to(root).as_posix()
+    target = path.resolve()
+    if not target.is_relative_to(allowed_real):
+        findings.append(fatal(
+            "symlink-outside", f"{rel} is a symlink to {target}, outside the repo",
+            "replace the link with the file itself: a checkpoint must not read files outside its folder", file=rel,
+        ))  # fmt: skip
+        return False
+    if not target.exists():
+        findings.append(warning("symlink-dangling", f"{rel} is a symlink to missing {target}",
+                                "restore the target or remove the link", file=rel))  # fmt: skip
+        return False
+    return True
+
+
+def git_head(root: Path) -> str | None:
+    """The commit sha checked out in `root` if it is a git checkout (read from .git, no subprocess)."""
+    git = root / ".git"
+    try:
+        if git.is_file():  # worktree / submodule: "gitdir: <path>"
+            git = (root / git.read_text().split(":", 1)[1].strip()).resolve()
+        head = (git / "HEAD").read_text().strip()
+        if not head.startswith("ref:"):
+            return head if re.fullmatch(r"[0-9a-f]{40}", head) else None
+        ref = head.split(":", 1)[1].strip()
+        ref_file = git / ref
+        if ref_file.is_file():
+            return ref_file.read_text().strip()
+        for line in (git / "packed-refs").read_text().splitlines():
+            if line.endswith(" " + ref):
+                return line.split()[0]
+    except (OSError, IndexError):
+        return None
+    return None
+
+
+class HubSource(Source):
+    def __init__(self, repo_id: str, revision: str | None, *, prefetch: bool = True) -> None:
+        self.display = repo_id
+        self.repo_id = repo_id
+        self.local_dir = None
+        sha, files = hub.resolve_repo(repo_id, revision)
+        self.revision = sha
+        self.files = files
+        bad = [f.path for f in files if not is_safe_relpath(f.path)]
+        self.findings = tuple(
+            fatal(
+                "path-traversal", f"hub listing of {repo_id} has an unsafe path {p!r}", "report it to the hub", file=p
+            )
+            for p in bad
+        )
+        super().__init__()
+        self._counter = hub.ByteCounter()
+        self._pool = ThreadPoolExecutor(max_workers=hub.MAX_WORKERS, thread_name_prefix="onboard-hub")
+        self._downloads: dict[str, Future[Path | None]] = {}
+        self._headers: dict[str, Future[SafetensorsHeader]] = {}
+        if prefetch:
+            for name in PREFETCH_FILES:
+                if name in self._sizes:
+                    self._download_future(name)
+            for f in files:
+                if f.path.endswith(".safetensors") and is_safe_relpath(f.path):
+                    self._header_future(f.path)
+
+    @property
+    def bytes_fetched(self) -> int:
+        return self._counter.value
+
+    def close(self) -> None:
+        """Drop background work nobody asked for (prefetches of files the caller did not read)."""
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+    def _download_future(self, name: str) -> Future[Path | None]:
+        fut = self._downloads.get(name)
+        if fut is None:
+            fut = self._pool.submit(hub.download, self.repo_id, self.revision, name)  # type: ignore[arg-type]
+            self._downloads[name] = fut
+        return fut
+
+    def _header_future(self, name: str) -> Future[SafetensorsHeader]:
+        fut = self._headers.get(name)
+        if fut is None:
+            args = (self.repo_id, self.revision, name, self._sizes.get(name), self._counter)
+            fut = self._pool.submit(hub.header_of, *args)  # type: ignore[arg-type]
+            self._headers[name] = fut
+        return fut
+
+    def path_of(self, name: str) -> Path | None:
+        if not is_safe_relpath(name) or name not in self._sizes:
+            return None  # not in the listing: no request needed
+        size = self._sizes[name] or 0
+        if name.endswith(WEIGHT_SUFFIXES) or size > SMALL_FILE_LIMIT:
+            raise InputError(f"refusing to download {name} ({size:,} bytes) of {self.repo_id}: weights are never "
+                             "downloaded by inspect", "this is a bug in the caller: read headers with read_headers()")  # fmt: skip
+        return self._download_future(name).result()
+
+    def read_headers(self, names: list[str]) -> dict[str, SafetensorsHeader | CheckpointError]:
+        futures = {}
+        for name in names:
+            if name in self._sizes:
+                futures[name] = self._header_future(name)
+        out: dict[str, SafetensorsHeader | CheckpointError] = {}
+        for name in names:
+            fut = futures.get(name)
+            if fut is None:
+                out[name] = CheckpointError(
+                    "missing-shard", f"{name}: not in {self.repo_id} at {self.revision}", None, name
+                )
+                continue
+            try:
+                out[name] = fut.result()
+            except CheckpointError as exc:
+                out[name] = exc
+        return out

@@ -1,0 +1,332 @@
+"""A small hub-compatible HTTP server on loopback, so tests drive the *real* huggingface_hub client.
+
+It serves local folders as model repos (one folder per revision, each with a fake 40-hex commit sha) through the
+routes huggingface_hub 2.x uses: model info, tree listing, HEAD/GET `resolve` with Range. Faults are injected per
+test: error statuses with the hub's `X-Error-Code`, 5xx N times then OK, latency per request, dropped connections.
+Every request is counted with the bytes of body served.
+
+Point a client at it with `endpoint=server.url` (HfApi, hf_hub_download) or `HF_ENDPOINT` read at call time by
+`onboard.inspect_checkpoint.hub` (huggingface_hub itself reads HF_ENDPOINT only at import).
+
+Extra routes (e.g. `/api/models?author=` for a later issue) plug in with `server.add_route(method, regex, handler)`;
+a handler gets `(handler, match)` and writes the response with `handler.send_json(...)` or the base class methods.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from urllib.parse import parse_qs, unquote, urlsplit
+
+import pytest
+
+RouteHandler = Callable[["_Handler", re.Match[str]], None]
+
+
+@dataclass
+class Fault:
+    """Answer requests whose path contains `match` with `status` (or drop them), `times` times (None = always)."""
+
+    match: str
+    status: int = 500
+    error_code: str | None = None
+    times: int | None = None
+    drop: bool = False
+    method: str | None = None
+
+
+@dataclass
+class Snapshot:
+    folder: Path
+    sha: str
+
+
+@dataclass
+class Stats:
+    requests: list[tuple[str, str, str | None]] = field(default_factory=list)
+    """(method, path, Range header) per request, in arrival order."""
+    bytes_served: int = 0
+
+    def count(self, method: str | None = None, contains: str = "") -> int:
+        return sum(1 for m, p, _ in self.requests if (method is None or m == method) and contains in p)
+
+
+def fake_sha(repo_id: str, revision: str) -> str:
+    return hashlib.sha1(f"{repo_id}@{revision}".encode()).hexdigest()
+
+
+def _file_oid(path: Path) -> str:
+    # Cheap stable id: hashing multi-GB sparse benchmark files would take longer than the benchmark.
+    st = path.stat()
+    return hashlib.sha1(f"{path}:{st.st_size}:{st.st_mtime_ns}".encode()).hexdigest()
+
+
+class HubServer:
+    """Threaded loopback server. Use as a context manager or via the `hub_server` fixture."""
+
+    def __init__(self, latency: float = 0.0) -> None:
+        self.repos: dict[str, dict[str, Snapshot]] = {}
+        self.gated: set[str] = set()
+        self.faults: list[Fault] = []
+        self.latency = latency
+        self.stats = Stats()
+        self.routes: list[tuple[str, re.Pattern[str], RouteHandler]] = []
+        self._lock = threading.Lock()
+        self._httpd: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    # -- set-up ----------------------------------------------------------------------------------------------------
+    def add_repo(self, repo_id: str, folder: str | Path, revision: str = "main", sha: str | None = None) -> str:
+        """Serve `folder` as `repo_id` at `revision` (a branch name); returns the commit sha it resolves to."""
+        sha = sha or fake_sha(repo_id, revision)
+        snap = Snapshot(Path(folder), sha)
+        revs = self.repos.setdefault(repo_id, {})
+        revs[revision] = snap
+        revs[sha] = snap
+        return sha
+
+    def add_fault(self, match: str, status: int = 500, **kw: object) -> Fault:
+        fault = Fault(match, status, **kw)  # type: ignore[arg-type]
+        with self._lock:
+            self.faults.append(fault)
+        return fault
+
+    def add_route(self, method: str, pattern: str, handler: RouteHandler) -> None:
+        """Hook for routes other issues need (checked before the built-in ones)."""
+        self.routes.append((method, re.compile(pattern), handler))
+
+    def reset_stats(self) -> None:
+        with self._lock:
+            self.stats = Stats()
+
+    # -- lifecycle -------------------------------------------------------------------------------------------------
+    @property
+    def url(self) -> str:
+        assert self._httpd is not None, "server not started"
+        host, port = self._httpd.server_address[:2]
+        return f"http://{host}:{port}"
+
+    def start(self) -> HubServer:
+        server = self
+
+        class Handler(_Handler):
+            hub = server
+
+        class Server(ThreadingHTTPServer):
+            daemon_threads = True
+            request_queue_size = 512  # 100+ concurrent connects must not hit a full listen backlog (SYN retry = 1 s)
+
+        self._httpd = Server(("127.0.0.1", 0), Handler)
+        self._thread = threading.Thread(target=self._httpd.serve_forever, name="hubserver", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        if self._httpd is not None:
+            self._httpd.shutdown()
+            self._httpd.server_close()
+            self._httpd = None
+
+    def __enter__(self) -> HubServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # -- helpers used by the handler -------------------------------------------------------------------------------
+    def _take_fault(self, method: str, path: str) -> Fault | None:
+        with self._lock:
+            for fault in self.faults:
+                if fault.match in path and (fault.method is None or fault.method == method):
+                    if fault.times is None:
+                        return fault
+                    if fault.times > 0:
+                        fault.times -= 1
+                        return fault
+        return None
+
+    def _record(self, method: str, path: str, rng: str | None) -> None:
+        with self._lock:
+            self.stats.requests.append((method, path, rng))
+
+    def _add_bytes(self, n: int) -> None:
+        with self._lock:
+            self.stats.bytes_served += n
+
+
+class _Handler(BaseHTTPRequestHandler):
+    hub: HubServer
+    protocol_version = "HTTP/1.1"  # keep-alive: the client pools connections as it would against the real hub
+
+    def log_message(self, format: str, *args: object) -> None:  # quiet
+        pass
+
+    def do_HEAD(self) -> None:
+        self._dispatch("HEAD")
+
+    def do_GET(self) -> None:
+        self._dispatch("GET")
+
+    # -- responses -------------------------------------------------------------------------------------------------
+    def send_json(self, obj: object, status: int = 200, headers: dict[str, str] | None = None) -> None:
+        body = json.dumps(obj).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        for k, v in (headers or {}).items():
+            self.send_header(k, v)
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)
+            self.hub._add_bytes(len(body))
+
+    def send_error_code(self, status: int, error_code: str | None, message: str = "") -> None:
+        headers = {"X-Error-Code": error_code} if error_code else {}
+        if message:
+            headers["X-Error-Message"] = message
+        self.send_json({"error": message or error_code or "error"}, status, headers)
+
+    # -- routing ---------------------------------------------------------------------------------------------------
+    def _dispatch(self, method: str) -> None:
+        split = urlsplit(self.path)
+        path = unquote(split.path)
+        self.hub._record(method, path, self.headers.get("Range"))
+        if self.hub.latency:
+            time.sleep(self.hub.latency)
+        fault = self.hub._take_fault(method, path)
+        if fault is not None:
+            if fault.drop:
+                self._drop()
+                return
+            self.send_error_code(fault.status, fault.error_code, f"injected {fault.status}")
+            return
+        for m, pattern, handler in self.hub.routes:
+            match = pattern.fullmatch(path)
+            if m == method and match:
+                handler(self, match)
+                return
+        query = parse_qs(split.query)
+        if m := re.fullmatch(r"/api/models/([^/]+/[^/]+)(?:/revision/(.+))?", path):
+            self._model_info(m.group(1), m.group(2) or "main", "blobs" in query)
+        elif m := re.fullmatch(r"/api/models/([^/]+/[^/]+)/tree/([^/]+)(?:/(.*))?", path):
+            self._tree(m.group(1), m.group(2), m.group(3) or "", query.get("recursive", ["false"])[0] == "true")
+        elif m := re.fullmatch(r"/([^/]+/[^/]+)/resolve/([^/]+)/(.+)", path):
+            self._resolve(m.group(1), m.group(2), m.group(3))
+        else:
+            self.send_error_code(404, None, f"no route for {path}")
+
+    def _drop(self) -> None:
+        # Close the TCP connection without an answer: the client sees a dropped connection.
+        self.close_connection = True
+        try:
+            self.connection.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+
+    def _snapshot(self, repo_id: str, revision: str) -> Snapshot | None:
+        revs = self.hub.repos.get(repo_id)
+        if revs is None or repo_id in self.hub.gated:
+            if repo_id in self.hub.gated:
+                self.send_error_code(403, "GatedRepo", "Access to this repo is restricted")
+            else:
+                self.send_error_code(404, "RepoNotFound", "Repository not found")
+            return None
+        snap = revs.get(revision)
+        if snap is None:
+            self.send_error_code(404, "RevisionNotFound", "Invalid rev id")
+        return snap
+
+    def _files(self, snap: Snapshot) -> list[Path]:
+        # lstat-based walk: a symlink is listed as a file (its target is the hub's business, not ours).
+        return sorted(p for p in snap.folder.rglob("*") if p.is_file() or p.is_symlink())
+
+    def _model_info(self, repo_id: str, revision: str, blobs: bool) -> None:
+        snap = self._snapshot(repo_id, revision)
+        if snap is None:
+            return
+        siblings = []
+        for p in self._files(snap):
+            rel = p.relative_to(snap.folder).as_posix()
+            entry: dict[str, object] = {"rfilename": rel}
+            if blobs:
+                size = p.lstat().st_size if p.is_symlink() and not p.exists() else p.stat().st_size
+                entry.update(size=size, blobId=_file_oid(p) if p.exists() else "0" * 40)
+            siblings.append(entry)
+        info = {"id": repo_id, "modelId": repo_id, "sha": snap.sha, "private": False, "gated": False,
+                "disabled": False, "tags": [], "siblings": siblings}  # fmt: skip
+        self.send_json(info)
+
+    def _tree(self, repo_id: str, revision: str, sub: str, recursive: bool) -> None:
+        snap = self._snapshot(repo_id, revision)
+        if snap is None:
+            return
+        root = snap.folder / sub
+        items = root.rglob("*") if recursive else root.glob("*")
+        out = []
+        for p in sorted(items):
+            rel = p.relative_to(snap.folder).as_posix()
+            if p.is_dir() and not p.is_symlink():
+                out.append({"type": "directory", "oid": "0" * 40, "size": 0, "path": rel})
+            else:
+                size = p.stat().st_size if p.exists() else 0
+                out.append({"type": "file", "oid": _file_oid(p) if p.exists() else "0" * 40, "size": size, "path": rel})
+        self.send_json(out)
+
+    def _resolve(self, repo_id: str, revision: str, filename: str) -> None:
+        snap = self._snapshot(repo_id, revision)
+        if snap is None:
+            return
+        path = snap.folder / filename
+        if ".." in Path(filename).parts or not path.is_file():
+            self.send_error_code(404, "EntryNotFound", f"{filename} does not exist")
+            return
+        size = path.stat().st_size
+        start, end, status = 0, size - 1, 200
+        rng = self.headers.get("Range")
+        if rng and (m := re.fullmatch(r"bytes=(\d+)-(\d*)", rng.strip())):
+            start = int(m.group(1))
+            end = min(int(m.group(2)) if m.group(2) else size - 1, size - 1)
+            status = 206
+            if start >= size:
+                self.send_response(416)
+                self.send_header("Content-Range", f"bytes */{size}")
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                return
+        length = max(0, end - start + 1)
+        self.send_response(status)
+        self.send_header("Content-Type", "application/octet-stream")
+        self.send_header("Content-Length", str(length))
+        self.send_header("Accept-Ranges", "bytes")
+        self.send_header("ETag", f'"{_file_oid(path)}"')
+        self.send_header("X-Repo-Commit", snap.sha)
+        if status == 206:
+            self.send_header("Content-Range", f"bytes {start}-{end}/{size}")
+        self.end_headers()
+        if self.command == "HEAD":
+            return
+        with open(path, "rb") as f:
+            f.seek(start)
+            remaining = length
+            while remaining > 0:
+                chunk = f.read(min(remaining, 1 << 20))
+                if not chunk:
+                    break
+                self.wfile.write(chunk)
+                remaining -= len(chunk)
+        self.hub._add_bytes(length - remaining)
+
+
+@pytest.fixture
+def hub_server() -> Iterator[HubServer]:
+    """A started HubServer, stopped after the test."""
+    with HubServer() as server:
+        yield server
