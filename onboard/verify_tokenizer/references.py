@@ -1,0 +1,260 @@
+"""Reference tokenizers: every independent way a repo lets us tokenize, to compare the fast tokenizer against.
+
+Loaders are a table (file pattern -> loader). A loader returns a `Reference` or a `Skipped` reason; a missing
+optional library (sentencepiece, tiktoken, mistral-common, gguf) is a Skipped with `missing_library` set, which the
+report turns into an info finding "reference X not available" instead of failing.
+"""
+
+from __future__ import annotations
+
+import base64
+import importlib.util
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from onboard.errors import InputError
+from onboard.verify_tokenizer.bpe import Encoder, MergesBPE, RankBPE, split_special
+from onboard.verify_tokenizer.patterns import (
+    name_for_rank_count,
+    name_for_tiktoken_file,
+    name_for_tokenizer_class,
+    patterns_for,
+    patterns_from_tokenizer_json,
+)
+
+LFS_MAGIC = b"version https://git-lfs"
+
+
+@dataclass(frozen=True)
+class Reference:
+    name: str
+    """e.g. `sentencepiece(tokenizer.model)`; used in findings and goldens."""
+    kind: str
+    file: str
+    encode: Encoder
+    independent: bool = True
+    """False when it reads the same configuration as the subject (raw tokenizer.json): agreement proves less."""
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class Skipped:
+    kind: str
+    file: str
+    reason: str
+    missing_library: str | None = None
+
+
+@dataclass(frozen=True)
+class RepoTokenizerInfo:
+    """What the loaders need to know about the repo besides the file itself."""
+
+    added_tokens: dict[str, int]
+    """Every added token string -> id; HF splits text on these before the model sees it."""
+    tokenizer_class: str | None
+    pre_tokenizer: dict | None
+    """tokenizer.json's pre_tokenizer section, when there is one."""
+
+
+def _has(module: str) -> bool:
+    return importlib.util.find_spec(module) is not None
+
+
+def is_lfs_pointer(path: Path) -> bool:
+    with path.open("rb") as fh:
+        return fh.read(len(LFS_MAGIC)) == LFS_MAGIC
+
+
+def load_tokenizer_json(path: Path, info: RepoTokenizerInfo) -> Reference:
+    from tokenizers import Tokenizer
+
+    try:
+        tok = Tokenizer.from_file(str(path))
+    except Exception as exc:
+        raise InputError(
+            f"{path.name}: cannot be loaded by the tokenizers library ({exc})",
+            "the file is corrupt or truncated: re-download it, or regenerate it with save_pretrained()",
+        ) from exc
+    return Reference(
+        name="tokenizers(tokenizer.json)",
+        kind="tokenizer.json",
+        file=path.name,
+        encode=lambda text: tok.encode(text, add_special_tokens=False).ids,
+        independent=False,
+        note="the raw tokenizer.json as the tokenizers library reads it, without transformers' rebuild",
+    )
+
+
+def load_sentencepiece(path: Path, info: RepoTokenizerInfo) -> Reference | Skipped:
+    if is_lfs_pointer(path):
+        return Skipped("sentencepiece", path.name, "the file is a Git LFS pointer, not the model")
+    if not _has("sentencepiece"):
+        return Skipped("sentencepiece", path.name, "sentencepiece is not installed", "sentencepiece")
+    import sentencepiece as spm
+
+    proc = spm.SentencePieceProcessor()
+    try:
+        proc.LoadFromSerializedProto(path.read_bytes())
+    except Exception as exc:
+        raise InputError(
+            f"{path.name}: not a readable SentencePiece model ({exc})",
+            "re-download the file; a truncated tokenizer.model cannot be used",
+        ) from exc
+    unk = proc.id_to_piece(proc.unk_id()) if proc.unk_id() >= 0 else "<unk>"
+
+    def encode_segment(text: str, first: bool) -> list[int]:
+        if first:
+            return proc.encode(text)
+        # After a special token the original sentencepiece pipeline adds no dummy prefix (transformers' legacy=False);
+        # prefixing the unk piece and dropping its ids is how transformers' slow tokenizer does it.
+        prefix = proc.encode(unk)
+        ids = proc.encode(unk + text)
+        return ids[len(prefix) :]
+
+    def encode(text: str) -> list[int]:
+        out: list[int] = []
+        for index, (segment, special_id) in enumerate(split_special(text, info.added_tokens)):
+            out.extend([special_id] if special_id is not None else encode_segment(segment, index == 0))
+        return out
+
+    return Reference("sentencepiece(" + path.name + ")", "sentencepiece", path.name, encode)
+
+
+def read_tiktoken_ranks(path: Path) -> dict[bytes, int] | None:
+    """Parse `base64 rank` lines; None when the file is not in that format."""
+    ranks: dict[bytes, int] = {}
+    try:
+        for line in path.read_text(encoding="ascii").splitlines():
+            if not line:
+                continue
+            token, rank = line.split(" ")
+            ranks[base64.b64decode(token, validate=True)] = int(rank)
+    except (UnicodeDecodeError, ValueError):
+        return None
+    return ranks or None
+
+
+def load_tiktoken(path: Path, info: RepoTokenizerInfo) -> Reference | Skipped:
+    if is_lfs_pointer(path):
+        return Skipped("tiktoken", path.name, "the file is a Git LFS pointer, not the ranks")
+    ranks = read_tiktoken_ranks(path)
+    if ranks is None:
+        return Skipped("tiktoken", path.name, "not a tiktoken rank file")
+    family = name_for_tiktoken_file(path.name) or name_for_rank_count(len(ranks))
+    patterns = patterns_for(family) if family else None
+    if patterns is None or len(patterns) != 1:
+        return Skipped("tiktoken", path.name, f"no known pre-tokenizer regex for {len(ranks)} ranks")
+    special = {s: i for s, i in info.added_tokens.items() if i >= len(ranks)}
+    if _has("tiktoken"):
+        import tiktoken
+
+        enc = tiktoken.Encoding(path.name, pat_str=patterns[0], mergeable_ranks=ranks, special_tokens=special)
+        # Added tokens below the rank count (rare) are not special in tiktoken; HF would split on them.
+        encode: Encoder = lambda text: enc.encode(text, allowed_special="all")  # noqa: E731
+        note = f"tiktoken library, {family} regex"
+    else:
+        encode = RankBPE(ranks, patterns, special).encode
+        note = f"pure-Python rank BPE (tiktoken not installed), {family} regex"
+    return Reference(f"tiktoken({path.name})", "tiktoken", path.name, encode, note=note)
+
+
+def load_vocab_merges(path: Path, info: RepoTokenizerInfo) -> Reference | Skipped:
+    merges_path = path.with_name("merges.txt")
+    if not merges_path.is_file():
+        return Skipped("vocab+merges", path.name, "vocab.json without merges.txt")
+    try:
+        vocab = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise InputError(f"{path.name}: malformed JSON ({exc})", "re-download vocab.json") from exc
+    merges = []
+    for line in merges_path.read_text(encoding="utf-8").splitlines():
+        if line.startswith("#version") or not line.strip():
+            continue
+        parts = line.split(" ")
+        if len(parts) != 2:
+            raise InputError(
+                f"merges.txt: malformed line {line!r}", "each line must be two tokens separated by a space"
+            )
+        merges.append((parts[0], parts[1]))
+    family = name_for_tokenizer_class(info.tokenizer_class)
+    patterns, independent = (patterns_for(family), True) if family else (None, True)
+    if patterns is None:
+        patterns, independent = patterns_from_tokenizer_json(info.pre_tokenizer), False
+    if patterns is None:
+        return Skipped("vocab+merges", path.name, f"unknown pre-tokenizer for tokenizer class {info.tokenizer_class!r}")
+    encode = MergesBPE(vocab, merges, patterns, info.added_tokens).encode
+    note = f"pure-Python byte-level BPE, {family or 'tokenizer.json'} pre-tokenizer"
+    return Reference("bpe(vocab.json+merges.txt)", "vocab+merges", path.name, encode, independent, note)
+
+
+def load_mistral_common(path: Path, info: RepoTokenizerInfo) -> Reference | Skipped:
+    if is_lfs_pointer(path):
+        return Skipped("mistral-common", path.name, "the file is a Git LFS pointer")
+    if not _has("mistral_common"):
+        return Skipped("mistral-common", path.name, "mistral-common is not installed", "mistral-common")
+    from mistral_common.tokens.tokenizers.mistral import MistralTokenizer
+
+    try:
+        raw = MistralTokenizer.from_file(str(path)).instruct_tokenizer.tokenizer
+    except Exception as exc:
+        raise InputError(f"{path.name}: mistral-common cannot load it ({exc})", "re-download the file") from exc
+
+    def encode(text: str) -> list[int]:
+        out: list[int] = []
+        for index, (segment, special_id) in enumerate(split_special(text, info.added_tokens)):
+            out.extend([special_id] if special_id is not None else raw.encode(segment, bos=False, eos=False))
+        return out
+
+    return Reference(f"mistral-common({path.name})", "mistral-common", path.name, encode)
+
+
+def load_gguf(path: Path, info: RepoTokenizerInfo) -> Reference | Skipped:
+    if is_lfs_pointer(path):
+        return Skipped("gguf", path.name, "the file is a Git LFS pointer")
+    if not _has("gguf"):
+        return Skipped("gguf", path.name, "the gguf package is not installed", "gguf")
+    from onboard.verify_tokenizer.gguf_vocab import gguf_encoder, read_gguf_vocab
+
+    encode, why = gguf_encoder(read_gguf_vocab(path))
+    if encode is None:
+        return Skipped("gguf", path.name, why)
+    return Reference(f"gguf({path.name})", "gguf", path.name, encode, note=why)
+
+
+Loader = Callable[[Path, RepoTokenizerInfo], "Reference | Skipped"]
+
+# (glob relative to the repo root, loader). Order = order in the report.
+LOADERS: tuple[tuple[str, Loader], ...] = (
+    ("tokenizer.json", load_tokenizer_json),
+    ("tokenizer.model", load_sentencepiece),
+    ("original/tokenizer.model", load_tiktoken),
+    ("*.tiktoken", load_tiktoken),
+    ("vocab.json", load_vocab_merges),
+    ("tekken.json", load_mistral_common),
+    ("tokenizer.model.v*", load_mistral_common),
+    ("*.gguf", load_gguf),
+)
+
+
+def discover_references(root: Path, info: RepoTokenizerInfo) -> tuple[list[Reference], list[Skipped]]:
+    """Every reference the files under `root` allow. Corrupt files raise InputError (exit 2)."""
+    found: list[Reference] = []
+    skipped: list[Skipped] = []
+    seen: set[Path] = set()
+    for pattern, loader in LOADERS:
+        for path in sorted(root.glob(pattern)):
+            if path in seen or not path.is_file():
+                continue
+            seen.add(path)
+            result = _load_tokenizer_model(path, info) if loader is load_sentencepiece else loader(path, info)
+            (found if isinstance(result, Reference) else skipped).append(result)
+    return found, skipped
+
+
+def _load_tokenizer_model(path: Path, info: RepoTokenizerInfo) -> Reference | Skipped:
+    """`tokenizer.model` is SentencePiece in most repos but tiktoken ranks in Llama 3 / Kimi style ones."""
+    if not is_lfs_pointer(path) and read_tiktoken_ranks(path) is not None:
+        return load_tiktoken(path, info)
+    return load_sentencepiece(path, info)

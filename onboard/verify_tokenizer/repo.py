@@ -1,0 +1,87 @@
+"""The tokenizer side of a SOURCE: open it with inspect's `open_source`, bring the tokenizer files to a local folder.
+
+Hub sources download only the small files tokenizers need (never weights); a local folder is used in place.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from onboard.errors import InputError
+
+# Files the tokenizer checks read. Globs; matched against repo-relative paths.
+TOKENIZER_FILES = (
+    "config.json", "generation_config.json", "tokenizer_config.json", "special_tokens_map.json", "added_tokens.json",
+    "tokenizer.json", "tokenizer.model", "original/tokenizer.model", "*.tiktoken", "vocab.json", "merges.txt",
+    "tekken.json", "tokenizer.model.v*", "chat_template.jinja", "chat_template.json", "*.gguf",
+)  # fmt: skip
+# A vocabulary-only GGUF is a few MB; anything larger is a weights file and is not downloaded for a tokenizer check.
+MAX_GGUF_BYTES = 64 * 2**20
+
+
+@dataclass(frozen=True)
+class TokenizerRepo:
+    display: str
+    golden_name: str
+    """`org__name` for hub repos, the folder name for local folders: the golden_outputs/ subfolder."""
+    revision: str | None
+    root: Path
+    """A local folder holding the tokenizer files with the repo's layout."""
+    files: tuple[str, ...]
+
+    def json(self, name: str) -> dict[str, Any] | None:
+        path = self.root / name
+        if not path.is_file():
+            return None
+        try:
+            doc = json.loads(path.read_text(encoding="utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            where = f" at line {exc.lineno}, column {exc.colno}" if isinstance(exc, json.JSONDecodeError) else ""
+            raise InputError(
+                f"{name}: malformed JSON{where}: {exc}", f"fix or re-download {name} (a JSON validator shows the spot)"
+            ) from exc
+        if not isinstance(doc, dict):
+            raise InputError(f"{name}: expected a JSON object, found {type(doc).__name__}", f"fix {name}")
+        return doc
+
+    def text(self, name: str) -> str | None:
+        path = self.root / name
+        if not path.is_file():
+            return None
+        try:
+            return path.read_text(encoding="utf-8")
+        except UnicodeDecodeError as exc:
+            raise InputError(f"{name}: not UTF-8 text", f"re-save {name} as UTF-8") from exc
+
+
+def open_tokenizer_repo(source: str, revision: str | None = None) -> TokenizerRepo:
+    """Open SOURCE (local folder or hub id) and make its tokenizer files available locally."""
+    from onboard.inspect_checkpoint.source import open_source
+
+    src = open_source(source, revision)
+    wanted = [
+        f.path
+        for f in src.files
+        if any(fnmatch.fnmatch(f.path, pattern) for pattern in TOKENIZER_FILES)
+        and not (f.path.endswith(".gguf") and (f.size or 0) > MAX_GGUF_BYTES)
+    ]
+    if src.local_dir is not None:
+        root = src.local_dir
+    else:
+        root = None
+        for name in wanted:
+            path = src.path_of(name)
+            if path is not None and root is None:
+                # The snapshot folder: strip the file's relative path from its local path.
+                root = Path(str(path)[: -len(name)]) if str(path).endswith(name) else path.parent
+        if root is None:
+            raise InputError(f"{src.display}: no tokenizer files found", "is this a model repo with a tokenizer?")
+    if src.repo_id:
+        golden = src.repo_id.replace("/", "__")
+    else:
+        golden = Path(src.local_dir or root).name
+    return TokenizerRepo(src.display, golden, src.revision, Path(root), tuple(wanted))
