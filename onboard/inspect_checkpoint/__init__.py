@@ -14,7 +14,7 @@ from onboard.findings import Finding, fatal, info, warning
 from onboard.inspect_checkpoint import tensor_names as tn
 from onboard.inspect_checkpoint.architecture import analyze
 from onboard.inspect_checkpoint.checkpoint_types import SafetensorsHeader, TensorInfo
-from onboard.inspect_checkpoint.config_lint import lint_config
+from onboard.inspect_checkpoint.config_lint import comparable_keys, lint_config
 from onboard.inspect_checkpoint.config_view import ConfigView
 from onboard.inspect_checkpoint.consistency import check_dtype, check_shapes, check_vocab
 from onboard.inspect_checkpoint.families import known_model_types, novelty
@@ -123,7 +123,7 @@ def profile_from_parts(
     memory = plan_memory(cv, dims, facts.layers, weights_bytes, kv, length, target)
     features = derive(facts)
     findings += lint_config(cv)
-    closest, differences = novelty(cv.model_type, features, facts.layers, set(templates), {k for _, k in cv.all_keys()})
+    closest, differences = novelty(cv.model_type, features, facts.layers, set(templates), comparable_keys(cv))
     if remote_code is not None:
         findings.append(_remote_code_finding(cv.model_type, remote_code))
     archs = cv.get("architectures")

@@ -61,6 +61,10 @@ def analyze(cv: ConfigView, tensors: dict[str, TensorInfo] | None) -> tuple[Arch
     dims = _dims(cv, mla, lm)
     moe = _moe(cv, lm)
     roles, moe_layers = _per_layer_tensors(lm, dims.num_layers, moe) if lm is not None else (None, None)
+    # With tensors the MoE layout is read from them; these keys describe the same layout.
+    cv.mark_used("first_k_dense_replace", "moe_layer_freq", "decoder_sparse_step", "mlp_only_layers",
+                 "moe_layer_start_index", "moe_layer_interval", "interleave_moe_layer_step", "expert_layer_period",
+                 "expert_layer_offset", "num_dense_layers")  # fmt: skip
     if moe_layers is None and moe is not None:
         moe_layers = _moe_layers_from_config(cv, dims.num_layers)
     layers, layer_findings = plan_layers(cv, dims.num_layers, mla, roles, moe_layers)
@@ -144,7 +148,7 @@ def _dims(cv: ConfigView, mla: bool, lm: dict[str, TensorInfo] | None) -> Dims:
         kv = 1
     kv = kv or heads
     if mla:
-        cv.mark_used("q_lora_rank", "kv_lora_rank")
+        cv.mark_used("q_lora_rank", "kv_lora_rank", "head_dim", "qk_head_dim")
         nope = cv.int("qk_nope_head_dim", default=0) or 0
         rope_dim = cv.int("qk_rope_head_dim", default=0) or 0
         head_dim = nope + rope_dim

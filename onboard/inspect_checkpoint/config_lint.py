@@ -70,11 +70,17 @@ IGNORED: dict[str, str] = {
 # Keys whose meaning is known but which the block library does not model: reported as warnings naming the effect.
 KNOWN_UNSUPPORTED: dict[str, str] = {
     "swiglu_limit": "clamps the SwiGLU gate/up activations (gpt-oss); kernels must apply the same clamp",
+    "swiglu_alpha": "gpt-oss SwiGLU uses x·sigmoid(alpha·x) with this alpha, not plain SiLU",
     "clip_qkv": "clamps q/k/v projections to ±clip_qkv (OLMo, DBRX)",
     "rope_interleave": "rotary applied to interleaved (even/odd) pairs instead of the two halves",
     "attention_chunk_size": "chunked local attention",
     "num_nextn_predict_layers": "multi-token-prediction layers",
 }
+
+
+def comparable_keys(cv: ConfigView) -> set[str]:
+    """Config keys that describe the model (not bookkeeping): what the novelty report compares."""
+    return {k for _, k in cv.all_keys() if k not in IGNORED and not isinstance(cv.raw.get(k, cv.text.get(k)), dict)}
 
 
 def lint_config(cv: ConfigView) -> list[Finding]:

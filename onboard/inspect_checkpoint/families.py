@@ -51,9 +51,12 @@ def _jaccard(a: frozenset[str] | set[str], b: frozenset[str] | set[str]) -> floa
 
 
 def _strip_layer_prefix(templates: set[str] | frozenset[str]) -> set[str]:
-    """Compare templates without wrapper prefixes (model. / transformer. / language_model.)."""
+    """Compare templates without wrapper prefixes (model. / transformer. / language_model.), and experts as one
+    group: checkpoints store them per expert or stacked depending on the writer's version."""
     out = set()
     for t in templates:
+        if ".experts." in t or t.endswith(".experts"):
+            t = t[: t.index(".experts")] + ".experts.*"
         for prefix in ("model.language_model.", "language_model.model.", "model.", "transformer.", "gpt_neox.",
                        "backbone.", "language_model."):  # fmt: skip
             if t.startswith(prefix):

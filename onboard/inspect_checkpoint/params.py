@@ -13,8 +13,15 @@ from onboard.inspect_checkpoint import tensor_names as tn
 from onboard.inspect_checkpoint.checkpoint_types import TensorInfo
 from onboard.profile import Moe, ParameterCounts
 
+# Persistent buffers that checkpoints store but that are not parameters (transformers registers them as buffers):
+# counted as component `buffers`, outside the total, so the total equals `model.num_parameters()`.
+BUFFER_SUFFIXES = ("e_score_correction_bias",)
+
 # Stored element → logical parameters for packed formats.
 _PACKED_SUFFIXES = ("_blocks",)
+
+
+_NOT_PARAMETERS = ("quant_scales", "buffers")
 
 
 def logical_numel(t: TensorInfo) -> int:
@@ -31,12 +38,13 @@ def count_parameters(tensors: dict[str, TensorInfo], moe: Moe | None) -> Paramet
         tmpl = tn.template(name)
         comp = component_cache.get(tmpl)
         if comp is None:
-            comp = component_cache[tmpl] = tn.component_of_template(tmpl)
+            comp = "buffers" if tmpl.endswith(BUFFER_SUFFIXES) else tn.component_of_template(tmpl)
+            component_cache[tmpl] = comp
         n = logical_numel(t)
         by_component[comp] += n
-        if comp != "quant_scales":
+        if comp not in _NOT_PARAMETERS:
             by_dtype[t.dtype] += n
-    total = sum(n for c, n in by_component.items() if c != "quant_scales")
+    total = sum(n for c, n in by_component.items() if c not in _NOT_PARAMETERS)
     active = total
     if moe is not None and moe.num_experts > 0:
         # Only top_k of the routed experts run for a token; shared experts always run.

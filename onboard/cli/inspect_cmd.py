@@ -1,0 +1,47 @@
+"""`onboard inspect`: config + safetensors headers → ModelProfile (never the weights)."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+
+@click.command("inspect")
+@click.argument("source")
+@click.option("--revision", help="Branch, tag or commit of a hub repo (default: main).")
+@click.option("--json", "as_json", is_flag=True, help="Print the ModelProfile as JSON on stdout.")
+@click.option("--target", help="GPU[xN] to plan for, e.g. h100x8, h200, a100-80g x4.")
+@click.option("--max-model-len", type=click.IntRange(min=1), help="Context length for the KV plan (default: model max).")
+@click.option("--kv-dtype", help="KV-cache dtype: bf16, fp16, fp32, fp8 (default: the checkpoint dtype).")
+def inspect_command(
+    source: str, revision: str | None, as_json: bool, target: str | None, max_model_len: int | None, kv_dtype: str | None
+) -> None:
+    """Profile a checkpoint from its config and safetensors headers.
+
+    SOURCE is a local folder or a hub repo id (ORG/NAME). Exit 1 when checks find errors, 2 when the input is
+    unusable (corrupt checkpoint, pickle-only weights, repository code only).
+
+    \b
+    Examples:
+      onboard inspect ./checkpoint
+      onboard inspect Qwen/Qwen3-8B --revision main --target h100x2 --max-model-len 32768 --json
+    """
+    from onboard.cli import report_error
+    from onboard.cli.output import emit_json, say
+    from onboard.findings import exit_code_for
+    from onboard.inspect_checkpoint import inspect
+    from onboard.inspect_checkpoint.summary import render_summary
+
+    profile = inspect(source, revision=revision, target=target, max_model_len=max_model_len, kv_dtype=kv_dtype)
+    if as_json:
+        emit_json(profile)
+    else:
+        say(render_summary(profile))
+    code = exit_code_for(profile.findings)
+    if code == 2:
+        worst = next(f for f in profile.findings if f.severity == "fatal")
+        report_error(f"{worst.message}" + (f" [{worst.file}]" if worst.file else ""), worst.hint)
+    elif code == 1:
+        report_error("inspection found errors (see findings)", "fix them or waive them before generating an adapter")
+    sys.exit(code)

@@ -1,0 +1,62 @@
+"""A human-readable summary of a ModelProfile (what `onboard inspect` prints without --json)."""
+
+from __future__ import annotations
+
+from onboard.findings import SEVERITIES
+from onboard.inspect_checkpoint.families import describe_layers
+from onboard.profile import ModelProfile
+
+
+def _human(n: float) -> str:
+    for unit, scale in (("T", 1e12), ("B", 1e9), ("M", 1e6), ("K", 1e3)):
+        if abs(n) >= scale:
+            return f"{n / scale:.2f}{unit}"
+    return str(int(n))
+
+
+def _bytes(n: float) -> str:
+    for unit, scale in (("TiB", 1024**4), ("GiB", 1024**3), ("MiB", 1024**2), ("KiB", 1024)):
+        if abs(n) >= scale:
+            return f"{n / scale:.2f} {unit}"
+    return f"{int(n)} B"
+
+
+def render_summary(p: ModelProfile) -> str:
+    d = p.dims
+    lines = [
+        f"{p.source}  ({p.model_type}; {', '.join(p.architectures) or 'no architectures'})",
+        f"revision: {p.revision or 'local (no commit)'}",
+        f"dims: hidden {d.hidden_size}, layers {d.num_layers}, heads {d.num_attention_heads}/{d.num_kv_heads} kv, "
+        f"head_dim {d.head_dim}, intermediate {d.intermediate_size}, vocab {d.vocab_size}",
+        f"layers: {'; '.join(describe_layers(p.layers)) or (p.layers[0].attention + ' on every layer' if p.layers else 'none')}",
+        f"features: {', '.join(p.features) or 'none'}",
+    ]
+    if p.rope:
+        lines.append(f"rope: {p.rope.type}, theta {p.rope.theta:g}" + (f", partial {p.rope.partial_rotary_factor:g}"
+                     if p.rope.partial_rotary_factor < 1 else ""))  # fmt: skip
+    if p.moe:
+        m = p.moe
+        lines.append(f"moe: {m.num_experts} experts, top-{m.top_k}, {m.num_shared_experts} shared, {m.scoring} router"
+                     + (", correction bias" if m.correction_bias else ""))  # fmt: skip
+    if p.parameters:
+        lines.append(f"parameters: {_human(p.parameters.total)} total, {_human(p.parameters.active)} active; "
+                     + ", ".join(f"{k} {_human(v)}" for k, v in p.parameters.by_dtype.items()))  # fmt: skip
+    if p.memory:
+        mem = p.memory
+        lines.append(f"memory: weights {_bytes(mem.weights_bytes)}; KV {_bytes(mem.kv_bytes_per_token)}/token "
+                     f"({mem.kv_dtype}); one sequence of {mem.max_model_len} tokens {_bytes(mem.kv_bytes_per_sequence)}")  # fmt: skip
+        if mem.target:
+            t = mem.target
+            verdict = (f"fits, tensor parallel {t.recommended_tensor_parallel}, {t.concurrent_sequences} concurrent "
+                       f"sequences" if t.fits else "does not fit")  # fmt: skip
+            lines.append(f"target {t.count}× {t.gpu}: {verdict}")
+    lines.append(f"closest family: {p.closest_family or 'none'}")
+    lines += [f"  {line}" for line in p.novelty]
+    counts = {s: sum(1 for f in p.findings if f.severity == s) for s in SEVERITIES}
+    lines.append(
+        "findings: " + ", ".join(f"{n} {s}" for s, n in counts.items() if n) if p.findings else "findings: none"
+    )
+    for f in sorted(p.findings, key=lambda f: SEVERITIES.index(f.severity)):
+        where = " ".join(x for x in (f.file, f.tensor) if x)
+        lines.append(f"  [{f.severity}] {f.code}: {f.message}" + (f" ({where})" if where else ""))
+    return "\n".join(lines)
