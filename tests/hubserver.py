@@ -330,3 +330,19 @@ def hub_server() -> Iterator[HubServer]:
     """A started HubServer, stopped after the test."""
     with HubServer() as server:
         yield server
+
+
+@pytest.fixture
+def hub_env(hub_server: HubServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> HubServer:
+    """hub_server + an environment pointing onboard at it: HF_ENDPOINT, a fresh HF cache, online, fast retries."""
+    from huggingface_hub import constants
+
+    from onboard.inspect_checkpoint import hub
+
+    monkeypatch.setenv("HF_ENDPOINT", hub_server.url)
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hf-cache" / "hub"))
+    monkeypatch.delenv("ONBOARD_CACHE", raising=False)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "0")
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)  # read by huggingface_hub at import time
+    monkeypatch.setattr(hub, "RETRY_DELAYS", (0.0, 0.0, 0.0))
+    return hub_server

@@ -25,9 +25,9 @@ _HINT_INDEX = "re-save the checkpoint (save_pretrained writes a matching index),
 
 
 def check_integrity(source: Source, headers: dict[str, SafetensorsHeader | CheckpointError]) -> list[Finding]:
-    """Every integrity finding of the checkpoint, including the source's own listing findings."""
-    findings: list[Finding] = list(source.findings)
-    findings += _weights_present(source)
+    """Integrity findings of the checkpoint. The source's listing findings (`source.findings`: symlinks leading
+    out of the repo, unsafe names) are not repeated here: report both lists."""
+    findings: list[Finding] = _weights_present(source)
     index = source.index()
     for name, result in headers.items():
         if isinstance(result, CheckpointError):
