@@ -1,0 +1,39 @@
+# Set-up is automatic: `make demo` and `make test` create .venv on first use (offline-capable except pip itself).
+PY := .venv/bin/python
+VENV_STAMP := .venv/.installed
+
+.PHONY: demo test test-fast lint style bench clean-venv
+
+$(VENV_STAMP): pyproject.toml
+	test -x $(PY) || python3 -m venv .venv
+	$(PY) -m pip install -q --upgrade pip
+	# Pin torch first: the CPU build (a bare `torch` may pull a multi-GB CUDA build).
+	$(PY) -m pip install -q torch==2.13.0
+	$(PY) -m pip install -q -e '.[dev]'
+	touch $(VENV_STAMP)
+
+examples/demo-qwen3/model.safetensors: $(VENV_STAMP) scripts/make_demo_checkpoint.py
+	$(PY) scripts/make_demo_checkpoint.py
+
+## The main job on the bundled demo checkpoint (no network needed once installed).
+demo: $(VENV_STAMP) examples/demo-qwen3/model.safetensors
+	HF_HUB_OFFLINE=1 .venv/bin/onboard inspect examples/demo-qwen3 --target l4
+
+## The whole test suite (what CI runs).
+test: $(VENV_STAMP) examples/demo-qwen3/model.safetensors
+	.venv/bin/pytest -q
+
+test-fast: $(VENV_STAMP)
+	.venv/bin/pytest -q -m "not slow"
+
+lint: $(VENV_STAMP)
+	.venv/bin/ruff check . && .venv/bin/ruff format --check onboard
+
+style: $(VENV_STAMP)
+	.venv/bin/ruff check --fix . && .venv/bin/ruff format onboard
+
+bench: $(VENV_STAMP)
+	for b in benchmarks/bench_*.py; do $(PY) $$b || exit 1; done
+
+clean-venv:
+	rm -rf .venv
