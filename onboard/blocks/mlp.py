@@ -1,0 +1,67 @@
+"""Feed-forward blocks: gated (SwiGLU, GeGLU tanh / exact) with a fused `gate_up_proj`, and plain two-layer MLPs
+(GELU, GELU-tanh, relu², SiLU)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from onboard.kernels import dispatch
+
+# Gated activations: name -> f(gate, up). Names follow HF's `hidden_act` values.
+GATED_ACTIVATIONS: dict[str, Callable[[torch.Tensor, torch.Tensor], torch.Tensor]] = {
+    "silu": dispatch.swiglu,
+    "swish": dispatch.swiglu,
+    "gelu_pytorch_tanh": lambda g, u: dispatch.geglu(g, u, "tanh"),
+    "gelu_tanh": lambda g, u: dispatch.geglu(g, u, "tanh"),
+    "gelu_new": lambda g, u: dispatch.geglu(g, u, "tanh"),
+    "gelu": lambda g, u: dispatch.geglu(g, u, "none"),
+}
+
+# Plain activations for non-gated MLPs.
+ACTIVATIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
+    "gelu": F.gelu,
+    "gelu_pytorch_tanh": lambda x: F.gelu(x, approximate="tanh"),
+    "gelu_tanh": lambda x: F.gelu(x, approximate="tanh"),
+    "gelu_new": lambda x: F.gelu(x, approximate="tanh"),
+    "relu2": lambda x: torch.square(F.relu(x)),
+    "silu": F.silu,
+    "relu": F.relu,
+}
+
+
+def _lookup(table: dict, name: str, what: str) -> Callable:
+    fn = table.get(name)
+    if fn is None:
+        raise ValueError(f"unsupported {what} activation {name!r}; supported: {sorted(table)}")
+    return fn
+
+
+class GatedMLP(nn.Module):
+    """down_proj(act(gate) * up) with one fused `gate_up_proj` ([gate; up] rows, each `intermediate_size`)."""
+
+    def __init__(self, hidden_size: int, intermediate_size: int, activation: str = "silu", bias: bool = False) -> None:
+        super().__init__()
+        self.act = _lookup(GATED_ACTIVATIONS, activation, "gated")
+        self.gate_up_proj = nn.Linear(hidden_size, 2 * intermediate_size, bias=bias)
+        self.down_proj = nn.Linear(intermediate_size, hidden_size, bias=bias)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        gate, up = self.gate_up_proj(x).chunk(2, dim=-1)
+        return self.down_proj(self.act(gate, up))
+
+
+class MLP(nn.Module):
+    """down_proj(act(up_proj(x))): starcoder2 / gpt-bigcode (GELU-tanh), nemotron (relu²), phi (GELU)."""
+
+    def __init__(self, hidden_size: int, intermediate_size: int, activation: str = "gelu", bias: bool = True) -> None:
+        super().__init__()
+        self.act = _lookup(ACTIVATIONS, activation, "MLP")
+        self.up_proj = nn.Linear(hidden_size, intermediate_size, bias=bias)
+        self.down_proj = nn.Linear(intermediate_size, hidden_size, bias=bias)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.down_proj(self.act(self.up_proj(x)))

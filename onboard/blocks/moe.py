@@ -1,0 +1,106 @@
+"""Mixture-of-experts feed-forward: routing (softmax or sigmoid scores, optional group-limited selection with a
+correction bias that affects only *which* experts are chosen, top-k normalisation, routed scaling factor), stacked
+gated experts, and optional shared experts (with qwen2_moe's sigmoid gate). Dense-first layers (DeepSeek's
+`first_k_dense_replace`) are the caller's choice of GatedMLP instead of MoE.
+
+Parameters: `router` [E, hidden] (no bias); `e_score_correction_bias` [E] (only with `correction_bias=True`);
+`experts_gate_up` [E, 2*I, hidden] ([gate; up] rows per expert); `experts_down` [E, hidden, I]; `shared`
+(GatedMLP) and `shared_gate` (Linear hidden->1) when configured.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .mlp import GATED_ACTIVATIONS, GatedMLP
+
+
+@dataclass(frozen=True)
+class RouterSpec:
+    """How tokens pick experts. scoring "softmax" (mixtral, qwen) or "sigmoid" (deepseek v3, glm4_moe)."""
+
+    top_k: int
+    scoring: str = "softmax"
+    norm_topk_prob: bool = True
+    routed_scaling_factor: float = 1.0
+    correction_bias: bool = False
+    n_group: int = 1
+    topk_group: int = 1
+
+
+def route(logits: torch.Tensor, spec: RouterSpec, bias: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Router logits [T, E] (float32) -> (weights [T, k] float32, expert indices [T, k])."""
+    if spec.scoring == "softmax":
+        scores = torch.softmax(logits, dim=-1)
+    elif spec.scoring == "sigmoid":
+        scores = torch.sigmoid(logits)
+    else:
+        raise ValueError(f"unknown router scoring {spec.scoring!r}; use 'softmax' or 'sigmoid'")
+    choice = scores + bias if bias is not None else scores
+    if spec.n_group > 1:
+        # Group-limited routing (DeepSeek-V3 noaux_tc): keep the topk_group groups whose two best experts score
+        # highest, mask the rest out of the selection.
+        t, e = choice.shape
+        grouped = choice.view(t, spec.n_group, e // spec.n_group)
+        group_scores = grouped.topk(2, dim=-1).values.sum(dim=-1)
+        keep = torch.zeros_like(group_scores, dtype=torch.bool)
+        keep.scatter_(1, group_scores.topk(spec.topk_group, dim=-1).indices, True)
+        choice = grouped.masked_fill(~keep[..., None], float("-inf")).view(t, e)
+    indices = choice.topk(spec.top_k, dim=-1).indices
+    weights = scores.gather(1, indices)  # the correction bias never reaches the weights
+    if spec.norm_topk_prob:
+        weights = weights / (weights.sum(dim=-1, keepdim=True) + (1e-20 if spec.scoring == "sigmoid" else 0.0))
+    return weights * spec.routed_scaling_factor, indices
+
+
+class MoE(nn.Module):
+    """Sparse MoE block: forward(x [..., hidden]) -> [..., hidden]."""
+
+    def __init__(
+        self,
+        hidden_size: int,
+        num_experts: int,
+        moe_intermediate_size: int,
+        router: RouterSpec,
+        *,
+        activation: str = "silu",
+        shared_intermediate_size: int = 0,
+        shared_gate: bool = False,
+    ) -> None:
+        super().__init__()
+        if router.n_group > 1 and num_experts % router.n_group:
+            raise ValueError(f"num_experts {num_experts} is not divisible by n_group {router.n_group}")
+        self.spec = router
+        self.num_experts = num_experts
+        self.act = GATED_ACTIVATIONS[activation]
+        self.router = nn.Linear(hidden_size, num_experts, bias=False)
+        self.e_score_correction_bias = nn.Parameter(torch.zeros(num_experts)) if router.correction_bias else None
+        self.experts_gate_up = nn.Parameter(torch.zeros(num_experts, 2 * moe_intermediate_size, hidden_size))
+        self.experts_down = nn.Parameter(torch.zeros(num_experts, hidden_size, moe_intermediate_size))
+        self.shared = GatedMLP(hidden_size, shared_intermediate_size, activation) if shared_intermediate_size else None
+        self.shared_gate = nn.Linear(hidden_size, 1, bias=False) if shared_gate else None
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        shape = x.shape
+        tokens = x.reshape(-1, shape[-1])
+        logits = F.linear(tokens.float(), self.router.weight.float())
+        bias = None if self.e_score_correction_bias is None else self.e_score_correction_bias.float()
+        weights, indices = route(logits, self.spec, bias)
+        out = torch.zeros_like(tokens)
+        # Loop over the experts that received tokens (fine for CPU parity and small batches).
+        for expert in indices.unique().tolist():
+            token_idx, slot = torch.where(indices == expert)
+            h = tokens[token_idx]
+            gate, up = F.linear(h, self.experts_gate_up[expert]).chunk(2, dim=-1)
+            y = F.linear(self.act(gate, up), self.experts_down[expert])
+            out.index_add_(0, token_idx, (y * weights[token_idx, slot, None]).to(out.dtype))
+        if self.shared is not None:
+            shared = self.shared(tokens)
+            if self.shared_gate is not None:
+                shared = torch.sigmoid(self.shared_gate(tokens)) * shared
+            out = out + shared
+        return out.view(shape)

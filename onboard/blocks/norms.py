@@ -1,0 +1,102 @@
+"""Normalisation blocks: RMSNorm (with (offset + w) weight), LayerNorm, and QK-norm on attention heads."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from onboard.kernels import dispatch
+
+
+class RMSNorm(nn.Module):
+    """RMSNorm over the last dim. `offset=1.0` is Gemma's (1 + w) (weight initialised to 0); `casting` follows
+    `onboard.kernels.rmsnorm` ("llama" for offset 0 by default, "gemma" otherwise)."""
+
+    def __init__(self, dim: int, eps: float = 1e-6, offset: float = 0.0, casting: str | None = None) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.zeros(dim) if offset else torch.ones(dim))
+        self.eps = eps
+        self.offset = offset
+        self.casting = casting
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return dispatch.rms_norm(x, self.weight, self.eps, self.offset, self.casting)
+
+    def extra_repr(self) -> str:
+        return f"{tuple(self.weight.shape)}, eps={self.eps}, offset={self.offset}"
+
+
+class LayerNorm(nn.Module):
+    """LayerNorm over the last dim computed in float32 (like Cohere's), optional bias. The weight may have extra
+    leading dims that broadcast over the input (Cohere's per-head QK-norm weight is [heads, head_dim])."""
+
+    def __init__(self, shape: int | tuple[int, ...], eps: float = 1e-5, bias: bool = True) -> None:
+        super().__init__()
+        shape = (shape,) if isinstance(shape, int) else tuple(shape)
+        self.weight = nn.Parameter(torch.ones(shape))
+        self.bias = nn.Parameter(torch.zeros(shape)) if bias else None
+        self.eps = eps
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        xf = x.float()
+        y = F.layer_norm(xf, (x.shape[-1],), None, None, self.eps) * self.weight.float()
+        if self.bias is not None:
+            y = y + self.bias.float()
+        return y.to(x.dtype)
+
+
+# Where a QK-norm's statistics and weight live.
+QK_NORM_SCOPES = ("head", "per_head_weight", "all")
+
+
+@dataclass(frozen=True)
+class QKNormSpec:
+    """How an attention block normalises q and k heads (see QKNorm); kind "rms" or "layer"."""
+
+    eps: float = 1e-6
+    kind: str = "rms"
+    offset: float = 0.0
+    scope: str = "head"
+    casting: str | None = None  # RMS only; OLMo2 multiplies in float32 at offset 0: "gemma"
+
+
+class QKNorm(nn.Module):
+    """Norm applied to query or key heads x [..., H, D] before RoPE.
+
+    scope "head": normalise each head over D with one shared [D] weight (qwen3, gemma3, ...);
+    "per_head_weight": normalise over D with a [H, D] weight (cohere, LayerNorm);
+    "all": normalise over the flattened H*D with a [H*D] weight (olmo2, olmoe).
+    """
+
+    def __init__(
+        self,
+        num_heads: int,
+        head_dim: int,
+        eps: float = 1e-6,
+        kind: str = "rms",
+        offset: float = 0.0,
+        scope: str = "head",
+        casting: str | None = None,
+    ) -> None:
+        super().__init__()
+        if scope not in QK_NORM_SCOPES:
+            raise ValueError(f"QKNorm scope must be one of {QK_NORM_SCOPES}, got {scope!r}")
+        if kind not in ("rms", "layer"):
+            raise ValueError(f"QKNorm kind must be 'rms' or 'layer', got {kind!r}")
+        if kind == "rms" and scope == "per_head_weight":
+            raise ValueError("QKNorm: RMS with per-head weights is not a known architecture; use scope 'head'")
+        self.scope = scope
+        dim = {"head": head_dim, "per_head_weight": (num_heads, head_dim), "all": num_heads * head_dim}[scope]
+        self.norm = RMSNorm(dim, eps, offset, casting) if kind == "rms" else LayerNorm(dim, eps, bias=False)
+
+    @property
+    def weight(self) -> nn.Parameter:
+        return self.norm.weight
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.scope == "all":
+            return self.norm(x.flatten(-2)).view(x.shape)
+        return self.norm(x)

@@ -1,0 +1,140 @@
+"""Attention block vs transformers' eager attention modules with shared weights (float32): GQA (llama), MQA,
+sliding window + soft-capping + query_pre_attn_scalar (gemma2), sinks + sliding window (gpt_oss), QK-norm per head
+(qwen3), over all heads (olmo2) and per-head LayerNorm with interleaved rope (cohere). HF's own masks are used, so
+the sliding-window boundary convention is checked too."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from onboard.blocks.attention import Attention, attend, causal_mask
+from onboard.blocks.norms import QKNormSpec
+from onboard.blocks.rotary import RopeConfig, RotaryEmbedding
+from tests.blocks._hf import copy_linear, eager, full_table, fuse_linear, hf_mask, randomize
+
+B, S, HIDDEN = 2, 11, 64
+ATOL = RTOL = 1e-5
+
+
+def _run(hf_attn, cfg, ours: Attention, *, sliding: bool, half_tables: bool = False, interleaved: bool = False):
+    randomize(hf_attn)
+    fuse_linear(ours.qkv_proj, hf_attn.q_proj, hf_attn.k_proj, hf_attn.v_proj)
+    copy_linear(ours.o_proj, hf_attn.o_proj)
+    with torch.no_grad():
+        for name in ("sinks",):
+            if getattr(ours, name, None) is not None:
+                getattr(ours, name).copy_(getattr(hf_attn, name))
+        for name in ("q_norm", "k_norm"):
+            if getattr(ours, name, None) is not None:
+                getattr(ours, name).weight.copy_(getattr(hf_attn, name).weight)
+    x = torch.randn(B, S, HIDDEN, generator=torch.Generator().manual_seed(1))
+    rope = RotaryEmbedding(RopeConfig.from_dict(cfg.to_dict()))
+    cos, sin = rope(torch.arange(S)[None].expand(B, -1))
+    hf_pe = (cos, sin) if half_tables else (full_table(cos, interleaved), full_table(sin, interleaved))
+    with torch.no_grad():
+        expected, _ = hf_attn(x, position_embeddings=hf_pe, attention_mask=hf_mask(cfg, x, sliding))
+        got = ours(x, cos, sin)
+    torch.testing.assert_close(got, expected, atol=ATOL, rtol=RTOL)
+
+
+@pytest.mark.parametrize("kv_heads", [2, 1], ids=["gqa", "mqa"])
+def test_llama_gqa_and_mqa(kv_heads: int) -> None:
+    from transformers import LlamaConfig
+    from transformers.models.llama.modeling_llama import LlamaAttention
+
+    cfg = eager(LlamaConfig(hidden_size=HIDDEN, num_attention_heads=4, num_key_value_heads=kv_heads, head_dim=16))
+    ours = Attention(HIDDEN, 4, kv_heads, 16)
+    _run(LlamaAttention(cfg, 0), cfg, ours, sliding=False)
+
+
+def test_gemma2_sliding_window_softcap_query_pre_attn_scalar() -> None:
+    from transformers import Gemma2Config
+    from transformers.models.gemma2.modeling_gemma2 import Gemma2Attention
+
+    cfg = Gemma2Config(
+        hidden_size=HIDDEN,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=16,
+        query_pre_attn_scalar=24,
+        attn_logit_softcapping=5.0,  # small cap so capping really bites on random weights
+        sliding_window=4,
+        num_hidden_layers=2,
+        layer_types=["sliding_attention", "full_attention"],
+    )
+    eager(cfg)
+    ours = Attention(HIDDEN, 4, 2, 16, scale=24**-0.5, sliding_window=4, softcap=5.0)
+    _run(Gemma2Attention(cfg, 0), cfg, ours, sliding=True)
+
+
+@pytest.mark.parametrize("layer", [0, 1], ids=["sliding", "full"])
+def test_gpt_oss_sinks(layer: int) -> None:
+    from transformers import GptOssConfig
+    from transformers.models.gpt_oss.modeling_gpt_oss import GptOssAttention
+
+    cfg = GptOssConfig(
+        hidden_size=HIDDEN,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=16,
+        sliding_window=4,
+        num_hidden_layers=2,
+        layer_types=["sliding_attention", "full_attention"],
+        num_local_experts=4,
+        attention_bias=True,
+    )
+    eager(cfg)
+    ours = Attention(HIDDEN, 4, 2, 16, qkv_bias=True, o_bias=True, sinks=True, sliding_window=4 if layer == 0 else None)
+    _run(GptOssAttention(cfg, layer), cfg, ours, sliding=layer == 0, half_tables=True)
+
+
+def test_qwen3_per_head_qk_norm() -> None:
+    from transformers import Qwen3Config
+    from transformers.models.qwen3.modeling_qwen3 import Qwen3Attention
+
+    cfg = eager(Qwen3Config(hidden_size=HIDDEN, num_attention_heads=4, num_key_value_heads=2, head_dim=16))
+    ours = Attention(HIDDEN, 4, 2, 16, qk_norm=QKNormSpec(eps=cfg.rms_norm_eps))
+    _run(Qwen3Attention(cfg, 0), cfg, ours, sliding=False)
+
+
+def test_olmo2_qk_norm_over_all_heads() -> None:
+    from transformers import Olmo2Config
+    from transformers.models.olmo2.modeling_olmo2 import Olmo2Attention
+
+    cfg = eager(Olmo2Config(hidden_size=HIDDEN, num_attention_heads=4, num_key_value_heads=2))
+    ours = Attention(HIDDEN, 4, 2, 16, qk_norm=QKNormSpec(eps=cfg.rms_norm_eps, scope="all", casting="gemma"))
+    _run(Olmo2Attention(cfg, 0), cfg, ours, sliding=False)
+
+
+def test_cohere_layernorm_qk_norm_and_interleaved_rope() -> None:
+    from transformers import CohereConfig
+    from transformers.models.cohere.modeling_cohere import CohereAttention
+
+    cfg = eager(CohereConfig(hidden_size=HIDDEN, num_attention_heads=4, num_key_value_heads=2, use_qk_norm=True))
+    spec = QKNormSpec(eps=cfg.layer_norm_eps, kind="layer", scope="per_head_weight")
+    ours = Attention(HIDDEN, 4, 2, 16, qk_norm=spec, rope_interleaved=True)
+    _run(CohereAttention(cfg, 0), cfg, ours, sliding=False, interleaved=True)
+
+
+def test_sliding_window_mask_boundary() -> None:
+    m = causal_mask(5, 5, 2, torch.device("cpu"))
+    assert m.int().tolist() == [
+        [1, 0, 0, 0, 0],
+        [1, 1, 0, 0, 0],
+        [0, 1, 1, 0, 0],
+        [0, 0, 1, 1, 0],
+        [0, 0, 0, 1, 1],
+    ]
+
+
+def test_sdpa_and_eager_paths_agree() -> None:
+    # A huge cap makes softcap the identity, forcing the eager path on the same inputs as the SDPA path.
+    g = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(1, h, 9, 8, generator=g) for h in (4, 2, 2))
+    torch.testing.assert_close(attend(q, k, v, 0.3, 3), attend(q, k, v, 0.3, 3, softcap=1e9), atol=1e-6, rtol=1e-5)
+
+
+def test_heads_not_divisible_rejected() -> None:
+    with pytest.raises(ValueError, match="multiple"):
+        Attention(HIDDEN, 4, 3, 16)
