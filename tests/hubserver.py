@@ -77,6 +77,7 @@ class HubServer:
         self.gated: set[str] = set()
         self.faults: list[Fault] = []
         self.latency = latency
+        self.honour_range = True  # False: answer Range requests with the whole file (some proxies do)
         self.stats = Stats()
         self.routes: list[tuple[str, re.Pattern[str], RouteHandler]] = []
         self._lock = threading.Lock()
@@ -125,7 +126,7 @@ class HubServer:
             request_queue_size = 512  # 100+ concurrent connects must not hit a full listen backlog (SYN retry = 1 s)
 
         self._httpd = Server(("127.0.0.1", 0), Handler)
-        self._thread = threading.Thread(target=self._httpd.serve_forever, name="hubserver", daemon=True)
+        self._thread = threading.Thread(target=self._httpd.serve_forever, args=(0.05,), name="hubserver", daemon=True)
         self._thread.start()
         return self
 
@@ -291,7 +292,7 @@ class _Handler(BaseHTTPRequestHandler):
         size = path.stat().st_size
         start, end, status = 0, size - 1, 200
         rng = self.headers.get("Range")
-        if rng and (m := re.fullmatch(r"bytes=(\d+)-(\d*)", rng.strip())):
+        if rng and self.hub.honour_range and (m := re.fullmatch(r"bytes=(\d+)-(\d*)", rng.strip())):
             start = int(m.group(1))
             end = min(int(m.group(2)) if m.group(2) else size - 1, size - 1)
             status = 206

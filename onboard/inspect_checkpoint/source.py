@@ -31,7 +31,8 @@ PREFETCH_FILES = (
 )  # fmt: skip
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".ckpt", ".pkl", ".gguf", ".h5", ".msgpack", ".onnx")
 SMALL_FILE_LIMIT = 256 * 2**20  # tokenizer.json of large-vocab models is ~30 MB; weights are refused by suffix
-SKIP_DIRS = {".git", ".cache"}  # git metadata, huggingface_hub's local_dir bookkeeping
+SKIP_DIRS = {".git", ".cache"}
+MAX_FILES = 200_000  # a checkpoint has tens of files; walking "/" or a home folder by mistake must stop early  # git metadata, huggingface_hub's local_dir bookkeeping
 _REPO_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9._-]{0,95}")
 
 
@@ -207,6 +208,9 @@ def _list_local(root: Path, allowed: Path) -> tuple[list[RepoFile], list[Finding
     for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
         dirnames[:] = sorted(d for d in dirnames if d not in SKIP_DIRS)
         base = Path(dirpath)
+        if len(files) > MAX_FILES:
+            raise InputError(f"{root} holds more than {MAX_FILES:,} files: not a checkpoint folder",
+                             "give the folder that holds config.json and the weights")  # fmt: skip
         for entry in dirnames:  # os.walk does not enter symlinked folders; only their target matters
             if (base / entry).is_symlink():
                 _check_link(base / entry, root, allowed_real, findings)
@@ -221,7 +225,10 @@ def _list_local(root: Path, allowed: Path) -> tuple[list[RepoFile], list[Finding
 def _check_link(path: Path, root: Path, allowed_real: Path, findings: list[Finding]) -> bool:
     """True if the symlink stays inside the repo and resolves; otherwise add a finding."""
     rel = path.relative_to(root).as_posix()
-    target = path.resolve()
+    try:
+        target = path.resolve()
+    except (OSError, RuntimeError):  # unreadable or looping link: treat as leaving the repo
+        target = Path(os.readlink(path))
     if not target.is_relative_to(allowed_real):
         findings.append(fatal(
             "symlink-outside", f"{rel} is a symlink to {target}, outside the repo",
