@@ -22,7 +22,7 @@ class Embedding(nn.Module):
     def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
         x = F.embedding(input_ids, self.weight)
         if self.scale is not None:
-            x = x * torch.tensor(self.scale, dtype=x.dtype)
+            x = x * torch.tensor(self.scale).to(x.dtype)  # float32 first, then the weight dtype, like HF
         return x
 
 

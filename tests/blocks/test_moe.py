@@ -1,0 +1,124 @@
+"""MoE block vs transformers' MoE blocks with copied weights (float32): mixtral (softmax, top-k renormalised),
+qwen2_moe (softmax, no renormalisation, sigmoid-gated shared expert), deepseek_v3 (sigmoid scores, group-limited
+selection with a correction bias that only affects selection, routed scaling, shared experts)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from onboard.blocks.mlp import GatedMLP
+from onboard.blocks.moe import MoE, RouterSpec, route
+from tests.blocks._hf import copy_linear, fuse_linear, randomize
+
+HIDDEN, E, I_MOE, TOKENS = 32, 8, 16, 23
+
+
+def _copy_experts(ours: MoE, hf_moe) -> None:
+    with torch.no_grad():
+        ours.router.weight.copy_(hf_moe.gate.weight)
+        ours.experts_gate_up.copy_(hf_moe.experts.gate_up_proj)
+        ours.experts_down.copy_(hf_moe.experts.down_proj)
+
+
+def _copy_mlp(ours: GatedMLP, hf_mlp) -> None:
+    fuse_linear(ours.gate_up_proj, hf_mlp.gate_proj, hf_mlp.up_proj)
+    copy_linear(ours.down_proj, hf_mlp.down_proj)
+
+
+def _x() -> torch.Tensor:
+    return torch.randn(1, TOKENS, HIDDEN, generator=torch.Generator().manual_seed(5))
+
+
+def test_mixtral() -> None:
+    from transformers import MixtralConfig
+    from transformers.models.mixtral.modeling_mixtral import MixtralSparseMoeBlock
+
+    cfg = MixtralConfig(hidden_size=HIDDEN, intermediate_size=I_MOE, num_local_experts=E, num_experts_per_tok=2)
+    hf = MixtralSparseMoeBlock(cfg).eval()
+    randomize(hf)
+    ours = MoE(HIDDEN, E, I_MOE, RouterSpec(top_k=2))
+    _copy_experts(ours, hf)
+    with torch.no_grad():
+        torch.testing.assert_close(ours(_x()), hf(_x()), atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("norm_topk_prob", [False, True])
+def test_qwen2_moe_shared_expert_with_gate(norm_topk_prob: bool) -> None:
+    from transformers import Qwen2MoeConfig
+    from transformers.models.qwen2_moe.modeling_qwen2_moe import Qwen2MoeSparseMoeBlock
+
+    cfg = Qwen2MoeConfig(
+        hidden_size=HIDDEN,
+        num_experts=E,
+        num_experts_per_tok=3,
+        moe_intermediate_size=I_MOE,
+        shared_expert_intermediate_size=24,
+        norm_topk_prob=norm_topk_prob,
+    )
+    hf = Qwen2MoeSparseMoeBlock(cfg).eval()
+    randomize(hf)
+    ours = MoE(
+        HIDDEN,
+        E,
+        I_MOE,
+        RouterSpec(top_k=3, norm_topk_prob=norm_topk_prob),
+        shared_intermediate_size=24,
+        shared_gate=True,
+    )
+    _copy_experts(ours, hf)
+    _copy_mlp(ours.shared, hf.shared_expert)
+    copy_linear(ours.shared_gate, hf.shared_expert_gate)
+    with torch.no_grad():
+        torch.testing.assert_close(ours(_x()), hf(_x()), atol=1e-5, rtol=1e-5)
+
+
+def test_deepseek_v3_noaux_tc_groups_bias_scaling_shared() -> None:
+    from transformers import DeepseekV3Config
+    from transformers.models.deepseek_v3.modeling_deepseek_v3 import DeepseekV3MoE
+
+    cfg = DeepseekV3Config(
+        hidden_size=HIDDEN,
+        n_routed_experts=E,
+        num_experts_per_tok=2,
+        moe_intermediate_size=I_MOE,
+        n_shared_experts=2,
+        n_group=4,
+        topk_group=2,
+        routed_scaling_factor=2.5,
+        norm_topk_prob=True,
+    )
+    hf = DeepseekV3MoE(cfg).eval()
+    randomize(hf)
+    bias = torch.randn(E, generator=torch.Generator().manual_seed(9)) * 0.5
+    hf.gate.e_score_correction_bias.copy_(bias)
+    spec = RouterSpec(
+        top_k=2, scoring="sigmoid", routed_scaling_factor=2.5, correction_bias=True, n_group=4, topk_group=2
+    )
+    ours = MoE(HIDDEN, E, I_MOE, spec, shared_intermediate_size=2 * I_MOE)
+    _copy_experts(ours, hf)
+    _copy_mlp(ours.shared, hf.shared_experts)
+    with torch.no_grad():
+        ours.e_score_correction_bias.copy_(bias)
+        torch.testing.assert_close(ours(_x()), hf(_x()), atol=1e-5, rtol=1e-5)
+        # Routing itself, token by token: same experts (as sets) and the same weights.
+        logits = torch.nn.functional.linear(_x().view(-1, HIDDEN), hf.gate.weight)
+        _, hf_w, hf_idx = hf.gate(_x())
+        w, idx = route(logits, spec, bias)
+    hf_sorted, order = hf_idx.sort(dim=-1)
+    our_sorted, our_order = idx.sort(dim=-1)
+    assert torch.equal(our_sorted, hf_sorted)
+    torch.testing.assert_close(w.gather(1, our_order), hf_w.gather(1, order), atol=1e-6, rtol=1e-6)
+
+
+def test_correction_bias_changes_selection_not_weights() -> None:
+    logits = torch.tensor([[2.0, 1.0, 0.0, -1.0]])
+    spec = RouterSpec(top_k=1, scoring="sigmoid", norm_topk_prob=False, correction_bias=True)
+    w, idx = route(logits, spec, torch.tensor([0.0, 0.0, 0.0, 5.0]))
+    assert idx.tolist() == [[3]]
+    torch.testing.assert_close(w, torch.sigmoid(torch.tensor([[-1.0]])))
+
+
+def test_bad_group_count_rejected() -> None:
+    with pytest.raises(ValueError, match="divisible"):
+        MoE(HIDDEN, 6, I_MOE, RouterSpec(top_k=2, n_group=4))
