@@ -109,7 +109,9 @@ def read_local_header(path: Path, rel_name: str) -> SafetensorsHeader:
             size = os.fstat(f.fileno()).st_size
             prefix = f.read(PREFIX_LEN)
             if len(prefix) < PREFIX_LEN:
-                raise _err("truncated", rel_name, f"file is {size} bytes, too short for the 8-byte header length")
+                raise _err(
+                    "truncated", rel_name, f"file is truncated: {size} bytes, too short for the 8-byte header length"
+                )
             (header_len,) = struct.unpack("<Q", prefix)
             check_header_len(rel_name, header_len, size)
             header_bytes = f.read(header_len)
@@ -145,7 +147,7 @@ def parse_header(file: str, header_len: int, header_bytes: bytes, file_size: int
     """
     check_header_len(file, header_len, file_size)
     if len(header_bytes) < header_len:
-        raise _err("truncated", file, f"file ends inside its {header_len:,}-byte header")
+        raise _err("truncated", file, f"file is truncated inside its {header_len:,}-byte header")
     header_bytes = header_bytes[:header_len] if len(header_bytes) > header_len else header_bytes
     data_len = None if file_size is None else file_size - PREFIX_LEN - header_len
     fast = _fast_parse(file, header_len, header_bytes, file_size, data_len)
@@ -263,8 +265,8 @@ def _check_layout(
             raise _err(
                 "truncated",
                 file,
-                f"file is {file_size:,} bytes but its header describes {PREFIX_LEN + header_len + pos:,}"
-                f" (data of {name!r} missing)",
+                f"file is truncated: {file_size:,} bytes, but its header describes {PREFIX_LEN + header_len + pos:,}"
+                f" (data from {name!r} on is missing)",
             )
         raise _err(
             "offsets-past-eof",
