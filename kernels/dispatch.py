@@ -1,8 +1,9 @@
 """One entry point per op: the Triton kernel for CUDA tensors, the PyTorch reference otherwise.
 
-Blocks call these so one model definition runs fast on GPU and exactly (and debuggably) on CPU. Set
-`ONBOARD_KERNELS=torch` to force the reference on CUDA too (bisecting a parity difference); the variable is read at
-each call so tests can flip it. The Triton paths are inference-only (no autograd).
+Blocks call these so one model definition runs fast on GPU and exactly (and debuggably) on CPU. `ONBOARD_KERNELS`
+(read at each call, so tests can flip it): "auto" (default), "torch" (reference everywhere: bisecting a parity gap
+on GPU), "triton" (Triton everywhere: on CPU only useful under TRITON_INTERPRET=1, to test whole blocks through the
+kernels). The Triton paths are inference-only (no autograd).
 """
 
 from __future__ import annotations
@@ -20,9 +21,15 @@ from . import swiglu as _swiglu
 BACKEND_ENV = "ONBOARD_KERNELS"
 
 
+BACKENDS = ("auto", "torch", "triton")
+
+
 def use_triton(x: torch.Tensor) -> bool:
-    """True when `x` lives on a CUDA device and the reference path is not forced."""
-    return x.is_cuda and os.environ.get(BACKEND_ENV, "auto") != "torch"
+    """True when `x` lives on a CUDA device (or the Triton path is forced) and the reference is not forced."""
+    backend = os.environ.get(BACKEND_ENV, "auto")
+    if backend not in BACKENDS:
+        raise ValueError(f"{BACKEND_ENV}={backend!r} is not one of {BACKENDS}")
+    return backend == "triton" or (x.is_cuda and backend == "auto")
 
 
 def rms_norm(
