@@ -8,6 +8,7 @@ regex splits every fragment into its matches and the gaps between them, all kept
 
 from __future__ import annotations
 
+import unicodedata
 from collections.abc import Callable, Iterable
 from functools import lru_cache
 
@@ -79,8 +80,10 @@ class MergesBPE:
         patterns: Iterable[str],
         special: dict[str, int] | None = None,
         ignore_merges: bool = False,
+        normalization: str | None = None,
     ) -> None:
         self.vocab = vocab
+        self.normalization = normalization
         self.ranks = {pair: i for i, pair in enumerate(merges)}
         self.patterns = compile_patterns(patterns)
         self.special = dict(special or {})
@@ -109,6 +112,8 @@ class MergesBPE:
             if special_id is not None:
                 ids.append(special_id)
                 continue
+            if self.normalization:
+                segment = unicodedata.normalize(self.normalization, segment)
             for piece in split_pieces(segment, self.patterns):
                 word = "".join(self._byte_map[b] for b in piece.encode("utf-8"))
                 for token in self._bpe(word):

@@ -28,6 +28,11 @@ def name_for_tokenizer_class(tokenizer_class: str | None) -> str | None:
     return _table()["hf_tokenizer_class"].get(tokenizer_class or "")
 
 
+def normalization_for_tokenizer_class(tokenizer_class: str | None) -> str | None:
+    """Unicode normalization form the class applies before BPE (Qwen2Tokenizer: NFC)."""
+    return _table()["hf_tokenizer_normalizer"].get(tokenizer_class or "")
+
+
 def name_for_tiktoken_file(file_name: str) -> str | None:
     return _table()["tiktoken_files"].get(file_name)
 

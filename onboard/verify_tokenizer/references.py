@@ -20,6 +20,7 @@ from onboard.verify_tokenizer.patterns import (
     name_for_rank_count,
     name_for_tiktoken_file,
     name_for_tokenizer_class,
+    normalization_for_tokenizer_class,
     patterns_for,
     patterns_from_tokenizer_json,
 )
@@ -56,6 +57,7 @@ class RepoTokenizerInfo:
     tokenizer_class: str | None
     pre_tokenizer: dict | None
     """tokenizer.json's pre_tokenizer section, when there is one."""
+    normalizer: dict | None = None
 
 
 def _has(module: str) -> bool:
@@ -184,7 +186,10 @@ def load_vocab_merges(path: Path, info: RepoTokenizerInfo) -> Reference | Skippe
         patterns, independent = patterns_from_tokenizer_json(info.pre_tokenizer), False
     if patterns is None:
         return Skipped("vocab+merges", path.name, f"unknown pre-tokenizer for tokenizer class {info.tokenizer_class!r}")
-    encode = MergesBPE(vocab, merges, patterns, info.added_tokens).encode
+    normalization = normalization_for_tokenizer_class(info.tokenizer_class) if independent else None
+    if not independent and (info.normalizer or {}).get("type") == "NFC":
+        normalization = "NFC"
+    encode = MergesBPE(vocab, merges, patterns, info.added_tokens, normalization=normalization).encode
     note = f"pure-Python byte-level BPE, {family or 'tokenizer.json'} pre-tokenizer"
     return Reference("bpe(vocab.json+merges.txt)", "vocab+merges", path.name, encode, independent, note)
 
@@ -203,7 +208,7 @@ def load_mistral_common(path: Path, info: RepoTokenizerInfo) -> Reference | Skip
 
     def encode(text: str) -> list[int]:
         out: list[int] = []
-        for index, (segment, special_id) in enumerate(split_special(text, info.added_tokens)):
+        for segment, special_id in split_special(text, info.added_tokens):
             out.extend([special_id] if special_id is not None else raw.encode(segment, bos=False, eos=False))
         return out
 

@@ -1,0 +1,67 @@
+"""`onboard render-template`: render a chat template with exactly the variables of a JSON context."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+
+
+@click.command("render-template")
+@click.argument("template_or_source")
+@click.option(
+    "--context",
+    "context_file",
+    required=True,
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="JSON object: messages, tools, add_generation_prompt, bos_token, eos_token, anything else.",
+)
+@click.option("--template-name", default=None, help="Named template of the repo (e.g. tool_use).")
+@click.option(
+    "--polyfill",
+    type=click.Choice(["system-merge"]),
+    default=None,
+    help="llama.cpp's workaround: fold a leading system message into the first user turn.",
+)
+@click.option("--revision", default=None, help="Hub revision (branch, tag or commit).")
+@click.option("--timeout", "timeout_s", type=float, default=10.0, show_default=True, help="Seconds before giving up.")
+def render_template_command(
+    template_or_source: str, context_file: Path, template_name: str | None, polyfill: str | None,
+    revision: str | None, timeout_s: float,
+) -> None:  # fmt: skip
+    """Render TEMPLATE_OR_SOURCE (a .jinja file, or a folder / hub repo with a chat template) to stdout.
+
+    Nothing is added: no trailing newline, no default variables. Sandboxed like transformers'
+    apply_chat_template, with a frozen clock for strftime_now.
+
+    \b
+    Examples:
+      onboard render-template ./my-model --context ctx.json
+      onboard render-template gemma.jinja --context ctx.json --polyfill system-merge
+    """
+    from onboard.verify_tokenizer.render import render_for_cli
+    from onboard.verify_tokenizer.template_lookup import load_template
+
+    template = load_template(template_or_source, template_name, revision)
+    text, notes = render_for_cli(template, _read_context(context_file), polyfill, timeout_s)
+    for note in notes:
+        click.echo(note, err=True)
+    sys.stdout.write(text)
+    sys.stdout.flush()
+
+
+def _read_context(path: Path) -> dict:
+    from onboard.errors import InputError
+
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError as exc:
+        raise InputError(f"--context {path}: no such file", "write the render variables as a JSON object") from exc
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise InputError(f"--context {path}: not valid JSON ({exc})", "fix the JSON (a validator shows where)") from exc
+    if not isinstance(doc, dict):
+        raise InputError(f"--context {path}: expected a JSON object, found {type(doc).__name__}",
+                         'e.g. {"messages": [{"role": "user", "content": "Hi"}], "add_generation_prompt": true}')  # fmt: skip
+    return doc

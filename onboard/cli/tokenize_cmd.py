@@ -1,0 +1,55 @@
+"""`onboard tokenize`: the ids SOURCE's tokenizer gives (what serving engines will see)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+
+
+@click.command("tokenize")
+@click.argument("source")
+@click.option("--text", default=None, help="One string to tokenize.")
+@click.option(
+    "--jsonl",
+    "jsonl",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help='JSONL input, one {"text": …} a line; prints one {"ids": […]} a line.',
+)
+@click.option("--add-special-tokens", is_flag=True, help="Let the tokenizer add BOS/EOS (off by default).")
+@click.option("--revision", default=None, help="Hub revision (branch, tag or commit).")
+@click.option("--json", "as_json", is_flag=True, help='With --text: print {"ids": …, "tokens": …} instead of the ids.')
+def tokenize_command(
+    source: str, text: str | None, jsonl: Path | None, add_special_tokens: bool, revision: str | None, as_json: bool
+) -> None:
+    """Tokenize --text or a --jsonl file with SOURCE's tokenizer (transformers AutoTokenizer, offline).
+
+    \b
+    Examples:
+      onboard tokenize ./my-checkpoint --text "Hello world"
+      onboard tokenize Qwen/Qwen3-8B --jsonl prompts.jsonl > ids.jsonl
+    """
+    from onboard.errors import InputError
+    from onboard.verify_tokenizer.corpus import read_corpus
+    from onboard.verify_tokenizer.repo import open_tokenizer_repo
+    from onboard.verify_tokenizer.subject import load_subject
+
+    if (text is None) == (jsonl is None):
+        raise click.UsageError("give exactly one of --text or --jsonl")
+    if jsonl is not None and jsonl.suffix != ".jsonl":
+        raise InputError(f"--jsonl {jsonl}: expected a .jsonl file", 'write one {"text": "…"} object per line')
+    subject = load_subject(open_tokenizer_repo(source, revision).root)
+    texts = [text] if text is not None else list(read_corpus(jsonl))  # type: ignore[arg-type]
+    batch = subject.encode_batch(texts, add_special_tokens=add_special_tokens)
+    out = sys.stdout
+    if jsonl is not None:
+        for ids in batch:
+            out.write(json.dumps({"ids": ids}) + "\n")
+    elif as_json:
+        ids = batch[0]
+        out.write(json.dumps({"ids": ids, "tokens": subject.hf.convert_ids_to_tokens(ids)}, ensure_ascii=False) + "\n")
+    else:
+        out.write(" ".join(map(str, batch[0])) + "\n")

@@ -1,0 +1,52 @@
+"""`onboard verify-tokenizer`: tokenizer and chat-template conformance, with goldens."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+
+@click.command("verify-tokenizer")
+@click.argument("source")
+@click.option("--revision", default=None, help="Hub revision (branch, tag or commit).")
+@click.option(
+    "--golden",
+    "golden_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Root of the goldens (default ./golden_outputs); the file is <DIR>/<org>__<name>/tokenizer.json.",
+)
+@click.option("--record", is_flag=True, help="Write the golden instead of diffing against it.")
+@click.option(
+    "--corpus",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help='Extra strings: JSONL of {"text": …} or one string per line.',
+)
+@click.option(
+    "--embedding-rows", type=int, default=None, help="Override the embedding row count (default: from the checkpoint)."
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON on stdout.")
+def verify_tokenizer_command(
+    source: str, revision: str | None, golden_dir: Path | None, record: bool, corpus: Path | None,
+    embedding_rows: int | None, as_json: bool,
+) -> int:  # fmt: skip
+    """Check SOURCE's tokenizer against every reference it ships, its special tokens and its chat template.
+
+    Exit 0 when no check found an error, 1 when one did, 2 when the tokenizer files are unusable.
+
+    \b
+    Examples:
+      onboard verify-tokenizer ./my-checkpoint
+      onboard verify-tokenizer Qwen/Qwen3-8B --record
+      onboard verify-tokenizer ./ckpt --corpus prompts.jsonl --json
+    """
+    from onboard.cli.output import emit_json, say
+    from onboard.verify_tokenizer import summary, verify_tokenizer
+
+    report = verify_tokenizer(source, revision, golden_dir, record, corpus, embedding_rows)
+    if as_json:
+        emit_json(report)
+    say(summary(report))
+    return report.exit_code

@@ -1,0 +1,149 @@
+"""`onboard verify-tokenizer`: tokenizer and chat-template conformance of a checkpoint, with goldens.
+
+`verify_tokenizer(source)` loads the fast tokenizer transformers builds (what engines serve), compares it with every
+independent reference the repo ships on a stress corpus, checks round trip and streamed decode, special tokens and
+the stop set, the pre-tokenizer fingerprint, the chat template on fixed conversations, and diffs against (or
+records) `golden_outputs/<org>__<name>/tokenizer.json`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from onboard.errors import OnboardError
+from onboard.findings import Finding, info
+from onboard.verify_tokenizer.compare import compare, round_trip
+from onboard.verify_tokenizer.corpus import STRESS, read_corpus, special_token_strings
+from onboard.verify_tokenizer.fingerprint import fingerprint
+from onboard.verify_tokenizer.goldens import (
+    GOLDEN_FILE,
+    GoldenStatus,
+    diff_golden,
+    golden_document,
+    read_golden,
+    write_golden,
+)
+from onboard.verify_tokenizer.references import RepoTokenizerInfo, discover_references
+from onboard.verify_tokenizer.repo import TokenizerRepo, open_tokenizer_repo
+from onboard.verify_tokenizer.report import (
+    TokenizerReport,
+    comparison_findings,
+    fingerprint_findings,
+    round_trip_findings,
+    summary,
+)
+from onboard.verify_tokenizer.subject import Subject, load_subject
+
+__all__ = ["TokenizerReport", "verify_tokenizer", "summary"]
+
+
+def verify_tokenizer(
+    source: str,
+    revision: str | None = None,
+    golden_dir: Path | None = None,
+    record: bool = False,
+    corpus: Path | None = None,
+    embedding_rows: int | None = None,
+) -> TokenizerReport:
+    """Run every tokenizer / chat-template check on SOURCE (local folder or hub repo id).
+
+    Args:
+        golden_dir: root of the goldens (default ./golden_outputs); the file is `<dir>/<org>__<name>/tokenizer.json`.
+        record: write the golden instead of diffing against it.
+        corpus: extra strings (JSONL `{"text": …}` or one string per line).
+        embedding_rows: rows of the input embedding; by default read from the checkpoint (inspect) or config.json.
+    Raises:
+        InputError: unusable tokenizer files (exit 2).
+    """
+    from onboard.verify_tokenizer.conversations import check_template
+    from onboard.verify_tokenizer.special_tokens import analyse
+    from onboard.verify_tokenizer.template_lookup import templates_in
+
+    repo = open_tokenizer_repo(source, revision)
+    subject = load_subject(repo.root)
+    findings: list[Finding] = []
+    special_strings = [t for t in subject.hf.all_special_tokens if t]
+    texts = list(
+        dict.fromkeys([*STRESS, *special_token_strings(special_strings), *(read_corpus(corpus) if corpus else ())])
+    )
+    subject_ids = subject.encode_batch(texts)
+
+    refs, skipped = discover_references(repo.root, _repo_info(repo, subject))
+    comparisons = [compare(subject, texts, subject_ids, ref) for ref in refs]
+    findings += comparison_findings(comparisons, skipped)
+    rt = round_trip(subject, texts, subject_ids)
+    findings += round_trip_findings(rt, normalizing=getattr(subject.backend, "normalizer", None) is not None)
+    fp = fingerprint(subject)
+    findings += fingerprint_findings(fp)
+
+    templates, template_file = templates_in(repo)
+    template_check = None
+    if templates:
+        name = "default" if "default" in templates else next(iter(templates))
+        template_check, template_findings = check_template(templates[name], template_file, subject)
+        findings += template_findings
+    else:
+        findings.append(info("no-chat-template", "no chat template in the repo (base model?)"))
+
+    rows = embedding_rows if embedding_rows is not None else _embedding_rows(source, revision, repo, findings)
+    end_of_turn = template_check.end_of_turn if template_check else []
+    template_text = templates.get("default", next(iter(templates.values()), None))
+    special, special_findings = analyse(repo, subject, end_of_turn, rows, template_text)
+    findings += special_findings
+
+    renders = {}
+    if template_check:
+        for r in template_check.renders:
+            key = r.name + ("" if r.add_generation_prompt else "/no_generation_prompt")
+            key += "".join(f"/{k}={v}" for k, v in sorted(r.extra.items()))
+            renders[key] = {"text": r.text} if r.ok else {"error": f"{r.error_kind}: {r.message}"}
+    doc = golden_document(
+        repo.display, repo.revision, texts, subject_ids, renders, fp.chkhsh, fp.family, special.stop_ids
+    )
+    golden = _golden(repo, doc, golden_dir, record, findings)
+    return TokenizerReport(repo.display, repo.revision, subject.class_name, len(subject), len(texts), comparisons,
+                           skipped, rt, special, fp, template_check, golden, findings)  # fmt: skip
+
+
+def _repo_info(repo: TokenizerRepo, subject: Subject) -> RepoTokenizerInfo:
+    tok_json = repo.json("tokenizer.json") or {}
+    tok_config = repo.json("tokenizer_config.json") or {}
+    added = {str(t): i for i, t in getattr(subject.hf, "added_tokens_decoder", {}).items()}
+    return RepoTokenizerInfo(
+        added, tok_config.get("tokenizer_class"), tok_json.get("pre_tokenizer"), tok_json.get("normalizer")
+    )
+
+
+def _embedding_rows(source: str, revision: str | None, repo: TokenizerRepo, findings: list[Finding]) -> int | None:
+    """Embedding rows from the safetensors headers (via inspect) when there are weights, else config vocab_size."""
+    config = repo.json("config.json")
+    if config is None:
+        findings.append(info("no-config", "no config.json: tokenizer length vs embedding rows not checked"))
+        return None
+    if any(f.endswith(".safetensors") for f in repo.files) or (repo.root / "model.safetensors.index.json").is_file():
+        try:
+            from onboard.inspect_checkpoint import inspect
+
+            return inspect(source, revision).dims.vocab_size
+        except (OnboardError, ImportError, AttributeError) as exc:
+            findings.append(
+                info("embedding-rows-from-config", f"inspect could not read the weights ({exc}); using config.json")
+            )
+    text = config.get("text_config") if isinstance(config.get("text_config"), dict) else {}
+    rows = config.get("vocab_size", text.get("vocab_size"))
+    return rows if isinstance(rows, int) else None
+
+
+def _golden(
+    repo: TokenizerRepo, doc: dict, golden_dir: Path | None, record: bool, findings: list[Finding]
+) -> GoldenStatus:
+    path = (golden_dir or Path("golden_outputs")) / repo.golden_name / GOLDEN_FILE
+    if record:
+        write_golden(path, doc)
+        return GoldenStatus(str(path), "recorded")
+    if not path.is_file():
+        findings.append(info("golden-missing", f"no golden at {path}", "run with --record to create it"))
+        return GoldenStatus(str(path), "missing")
+    drift = diff_golden(read_golden(path), doc, str(path))
+    findings += drift
+    return GoldenStatus(str(path), "compared", sum(f.severity == "error" for f in drift))

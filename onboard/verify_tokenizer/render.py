@@ -1,0 +1,76 @@
+"""Render one template for `onboard render-template`, turning sandbox results into messages and exit codes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from onboard.errors import ChecksFailed, InputError
+from onboard.verify_tokenizer.chat_template import FROZEN_NOW, POLYFILLS
+from onboard.verify_tokenizer.sandbox import RenderResult, render
+
+POLYFILL_HINT = "pass --polyfill system-merge to fold it into the first user turn (what llama.cpp does)"
+
+
+class TemplateRejected(ChecksFailed):
+    """The template ran and refused the input (raise_exception, or a Python error inside the template): exit 1."""
+
+
+class TemplateUnusable(InputError):
+    """Syntax error, sandbox violation, endless loop or runaway output: exit 2."""
+
+
+def system_text(context: dict[str, Any]) -> str | None:
+    messages = context.get("messages")
+    if (
+        isinstance(messages, list)
+        and messages
+        and isinstance(messages[0], dict)
+        and messages[0].get("role") == "system"
+    ):
+        content = messages[0].get("content")
+        return content if isinstance(content, str) and content.strip() else None
+    return None
+
+
+def system_dropped(context: dict[str, Any], result: RenderResult) -> bool:
+    """A successful render that does not contain the system message's text: the template ignores the role."""
+    text = system_text(context)
+    return bool(result.ok and text and text not in (result.text or ""))
+
+
+def render_for_cli(
+    template: str, context: dict[str, Any], polyfill: str | None, timeout_s: float
+) -> tuple[str, list[str]]:
+    """The rendered text and notes for stderr; raises TemplateRejected / TemplateUnusable."""
+    notes: list[str] = []
+    plain_context = context
+    if polyfill:
+        context = POLYFILLS[polyfill](context)
+        notes.append(f"note: polyfill {polyfill} applied")
+    result = render(template, context, timeout_s=timeout_s)
+    if result.read_clock:
+        notes.append(
+            f"note: the template read the clock (strftime_now); rendered with the frozen time {FROZEN_NOW:%Y-%m-%d %H:%M}"
+        )
+    if not result.ok:
+        raise_for(result, plain_context if not polyfill else context, polyfill is None)
+    if polyfill is None and system_dropped(plain_context, result):
+        notes.append(f"warning: system role rejected: the template dropped the system message; {POLYFILL_HINT}")
+    return result.text or "", notes
+
+
+def raise_for(result: RenderResult, context: dict[str, Any], plain: bool) -> None:
+    if result.error_kind == "template-error":
+        if plain and system_text(context):
+            raise TemplateRejected(f"system role rejected: the template raised: {result.message}", POLYFILL_HINT)
+        raise TemplateRejected(
+            f"the template raised: {result.message}", "check the messages against what the template accepts"
+        )
+    hints = {
+        "syntax": "fix the template; it is not valid Jinja",
+        "security": "the template touches Python internals; transformers' sandbox refuses it too",
+        "timeout": "the template loops without end (or nearly); raise --timeout only if it is legitimately slow",
+        "output-limit": "the template produces runaway output; check its loops",
+        "crash": "the template recursed too deeply or crashed the renderer",
+    }
+    raise TemplateUnusable(f"template {result.error_kind}: {result.message}", hints.get(result.error_kind or ""))

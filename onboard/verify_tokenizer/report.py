@@ -1,0 +1,117 @@
+"""The verify-tokenizer report (JSON via serde) and its human summary, plus the findings the comparisons imply."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from onboard.findings import Finding, error, exit_code_for, info, warning
+from onboard.verify_tokenizer.compare import Comparison, RoundTrip
+from onboard.verify_tokenizer.conversations import TemplateCheck
+from onboard.verify_tokenizer.fingerprint import Fingerprint
+from onboard.verify_tokenizer.goldens import GoldenStatus
+from onboard.verify_tokenizer.references import Skipped
+from onboard.verify_tokenizer.special_tokens import SpecialTokens
+
+INSTALL = {"sentencepiece": "sentencepiece", "tiktoken": "tiktoken", "mistral-common": "mistral-common", "gguf": "gguf"}
+
+
+@dataclass(frozen=True)
+class TokenizerReport:
+    source: str
+    revision: str | None
+    tokenizer_class: str
+    tokenizer_length: int
+    corpus_strings: int
+    references: list[Comparison]
+    skipped_references: list[Skipped]
+    round_trip: RoundTrip
+    special_tokens: SpecialTokens
+    fingerprint: Fingerprint
+    template: TemplateCheck | None
+    golden: GoldenStatus | None
+    findings: list[Finding]
+
+    @property
+    def exit_code(self) -> int:
+        return exit_code_for(self.findings)
+
+    def codes(self) -> set[str]:
+        return {f.code for f in self.findings}
+
+
+def comparison_findings(comparisons: list[Comparison], skipped: list[Skipped]) -> list[Finding]:
+    out: list[Finding] = []
+    for c in comparisons:
+        if c.error:
+            out.append(
+                warning("reference-failed", f"{c.reference} could not encode the corpus: {c.error}", file=c.file)
+            )
+        if c.first is not None:
+            d = c.first
+            code = "reference-mismatch" if c.independent else "tokenizer-json-mismatch"
+            why = "" if c.independent else " (transformers builds a different tokenizer than tokenizer.json describes)"
+            out.append(error(
+                code,
+                f"{c.mismatches}/{c.strings} strings differ from {c.reference}{why}; first: {d.text[:80]!r} at token "
+                f"{d.position}: fast {d.subject_ids[d.position:d.position + 8]} {d.subject_pieces[d.position:d.position + 8]} "
+                f"vs reference {d.reference_ids[d.position:d.position + 8]} {d.reference_pieces[d.position:d.position + 8]}",
+                "compare pre-tokenizer regex, merges, normalizer and `legacy` between the files; --json has both id lists",
+                file=c.file,
+            ))  # fmt: skip
+        elif not c.error:
+            out.append(info("reference-match", f"{c.strings}/{c.strings} strings match {c.reference}", file=c.file))
+    for s in skipped:
+        if s.missing_library:
+            out.append(info("reference-unavailable", f"reference {s.kind} not available: {s.reason} ({s.file})",
+                            f"pip install {INSTALL.get(s.missing_library, s.missing_library)}", file=s.file))  # fmt: skip
+        else:
+            out.append(info("reference-skipped", f"{s.kind} reference from {s.file} skipped: {s.reason}", file=s.file))
+    if not any(c.independent for c in comparisons):
+        out.append(info("no-independent-reference", "no independent reference tokenizer in the repo (only tokenizer.json): "
+                        "ids are checked against goldens and round trip only"))  # fmt: skip
+    return out
+
+
+def round_trip_findings(rt: RoundTrip, normalizing: bool) -> list[Finding]:
+    """A tokenizer with a normalizer (NFC, lowercasing) is lossy by design: then only an info."""
+    out: list[Finding] = []
+    if rt.first_lossy:
+        text, got = rt.first_lossy
+        out.append((info if normalizing else warning)("roundtrip-lossy", f"decode(encode(x)) != x for {rt.lossy}/{rt.strings} strings; first: "
+                           f"{text[:60]!r} -> {got[:60]!r}", "expected for normalizing tokenizers; otherwise a decoder bug"))  # fmt: skip
+    if rt.first_stream_mismatch:
+        full, got = rt.first_stream_mismatch
+        out.append(error("stream-decode-mismatch", f"streamed (incremental) decode differs from full decode for "
+                         f"{rt.stream_mismatches}/{rt.streamed} strings; first: full {full[:60]!r} streamed {got[:60]!r}",
+                         "serving engines detokenize incrementally: users would see different text"))  # fmt: skip
+    return out
+
+
+def fingerprint_findings(fp: Fingerprint) -> list[Finding]:
+    if fp.family:
+        return [info("tokenizer-family", f"tokenizer family: {fp.family} (llama.cpp chkhsh {fp.chkhsh[:12]}…)")]
+    return [info("new-pre-tokenizer", f"new pre-tokenizer: chkhsh {fp.chkhsh} matches no known family",
+                 "llama.cpp's convert_hf_to_gguf refuses unknown BPE pre-tokenizers until they are registered")]  # fmt: skip
+
+
+def summary(report: TokenizerReport) -> str:
+    lines = [f"verify-tokenizer {report.source} (revision {report.revision or 'unknown'})",
+             f"  tokenizer: {report.tokenizer_class}, {report.tokenizer_length} tokens; corpus {report.corpus_strings} strings"]  # fmt: skip
+    for c in report.references:
+        state = "error: " + c.error if c.error else ("match" if not c.mismatches else f"{c.mismatches} differ")
+        lines.append(f"  reference {c.reference}: {state} ({c.seconds:.2f} s)")
+    fp = report.fingerprint
+    lines.append(
+        f"  family: {fp.family or 'new pre-tokenizer'}; stop set: {', '.join(report.special_tokens.stop_tokens)}"
+    )
+    if report.template and report.template.generation_prompt is not None:
+        lines.append(f"  generation prompt: {report.template.generation_prompt!r}")
+    if report.golden:
+        lines.append(f"  golden: {report.golden.action} {report.golden.path}")
+    order = {"fatal": 0, "error": 1, "warning": 2, "info": 3}
+    for f in sorted(report.findings, key=lambda f: order[f.severity]):
+        if f.severity != "info" or f.code in ("reference-unavailable", "tokenizer-family", "new-pre-tokenizer"):
+            lines.append(f"  {f.severity}: [{f.code}] {f.message}")
+    counts = {s: sum(f.severity == s for f in report.findings) for s in ("error", "warning")}
+    lines.append(f"  {counts['error']} errors, {counts['warning']} warnings")
+    return "\n".join(lines)

@@ -1,0 +1,199 @@
+"""BOS/EOS/PAD/UNK across config.json, generation_config.json, tokenizer_config.json, special_tokens_map.json and the
+tokenizer itself; the stop set; insertion vs the add_bos/add_eos flags; vocabulary size vs embedding rows."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from onboard.findings import Finding, error, info, warning
+from onboard.verify_tokenizer.repo import TokenizerRepo
+from onboard.verify_tokenizer.subject import Subject
+
+ROLES = ("bos", "eos", "pad", "unk")
+CONTROL_SHAPE = re.compile(r"^<\|[^|<>]+\|>$|^<｜[^｜]+｜>$")
+"""`<|eot_id|>`, `<｜end▁of▁sentence｜>`: tokens of this shape are control tokens in every family we know."""
+
+
+@dataclass(frozen=True)
+class SpecialTokens:
+    declared: dict[str, dict[str, list[int]]]
+    """file -> role -> ids that file declares (text names resolved through the tokenizer)."""
+    tokenizer: dict[str, int | None]
+    """role -> id the loaded tokenizer uses."""
+    add_bos_token: bool | None
+    add_eos_token: bool | None
+    inserts_bos: bool
+    inserts_eos: bool
+    stop_ids: list[int] = field(default_factory=list)
+    stop_tokens: list[str] = field(default_factory=list)
+    tokenizer_length: int = 0
+    embedding_rows: int | None = None
+
+
+def _ids(value: Any, subject: Subject) -> list[int]:
+    """An id, a list of ids, a token string or an AddedToken dict -> ids."""
+    if value is None or isinstance(value, bool):
+        return []
+    if isinstance(value, int):
+        return [value]
+    if isinstance(value, list):
+        return [i for v in value for i in _ids(v, subject)]
+    if isinstance(value, dict):
+        value = value.get("content")
+    if isinstance(value, str):
+        found = subject.token_id(value)
+        return [found] if found is not None else []
+    return []
+
+
+def declared_tokens(repo: TokenizerRepo, subject: Subject) -> dict[str, dict[str, list[int]]]:
+    out: dict[str, dict[str, list[int]]] = {}
+    for file, suffix in (("config.json", "_token_id"), ("generation_config.json", "_token_id"),
+                         ("tokenizer_config.json", "_token"), ("special_tokens_map.json", "_token")):  # fmt: skip
+        doc = repo.json(file)
+        if doc is None:
+            continue
+        if file == "config.json" and isinstance(doc.get("text_config"), dict):
+            doc = {**doc["text_config"], **{k: v for k, v in doc.items() if v is not None}}
+        roles = {role: _ids(doc.get(role + suffix), subject) for role in ROLES if doc.get(role + suffix) is not None}
+        if roles:
+            out[file] = roles
+    return out
+
+
+def observed_insertion(subject: Subject) -> tuple[bool, bool]:
+    """Does encode(add_special_tokens=True) put BOS in front / EOS at the end?"""
+    plain = subject.encode("Hello world", add_special_tokens=False)
+    full = subject.encode("Hello world", add_special_tokens=True)
+    bos, eos = subject.hf.bos_token_id, subject.hf.eos_token_id
+    start = full.index(plain[0]) if plain and plain[0] in full else 0
+    inserts_bos = bos is not None and bos in full[:start]
+    inserts_eos = eos is not None and len(full) > len(plain) + start and full[-1] == eos
+    return inserts_bos, inserts_eos
+
+
+def analyse(
+    repo: TokenizerRepo,
+    subject: Subject,
+    end_of_turn: list[int],
+    embedding_rows: int | None,
+    template: str | None = None,
+) -> tuple[SpecialTokens, list[Finding]]:
+    findings: list[Finding] = []
+    declared = declared_tokens(repo, subject)
+    hf = subject.hf
+    tokenizer = {role: getattr(hf, f"{role}_token_id", None) for role in ROLES}
+    tok_config = repo.json("tokenizer_config.json") or {}
+    add_bos, add_eos = tok_config.get("add_bos_token"), tok_config.get("add_eos_token")
+    inserts_bos, inserts_eos = observed_insertion(subject)
+    size = len(subject)
+
+    gen_eos = declared.get("generation_config.json", {}).get("eos", [])
+    cfg_eos = declared.get("config.json", {}).get("eos", [])
+    tok_eos = tokenizer["eos"]
+    if gen_eos and tok_eos is not None and tok_eos not in gen_eos:
+        findings.append(error(
+            "eos-mismatch",
+            f"generation_config.json eos_token_id {gen_eos} does not include the tokenizer's EOS "
+            f"{_show(subject, tok_eos)}: engines that read one file stop on a token the other never emits",
+            "list every end-of-sequence / end-of-turn id in generation_config.json eos_token_id",
+            file="generation_config.json",
+        ))  # fmt: skip
+    if cfg_eos and gen_eos and set(cfg_eos) != set(gen_eos):
+        findings.append(warning("eos-config-disagreement",
+                                f"config.json eos_token_id {cfg_eos} differs from generation_config.json {gen_eos}",
+                                "make them agree (generation_config.json wins in transformers and vLLM)",
+                                file="config.json"))  # fmt: skip
+    for role in ("bos", "pad", "unk"):
+        seen = {file: ids for file, roles in declared.items() for r, ids in roles.items() if r == role and ids}
+        distinct = {tuple(sorted(ids)) for ids in seen.values()}
+        if len(distinct) > 1:
+            findings.append(warning(f"{role}-disagreement", f"{role.upper()} differs across files: {seen}",
+                                    f"declare the same {role} token everywhere", file=next(iter(seen))))  # fmt: skip
+
+    stop_ids = sorted({*gen_eos, *cfg_eos, *([tok_eos] if tok_eos is not None else []), *end_of_turn})
+    missing_eot = [i for i in end_of_turn if i not in gen_eos and i != tok_eos]
+    if missing_eot:
+        findings.append(error(
+            "end-of-turn-not-stop",
+            f"the chat template ends assistant turns with {[_show(subject, i) for i in missing_eot]}, which is neither "
+            "the tokenizer's EOS nor in generation_config.json eos_token_id: generation will not stop (Llama 3 <|eot_id|>)",
+            "add the id to generation_config.json eos_token_id",
+            file="generation_config.json",
+        ))  # fmt: skip
+    pad = tokenizer["pad"]
+    if pad is not None and pad in stop_ids:
+        findings.append(warning(
+            "pad-equals-eos",
+            f"the pad token {_show(subject, pad)} is also a stop token: training collators that mask padding also "
+            "mask EOS and the model never learns to stop",
+            "use a dedicated pad token (e.g. an unused reserved token)",
+            file="tokenizer_config.json",
+        ))  # fmt: skip
+    for flag, inserts, role in ((add_bos, inserts_bos, "bos"), (add_eos, inserts_eos, "eos")):
+        if flag is not None and bool(flag) != inserts:
+            findings.append(error(
+                f"{role}-flag-contradiction",
+                f"tokenizer_config.json add_{role}_token={flag} but encode(add_special_tokens=True) "
+                f"{'inserts' if inserts else 'does not insert'} {role.upper()}",
+                "the post_processor in tokenizer.json overrides the flag for fast tokenizers: make them agree",
+                file="tokenizer_config.json",
+            ))  # fmt: skip
+    for role, ids in ((r, [tokenizer[r]]) for r in ROLES):
+        bad = [i for i in ids if i is not None and i >= size]
+        if bad:
+            findings.append(error(f"{role}-out-of-range", f"{role.upper()} id {bad[0]} >= tokenizer length {size}",
+                                  "fix the id", file="tokenizer_config.json"))  # fmt: skip
+    if embedding_rows is not None:
+        if size > embedding_rows:
+            findings.append(error(
+                "tokenizer-exceeds-embedding",
+                f"the tokenizer has {size} tokens but the embedding has {embedding_rows} rows: ids >= {embedding_rows} "
+                "index out of range",
+                "resize the embeddings (and lm_head) or drop the extra added tokens",
+                file="config.json",
+            ))  # fmt: skip
+        elif embedding_rows > size:
+            findings.append(info("embedding-padded", f"embedding has {embedding_rows} rows for {size} tokens "
+                                 f"({embedding_rows - size} padding rows that must never be sampled)"))  # fmt: skip
+    findings += _not_special(subject, stop_ids, template or "")
+    stop_tokens = [_show(subject, i) for i in stop_ids]
+    findings.append(info("stop-set", f"stop set: {', '.join(stop_tokens) or 'empty'}"))
+    tokens = SpecialTokens(declared, tokenizer, add_bos, add_eos, inserts_bos, inserts_eos, stop_ids, stop_tokens,
+                           size, embedding_rows)  # fmt: skip
+    return tokens, findings
+
+
+def _not_special(subject: Subject, stop_ids: list[int], template: str) -> list[Finding]:
+    """Added tokens that act as control tokens but are not marked special (decoded into user-visible text).
+
+    Control = declared special / in the stop set, or `<|…|>`-shaped and written by the chat template. Qwen's `<think>`
+    (template-emitted, not control-shaped) and `<|fim_*|>` (control-shaped, not in the template) are special=false
+    on purpose and are not flagged.
+    """
+    hf = subject.hf
+    declared_special = {t for t in (hf.special_tokens_map or {}).values() if isinstance(t, str)}
+    declared_special |= {hf.convert_ids_to_tokens(i) for i in stop_ids}
+    out: list[Finding] = []
+    for token_id, token in sorted(getattr(hf, "added_tokens_decoder", {}).items()):
+        if getattr(token, "special", True):
+            continue
+        text = str(token)
+        if text in declared_special or (CONTROL_SHAPE.match(text) and text in template):
+            out.append(warning(
+                "special-token-not-special",
+                f"added token {text!r} (id {token_id}) is used as a control token but has special=false: "
+                "skip_special_tokens leaves it in output and it is matched inside normal text",
+                "set \"special\": true for it in tokenizer.json added_tokens and tokenizer_config.json",
+                file="tokenizer_config.json",
+            ))  # fmt: skip
+    return out
+
+
+def _show(subject: Subject, token_id: int) -> str:
+    try:
+        return f"{subject.hf.convert_ids_to_tokens(token_id)} ({token_id})"
+    except Exception:  # out-of-range ids are reported by their own finding
+        return f"<id {token_id}>"
