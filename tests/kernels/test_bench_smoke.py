@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import sys
 
 import pytest
 
@@ -12,6 +13,7 @@ from tests.conftest import REPO_ROOT
 def test_interpret_smoke_runs_and_agrees(capsys: pytest.CaptureFixture[str]) -> None:
     spec = importlib.util.spec_from_file_location("bench_kernels", REPO_ROOT / "benchmarks" / "bench_kernels.py")
     bench = importlib.util.module_from_spec(spec)
+    sys.modules["bench_kernels"] = bench  # dataclasses look their module up there
     spec.loader.exec_module(bench)
     assert bench.main(["--interpret-smoke", "--dtype", "float32"]) == 0
     out = capsys.readouterr().out
