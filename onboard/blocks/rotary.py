@@ -44,11 +44,21 @@ class RopeConfig:
         return int(self.head_dim * self.partial_rotary_factor)
 
     @classmethod
-    def from_dict(cls, config: Mapping[str, Any], head_dim: int | None = None) -> RopeConfig:
+    def from_dict(
+        cls, config: Mapping[str, Any], head_dim: int | None = None, layer_type: str | None = None
+    ) -> RopeConfig:
         """Build from a config.json dict: new-style `rope_parameters` or old-style `rope_scaling` + `rope_theta`.
 
-        `head_dim` overrides the config's (e.g. DeepSeek MLA rotates `qk_rope_head_dim`)."""
+        `head_dim` overrides the config's (e.g. DeepSeek MLA rotates `qk_rope_head_dim`). `layer_type` picks one
+        entry of per-layer-type parameters (Gemma 3: {"sliding_attention": {...}, "full_attention": {...}})."""
         params = dict(config.get("rope_parameters") or config.get("rope_scaling") or {})
+        nested = sorted(k for k, v in params.items() if isinstance(v, Mapping))
+        if nested:
+            if layer_type not in nested:
+                raise ValueError(f"rope parameters are given per layer type {nested}: pass layer_type= one of them")
+            params = dict(params[layer_type])
+        elif layer_type is not None and config.get("layer_types") and layer_type not in config["layer_types"]:
+            raise ValueError(f"layer_type {layer_type!r} is not in the config's layer_types")
         if head_dim is None:
             head_dim = config.get("head_dim") or config["hidden_size"] // config["num_attention_heads"]
         rope_type = params.get("rope_type", params.get("type", "default"))

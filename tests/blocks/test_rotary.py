@@ -130,3 +130,13 @@ def test_from_dict_reads_old_style_rope_scaling() -> None:
 def test_unknown_rope_type_rejected() -> None:
     with pytest.raises(ValueError, match="unknown rope_type 'mrope'"):
         inv_freq_and_attention_factor(RopeConfig(head_dim=16, rope_type="mrope"))
+
+
+def test_from_dict_per_layer_type_parameters() -> None:
+    from transformers import Gemma3TextConfig
+
+    d = Gemma3TextConfig(hidden_size=64, num_attention_heads=4, num_key_value_heads=2, head_dim=16).to_dict()
+    assert RopeConfig.from_dict(d, layer_type="sliding_attention").rope_theta == 10000.0
+    assert RopeConfig.from_dict(d, layer_type="full_attention").rope_theta == 1000000.0
+    with pytest.raises(ValueError, match="per layer type"):
+        RopeConfig.from_dict(d)  # silently taking one theta for both would be a parity bug
