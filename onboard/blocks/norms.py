@@ -41,11 +41,15 @@ class LayerNorm(nn.Module):
         self.eps = eps
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        xf = x.float()
-        y = F.layer_norm(xf, (x.shape[-1],), None, None, self.eps) * self.weight.float()
-        if self.bias is not None:
-            y = y + self.bias.float()
-        return y.to(x.dtype)
+        return layer_norm(x, self.weight, self.bias, self.eps)
+
+
+def layer_norm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, eps: float) -> torch.Tensor:
+    """LayerNorm over the last dim in float32; weight/bias may broadcast (e.g. [heads, head_dim])."""
+    y = F.layer_norm(x.float(), (x.shape[-1],), None, None, eps) * weight.float()
+    if bias is not None:
+        y = y + bias.float()
+    return y.to(x.dtype)
 
 
 # Where a QK-norm's statistics and weight live.
@@ -88,15 +92,14 @@ class QKNorm(nn.Module):
             raise ValueError(f"QKNorm kind must be 'rms' or 'layer', got {kind!r}")
         if kind == "rms" and scope == "per_head_weight":
             raise ValueError("QKNorm: RMS with per-head weights is not a known architecture; use scope 'head'")
-        self.scope = scope
-        dim = {"head": head_dim, "per_head_weight": (num_heads, head_dim), "all": num_heads * head_dim}[scope]
-        self.norm = RMSNorm(dim, eps, offset, casting) if kind == "rms" else LayerNorm(dim, eps, bias=False)
-
-    @property
-    def weight(self) -> nn.Parameter:
-        return self.norm.weight
+        self.scope, self.kind, self.eps, self.offset, self.casting = scope, kind, eps, offset, casting
+        shape = {"head": (head_dim,), "per_head_weight": (num_heads, head_dim), "all": (num_heads * head_dim,)}[scope]
+        self.weight = nn.Parameter(torch.zeros(shape) if offset else torch.ones(shape))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if self.scope == "all":
-            return self.norm(x.flatten(-2)).view(x.shape)
-        return self.norm(x)
+        x2 = x.flatten(-2) if self.scope == "all" else x
+        if self.kind == "rms":
+            y = dispatch.rms_norm(x2, self.weight, self.eps, self.offset, self.casting)
+        else:
+            y = layer_norm(x2, self.weight, None, self.eps)
+        return y.view(x.shape)
