@@ -1,4 +1,4 @@
-"""Reference tokenizers rebuilt from a GGUF vocabulary (llama.cpp's view of the tokenizer), via the `gguf` package.
+"""Reference tokenizers rebuilt from a GGUF vocabulary (llama.cpp's view of the tokenizer).
 
 `gpt2` vocabularies become byte-level BPE with llama.cpp's pre-tokenizer regexes (`tokenizer.ggml.pre`), `llama`
 ones the score-based SentencePiece BPE, `bert` ones a WordPiece (llama.cpp stores them in "phantom space" form).
@@ -12,6 +12,7 @@ from typing import Any
 
 from onboard.errors import InputError
 from onboard.verify_tokenizer.bpe import Encoder, MergesBPE
+from onboard.verify_tokenizer.gguf_reader import read_gguf_metadata
 from onboard.verify_tokenizer.patterns import patterns_for
 from onboard.verify_tokenizer.spm import SPACE, ScoreSPM
 
@@ -32,19 +33,10 @@ class GgufVocab:
 
 def read_gguf_vocab(path: Path) -> GgufVocab:
     """Read the tokenizer.ggml.* keys. Raises InputError when the file is not a readable GGUF."""
-    from gguf import GGUFReader
-
-    try:
-        fields = GGUFReader(str(path)).fields
-    except Exception as exc:  # gguf raises ValueError/struct errors/OSError on bad files
-        raise InputError(
-            f"{path.name}: not a readable GGUF file ({type(exc).__name__}: {exc})",
-            "re-download the file or remove it from the repo; it is only used as a reference tokenizer",
-        ) from exc
+    fields = read_gguf_metadata(path)
 
     def value(key: str, default: Any = None) -> Any:
-        field = fields.get(key)
-        return field.contents() if field is not None else default
+        return fields.get(key, default)
 
     tokens = value("tokenizer.ggml.tokens")
     if not tokens:

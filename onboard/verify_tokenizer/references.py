@@ -218,8 +218,6 @@ def load_mistral_common(path: Path, info: RepoTokenizerInfo) -> Reference | Skip
 def load_gguf(path: Path, info: RepoTokenizerInfo) -> Reference | Skipped:
     if is_lfs_pointer(path):
         return Skipped("gguf", path.name, "the file is a Git LFS pointer")
-    if not _has("gguf"):
-        return Skipped("gguf", path.name, "the gguf package is not installed", "gguf")
     from onboard.verify_tokenizer.gguf_vocab import gguf_encoder, read_gguf_vocab
 
     encode, why = gguf_encoder(read_gguf_vocab(path))
