@@ -10,6 +10,7 @@ Sets and dict comparisons do the work (C speed): a 100k-tensor checkpoint is che
 
 from __future__ import annotations
 
+from operator import itemgetter
 from typing import Any
 
 from onboard.errors import CheckpointError
@@ -36,18 +37,47 @@ def check_integrity(source: Source, headers: dict[str, SafetensorsHeader | Check
             tensor = getattr(result, "tensor", None)
             findings.append(Finding(result.code, "fatal", result.message, result.hint, file=name, tensor=tensor))
     good = {name: h for name, h in headers.items() if isinstance(h, SafetensorsHeader)}
-    if index is None:
-        findings += _duplicates(good)
-        return findings
-    weight_map = index.get("weight_map")
-    if not isinstance(weight_map, dict) or not all(isinstance(v, str) for v in weight_map.values()):
+    weight_map = index.get("weight_map") if index is not None else None
+    if index is not None and (not isinstance(weight_map, dict) or not set(map(type, weight_map.values())) <= {str}):
         findings.append(fatal("index-invalid", f"{INDEX_FILE}: 'weight_map' must map tensor names to file names",
                               _HINT_INDEX, file=INDEX_FILE))  # fmt: skip
-        return findings + _duplicates(good)
-    findings += _index_paths(source, weight_map)
-    findings += _duplicates(good)
-    findings += _index_vs_headers(weight_map, good)
+        weight_map = None
+    if weight_map is not None:
+        findings += _index_paths(source, weight_map)
+        if _consistent(weight_map, good):
+            return findings
+    owner: dict[str, str] = {}  # tensor -> shard holding it (the last one, if duplicated)
+    total = 0
+    for name, h in good.items():
+        owner.update(dict.fromkeys(h.tensors, name))
+        total += len(h.tensors)
+    if len(owner) != total:
+        findings += _duplicates(good)
+    if weight_map is not None:
+        findings += _index_vs_headers(weight_map, good, owner)
     return findings
+
+
+def _consistent(weight_map: dict[str, str], headers: dict[str, SafetensorsHeader]) -> bool:
+    """The common case in C-speed operations: every shard was read, each of its tensors maps to it in the index,
+    and the counts add up (so nothing is missing and, the index being a function, nothing is duplicated)."""
+    if len(headers) != len(set(weight_map.values())):
+        return False
+    total = 0
+    for shard, h in headers.items():
+        names = list(h.tensors)
+        if not names:
+            continue
+        try:
+            owners = itemgetter(*names)(weight_map)
+        except KeyError:
+            return False
+        if len(names) == 1:
+            owners = (owners,)
+        if owners.count(shard) != len(names):
+            return False
+        total += len(names)
+    return total == len(weight_map)
 
 
 def _weights_present(source: Source) -> list[Finding]:
@@ -98,13 +128,6 @@ def _index_paths(source: Source, weight_map: dict[str, str]) -> list[Finding]:
 
 
 def _duplicates(headers: dict[str, SafetensorsHeader]) -> list[Finding]:
-    owner: dict[str, str] = {}
-    total = 0
-    for name, h in headers.items():
-        owner.update(dict.fromkeys(h.tensors, name))
-        total += len(h.tensors)
-    if len(owner) == total:  # the common case: no tensor in two files
-        return []
     seen: dict[str, str] = {}
     findings = []
     for name, h in headers.items():
@@ -119,11 +142,12 @@ def _duplicates(headers: dict[str, SafetensorsHeader]) -> list[Finding]:
     return findings
 
 
-def _index_vs_headers(weight_map: dict[str, str], headers: dict[str, SafetensorsHeader]) -> list[Finding]:
-    actual: dict[str, str] = {}
-    for name, h in headers.items():
-        actual.update(dict.fromkeys(h.tensors, name))
-    expected = {t: s for t, s in weight_map.items() if s in headers}  # shards we could read
+def _index_vs_headers(
+    weight_map: dict[str, str], headers: dict[str, SafetensorsHeader], actual: dict[str, str]
+) -> list[Finding]:
+    if actual == weight_map:  # the common case, compared at C speed
+        return []
+    expected = {t: s for t, s in weight_map.items() if s in headers}  # only the shards we could read
     if actual == expected:
         return []
     findings = []

@@ -56,6 +56,11 @@ except ImportError:  # pragma: no cover - exercised only where msgspec is absent
     msgspec = None
 
 
+_COMMON_METADATA = {
+    f'{{"__metadata__":{{"format":"{fmt}"}}'.encode(): {"format": fmt} for fmt in ("pt", "np", "tf", "flax", "mlx")
+}
+
+
 class TensorMap(Mapping[str, TensorInfo]):
     """name -> TensorInfo, built lazily: creating 100k dataclasses would cost more than parsing the headers.
 
@@ -169,8 +174,10 @@ def _fast_parse(
     metadata: dict[str, str] = {}
     if "__metadata__" in raw:
         del raw["__metadata__"]
+        # Almost every file starts with the writer's `{"__metadata__":{"format":"pt"}`: skip a second pass.
+        common = _COMMON_METADATA.get(header_bytes[: header_bytes.find(b"}") + 1])
         try:
-            metadata = _DECODE_META(header_bytes).metadata
+            metadata = dict(common) if common is not None else _DECODE_META(header_bytes).metadata
         except (msgspec.DecodeError, msgspec.ValidationError):
             return None
     sizes = DTYPE_BYTES

@@ -23,6 +23,11 @@ from onboard.inspect_checkpoint import hub
 from onboard.inspect_checkpoint.checkpoint_types import RepoFile, SafetensorsHeader
 from onboard.inspect_checkpoint.safetensors_header import read_local_header
 
+try:
+    from msgspec.json import decode as _msgspec_decode
+except ImportError:  # pragma: no cover
+    _msgspec_decode = None
+
 INDEX_FILE = "model.safetensors.index.json"
 # Small files `onboard inspect` reads from every repo: fetched concurrently up front for hub sources.
 PREFETCH_FILES = (
@@ -116,6 +121,13 @@ class Source:
         text = self.read_text(name)
         if text is None:
             return None
+        if _msgspec_decode is not None:  # ~2x faster than json on a 100k-entry index; json explains errors
+            try:
+                doc = _msgspec_decode(text)
+            except Exception:  # noqa: BLE001 - re-parsed below with json for a precise message
+                doc = None
+            if isinstance(doc, dict):
+                return doc
         try:
             doc = json.loads(text)
         except json.JSONDecodeError as exc:
@@ -142,8 +154,8 @@ class Source:
         idx = self.index()
         weight_map = idx.get("weight_map") if idx else None
         if isinstance(weight_map, dict):
-            names = dict.fromkeys(v for v in weight_map.values() if isinstance(v, str) and is_safe_relpath(v))
-            return list(names)
+            distinct = dict.fromkeys(weight_map.values())  # 100k+ tensors, ~100 shards: dedupe first
+            return [v for v in distinct if isinstance(v, str) and is_safe_relpath(v)]
         return sorted(f.path for f in self.files if f.path.endswith(".safetensors") and "/" not in f.path)
 
     def read_headers(self, names: list[str]) -> dict[str, SafetensorsHeader | CheckpointError]:

@@ -1,0 +1,120 @@
+"""Local inspect of a trillion-parameter sharded checkpoint vs a bare header read and vs a meta-device model.
+
+Builds (once, cached under .bench/) a Kimi-K2 / DeepSeek-V3-like checkpoint: 128 shards, ~140k tensors, ~1.03T
+parameters, data regions as sparse holes. Then times, in one run, best of N interleaved repeats:
+
+  bare     open + read 8 bytes + read header + json.loads, for every shard (no checks, no analysis)
+  headers  onboard's source + validated headers + integrity (the checkpoint I/O layer alone)
+  inspect  onboard.inspect_checkpoint.inspect(path): the whole profile
+  meta     `with torch.device("meta"): AutoModelForCausalLM.from_config(config)` (transformers, no weights)
+
+and prints inspect/bare (target <= 1.2) and meta/inspect (target >= 20).
+
+    .venv/bin/python benchmarks/bench_inspect_local.py            # full size
+    .venv/bin/python benchmarks/bench_inspect_local.py --quick    # seconds: 8 shards, 4 layers
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _synthetic  # noqa: E402
+
+from onboard.inspect_checkpoint.safetensors_header import bare_read_header  # noqa: E402
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+def best_of(fn: Callable[[], object], repeats: int) -> float:
+    times = []
+    for _ in range(repeats):
+        gc.collect()
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return min(times)
+
+
+def main(argv: list[str] | None = None) -> dict[str, float]:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="small checkpoint (smoke test)")
+    parser.add_argument("--repeats", type=int, default=None, help="timed repeats per contender (best is kept)")
+    parser.add_argument("--dir", type=Path, default=None, help="where to build the checkpoint (default .bench/)")
+    parser.add_argument("--no-meta", action="store_true", help="skip the transformers meta-device contender")
+    args = parser.parse_args(argv)
+    repeats = args.repeats or (3 if args.quick else 5)
+    root = args.dir or REPO_ROOT / ".bench" / ("kimi-like-quick" if args.quick else "kimi-like")
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")  # a local benchmark never touches a hub
+
+    start = time.perf_counter()
+    _synthetic.build(root, quick=args.quick)
+    shards = _synthetic.shard_paths(root)
+    index = json.loads((root / "model.safetensors.index.json").read_text())
+    n_tensors = len(index["weight_map"])
+    print(f"checkpoint: {root} ({len(shards)} shards, {n_tensors:,} tensors; built/checked in "
+          f"{time.perf_counter() - start:.1f} s)")  # fmt: skip
+
+    from onboard.inspect_checkpoint import inspect
+    from onboard.inspect_checkpoint.integrity import check_integrity
+    from onboard.inspect_checkpoint.source import open_source
+
+    def bare() -> None:
+        for path in shards:
+            bare_read_header(path)
+
+    def headers() -> None:
+        src = open_source(str(root))
+        check_integrity(src, src.read_headers(src.safetensors_files()))
+
+    def full() -> None:
+        inspect(str(root))
+
+    profile = inspect(str(root))  # warm-up: page cache, imports, lazy tables
+    bare()
+    results: dict[str, list[float]] = {"bare": [], "headers": [], "inspect": []}
+    for _ in range(repeats):  # interleaved, so background load hits every contender alike
+        results["bare"].append(best_of(bare, 1))
+        results["headers"].append(best_of(headers, 1))
+        results["inspect"].append(best_of(full, 1))
+    t = {k: min(v) for k, v in results.items()}
+    print(f"parameters (inspect): {profile.parameters.total:,}" if profile.parameters else "parameters: n/a")
+    print(f"bare header read     {t['bare'] * 1e3:9.1f} ms")
+    print(
+        f"onboard headers+integrity {t['headers'] * 1e3:9.1f} ms   ratio headers/bare = {t['headers'] / t['bare']:.2f}"
+    )
+    print(f"onboard inspect      {t['inspect'] * 1e3:9.1f} ms   ratio inspect/bare = {t['inspect'] / t['bare']:.2f}"
+          "  (target <= 1.2)")  # fmt: skip
+    if not args.no_meta:
+        t["meta"] = time_meta(root)
+        print(f"transformers meta    {t['meta'] * 1e3:9.1f} ms   ratio meta/inspect = {t['meta'] / t['inspect']:.1f}"
+              "  (target >= 20)")  # fmt: skip
+    return t
+
+
+def time_meta(root: Path) -> float:
+    """Instantiate the model from its config on the meta device (imports done before timing)."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    cfg = json.loads((root / "config.json").read_text())
+    cfg.pop("quantization_config", None)  # from_config would try to set up fp8 kernels; the shapes are the same
+    config = AutoConfig.for_model(**cfg)
+    gc.collect()
+    start = time.perf_counter()
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(config)
+    elapsed = time.perf_counter() - start
+    print(f"meta model parameters: {model.num_parameters():,}")
+    return elapsed
+
+
+if __name__ == "__main__":
+    main()
