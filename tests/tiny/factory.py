@@ -1,0 +1,93 @@
+"""Tiny checkpoints of real architectures: config class -> `from_config` (seeded) -> safetensors on disk.
+
+Random weights, real module structure and real tensor names: what `onboard inspect` must read correctly.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import shutil
+from pathlib import Path
+from typing import Any
+
+from tests.tiny.configs import TINY, WINDOW
+
+__all__ = ["TINY", "WINDOW", "TOKENIZER_FILES", "make_tiny_config", "make_tiny_checkpoint"]
+
+# Files copied from a tokenizer folder when one is given (a real tokenizer from ../shared/data).
+TOKENIZER_FILES = (
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "vocab.json",
+    "merges.txt",
+    "tokenizer.model",
+    "chat_template.jinja",
+    "generation_config.json",
+)
+
+
+def make_tiny_config(model_type: str, overrides: dict[str, Any] | None = None) -> Any:
+    """Build the tiny config of `model_type` (TINY entry plus `overrides`) through its transformers config class.
+
+    Raises:
+        KeyError: `model_type` has no TINY entry.
+        ValueError: an override is not a knob of that config class (it would become a stray, unused config key).
+    """
+    from transformers import AutoConfig
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+
+    if model_type not in TINY:
+        raise KeyError(f"no tiny config for model_type {model_type!r}; add it to tests/tiny/configs.py TINY")
+    kwargs = {**TINY[model_type], **(overrides or {})}
+    cls = CONFIG_MAPPING[model_type]
+    known = {f.name for f in dataclasses.fields(cls)} if dataclasses.is_dataclass(cls) else set()
+    known |= set(getattr(cls, "attribute_map", {}))
+    config = AutoConfig.for_model(model_type, **kwargs)
+    # Legacy keywords are consumed by __post_init__; anything left as an attribute but unknown is a typo.
+    stray = sorted(k for k in kwargs if k not in known and k in config.to_dict())
+    if stray:
+        raise ValueError(f"{model_type}: {stray} are not fields of {cls.__name__}; fix tests/tiny/configs.py")
+    return config
+
+
+def make_tiny_checkpoint(
+    model_type: str,
+    out_dir: Path,
+    *,
+    seed: int = 0,
+    dtype: str = "float32",
+    tokenizer_dir: Path | None = None,
+    overrides: dict[str, Any] | None = None,
+) -> Path:
+    """Write a tiny random-weight checkpoint of `model_type` (config.json + model.safetensors) into `out_dir`.
+
+    Args:
+        model_type: a key of TINY (a transformers `model_type`).
+        out_dir: destination folder (created).
+        seed: torch seed for the weight init: same seed, same bytes.
+        dtype: torch dtype name the weights are saved in (float32, bfloat16, float16).
+        tokenizer_dir: copy the tokenizer files found there (TOKENIZER_FILES) next to the weights.
+        overrides: config knobs applied over the TINY entry.
+
+    Returns:
+        `out_dir`.
+    """
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    config = make_tiny_config(model_type, overrides)
+    torch_dtype = getattr(torch, dtype)
+    # fork_rng: building a fixture must not shift the global RNG stream of the test that asked for it.
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = AutoModelForCausalLM.from_config(config, dtype=torch_dtype)
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(out_dir, safe_serialization=True)
+    if tokenizer_dir is not None:
+        for name in TOKENIZER_FILES:
+            src = Path(tokenizer_dir) / name
+            if src.is_file():
+                shutil.copyfile(src, out_dir / name)
+    return out_dir
