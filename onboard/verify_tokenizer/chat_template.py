@@ -4,7 +4,8 @@ Mirrors transformers/utils/chat_template_utils.py: ImmutableSandboxedEnvironment
 loopcontrols + `{% generation %}`), `raise_exception`, their `tojson` signature, `strftime_now`, the restricted
 `dict` and `namespace`. Differences, all deliberate: `strftime_now` reads a frozen clock and records that it was
 called (a template whose output changes every day cannot have goldens), and `*` on strings/lists is capped so a
-template cannot allocate gigabytes before the output cap sees anything.
+template cannot allocate gigabytes before the output cap sees anything, and touching an unsafe attribute
+(`__class__`) raises instead of rendering as an empty string.
 """
 
 from __future__ import annotations
@@ -77,6 +78,11 @@ class _TemplateNamespace(jinja2.utils.Namespace):
 
 class _GuardedEnvironment(ImmutableSandboxedEnvironment):
     intercepted_binops = frozenset({"*"})
+
+    def unsafe_undefined(self, obj: Any, attribute: str) -> Any:
+        # jinja2 returns an Undefined that prints as "" (so `{{ x.__class__ }}` renders nothing under transformers);
+        # a template probing internals is hostile, and we say so instead of rendering around it.
+        raise jinja2.exceptions.SecurityError(f"access to attribute {attribute!r} of {type(obj).__name__!r} is unsafe")
 
     def call_binop(self, context: Any, operator: str, left: Any, right: Any) -> Any:
         if operator == "*":
