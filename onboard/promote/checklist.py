@@ -1,0 +1,245 @@
+"""The day-zero checklist: load `checklists/day-zero.yaml`, tick its items from stage results and sign-offs.
+
+An item is ticked by stage checks (`ticked_by`), by a person (`signoff: only`), or by checks that a person may
+waive with a note (`signoff: allowed`). `evaluate` is pure: stage results + sign-offs + registry context in, one
+status per item out. Required stage checks that fail but are on no item still block (as `<stage>:<check>`), so a
+renamed check can never slip a failure past promotion.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from onboard.errors import InputError
+from onboard.promote.signoff import Signoff
+from onboard.promote.stage_results import STAGES, StageResults
+from onboard.resources import data_dir
+
+STATUSES = ("done", "signed_off", "failed", "open", "not_applicable")
+SATISFIED = frozenset({"done", "signed_off", "not_applicable"})
+SIGNOFF_MODES = ("no", "allowed", "only")
+CONDITIONS = (None, "previously_promoted")
+
+
+@dataclass(frozen=True)
+class CheckRef:
+    stage: str
+    check: str
+
+
+@dataclass(frozen=True)
+class ChecklistItem:
+    id: str
+    title: str
+    required: bool
+    command: str
+    owner: str = ""
+    ticked_by: tuple[CheckRef, ...] = ()
+    signoff: str = "no"
+    """no | allowed (a named person may waive a failed/missing check with a note) | only (manual item)."""
+    when: str | None = None
+
+
+@dataclass(frozen=True)
+class Checklist:
+    path: str
+    items: tuple[ChecklistItem, ...]
+
+    def item(self, item_id: str) -> ChecklistItem:
+        for it in self.items:
+            if it.id == item_id:
+                return it
+        raise InputError(
+            f"no checklist item {item_id!r} in {self.path}",
+            "items: " + ", ".join(it.id for it in self.items),
+        )
+
+    def check_names(self) -> dict[str, list[str]]:
+        """stage -> the check names this checklist expects that stage to emit."""
+        out: dict[str, list[str]] = {}
+        for it in self.items:
+            for ref in it.ticked_by:
+                out.setdefault(ref.stage, []).append(ref.check)
+        return out
+
+
+@dataclass(frozen=True)
+class ItemStatus:
+    id: str
+    title: str
+    required: bool
+    status: str
+    """One of STATUSES."""
+    evidence: tuple[str, ...]
+    command: str
+    owner: str = ""
+
+
+@dataclass(frozen=True)
+class ChecklistState:
+    slug: str
+    revision: str
+    items: tuple[ItemStatus, ...]
+    previously_promoted: bool = False
+    evaluated_at: str = field(default_factory=lambda: datetime.now(timezone.utc).isoformat(timespec="seconds"))
+
+    @property
+    def blocking(self) -> tuple[ItemStatus, ...]:
+        """Required items that are not done, signed off or not applicable: promotion refuses while any remain."""
+        return tuple(it for it in self.items if it.required and it.status not in SATISFIED)
+
+    @property
+    def ready(self) -> bool:
+        return not self.blocking
+
+
+def default_checklist_path() -> Path:
+    return data_dir("checklists") / "day-zero.yaml"
+
+
+def load_checklist(path: Path | None = None) -> Checklist:
+    """Parse and validate a checklist YAML; every problem names the file and the item."""
+    import yaml
+
+    path = path or default_checklist_path()
+    try:
+        doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise InputError(f"cannot read checklist {path}: {exc.strerror or exc}", "reinstall onboard") from exc
+    except yaml.YAMLError as exc:
+        raise InputError(f"{path} is not valid YAML: {exc}", "fix the YAML syntax") from exc
+    if not isinstance(doc, dict) or not isinstance(doc.get("items"), list):
+        raise InputError(f"{path}: expected a mapping with an `items` list", "see checklists/day-zero.yaml")
+    items = tuple(_parse_item(raw, i, path) for i, raw in enumerate(doc["items"]))
+    ids = [it.id for it in items]
+    dupes = sorted({i for i in ids if ids.count(i) > 1})
+    if dupes:
+        raise InputError(f"{path}: duplicate item ids {dupes}", "give every item a unique id")
+    return Checklist(str(path), items)
+
+
+def _parse_item(raw: Any, index: int, path: Path) -> ChecklistItem:
+    where = f"{path}: items[{index}]"
+    if not isinstance(raw, dict):
+        raise InputError(f"{where} is not a mapping", "each item needs id, title, required, command")
+    for key in ("id", "title", "command"):
+        if not isinstance(raw.get(key), str) or not raw[key].strip():
+            raise InputError(f"{where} has no `{key}` string", "each item needs id, title, required, command")
+    where = f"{path}: item {raw['id']!r}"
+    if not isinstance(raw.get("required"), bool):
+        raise InputError(f"{where}: `required` must be true or false", "say whether promotion waits for it")
+    refs: list[CheckRef] = []
+    for ref in raw.get("ticked_by") or []:
+        if not isinstance(ref, dict) or ref.get("stage") not in STAGES or not isinstance(ref.get("check"), str):
+            raise InputError(f"{where}: bad ticked_by entry {ref!r}", f"use {{stage: one of {STAGES}, check: NAME}}")
+        refs.append(CheckRef(ref["stage"], ref["check"]))
+    signoff = raw.get("signoff", "no")
+    if signoff not in SIGNOFF_MODES:
+        raise InputError(f"{where}: signoff must be one of {SIGNOFF_MODES}, not {signoff!r}", "fix the item")
+    if signoff != "only" and not refs:
+        raise InputError(f"{where}: nothing ticks it", "add ticked_by checks or make it `signoff: only`")
+    if raw.get("when") not in CONDITIONS:
+        raise InputError(f"{where}: when must be one of {CONDITIONS[1:]}", "fix the item")
+    return ChecklistItem(
+        id=raw["id"],
+        title=raw["title"],
+        required=raw["required"],
+        command=raw["command"],
+        owner=str(raw.get("owner") or ""),
+        ticked_by=tuple(refs),
+        signoff=signoff,
+        when=raw.get("when"),
+    )
+
+
+def evaluate(
+    checklist: Checklist,
+    results: StageResults,
+    signoffs: tuple[Signoff, ...] | list[Signoff],
+    *,
+    slug: str,
+    revision: str,
+    previously_promoted: bool = False,
+    promoted_golden_sha256: str | None = None,
+) -> ChecklistState:
+    """One status per item, plus a blocking entry for each failing required check that no item names."""
+    latest = {s.item: s for s in signoffs}  # later sign-offs win
+    items = [
+        _evaluate_item(it, results, latest.get(it.id), previously_promoted, promoted_golden_sha256)
+        for it in checklist.items
+    ]
+    listed = {(ref.stage, ref.check) for it in checklist.items for ref in it.ticked_by}
+    for stage, check in results.all_checks():
+        if (stage, check.name) not in listed and check.required and not check.passed:
+            file = results.stages[stage].file
+            items.append(ItemStatus(
+                f"{stage}:{check.name}", f"Required {stage} check (not on the checklist)", True, "failed",
+                (f"{file}: {check.name} failed — {check.detail}".rstrip(" —"),), f"onboard {stage} …",
+            ))  # fmt: skip
+    return ChecklistState(slug, revision, tuple(items), previously_promoted)
+
+
+def _evaluate_item(
+    item: ChecklistItem,
+    results: StageResults,
+    signoff: Signoff | None,
+    previously_promoted: bool,
+    promoted_golden_sha256: str | None,
+) -> ItemStatus:
+    def status(value: str, evidence: list[str]) -> ItemStatus:
+        return ItemStatus(item.id, item.title, item.required, value, tuple(evidence), item.command, item.owner)
+
+    if item.when == "previously_promoted" and not previously_promoted:
+        return status("not_applicable", ["first promotion of this model: no promoted goldens to compare against"])
+    signed = (
+        [f"signed off by {signoff.by} at {signoff.at}" + (f": {signoff.note}" if signoff.note else "")]
+        if signoff
+        else []
+    )
+    if item.signoff == "only":
+        return status("signed_off", signed) if signoff else status("open", ["waiting for a sign-off"])
+    states: list[str] = []
+    evidence: list[str] = []
+    for ref in item.ticked_by:
+        state, line = _check_state(ref, results, promoted_golden_sha256)
+        states.append(state)
+        evidence.append(line)
+    value = "failed" if "failed" in states else "open" if "open" in states else "done"
+    if value != "done" and signoff and item.signoff == "allowed":
+        return status("signed_off", evidence + signed)
+    return status(value, evidence)
+
+
+def _check_state(ref: CheckRef, results: StageResults, promoted_golden_sha256: str | None) -> tuple[str, str]:
+    stage = results.get(ref.stage)
+    if stage is None:
+        return "open", f"no {ref.stage} result yet"
+    if stage.error:
+        return "open", stage.error
+    check = stage.check(ref.check)
+    if check is None:
+        return "open", f"{stage.file} has no check {ref.check!r}"
+    if ref.check == "goldens_match_promoted" and promoted_golden_sha256:
+        # The comparison must have been made against the goldens of the promotion now in the registry.
+        against = stage.data.get("promoted_golden_sha256")
+        if against is not None and against != promoted_golden_sha256:
+            return (
+                "open",
+                f"{stage.file} compared against goldens {str(against)[:12]}, promoted are {promoted_golden_sha256[:12]}",
+            )
+    detail = f" — {check.detail}" if check.detail else ""
+    return (
+        "done" if check.passed else "failed"
+    ), f"{stage.file}: {ref.check} {'passed' if check.passed else 'FAILED'}{detail}"
+
+
+def state_to_dict(state: ChecklistState) -> dict[str, Any]:
+    from onboard import serde
+
+    data = serde.to_dict(state)
+    data["ready"] = state.ready
+    data["blocking"] = [it.id for it in state.blocking]
+    return data

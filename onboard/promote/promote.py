@@ -1,0 +1,284 @@
+"""`promote`: turn a finished onboarding run into a registry record, or refuse and say which items are open.
+
+Crash safety: the registry write is one SQLite transaction; around it a per-revision flock serialises promoters of
+the same run and a `promotion.pending` file (the attempt id) lets a rerun finish a run that was killed after its
+commit but before `promotion.json` was written. Kill -9 anywhere leaves the full record or none, and a rerun
+completes.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import uuid
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from onboard.errors import ChecksFailed, InputError
+from onboard.promote import hashing, provenance
+from onboard.promote.checklist import Checklist, ChecklistState, evaluate, load_checklist
+from onboard.promote.checklist_md import write_checklist
+from onboard.promote.faults import pause
+from onboard.promote.fsutil import atomic_write_json, os_error
+from onboard.promote.record import CheckRow, FileEntry, PromotionRecord, SignoffRow
+from onboard.promote.registry import AlreadyPromoted, Registry, default_registry_path
+from onboard.promote.signoff import load_signoffs
+from onboard.promote.stage_results import StageResults, load_stage_results
+from onboard.promote.workspace import model_id, resolve_revision
+
+PENDING = "promotion.pending"
+LOCK = "promotion.lock"
+RECORD = "promotion.json"
+
+
+class PromotionRefused(ChecksFailed):
+    """Required checklist items are open or failed (exit 1). `state` holds the evaluated checklist."""
+
+    def __init__(self, message: str, hint: str, state: ChecklistState) -> None:
+        super().__init__(message, hint)
+        self.state = state
+
+
+class PromotionBusy(ChecksFailed):
+    """Another `promote` of the same revision is running right now (exit 1)."""
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    state: ChecklistState
+    rev_dir: Path
+    results: StageResults
+    previous: PromotionRecord | None
+    checklist_json: Path
+    checklist_md: Path
+
+
+@dataclass(frozen=True)
+class PromotionOutcome:
+    record: PromotionRecord
+    state: ChecklistState
+    resumed: bool
+    """True when this run finished a promotion whose commit an earlier, killed run had made."""
+    record_path: Path
+    checklist_md: Path
+
+
+def evaluate_revision(
+    slug: str,
+    workspace: Path | str = ".",
+    *,
+    revision: str | None = None,
+    registry: Path | str | None = None,
+    checklist: Checklist | None = None,
+) -> Evaluation:
+    """Tick the checklist of one run from its stage results, sign-offs and the registry; write checklist.json/md.
+
+    The pipeline calls this after its last stage; `promote` calls it again so it never trusts a stale file.
+    """
+    workspace = Path(workspace)
+    rev_dir = resolve_revision(workspace, slug, revision)
+    reg = Registry(registry or default_registry_path(workspace))
+    results = load_stage_results(rev_dir)
+    previous = reg.latest(model_id(slug))
+    if previous is not None and previous.revision == _revision_of(results, rev_dir):
+        previous_for_goldens = None  # this very revision is the promoted one: nothing newer to compare
+    else:
+        previous_for_goldens = previous
+    state = evaluate(
+        checklist or load_checklist(),
+        results,
+        load_signoffs(rev_dir),
+        slug=slug,
+        revision=_revision_of(results, rev_dir),
+        previously_promoted=previous_for_goldens is not None,
+        promoted_golden_sha256=previous_for_goldens.golden_sha256 if previous_for_goldens else None,
+    )
+    json_path, md_path = write_checklist(state, rev_dir, workspace)
+    return Evaluation(state, rev_dir, results, previous, json_path, md_path)
+
+
+def promote(
+    slug: str,
+    workspace: Path | str = ".",
+    *,
+    revision: str | None = None,
+    registry: Path | str | None = None,
+    by: str | None = None,
+    checklist: Checklist | None = None,
+) -> PromotionOutcome:
+    """Append a promotion record for the latest (or given) run of `slug`, or raise PromotionRefused.
+
+    Raises PromotionRefused (required items open; `.state` lists them), AlreadyPromoted, PromotionConflict,
+    PromotionBusy (all exit 1) and InputError/RegistryError for unusable input, full disks or permissions (exit 2).
+    """
+    workspace = Path(workspace)
+    rev_dir = resolve_revision(workspace, slug, revision)
+    reg = Registry(registry or default_registry_path(workspace))
+    with _revision_lock(rev_dir):
+        pause("locked")
+        finished = _finish_interrupted(rev_dir, reg)
+        if finished is not None:
+            ev = evaluate_revision(slug, workspace, revision=rev_dir.name, registry=reg.path, checklist=checklist)
+            return PromotionOutcome(finished, ev.state, True, rev_dir / RECORD, ev.checklist_md)
+        ev = evaluate_revision(slug, workspace, revision=rev_dir.name, registry=reg.path, checklist=checklist)
+        state = ev.state
+        if ev.previous is not None and ev.previous.revision == state.revision:
+            p = ev.previous
+            raise AlreadyPromoted(
+                f"{p.model} at {p.revision} is already promoted (record #{p.id}, by {p.promoted_by} at {p.promoted_at})",
+                f"see it with: onboard registry show {p.model}",
+            )
+        if not state.ready:
+            listing = ", ".join(f"{it.id} ({it.status})" for it in state.blocking)
+            raise PromotionRefused(
+                f"{slug} at {state.revision} is not ready: {len(state.blocking)} required item(s) open: {listing}",
+                f"see {ev.checklist_md} for evidence and the command that ticks each item (docs/runbook.md)",
+                state,
+            )
+        record = build_record(slug, workspace, ev, by or provenance.current_user())
+        atomic_write_json(rev_dir / PENDING, {"attempt": record.attempt, "model": record.model})
+        pause("pending_written")
+        saved = reg.add(record, expect_latest=ev.previous.id if ev.previous else None)
+        pause("committed")
+        _finish(rev_dir, saved)
+        return PromotionOutcome(saved, state, False, rev_dir / RECORD, ev.checklist_md)
+
+
+class _revision_lock:
+    """flock on `<rev_dir>/promotion.lock`: the kernel drops it when the holder dies, even by SIGKILL."""
+
+    def __init__(self, rev_dir: Path) -> None:
+        self.path = rev_dir / LOCK
+        self.fh: Any = None
+
+    def __enter__(self) -> None:
+        try:
+            self.fh = open(self.path, "a+")
+        except OSError as exc:
+            raise os_error(exc, self.path, "create the promotion lock") from exc
+        try:
+            fcntl.flock(self.fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError as exc:
+            self.fh.close()
+            raise PromotionBusy(
+                f"another `onboard promote` of {self.path.parent} is running",
+                "wait for it to finish; its result will be in `onboard registry list`",
+            ) from exc
+
+    def __exit__(self, *exc: object) -> None:
+        self.fh.close()
+
+
+def _finish_interrupted(rev_dir: Path, reg: Registry) -> PromotionRecord | None:
+    """A pending attempt from a killed run: finish it if its record was committed, else forget it."""
+    pending = rev_dir / PENDING
+    if not pending.is_file():
+        return None
+    try:
+        attempt = json.loads(pending.read_text(encoding="utf-8")).get("attempt")
+    except (OSError, ValueError, AttributeError):
+        attempt = None
+    record = reg.by_attempt(attempt) if isinstance(attempt, str) else None
+    if record is None:
+        pending.unlink(missing_ok=True)
+        return None
+    _finish(rev_dir, record)
+    return record
+
+
+def _finish(rev_dir: Path, record: PromotionRecord) -> None:
+    atomic_write_json(rev_dir / RECORD, record.to_dict())
+    pause("record_written")
+    (rev_dir / PENDING).unlink(missing_ok=True)
+
+
+def _revision_of(results: StageResults, rev_dir: Path) -> str:
+    """The pinned revision: the profile's resolved sha when it has one, else the run folder's name."""
+    rev = results.data("inspect").get("revision")
+    return rev if isinstance(rev, str) and rev else rev_dir.name
+
+
+def build_record(slug: str, workspace: Path, ev: Evaluation, by: str) -> PromotionRecord:
+    """Gather hashes, checks, versions and hardware into a record (not yet saved)."""
+    results, rev_dir = ev.results, ev.rev_dir
+    profile = results.data("inspect")
+    files, notes = source_files(rev_dir, profile, workspace)
+    golden = results.data("golden")
+    golden_dir = _golden_dir(golden, workspace, slug)
+    golden_sha = golden.get("golden_sha256") if isinstance(golden.get("golden_sha256"), str) else None
+    golden_sha = golden_sha or (hashing.sha256_tree(golden_dir) if golden_dir else None)
+    tok = results.data("verify-tokenizer").get("tokenizer_sha256")
+    profile_file = rev_dir / (results.stages["inspect"].file if "inspect" in results.stages else "profile.json")
+    versions = provenance.tool_versions()
+    for stage, result in results.stages.items():
+        if isinstance(result.data.get("tool_version"), str):
+            versions[f"{stage}.tool_version"] = result.data["tool_version"]
+    validate = results.data("validate")
+    validated_on = {
+        k: validate[k] for k in ("hardware", "target", "device", "endpoint", "served_model") if k in validate
+    }
+    return PromotionRecord(
+        model=model_id(slug),
+        slug=slug,
+        revision=ev.state.revision,
+        promoted_by=by,
+        promoted_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        attempt=uuid.uuid4().hex,
+        source=str(profile.get("source") or slug),
+        files=files,
+        profile_sha256=hashing.sha256_file(profile_file) if profile_file.is_file() else None,
+        tokenizer_sha256=tok if isinstance(tok, str) else hashing.tokenizer_hash({f.path: f.sha256 for f in files}),
+        golden_sha256=golden_sha,
+        golden_dir=str(golden_dir) if golden_dir else None,
+        checks=tuple(CheckRow(s, c.name, c.passed, c.required, c.detail) for s, c in results.all_checks()),
+        checklist={it.id: it.status for it in ev.state.items},
+        signoffs=tuple(SignoffRow(s.item, s.by, s.at, s.note) for s in load_signoffs(rev_dir)),
+        versions=versions,
+        hardware={"validated_on": validated_on or None, "promoted_on": provenance.host()},
+        supersedes=ev.previous.id if ev.previous else None,
+        notes=tuple(notes),
+    )
+
+
+def _golden_dir(golden: dict[str, Any], workspace: Path, slug: str) -> Path | None:
+    for key in ("golden_dir", "dir", "path"):
+        if isinstance(golden.get(key), str):
+            path = Path(golden[key])
+            return path if path.is_absolute() else workspace / path
+    default = workspace / "golden_outputs" / slug
+    return default if default.is_dir() else None
+
+
+def source_files(rev_dir: Path, profile: dict[str, Any], workspace: Path) -> tuple[tuple[FileEntry, ...], list[str]]:
+    """Checkpoint file hashes: `files.json` from the pipeline (e.g. hub LFS sha256s), else hashed from a local
+    folder, else names only with a note saying they were not hashed."""
+    manifest = rev_dir / "files.json"
+    if manifest.is_file():
+        from onboard.promote.fsutil import read_json
+
+        return _parse_manifest(read_json(manifest), manifest), []
+    names = [str(n) for n in profile.get("files") or []]
+    source = str(profile.get("source") or "")
+    for root in (Path(source), workspace / source):
+        if source and root.is_dir():
+            try:
+                entries = tuple(
+                    FileEntry(n, hashing.sha256_file(root / n), (root / n).stat().st_size)
+                    for n in names
+                    if (root / n).is_file()
+                )
+            except OSError as exc:
+                raise os_error(exc, root, "hash the checkpoint files in") from exc
+            return entries, []
+    return tuple(FileEntry(n, None) for n in names), [f"checkpoint files not hashed: {source or 'source'} not local"]
+
+
+def _parse_manifest(data: Any, path: Path) -> tuple[FileEntry, ...]:
+    files = data.get("files") if isinstance(data, dict) else None
+    if isinstance(files, dict):
+        files = [{"path": k, **(v if isinstance(v, dict) else {"sha256": v})} for k, v in files.items()]
+    if not isinstance(files, list) or not all(isinstance(f, dict) and isinstance(f.get("path"), str) for f in files):
+        raise InputError(f'{path}: expected {{"files": [{{path, sha256, size}}]}}', "rerun the pipeline to rewrite it")
+    return tuple(FileEntry(f["path"], f.get("sha256"), f.get("size")) for f in files)

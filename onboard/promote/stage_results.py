@@ -1,0 +1,136 @@
+"""Read the stage results of one model revision (`onboarding/<slug>/<revision>/*.json`), defensively.
+
+A missing stage is simply absent; an unreadable one is kept with its error so the checklist and the report can say
+why an item is open instead of crashing. `inspect` has no checks of its own in `profile.json` (a ModelProfile), so
+they are derived here from its findings unless the pipeline stored an `inspect.json` with a `checks` list.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+# stage -> files that may hold its result, first found wins.
+STAGE_FILES: dict[str, tuple[str, ...]] = {
+    "inspect": ("inspect.json", "profile.json"),
+    "generate": ("generate.json",),
+    "verify-tokenizer": ("verify-tokenizer.json",),
+    "golden": ("golden.json",),
+    "validate": ("validate.json",),
+}
+STAGES = tuple(STAGE_FILES)
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    passed: bool
+    required: bool = True
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class StageResult:
+    stage: str
+    file: str
+    passed: bool | None
+    checks: tuple[Check, ...]
+    data: dict[str, Any] = field(default_factory=dict, compare=False)
+    error: str | None = None
+    """Why the file could not be used (malformed JSON, no checks list); checks are then empty."""
+
+    def check(self, name: str) -> Check | None:
+        return next((c for c in self.checks if c.name == name), None)
+
+
+@dataclass(frozen=True)
+class StageResults:
+    rev_dir: Path
+    stages: dict[str, StageResult]
+
+    def get(self, stage: str) -> StageResult | None:
+        return self.stages.get(stage)
+
+    def data(self, stage: str) -> dict[str, Any]:
+        result = self.stages.get(stage)
+        return result.data if result else {}
+
+    def all_checks(self) -> list[tuple[str, Check]]:
+        return [(stage, c) for stage, r in self.stages.items() for c in r.checks]
+
+
+def load_stage_results(rev_dir: Path) -> StageResults:
+    """Every stage result present in `rev_dir`, keyed by stage name (see STAGE_FILES)."""
+    stages: dict[str, StageResult] = {}
+    for stage, names in STAGE_FILES.items():
+        for name in names:
+            path = rev_dir / name
+            if path.is_file():
+                stages[stage] = _load_one(stage, path)
+                break
+    return StageResults(rev_dir, stages)
+
+
+def _load_one(stage: str, path: Path) -> StageResult:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        return StageResult(stage, path.name, None, (), {}, f"{path.name} is unreadable: {exc}")
+    if not isinstance(data, dict):
+        return StageResult(stage, path.name, None, (), {}, f"{path.name} is not a JSON object")
+    raw = data.get("checks")
+    if raw is None and stage == "inspect":
+        checks, error = derive_inspect_checks(data), None
+    else:
+        checks, error = _parse_checks(raw, path.name)
+    passed = data.get("passed") if isinstance(data.get("passed"), bool) else None
+    if passed is None and stage == "inspect" and error is None:
+        passed = all(c.passed for c in checks if c.required)
+    return StageResult(stage, path.name, passed, checks, data, error)
+
+
+def _parse_checks(raw: Any, file: str) -> tuple[tuple[Check, ...], str | None]:
+    if not isinstance(raw, list):
+        return (), f"{file} has no `checks` list"
+    checks: list[Check] = []
+    bad: list[str] = []
+    for i, item in enumerate(raw):
+        if (
+            not isinstance(item, dict)
+            or not isinstance(item.get("name"), str)
+            or not isinstance(item.get("passed"), bool)
+        ):
+            bad.append(f"checks[{i}]")
+            continue
+        required = item.get("required", True)
+        detail = item.get("detail") or ""
+        checks.append(Check(item["name"], item["passed"], bool(required), str(detail)))
+    return tuple(checks), (f"{file}: malformed {', '.join(bad)} (need name and passed)" if bad else None)
+
+
+def derive_inspect_checks(profile: dict[str, Any]) -> tuple[Check, ...]:
+    """The inspect checks the checklist expects, computed from a ModelProfile's JSON (findings, novelty)."""
+    findings = [f for f in profile.get("findings") or [] if isinstance(f, dict)]
+    bad = [f for f in findings if f.get("severity") in ("fatal", "error")]
+    lint = [f for f in findings if str(f.get("code", "")).startswith("config-") and f.get("severity") != "info"]
+    family = profile.get("closest_family")
+    # novelty's first line sums it up ("qwen3 + sinks"); exactly the family name means nothing differs.
+    novelty = [str(n) for n in profile.get("novelty") or [] if str(n) != family]
+
+    def describe(items: list[dict[str, Any]]) -> str:
+        return "; ".join(f"{f.get('code')}: {f.get('message')}" for f in items[:5]) + (" …" if len(items) > 5 else "")
+
+    arch_detail = (
+        f"closest family {family}, nothing new"
+        if family and not novelty
+        else (f"novelty vs {family or 'no known family'}: " + "; ".join(novelty[:5]))
+    )
+    return (
+        Check("inspect_no_errors", not bad, True, describe(bad) if bad else f"{len(findings)} findings, no errors"),
+        Check(
+            "config_lint_clean", not lint, True, describe(lint) if lint else "no unknown or unmodelled config fields"
+        ),
+        Check("architecture_no_novelty", bool(family) and not novelty, True, arch_detail),
+    )
