@@ -16,11 +16,14 @@ Prints hf/headers and hf/inspect (target >= 5) and the bytes each one fetched (t
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
@@ -37,8 +40,6 @@ os.environ.pop("HF_TOKEN", None)
 
 import _synthetic  # noqa: E402
 
-from tests.hubserver import HubServer  # noqa: E402
-
 REPO = "bench/deepseek-like"
 
 
@@ -48,13 +49,19 @@ def fresh_caches() -> None:
         shutil.rmtree(_CACHE / sub, ignore_errors=True)
 
 
-def timed(server: HubServer, fn: Callable[[], object]) -> tuple[float, int, int]:
+def _get(url: str) -> dict:
+    with urllib.request.urlopen(url, timeout=30) as response:
+        return json.loads(response.read())
+
+
+def timed(url: str, fn: Callable[[], object]) -> tuple[float, int, int]:
     fresh_caches()
-    server.reset_stats()
+    _get(url + "/_reset")
     start = time.perf_counter()
     fn()
     elapsed = time.perf_counter() - start
-    return elapsed, server.stats.bytes_served, len(server.stats.requests)
+    stats = _get(url + "/_stats")
+    return elapsed, stats["bytes_served"], stats["requests"]
 
 
 def main(argv: list[str] | None = None) -> dict[str, float]:
@@ -75,12 +82,15 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     from onboard.inspect_checkpoint import inspect
     from onboard.inspect_checkpoint.source import open_source
 
-    with HubServer(latency=latency) as server:
-        server.add_repo(REPO, root)
-        os.environ["HF_ENDPOINT"] = server.url  # onboard reads it at call time
+    # The server runs in its own process, as a real hub would: its threads do not compete for our GIL.
+    cmd = [sys.executable, "-m", "tests.hubserver", "--repo", f"{REPO}={root}", "--latency", str(latency)]
+    server = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, cwd=REPO_ROOT)
+    try:
+        url = server.stdout.readline().strip()  # type: ignore[union-attr]
+        os.environ["HF_ENDPOINT"] = url  # onboard reads it at call time
 
         def hf() -> object:
-            return HfApi(endpoint=server.url).get_safetensors_metadata(REPO)
+            return HfApi(endpoint=url).get_safetensors_metadata(REPO)
 
         def headers() -> object:
             src = open_source(REPO)
@@ -93,7 +103,10 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
         runs: dict[str, list[tuple[float, int, int]]] = {k: [] for k in contenders}
         for _ in range(repeats):
             for name, fn in contenders.items():
-                runs[name].append(timed(server, fn))
+                runs[name].append(timed(url, fn))
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
     shutil.rmtree(_CACHE, ignore_errors=True)
     best = {k: min(v) for k, v in runs.items()}
     print(f"{n_shards} shards behind the loopback hub, {latency * 1e3:.0f} ms per request, best of {repeats}")

@@ -166,6 +166,8 @@ class HubServer:
 class _Handler(BaseHTTPRequestHandler):
     hub: HubServer
     protocol_version = "HTTP/1.1"  # keep-alive: the client pools connections as it would against the real hub
+    # Headers and body go out in separate writes: with Nagle on, delayed ACKs add ~40 ms to every response.
+    disable_nagle_algorithm = True
 
     def log_message(self, format: str, *args: object) -> None:  # quiet
         pass
@@ -326,6 +328,47 @@ class _Handler(BaseHTTPRequestHandler):
         self.hub._add_bytes(length - remaining)
 
 
+def serve_main(argv: list[str] | None = None) -> None:
+    """Run the server in its own process (benchmarks: the client's threads then do not share its GIL).
+
+    `python -m tests.hubserver --repo org/name=DIR [--latency 0.05]` (from the repo root) prints the URL, then serves until killed.
+    `GET /_stats` returns {"bytes_served", "requests"}; `GET /_reset` zeroes them (neither is counted).
+    """
+    import argparse
+    import sys
+
+    parser = argparse.ArgumentParser(description="loopback hub server")
+    parser.add_argument("--repo", action="append", default=[], help="org/name=DIR (repeatable)")
+    parser.add_argument("--latency", type=float, default=0.0, help="seconds added to every request")
+    args = parser.parse_args(argv)
+    server = HubServer(latency=args.latency)
+    for spec in args.repo:
+        repo_id, folder = spec.split("=", 1)
+        server.add_repo(repo_id, folder)
+
+    def stats(handler: _Handler, match: re.Match[str]) -> None:
+        with server._lock:
+            server.stats.requests.pop()  # the stats request itself does not count
+            body = {"bytes_served": server.stats.bytes_served, "requests": len(server.stats.requests)}
+        handler.send_json(body)
+
+    def reset(handler: _Handler, match: re.Match[str]) -> None:
+        server.reset_stats()
+        handler.send_json({"ok": True})
+
+    server.add_route("GET", "/_stats", stats)
+    server.add_route("GET", "/_reset", reset)
+    server.start()
+    print(server.url, flush=True)
+    try:
+        threading.Event().wait()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.stop()
+        sys.exit(0)
+
+
 @pytest.fixture
 def hub_server() -> Iterator[HubServer]:
     """A started HubServer, stopped after the test."""
@@ -347,3 +390,7 @@ def hub_env(hub_server: HubServer, tmp_path: Path, monkeypatch: pytest.MonkeyPat
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)  # read by huggingface_hub at import time
     monkeypatch.setattr(hub, "RETRY_DELAYS", (0.0, 0.0, 0.0))
     return hub_server
+
+
+if __name__ == "__main__":
+    serve_main()

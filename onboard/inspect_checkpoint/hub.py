@@ -3,9 +3,9 @@
 * `resolve_repo`: one `model_info(files_metadata=True)` call gives the commit sha and every file with its size.
 * `download`: small files (config, tokenizer, index, chat template, .py) through `hf_hub_download` into the HF
   cache. Never weights.
-* `fetch_headers`: safetensors headers with HTTP range requests over huggingface_hub's own session and auth
-  headers, all shards at once (a thread per shard, not huggingface_hub's 6), one request per shard in the common
-  case and a second one only for the part of a header longer than the first range.
+* `header_of`: one safetensors header with HTTP range requests over huggingface_hub's own session and auth
+  headers; the Source runs one per shard, all at once (up to 128 threads, not huggingface_hub's 6). The first range is
+  sized from the index so that one request per shard is the common case; a second one fetches only the rest.
 
 Headers and listings are immutable per commit, so they are cached next to the HF cache (`$ONBOARD_CACHE` or
 `<HF_HUB_CACHE>/../onboard`): with HF_HUB_OFFLINE=1 everything inspected once online is inspected again offline.
@@ -21,7 +21,6 @@ import struct
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TypeVar
 
@@ -29,8 +28,10 @@ from onboard.errors import CheckpointError, HubError, OnboardError, SourceNotFou
 from onboard.inspect_checkpoint.checkpoint_types import RepoFile, SafetensorsHeader
 from onboard.inspect_checkpoint.safetensors_header import PREFIX_LEN, check_header_len, parse_header
 
-FIRST_RANGE = 100_000  # bytes asked for first: holds the whole header of almost every shard (a 1T model's included)
-MAX_WORKERS = 64
+FIRST_RANGE = 100_000  # bytes asked for first, at least: the whole header of most shards
+MAX_FIRST_RANGE = 4_000_000
+INDEX_FILE = "model.safetensors.index.json"
+MAX_WORKERS = 128
 RETRY_DELAYS: tuple[float, ...] = (0.25, 1.0, 2.0)  # after each failed try on 5xx / 429 / network errors
 TIMEOUT_S = float(os.environ.get("ONBOARD_HUB_TIMEOUT", "30"))
 _RETRY_STATUS = {408, 429, 500, 502, 503, 504}
@@ -170,62 +171,71 @@ def download(repo_id: str, sha: str, filename: str) -> Path | None:
 # -- safetensors headers ----------------------------------------------------------------------------------------------
 
 
-def fetch_headers(
-    repo_id: str, sha: str, files: list[tuple[str, int | None]], counter: ByteCounter
-) -> dict[str, SafetensorsHeader | CheckpointError]:
-    """Headers of `files` [(path, size)], fetched concurrently; a malformed file maps to its CheckpointError."""
-    if not files:
-        return {}
-    workers = min(MAX_WORKERS, len(files))
-    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="onboard-hdr") as pool:
-        futures = {name: pool.submit(header_of, repo_id, sha, name, size, counter) for name, size in files}
-        results: dict[str, SafetensorsHeader | CheckpointError] = {}
-        for name, fut in futures.items():
-            try:
-                results[name] = fut.result()
-            except CheckpointError as exc:
-                results[name] = exc
-        return results
+def first_range_for(files: tuple[RepoFile, ...]) -> int:
+    """How many bytes to ask for first so that one request usually holds a whole header.
+
+    A header spends ~1.3x the bytes per tensor of the index's weight_map entry, so the index size (known from the
+    listing) over the shard count estimates a shard's header; 1.5x that covers shards with more tensors than
+    average. Huge MoE checkpoints (DeepSeek-V3: ~120 KB per shard) then need one request per shard, not two.
+    """
+    shards = sum(1 for f in files if f.path.endswith(".safetensors") and "/" not in f.path)
+    index_size = next((f.size for f in files if f.path == INDEX_FILE), None)
+    if not shards or not index_size:
+        return FIRST_RANGE
+    return min(MAX_FIRST_RANGE, max(FIRST_RANGE, index_size * 3 // 2 // shards + 8192))
 
 
 def _header_cache_path(repo_id: str, sha: str, name: str) -> Path:
     return _repo_cache(repo_id) / "headers" / sha / (name + ".header")
 
 
-def header_of(repo_id: str, sha: str, name: str, size: int | None, counter: ByteCounter) -> SafetensorsHeader:
+def header_of(
+    repo_id: str, sha: str, name: str, size: int | None, counter: ByteCounter, first_range: int = FIRST_RANGE
+) -> SafetensorsHeader:
     """One shard's header: from the header cache, else one or two range requests (then cached)."""
+    return parse_header_blob(name, header_bytes_of(repo_id, sha, name, size, counter, first_range), size)
+
+
+def header_bytes_of(
+    repo_id: str, sha: str, name: str, size: int | None, counter: ByteCounter, first_range: int = FIRST_RANGE
+) -> bytes:
+    """Prefix + header bytes of one shard (cache, else network). Pure I/O: worker threads run this and leave the
+    parsing to the caller, so 100 workers do not fight over the GIL while new ones are still starting."""
     if name.startswith("/") or ".." in name.split("/"):
         raise CheckpointError("path-traversal", f"{name}: path leaves the repo", "fix the index's weight_map", name)
     cached = _header_cache_path(repo_id, sha, name)
     if cached.is_file():
-        blob = cached.read_bytes()
-    elif offline():
+        return cached.read_bytes()
+    if offline():
         raise SourceNotFound(
             f"the safetensors header of {name} ({repo_id} at {sha[:12]}) is not cached and HF_HUB_OFFLINE=1",
             "run the same command once with network access, or unset HF_HUB_OFFLINE",
         )
-    else:
-        from huggingface_hub.errors import EntryNotFoundError
+    from huggingface_hub.errors import EntryNotFoundError
 
-        try:
-            blob = _fetch_header_bytes(repo_id, sha, name, size, counter)
-        except SourceNotFound as exc:
-            if isinstance(exc.__cause__, EntryNotFoundError):
-                raise CheckpointError(
-                    "missing-shard", f"{name}: not found in {repo_id} at {sha[:12]}", None, name
-                ) from exc
-            raise
-        _atomic_write(cached, blob)
+    try:
+        blob = _fetch_header_bytes(repo_id, sha, name, size, counter, first_range)
+    except SourceNotFound as exc:
+        if isinstance(exc.__cause__, EntryNotFoundError):
+            raise CheckpointError("missing-shard", f"{name}: not found in {repo_id} at {sha[:12]}", None, name) from exc
+        raise
+    _atomic_write(cached, blob)
+    return blob
+
+
+def parse_header_blob(name: str, blob: bytes, size: int | None) -> SafetensorsHeader:
     if len(blob) < PREFIX_LEN:
         raise CheckpointError("truncated", f"{name}: file is {len(blob)} bytes, too short for a header", None, name)
     (header_len,) = struct.unpack("<Q", blob[:PREFIX_LEN])
     return parse_header(name, header_len, blob[PREFIX_LEN:], size)
 
 
-def _fetch_header_bytes(repo_id: str, sha: str, name: str, size: int | None, counter: ByteCounter) -> bytes:
+def _fetch_header_bytes(
+    repo_id: str, sha: str, name: str, size: int | None, counter: ByteCounter, first_range: int = FIRST_RANGE
+) -> bytes:
     """Prefix + header: one range request, a second only for the rest of a longer header."""
     url = f"{endpoint()}/{repo_id}/resolve/{sha}/{name}"
-    first_end = FIRST_RANGE - 1 if size is None else min(FIRST_RANGE, size) - 1
+    first_end = first_range - 1 if size is None else min(first_range, size) - 1
     if first_end < 0:
         raise CheckpointError("truncated", f"{name}: file is empty", None, name)
     blob = _get_range(url, 0, first_end, f"{name} of hub repo {repo_id!r}", counter)

@@ -292,9 +292,10 @@ class HubSource(Source):
         )
         super().__init__()
         self._counter = hub.ByteCounter()
+        self._first_range = hub.first_range_for(files)
         self._pool = ThreadPoolExecutor(max_workers=hub.MAX_WORKERS, thread_name_prefix="onboard-hub")
         self._downloads: dict[str, Future[Path | None]] = {}
-        self._headers: dict[str, Future[SafetensorsHeader]] = {}
+        self._headers: dict[str, Future[bytes]] = {}  # raw bytes: parsed by the caller, see hub.header_bytes_of
         if prefetch:
             for name in PREFETCH_FILES:
                 if name in self._sizes:
@@ -318,11 +319,11 @@ class HubSource(Source):
             self._downloads[name] = fut
         return fut
 
-    def _header_future(self, name: str) -> Future[SafetensorsHeader]:
+    def _header_future(self, name: str) -> Future[bytes]:
         fut = self._headers.get(name)
         if fut is None:
-            args = (self.repo_id, self.revision, name, self._sizes.get(name), self._counter)
-            fut = self._pool.submit(hub.header_of, *args)  # type: ignore[arg-type]
+            args = (self.repo_id, self.revision, name, self._sizes.get(name), self._counter, self._first_range)
+            fut = self._pool.submit(hub.header_bytes_of, *args)  # type: ignore[arg-type]
             self._headers[name] = fut
         return fut
 
@@ -349,7 +350,7 @@ class HubSource(Source):
                 )
                 continue
             try:
-                out[name] = fut.result()
+                out[name] = hub.parse_header_blob(name, fut.result(), self._sizes.get(name))
             except CheckpointError as exc:
                 out[name] = exc
         return out
