@@ -22,6 +22,10 @@ class Divergence:
     reference_ids: list[int]
     subject_pieces: list[str]
     reference_pieces: list[str]
+    """Each id decoded on its own."""
+    subject_tokens: list[str]
+    reference_tokens: list[str]
+    """Raw vocabulary strings (`▁world` vs `world`: what decoding single ids hides)."""
 
 
 @dataclass(frozen=True)
@@ -83,7 +87,11 @@ def divergence(subject: Subject, text: str, ids: list[int], ref_ids: list[int]) 
     def pieces(seq: list[int]) -> list[str]:
         return [subject.pieces([i])[0] if 0 <= i < size else f"<id {i}>" for i in seq]
 
-    return Divergence(text, first_difference(ids, ref_ids), ids, ref_ids, pieces(ids), pieces(ref_ids))
+    def tokens(seq: list[int]) -> list[str]:
+        return [str(subject.hf.convert_ids_to_tokens(i)) if 0 <= i < size else f"<id {i}>" for i in seq]
+
+    at = first_difference(ids, ref_ids)
+    return Divergence(text, at, ids, ref_ids, pieces(ids), pieces(ref_ids), tokens(ids), tokens(ref_ids))
 
 
 def round_trip(subject: Subject, texts: Sequence[str], subject_ids: list[list[int]]) -> RoundTrip:

@@ -53,8 +53,8 @@ def comparison_findings(comparisons: list[Comparison], skipped: list[Skipped]) -
             out.append(error(
                 code,
                 f"{c.mismatches}/{c.strings} strings differ from {c.reference}{why}; first: {d.text[:80]!r} at token "
-                f"{d.position}: fast {d.subject_ids[d.position:d.position + 8]} {d.subject_pieces[d.position:d.position + 8]} "
-                f"vs reference {d.reference_ids[d.position:d.position + 8]} {d.reference_pieces[d.position:d.position + 8]}",
+                f"{d.position}: fast {d.subject_ids[d.position : d.position + 8]} {d.subject_tokens[d.position : d.position + 8]} "
+                f"vs reference {d.reference_ids[d.position : d.position + 8]} {d.reference_tokens[d.position : d.position + 8]}",
                 "compare pre-tokenizer regex, merges, normalizer and `legacy` between the files; --json has both id lists",
                 file=c.file,
             ))  # fmt: skip

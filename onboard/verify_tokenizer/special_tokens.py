@@ -158,7 +158,7 @@ def analyse(
         elif embedding_rows > size:
             findings.append(info("embedding-padded", f"embedding has {embedding_rows} rows for {size} tokens "
                                  f"({embedding_rows - size} padding rows that must never be sampled)"))  # fmt: skip
-    findings += _not_special(subject, stop_ids, template or "")
+    findings += _not_special(repo, subject, stop_ids, template or "")
     stop_tokens = [_show(subject, i) for i in stop_ids]
     findings.append(info("stop-set", f"stop set: {', '.join(stop_tokens) or 'empty'}"))
     tokens = SpecialTokens(declared, tokenizer, add_bos, add_eos, inserts_bos, inserts_eos, stop_ids, stop_tokens,
@@ -166,28 +166,35 @@ def analyse(
     return tokens, findings
 
 
-def _not_special(subject: Subject, stop_ids: list[int], template: str) -> list[Finding]:
-    """Added tokens that act as control tokens but are not marked special (decoded into user-visible text).
+def _not_special(repo: TokenizerRepo, subject: Subject, stop_ids: list[int], template: str) -> list[Finding]:
+    """Added tokens that act as control tokens but are marked special=false in the repo's files.
 
-    Control = declared special / in the stop set, or `<|…|>`-shaped and written by the chat template. Qwen's `<think>`
-    (template-emitted, not control-shaped) and `<|fim_*|>` (control-shaped, not in the template) are special=false
-    on purpose and are not flagged.
+    Read from the files, not the loaded tokenizer: transformers re-marks its own bos/eos as special, but llama.cpp
+    and other engines take the flag from tokenizer.json. Control = declared special / in the stop set, or
+    `<|…|>`-shaped and written by the chat template. Qwen's `<think>` (template-emitted, not control-shaped) and
+    `<|fim_*|>` (control-shaped, not in the template) are special=false on purpose and are not flagged.
     """
     hf = subject.hf
-    declared_special = {t for t in (hf.special_tokens_map or {}).values() if isinstance(t, str)}
-    declared_special |= {hf.convert_ids_to_tokens(i) for i in stop_ids}
+    control = {t for t in (hf.special_tokens_map or {}).values() if isinstance(t, str)}
+    control |= {str(hf.convert_ids_to_tokens(i)) for i in stop_ids}
+    entries: list[tuple[str, int | None, str]] = []
+    for item in (repo.json("tokenizer.json") or {}).get("added_tokens") or []:
+        if isinstance(item, dict) and item.get("special") is False:
+            entries.append((str(item.get("content")), item.get("id"), "tokenizer.json"))
+    for key, item in ((repo.json("tokenizer_config.json") or {}).get("added_tokens_decoder") or {}).items():
+        if isinstance(item, dict) and item.get("special") is False:
+            entries.append(
+                (str(item.get("content")), int(key) if str(key).isdigit() else None, "tokenizer_config.json")
+            )
     out: list[Finding] = []
-    for token_id, token in sorted(getattr(hf, "added_tokens_decoder", {}).items()):
-        if getattr(token, "special", True):
-            continue
-        text = str(token)
-        if text in declared_special or (CONTROL_SHAPE.match(text) and text in template):
+    for text, token_id, file in entries:
+        if text in control or (CONTROL_SHAPE.match(text) and text in template):
             out.append(warning(
                 "special-token-not-special",
-                f"added token {text!r} (id {token_id}) is used as a control token but has special=false: "
-                "skip_special_tokens leaves it in output and it is matched inside normal text",
-                "set \"special\": true for it in tokenizer.json added_tokens and tokenizer_config.json",
-                file="tokenizer_config.json",
+                f"added token {text!r} (id {token_id}) is used as a control token but {file} marks it special=false: "
+                "skip_special_tokens leaves it in output and engines match it inside normal text",
+                f"set \"special\": true for it in {file}",
+                file=file,
             ))  # fmt: skip
     return out
 
