@@ -28,6 +28,9 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "new-model": ("onboard.cli.new_model_cmd", "new_model_command"),
     "promote": ("onboard.cli.promote_cmd", "promote_command"),
     "registry": ("onboard.cli.registry_cmd", "registry_group"),
+    "watch": ("onboard.cli.watch_cmd", "watch_command"),
+    "webhook": ("onboard.cli.webhook_cmd", "webhook_group"),
+    "queue": ("onboard.cli.queue_cmd", "queue_group"),
     "signoff": ("onboard.cli.signoff_cmd", "signoff_command"),
 }
 

@@ -1,0 +1,79 @@
+"""`onboard watch`: poll the hub for new models / revisions of some authors; run or enqueue `new-model` for each."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import click
+
+from onboard.cli.queue_cmd import DB_OPTION, worker_options
+
+
+@click.command("watch")
+@click.option(
+    "--author",
+    "authors",
+    multiple=True,
+    required=True,
+    envvar="ONBOARD_WATCH_AUTHORS",
+    help="Hub user or organisation to watch (repeatable; the env var takes a space-separated list).",
+)
+@click.option(
+    "--interval", type=click.FloatRange(min=1), default=300.0, show_default=True, help="Seconds between polls."
+)
+@click.option("--once", is_flag=True, help="Poll once, run (or forward) what is new, exit. For cron / CI schedules.")
+@click.option("--baseline", is_flag=True, help="Record what exists now without enqueuing it (use on the first run).")
+@click.option("--enqueue-only", is_flag=True, help="Only enqueue; another process (`onboard queue work`) runs jobs.")
+@click.option("--endpoint", envvar="HF_ENDPOINT", help="Hub URL (default: $HF_ENDPOINT, else huggingface.co).")
+@click.option("--json", "as_json", is_flag=True, help="With --once: print the poll report and jobs run as JSON.")
+@DB_OPTION
+@worker_options
+def watch_command(
+    authors: tuple[str, ...], interval: float, once: bool, baseline: bool, enqueue_only: bool, endpoint: str | None,
+    as_json: bool, db_path: str | None, **opts: Any,
+) -> None:  # fmt: skip
+    """Watch hub authors for new models and new revisions (sha changes).
+
+    Each new (repo, revision) becomes one job in the durable queue (never twice, never when already promoted);
+    jobs run `onboard new-model` here, or are forwarded to GitHub with --dispatch-github. Exit 1 when --once ends
+    with a failed job, 2 when the hub cannot be polled.
+
+    \b
+    Examples:
+      onboard watch --author Qwen --author deepseek-ai --once --baseline   # first run: remember, run nothing
+      onboard watch --author Qwen --interval 600
+      onboard watch --author Qwen --once --dispatch-github my-org/model-onboarding
+    """
+    import threading
+
+    from onboard.cli.output import emit_json, say
+    from onboard.cli.queue_cmd import build_worker, open_queue, render_jobs, setup_logging
+    from onboard.watch.poller import Watcher, hub_api
+
+    setup_logging()
+    authors = tuple(a for value in authors for a in value.split())
+    with open_queue(db_path) as queue:
+        worker = build_worker(queue, opts)
+        stop = threading.Event()
+        watcher = Watcher(queue, authors, hub_api(endpoint), is_promoted=worker.is_promoted, sleep=stop.wait)
+        if once:
+            report = watcher.poll(baseline=baseline)
+            ran = [] if enqueue_only else worker.drain()
+            if as_json:
+                emit_json({"poll": report, "jobs": ran})
+            else:
+                for change in report.changes:
+                    say(f"{change.kind:12} {change.repo}@{change.sha[:12]}: {change.outcome}")
+                say(f"listed {report.listed} model(s); {len(report.enqueued)} new job(s)")
+                if ran:
+                    say(render_jobs(ran))
+            sys.exit(1 if any(j.state == "failed" for j in ran) else 0)
+        if not enqueue_only:
+            threading.Thread(target=worker.run_forever, args=(stop,), name="worker", daemon=True).start()
+        while not stop.is_set():
+            report = watcher.poll(baseline=baseline, give_up=False)
+            baseline = False  # only the first pass is a baseline
+            for change in report.changes:
+                say(f"{change.kind:12} {change.repo}@{change.sha[:12]}: {change.outcome}")
+            stop.wait(interval)

@@ -1,0 +1,189 @@
+"""The webhook receiver: a small threaded HTTP server (stdlib) in front of the durable queue.
+
+POST /webhook (or /): the secret is checked first, in constant time (401, nothing stored); the body must have a
+Content-Length no larger than `max_body_bytes` (411 / 413); a body that is not a Hugging Face payload is 400. A
+valid event is committed to SQLite, with its job, *before* the 200 goes out, so an acknowledged event is never
+lost; an event the service never acknowledged is retried by the sender. A replay (same body digest within
+`replay_window_s`) answers 200 `{"status": "replay"}` and stores nothing: it is already stored, and a non-2xx would
+only make the sender retry it. GET /healthz: job counts.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import logging
+import sqlite3
+import threading
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import urlsplit
+
+from onboard.errors import OnboardError
+from onboard.watch.dedupe import PromotedCheck, never_promoted
+from onboard.watch.hfpayload import PayloadError, parse_payload
+from onboard.watch.queue import Queue
+
+log = logging.getLogger("onboard.watch.webhook")
+
+WEBHOOK_PATHS = frozenset({"/", "/webhook"})
+SECRET_HEADER = "X-Webhook-Secret"
+_DISCARD_LIMIT = 16 << 20  # drain at most this much of a rejected body, then just close
+
+
+@dataclass(frozen=True)
+class WebhookConfig:
+    secret: bytes
+    max_body_bytes: int = 1 << 20  # real payloads are a few KB
+    replay_window_s: float = 24 * 3600.0
+    read_timeout_s: float = 10.0
+    """A client that stalls mid-body loses its connection instead of holding a thread."""
+    is_promoted: PromotedCheck = never_promoted
+
+
+class WebhookServer:
+    """Owns the HTTP server; `wake` is set whenever a new job is enqueued (workers wait on it)."""
+
+    def __init__(
+        self, queue: Queue, config: WebhookConfig, host: str = "127.0.0.1", port: int = 8080,
+        wake: threading.Event | None = None,
+    ) -> None:  # fmt: skip
+        if not config.secret:
+            raise ValueError("an empty webhook secret would accept anyone")
+        self.queue, self.config, self.wake = queue, config, wake or threading.Event()
+        service = self
+
+        class Handler(_Handler):
+            owner = service
+
+        class Server(ThreadingHTTPServer):
+            daemon_threads = True
+            request_queue_size = 1024  # a burst must not overflow the listen backlog (clients would stall on SYN)
+
+        self._httpd = Server((host, port), Handler)
+        self._thread: threading.Thread | None = None
+
+    @property
+    def url(self) -> str:
+        host, port = self._httpd.server_address[:2]
+        return f"http://{host}:{port}"
+
+    def serve_forever(self) -> None:
+        self._httpd.serve_forever(poll_interval=0.2)
+
+    def start(self) -> WebhookServer:
+        self._thread = threading.Thread(target=self.serve_forever, name="webhook", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._httpd.shutdown()
+        self._httpd.server_close()
+
+    def __enter__(self) -> WebhookServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+class _Handler(BaseHTTPRequestHandler):
+    owner: WebhookServer
+    server_version = "onboard-webhook"
+    sys_version = ""
+
+    def setup(self) -> None:
+        self.timeout = self.owner.config.read_timeout_s
+        super().setup()
+
+    def log_message(self, format: str, *args: object) -> None:
+        log.debug("%s %s", self.address_string(), format % args)
+
+    def _reply(self, status: int, obj: dict[str, object], headers: dict[str, str] | None = None) -> None:
+        body = json.dumps(obj).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        for key, value in (headers or {}).items():
+            self.send_header(key, value)
+        self.end_headers()
+        self.wfile.write(body)
+
+    def _discard_body(self, length: int | None) -> None:
+        # Closing a socket with unread input sends RST, and the client may then never read our status line.
+        remaining = min(length or 0, _DISCARD_LIMIT)
+        try:
+            while remaining > 0 and (chunk := self.rfile.read(min(remaining, 65536))):
+                remaining -= len(chunk)
+        except OSError:
+            pass
+
+    def do_GET(self) -> None:
+        if urlsplit(self.path).path == "/healthz":
+            self._reply(200, {"ok": True, "jobs": self.owner.queue.counts()})
+        else:
+            self._reply(404, {"error": "not found"})
+
+    def do_POST(self) -> None:
+        config = self.owner.config
+        length_header = self.headers.get("Content-Length")
+        length = int(length_header) if length_header and length_header.isdigit() else None
+        if urlsplit(self.path).path not in WEBHOOK_PATHS:
+            self._discard_body(length)
+            self._reply(404, {"error": "not found; POST webhooks to /webhook"})
+            return
+        given = self.headers.get(SECRET_HEADER, "").encode("latin-1", "replace")
+        if not hmac.compare_digest(given, config.secret):
+            self._discard_body(length)
+            log.warning("rejected a webhook from %s: wrong or missing %s", self.address_string(), SECRET_HEADER)
+            self._reply(401, {"error": f"wrong or missing {SECRET_HEADER}"})
+            return
+        if self.headers.get("Transfer-Encoding") or length is None:
+            self.close_connection = True
+            self._reply(411, {"error": "a Content-Length is required"})
+            return
+        if length > config.max_body_bytes:
+            self._discard_body(length)
+            self.close_connection = True
+            self._reply(413, {"error": f"body of {length} bytes exceeds the limit of {config.max_body_bytes}"})
+            return
+        body = self.rfile.read(length)
+        if len(body) != length:
+            self.close_connection = True
+            self._reply(400, {"error": "body shorter than its Content-Length"})
+            return
+        self._accept(body)
+
+    def _accept(self, body: bytes) -> None:
+        config = self.owner.config
+        try:
+            parsed = parse_payload(json.loads(body))
+        except (ValueError, PayloadError) as exc:
+            message = exc.message if isinstance(exc, PayloadError) else f"body is not JSON: {exc}"
+            self._reply(400, {"error": message})
+            return
+        skip, reason = False, parsed.reason
+        if parsed.key is not None:
+            try:
+                skip = config.is_promoted(parsed.key.repo, parsed.key.revision)
+            except OnboardError as exc:  # registry unreadable: enqueue anyway, the worker checks again
+                log.warning("promotion registry check failed: %s", exc.message)
+            reason = "already promoted" if skip else reason
+        try:
+            receipt = self.owner.queue.record_event(
+                source="webhook", digest=hashlib.sha256(body).hexdigest(), body=body.decode("utf-8", "replace"),
+                key=parsed.key, action=parsed.action, scope=parsed.scope, reason=reason,
+                replay_window_s=config.replay_window_s, skip=skip,
+            )  # fmt: skip
+        except (sqlite3.Error, OnboardError) as exc:
+            # Not stored, so not acknowledged: the sender retries later.
+            log.error("could not store a webhook event: %s", exc)
+            self._reply(503, {"error": "event not stored; retry later"}, {"Retry-After": "5"})
+            return
+        if receipt.status == "enqueued":
+            log.info("job %s: %s@%s enqueued", receipt.job_id, parsed.key.repo, parsed.key.revision)  # type: ignore[union-attr]
+            self.owner.wake.set()
+        key = receipt.key
+        self._reply(200, {"status": receipt.status, "event_id": receipt.event_id, "job_id": receipt.job_id,
+                          "repo": key and key.repo, "revision": key and key.revision, "reason": receipt.reason})  # fmt: skip

@@ -1,0 +1,179 @@
+"""Workers take jobs from the queue and run them: locally as a command, or forwarded (see `dispatch`).
+
+The command is a template, by default `onboard new-model {repo} --revision {revision} --json`; `{repo}`,
+`{revision}` and `{slug}` are replaced inside each argument after shell-style splitting, and it runs without a shell,
+so a repo name can never inject a command. A leading `onboard` runs this installation (`python -m onboard`).
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+from onboard.errors import InputError
+from onboard.watch.backoff import Backoff
+from onboard.watch.dedupe import PromotedCheck, never_promoted
+from onboard.watch.queue import OUTPUT_TAIL_CHARS, Queue
+from onboard.watch.types import Job, RunOutcome
+
+DEFAULT_RUN_COMMAND = "onboard new-model {repo} --revision {revision} --json"
+ENV_RUN_COMMAND = "ONBOARD_RUN_COMMAND"
+PLACEHOLDERS = ("{repo}", "{revision}", "{slug}")
+
+
+class Executor(Protocol):
+    """Runs one job. Never raises for a failed run: the failure is the outcome."""
+
+    lease_s: float
+
+    def run(self, job: Job) -> RunOutcome: ...
+
+
+def parse_command(template: str) -> list[str]:
+    """Split and check a run-command template (clear error for an unusable one)."""
+    try:
+        argv = shlex.split(template)
+    except ValueError as exc:
+        raise InputError(f"cannot parse the run command {template!r}: {exc}", "quote it as for a POSIX shell") from exc
+    if not argv:
+        raise InputError("the run command is empty", f"e.g. --run-command '{DEFAULT_RUN_COMMAND}'")
+    if not any("{repo}" in a for a in argv):
+        raise InputError(
+            f"the run command {template!r} has no {{repo}} placeholder", f"e.g. --run-command '{DEFAULT_RUN_COMMAND}'"
+        )
+    return argv
+
+
+@dataclass(frozen=True)
+class CommandExecutor:
+    """Run the command template for each job, in `cwd`, killing its process group after `timeout_s`."""
+
+    template: str = DEFAULT_RUN_COMMAND
+    timeout_s: float = 3600.0
+    cwd: Path | None = None
+    final_exit_codes: frozenset[int] = frozenset({1})
+    """Exit codes that are a verdict, not a transient failure: `onboard` exits 1 when checks fail, and running
+    the same revision again gives the same verdict."""
+
+    def __post_init__(self) -> None:
+        parse_command(self.template)
+
+    @property
+    def lease_s(self) -> float:
+        return self.timeout_s + 60.0  # the run is killed at timeout_s; the margin covers recording the result
+
+    def argv(self, job: Job) -> list[str]:
+        values = {"{repo}": job.repo, "{revision}": job.revision, "{slug}": job.key.slug}
+        argv = []
+        for arg in parse_command(self.template):
+            for placeholder, value in values.items():
+                arg = arg.replace(placeholder, value)
+            argv.append(arg)
+        if argv[0] == "onboard":
+            argv[:1] = [sys.executable, "-m", "onboard"]
+        return argv
+
+    def run(self, job: Job) -> RunOutcome:
+        env = dict(os.environ, ONBOARD_JOB_ID=str(job.id), ONBOARD_REPO=job.repo, ONBOARD_REVISION=job.revision)
+        # Output goes to a file, not a pipe: a chatty run can neither block on a full pipe nor fill our memory.
+        with tempfile.TemporaryFile() as out:
+            try:
+                proc = subprocess.Popen(
+                    self.argv(job), cwd=self.cwd, env=env, stdin=subprocess.DEVNULL, stdout=out,
+                    stderr=subprocess.STDOUT, start_new_session=True,
+                )  # fmt: skip
+            except OSError as exc:
+                return RunOutcome(None, "", retryable=False, note=f"cannot start the run command: {exc}")
+            try:
+                code: int | None = proc.wait(timeout=self.timeout_s)
+                note = "" if code == 0 else f"exit {code}"
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)  # the whole group: new-model may have children
+                proc.wait()
+                code, note = None, f"timed out after {self.timeout_s:g} s"
+            out.seek(max(0, out.seek(0, os.SEEK_END) - OUTPUT_TAIL_CHARS * 4))
+            tail = out.read().decode("utf-8", "replace")[-OUTPUT_TAIL_CHARS:]
+        retryable = code != 0 and code not in self.final_exit_codes
+        if code in self.final_exit_codes:
+            note = f"exit {code}: a verdict, not retried"
+        return RunOutcome(code, tail, retryable, note)
+
+
+@dataclass
+class Worker:
+    """Claims jobs one at a time and records their outcome; failures are retried with backoff up to max_attempts."""
+
+    queue: Queue
+    executor: Executor
+    max_attempts: int = 3
+    backoff: Backoff = field(default_factory=lambda: Backoff(base_s=30.0, cap_s=900.0))
+    is_promoted: PromotedCheck = never_promoted
+    name: str = field(default_factory=lambda: f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}")
+    """Unique per worker: a result is recorded only by the worker that holds the job's lease."""
+    on_finish: Callable[[Job], None] | None = None
+
+    def run_one(self) -> Job | None:
+        """Run the next due job; returns it as recorded afterwards, or None when nothing is due."""
+        job = self.queue.claim(self.name, self.executor.lease_s)
+        if job is None:
+            return None
+        if self.is_promoted(job.repo, job.revision):
+            outcome = RunOutcome(0, "", retryable=False, note="already promoted: not run again")
+            self.queue.finish(job, self.name, outcome, state="done")
+        else:
+            outcome = self.executor.run(job)
+            if outcome.ok:
+                self.queue.finish(job, self.name, outcome, state="done")
+            elif outcome.retryable and job.attempts < self.max_attempts:
+                retry_at = time.time() + self.backoff.delay(job.attempts)
+                note = f"{outcome.note}; retry {job.attempts + 1}/{self.max_attempts} scheduled".lstrip("; ")
+                self.queue.finish(job, self.name, _with_note(outcome, note), state="queued", retry_at=retry_at)
+            else:
+                self.queue.finish(job, self.name, outcome, state="failed")
+        done = self.queue.job(job.id)
+        if done is not None and self.on_finish is not None:
+            self.on_finish(done)
+        return done
+
+    def drain(self, wait_for_retries: bool = True, deadline: float | None = None) -> list[Job]:
+        """Run jobs until none is queued (waiting out retry delays when asked). Returns the jobs it ran."""
+        ran: list[Job] = []
+        while deadline is None or time.time() < deadline:
+            job = self.run_one()
+            if job is not None:
+                ran.append(job)
+                continue
+            due = self.queue.next_due()
+            if due is None or not wait_for_retries:
+                break
+            time.sleep(min(max(0.0, due - time.time()), 1.0))
+        return ran
+
+    def run_forever(self, stop: threading.Event, wake: threading.Event | None = None, idle_s: float = 2.0) -> None:
+        """Serve the queue until `stop` is set; `wake` (set by a producer) cuts the idle wait short."""
+        while not stop.is_set():
+            if self.run_one() is not None:
+                continue
+            due = self.queue.next_due()
+            wait = idle_s if due is None else min(idle_s, max(0.0, due - time.time()))
+            if wake is not None:
+                wake.wait(wait)
+                wake.clear()
+            else:
+                stop.wait(wait)
+
+
+def _with_note(outcome: RunOutcome, note: str) -> RunOutcome:
+    return RunOutcome(outcome.exit_code, outcome.output_tail, outcome.retryable, note)

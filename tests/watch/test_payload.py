@@ -1,0 +1,49 @@
+"""Hugging Face webhook payloads → (repo, revision) or a reason to ignore them."""
+
+from __future__ import annotations
+
+import pytest
+
+from onboard.watch.hfpayload import PayloadError, parse_payload
+from onboard.watch.types import JobKey
+from tests.watch.helpers import hf_payload
+
+SHA, NEW = "c379e821c9c95d613899e8c4343e4bfee2b0c600", "575db8b7a51b6f85eb06eee540738584589f131c"
+
+
+@pytest.mark.parametrize(
+    ("payload", "key", "reason"),
+    [
+        (hf_payload("org/m", SHA, action="create", scope="repo"), JobKey("org/m", SHA), ""),
+        (hf_payload("org/m", SHA, action="update", scope="repo"), JobKey("org/m", SHA), ""),
+        (hf_payload("org/m", SHA), JobKey("org/m", SHA), ""),
+        # updatedRefs wins over headSha for main
+        (hf_payload("org/m", SHA, refs=[{"ref": "refs/heads/main", "oldSha": SHA, "newSha": NEW}]),
+         JobKey("org/m", NEW), ""),
+        # narrower unknown scope: an update of repo.content
+        (hf_payload("org/m", SHA, scope="repo.content.lfs"), JobKey("org/m", SHA), ""),
+        (hf_payload("org/m", SHA, refs=[{"ref": "refs/pr/3", "oldSha": None, "newSha": NEW}]), None, "only refs/heads/main"),
+        (hf_payload("org/m", SHA, refs=[{"ref": "refs/heads/main", "oldSha": SHA, "newSha": None}]), None, "deleted"),
+        (hf_payload("org/m", SHA, action="delete", scope="repo"), None, "nothing new"),
+        (hf_payload("org/m", SHA, action="move", scope="repo"), None, "nothing new"),
+        (hf_payload("org/m", SHA, action="update", scope="repo.config"), None, "does not change"),
+        (hf_payload("org/m", SHA, action="create", scope="discussion"), None, "does not change"),
+        (hf_payload("org/d", SHA, repo_type="dataset"), None, "not a model"),
+        (hf_payload("../etc", SHA), None, "not a hub model id"),
+        (hf_payload("org/m", "", action="create", scope="repo"), None, "headSha"),
+        (hf_payload("org/m", "x" * 300, action="create", scope="repo"), None, "not a commit sha"),
+    ],
+)  # fmt: skip
+def test_parse(payload: dict, key: JobKey | None, reason: str) -> None:
+    parsed = parse_payload(payload)
+    assert parsed.key == key
+    assert reason in parsed.reason
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [[], {"repo": {}}, {"event": {"action": "update"}, "repo": {}}, {"event": {"action": "x", "scope": "repo"}}],
+)
+def test_not_a_webhook_payload(payload: object) -> None:
+    with pytest.raises(PayloadError):
+        parse_payload(payload)
