@@ -89,7 +89,12 @@ def profile_from_parts(
         raise ConfigError("config.json must hold a JSON object", "check the file is a transformers config")
     findings = list(findings or [])
     cv = ConfigView(config)
-    facts, arch_findings = analyze(cv, tensors)
+    try:
+        facts, arch_findings = analyze(cv, tensors)
+    except (TypeError, ValueError, IndexError, KeyError, AttributeError) as exc:
+        # A field of an unexpected shape that the analysis does not guard yet: still a clean, named error.
+        raise ConfigError(f"config.json has a field onboard cannot read ({type(exc).__name__}: {exc})",
+                          "check the config against the family's transformers config class") from exc  # fmt: skip
     findings += arch_findings
     dims = facts.dims
     config_vocab = cv.int("vocab_size", "padded_vocab_size")

@@ -10,6 +10,7 @@ import math
 from collections import defaultdict
 from dataclasses import dataclass
 
+from onboard.errors import ConfigError
 from onboard.findings import Finding, info, warning
 from onboard.inspect_checkpoint import tensor_names as tn
 from onboard.inspect_checkpoint.checkpoint_types import TensorInfo
@@ -94,6 +95,9 @@ def analyze(cv: ConfigView, tensors: dict[str, TensorInfo] | None) -> tuple[Arch
             findings.append(warning("untied-head-missing", "tie_word_embeddings is false but no lm_head tensor is "
                                     "stored: a loader would leave the output layer random",
                                     "check tie_word_embeddings in config.json"))  # fmt: skip
+    for field, expected in sorted(cv.type_errors.items()):
+        findings.append(warning("config-field-type", f"config.json field {field} should be {expected}; it was ignored",
+                                "fix the value's type in config.json", file="config.json"))  # fmt: skip
     facts = ArchFacts(
         dims=dims,
         layers=layers,
@@ -171,7 +175,22 @@ def _dims(cv: ConfigView, mla: bool, lm: dict[str, TensorInfo] | None) -> Dims:
         vocab = rows[0]
     max_pos = cv.int("max_position_embeddings", "n_positions", "max_sequence_length", "seq_length",
                      "max_seq_len", "n_ctx", "model_max_length")  # fmt: skip
-    return Dims(hidden, n_layers, heads, kv, head_dim, inter, vocab, max_pos, v_head_dim)
+    _check_plausible(hidden=hidden, num_hidden_layers=n_layers, num_attention_heads=heads, num_key_value_heads=kv,
+                     head_dim=head_dim, vocab_size=vocab)  # fmt: skip
+    return Dims(hidden, n_layers, heads, kv, head_dim, inter if isinstance(inter, int) and inter >= 0 else None, vocab,
+                max_pos if isinstance(max_pos, int) and max_pos > 0 else None, v_head_dim)  # fmt: skip
+
+
+# Generous upper bounds: a config beyond them is corrupt, and building per-layer plans for it would exhaust memory.
+_LIMITS = {"hidden": 1 << 20, "num_hidden_layers": 10_000, "num_attention_heads": 1 << 14, "num_key_value_heads": 1 << 14,
+           "head_dim": 1 << 14, "vocab_size": 1 << 26}  # fmt: skip
+
+
+def _check_plausible(**values: int) -> None:
+    for name, value in values.items():
+        if value < 0 or value > _LIMITS[name]:
+            raise ConfigError(f"config.json: {name}={value} is not a plausible value (0..{_LIMITS[name]})",
+                              "the config is corrupt or not a transformers config; fix the field")  # fmt: skip
 
 
 def _moe(cv: ConfigView, lm: dict[str, TensorInfo] | None) -> Moe | None:
@@ -180,10 +199,12 @@ def _moe(cv: ConfigView, lm: dict[str, TensorInfo] | None) -> Moe | None:
     experts = experts or ffn_config.get("moe_num_experts")
     top_k = cv.int("num_experts_per_tok", "moe_k", "experts_per_token", "moe_top_k", "num_selected_experts")
     top_k = top_k or ffn_config.get("moe_top_k")
-    if isinstance(experts, list):  # ernie-style per-modality list
+    if isinstance(experts, list) and experts:  # ernie-style per-modality list
         experts = experts[0]
-    if not experts or experts <= 1:
+    if not isinstance(experts, int) or experts <= 1:
         return None
+    if not isinstance(top_k, int) or top_k < 1:
+        top_k = 1
     shared = cv.int("n_shared_experts", "num_shared_experts", "moe_num_shared_experts", "shared_expert_count", default=0)
     shared_size = cv.int("shared_expert_intermediate_size", "moe_shared_expert_intermediate_size")
     if not shared and shared_size:
@@ -281,6 +302,8 @@ def _rope(cv: ConfigView, lm: dict[str, TensorInfo] | None) -> tuple[Rope | None
     if isinstance(scaling, dict) and scaling:
         main = {**scaling, **main}
     theta = main.pop("rope_theta", None)
+    if not isinstance(theta, (int, float)) or isinstance(theta, bool):
+        theta = None
     if theta is None:
         theta = cv.float("rope_theta", "rotary_emb_base", "rope_base", "rotary_base", default=None)
     if theta is None and attn_config.get("rope_theta"):

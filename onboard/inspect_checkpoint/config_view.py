@@ -36,6 +36,8 @@ class ConfigView:
                 break
         self.text = text
         self.used: set[str] = set()
+        self.type_errors: dict[str, str] = {}
+        """field → what was expected, for values of the wrong JSON type (reported as findings)."""
 
     def _lookup(self, name: str) -> tuple[bool, Any]:
         if name in self.text:
@@ -60,17 +62,26 @@ class ConfigView:
     def mark_used(self, *names: str) -> None:
         self.used.update(names)
 
+    def _found_name(self, names: tuple[str, ...]) -> str:
+        return next((n for n in names if self._lookup(n)[1] is not None), names[0])
+
     def int(self, *names: str, default: int | None = None) -> int | None:
         value = self.get(*names, default=default)
         if isinstance(value, bool):
             return int(value)
         if isinstance(value, float) and value.is_integer():
             return int(value)
-        return value if isinstance(value, int) else default
+        if isinstance(value, int):
+            return value
+        if value is not None and value is not default:
+            self.type_errors[self._found_name(names)] = "an integer"
+        return default
 
     def float(self, *names: str, default: float | None = None) -> float | None:
         value = self.get(*names, default=default)
         if isinstance(value, bool) or not isinstance(value, (int, float)):
+            if value is not None and value is not default:
+                self.type_errors[self._found_name(names)] = "a number"
             return default
         return float(value)
 

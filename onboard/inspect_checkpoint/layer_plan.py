@@ -80,8 +80,8 @@ def _config_kinds(cv: ConfigView, n: int, mla: bool) -> list[str]:
     if isinstance(attention_types, list) and attention_types:
         expanded: list[str] = []
         for group in attention_types:
-            names, repeat = group[0], group[1]
-            expanded += [LAYER_TYPE_NAMES.get(t, "full") for t in names] * int(repeat)
+            if isinstance(group, list) and len(group) == 2 and isinstance(group[0], list) and isinstance(group[1], int):
+                expanded += [LAYER_TYPE_NAMES.get(str(t), "full") for t in group[0]] * group[1]
         return (expanded + [base] * n)[:n]
     chunk = cv.int("attention_chunk_size")
     if chunk and mt.startswith("llama4"):

@@ -1,0 +1,63 @@
+"""Odd or corrupt configs give a profile with findings or a clean ConfigError: never another exception."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from onboard.errors import ConfigError
+from onboard.inspect_checkpoint import profile_from_parts
+from onboard.inspect_checkpoint.families import catalog
+from onboard.profile import ModelProfile
+
+ODD = [
+    {},
+    {"model_type": "brand_new_arch"},
+    {"hidden_size": "abc", "num_hidden_layers": "3"},
+    {"layer_types": "full", "num_hidden_layers": 2},
+    {"rope_scaling": [1, 2]},
+    {"rope_parameters": {"full_attention": 3}},
+    {"rope_parameters": {"rope_theta": "big"}},
+    {"num_attention_heads": 0, "hidden_size": 64},
+    {"quantization_config": "fp8"},
+    {"quantization_config": {"weight_block_size": "x"}},
+    {"num_local_experts": "8"},
+    {"num_local_experts": 8, "num_experts_per_tok": 100, "num_hidden_layers": 2},
+    {"attention_types": [["global"]]},
+    {"attention_types": [[["global", "local"], "x"]], "num_hidden_layers": 2},
+    {"hybrid_override_pattern": 5},
+    {"text_config": {"hidden_size": 8}, "model_type": "llava"},
+    {"no_rope_layers": [0], "num_hidden_layers": 3},
+    {"architectures": "Llama"},
+    {"sliding_window": -5, "model_type": "mistral", "num_hidden_layers": 2},
+    {"max_position_embeddings": "lots"},
+    {"layer_types": [1, None], "num_hidden_layers": 2},
+    {"layer_types": ["full_attention"] * 3, "num_hidden_layers": 2},
+    {"ffn_config": {"moe_num_experts": "x"}, "attn_config": []},
+]
+
+
+@pytest.mark.parametrize("config", ODD, ids=[json.dumps(c)[:40] for c in ODD])
+def test_odd_config_gives_profile(config):
+    p = profile_from_parts(config, None)
+    assert ModelProfile.from_json(p.to_json()) == p
+
+
+def test_wrong_types_are_named():
+    p = profile_from_parts({"hidden_size": "abc", "num_hidden_layers": 2}, None)
+    assert any(f.code == "config-field-type" and "hidden_size" in f.message for f in p.findings)
+
+
+@pytest.mark.parametrize("config", [{"num_hidden_layers": -1}, {"num_hidden_layers": 10**9}, {"vocab_size": 2**40}])
+def test_implausible_sizes_are_clean_errors(config):
+    with pytest.raises(ConfigError, match="not a plausible value"):
+        profile_from_parts(config, None)
+
+
+def test_every_known_family_default_config_profiles():
+    """The catalog was built by running the analysis over each family's default config: all must be present."""
+    fams = catalog()
+    assert len(fams) >= 150
+    for must in ("llama", "qwen3_next", "deepseek_v3", "gpt_oss", "mamba2", "jamba", "lfm2", "nemotron_h"):
+        assert must in fams, f"{must} missing from onboard/data/families.json: rerun scripts/build_family_catalog.py"
