@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 import errno
+import functools
 import json
 import os
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
 
 from onboard.errors import InputError
+
+P = ParamSpec("P")
+R = TypeVar("R")
 
 # errno -> what to tell the person. Data, so every writer in the package says the same thing.
 _OS_HINTS: dict[int, str] = {
@@ -20,6 +25,7 @@ _OS_HINTS: dict[int, str] = {
     errno.EROFS: "that file system is read-only: choose a writable path",
     errno.ENOTDIR: "a parent of that path is a file, not a folder: choose another path",
     errno.EISDIR: "that path is a folder: give a file path",
+    errno.EEXIST: "a file is in the way where a folder is needed: choose another path",
 }
 
 
@@ -28,6 +34,19 @@ def os_error(exc: OSError, path: Path | str, doing: str) -> InputError:
     why = exc.strerror or str(exc)
     hint = _OS_HINTS.get(exc.errno or 0, "check the path and rerun")
     return InputError(f"cannot {doing} {path}: {why}", hint)
+
+
+def clean_os_errors(fn: Callable[P, R]) -> Callable[P, R]:
+    """Decorator for public entry points: a stray OSError (unreadable workspace, …) becomes an InputError."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return fn(*args, **kwargs)
+        except OSError as exc:
+            raise os_error(exc, exc.filename or "the workspace", "use") from exc
+
+    return wrapper
 
 
 def atomic_write_text(path: Path, text: str) -> None:

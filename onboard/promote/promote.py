@@ -21,7 +21,7 @@ from onboard.promote import hashing, provenance
 from onboard.promote.checklist import Checklist, ChecklistState, evaluate, load_checklist
 from onboard.promote.checklist_md import write_checklist
 from onboard.promote.faults import pause
-from onboard.promote.fsutil import atomic_write_json, os_error
+from onboard.promote.fsutil import atomic_write_json, clean_os_errors, os_error
 from onboard.promote.record import CheckRow, FileEntry, PromotionRecord, SignoffRow
 from onboard.promote.registry import AlreadyPromoted, Registry, default_registry_path
 from onboard.promote.signoff import load_signoffs
@@ -65,6 +65,7 @@ class PromotionOutcome:
     checklist_md: Path
 
 
+@clean_os_errors
 def evaluate_revision(
     slug: str,
     workspace: Path | str = ".",
@@ -99,6 +100,7 @@ def evaluate_revision(
     return Evaluation(state, rev_dir, results, previous, json_path, md_path)
 
 
+@clean_os_errors
 def promote(
     slug: str,
     workspace: Path | str = ".",

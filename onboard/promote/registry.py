@@ -110,6 +110,11 @@ class Registry:
     @contextmanager
     def _connect(self, create: bool = True) -> Iterator[sqlite3.Connection]:
         if create:
+            if self.path.parent.exists() and not self.path.parent.is_dir():
+                raise RegistryError(
+                    f"cannot create the registry {self.path}: {self.path.parent} is a file, not a folder",
+                    "pass --registry with a path inside a folder (or set ONBOARD_REGISTRY)",
+                )
             try:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
             except OSError as exc:

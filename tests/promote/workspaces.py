@@ -39,8 +39,15 @@ def profile(revision: str, source: str, novelty: tuple[str, ...] = ("qwen3",), f
             "kv_bytes_per_token_by_kind": {"full": 4096},
             "state_bytes_per_sequence": 0,
             "kv_bytes_per_sequence": 16_777_216,
-            "target": {"gpu": "l4", "count": 1, "memory_bytes_per_gpu": 24_000_000_000, "fits": True,
-                       "recommended_tensor_parallel": 1, "concurrent_sequences": 1200, "notes": []},
+            "target": {
+                "gpu": "l4",
+                "count": 1,
+                "memory_bytes_per_gpu": 24_000_000_000,
+                "fits": True,
+                "recommended_tensor_parallel": 1,
+                "concurrent_sequences": 1200,
+                "notes": [],
+            },
         },  # fmt: skip
         "tool_version": "0.1.0",
     }
@@ -48,7 +55,12 @@ def profile(revision: str, source: str, novelty: tuple[str, ...] = ("qwen3",), f
 
 def stage(name: str, failing: tuple[str, ...] = (), skip: tuple[str, ...] = (), **extra: Any) -> dict:
     checks = [
-        {"name": c, "passed": c not in failing, "required": True, "detail": f"{c}: {'FAILED' if c in failing else 'ok'}"}
+        {
+            "name": c,
+            "passed": c not in failing,
+            "required": True,
+            "detail": f"{c}: {'FAILED' if c in failing else 'ok'}",
+        }
         for c in STAGE_CHECKS[name]
         if c not in skip
     ]
