@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from onboard.watch.queue import Queue
+from onboard.watch.webhook import WebhookConfig, WebhookServer
 from tests.hubserver import HubServer
 from tests.watch.helpers import SECRET
 from tests.watch.hub_listing import ModelListing
@@ -18,13 +20,10 @@ def queue_db(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def service(queue_db: Path) -> Iterator[tuple[str, object]]:
-    """(POST URL, Queue) of a started webhook service storing into queue_db (no workers)."""
-    from onboard.watch.queue import Queue
-    from onboard.watch.webhook import WebhookConfig, WebhookServer
-
+def service(queue_db: Path) -> Iterator[WebhookServer]:
+    """A started webhook service on loopback storing into queue_db (no workers): `.url`, `.queue`, `.wake`."""
     with Queue(queue_db) as queue, WebhookServer(queue, WebhookConfig(SECRET.encode()), port=0) as server:
-        yield server.url + "/webhook", queue
+        yield server
 
 
 @pytest.fixture
