@@ -69,7 +69,12 @@ def stage(name: str, failing: tuple[str, ...] = (), skip: tuple[str, ...] = (), 
 
 def validate_extras(n: int = 48) -> dict:
     positions = [
-        {"prompt": p, "index": i, "kl": 1e-6 * (1 + math.sin(i / 3)) * (1 + p), "max_logprob_error": 2e-4 * (1 + i / n)}
+        {
+            "prompt": p,
+            "index": i,
+            "kl": 1e-6 * (1.2 + math.sin(i / 3)) * (1 + p) * (1 + i / n),
+            "max_logprob_error": 2e-4 * (1 + i / n),
+        }
         for p in range(2)
         for i in range(n)
     ]

@@ -1,0 +1,204 @@
+"""Everything the onboarding report shows, read defensively from stage results and the evaluated checklist.
+
+Stage-specific keys (validate.json `positions`, `performance`, `per_layer_error`; profile.json `memory`) may be
+missing or malformed in a partial run: each reader returns what it can and adds a line to `missing` saying what
+is absent and why, so the report states it instead of failing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from onboard.promote import svg
+from onboard.promote.checklist import ChecklistState
+from onboard.promote.stage_results import STAGE_FILES, StageResults
+
+GIB = 1024**3
+ERROR_KEYS = ("max_abs_error", "max_error", "error", "max_logprob_error", "kl")
+
+
+@dataclass(frozen=True)
+class Plot:
+    id: str
+    title: str
+    svg: str
+    caption: str
+
+
+@dataclass(frozen=True)
+class Table:
+    title: str
+    header: tuple[str, ...]
+    rows: tuple[tuple[str, ...], ...]
+
+
+@dataclass(frozen=True)
+class ReportData:
+    slug: str
+    revision: str
+    ready: bool
+    state: ChecklistState
+    facts: tuple[tuple[str, str], ...]
+    tables: tuple[Table, ...]
+    plots: tuple[Plot, ...]
+    missing: tuple[str, ...] = field(default_factory=tuple)
+
+
+def _num(v: Any) -> float | None:
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+
+def gather(state: ChecklistState, results: StageResults) -> ReportData:
+    missing: list[str] = []
+    validate = results.data("validate")
+    profile = results.data("inspect")
+    plots = [p for p in (
+        *_position_plots(validate, missing),
+        _prefill_plot(validate, missing),
+        _memory_plot(profile, missing),
+        _layer_plot(validate, results.data("generate"), missing),
+    ) if p is not None]  # fmt: skip
+    tables = (_stage_table(results), _perf_table(validate), _failed_table(results))
+    return ReportData(
+        state.slug, state.revision, state.ready, state, _facts(profile), tuple(t for t in tables if t.rows),
+        tuple(plots), tuple(missing),
+    )  # fmt: skip
+
+
+def _facts(profile: dict[str, Any]) -> tuple[tuple[str, str], ...]:
+    params = profile.get("parameters") if isinstance(profile.get("parameters"), dict) else {}
+    total = _num(params.get("total"))
+    pairs = [
+        ("source", profile.get("source")),
+        ("model type", profile.get("model_type")),
+        ("architectures", ", ".join(map(str, profile.get("architectures") or [])) or None),
+        ("closest family", profile.get("closest_family")),
+        (
+            "novelty",
+            "; ".join(str(n) for n in profile.get("novelty") or [] if n != profile.get("closest_family")) or "none",
+        ),
+        ("parameters", f"{total / 1e9:.3g} B" if total and total >= 1e8 else f"{int(total):,}" if total else None),
+        ("features", ", ".join(map(str, profile.get("features") or [])) or None),
+    ]
+    return tuple((k, str(v)) for k, v in pairs if v)
+
+
+def _position_plots(validate: dict[str, Any], missing: list[str]) -> list[Plot]:
+    rows = validate.get("positions")
+    if not isinstance(rows, list) or not rows:
+        missing.append("validate.json has no `positions`: no KL / logprob-error plots along positions")
+        return []
+    plots = []
+    for key, title, label in (("kl", "KL divergence along positions", "KL(reference ‖ served)"),
+                              ("max_logprob_error", "Max logprob error along positions", "max |Δ logprob|")):  # fmt: skip
+        by_prompt: dict[str, list[tuple[float, float]]] = {}
+        for r in rows:
+            if isinstance(r, dict) and _num(r.get("index")) is not None and _num(r.get(key)) is not None:
+                by_prompt.setdefault(f"prompt {r.get('prompt', '?')}", []).append((_num(r["index"]), _num(r[key])))  # type: ignore[arg-type]
+        if not by_prompt:
+            missing.append(f"validate.json positions carry no numeric `{key}`: its plot is left out")
+            continue
+        series = [svg.Series(name, tuple(pts)) for name, pts in sorted(by_prompt.items())]
+        worst = max(((y, x, s.name) for s in series for x, y in s.points))
+        caption = f"worst {worst[0]:.3g} at position {int(worst[1])} of {worst[2]}; {len(series)} prompt(s)"
+        plots.append(
+            Plot(f"plot-{key}", title, svg.line_chart(title, series, "token position", label, log_y=True), caption)
+        )
+    return plots
+
+
+def _prefill_plot(validate: dict[str, Any], missing: list[str]) -> Plot | None:
+    perf = validate.get("performance") if isinstance(validate.get("performance"), dict) else {}
+    rows = perf.get("prefill_by_length")
+    pts = [(_num(r.get("tokens")), _num(r.get("ms"))) for r in rows or [] if isinstance(r, dict)]
+    pts = [(x, y) for x, y in pts if x is not None and y is not None]
+    if not pts:
+        missing.append("validate.json has no `performance.prefill_by_length`: no latency-by-length plot")
+        return None
+    title = "Prefill latency by prompt length"
+    chart = svg.line_chart(title, [svg.Series("prefill", tuple(pts))], "prompt tokens", "ms", log_x=True)  # type: ignore[arg-type]
+    return Plot("plot-prefill", title, chart, f"{len(pts)} prompt lengths, {int(max(pts)[0])} tokens at most")
+
+
+def _memory_plot(profile: dict[str, Any], missing: list[str]) -> Plot | None:
+    mem = profile.get("memory") if isinstance(profile.get("memory"), dict) else None
+    if not mem or _num(mem.get("weights_bytes")) is None:
+        missing.append("profile.json has no `memory` plan: no memory plot")
+        return None
+    raw = [("weights", _num(mem.get("weights_bytes")))]
+    raw.append((f"KV, one sequence of {mem.get('max_model_len', '?')}", _num(mem.get("kv_bytes_per_sequence"))))
+    raw.append(("recurrent state, one sequence", _num(mem.get("state_bytes_per_sequence")) or None))
+    present = [(k, v) for k, v in raw if v is not None]
+    unit, scale = ("GiB", GIB) if max(v for _, v in present) >= GIB / 4 else ("MiB", 1024**2)
+    bars = [(k, v / scale) for k, v in present]
+    target = mem.get("target") if isinstance(mem.get("target"), dict) else None
+    limit = None
+    caption = "weights and the cache of one sequence"
+    if target and _num(target.get("memory_bytes_per_gpu")):
+        count = int(_num(target.get("count")) or 1)
+        total = _num(target["memory_bytes_per_gpu"]) * count  # type: ignore[operator]
+        limit = (f"{count}× {target.get('gpu')}", total / scale)
+        caption += (f"; target {count}× {target.get('gpu')} ({total / GIB:.1f} GiB): fits {target.get('fits')}, "
+                    f"{target.get('concurrent_sequences')} concurrent sequences")  # fmt: skip
+    title = "Memory plan"
+    return Plot("plot-memory", title, svg.bar_chart(title, bars, unit, limit), caption)
+
+
+def _layer_plot(validate: dict[str, Any], generate: dict[str, Any], missing: list[str]) -> Plot | None:
+    for source, data in (("validate.json", validate), ("generate.json", generate)):
+        rows = data.get("per_layer_error")
+        if not isinstance(rows, list) or not rows:
+            continue
+        pts = []
+        for r in rows:
+            if not isinstance(r, dict) or _num(r.get("layer")) is None:
+                continue
+            value = next((_num(r[k]) for k in ERROR_KEYS if _num(r.get(k)) is not None), None)
+            if value is not None:
+                pts.append((_num(r["layer"]), value))
+        if pts:
+            title = "Per-layer error"
+            chart = svg.line_chart(
+                title, [svg.Series("max |Δ| hidden state", tuple(pts))], "layer", "error", log_y=True
+            )  # type: ignore[arg-type]
+            worst = max(pts, key=lambda p: p[1])
+            return Plot("plot-layers", title, chart, f"from {source}; largest at layer {int(worst[0])}: {worst[1]:.3g}")  # type: ignore[arg-type]
+    missing.append("no `per_layer_error` in validate.json or generate.json: per-layer error not known")
+    return None
+
+
+def _stage_table(results: StageResults) -> Table:
+    rows = []
+    for stage in STAGE_FILES:
+        r = results.get(stage)
+        if r is None:
+            rows.append((stage, "—", "not run", "", ""))
+            continue
+        failed = [c.name for c in r.checks if not c.passed]
+        verdict = "unreadable" if r.error else ("passed" if r.passed else "FAILED" if r.passed is False else "?")
+        rows.append(
+            (
+                stage,
+                r.file,
+                verdict,
+                f"{len(r.checks) - len(failed)}/{len(r.checks)}",
+                ", ".join(failed) or (r.error or ""),
+            )
+        )
+    return Table("Stages", ("stage", "file", "result", "checks passed", "failed checks / problem"), tuple(rows))
+
+
+def _perf_table(validate: dict[str, Any]) -> Table:
+    perf = validate.get("performance") if isinstance(validate.get("performance"), dict) else {}
+    rows = tuple((k, f"{_num(v):.4g}") for k, v in perf.items() if _num(v) is not None)
+    return Table("Performance", ("metric", "value"), rows)
+
+
+def _failed_table(results: StageResults) -> Table:
+    rows = tuple(
+        (stage, c.name, "required" if c.required else "optional", c.detail)
+        for stage, c in results.all_checks()
+        if not c.passed
+    )
+    return Table("Failed checks", ("stage", "check", "required", "detail"), rows)
