@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from onboard.errors import OnboardError
+from onboard.errors import InputError, OnboardError
 from onboard.findings import Finding, info
 from onboard.verify_tokenizer.compare import compare, round_trip
 from onboard.verify_tokenizer.corpus import STRESS, read_corpus, special_token_strings
@@ -138,6 +138,11 @@ def _golden(
     repo: TokenizerRepo, doc: dict, golden_dir: Path | None, record: bool, findings: list[Finding]
 ) -> GoldenStatus:
     path = (golden_dir or Path("golden_outputs")) / repo.golden_name / GOLDEN_FILE
+    if path.resolve().parent == repo.root.resolve():
+        raise InputError(
+            f"golden file {path} would be the source's own tokenizer.json",
+            "give --golden a folder that is not the parent of the checkpoint folder",
+        )
     if record:
         write_golden(path, doc)
         return GoldenStatus(str(path), "recorded")
