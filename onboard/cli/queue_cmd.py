@@ -79,6 +79,23 @@ def build_worker(queue: Any, opts: dict[str, Any]) -> Any:
     )  # fmt: skip
 
 
+def serve_until_signalled(stop: Any, threads: list[Any]) -> None:
+    """Start `threads`, wait for SIGINT/SIGTERM (which set `stop`), then stop runs in progress and join."""
+    import signal
+
+    from onboard.watch.worker import kill_running
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    for thread in threads:
+        thread.start()
+    stop.wait()
+    if killed := kill_running():
+        logging.getLogger("onboard.watch").warning("stopped %d run(s) in progress; their jobs will be retried", killed)
+    for thread in threads:
+        thread.join(timeout=15)
+
+
 def setup_logging() -> None:
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
@@ -175,4 +192,5 @@ def work_command(db_path: str | None, once: bool, as_json: bool, **opts: Any) ->
             else:
                 say(render_jobs(ran))
             sys.exit(1 if any(j.state == "failed" for j in ran) else 0)
-        worker.run_forever(threading.Event())  # until Ctrl-C / SIGTERM
+        stop = threading.Event()
+        serve_until_signalled(stop, [threading.Thread(target=worker.run_forever, args=(stop,), daemon=True)])

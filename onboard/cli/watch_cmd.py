@@ -48,7 +48,7 @@ def watch_command(
     import threading
 
     from onboard.cli.output import emit_json, say
-    from onboard.cli.queue_cmd import build_worker, open_queue, render_jobs, setup_logging
+    from onboard.cli.queue_cmd import build_worker, open_queue, render_jobs, serve_until_signalled, setup_logging
     from onboard.watch.poller import Watcher, hub_api
 
     setup_logging()
@@ -56,7 +56,7 @@ def watch_command(
     with open_queue(db_path) as queue:
         worker = build_worker(queue, opts)
         stop = threading.Event()
-        watcher = Watcher(queue, authors, hub_api(endpoint), is_promoted=worker.is_promoted, sleep=stop.wait)
+        watcher = Watcher(queue, authors, hub_api(endpoint), is_promoted=worker.is_promoted, stop=stop)
         if once:
             report = watcher.poll(baseline=baseline)
             ran = [] if enqueue_only else worker.drain()
@@ -69,11 +69,17 @@ def watch_command(
                 if ran:
                     say(render_jobs(ran))
             sys.exit(1 if any(j.state == "failed" for j in ran) else 0)
-        if not enqueue_only:
-            threading.Thread(target=worker.run_forever, args=(stop,), name="worker", daemon=True).start()
-        while not stop.is_set():
-            report = watcher.poll(baseline=baseline, give_up=False)
-            baseline = False  # only the first pass is a baseline
-            for change in report.changes:
-                say(f"{change.kind:12} {change.repo}@{change.sha[:12]}: {change.outcome}")
-            stop.wait(interval)
+        threads = [] if enqueue_only else [threading.Thread(target=worker.run_forever, args=(stop,), daemon=True)]
+        threads.append(threading.Thread(target=_poll_loop, args=(watcher, interval, baseline), daemon=True))
+        serve_until_signalled(stop, threads)
+
+
+def _poll_loop(watcher: Any, interval: float, baseline: bool) -> None:
+    from onboard.cli.output import say
+
+    while not watcher.stop.is_set():
+        report = watcher.poll(baseline=baseline, give_up=False)
+        baseline = False  # only the first pass is a baseline
+        for change in report.changes:
+            say(f"{change.kind:12} {change.repo}@{change.sha[:12]}: {change.outcome}")
+        watcher.stop.wait(interval)

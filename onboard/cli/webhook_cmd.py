@@ -57,11 +57,10 @@ def serve_command(
       WEBHOOK_SECRET=… onboard webhook serve --secret-env WEBHOOK_SECRET --port 8080
       onboard webhook serve --secret-env WEBHOOK_SECRET --dispatch-github my-org/model-onboarding
     """
-    import signal
     import threading
 
     from onboard.cli.output import say
-    from onboard.cli.queue_cmd import build_worker, open_queue, setup_logging
+    from onboard.cli.queue_cmd import build_worker, open_queue, serve_until_signalled, setup_logging
     from onboard.errors import InputError
     from onboard.watch.webhook import WebhookConfig, WebhookServer
 
@@ -75,16 +74,12 @@ def serve_command(
                                is_promoted=worker.is_promoted)  # fmt: skip
         server = WebhookServer(queue, config, host, port)
         stop = threading.Event()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            signal.signal(sig, lambda *_: stop.set())
         threads = [threading.Thread(target=server.serve_forever, name="webhook", daemon=True)]
         for i in range(workers):
             runner = build_worker(queue, opts) if i else worker
             threads.append(threading.Thread(target=runner.run_forever, args=(stop, server.wake), daemon=True))
-        for thread in threads:
-            thread.start()
         say(f"listening on {server.url}/webhook (queue: {queue.path})")
-        stop.wait()
-        server.stop()
-        server.wake.set()
+        # Stop order: stop accepting, then wake idle workers so they see `stop`; in-flight requests finish first.
+        stop_server = threading.Thread(target=lambda: (stop.wait(), server.stop(), server.wake.set()), daemon=True)
+        serve_until_signalled(stop, [stop_server, *threads])
         say("stopped")

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import os
-import time
+import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -105,7 +105,7 @@ def _retry_after(exc: BaseException) -> float | None:
 
 @dataclass
 class Watcher:
-    """Polls with backoff on failures; `sleep` is injectable so a stop signal can cut waits short."""
+    """Polls with backoff on failures. Waits go through `sleep` (default: `stop.wait`, so a stop cuts them short)."""
 
     queue: Queue
     authors: tuple[str, ...]
@@ -114,7 +114,8 @@ class Watcher:
     max_attempts: int = 4
     """Consecutive failed polls before `poll` gives up (the long-running loop never gives up)."""
     is_promoted: PromotedCheck = never_promoted
-    sleep: Callable[[float], None] = time.sleep
+    stop: threading.Event = field(default_factory=threading.Event)
+    sleep: Callable[[float], object] | None = None
 
     def poll(self, *, baseline: bool = False, give_up: bool = True) -> PollReport:
         failures = 0
@@ -131,4 +132,6 @@ class Watcher:
                         "check HF_ENDPOINT / network / token; rate limits clear after the time the hub asked for",
                     ) from exc
                 log.warning("poll failed (%s: %s); retrying in %.1f s", type(exc).__name__, exc, wait)
-                self.sleep(wait)
+                (self.sleep or self.stop.wait)(wait)
+                if self.stop.is_set():  # stopping: give up quietly, the next start polls again
+                    return PollReport(self.authors, 0, (), failures)

@@ -32,6 +32,23 @@ DEFAULT_RUN_COMMAND = "onboard new-model {repo} --revision {revision} --json"
 ENV_RUN_COMMAND = "ONBOARD_RUN_COMMAND"
 PLACEHOLDERS = ("{repo}", "{revision}", "{slug}")
 
+# Process groups of runs in progress, so a service shutting down can stop them (they run in their own session and
+# would otherwise outlive it, and run again when their lease expires).
+_RUNNING: set[int] = set()
+_RUNNING_LOCK = threading.Lock()
+
+
+def kill_running() -> int:
+    """SIGKILL every run in progress in this process (service shutdown); returns how many. Their jobs are retried."""
+    with _RUNNING_LOCK:
+        pids = list(_RUNNING)
+    for pid in pids:
+        try:
+            os.killpg(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    return len(pids)
+
 
 class Executor(Protocol):
     """Runs one job. Never raises for a failed run: the failure is the outcome."""
@@ -96,6 +113,8 @@ class CommandExecutor:
                 )  # fmt: skip
             except OSError as exc:
                 return RunOutcome(None, "", retryable=False, note=f"cannot start the run command: {exc}")
+            with _RUNNING_LOCK:
+                _RUNNING.add(proc.pid)
             try:
                 code: int | None = proc.wait(timeout=self.timeout_s)
                 note = "" if code == 0 else f"exit {code}"
@@ -103,6 +122,9 @@ class CommandExecutor:
                 os.killpg(proc.pid, signal.SIGKILL)  # the whole group: new-model may have children
                 proc.wait()
                 code, note = None, f"timed out after {self.timeout_s:g} s"
+            finally:
+                with _RUNNING_LOCK:
+                    _RUNNING.discard(proc.pid)
             out.seek(max(0, out.seek(0, os.SEEK_END) - OUTPUT_TAIL_CHARS * 4))
             tail = out.read().decode("utf-8", "replace")[-OUTPUT_TAIL_CHARS:]
         retryable = code != 0 and code not in self.final_exit_codes

@@ -15,17 +15,19 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from onboard.watch.queue import Queue
-from tests.watch.helpers import SECRET, hf_payload, post, sha_for
+from tests.watch.helpers import SECRET, hf_payload, post, read_calls, recorder_command, sha_for
 
 
-def start_service(db: Path, log: Path) -> tuple[subprocess.Popen[bytes], str]:
-    env = dict(os.environ, WEBHOOK_SECRET=SECRET, ONBOARD_DEBUG="1")
+def start_service(
+    db: Path, log: Path, *extra: str, env: dict[str, str] | None = None
+) -> tuple[subprocess.Popen[bytes], str]:
+    env = dict(os.environ, WEBHOOK_SECRET=SECRET, ONBOARD_DEBUG="1", **(env or {}))
     start = log.stat().st_size if log.exists() else 0  # a restart appends to the same log
     with open(log, "ab") as err:
         proc = subprocess.Popen(
             [sys.executable, "-m", "onboard", "webhook", "serve", "--port", "0", "--secret-env", "WEBHOOK_SECRET",
-             "--db", str(db), "--workers", "0"],
-            stdout=subprocess.DEVNULL, stderr=err, env=env,
+             "--db", str(db), *(extra or ("--workers", "0"))],
+            stdout=subprocess.DEVNULL, stderr=err, env=env, cwd=db.parent,  # cwd: no stray promotion registry
         )  # fmt: skip
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline:
@@ -84,3 +86,23 @@ def test_sigkill_mid_burst_loses_nothing_acknowledged(tmp_path: Path) -> None:
         assert queue.event_digests() == {hashlib.sha256(b).hexdigest() for b in bodies}
         assert len(queue.jobs()) == 100
         assert queue.counts()["events"] == 1000  # an event stored but not acknowledged is a replay, not a duplicate
+
+
+def test_sigterm_stops_a_run_in_progress_and_requeues_it(tmp_path: Path) -> None:
+    db, log, calls = tmp_path / "queue.sqlite", tmp_path / "service.log", tmp_path / "calls.jsonl"
+    env = {"RECORD_SLEEP": "60", "ONBOARD_RUN_COMMAND": recorder_command(calls)}
+    proc, url = start_service(db, log, "--workers", "1", env=env)
+    try:
+        assert post(url, hf_payload("org/slow", sha_for("org/slow")))[1]["status"] == "enqueued"
+        deadline = time.monotonic() + 20
+        while not read_calls(calls) and time.monotonic() < deadline:  # the run has started
+            time.sleep(0.05)
+        assert read_calls(calls)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(20)
+    assert proc.returncode == 0, log.read_text()[-2000:]
+    assert "stopped 1 run(s) in progress" in log.read_text()
+    with Queue(db) as queue:
+        (job,) = queue.jobs()
+    assert (job.state, job.attempts) == ("queued", 1) and "retry 2/3 scheduled" in job.note
