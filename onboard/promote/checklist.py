@@ -207,6 +207,9 @@ def _evaluate_item(
         state, line = _check_state(ref, results, promoted_golden_sha256)
         states.append(state)
         evidence.append(line)
+    evidence = list(dict.fromkeys(evidence))  # two checks of one missing stage say the same thing once
+    if states and all(s == "skipped" for s in states):
+        return status("not_applicable", evidence)
     value = "failed" if "failed" in states else "open" if "open" in states else "done"
     if value != "done" and signoff and item.signoff == "allowed":
         return status("signed_off", evidence + signed)
@@ -231,9 +234,10 @@ def _check_state(ref: CheckRef, results: StageResults, promoted_golden_sha256: s
                 f"{stage.file} compared against goldens {str(against)[:12]}, promoted are {promoted_golden_sha256[:12]}",
             )
     detail = f" — {check.detail}" if check.detail else ""
-    return (
-        "done" if check.passed else "failed"
-    ), f"{stage.file}: {ref.check} {'passed' if check.passed else 'FAILED'}{detail}"
+    if check.skipped:  # not run: fine when the stage says so (nothing to check), else still to do
+        return ("skipped" if check.passed else "open"), f"{stage.file}: {ref.check} not checked{detail}"
+    verdict = "passed" if check.passed else "FAILED"
+    return ("done" if check.passed else "failed"), f"{stage.file}: {ref.check} {verdict}{detail}"
 
 
 def state_to_dict(state: ChecklistState) -> dict[str, Any]:

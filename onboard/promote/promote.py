@@ -218,9 +218,9 @@ def build_record(slug: str, workspace: Path, ev: Evaluation, by: str) -> Promoti
         if isinstance(result.data.get("tool_version"), str):
             versions[f"{stage}.tool_version"] = result.data["tool_version"]
     validate = results.data("validate")
-    validated_on = {
-        k: validate[k] for k in ("hardware", "target", "device", "endpoint", "served_model") if k in validate
-    }
+    validated_on = {k: validate[k] for k in ("hardware", "target", "device", "candidate") if k in validate}
+    perf = validate.get("performance") if isinstance(validate.get("performance"), dict) else {}
+    validated_on.update({f"performance.{k}": perf[k] for k in ("hardware", "versions", "dtype") if k in perf})
     return PromotionRecord(
         model=model_id(slug),
         slug=slug,

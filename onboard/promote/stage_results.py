@@ -29,6 +29,8 @@ class Check:
     passed: bool
     required: bool = True
     detail: str = ""
+    skipped: bool = False
+    """The stage did not run it (e.g. nothing to check for this model); see `passed` for whether that is fine."""
 
 
 @dataclass(frozen=True)
@@ -85,6 +87,8 @@ def _load_one(stage: str, path: Path) -> StageResult:
         checks, error = derive_inspect_checks(data), None
     else:
         checks, error = _parse_checks(raw, path.name)
+    if stage == "validate" and error is None and not any(c.name == "performance_recorded" for c in checks):
+        checks = (*checks, derive_performance_check(data))
     passed = data.get("passed") if isinstance(data.get("passed"), bool) else None
     if passed is None and stage == "inspect" and error is None:
         passed = all(c.passed for c in checks if c.required)
@@ -106,7 +110,7 @@ def _parse_checks(raw: Any, file: str) -> tuple[tuple[Check, ...], str | None]:
             continue
         required = item.get("required", True)
         detail = item.get("detail") or ""
-        checks.append(Check(item["name"], item["passed"], bool(required), str(detail)))
+        checks.append(Check(item["name"], item["passed"], bool(required), str(detail), bool(item.get("skipped"))))
     return tuple(checks), (f"{file}: malformed {', '.join(bad)} (need name and passed)" if bad else None)
 
 
@@ -134,3 +138,18 @@ def derive_inspect_checks(profile: dict[str, Any]) -> tuple[Check, ...]:
         ),
         Check("architecture_no_novelty", bool(family) and not novelty, True, arch_detail),
     )
+
+
+def derive_performance_check(validate: dict[str, Any]) -> Check:
+    """`performance_recorded` from validate.json's `performance`: prefill by length and decode timings present."""
+    perf = validate.get("performance")
+    if not isinstance(perf, dict):
+        return Check("performance_recorded", False, True, "validate.json has no `performance` (run without --no-perf)")
+    prefill = perf.get("prefill_by_length")
+    have = [k for k in ("tpot_ms", "itl_p50_ms", "itl_p99_ms") if isinstance(perf.get(k), (int, float))]
+    ok = isinstance(prefill, list) and bool(prefill) and len(have) == 3
+    where = perf.get("hardware") if isinstance(perf.get("hardware"), dict) else {}
+    on = where.get("gpu") or where.get("cpu") or "unknown hardware"
+    detail = (f"prefill at {len(prefill)} lengths, TPOT {perf['tpot_ms']:.3g} ms, ITL p99 {perf['itl_p99_ms']:.3g} ms on {on}"
+              if ok else f"incomplete: prefill_by_length {'present' if prefill else 'missing'}, have {have or 'no'} decode timings")  # type: ignore[arg-type]  # fmt: skip
+    return Check("performance_recorded", ok, True, detail)

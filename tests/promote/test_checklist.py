@@ -14,13 +14,18 @@ from onboard.promote import evaluate_revision, load_checklist, load_signoffs, lo
 from onboard.promote.checklist import evaluate
 from onboard.promote.checklist_md import render_checklist_md
 from onboard.promote.stage_results import derive_inspect_checks
-from tests.promote.workspaces import REV_A, SLUG, STAGE_CHECKS, make_workspace
+from tests.promote.workspaces import REV_A, SLUG, make_workspace
 
 # The contract with the other stages: the exact check names each must emit. A rename must change this on purpose.
 EXPECTED_CHECKS = {
     "inspect": ["inspect_no_errors", "architecture_no_novelty", "config_lint_clean"],
-    **STAGE_CHECKS,
-}
+    "generate": ["adapter_imports", "adapter_parity", "kernels_implemented"],
+    "verify-tokenizer": ["tokenizer_parity", "chat_template_parity"],
+    "golden": ["goldens_recorded", "goldens_match_promoted"],
+    "validate": ["logit_parity", "greedy_parity", "determinism_repeat", "determinism_padding", "determinism_batch",
+                 "nan_inf_scan", "degeneration", "logit_scale", "long_context_parity", "performance_recorded",
+                 "stop_set"],
+}  # fmt: skip
 
 
 def state_for(rev_dir: Path, previously_promoted: bool = False, golden_sha: str | None = None):
@@ -172,7 +177,7 @@ def test_bad_checklist_yaml_names_the_file_and_item(tmp_path):
 
 
 def test_rendered_markdown_has_statuses_evidence_and_filled_commands(tmp_path):
-    rev = make_workspace(tmp_path, failing={"validate": ("serving_parity",)})
+    rev = make_workspace(tmp_path, failing={"validate": ("logit_parity",)})
     ev = evaluate_revision(SLUG, tmp_path)
     md = ev.checklist_md.read_text()
     assert ev.checklist_md == tmp_path / "checklists" / f"{SLUG}.md"
@@ -182,3 +187,38 @@ def test_rendered_markdown_has_statuses_evidence_and_filled_commands(tmp_path):
     stored = json.loads((rev / "checklist.json").read_text())
     assert stored["blocking"] == ["serving_parity"] and stored["ready"] is False
     assert render_checklist_md(ev.state) == md
+
+
+def _edit_validate(rev: Path, **changes) -> None:
+    data = json.loads((rev / "validate.json").read_text())
+    for name, fields in changes.items():
+        if name == "performance":
+            data["performance"] = fields
+            continue
+        next(c for c in data["checks"] if c["name"] == name).update(fields)
+    (rev / "validate.json").write_text(json.dumps(data))
+
+
+def test_skipped_checks_are_not_applicable_when_passed_and_open_when_not(tmp_path):
+    rev = make_workspace(tmp_path)
+    _edit_validate(
+        rev,
+        long_context_parity={"passed": True, "required": False, "skipped": True, "detail": "not checked: no window"},
+        stop_set={"passed": False, "required": False, "skipped": True, "detail": "not checked: no stop tokens"},
+    )
+    state = state_for(rev)
+    assert status(state, "long_context") == "not_applicable"
+    assert status(state, "stop_set") == "open"
+    assert "stop_set not checked — not checked: no stop tokens" in state.blocking[0].evidence[0]
+
+
+def test_performance_recorded_is_derived_from_validate_performance(tmp_path):
+    rev = make_workspace(tmp_path)
+    item = next(it for it in state_for(rev).items if it.id == "performance_recorded")
+    assert (
+        item.status == "done" and "prefill at 5 lengths, TPOT 7.9 ms, ITL p99 11.2 ms on NVIDIA L4" in item.evidence[0]
+    )
+    _edit_validate(rev, performance=None)
+    assert status(state_for(rev), "performance_recorded") == "failed"
+    _edit_validate(rev, performance={"prefill_by_length": [], "tpot_ms": 3.0})
+    assert status(state_for(rev), "performance_recorded") == "failed"

@@ -20,7 +20,7 @@ import pytest
 from onboard.promote.faults import POINTS
 from tests.promote.workspaces import SLUG, make_workspace
 
-FULL = {"files": 4, "checks": 15}  # what make_workspace's run records
+FULL = {"files": 4, "checks": 22}  # what make_workspace's run records
 
 
 def start(ws: Path, registry: Path, pause_at: str | None = None, marker: Path | None = None, seconds: str = "60"):

@@ -71,7 +71,7 @@ def _chromium(args: list[str], tmp_path: Path) -> subprocess.CompletedProcess:
 @pytest.mark.browser
 @pytest.mark.skipif(CHROMIUM is None, reason="headless Chromium not installed (Debian: apt-get install -y chromium)")
 def test_html_report_renders_in_headless_chromium(tmp_path):
-    make_workspace(tmp_path / "ws", failing={"verify-tokenizer": ("stop_set",)})
+    make_workspace(tmp_path / "ws", failing={"validate": ("stop_set",)})
     html = render_report(SLUG, tmp_path / "ws").html
     r = _chromium(["--dump-dom", html.as_uri()], tmp_path)
     assert r.returncode == 0, r.stderr[-2000:]

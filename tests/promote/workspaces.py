@@ -13,11 +13,11 @@ REV_B = "9a8b7c6d5e4f3a2b1c0d9e8f7a6b5c4d3e2f1a0b"
 
 # stage -> check names emitted (exactly what checklists/day-zero.yaml expects).
 STAGE_CHECKS = {
-    "generate": ["adapter_parity", "kernels_implemented"],
-    "verify-tokenizer": ["tokenizer_parity", "chat_template_parity", "stop_set"],
+    "generate": ["adapter_rendered", "adapter_imports", "kernels_implemented", "adapter_parity"],
+    "verify-tokenizer": ["tokenizer_parity", "chat_template_parity"],
     "golden": ["goldens_recorded", "goldens_match_promoted"],
-    "validate": ["serving_parity", "determinism_repeat", "determinism_batch", "long_context_parity",
-                 "performance_recorded"],
+    "validate": ["logit_parity", "greedy_parity", "long_context_parity", "logit_scale", "determinism_repeat",
+                 "determinism_batch", "determinism_padding", "degeneration", "stop_set", "nan_inf_scan"],
 }  # fmt: skip
 
 
@@ -82,13 +82,16 @@ def validate_extras(n: int = 48) -> dict:
         "positions": positions,
         "performance": {
             "prefill_by_length": [{"tokens": t, "ms": 0.8 + t * 0.012} for t in (16, 64, 256, 1024, 4096)],
+            "ttft_ms": 14.1,
             "tpot_ms": 7.9,
             "itl_p50_ms": 7.6,
             "itl_p99_ms": 11.2,
+            "hardware": {"gpu": "NVIDIA L4", "count": 1},
+            "versions": {"vllm": "0.32.0"},
+            "dtype": "bfloat16",
         },
         "per_layer_error": [{"layer": i, "max_abs_error": 1e-5 * (i + 1)} for i in range(4)],
-        "hardware": {"gpu": "NVIDIA L4", "count": 1, "driver": "550.54"},
-        "served_model": "tiny-chat",
+        "candidate": {"name": "tiny-chat", "kind": "vllm", "dtype": "bfloat16"},
     }
 
 
