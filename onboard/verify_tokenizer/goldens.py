@@ -72,6 +72,9 @@ def write_golden(path: Path, doc: dict[str, Any]) -> None:
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tokenizer-", suffix=".json")
     with os.fdopen(fd, "w", encoding="utf-8") as fh:
         fh.write(text)
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(tmp, 0o666 & ~umask)  # mkstemp creates 0600; goldens are shared files
     os.replace(tmp, path)
 
 
