@@ -125,3 +125,30 @@ def test_watch_once_cli_runs_new_model_for_each_new_revision(listing_hub: Hub, t
         ["acme/alpha", sha_for("alpha", 1)],
         ["acme/alpha", sha_for("alpha", 2)],
     ]
+
+
+def test_watch_loop_polls_runs_and_stops_on_sigterm(listing_hub: Hub, tmp_path: Path) -> None:
+    import signal
+    import time
+
+    hub, listing = listing_hub
+    db, log = tmp_path / "q.sqlite", tmp_path / "calls.jsonl"
+    hub.add_repo("acme/alpha", tmp_path, sha=sha_for("alpha", 1))
+    env = dict(os.environ, HF_ENDPOINT=hub.url, HF_HUB_OFFLINE="0", ONBOARD_RUN_COMMAND=recorder_command(log))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "onboard", "watch", "--author", "acme", "--interval", "1", "--db", str(db)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 30
+        while len(read_calls(log)) < 1 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        hub.add_repo("acme/alpha", tmp_path, sha=sha_for("alpha", 2))  # picked up by a later poll
+        while len(read_calls(log)) < 2 and time.monotonic() < deadline:
+            time.sleep(0.1)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=20)
+    assert proc.returncode == 0, err
+    assert [c["argv"][1] for c in read_calls(log)] == [sha_for("alpha", 1), sha_for("alpha", 2)]
+    assert sum(status == 200 for _, status, _ in listing.requests) >= 2
