@@ -222,3 +222,19 @@ def test_performance_recorded_is_derived_from_validate_performance(tmp_path):
     assert status(state_for(rev), "performance_recorded") == "failed"
     _edit_validate(rev, performance={"prefill_by_length": [], "tpot_ms": 3.0})
     assert status(state_for(rev), "performance_recorded") == "failed"
+
+
+def test_real_demo_profile_ticks_the_inspect_items(tmp_path):
+    demo = Path(__file__).resolve().parents[2] / "examples" / "demo-qwen3"
+    if not (demo / "model.safetensors").is_file():
+        pytest.skip("demo checkpoint not built (make demo / scripts/make_demo_checkpoint.py)")
+    from onboard.inspect_checkpoint import inspect
+
+    rev = tmp_path / "onboarding" / "demo-qwen3" / "local"
+    rev.mkdir(parents=True)
+    (rev / "profile.json").write_text(inspect(str(demo)).to_json())
+    state = evaluate_revision("demo-qwen3", tmp_path)
+    by_id = {it.id: it for it in state.state.items}
+    for item in ("checkpoint_clean", "architecture_reviewed", "config_lint"):
+        assert by_id[item].status == "done", by_id[item].evidence
+    assert by_id["serving_parity"].status == "open" and state.state.revision == "local"

@@ -196,3 +196,20 @@ def test_full_disk_gives_a_clean_error_and_records_nothing(tmp_path, tiny_disk):
     if db.exists():
         with closing(sqlite3.connect(db)) as conn:
             assert conn.execute("SELECT COUNT(*) FROM promotions").fetchone()[0] == 0
+
+
+def test_cli_signoff_unblocks_promotion(tmp_path):
+    make_workspace(tmp_path, signoffs=("licence_reviewed",))
+    ws = ["--workspace", str(tmp_path)]
+    r = onboard("promote", SLUG, *ws)
+    assert r.returncode == 1 and "model_card_read (open)" in r.stderr
+    r = onboard("signoff", SLUG, "serving_parity", "--by", "eve", *ws)
+    assert r.returncode == 2 and "a sign-off cannot stand in" in r.stderr
+    r = onboard("signoff", SLUG, "model_card_read", "--by", "eve", *ws)
+    assert r.returncode == 0 and "required items still open: none" in r.stderr
+    r = onboard("promote", SLUG, *ws, "--json")
+    assert r.returncode == 0, r.stderr
+    record = json.loads(r.stdout)["record"]
+    assert {"item": "model_card_read", "by": "eve"}.items() <= next(
+        s for s in record["signoffs"] if s["item"] == "model_card_read"
+    ).items()
