@@ -110,9 +110,12 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(body)
 
-    def _discard_body(self, length: int | None) -> None:
+    def _discard_body(self, length: int | None, cap: int = _DISCARD_LIMIT) -> None:
         # Closing a socket with unread input sends RST, and the client may then never read our status line.
-        remaining = min(length or 0, _DISCARD_LIMIT)
+        # `cap` bounds what an unauthenticated client can make us read; past it we just close.
+        remaining = min(length or 0, cap)
+        if remaining < (length or 0):
+            self.close_connection = True
         try:
             while remaining > 0 and (chunk := self.rfile.read(min(remaining, 65536))):
                 remaining -= len(chunk)
@@ -130,12 +133,12 @@ class _Handler(BaseHTTPRequestHandler):
         length_header = self.headers.get("Content-Length")
         length = int(length_header) if length_header and length_header.isdigit() else None
         if urlsplit(self.path).path not in WEBHOOK_PATHS:
-            self._discard_body(length)
+            self._discard_body(length, config.max_body_bytes)
             self._reply(404, {"error": "not found; POST webhooks to /webhook"})
             return
         given = self.headers.get(SECRET_HEADER, "").encode("latin-1", "replace")
         if not hmac.compare_digest(given, config.secret):
-            self._discard_body(length)
+            self._discard_body(length, config.max_body_bytes)
             log.warning("rejected a webhook from %s: wrong or missing %s", self.address_string(), SECRET_HEADER)
             self._reply(401, {"error": f"wrong or missing {SECRET_HEADER}"})
             return
