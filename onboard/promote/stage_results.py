@@ -85,6 +85,8 @@ def _load_one(stage: str, path: Path) -> StageResult:
     raw = data.get("checks")
     if raw is None and stage == "inspect":
         checks, error = derive_inspect_checks(data), None
+    elif raw is None and stage == "verify-tokenizer" and isinstance(data.get("findings"), list):
+        checks, error = derive_tokenizer_checks(data), None
     else:
         checks, error = _parse_checks(raw, path.name)
     if stage == "validate" and error is None and not any(c.name == "performance_recorded" for c in checks):
@@ -137,6 +139,31 @@ def derive_inspect_checks(profile: dict[str, Any]) -> tuple[Check, ...]:
             "config_lint_clean", not lint, True, describe(lint) if lint else "no unknown or unmodelled config fields"
         ),
         Check("architecture_no_novelty", bool(family) and not novelty, True, arch_detail),
+    )
+
+
+# verify-tokenizer finding code (prefix) -> the check it fails; any other error finding fails tokenizer_parity.
+TOKENIZER_CODE_CHECKS: dict[str, str] = {
+    "template-": "chat_template_parity",
+    "double-bos": "chat_template_parity",
+    "golden-drift-render": "chat_template_parity",
+    "golden-drift-stop-set": "declared_stop_set",
+    "eos-config-disagreement": "declared_stop_set",
+}
+
+
+def derive_tokenizer_checks(report: dict[str, Any]) -> tuple[Check, ...]:
+    """tokenizer_parity / chat_template_parity / declared_stop_set from a findings-only verify-tokenizer report."""
+    failing: dict[str, list[str]] = {"tokenizer_parity": [], "chat_template_parity": [], "declared_stop_set": []}
+    for f in report.get("findings") or []:
+        if not isinstance(f, dict) or f.get("severity") not in ("error", "fatal"):
+            continue
+        code = str(f.get("code", ""))
+        name = next((c for prefix, c in TOKENIZER_CODE_CHECKS.items() if code.startswith(prefix)), "tokenizer_parity")
+        failing[name].append(f"{code}: {str(f.get('message', ''))[:160]}")
+    return tuple(
+        Check(name, not bad, True, "; ".join(bad[:3]) + (" …" if len(bad) > 3 else "") if bad else "no error findings")
+        for name, bad in failing.items()
     )
 
 

@@ -238,3 +238,19 @@ def test_real_demo_profile_ticks_the_inspect_items(tmp_path):
     for item in ("checkpoint_clean", "architecture_reviewed", "config_lint"):
         assert by_id[item].status == "done", by_id[item].evidence
     assert by_id["serving_parity"].status == "open" and state.state.revision == "local"
+
+
+def test_tokenizer_checks_derived_from_a_findings_only_report(tmp_path):
+    rev = make_workspace(tmp_path)
+    report = {"source": "x", "findings": [
+        {"code": "double-bos", "severity": "error", "message": "template adds BOS and so does the tokenizer"},
+        {"code": "reference-failed", "severity": "warning", "message": "tiktoken missing"},
+    ]}  # fmt: skip
+    (rev / "verify-tokenizer.json").write_text(json.dumps(report))
+    state = state_for(rev)
+    assert status(state, "tokenizer_verified") == "done"
+    assert status(state, "template_verified") == "failed"
+    assert "double-bos: template adds BOS" in next(it for it in state.items if it.id == "template_verified").evidence[0]
+    report["findings"].append({"code": "eos-config-disagreement", "severity": "error", "message": "eos differs"})
+    (rev / "verify-tokenizer.json").write_text(json.dumps(report))
+    assert "verify-tokenizer:declared_stop_set" in [it.id for it in state_for(rev).blocking]
