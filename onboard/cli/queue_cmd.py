@@ -73,9 +73,13 @@ def build_worker(queue: Any, opts: dict[str, Any]) -> Any:
             opts["run_command"] or DEFAULT_RUN_COMMAND, timeout_s=opts["job_timeout"], cwd=opts["workdir"]
         )
     base = opts["retry_delay"]
+    registry = opts["registry_path"]
+    if registry is None and opts["workdir"] and not os.environ.get("ONBOARD_REGISTRY"):
+        # new-model runs in --workdir, so its promotions land in that workspace's registry
+        registry = os.path.join(opts["workdir"], "onboarding", "registry.sqlite3")
     return Worker(
         queue, executor, max_attempts=opts["max_attempts"],
-        backoff=Backoff(base_s=base, cap_s=max(base, 900.0)), is_promoted=registry_check(opts["registry_path"]),
+        backoff=Backoff(base_s=base, cap_s=max(base, 900.0)), is_promoted=registry_check(registry),
     )  # fmt: skip
 
 
