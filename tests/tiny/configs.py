@@ -125,7 +125,7 @@ TINY: dict[str, dict[str, Any]] = {
     "gemma": derive(LLAMA, hidden_size=64, head_dim=16),  # 256 head_dim, 256000 vocab in Gemma-7B
     "gemma2": derive(LLAMA, sliding_window=WINDOW, query_pre_attn_scalar=16),  # softcaps 50/30 kept
     "gemma3_text": derive(LLAMA, sliding_window=WINDOW, layer_types=SLIDING_FULL, query_pre_attn_scalar=16),
-    "vaultgemma": LLAMA,
+    "vaultgemma": derive(LLAMA, sliding_window=WINDOW, query_pre_attn_scalar=16),
     "nanochat": NO_HEAD_DIM,  # final logit softcap
     "doge": derive(NO_HEAD_DIM, keep_window_size=WINDOW),
     # --- GPT-2 era / other dense ---------------------------------------------------------------------------------
@@ -235,7 +235,7 @@ TINY: dict[str, dict[str, Any]] = {
         **derive(DEEPSEEK_MOE, first_k_dense_replace=DROP),
         mlp_layer_types=["dense", "sparse", "sparse"],
     ),  # fmt: skip
-    "dots1": derive(NO_HEAD_DIM, **THREE, **DEEPSEEK_MOE),
+    "dots1": derive(NO_HEAD_DIM, **THREE, **DEEPSEEK_MOE, sliding_window=WINDOW),  # window unused: all layers full
     "sarvam_moe": derive(LLAMA, **THREE, **DEEPSEEK_MOE),
     "solar_open": derive(LLAMA, **THREE, **derive(DEEPSEEK_MOE, first_k_dense_replace=DROP), intermediate_size=DROP),
     "exaone_moe": derive(
