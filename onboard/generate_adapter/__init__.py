@@ -1,0 +1,170 @@
+"""Stage 2, generate: a ModelProfile -> adapters/<model_type>.py (blocks composed per family, weight map as data),
+kernel stubs for what the block library lacks, and vLLM / SGLang launch scripts.
+
+`generate(source_or_profile, out_dir, force=False)` is the entry point; `onboard generate` wraps it.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import sys
+import tempfile
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from onboard.errors import InputError
+from onboard.profile import ModelProfile
+
+__all__ = ["Check", "GenerateResult", "generate", "render_files"]
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    passed: bool
+    required: bool
+    detail: str
+
+
+@dataclass(frozen=True)
+class GenerateResult:
+    """The stage result (COMMON contract): stage, passed, checks, plus what was written."""
+
+    model_type: str
+    family: str
+    out_dir: str
+    files: tuple[str, ...]
+    stubs: tuple[dict[str, str], ...]
+    checks: tuple[Check, ...]
+    parity: dict[str, Any] | None = None
+    stage: str = field(default="generate")
+
+    @property
+    def passed(self) -> bool:
+        return all(c.passed for c in self.checks if c.required)
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {"stage": self.stage, "passed": self.passed, "checks": [asdict(c) for c in self.checks]}
+        out.update({k: v for k, v in asdict(self).items() if k not in ("stage", "checks")})
+        out["files"], out["stubs"] = list(self.files), list(self.stubs)
+        return out
+
+
+def _profile(source_or_profile: ModelProfile | str | os.PathLike) -> ModelProfile:
+    if isinstance(source_or_profile, ModelProfile):
+        return source_or_profile
+    path = Path(source_or_profile)
+    if path.is_file() and path.suffix == ".json":
+        try:
+            return ModelProfile.from_json(path.read_text())
+        except (ValueError, KeyError, TypeError) as exc:
+            raise InputError(
+                f"{path}: not a ModelProfile JSON ({exc})", "write one with `onboard inspect --json`"
+            ) from exc
+    from onboard.inspect_checkpoint import inspect
+
+    return inspect(str(source_or_profile))
+
+
+def render_files(profile: ModelProfile) -> tuple[Any, dict[str, str]]:
+    """(plan, {relative path: text}) for everything `generate` writes. Pure: same profile, same bytes."""
+    from onboard.generate_adapter.adapter_source import adapter_source
+    from onboard.generate_adapter.engine_configs import engine_configs
+    from onboard.generate_adapter.plan import plan
+    from onboard.generate_adapter.render import render
+
+    the_plan = plan(profile)
+    files = {f"adapters/{the_plan.model_type}.py": adapter_source(the_plan)}
+    for stub in the_plan.stubs:
+        ctx = {"op": stub.op, "reason": stub.reason, "model_type": the_plan.model_type}
+        files[f"kernels/{stub.op}.py"] = render("kernel.py.j2", **ctx)
+        files[f"tests/kernels/test_{stub.op}.py"] = render("test_kernel.py.j2", **ctx)
+    configs = engine_configs(profile)
+    for cfg in configs:
+        files[f"engine/{cfg.engine}.sh"] = render(
+            "engine/serve.sh.j2", engine=cfg.engine, model_type=profile.model_type, argv=cfg.argv, notes=cfg.notes
+        )
+    engine_json = {cfg.engine: {"argv": list(cfg.argv), "notes": list(cfg.notes)} for cfg in configs}
+    files["engine/engine.json"] = json.dumps(engine_json, indent=2, sort_keys=True) + "\n"
+    return the_plan, files
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
+            f.write(text)
+        if path.suffix == ".sh":
+            os.chmod(tmp, 0o755)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _imports_cleanly(path: Path) -> tuple[bool, str]:
+    name = f"_onboard_generated_{path.stem}"
+    try:
+        spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+        sys.modules[name] = module  # dataclasses resolve annotations through sys.modules
+        spec.loader.exec_module(module)  # type: ignore[union-attr]
+        return hasattr(module, "Model") and hasattr(module, "ModelArgs"), "defines Model and ModelArgs"
+    except Exception as exc:  # the check reports any failure to import, whatever it is
+        return False, f"{type(exc).__name__}: {exc}"
+    finally:
+        sys.modules.pop(name, None)
+
+
+def generate(
+    source_or_profile: ModelProfile | str | os.PathLike,
+    out_dir: str | os.PathLike,
+    force: bool = False,
+    parity: bool = False,
+) -> GenerateResult:
+    """Write the adapter, kernel stubs and engine configs for a checkpoint (path / repo id), a profile JSON file or
+    a ModelProfile into `out_dir`. Refuses to overwrite existing files unless `force`. `parity=True` (local
+    checkpoints only) also runs the adapter against transformers and records `adapter_parity`."""
+    profile = _profile(source_or_profile)
+    the_plan, files = render_files(profile)
+    out = Path(out_dir)
+    existing = sorted(rel for rel in files if (out / rel).exists())
+    if existing and not force:
+        raise InputError(
+            f"{out}: would overwrite {', '.join(existing[:5])}{' …' if len(existing) > 5 else ''}",
+            "pass --force to replace them (generation is deterministic: unchanged inputs give identical files)",
+        )
+    for rel, text in files.items():
+        _write_atomic(out / rel, text)
+    adapter = out / f"adapters/{the_plan.model_type}.py"
+    ok, detail = _imports_cleanly(adapter)
+    stub_ops = ", ".join(f"kernels/{s.op}.py" for s in the_plan.stubs)
+    checks = [
+        Check("adapter_rendered", True, True, f"adapters/{the_plan.model_type}.py from the {the_plan.family} family"),
+        Check("adapter_imports", ok, True, detail),
+        Check(
+            "kernels_implemented",
+            the_plan.runnable,
+            True,
+            "every feature maps to a block" if the_plan.runnable else f"not runnable until {stub_ops} implemented",
+        ),
+    ]
+    parity_report = None
+    if parity and the_plan.runnable and ok:
+        from onboard.generate_adapter.parity import check_parity
+
+        parity_report = check_parity(adapter, Path(str(source_or_profile)))
+        checks.append(Check("adapter_parity", parity_report["passed"], True, parity_report["detail"]))
+    return GenerateResult(
+        model_type=the_plan.model_type,
+        family=the_plan.family,
+        out_dir=str(out),
+        files=tuple(sorted(files)),
+        stubs=tuple({"op": s.op, "reason": s.reason} for s in the_plan.stubs),
+        checks=tuple(checks),
+        parity=parity_report,
+    )

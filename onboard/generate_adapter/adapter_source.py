@@ -1,0 +1,168 @@
+"""AdapterPlan -> the text of adapters/<model_type>.py (via templates/adapter.py.j2).
+
+The import block is computed from the rendered body (only what is used, grouped and ordered the way ruff's isort
+wants), so every family's adapter is lint-clean without per-family import lists.
+"""
+
+from __future__ import annotations
+
+import io
+import textwrap
+import tokenize
+
+from onboard.generate_adapter.archs import BASE_FIELDS
+from onboard.generate_adapter.loader import WeightRule
+from onboard.generate_adapter.plan import AdapterPlan
+from onboard.generate_adapter.render import environment, format_expr, py_repr, render
+from onboard.generate_adapter.weight_maps import DROPPED, WEIGHT_MAPS
+
+REGENERATE_COMMAND = "python -m onboard.generate_adapter.regenerate"
+
+# Name -> module it is imported from (section: 0 stdlib, 1 third party, 2 first party).
+IMPORTABLE: dict[str, tuple[int, str]] = {
+    "dataclass": (0, "dataclasses"),
+    "field": (0, "dataclasses"),
+    "Any": (0, "typing"),
+    "torch": (1, ""),
+    "nn": (1, "torch"),
+    "Attention": (2, "onboard.blocks.attention"),
+    "Embedding": (2, "onboard.blocks.embeddings"),
+    "LMHead": (2, "onboard.blocks.embeddings"),
+    "MLAttention": (2, "onboard.blocks.mla"),
+    "mla_scale": (2, "onboard.blocks.mla"),
+    "GatedMLP": (2, "onboard.blocks.mlp"),
+    "MLP": (2, "onboard.blocks.mlp"),
+    "MoE": (2, "onboard.blocks.moe"),
+    "RouterSpec": (2, "onboard.blocks.moe"),
+    "LayerNorm": (2, "onboard.blocks.norms"),
+    "QKNormSpec": (2, "onboard.blocks.norms"),
+    "RMSNorm": (2, "onboard.blocks.norms"),
+    "ConfigError": (2, "onboard.errors"),
+    "GptOssMoE": (2, "onboard.generate_adapter.extra_blocks"),
+    "SparseMixerMoE": (2, "onboard.generate_adapter.extra_blocks"),
+    "XIELUMLP": (2, "onboard.generate_adapter.extra_blocks"),
+    "FULL": (2, "onboard.generate_adapter.runtime"),
+    "SLIDING": (2, "onboard.generate_adapter.runtime"),
+    "AdapterModel": (2, "onboard.generate_adapter.runtime"),
+    "ArgsBase": (2, "onboard.generate_adapter.runtime"),
+    "WeightRule": (2, "onboard.generate_adapter.runtime"),
+    "rope_config": (2, "onboard.generate_adapter.runtime"),
+    "rotaries": (2, "onboard.generate_adapter.runtime"),
+}
+
+PLACEMENT_DOC = {
+    "pre": "Pre-norm layer: x + attn(norm(x)), then x + mlp(norm(x)).",
+    "post": "Post-norm layer: x + norm(attn(x)), then x + norm(mlp(x)).",
+    "sandwich": "Sandwich-norm layer: x + norm(attn(norm(x))), then x + norm(mlp(norm(x))).",
+    "parallel": "Parallel layer: attention and MLP both read norm(x); x + attn + mlp.",
+}
+
+
+FORWARD: dict[str, tuple[str, ...]] = {
+    "pre": ("x = x + self.self_attn(self.{n0}(x), cos, sin){scale}", "return x + self.{mlp}(self.{n1}(x)){scale}"),
+    "post": ("x = x + self.{n0}(self.self_attn(x, cos, sin))", "return x + self.{n1}(self.{mlp}(x))"),
+    "sandwich": (
+        "x = x + self.{n1}(self.self_attn(self.{n0}(x), cos, sin))",
+        "return x + self.{n3}(self.{mlp}(self.{n2}(x)))",
+    ),
+    "parallel": ("h = self.{n0}(x)", "return x + self.self_attn(h, cos, sin) + self.{mlp}(h)"),
+}
+
+
+def _forward(placement: str, names: tuple[str, ...], mlp: str, scale: str) -> list[str]:
+    slots = {f"n{k}": name for k, name in enumerate(names)}
+    return [line.format(mlp=mlp, scale=scale, **slots) for line in FORWARD[placement]]
+
+
+def _fields(plan: AdapterPlan) -> list[tuple[str, str, str | None]]:
+    """BASE_FIELDS with the family's overrides and additions; required fields first (dataclass order rule)."""
+    extra = {name: (name, ann, default) for name, ann, default in plan.spec.fields}
+    merged = [extra.pop(name, (name, ann, default)) for name, ann, default in BASE_FIELDS] + list(extra.values())
+    return [f for f in merged if f[2] is None] + [f for f in merged if f[2] is not None]
+
+
+def _sort_key(name: str) -> tuple[int, str]:
+    # ruff isort order-by-type: CONSTANTS, then Classes, then functions / variables.
+    kind = 0 if name.isupper() else 1 if name[0].isupper() else 2
+    return kind, name
+
+
+def _code_names(body: str) -> set[str]:
+    """Names used in code (not in strings, docstrings or comments), excluding attribute names after a dot."""
+    names, previous = set(), None
+    for tok in tokenize.generate_tokens(io.StringIO(body).readline):
+        if tok.type == tokenize.NAME and previous != ".":
+            names.add(tok.string)
+        if tok.type not in (tokenize.NL, tokenize.NEWLINE, tokenize.COMMENT):
+            previous = tok.string
+    return names
+
+
+def _imports(body: str) -> str:
+    code = _code_names(body)
+    used = [name for name in IMPORTABLE if name in code]
+    sections: list[list[str]] = [[], [], []]
+    by_module: dict[tuple[int, str], list[str]] = {}
+    for name in used:
+        section, module = IMPORTABLE[name]
+        if module:
+            by_module.setdefault((section, module), []).append(name)
+        else:
+            sections[section].append(f"import {name}")
+    for (section, module), names in sorted(by_module.items()):
+        names = sorted(names, key=_sort_key)
+        line = f"from {module} import {', '.join(names)}"
+        if len(line) > 120:
+            line = f"from {module} import (\n" + "".join(f"    {n},\n" for n in names) + ")"
+        sections[section].append(line)
+    return "\n\n".join("\n".join(s) for s in sections if s)
+
+
+def _rule_call(rule: WeightRule) -> str:
+    op = "" if rule.op == "copy" else f", {py_repr(rule.op)}"
+    return f"WeightRule({py_repr(rule.target)}, {py_repr(rule.sources)}{op})"
+
+
+def adapter_source(plan: AdapterPlan) -> str:
+    """The full, deterministic source of adapters/<plan.model_type>.py."""
+    spec = plan.spec
+    environment().filters["tuple_repr"] = lambda items: py_repr(tuple(items))
+    uses_window = "window" in spec.attention
+    rope_kind = "layer_type" if spec.rope_kind == "layer_type" else spec.rope_kind
+    context = {
+        "model_type": plan.model_type,
+        "family": plan.family,
+        "summary": textwrap.fill(spec.summary[0].upper() + spec.summary[1:] + ".", 116),
+        "stubs": plan.stubs,
+        "regenerate": REGENERATE_COMMAND if plan.runnable and plan.family == plan.model_type else "onboard generate",
+        "aliases": "{" + ", ".join(f"{py_repr(k)}: {py_repr(v)}" for k, v in sorted(spec.aliases.items())) + "}"
+        if spec.aliases
+        else "",
+        "fields": _fields(plan),
+        "post_init": spec.post_init,
+        "layer_type": spec.layer_type,
+        "moe_layer": spec.moe_layer,
+        "weight_map": [format_expr(_rule_call(rule), 4) for rule in WEIGHT_MAPS[plan.family]],
+        "dropped": DROPPED + spec.dropped,
+        "norm": spec.norm,
+        "placement_doc": PLACEMENT_DOC[spec.placement],
+        "uses_window": uses_window,
+        "uses_layer_type": uses_window or "layer_type" in rope_kind,
+        "rope_kind": rope_kind,
+        "norm_names": spec.norm_names,
+        "attention": spec.attention,
+        "mlp_attr": spec.mlp_attr,
+        "mlp": spec.mlp,
+        "residual_scale": spec.residual_scale,
+        "forward": _forward(
+            spec.placement, spec.norm_names, spec.mlp_attr, " * self.residual_scale" if spec.residual_scale else ""
+        ),  # fmt: skip
+        "embed_scale": spec.embed_scale,
+        "lm_head": "LMHead(args.hidden_size, args.vocab_size, tied_to=tied"
+        + "".join(f", {kw}" for kw in spec.lm_head)
+        + ")",
+        "rotary_head_dim": f", head_dim={spec.rotary_head_dim}" if spec.rotary_head_dim else "",
+    }
+    text = render("adapter.py.j2", **context)
+    head, _, body = text.partition("@@IMPORTS@@")
+    return head + _imports(body) + body

@@ -1,0 +1,129 @@
+"""Stopgap blocks the shared block library (`onboard.blocks`) does not have yet, used by generated adapters.
+
+Each is small, written from the reference implementation's math, and checked end to end by the parity harness.
+They belong in `onboard/blocks/` (owned by the kernels engineer); once there, the templates import them from there.
+
+- `GptOssMoE`: router with a bias, softmax over the top-k logits, experts with biases, clamped SwiGLU with
+  `alpha` and `(up + 1)`, gate/up interleaved along the last dim (gpt-oss checkpoint layout [E, hidden, 2I]).
+- `SparseMixerMoE`: PhiMoE's sparsemixer top-2 routing (eval path: masked softmax around each pick).
+- `XIELUMLP`: Apertus' plain MLP with the learned xIELU activation.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from onboard.blocks.moe import MoE
+
+
+def run_experts(
+    tokens: torch.Tensor,
+    weights: torch.Tensor,
+    indices: torch.Tensor,
+    expert_fn,
+) -> torch.Tensor:
+    """Sum over each token's chosen experts of weight * expert_fn(e, rows); loops over the experts that were hit."""
+    out = torch.zeros_like(tokens)
+    for expert in indices.unique().tolist():
+        token_idx, slot = torch.where(indices == expert)
+        y = expert_fn(expert, tokens[token_idx])
+        out.index_add_(0, token_idx, (y * weights[token_idx, slot, None]).to(out.dtype))
+    return out
+
+
+class GptOssMoE(nn.Module):
+    """gpt-oss MoE. Parameters keep the checkpoint's names and layouts: `router` (Linear with bias),
+    `experts.gate_up_proj` [E, hidden, 2I] (gate at even, up at odd columns), `experts.gate_up_proj_bias` [E, 2I],
+    `experts.down_proj` [E, I, hidden], `experts.down_proj_bias` [E, hidden]."""
+
+    def __init__(
+        self, hidden_size: int, num_experts: int, intermediate_size: int, top_k: int, alpha: float, limit: float
+    ) -> None:
+        super().__init__()
+        self.top_k, self.alpha, self.limit = top_k, alpha, limit
+        self.router = nn.Linear(hidden_size, num_experts, bias=True)
+        self.experts = nn.Module()
+        self.experts.gate_up_proj = nn.Parameter(torch.zeros(num_experts, hidden_size, 2 * intermediate_size))
+        self.experts.gate_up_proj_bias = nn.Parameter(torch.zeros(num_experts, 2 * intermediate_size))
+        self.experts.down_proj = nn.Parameter(torch.zeros(num_experts, intermediate_size, hidden_size))
+        self.experts.down_proj_bias = nn.Parameter(torch.zeros(num_experts, hidden_size))
+
+    def _expert(self, e: int, h: torch.Tensor) -> torch.Tensor:
+        ex = self.experts
+        gate_up = h @ ex.gate_up_proj[e] + ex.gate_up_proj_bias[e]
+        gate = gate_up[..., ::2].clamp(max=self.limit)
+        up = gate_up[..., 1::2].clamp(min=-self.limit, max=self.limit)
+        return ((up + 1) * gate * torch.sigmoid(gate * self.alpha)) @ ex.down_proj[e] + ex.down_proj_bias[e]
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        tokens = x.reshape(-1, x.shape[-1])
+        top, indices = self.router(tokens).topk(self.top_k, dim=-1)
+        weights = torch.softmax(top, dim=-1)
+        return run_experts(tokens, weights, indices, self._expert).view(x.shape)
+
+
+def sparsemixer_top2(scores: torch.Tensor, jitter_eps: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """PhiMoE inference routing: pick the best expert, weight it by a softmax over the experts within a relative
+    `2 * jitter_eps` of it; then the same for the best of the rest. Returns (weights [T, 2], indices [T, 2])."""
+    picks, weights = [], []
+    masked = scores
+    for _ in range(2):
+        top, idx = masked.max(dim=-1, keepdim=True)
+        factor = scores.abs().clamp(min=top)
+        gates = masked.masked_fill((top - scores) / factor > 2 * jitter_eps, float("-inf"))
+        weights.append(torch.softmax(gates, dim=-1).gather(-1, idx))
+        picks.append(idx)
+        masked = torch.scatter(masked, -1, idx, float("-inf"))
+    return torch.cat(weights, dim=-1), torch.cat(picks, dim=-1)
+
+
+class SparseMixerMoE(MoE):
+    """MoE block (same parameters as `onboard.blocks.moe.MoE`) with PhiMoE's sparsemixer top-2 routing."""
+
+    def __init__(self, hidden_size: int, num_experts: int, intermediate_size: int, jitter_eps: float, **kw) -> None:
+        from onboard.blocks.moe import RouterSpec
+
+        super().__init__(hidden_size, num_experts, intermediate_size, RouterSpec(top_k=2), **kw)
+        self.jitter_eps = jitter_eps
+
+    def _expert(self, e: int, h: torch.Tensor) -> torch.Tensor:
+        gate, up = F.linear(h, self.experts_gate_up[e]).chunk(2, dim=-1)
+        return F.linear(self.act(gate, up), self.experts_down[e])
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        tokens = x.reshape(-1, x.shape[-1])
+        weights, indices = sparsemixer_top2(self.router(tokens), self.jitter_eps)
+        return run_experts(tokens, weights, indices, self._expert).view(x.shape)
+
+
+class XIELU(nn.Module):
+    """xIELU activation (Apertus): learned alpha_p / alpha_n (softplus-parametrised), fixed beta and eps buffers
+    (stored in checkpoints, so they are persistent buffers here)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.alpha_p = nn.Parameter(torch.zeros(1))
+        self.alpha_n = nn.Parameter(torch.zeros(1))
+        self.register_buffer("beta", torch.tensor(0.5))
+        self.register_buffer("eps", torch.tensor(-1e-6))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        alpha_p = F.softplus(self.alpha_p)
+        alpha_n = self.beta + F.softplus(self.alpha_n)
+        neg = (torch.expm1(torch.min(x, self.eps)) - x) * alpha_n + self.beta * x
+        return torch.where(x > 0, alpha_p * x * x + self.beta * x, neg)
+
+
+class XIELUMLP(nn.Module):
+    """down_proj(xielu(up_proj(x))) with no biases (Apertus)."""
+
+    def __init__(self, hidden_size: int, intermediate_size: int, bias: bool = False) -> None:
+        super().__init__()
+        self.up_proj = nn.Linear(hidden_size, intermediate_size, bias=bias)
+        self.down_proj = nn.Linear(intermediate_size, hidden_size, bias=bias)
+        self.act_fn = XIELU()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.down_proj(self.act_fn(self.up_proj(x)))

@@ -1,0 +1,173 @@
+"""Fill an adapter's parameters from safetensors files (read with `safetensors.safe_open`: no pickle, ever).
+
+The weight map is data: `WeightRule(target, sources, op)` with `{i}` (layer) and `{e}` (expert) placeholders.
+Runtime parameters no rule names load from the checkpoint tensor of the same name. Loading is all-or-nothing:
+every runtime parameter must be filled and every checkpoint tensor consumed or deliberately dropped, else
+`WeightsError` lists them ("unloaded parameters: …", "unused checkpoint tensors: …"); shapes are checked.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from onboard.errors import InputError
+
+# How the source tensors of one rule become the runtime tensor.
+OPS = ("copy", "cat", "stack", "transpose")
+
+
+@dataclass(frozen=True)
+class WeightRule:
+    """`target` (runtime name) <- `sources` (checkpoint names) combined by `op`:
+    copy (one source), cat (row-wise concatenation: fused qkv / gate_up), stack (one tensor per expert `{e}`,
+    each the row-wise concatenation of the sources; stacked along a new dim 0), transpose (one 2-D source)."""
+
+    target: str
+    sources: tuple[str, ...]
+    op: str = "copy"
+
+
+class WeightsError(InputError):
+    """The checkpoint's tensors do not fill the adapter exactly (missing, unused or mis-shaped tensors)."""
+
+
+def _pattern(template: str) -> re.Pattern[str]:
+    return re.compile(re.escape(template).replace(r"\{i\}", r"(?P<i>\d+)") + r"\Z")
+
+
+def checkpoint_index(path: Path) -> dict[str, Path]:
+    """Tensor name -> shard file, from model.safetensors.index.json or the *.safetensors files in `path`."""
+    index = path / "model.safetensors.index.json"
+    if index.is_file():
+        try:
+            weight_map = json.loads(index.read_text())["weight_map"]
+        except (ValueError, KeyError) as exc:
+            raise WeightsError(f"{index}: not a safetensors index ({exc})", "re-save the checkpoint") from exc
+        return {name: path / shard for name, shard in weight_map.items()}
+    files = sorted(path.glob("*.safetensors"))
+    if not files:
+        raise WeightsError(
+            f"{path}: no *.safetensors files",
+            "adapters load safetensors only (never pickle); convert .bin weights with transformers' save_pretrained",
+        )
+    from safetensors import safe_open
+
+    out: dict[str, Path] = {}
+    for file in files:
+        with safe_open(str(file), framework="pt") as f:
+            out.update({name: file for name in f.keys()})
+    return out
+
+
+class _Reader:
+    """Opens each shard once and hands out tensors by name."""
+
+    def __init__(self, index: dict[str, Path]) -> None:
+        self.index = index
+        self._open: dict[Path, object] = {}
+
+    def get(self, name: str) -> torch.Tensor:
+        from safetensors import safe_open
+
+        file = self.index[name]
+        if file not in self._open:
+            self._open[file] = safe_open(str(file), framework="pt")
+        return self._open[file].get_tensor(name)  # type: ignore[attr-defined]
+
+
+def runtime_tensors(model: nn.Module) -> dict[str, torch.Tensor]:
+    """Parameters (tied ones once) and persistent buffers: everything a checkpoint must fill."""
+    out = dict(model.named_parameters())
+    for mod_name, module in model.named_modules():
+        for buf_name, buf in module.named_buffers(recurse=False):
+            if buf is not None and buf_name not in module._non_persistent_buffers_set:
+                out[f"{mod_name}.{buf_name}" if mod_name else buf_name] = buf
+    return out
+
+
+def _plan_sources(name: str, shape: torch.Size, rules: list[tuple[re.Pattern[str], WeightRule]]) -> tuple[str, list]:
+    """(op, sources) for one runtime tensor: sources is a list of names (copy/cat/transpose) or of lists (stack)."""
+    for pattern, rule in rules:
+        m = pattern.match(name)
+        if m is None:
+            continue
+        fill = {"i": m.group("i")} if "i" in m.groupdict() else {}
+        if rule.op == "stack":
+            return rule.op, [[s.format(e=e, **fill) for s in rule.sources] for e in range(shape[0])]
+        return rule.op, [s.format(**fill) for s in rule.sources]
+    return "copy", [name]
+
+
+def _combine(op: str, tensors: list) -> torch.Tensor:
+    if op == "copy":
+        return tensors[0]
+    if op == "cat":
+        return torch.cat(tensors, dim=0)
+    if op == "transpose":
+        return tensors[0].t()
+    if op == "stack":
+        return torch.stack([torch.cat(group, dim=0) for group in tensors], dim=0)
+    raise ValueError(f"unknown weight-map op {op!r}; known: {OPS}")
+
+
+def _short(names: Iterable[str], limit: int = 12) -> str:
+    names = sorted(names)
+    return ", ".join(names[:limit]) + (f" … ({len(names)} in all)" if len(names) > limit else "")
+
+
+def load_weights(
+    model: nn.Module, path: str | Path, rules: Iterable[WeightRule], dropped: Iterable[str] = ()
+) -> dict[str, int]:
+    """Fill every runtime tensor of `model` from the safetensors checkpoint in `path`, converting to each
+    tensor's dtype. `dropped`: regexes of checkpoint tensors deliberately not used (e.g. rotary inv_freq).
+    Returns counts {loaded, consumed, dropped}. Raises WeightsError before touching the model if anything is off."""
+    path = Path(path)
+    index = checkpoint_index(path)
+    compiled = [(_pattern(r.target), r) for r in rules]
+    drop = [re.compile(p) for p in dropped]
+    targets = runtime_tensors(model)
+    plans, missing, consumed = {}, [], set()
+    for name, tensor in targets.items():
+        op, sources = _plan_sources(name, tensor.shape, compiled)
+        flat = [s for group in sources for s in group] if op == "stack" else sources
+        absent = [s for s in flat if s not in index]
+        if absent:
+            missing.append(f"{name} (needs {_short(absent, 3)})")
+        plans[name] = (op, sources)
+        consumed.update(flat)
+    unused = [k for k in index if k not in consumed and not any(d.fullmatch(k) for d in drop)]
+    problems = []
+    if missing:
+        problems.append(f"unloaded parameters: {_short(missing)}")
+    if unused:
+        problems.append(f"unused checkpoint tensors: {_short(unused)}")
+    if problems:
+        raise WeightsError(
+            f"{path}: checkpoint does not match the {type(model).__name__} adapter; " + "; ".join(problems),
+            "the weight map in the adapter (WEIGHT_MAP / DROPPED) must name every tensor; if the checkpoint has a "
+            "new tensor, regenerate with `onboard generate` (it scaffolds a kernel stub for unknown features)",
+        )
+    reader = _Reader(index)
+    with torch.no_grad():
+        for name, (op, sources) in plans.items():
+            if op == "stack":
+                value = _combine(op, [[reader.get(s) for s in group] for group in sources])
+            else:
+                value = _combine(op, [reader.get(s) for s in sources])
+            target = targets[name]
+            if tuple(value.shape) != tuple(target.shape):
+                raise WeightsError(
+                    f"{path}: shape mismatch for {name}: the adapter expects {tuple(target.shape)}, "
+                    f"the checkpoint gives {tuple(value.shape)} (from {_short(sources if op != 'stack' else [], 3)})",
+                    "config.json and the weights disagree; check the dims fields of config.json",
+                )
+            target.copy_(value.to(target.dtype))
+    dropped_count = sum(1 for k in index if k not in consumed)
+    return {"loaded": len(plans), "consumed": len(consumed), "dropped": dropped_count}

@@ -1,0 +1,184 @@
+"""What every generated adapter imports: config parsing (`ArgsBase.from_dict`), rotary set-up per layer type, the
+kernel-stub guard, and `AdapterModel` (from_pretrained, forward with optional hidden states).
+
+Generated adapters hold only what is specific to their family (the ModelArgs fields, the weight map and the layer
+composition); everything they share lives here so a fix lands in every adapter at once.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, ClassVar
+
+import torch
+from torch import nn
+
+from onboard.blocks.rotary import RopeConfig, RotaryEmbedding
+from onboard.errors import ConfigError, InputError
+from onboard.generate_adapter.loader import WeightRule, load_weights
+
+__all__ = ["AdapterModel", "ArgsBase", "NotRunnable", "WeightRule", "require_kernels", "rope_config"]
+
+FULL, SLIDING = "full_attention", "sliding_attention"
+
+
+class NotRunnable(InputError):
+    """The adapter needs a kernel that is still a generated stub."""
+
+
+class ArgsBase:
+    """Mixin for a generated `ModelArgs` dataclass: `from_dict(config)` takes each field from config.json (or one of
+    its `ALIASES`), keeps the field default when the key is absent, and names the missing required keys."""
+
+    ALIASES: ClassVar[dict[str, tuple[str, ...]]] = {}
+
+    @classmethod
+    def from_dict(cls, config: Mapping[str, Any]):  # noqa: ANN206 - returns the subclass
+        kwargs, missing = {}, []
+        for f in dataclasses.fields(cls):  # type: ignore[arg-type]
+            keys = (f.name, *cls.ALIASES.get(f.name, ()))
+            key = next((k for k in keys if k in config), None)
+            if key is not None:
+                kwargs[f.name] = config[key]
+            elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+                missing.append(f.name)
+        if missing:
+            raise ConfigError(
+                f"config.json lacks {', '.join(missing)} (needed by the {cls.__module__.rsplit('.', 1)[-1]} adapter)",
+                "add the fields to config.json (see the model card / the family's transformers config defaults)",
+            )
+        return cls(**kwargs)  # type: ignore[call-arg]
+
+
+def rope_config(args: Any, layer_type: str = FULL, head_dim: int | None = None) -> RopeConfig:
+    """RopeConfig for one attention type. New-style `rope_parameters` may be nested per layer type (Gemma 3:
+    {"full_attention": {...}, "sliding_attention": {...}}); old-style configs give `rope_local_base_freq` for
+    sliding layers."""
+    params = getattr(args, "rope_parameters", None) or getattr(args, "rope_scaling", None) or {}
+    if FULL in params or SLIDING in params:
+        params = params.get(layer_type) or params.get(FULL) or {}
+    params = dict(params)
+    local = getattr(args, "rope_local_base_freq", None)
+    if layer_type == SLIDING and local is not None and "rope_theta" not in params:
+        params = {"rope_type": "default", "rope_theta": local}
+    view = {
+        "rope_parameters": params,
+        "rope_theta": getattr(args, "rope_theta", None),
+        "partial_rotary_factor": getattr(args, "partial_rotary_factor", None),
+        "head_dim": head_dim or args.head_dim,
+        "hidden_size": args.hidden_size,
+        "num_attention_heads": args.num_attention_heads,
+        "max_position_embeddings": args.max_position_embeddings,
+        "original_max_position_embeddings": getattr(args, "original_max_position_embeddings", None),
+    }
+    return RopeConfig.from_dict({k: v for k, v in view.items() if v is not None}, head_dim=head_dim or args.head_dim)
+
+
+def require_kernels(model_type: str, ops: Sequence[str], adapter_file: str) -> None:
+    """Refuse to build an adapter whose generated kernel stubs are not implemented yet: no silent fallback.
+
+    A stub `kernels/<op>.py` (next to the adapter's `adapters/` folder, or importable as onboard.kernels.<op>) is
+    implemented once it sets `IMPLEMENTED = True`."""
+    root = Path(adapter_file).resolve().parent.parent
+    for op in ops:
+        file = root / "kernels" / f"{op}.py"
+        implemented = False
+        if file.is_file():
+            spec = importlib.util.spec_from_file_location(f"_onboard_stub_{op}", file)
+            module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+            spec.loader.exec_module(module)  # type: ignore[union-attr]
+            implemented = bool(getattr(module, "IMPLEMENTED", False))
+        if not implemented:
+            raise NotRunnable(
+                f"the {model_type} adapter is not runnable until kernels/{op}.py is implemented "
+                f"({'stub present, IMPLEMENTED = False' if file.is_file() else f'{file} missing'})",
+                f"write {op}_reference and {op}_triton in kernels/{op}.py, make tests/kernels/test_{op}.py pass, "
+                f"set IMPLEMENTED = True and wire the op into the adapter where it says TODO(kernels/{op}.py)",
+            )
+
+
+class AdapterModel(nn.Module):
+    """Base of generated models: `model` (embed_tokens, layers, norm), `lm_head`, one RotaryEmbedding per rope
+    kind in `rotary` (layers name theirs in `layer.rope_kind`, None for NoPE layers)."""
+
+    MODEL_TYPE: ClassVar[str] = ""
+    REQUIRED_KERNELS: ClassVar[tuple[str, ...]] = ()
+    WEIGHT_MAP: ClassVar[tuple[WeightRule, ...]] = ()
+    DROPPED: ClassVar[tuple[str, ...]] = (r".*rotary_emb\.inv_freq",)
+    Args: ClassVar[type]
+    ADAPTER_FILE: ClassVar[str] = __file__
+
+    model: nn.Module
+    lm_head: nn.Module
+    rotary: nn.ModuleDict
+
+    @classmethod
+    def from_pretrained(
+        cls, path: str | Path, dtype: torch.dtype = torch.float32, device: str | torch.device = "cpu"
+    ) -> AdapterModel:
+        """Build from `path/config.json` and fill every parameter from `path/*.safetensors` (strict)."""
+        path = Path(path)
+        config_file = path / "config.json"
+        try:
+            config = json.loads(config_file.read_text())
+        except FileNotFoundError as exc:
+            raise ConfigError(f"{config_file}: not found", "point at a checkpoint folder with config.json") from exc
+        except ValueError as exc:
+            raise ConfigError(f"{config_file}: not valid JSON ({exc})", "fix or re-save config.json") from exc
+        config = config.get("text_config", config) if "hidden_size" not in config else config
+        args = cls.Args.from_dict(config)
+        require_kernels(cls.MODEL_TYPE, cls.REQUIRED_KERNELS, cls.ADAPTER_FILE)
+        previous = torch.get_default_dtype()
+        torch.set_default_dtype(dtype)
+        try:
+            with torch.device(device):
+                model = cls(args)
+        finally:
+            torch.set_default_dtype(previous)
+        dropped = cls.DROPPED + ((r"lm_head\.weight",) if getattr(args, "tie_word_embeddings", False) else ())
+        load_weights(model, path, cls.WEIGHT_MAP, dropped)
+        return model.eval()
+
+    def __init__(self, args: Any) -> None:
+        super().__init__()
+        require_kernels(self.MODEL_TYPE, self.REQUIRED_KERNELS, self.ADAPTER_FILE)
+        self.args = args
+
+    def _rope_tables(self, seq_len: int, device: torch.device) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
+        pos = torch.arange(seq_len, device=device)[None]
+        return {kind: rotary(pos) for kind, rotary in self.rotary.items()}
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        return_hidden_states: bool = False,
+    ) -> torch.Tensor | tuple[torch.Tensor, tuple[torch.Tensor, ...]]:
+        """input_ids [batch, seq] -> logits [batch, seq, vocab] (float32). Full-prefix forward from position 0.
+
+        return_hidden_states: also return (embeddings, output of each layer) — for activation scans; layers are
+        `self.model.layers` (an nn.ModuleList) for forward hooks. attention_mask: only all-ones is supported (the
+        block library has no padding masks yet); anything else raises rather than silently ignoring padding."""
+        if attention_mask is not None and not bool(attention_mask.all()):
+            raise ValueError("padded batches are not supported by generated adapters yet; run one prompt per row")
+        x = self.model.embed_tokens(input_ids)
+        tables = self._rope_tables(input_ids.shape[1], input_ids.device)
+        hidden = [x]
+        for layer in self.model.layers:
+            cos, sin = tables[layer.rope_kind] if layer.rope_kind is not None else (None, None)
+            x = layer(x, cos, sin)
+            if return_hidden_states:
+                hidden.append(x)
+        logits = self.lm_head(self.model.norm(x))
+        return (logits, tuple(hidden)) if return_hidden_states else logits
+
+
+def rotaries(args: Any, kinds: Sequence[str | None], head_dim: int | None = None) -> nn.ModuleDict:
+    """One RotaryEmbedding per distinct rope kind used by the layers (None: NoPE layer, nothing to build)."""
+    return nn.ModuleDict(
+        {kind: RotaryEmbedding(rope_config(args, kind, head_dim)) for kind in dict.fromkeys(kinds) if kind}
+    )
