@@ -8,6 +8,8 @@ remote_code (what the repo would execute: reported, never run).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from onboard import __version__
 from onboard.errors import ConfigError
 from onboard.findings import Finding, fatal, info, warning
@@ -17,10 +19,11 @@ from onboard.inspect_checkpoint.checkpoint_types import SafetensorsHeader, Tenso
 from onboard.inspect_checkpoint.config_lint import comparable_keys, lint_config
 from onboard.inspect_checkpoint.config_view import ConfigView
 from onboard.inspect_checkpoint.consistency import check_dtype, check_shapes, check_vocab
-from onboard.inspect_checkpoint.families import known_model_types, novelty
+from onboard.inspect_checkpoint.families import family_buffers, known_model_types, novelty
 from onboard.inspect_checkpoint.features import derive
 from onboard.inspect_checkpoint.memory import Target, parse_target, plan_memory
 from onboard.inspect_checkpoint.params import count_parameters
+from onboard.inspect_checkpoint.tensor_index import TensorIndex
 from onboard.profile import ModelProfile, RemoteCode, TensorGroupStat
 
 __all__ = ["inspect", "profile_from_parts"]
@@ -52,7 +55,7 @@ def inspect(
     headers = src.read_headers(shards) if shards else {}
     findings = list(src.findings) + check_integrity(src, headers)
     good = [h for h in headers.values() if isinstance(h, SafetensorsHeader)]
-    tensors = {name: t for h in good for name, t in h.tensors.items()} if shards else None
+    tensors = TensorIndex.from_headers(good) if shards else None
     remote = find_remote_code(src, config)
     profile = profile_from_parts(
         config,
@@ -72,7 +75,7 @@ def inspect(
 
 def profile_from_parts(
     config: dict,
-    tensors: dict[str, TensorInfo] | None,
+    tensors: TensorIndex | Mapping[str, TensorInfo] | None,
     *,
     source: str = "",
     revision: str | None = None,
@@ -88,6 +91,8 @@ def profile_from_parts(
     if not isinstance(config, dict):
         raise ConfigError("config.json must hold a JSON object", "check the file is a transformers config")
     findings = list(findings or [])
+    if tensors is not None and not isinstance(tensors, TensorIndex):
+        tensors = TensorIndex.from_tensors(tensors)
     cv = ConfigView(config)
     try:
         facts, arch_findings = analyze(cv, tensors)
@@ -103,15 +108,15 @@ def profile_from_parts(
     weights_bytes = 0
     templates: dict[str, int] = {}
     if tensors is not None:
-        parameters = count_parameters(tensors, facts.moe)
-        weights_bytes = sum(t.nbytes for t in tensors.values())
-        for name in tensors:
-            key = tn.template(name)
-            templates[key] = templates.get(key, 0) + 1
-        embed = next((t for n, t in tensors.items() if tn.component(n) == "embedding" and len(t.shape) == 2
-                      and not n.endswith(("wpe.weight", "embed_positions.weight"))), None)  # fmt: skip
+        parameters = count_parameters(tensors, facts.moe, family_buffers(cv.model_type))
+        weights_bytes = sum(g.nbytes for g in tensors.groups)
+        for g in tensors.groups:
+            templates[g.template] = templates.get(g.template, 0) + g.count
+        embed = next((g for g in tensors.groups if tn.component_of_template(g.template) == "embedding"
+                      and len(g.first_shape) == 2 and not tn.tower_of(g.template)
+                      and not g.template.endswith(("wpe.weight", "embed_positions.weight"))), None)  # fmt: skip
         findings += check_vocab(config_vocab, dims.vocab_size if embed else None,
-                                embed.file if embed else None, embed.name if embed else None)  # fmt: skip
+                                embed.first_file if embed else None, embed.first_name if embed else None)  # fmt: skip
         findings += check_shapes(tensors, dims, mla)
     else:
         if index and isinstance(index.get("metadata"), dict):

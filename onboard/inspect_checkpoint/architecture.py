@@ -7,6 +7,7 @@ and costs milliseconds. Every config read goes through ConfigView, which records
 from __future__ import annotations
 
 import math
+import re
 from collections import defaultdict
 from dataclasses import dataclass
 
@@ -16,6 +17,7 @@ from onboard.inspect_checkpoint import tensor_names as tn
 from onboard.inspect_checkpoint.checkpoint_types import TensorInfo
 from onboard.inspect_checkpoint.config_view import TOWER_SECTIONS, ConfigView
 from onboard.inspect_checkpoint.layer_plan import plan_layers
+from onboard.inspect_checkpoint.tensor_index import TensorIndex
 from onboard.profile import Biases, Dims, LayerInfo, Moe, Multipliers, Norms, Quantization, Rope
 
 # Families that apply the RMSNorm weight as (1 + w).
@@ -55,13 +57,13 @@ class ArchFacts:
     parallel_residual: bool
 
 
-def analyze(cv: ConfigView, tensors: dict[str, TensorInfo] | None) -> tuple[ArchFacts, list[Finding]]:
+def analyze(cv: ConfigView, index: TensorIndex | None) -> tuple[ArchFacts, list[Finding]]:
     findings: list[Finding] = []
-    lm = _language_tensors(tensors) if tensors is not None else None
+    lm = _language_view(index) if index is not None else None
     mla = cv.int("kv_lora_rank") is not None or (lm is not None and any("kv_a_proj" in n for n in lm))
     dims = _dims(cv, mla, lm)
     moe = _moe(cv, lm)
-    roles, moe_layers = _per_layer_tensors(lm, dims.num_layers, moe) if lm is not None else (None, None)
+    roles, moe_layers = _per_layer_tensors(index, dims.num_layers) if index is not None else (None, None)
     # With tensors the MoE layout is read from them; these keys describe the same layout.
     cv.mark_used("first_k_dense_replace", "moe_layer_freq", "decoder_sparse_step", "mlp_only_layers",
                  "moe_layer_start_index", "moe_layer_interval", "interleave_moe_layer_step", "expert_layer_period",
@@ -111,21 +113,32 @@ def analyze(cv: ConfigView, tensors: dict[str, TensorInfo] | None) -> tuple[Arch
         tie_word_embeddings=tie,
         attention_sinks=_sinks(cv, lm),
         moe=moe,
-        mtp_layers=_mtp(cv, tensors, dims.num_layers),
-        quantization=_quantization(cv, tensors),
-        multimodal=_towers(cv, tensors),
+        mtp_layers=_mtp(cv, index, dims.num_layers),
+        quantization=_quantization(cv, index),
+        multimodal=_towers(cv, index),
         parallel_residual=_parallel(cv),
     )
     return facts, findings
 
 
-def _language_tensors(tensors: dict[str, TensorInfo]) -> dict[str, TensorInfo]:
-    """Tensors of the language model, with multimodal wrapper prefixes removed."""
-    out = {}
-    for name, t in tensors.items():
-        if tn.tower_of(name) is None:
-            out[tn.strip_lm_prefix(name)] = t
+def _language_view(index: TensorIndex) -> dict[str, TensorInfo]:
+    """Language-model tensor *templates* (wrapper prefixes removed) → the first tensor of each group.
+
+    Checks below look at name shapes (`layers.{}.self_attn.sinks`), never at every tensor: see tensor_index.py.
+    """
+    out: dict[str, TensorInfo] = {}
+    for g in index.groups:
+        if tn.tower_of(g.template) is None:
+            key = tn.strip_lm_prefix(g.template)
+            out.setdefault(key, TensorInfo(g.first_name, g.dtype, g.first_shape, (0, g.nbytes), g.first_file))
     return out
+
+
+_LAYER_TEMPLATE = re.compile(r"(?:^|\.)(?:layers|h|blocks|layer|block)\.\{\}\.")
+
+
+def _in_layer(template: str) -> bool:
+    return _LAYER_TEMPLATE.search(template) is not None
 
 
 def _shape_of(lm: dict[str, TensorInfo] | None, *needles: str) -> tuple[int, ...] | None:
@@ -140,6 +153,9 @@ def _shape_of(lm: dict[str, TensorInfo] | None, *needles: str) -> tuple[int, ...
 def _dims(cv: ConfigView, mla: bool, lm: dict[str, TensorInfo] | None) -> Dims:
     hidden = cv.int("hidden_size", "n_embd", "d_model", "dim", "model_dim", "hidden_dim", default=0) or 0
     n_layers = cv.int("num_hidden_layers", "n_layer", "num_layers", "n_layers", default=0) or 0
+    if not n_layers:  # Nemotron-H derives the layer count from its per-layer type list
+        types = cv.get("layers_block_type", "layer_types", "hybrid_override_pattern")
+        n_layers = len(types) if isinstance(types, (list, str)) else 0
     heads = cv.int("num_attention_heads", "n_head", "n_heads", "num_heads", default=0) or 0
     attn_config = cv.get("attn_config") if isinstance(cv.get("attn_config"), dict) else {}
     ffn_config = cv.get("ffn_config") if isinstance(cv.get("ffn_config"), dict) else {}
@@ -250,26 +266,39 @@ def _moe_layers_from_config(cv: ConfigView, n: int) -> dict[int, bool]:
     return out
 
 
-def _per_layer_tensors(
-    lm: dict[str, TensorInfo], n: int, moe: Moe | None
-) -> tuple[dict[int, set[str]], dict[int, bool]]:
+def _per_layer_tensors(index: TensorIndex, n: int) -> tuple[dict[int, set[str]], dict[int, bool]]:
+    """Mixer roles and MoE-ness per decoder layer, from the names of the (small) per-layer groups.
+
+    Expert groups are skipped: each MoE layer also has a router, which is enough to mark it.
+    """
+    wanted = []
+    for g in index.groups:
+        tmpl = tn.strip_lm_prefix(g.template)
+        if tn.tower_of(g.template) or not _in_layer(tmpl) or tn.component_of_template(tmpl) == "experts":
+            continue
+        if tn.layer_role(tmpl) or tn.component_of_template(tmpl) in ("mlp", "router", "shared_experts"):
+            wanted.append(g)
     roles: dict[int, set[str]] = defaultdict(set)
     moe_layers: dict[int, bool] = {}
-    seen_templates: dict[str, tuple[str | None, str]] = {}
-    for name in lm:
+    for name in index.names_of(wanted):
         idx = tn.layer_index(name)
         if idx is None or idx >= n:
             continue
-        tmpl = tn.template(name)
-        if tmpl not in seen_templates:
-            seen_templates[tmpl] = (tn.layer_role(tmpl), tn.component_of_template(tmpl))
-        role, comp = seen_templates[tmpl]
+        tmpl = tn.template(tn.strip_lm_prefix(name))
+        role, comp = tn.layer_role(tmpl), tn.component_of_template(tmpl)
         if role:
             roles[idx].add(role)
-        if comp in ("experts", "router", "shared_experts"):
-            moe_layers[idx] = moe_layers.get(idx, False) or comp in ("experts", "router")
+        if comp in ("router", "shared_experts"):
+            moe_layers[idx] = moe_layers.get(idx, False) or comp == "router"
         elif comp == "mlp":
             moe_layers.setdefault(idx, False)
+    if not any(moe_layers.values()) and any(tn.component_of_template(g.template) == "experts" for g in index.groups):
+        # Experts without a recognised router: fall back to the experts' own layer indices.
+        experts = [g for g in index.groups if tn.component_of_template(g.template) == "experts"]
+        for name in index.names_of(experts):
+            idx = tn.layer_index(name)
+            if idx is not None and idx < n:
+                moe_layers[idx] = True
     for i in range(n):
         roles.setdefault(i, set())
     return dict(roles), moe_layers
@@ -361,7 +390,7 @@ def _norms(cv: ConfigView, lm: dict[str, TensorInfo] | None, dims: Dims) -> Norm
         qk = "full" if mt in ("olmo2", "olmoe") else "per_head"
     placement = "pre"
     if lm is not None:
-        names = " ".join(n for n in lm if tn.layer_index(n) == 0)
+        names = " ".join(n for n in lm if _in_layer(n))
         if "pre_feedforward_layernorm" in names and "post_feedforward_layernorm" in names:
             placement = "sandwich"
         elif "post_feedforward_layernorm" in names and "input_layernorm" not in names:
@@ -385,7 +414,7 @@ def _activation(cv: ConfigView) -> str | None:
 def _gated(cv: ConfigView, lm: dict[str, TensorInfo] | None) -> bool | None:
     if lm is None:
         return None
-    names = [n for n in lm if tn.layer_index(n) is not None]
+    names = [n for n in lm if _in_layer(n)]
     gated_keys = ("gate_proj", "gate_up_proj", ".w3.", "w1.weight", "dense_h_to_4h_gate", "up_gate_proj", ".wi_0")
     return any(k in n for n in names for k in gated_keys if tn.component(n) in ("mlp", "experts", "shared_experts"))
 
@@ -395,7 +424,7 @@ def _biases(cv: ConfigView, lm: dict[str, TensorInfo] | None) -> Biases:
         b = cv.bool("attention_bias", "qkv_bias", "bias", "use_bias", "add_bias_linear")
         return Biases(attention_qkv=b, attention_out=cv.bool("attention_bias", "bias", "use_bias"),
                       mlp=cv.bool("mlp_bias", "bias", "use_bias"))  # fmt: skip
-    layer0 = [n for n in lm if tn.layer_index(n) == 0 and n.endswith(".bias")]
+    layer0 = [n for n in lm if _in_layer(n) and n.endswith(".bias")]
     qkv = any(k in n for n in layer0 for k in ("q_proj", "k_proj", "v_proj", "qkv", "query_key_value", "c_attn", "Wqkv"))
     out = any(k in n for n in layer0 for k in ("o_proj", "attn.c_proj", "attention.dense", "out_proj", "self_attention.dense", "attn.dense"))  # fmt: skip
     mlp = any(tn.component(n) in ("mlp", "experts", "shared_experts") for n in layer0)
@@ -438,22 +467,26 @@ def _sinks(cv: ConfigView, lm: dict[str, TensorInfo] | None) -> bool:
     return cv.model_type == "gpt_oss" or cv.bool("use_attention_sinks", "attention_sinks")
 
 
-def _mtp(cv: ConfigView, tensors: dict[str, TensorInfo] | None, n_layers: int) -> int:
+def _mtp(cv: ConfigView, index: TensorIndex | None, n_layers: int) -> int:
     """MTP layers: declared in config (DeepSeek appends them as layers ≥ num_hidden_layers) or named `mtp`."""
     declared = cv.int("num_nextn_predict_layers", "mtp_num_hidden_layers", "num_mtp_modules", "n_mtp_layers",
                       "nextn_predict_layers", default=0) or 0  # fmt: skip
-    if tensors is None:
+    if index is None:
         return declared
-    named = {tn.layer_index(n) for n in tensors if n.startswith("mtp.") or ".mtp." in n}
-    extra = {tn.layer_index(n) for n in tensors if (tn.layer_index(n) or -1) >= n_layers} if declared else set()
-    return len(named) if named else len(extra)
+    mtp_groups = [g for g in index.groups if g.template.startswith("mtp.") or ".mtp." in g.template]
+    if mtp_groups:
+        return len({tn.layer_index(n) for n in index.names_of(mtp_groups)})
+    if not declared:
+        return 0
+    norms = [g for g in index.groups if _in_layer(g.template) and tn.component_of_template(g.template) == "norms"]
+    return len({i for i in map(tn.layer_index, index.names_of(norms)) if i is not None and i >= n_layers})
 
 
-def _quantization(cv: ConfigView, tensors: dict[str, TensorInfo] | None) -> Quantization | None:
+def _quantization(cv: ConfigView, index: TensorIndex | None) -> Quantization | None:
     qc = cv.get("quantization_config", "quantization")
     scale_suffixes: set[str] = set()
-    if tensors:
-        for name in tensors:
+    if index is not None:
+        for name in (g.template for g in index.groups):
             tail = name.rsplit(".", 1)[-1]
             if tn.component(name) == "quant_scales" or tail.endswith(("_blocks", "_scales", "scale_inv")):
                 scale_suffixes.add(tail)
@@ -485,10 +518,10 @@ def _quantization(cv: ConfigView, tensors: dict[str, TensorInfo] | None) -> Quan
     )
 
 
-def _towers(cv: ConfigView, tensors: dict[str, TensorInfo] | None) -> tuple[str, ...]:
+def _towers(cv: ConfigView, index: TensorIndex | None) -> tuple[str, ...]:
     towers = {tower for key, tower in TOWER_SECTIONS.items() if isinstance(cv.raw.get(key), dict)}
-    if tensors:
-        towers |= {t for t in (tn.tower_of(n) for n in tensors) if t}
+    if index is not None:
+        towers |= {t for t in (tn.tower_of(g.template) for g in index.groups) if t}
     return tuple(sorted(towers))
 
 

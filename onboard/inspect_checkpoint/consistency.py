@@ -10,6 +10,7 @@ from collections import Counter
 from onboard.findings import Finding, error, warning
 from onboard.inspect_checkpoint import tensor_names as tn
 from onboard.inspect_checkpoint.checkpoint_types import TensorInfo
+from onboard.inspect_checkpoint.tensor_index import TensorIndex
 from onboard.profile import Dims
 
 _FLOAT_DTYPES = {"F32": "float32", "F16": "float16", "BF16": "bfloat16", "F64": "float64"}
@@ -17,11 +18,14 @@ _TORCH_DTYPE_NAMES = {"float32": "float32", "float": "float32", "float16": "floa
                       "bfloat16": "bfloat16", "float64": "float64"}  # fmt: skip
 
 
-def check_shapes(tensors: dict[str, TensorInfo], dims: Dims, mla: bool) -> list[Finding]:
+def check_shapes(index: TensorIndex, dims: Dims, mla: bool) -> list[Finding]:
+    """Compares the first tensor of each group (layer 0 for per-layer groups) with the config."""
     findings: list[Finding] = []
-    for name, t in tensors.items():
-        if tn.tower_of(name):
+    for g in index.groups:
+        if tn.tower_of(g.template):
             continue
+        name = g.first_name
+        t = TensorInfo(name, g.dtype, g.first_shape, (0, 0), g.first_file)
         short = tn.strip_lm_prefix(name)
         if short.endswith(("embed_tokens.weight", "wte.weight", "word_embeddings.weight")) and len(t.shape) == 2:
             if dims.hidden_size and t.shape[1] != dims.hidden_size:
@@ -51,11 +55,11 @@ def check_vocab(config_vocab: int | None, rows: int | None, file: str | None, te
                   tensor=tensor)]  # fmt: skip
 
 
-def check_dtype(tensors: dict[str, TensorInfo], config_dtype: str | None) -> list[Finding]:
+def check_dtype(index: TensorIndex, config_dtype: str | None) -> list[Finding]:
     counts: Counter[str] = Counter()
-    for t in tensors.values():
-        if t.dtype in _FLOAT_DTYPES:
-            counts[_FLOAT_DTYPES[t.dtype]] += t.numel
+    for g in index.groups:
+        if g.dtype in _FLOAT_DTYPES:
+            counts[_FLOAT_DTYPES[g.dtype]] += g.numel
     if not counts or not config_dtype:
         return []
     stored = counts.most_common(1)[0][0]

@@ -29,15 +29,25 @@ class Family:
 
 @cache
 def catalog() -> dict[str, Family]:
-    path = package_data("families.json")
-    if not path.is_file():
-        return {}
-    raw = json.loads(path.read_text())
+    raw = _raw_catalog()
     return {
         mt: Family(mt, tuple(f["architectures"]), frozenset(f["features"]), frozenset(f["tensor_templates"]),
                    frozenset(f["config_keys"]))  # fmt: skip
         for mt, f in raw["families"].items()
     }
+
+
+@cache
+def _raw_catalog() -> dict:
+    path = package_data("families.json")
+    return json.loads(path.read_text()) if path.is_file() else {"families": {}}
+
+
+def family_buffers(model_type: str) -> tuple[str, ...] | None:
+    """Leaf names the family stores as buffers, not parameters (e.g. DeepSeek's router correction bias).
+    None when the family is unknown."""
+    family = _raw_catalog()["families"].get(model_type)
+    return None if family is None else tuple(family.get("buffers", ()))
 
 
 def known_model_types() -> set[str]:

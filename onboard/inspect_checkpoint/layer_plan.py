@@ -21,6 +21,8 @@ LAYER_TYPE_NAMES = {
     "mamba": "ssm", "mamba2": "ssm", "ssm": "ssm", "recurrent": "ssm", "rg_lru": "ssm",
     "conv": "conv", "short_conv": "conv",
     "indexed_attention": "mla",
+    "hybrid": "full",  # Zamba2: a Mamba block plus a shared attention block in one layer
+    "moe": "none", "mlp": "none",  # Nemotron-H: MLP-only layers without a token mixer
 }  # fmt: skip
 
 # Families whose older configs leave `layer_types` out: transformers' default pattern for each.

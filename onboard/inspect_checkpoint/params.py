@@ -1,7 +1,7 @@
 """Parameter counts from safetensors headers: total, per dtype, per component, active per token.
 
 Counts are of stored elements, except packed 4-bit tensors (MXFP4 `*_blocks`, dtype U8 holding two values a byte),
-which count the values they hold. Quantization scales are counted apart (component `quant_scales`) and not in the
+which count the values they hold (TensorGroup.numel). Quantization scales are counted apart (component `quant_scales`) and not in the
 total, so the total is the model's parameter count, as `model.num_parameters()` gives for an unquantized model.
 """
 
@@ -10,40 +10,36 @@ from __future__ import annotations
 from collections import Counter
 
 from onboard.inspect_checkpoint import tensor_names as tn
-from onboard.inspect_checkpoint.checkpoint_types import TensorInfo
+from onboard.inspect_checkpoint.tensor_index import TensorIndex
 from onboard.profile import Moe, ParameterCounts
 
 # Persistent buffers that checkpoints store but that are not parameters (transformers registers them as buffers):
-# counted as component `buffers`, outside the total, so the total equals `model.num_parameters()`.
-BUFFER_SUFFIXES = ("e_score_correction_bias",)
-
-# Stored element → logical parameters for packed formats.
-_PACKED_SUFFIXES = ("_blocks",)
-
+# counted as component `buffers`, outside the total, so the total equals `model.num_parameters()`. Known families
+# list their buffer templates in the catalog; this suffix list is the guess for families the catalog lacks.
+GENERIC_BUFFER_SUFFIXES = ("e_score_correction_bias",)
+# Leaf names one buffer goes by in different checkpoint formats (the original release vs transformers' own names).
+_BUFFER_ALIASES = {"e_score_correction_bias": ("expert_bias",)}
 
 _NOT_PARAMETERS = ("quant_scales", "buffers")
 
 
-def logical_numel(t: TensorInfo) -> int:
-    if t.dtype == "U8" and t.name.endswith(_PACKED_SUFFIXES):
-        return t.numel * 2
-    return t.numel
+def count_parameters(index: TensorIndex, moe: Moe | None, buffer_leaves: tuple[str, ...] | None) -> ParameterCounts:
+    """Counts per dtype and component, from tensor groups (see tensor_index.py).
 
-
-def count_parameters(tensors: dict[str, TensorInfo], moe: Moe | None) -> ParameterCounts:
+    `buffer_leaves`: last name components the family registers as buffers (from the catalog), None if unknown.
+    """
     by_dtype: Counter[str] = Counter()
     by_component: Counter[str] = Counter()
-    component_cache: dict[str, str] = {}
-    for name, t in tensors.items():
-        tmpl = tn.template(name)
-        comp = component_cache.get(tmpl)
-        if comp is None:
-            comp = "buffers" if tmpl.endswith(BUFFER_SUFFIXES) else tn.component_of_template(tmpl)
-            component_cache[tmpl] = comp
-        n = logical_numel(t)
+    leaves = set(GENERIC_BUFFER_SUFFIXES if buffer_leaves is None else buffer_leaves)
+    for leaf in list(leaves):
+        leaves.update(_BUFFER_ALIASES.get(leaf, ()))
+    for g in index.groups:
+        is_buffer = g.template.rsplit(".", 1)[-1] in leaves
+        comp = "buffers" if is_buffer else tn.component_of_template(g.template)
+        n = g.numel
         by_component[comp] += n
         if comp not in _NOT_PARAMETERS:
-            by_dtype[t.dtype] += n
+            by_dtype[g.dtype] += n
     total = sum(n for c, n in by_component.items() if c not in _NOT_PARAMETERS)
     active = total
     if moe is not None and moe.num_experts > 0:
