@@ -1,0 +1,176 @@
+"""Behavioural checks beyond parity: determinism, degeneration, stops, NaN/inf and fp16 overflow.
+
+Each returns a CheckResult with a stable name (checklists/day-zero.yaml links to them). What a candidate cannot
+show (no batch, no padding, no activations, no logit_bias) is reported as skipped with the reason, never as a pass.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from onboard.validate_serving.candidates import Candidate, LayerStat, TopK
+from onboard.validate_serving.comparator import Tolerances, compare_rows, judge
+from onboard.validate_serving.golden import GoldenSet
+from onboard.validate_serving.parity import CheckResult, GreedyResult
+
+REPEATS = 3
+# Largest finite value per dtype: activations above it overflow to inf (BUGZOO B39).
+DTYPE_MAX = {"float16": 65504.0, "bfloat16": 3.3895e38, "float32": 3.4028e38, "float64": 1.7977e308}
+# Headroom below which a dtype is flagged (not failed): activations this close to the range overflow on other inputs.
+HEADROOM_WARN = 4.0
+# A suffix n-gram repeated this many times in a row is a loop (n = 1..MAX_PERIOD).
+LOOP_REPEATS = {1: 6, 2: 4, 3: 3, 4: 3}
+MAX_PERIOD = max(LOOP_REPEATS)
+
+
+def _rows_agree(a: Sequence[TopK], b: Sequence[TopK], seq: Sequence[int], tol: Tolerances) -> tuple[bool, str]:
+    verdict = judge(compare_rows(a, b, seq[1:]), tol)
+    detail = f"max logprob difference {verdict.max_logprob_error:.3g}, top-1 swaps {verdict.top1_mismatches}"
+    return verdict.passed, detail if verdict.passed else "; ".join(verdict.reasons)
+
+
+def determinism_repeat(golden: GoldenSet, candidate: Candidate, top_k: int, tol: Tolerances) -> CheckResult:
+    """The same requests repeated: distributions within tolerance and greedy tokens identical."""
+    prompts = sorted(golden.prompts, key=lambda p: len(p.sequence))[:2]
+    problems, worst = [], 0.0
+    for prompt in prompts:
+        first = candidate.score([prompt.sequence], top_k)[0]
+        gens = [candidate.generate([prompt.prompt_ids], len(prompt.generated_ids), top_k)[0].ids for _ in range(2)]
+        for _ in range(REPEATS - 1):
+            again = candidate.score([prompt.sequence], top_k)[0]
+            ok, detail = _rows_agree(first, again, prompt.sequence, tol)
+            worst = max(worst, max((m.max_logprob_error for m in compare_rows(first, again)), default=0.0))
+            if not ok:
+                problems.append(f"{prompt.name}: {detail}")
+        if gens[0] != gens[1]:
+            problems.append(f"{prompt.name}: greedy tokens differ between identical requests")
+    detail = "; ".join(problems) or f"{len(prompts)} prompts x {REPEATS}: max logprob difference {worst:.3g}"
+    return CheckResult("determinism_repeat", not problems, True, detail, data={"max_difference": worst})
+
+
+def determinism_batch(golden: GoldenSet, candidate: Candidate, top_k: int, tol: Tolerances) -> CheckResult:
+    """A prompt alone vs in a batch with other prompts of other lengths (B43: batch-size dependence at T=0)."""
+    if not candidate.capabilities.batch:
+        return CheckResult(
+            "determinism_batch", False, False, "not checked: the candidate has no batch interface", skipped=True
+        )
+    prompts = sorted(golden.prompts, key=lambda p: len(p.sequence))
+    target, others = prompts[0], [p for p in prompts[1:] if p.kind != "long"][:3] or prompts[1:2]
+    alone = candidate.score([target.sequence], top_k)[0]
+    batch = [o.sequence for o in others[:1]] + [target.sequence] + [o.sequence for o in others[1:]]
+    mixed = candidate.score(batch, top_k)[1]
+    ok, detail = _rows_agree(alone, mixed, target.sequence, tol)
+    gen_alone = candidate.generate([target.prompt_ids], len(target.generated_ids), top_k)[0].ids
+    gen_mixed = candidate.generate(
+        [o.prompt_ids for o in others[:1]] + [target.prompt_ids], len(target.generated_ids), top_k
+    )[1].ids
+    if gen_alone != gen_mixed:
+        ok, detail = False, detail + "; greedy tokens differ between batch 1 and batch N"
+    return CheckResult("determinism_batch", ok, True, f"{target.name} alone vs in a batch of {len(batch)}: {detail}")
+
+
+def determinism_padding(golden: GoldenSet, candidate: Candidate, top_k: int, tol: Tolerances) -> CheckResult:
+    """Left vs right padding in a mixed-length batch must not change a sequence's distributions."""
+    if not candidate.capabilities.padding:
+        return CheckResult(
+            "determinism_padding", False, False, "not checked: padding is internal to this candidate", skipped=True
+        )
+    prompts = sorted((p for p in golden.prompts if p.kind != "long"), key=lambda p: len(p.sequence))
+    if len(prompts) < 2:
+        return CheckResult(
+            "determinism_padding", False, False, "not checked: needs two prompts of different lengths", skipped=True
+        )
+    short, long = prompts[0], prompts[-1]
+    right = candidate.score([short.sequence, long.sequence], top_k, padding="right")[0]
+    left = candidate.score([short.sequence, long.sequence], top_k, padding="left")[0]
+    ok, detail = _rows_agree(right, left, short.sequence, tol)
+    return CheckResult("determinism_padding", ok, True, f"{short.name} padded right vs left: {detail}")
+
+
+def loop_of(ids: Sequence[int]) -> tuple[int, int] | None:
+    """(period, repeats) of an n-gram looping at the end of `ids`, or None."""
+    for n in range(1, MAX_PERIOD + 1):
+        unit, reps, end = tuple(ids[-n:]), 0, len(ids)
+        while end - n >= 0 and tuple(ids[end - n : end]) == unit:
+            reps, end = reps + 1, end - n
+        if len(ids) >= n and reps >= LOOP_REPEATS[n]:
+            return n, reps
+    return None
+
+
+def degeneration(greedy: list[GreedyResult]) -> CheckResult:
+    """A token or n-gram loop in the candidate's greedy output where the reference has none (B25, B28 symptoms)."""
+    bad = []
+    for r in greedy:
+        got, ref = loop_of(r.generation.ids), loop_of(r.prompt.generated_ids)
+        if got and not ref:
+            bad.append(f"{r.prompt.name}: {got[0]}-gram repeated {got[1]}x at the end (reference does not loop)")
+    detail = "; ".join(bad) or f"{len(greedy)} continuations: no loop the reference lacks"
+    return CheckResult("degeneration", not bad, True, detail)
+
+
+def stop_set(golden: GoldenSet, candidate: Candidate) -> CheckResult:
+    """Generation stops on every token of the reference's stop set (B01: Llama 3 stops on two ids)."""
+    stops = [int(t) for t in golden.manifest.get("stop_token_ids", [])]
+    if not stops:
+        return CheckResult("stop_set", False, False, "not checked: the reference declares no stop tokens", skipped=True)
+    if not candidate.capabilities.force_token:
+        return CheckResult(
+            "stop_set", False, False, "not checked: the candidate cannot force a token (no logit_bias)", skipped=True
+        )
+    prompt = min(golden.prompts, key=lambda p: len(p.prompt_ids)).prompt_ids
+    failures = []
+    for token in stops:
+        gen = candidate.generate([prompt], 4, 1, ignore_eos=False, force_first=token)[0]
+        if not gen.ids or gen.ids[0] != token:
+            failures.append(f"{token}: could not be forced (got {list(gen.ids)[:4]})")
+        elif len(gen.ids) > 1 or gen.finish_reason == "length":
+            failures.append(f"{token}: generation continued ({len(gen.ids)} tokens, finish_reason {gen.finish_reason})")
+    detail = "; ".join(failures) or f"stops on every stop token {stops}"
+    return CheckResult("stop_set", not failures, True, detail, data={"stop_token_ids": stops})
+
+
+def nan_inf_scan(parity_rows: Sequence[Sequence[TopK]], activations: list[LayerStat] | None) -> CheckResult:
+    """No NaN/inf in any returned logprob, nor (when observable) in any module's activations."""
+    bad_rows = sum(1 for rows in parity_rows for r in rows if not all(math.isfinite(v) for v in r.logprobs))
+    bad_layers = [s.name for s in activations or [] if s.nonfinite]
+    problems = []
+    if bad_rows:
+        problems.append(f"{bad_rows} positions with NaN/inf logprobs")
+    if bad_layers:
+        problems.append(f"non-finite activations first in {bad_layers[0]} ({len(bad_layers)} modules)")
+    scope = (
+        "logprobs and per-module activations"
+        if activations is not None
+        else "logprobs only (activations not observable)"
+    )
+    return CheckResult("nan_inf_scan", not problems, True, "; ".join(problems) or f"all finite ({scope})")
+
+
+def fp16_overflow(golden: GoldenSet, dtype: str, activations: list[LayerStat] | None) -> CheckResult:
+    """Per-layer activation max-abs (float32 reference, and the candidate's own when observable) vs the dtype range."""
+    limit = DTYPE_MAX.get(dtype, DTYPE_MAX["float32"])
+    reference = {k: float(v) for k, v in golden.manifest.get("activation_max_abs", {}).items()}
+    if not reference and activations is None:
+        return CheckResult("fp16_overflow", False, False, "not checked: no activation statistics", skipped=True)
+    over = sorted((v, k) for k, v in reference.items() if v > limit)
+    cand_over = [s for s in activations or [] if s.nonfinite or s.max_abs > limit]
+    peak_name, peak = max(reference.items(), key=lambda kv: kv[1], default=("-", 0.0))
+    headroom = limit / peak if peak else math.inf
+    problems = []
+    if over:
+        problems.append(
+            f"reference activations exceed the {dtype} range ({limit:g}) in {len(over)} modules, worst {over[-1][1]} = {over[-1][0]:.4g}"
+        )
+    if cand_over:
+        problems.append(f"candidate overflows {dtype} in {len(cand_over)} modules, first {cand_over[0].name}")
+    detail = (
+        "; ".join(problems)
+        or f"peak reference activation {peak:.4g} in {peak_name}: headroom x{headroom:.3g} in {dtype}"
+    )
+    if not problems and headroom < HEADROOM_WARN:
+        detail += f" (warning: below x{HEADROOM_WARN:g}; other inputs may overflow)"
+    return CheckResult(
+        "fp16_overflow", not problems, True, detail, data={"headroom": headroom if math.isfinite(headroom) else None}
+    )

@@ -1,0 +1,97 @@
+"""Where a figure came from: library versions, hardware, and resolving a SOURCE to a local folder.
+
+Every golden, comparison and performance number is reported with these, because identical weights give different
+numbers on different kernels and hardware (the whole point of `validate`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import platform
+import sys
+from importlib import metadata
+from pathlib import Path
+
+from onboard.errors import InputError, SourceNotFound
+
+# Files a reference load needs; weights as safetensors only (never pickles).
+SNAPSHOT_PATTERNS = ["*.json", "*.safetensors", "*.model", "*.tiktoken", "*.txt", "*.jinja"]
+
+
+def library_versions(extra: tuple[str, ...] = ()) -> dict[str, str]:
+    """Installed versions of the libraries that shape the numbers."""
+    out = {"python": platform.python_version()}
+    for name in ("onboard", "torch", "transformers", "safetensors", *extra):
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+    return out
+
+
+def hardware() -> dict[str, object]:
+    """CPU/GPU description. Imports torch only if it is already loaded (keeps `--help` paths light)."""
+    info: dict[str, object] = {
+        "machine": platform.machine(),
+        "system": platform.system(),
+        "cpu": _cpu_model(),
+        "cpu_count": os.cpu_count(),
+    }
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        info["torch_threads"] = torch.get_num_threads()
+        if torch.cuda.is_available():
+            info["gpu"] = torch.cuda.get_device_name(0)
+            info["gpu_count"] = torch.cuda.device_count()
+    return info
+
+
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def slug(source: str) -> str:
+    """golden_outputs/<slug>: `org/name` → `org__name`; a local folder → its name."""
+    path = Path(source)
+    if path.exists():
+        return path.resolve().name
+    return source.strip("/").replace("/", "__")
+
+
+def resolve_local(source: str, revision: str | None = None) -> Path:
+    """A local folder for SOURCE: the folder itself, or a hub snapshot (config, tokenizer, safetensors only)."""
+    path = Path(source)
+    if path.is_dir():
+        if not (path / "config.json").is_file():
+            raise InputError(f"{path}: no config.json", "point SOURCE at a transformers checkpoint folder")
+        return path
+    if path.exists() or source.startswith((".", "/")) or source.count("/") != 1:
+        raise SourceNotFound(f"{source}: not a checkpoint folder or hub repo id", "pass a folder or ORG/NAME")
+    try:
+        from huggingface_hub import snapshot_download
+
+        return Path(snapshot_download(source, revision=revision, allow_patterns=SNAPSHOT_PATTERNS))
+    except Exception as exc:  # hub errors come in many types; all mean the same to the user
+        raise SourceNotFound(
+            f"{source}: could not download the checkpoint ({type(exc).__name__}: {exc})",
+            "check the repo id, --revision, network access or HF_TOKEN; or pass a local folder",
+        ) from exc
+
+
+def weights_fingerprint(folder: Path) -> str:
+    """sha256 over config.json and the safetensors headers' sizes: tells goldens of another checkpoint apart."""
+    digest = hashlib.sha256()
+    for name in sorted(p.name for p in folder.iterdir() if p.suffix == ".safetensors" or p.name == "config.json"):
+        file = folder / name
+        digest.update(name.encode())
+        digest.update(str(file.stat().st_size).encode())
+        with file.open("rb") as fh:
+            digest.update(fh.read(1 << 16))
+    return digest.hexdigest()[:16]

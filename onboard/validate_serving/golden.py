@@ -1,0 +1,241 @@
+"""Golden outputs: the reference's answers, recorded once per checkpoint revision and diffed in review.
+
+Layout (documented for users in golden_outputs/README.md):
+  golden_outputs/<org>__<name>/MANIFEST.json  — format, source, revision, weights fingerprint, reference (library,
+      attention, dtype), versions, hardware, generation settings, stop set, boundaries, per-dtype noise, per-layer
+      activation max-abs of the float32 reference, and one entry per prompt (name, kind, lengths).
+  golden_outputs/<org>__<name>/prompts.jsonl  — one JSON line per prompt: name, kind, text, prompt_ids,
+      generated_ids, boundaries, and for every position j of prompt_ids + generated_ids except the last: the top-k
+      ids (`top_ids[j]`), their logprobs (`top_logprobs[j]`) and the logprob of token j+1 (`token_logprobs[j]`).
+Logprobs are rounded to LOGPROB_DECIMALS places (rounding error 5e-7: forty times below the tightest tolerance floor, float32's 2e-5).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from onboard.errors import InputError
+from onboard.validate_serving.candidates import TopK
+from onboard.validate_serving.comparator import NoiseStats, compare_rows, noise_from, scale_ratio
+from onboard.validate_serving.prompts import PromptSpec
+
+FORMAT = "onboard-golden/1"
+LOGPROB_DECIMALS = 6
+DEFAULT_TOP_K = 10
+DEFAULT_NEW_TOKENS = 16
+# Noise calibration: candidate dtype -> the reference dtype compared with the float32 golden to measure its spread.
+CALIBRATION = {"float32": "float64", "bfloat16": "bfloat16", "float16": "float16"}
+
+
+@dataclass(frozen=True)
+class GoldenPrompt:
+    name: str
+    kind: str
+    text: str | None
+    prompt_ids: tuple[int, ...]
+    generated_ids: tuple[int, ...]
+    rows: tuple[TopK, ...]
+    """Teacher-forced distributions at positions 0..len(sequence)-2 of prompt_ids + generated_ids."""
+    boundaries: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def sequence(self) -> tuple[int, ...]:
+        return self.prompt_ids + self.generated_ids
+
+
+@dataclass(frozen=True)
+class GoldenSet:
+    folder: Path
+    manifest: dict[str, Any]
+    prompts: tuple[GoldenPrompt, ...]
+
+    @property
+    def top_k(self) -> int:
+        return int(self.manifest["generation"]["top_k"])
+
+    @property
+    def max_new_tokens(self) -> int:
+        return int(self.manifest["generation"]["max_new_tokens"])
+
+    def noise(self, dtype: str) -> NoiseStats | None:
+        entry = self.manifest.get("noise", {}).get(dtype)
+        return NoiseStats(**entry) if entry else None
+
+
+def prompt_line(prompt: GoldenPrompt) -> str:
+    """One prompt as one compact JSON line (keys in a fixed order so diffs are line-stable)."""
+    r = LOGPROB_DECIMALS
+    doc = {
+        "name": prompt.name,
+        "kind": prompt.kind,
+        "text": prompt.text,
+        "boundaries": prompt.boundaries,
+        "prompt_ids": list(prompt.prompt_ids),
+        "generated_ids": list(prompt.generated_ids),
+        "top_ids": [list(row.ids) for row in prompt.rows],
+        "top_logprobs": [[round(v, r) for v in row.logprobs] for row in prompt.rows],
+        "token_logprobs": [
+            round(row.token_logprob, r) if row.token_logprob is not None else None for row in prompt.rows
+        ],
+    }
+    return json.dumps(doc, ensure_ascii=False, separators=(",", ":"))
+
+
+def write_golden(out: Path, manifest: dict[str, Any], prompts: list[GoldenPrompt]) -> None:
+    """Write both files into a sibling temp folder, then swap it in: never a half-written golden."""
+    tmp = out.with_name(out.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    (tmp / "prompts.jsonl").write_text("".join(prompt_line(p) + "\n" for p in prompts), encoding="utf-8")
+    (tmp / "MANIFEST.json").write_text(json.dumps(manifest, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    old = out.with_name(out.name + ".old")
+    if out.exists():
+        shutil.rmtree(old, ignore_errors=True)
+        os.replace(out, old)
+    os.replace(tmp, out)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def read_golden(folder: Path) -> GoldenSet:
+    """Load and validate a golden folder; malformed content is an InputError naming the file and line."""
+    manifest_file, prompts_file = folder / "MANIFEST.json", folder / "prompts.jsonl"
+    if not manifest_file.is_file() or not prompts_file.is_file():
+        raise InputError(
+            f"{folder}: not a golden folder (needs MANIFEST.json and prompts.jsonl)",
+            "record goldens first: onboard golden record SOURCE [--out DIR]",
+        )
+    try:
+        manifest = json.loads(manifest_file.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{manifest_file}: invalid JSON ({exc})", "re-record the goldens") from exc
+    if manifest.get("format") != FORMAT:
+        raise InputError(
+            f"{manifest_file}: format {manifest.get('format')!r}, expected {FORMAT!r}",
+            "re-record the goldens with this version of onboard",
+        )
+    prompts = []
+    for number, line in enumerate(prompts_file.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            doc = json.loads(line)
+            rows = tuple(
+                TopK(tuple(ids), tuple(lps), tok)
+                for ids, lps, tok in zip(doc["top_ids"], doc["top_logprobs"], doc["token_logprobs"], strict=True)
+            )
+            prompt = GoldenPrompt(
+                doc["name"], doc["kind"], doc.get("text"), tuple(doc["prompt_ids"]), tuple(doc["generated_ids"]),
+                rows, dict(doc.get("boundaries") or {}),
+            )  # fmt: skip
+        except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
+            raise InputError(
+                f"{prompts_file}:{number}: malformed golden line ({exc})", "re-record the goldens"
+            ) from exc
+        if len(rows) != len(prompt.sequence) - 1:
+            raise InputError(f"{prompts_file}:{number}: {len(rows)} positions for a sequence of {len(prompt.sequence)}")
+        prompts.append(prompt)
+    if not prompts:
+        raise InputError(f"{prompts_file}: no prompts", "re-record the goldens")
+    return GoldenSet(folder, manifest, tuple(prompts))
+
+
+def record(
+    source: str,
+    out: Path | None = None,
+    *,
+    revision: str | None = None,
+    max_new_tokens: int = DEFAULT_NEW_TOKENS,
+    top_k: int = DEFAULT_TOP_K,
+    dtype: str = "float32",
+    calibrate: tuple[str, ...] = tuple(CALIBRATION),
+    max_long_tokens: int | None = None,
+) -> GoldenSet:
+    """Run the reference (transformers, eager) on the prompt suite and write goldens; returns what was written."""
+    from onboard.validate_serving.env import hardware, library_versions, resolve_local, slug, weights_fingerprint
+    from onboard.validate_serving.prompts import DEFAULT_MAX_LONG, boundaries_of, build_suite
+    from onboard.validate_serving.runtime import InProcessCandidate, load_tokenizer, load_transformers, stop_ids_of
+
+    started = time.time()
+    folder = resolve_local(source, revision)
+    profile = _profile(str(folder))
+    tokenizer = load_tokenizer(folder)
+    model = load_transformers(folder, dtype)
+    reference = InProcessCandidate(model, folder, dtype, kind="reference", hf=True)
+    vocab = int(model.get_output_embeddings().weight.shape[0])
+    suite = build_suite(
+        tokenizer,
+        profile,
+        vocab_size=vocab,
+        max_new_tokens=max_new_tokens,
+        max_long_tokens=max_long_tokens or DEFAULT_MAX_LONG,
+    )
+    prompts = [_record_prompt(reference, spec, max_new_tokens, top_k) for spec in suite]
+    longest = max(prompts, key=lambda p: len(p.sequence))
+    activations = reference.scan_activations(longest.sequence) or []
+    reference.close()
+    noise = {
+        cand: asdict(_calibrate(folder, prompts, cand, base, top_k))
+        for cand, base in CALIBRATION.items()
+        if cand in calibrate
+    }
+    manifest = {
+        "format": FORMAT,
+        "source": source,
+        "revision": revision or (profile.revision if profile else None),
+        "weights_fingerprint": weights_fingerprint(folder),
+        "model_type": profile.model_type if profile else None,
+        "reference": {"library": "transformers", "attn_implementation": "eager", "dtype": dtype, "device": "cpu"},
+        "versions": library_versions(),
+        "hardware": hardware(),
+        "generation": {"greedy": True, "max_new_tokens": max_new_tokens, "top_k": top_k, "ignore_eos": True},
+        "logprob_decimals": LOGPROB_DECIMALS,
+        "stop_token_ids": list(stop_ids_of(folder, tokenizer)),
+        "boundaries": boundaries_of(profile),
+        "noise": noise,
+        "activation_max_abs": {s.name: s.max_abs for s in activations},
+        "prompts": [{"name": p.name, "kind": p.kind, "prompt_tokens": len(p.prompt_ids), "generated_tokens": len(p.generated_ids)} for p in prompts],
+        "recorded_seconds": round(time.time() - started, 2),
+    }  # fmt: skip
+    target = out or Path("golden_outputs") / slug(source)
+    write_golden(target, manifest, prompts)
+    return GoldenSet(target, manifest, tuple(prompts))
+
+
+def _profile(source: str) -> Any | None:
+    """The ModelProfile when inspect can build one (it sizes the long prompt); None keeps recording possible."""
+    try:
+        from onboard.inspect_checkpoint import inspect
+
+        return inspect(source)
+    except Exception:  # inspect problems are inspect's to report; goldens fall back to default sizes
+        return None
+
+
+def _record_prompt(reference: Any, spec: PromptSpec, max_new_tokens: int, top_k: int) -> GoldenPrompt:
+    generation = reference.generate([spec.ids], max_new_tokens, top_k, ignore_eos=True)[0]
+    sequence = spec.ids + generation.ids
+    rows = reference.score([sequence], top_k)[0]
+    return GoldenPrompt(spec.name, spec.kind, spec.text, spec.ids, generation.ids, tuple(rows), dict(spec.boundaries))
+
+
+def _calibrate(folder: Path, prompts: list[GoldenPrompt], dtype: str, baseline: str, top_k: int) -> NoiseStats:
+    """The float32 reference against itself at another precision: what a correct implementation may differ by."""
+    from onboard.validate_serving.runtime import InProcessCandidate, load_transformers
+
+    other = InProcessCandidate(load_transformers(folder, baseline), folder, baseline, kind="reference", hf=True)
+    metrics, ratios = [], []
+    for prompt in prompts:
+        rows = other.score([prompt.sequence], top_k * 2)[0]
+        m = compare_rows(prompt.rows, rows, prompt.sequence[1:])
+        metrics.extend(m)
+        ratio = scale_ratio(m)
+        if ratio is not None:
+            ratios.append(ratio)
+    other.close()
+    return noise_from(dtype, baseline, metrics, ratios)

@@ -1,0 +1,182 @@
+"""Parity checks against the goldens: teacher-forced logits (short, long context, scale) and greedy continuations.
+
+Teacher forcing (the candidate scores the golden's own sequence) compares distributions at every prompt and
+generated position without the two sides drifting apart after a harmless tie; greedy generation is compared
+separately, and its first divergence is excused only when it is a near-tie for both sides.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from onboard.validate_serving.candidates import Candidate, Generation, TopK
+from onboard.validate_serving.comparator import (
+    PositionMetrics,
+    Tolerances,
+    compare_position,
+    compare_rows,
+    judge,
+    scale_ratio,
+)
+from onboard.validate_serving.golden import GoldenPrompt, GoldenSet
+
+SHOW_TOP = 5
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    name: str
+    passed: bool
+    required: bool
+    detail: str
+    skipped: bool = False
+    """Could not be checked (engine capability, model without the feature): never counted as a pass."""
+    data: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class PromptParity:
+    prompt: GoldenPrompt
+    metrics: tuple[PositionMetrics, ...]
+    long_from: int | None
+    """First position index past a boundary (long_context_parity), None when the prompt crosses none."""
+    ratio: float | None
+    rows: tuple[TopK, ...] = ()
+    """The candidate's own distributions (for the NaN/inf scan)."""
+
+
+def score_prompts(golden: GoldenSet, candidate: Candidate, top_k: int) -> list[PromptParity]:
+    """Teacher-forced candidate distributions on every golden sequence (one request per prompt: batch effects are
+    determinism_batch's job, not parity's)."""
+    out = []
+    for prompt in golden.prompts:
+        rows = candidate.score([prompt.sequence], top_k)[0]
+        metrics = tuple(compare_rows(prompt.rows, rows, prompt.sequence[1:]))
+        # Position j attends to tokens 0..j; past a window of w it no longer sees token 0 (some kernels count w-1,
+        # BUGZOO B26), so the long-context region starts one early to cover both conventions.
+        # The model's boundaries apply to every prompt (a short prompt may cross a small window too).
+        bounds = golden.manifest.get("boundaries") or prompt.boundaries
+        long_from = min(bounds.values()) - 1 if bounds and len(prompt.sequence) - 1 > min(bounds.values()) - 1 else None
+        out.append(PromptParity(prompt, metrics, long_from, scale_ratio(metrics), tuple(rows)))
+    return out
+
+
+def logit_checks(parities: list[PromptParity], tol: Tolerances) -> list[CheckResult]:
+    """logit_parity (positions before any boundary), long_context_parity (past them), logit_scale (per prompt)."""
+    short = [m for p in parities for m in (p.metrics if p.long_from is None else p.metrics[: p.long_from])]
+    long = [m for p in parities if p.long_from is not None for m in p.metrics[p.long_from :]]
+    results = [_verdict_check("logit_parity", short, tol, parities)]
+    if long:
+        bounds = sorted({f"{k}={v}" for p in parities for k, v in p.prompt.boundaries.items()}) or ["the boundaries"]
+        check = _verdict_check("long_context_parity", long, tol, parities)
+        results.append(
+            CheckResult(check.name, check.passed, True, f"past {', '.join(bounds)}: {check.detail}", data=check.data)
+        )
+    else:
+        results.append(
+            CheckResult("long_context_parity", True, False, "not checked: the model has no sliding window or rope "
+                        "original context below the long prompt's length (the long prompt is in logit_parity)", skipped=True)
+        )  # fmt: skip
+    ratios = {p.prompt.name: p.ratio for p in parities if p.ratio is not None}
+    worst = max(ratios.items(), key=lambda kv: abs(kv[1] - 1.0), default=None)
+    if worst is None:
+        results.append(
+            CheckResult("logit_scale", True, True, "distributions too flat to estimate a scale", skipped=True)
+        )
+    else:
+        ok = abs(worst[1] - 1.0) <= tol.logit_scale
+        detail = f"worst logit-scale ratio {worst[1]:.4g} on {worst[0]} (tolerance |ratio-1| <= {tol.logit_scale:.3g})"
+        results.append(CheckResult("logit_scale", ok, True, detail, data={"ratios": ratios}))
+    return results
+
+
+def _verdict_check(
+    name: str, metrics: list[PositionMetrics], tol: Tolerances, parities: list[PromptParity]
+) -> CheckResult:
+    verdict = judge(metrics, tol)
+    detail = (
+        f"{verdict.positions} positions: max logprob error {verdict.max_logprob_error:.3g} (tol {tol.max_logprob_error:.3g}), "
+        f"max KL {verdict.kl_max:.3g} (tol {tol.kl_max:.3g}), mean KL {verdict.kl_mean:.3g}, "
+        f"top-1 swaps {verdict.top1_mismatches} ({verdict.near_ties} near-ties)"
+    )
+    if not verdict.passed:
+        detail = "; ".join(verdict.reasons) + " — " + detail + _worst_position(metrics, parities)
+    return CheckResult(
+        name,
+        verdict.passed,
+        True,
+        detail,
+        data={"max_logprob_error": verdict.max_logprob_error, "kl_max": verdict.kl_max},
+    )
+
+
+def _worst_position(metrics: list[PositionMetrics], parities: list[PromptParity]) -> str:
+    worst = max(metrics, key=lambda m: m.kl if math.isfinite(m.kl) else math.inf)
+    for p in parities:
+        if any(m is worst for m in p.metrics):
+            row = p.prompt.rows[worst.index]
+            return f"; worst at {p.prompt.name}[{worst.index}]: reference top {_fmt(row)}"
+    return ""
+
+
+def _fmt(row: TopK) -> str:
+    return "[" + ", ".join(f"{i}:{v:.3f}" for i, v in zip(row.ids[:SHOW_TOP], row.logprobs[:SHOW_TOP])) + "]"
+
+
+@dataclass(frozen=True)
+class GreedyResult:
+    prompt: GoldenPrompt
+    generation: Generation
+    diverged_at: int | None
+    near_tie: bool
+    detail: str
+
+
+def greedy_parity(
+    golden: GoldenSet, candidate: Candidate, top_k: int, tol: Tolerances
+) -> tuple[CheckResult, list[GreedyResult]]:
+    """Greedy continuations vs the golden's; the first divergence is shown with both sides' top-k."""
+    results = []
+    for prompt in golden.prompts:
+        gen = candidate.generate([prompt.prompt_ids], len(prompt.generated_ids), top_k, ignore_eos=True)[0]
+        results.append(_greedy_one(prompt, gen, tol))
+    bad = [r for r in results if r.diverged_at is not None and not r.near_tie]
+    ties = [r for r in results if r.near_tie]
+    if bad:
+        detail = "; ".join(r.detail for r in bad[:3])
+    else:
+        detail = f"{len(results)} prompts: identical greedy tokens" + (
+            f" ({len(ties)} diverged at near-ties)" if ties else ""
+        )
+    data = {
+        "divergences": [
+            {"prompt": r.prompt.name, "index": r.diverged_at, "near_tie": r.near_tie}
+            for r in results
+            if r.diverged_at is not None
+        ]
+    }
+    return CheckResult("greedy_parity", not bad, True, detail, data=data), results
+
+
+def _greedy_one(prompt: GoldenPrompt, gen: Generation, tol: Tolerances) -> GreedyResult:
+    ref = prompt.generated_ids
+    n = min(len(ref), len(gen.ids))
+    at = next((t for t in range(n) if ref[t] != gen.ids[t]), None)
+    if at is None:
+        if len(gen.ids) < len(ref) and gen.finish_reason != "stop":
+            return GreedyResult(
+                prompt, gen, len(gen.ids), False, f"{prompt.name}: only {len(gen.ids)} of {len(ref)} tokens"
+            )
+        return GreedyResult(prompt, gen, None, False, "")
+    ref_row = prompt.rows[len(prompt.prompt_ids) - 1 + at]
+    cand_row = gen.steps[at] if at < len(gen.steps) else TopK((gen.ids[at],), (0.0,))
+    metric = compare_position(at, ref_row, cand_row)
+    tie = metric.gap <= tol.near_tie
+    detail = (
+        f"{prompt.name}: first divergence at generated token {at} (reference {ref[at]}, candidate {gen.ids[at]}, "
+        f"gap {metric.gap:.3g} {'<=' if tie else '>'} near-tie {tol.near_tie:.3g}); reference top {_fmt(ref_row)}, "
+        f"candidate top {_fmt(cand_row)}"
+    )
+    return GreedyResult(prompt, gen, at, tie, detail)

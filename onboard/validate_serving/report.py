@@ -1,0 +1,118 @@
+"""The validate stage result (validation.json, the `--json` output) and its human summary.
+
+Result fields (shared stage contract, COMMON.md): stage, passed, checks [{name, passed, required, detail, skipped}];
+plus candidate, golden, tolerances (and the threshold table they came from), positions (per-position arrays for
+plots: prompt, index, kl, max_logprob_error, top1_agree) and performance (see performance.py for definitions).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from onboard.validate_serving.candidates import Candidate
+from onboard.validate_serving.comparator import Tolerances
+from onboard.validate_serving.golden import GoldenSet
+from onboard.validate_serving.parity import CheckResult, PromptParity
+
+
+def _finite(value: float) -> float | None:
+    """JSON has no inf/NaN: they become null (the check detail says what happened)."""
+    return round(value, 8) if math.isfinite(value) else None
+
+
+def build_result(
+    golden: GoldenSet,
+    candidate: Candidate,
+    checks: list[CheckResult],
+    parities: list[PromptParity],
+    tol: Tolerances,
+    performance: dict[str, Any] | None,
+    thresholds: dict[str, Any],
+) -> dict[str, Any]:
+    passed = all(c.passed for c in checks if c.required)
+    return {
+        "stage": "validate",
+        "passed": passed,
+        "checks": [
+            {"name": c.name, "passed": c.passed, "required": c.required, "skipped": c.skipped, "detail": c.detail}
+            for c in checks
+        ],
+        "failed": [c.name for c in checks if c.required and not c.passed],
+        "not_checked": [c.name for c in checks if c.skipped],
+        "candidate": asdict(candidate.info) | {"capabilities": asdict(candidate.capabilities)},
+        "golden": {
+            "folder": str(golden.folder),
+            "source": golden.manifest.get("source"),
+            "revision": golden.manifest.get("revision"),
+            "reference": golden.manifest.get("reference"),
+            "versions": golden.manifest.get("versions"),
+        },
+        "tolerances": asdict(tol),
+        "thresholds": thresholds,
+        "positions": [
+            {
+                "prompt": p.prompt.name,
+                "index": m.index,
+                "kl": _finite(m.kl),
+                "max_logprob_error": _finite(m.max_logprob_error),
+                "top1_agree": m.top1_agree,
+            }
+            for p in parities
+            for m in p.metrics
+        ],
+        "check_data": {c.name: c.data for c in checks if c.data},
+        "performance": performance,
+    }
+
+
+def write_result(result: dict[str, Any], path: Path) -> None:
+    """validation.json and validation.md side by side, each written to a temp file then renamed."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    for target, text in (
+        (path, json.dumps(result, indent=2, default=str) + "\n"),
+        (path.with_suffix(".md"), summary(result)),
+    ):
+        tmp = target.with_name(target.name + ".tmp")
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, target)
+
+
+def summary(result: dict[str, Any]) -> str:
+    """The human summary: verdict, every check, performance figures with where they were measured."""
+    cand = result["candidate"]
+    lines = [
+        f"validate: {'PASSED' if result['passed'] else 'FAILED'} — {cand['name']} ({cand['kind']}, {cand['dtype']}) "
+        f"vs goldens {result['golden']['folder']}",
+        "",
+    ]
+    for c in result["checks"]:
+        mark = "SKIP" if c["skipped"] else ("ok  " if c["passed"] else ("FAIL" if c["required"] else "warn"))
+        lines.append(f"  [{mark}] {c['name']}: {c['detail']}")
+    perf = result.get("performance")
+    if perf:
+        lines += ["", f"performance ({perf['dtype']}; {perf['hardware'].get('gpu') or perf['hardware'].get('cpu')}; "
+                  + ", ".join(f"{k} {v}" for k, v in perf["versions"].items()) + "):"]  # fmt: skip
+        prefill = ", ".join(f"{p['tokens']} tok {p['ms']:.1f} ms" for p in perf["prefill_by_length"])
+        lines.append(f"  prefill latency (TTFT, max_tokens=1): {prefill}")
+        lines.append(
+            f"  decode: TTFT {perf['ttft_ms']:.1f} ms, TPOT {perf['tpot_ms']:.2f} ms, ITL p50 {perf['itl_p50_ms']:.2f} ms / "
+            f"p99 {perf['itl_p99_ms']:.2f} ms over {perf['decode_tokens']} tokens"
+        )
+        bn = perf["throughput_tok_s_bN"]
+        lines.append(
+            f"  throughput: batch 1 {perf['throughput_tok_s_b1']:.1f} tok/s, batch {perf['batch_n']} "
+            + (f"{bn:.1f} tok/s" if bn else "not measured")
+        )
+        mem = perf["peak_memory_bytes"]
+        lines.append(
+            f"  peak memory: {mem / 2**20:.1f} MiB ({perf['peak_memory_kind']})"
+            if mem
+            else "  peak memory: not observable"
+        )
+        lines += [f"  note: {n}" for n in perf.get("notes", [])]
+    return "\n".join(lines) + "\n"

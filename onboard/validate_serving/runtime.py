@@ -1,0 +1,268 @@
+"""In-process candidates and the reference: a torch module scored and decoded on this machine.
+
+The same code runs the reference (transformers, eager, float32) when recording goldens and an in-process candidate
+when validating, so a difference between them is the model's, not the harness's.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import os
+import re
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from onboard.errors import InputError
+from onboard.validate_serving.candidates import CandidateInfo, Capabilities, Generation, LayerStat, TopK
+from onboard.validate_serving.env import hardware, library_versions
+
+# A "block" in activation reports: everything up to and including the layer index.
+_LAYER_PREFIX = re.compile(r"^(.*?\.(?:layers|h|blocks)\.\d+)(?:\.|$)")
+
+
+def torch_dtype(name: str) -> Any:
+    import torch
+
+    return {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16, "float64": torch.float64}[
+        name
+    ]
+
+
+def load_transformers(path: Path, dtype: str, device: str = "cpu", attn: str = "eager") -> Any:
+    """transformers' model for a local folder, eager attention and eager experts (the reference implementation)."""
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    import transformers
+    from transformers import AutoModelForCausalLM
+
+    transformers.utils.logging.disable_progress_bar()
+    kwargs: dict[str, Any] = {"dtype": torch_dtype(dtype), "attn_implementation": attn}
+    if int(transformers.__version__.split(".")[0]) >= 5:
+        # Eager experts: the reference loop, and the only one that runs in float64 (grouped_mm has no double).
+        kwargs["experts_implementation"] = "eager"
+    try:
+        model = AutoModelForCausalLM.from_pretrained(path, **kwargs)
+    except (OSError, ValueError, KeyError) as exc:
+        raise InputError(
+            f"{path}: transformers cannot load this checkpoint ({type(exc).__name__}: {exc})",
+            "check that config.json's model_type is supported by the installed transformers and weights are present",
+        ) from exc
+    return model.to(device).eval()
+
+
+def load_tokenizer(path: Path) -> Any | None:
+    """The checkpoint's tokenizer, or None when the folder has none (token-id prompts are used then)."""
+    if not any((path / f).exists() for f in ("tokenizer.json", "tokenizer_config.json", "vocab.json")):
+        return None
+    from transformers import AutoTokenizer
+
+    try:
+        return AutoTokenizer.from_pretrained(path)
+    except (OSError, ValueError) as exc:
+        raise InputError(
+            f"{path}: tokenizer files present but unloadable ({exc})", "run onboard verify-tokenizer"
+        ) from exc
+
+
+def stop_ids_of(path: Path, tokenizer: Any | None = None) -> tuple[int, ...]:
+    """The stop set: generation_config eos ids ∪ config eos ∪ tokenizer eos (BUGZOO B01: Llama 3 needs all)."""
+    ids: list[int] = []
+    for name in ("generation_config.json", "config.json"):
+        file = path / name
+        if file.is_file():
+            try:
+                value = json.loads(file.read_text()).get("eos_token_id")
+            except (json.JSONDecodeError, AttributeError):
+                value = None
+            ids.extend(value if isinstance(value, list) else [value] if isinstance(value, int) else [])
+    if tokenizer is not None and getattr(tokenizer, "eos_token_id", None) is not None:
+        ids.append(int(tokenizer.eos_token_id))
+    return tuple(sorted(set(ids)))
+
+
+def topk_rows(logits: Any, k: int, next_ids: Sequence[int] | None) -> list[TopK]:
+    """log_softmax in float32 over the vocabulary, top-k per row, and the logprob of each row's next token."""
+    import torch
+
+    logprobs = torch.log_softmax(logits.float(), dim=-1)
+    values, indices = logprobs.topk(min(k, logprobs.shape[-1]), dim=-1)
+    token_lp = None
+    if next_ids is not None:
+        token_lp = logprobs.gather(-1, torch.tensor(list(next_ids)).unsqueeze(-1)).squeeze(-1).tolist()
+    rows = []
+    for r, (ids, vals) in enumerate(zip(indices.tolist(), values.tolist())):
+        rows.append(TopK(tuple(ids), tuple(vals), token_lp[r] if token_lp is not None else None))
+    return rows
+
+
+class InProcessCandidate:
+    """A torch module as a candidate. `hf=True`: transformers call convention (attention_mask, position_ids, cache)."""
+
+    def __init__(self, model: Any, path: Path, dtype: str, *, kind: str, hf: bool) -> None:
+        self.model = model
+        self.hf = hf
+        self.info = CandidateInfo(path.name, kind, dtype, library_versions(), hardware())
+        self.capabilities = Capabilities(
+            padding=hf,
+            activations=True,
+            notes=()
+            if kind == "adapter"
+            else ("reference-as-candidate: transformers stands in for the adapter runtime",),
+        )
+        self.stop_ids = stop_ids_of(path)
+        self.device = next(model.parameters()).device
+        # transformers renamed past_key_values -> cache (5.2x); support both so the pinned range keeps working.
+        self._cache_kw = "cache" if hf and "cache" in inspect.signature(model.forward).parameters else "past_key_values"
+
+    def _cached(self, ids: Any, past: Any) -> tuple[Any, Any]:
+        """One cached forward: (logits of the last position, new cache)."""
+        out = self.model(input_ids=ids if past is None else ids[:, -1:], use_cache=True, **{self._cache_kw: past})
+        return out.logits[:, -1], getattr(out, self._cache_kw)
+
+    def _logits(self, ids: Any, mask: Any | None = None) -> Any:
+        import torch
+
+        with torch.no_grad():
+            if not self.hf:
+                return self.model(ids)
+            positions = None
+            if mask is not None:
+                # Left padding shifts positions unless they are derived from the mask (what generate() does).
+                positions = (mask.long().cumsum(-1) - 1).clamp(min=0)
+            out = self.model(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=False)
+            return out.logits
+
+    def score(self, sequences: Sequence[Sequence[int]], top_k: int, padding: str = "right") -> list[list[TopK]]:
+        import torch
+
+        if not sequences:
+            return []
+        if len(sequences) == 1 or not self.hf:
+            # Without an attention mask (adapter convention) sequences of different lengths cannot share a batch.
+            out = []
+            for seq in sequences:
+                logits = self._logits(torch.tensor([list(seq)], device=self.device))[0, :-1]
+                out.append(topk_rows(logits, top_k, list(seq[1:])))
+            return out
+        width = max(len(s) for s in sequences)
+        ids = torch.zeros((len(sequences), width), dtype=torch.long, device=self.device)
+        mask = torch.zeros_like(ids)
+        for row, seq in enumerate(sequences):
+            start = width - len(seq) if padding == "left" else 0
+            ids[row, start : start + len(seq)] = torch.tensor(list(seq))
+            mask[row, start : start + len(seq)] = 1
+        logits = self._logits(ids, mask)
+        out = []
+        for row, seq in enumerate(sequences):
+            start = width - len(seq) if padding == "left" else 0
+            out.append(topk_rows(logits[row, start : start + len(seq) - 1], top_k, list(seq[1:])))
+        return out
+
+    def generate(
+        self,
+        prompts: Sequence[Sequence[int]],
+        max_new_tokens: int,
+        top_k: int,
+        *,
+        ignore_eos: bool = True,
+        force_first: int | None = None,
+    ) -> list[Generation]:
+        return [self._generate_one(list(p), max_new_tokens, top_k, ignore_eos, force_first) for p in prompts]
+
+    def _generate_one(
+        self, prompt: list[int], max_new_tokens: int, top_k: int, ignore_eos: bool, force_first: int | None
+    ) -> Generation:
+        import time
+
+        import torch
+
+        start = time.perf_counter()
+        times: list[float] = []
+        ids = torch.tensor([prompt], device=self.device)
+        past = None
+        out_ids: list[int] = []
+        steps: list[TopK] = []
+        finish = "length"
+        with torch.no_grad():
+            for step in range(max_new_tokens):
+                if self.hf:
+                    # KV cache: decode cost per token stays flat, so the performance figures mean something.
+                    logits, past = self._cached(ids, past)
+                    logits = logits[0]
+                else:
+                    logits = self.model(ids)[0, -1]
+                if step == 0 and force_first is not None:
+                    logits = logits.clone()
+                    logits[force_first] = logits.max() + 100.0
+                row = topk_rows(logits.unsqueeze(0), top_k, None)[0]
+                token = int(logits.argmax())
+                steps.append(TopK(row.ids, row.logprobs, float(torch.log_softmax(logits.float(), -1)[token])))
+                out_ids.append(token)
+                times.append(time.perf_counter() - start)
+                ids = torch.cat([ids, torch.tensor([[token]], device=self.device)], dim=1)
+                if not ignore_eos and token in self.stop_ids:
+                    finish = "stop"
+                    break
+        return Generation(tuple(out_ids), tuple(steps), finish, tuple(times))
+
+    def scan_activations(self, sequence: Sequence[int]) -> list[LayerStat] | None:
+        """Hooks on every module: max-abs and non-finite count of each output, grouped per layer block."""
+        import torch
+
+        stats: dict[str, list[float]] = {}
+
+        def hook(name: str) -> Any:
+            def record(_module: Any, _inputs: Any, output: Any) -> None:
+                tensor = output[0] if isinstance(output, (tuple, list)) and output else output
+                if not isinstance(tensor, torch.Tensor) or not tensor.is_floating_point():
+                    return
+                match = _LAYER_PREFIX.match(name)
+                key = match.group(1) if match else name
+                data = tensor.detach()
+                finite = torch.isfinite(data)
+                bad = int((~finite).sum())
+                peak = float(data[finite].abs().max()) if bool(finite.any()) else float("inf")
+                entry = stats.setdefault(key, [0.0, 0])
+                entry[0], entry[1] = max(entry[0], peak), entry[1] + bad
+
+            return record
+
+        handles = [m.register_forward_hook(hook(n)) for n, m in self.model.named_modules() if n]
+        try:
+            self._logits(torch.tensor([list(sequence)], device=self.device))
+        finally:
+            for handle in handles:
+                handle.remove()
+        return [LayerStat(name, peak, int(bad)) for name, (peak, bad) in stats.items()]
+
+    def timed_batch(self, prompts: Sequence[Sequence[int]], max_new_tokens: int) -> tuple[int, float]:
+        """Greedy-decode equal-length prompts as one batch; (output tokens, seconds) for throughput at batch N."""
+        import time
+
+        import torch
+
+        ids = torch.tensor([list(p) for p in prompts], device=self.device)
+        past = None
+        start = time.perf_counter()
+        with torch.no_grad():
+            for _ in range(max_new_tokens):
+                if self.hf:
+                    logits, past = self._cached(ids, past)
+                else:
+                    logits = self.model(ids)[:, -1]
+                ids = torch.cat([ids, logits.argmax(-1, keepdim=True)], dim=1)
+        return len(prompts) * max_new_tokens, time.perf_counter() - start
+
+    def peak_memory(self) -> tuple[int | None, str]:
+        """CUDA max allocated on a GPU, else this process's peak RSS (which includes Python and libraries)."""
+        import resource
+
+        import torch
+
+        if self.device.type == "cuda":
+            return int(torch.cuda.max_memory_allocated(self.device)), "cuda_max_allocated"
+        return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024, "process_peak_rss"
+
+    def close(self) -> None:
+        self.model = None
