@@ -22,6 +22,7 @@ TOKENIZER_FILES = (
     "vocab.json",
     "merges.txt",
     "tokenizer.model",
+    "added_tokens.json",
     "chat_template.jinja",
     "generation_config.json",
 )
