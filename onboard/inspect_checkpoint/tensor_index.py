@@ -9,10 +9,11 @@ within 1.2× of a bare header read (benchmarks/bench_inspect_local.py). The per-
 from __future__ import annotations
 
 import re
+from bisect import bisect_right
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from itertools import compress, count
-from operator import attrgetter, itemgetter, sub
+from operator import attrgetter, itemgetter
 
 from onboard.inspect_checkpoint.checkpoint_types import DTYPE_BYTES, SafetensorsHeader, TensorInfo
 
@@ -53,55 +54,50 @@ class TensorIndex:
     @classmethod
     def from_headers(cls, headers: Iterable[SafetensorsHeader]) -> TensorIndex:
         names: list[str] = []
-        dtypes: list[str] = []
-        shapes: list[tuple[int, ...]] = []
-        offsets: list[tuple[int, int]] = []
-        files: list[str] = []
+        entries: list = []  # records with .dtype/.shape/.data_offsets: msgspec structs or TensorInfo
+        bounds: list[tuple[int, str]] = []  # (end position in `names`, file) per header
         for h in headers:
-            raw = getattr(h.tensors, "_raw", None)
-            if raw is not None:  # the lazy TensorMap: read the decoded records without building TensorInfo objects
-                entries = raw.values()
-                names += raw
-                dtypes += map(attrgetter("dtype"), entries)
-                shapes += map(attrgetter("shape"), entries)
-                offsets += map(attrgetter("data_offsets"), entries)
-            else:
-                infos = h.tensors.values()
-                names += h.tensors
-                dtypes += map(attrgetter("dtype"), infos)
-                shapes += map(attrgetter("shape"), infos)
-                offsets += map(attrgetter("data_offsets"), infos)
-            files += [h.file] * (len(names) - len(files))
-        return cls._build(names, dtypes, shapes, offsets, files)
+            raw = getattr(h.tensors, "_raw", None)  # the lazy TensorMap: its decoded records, no TensorInfo objects
+            source = raw if raw is not None else h.tensors
+            names += source
+            entries += source.values()
+            bounds.append((len(names), h.file))
+        return cls._build(names, entries, bounds)
 
     @classmethod
     def from_tensors(cls, tensors: Mapping[str, TensorInfo]) -> TensorIndex:
-        infos = list(tensors.values())
-        return cls._build(
-            list(tensors), [t.dtype for t in infos], [t.shape for t in infos], [t.data_offsets for t in infos],
-            [t.file for t in infos],
-        )  # fmt: skip
+        names = list(tensors)
+        entries = list(tensors.values())
+        files = [t.file for t in entries]
+        bounds = [(i + 1, f) for i, f in enumerate(files)]
+        return cls._build(names, entries, bounds)
 
     @classmethod
-    def _build(cls, names, dtypes, shapes, offsets, files) -> TensorIndex:
+    def _build(cls, names: list[str], entries: list, bounds: list[tuple[int, str]]) -> TensorIndex:
         import numpy as np  # bincount: per-group byte sums without a Python loop body per tensor
 
         if not names:
             return cls([])
+        n = len(names)
+        dtypes = list(map(attrgetter("dtype"), entries))
+        offsets = list(map(attrgetter("data_offsets"), entries))
         # Group key: the name with digits masked, plus the dtype. Translating one joined string is one C call.
         masked = "\n".join(names).translate(_DIGITS).split("\n")
         keys = list(map("{}\x00{}".format, masked, dtypes))
         first_index: dict[str, int] = {}
         firsts = list(map(first_index.setdefault, keys, count()))  # each tensor → index of its group's first tensor
-        sizes = np.fromiter(map(sub, map(itemgetter(1), offsets), map(itemgetter(0), offsets)), np.int64, len(names))
-        first_arr = np.fromiter(firsts, np.int64, len(names))
-        totals = np.bincount(first_arr, weights=sizes.astype(np.float64))
+        ends = np.fromiter(map(itemgetter(1), offsets), np.int64, n)
+        begins = np.fromiter(map(itemgetter(0), offsets), np.int64, n)
+        first_arr = np.fromiter(firsts, np.int64, n)
+        totals = np.bincount(first_arr, weights=(ends - begins).astype(np.float64))
         counts = np.bincount(first_arr)
+        ends_of_files = [b[0] for b in bounds]
         groups = []
         for key, i in first_index.items():
             template = _RUNS.sub("{}", key.split("\x00", 1)[0])
-            groups.append(TensorGroup(template, dtypes[i], int(counts[i]), int(totals[i]), names[i], tuple(shapes[i]),
-                                      files[i]))  # fmt: skip
+            file = bounds[bisect_right(ends_of_files, i)][1]
+            groups.append(TensorGroup(template, dtypes[i], int(counts[i]), int(totals[i]), names[i],
+                                      tuple(entries[i].shape), file))  # fmt: skip
         index = cls(groups)
         index._names_list = names
         index._firsts = firsts
