@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# System packages the tests need: headless Chromium for the HTML report test, shellcheck for actionlint.
+set -euo pipefail
+if ! command -v chromium >/dev/null 2>&1; then
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq chromium shellcheck >/dev/null
+fi
