@@ -93,3 +93,9 @@ def test_readme_feature_vocabulary_matches_code():
     section = readme.split("#### Feature vocabulary", 1)[1].split("##", 1)[0]
     listed = set(re.findall(r"`([a-z_0-9:<>]+)`", section))
     assert listed == set(FEATURES), f"README lists {sorted(listed ^ set(FEATURES))} differently from FEATURES"
+
+
+def test_readme_cli_reference_is_current():
+    r = subprocess.run([sys.executable, str(REPO / "scripts" / "gen_cli_reference.py"), "--check"], capture_output=True,
+                       text=True, env={**os.environ, "COLUMNS": "100"})  # fmt: skip
+    assert r.returncode == 0, r.stderr
