@@ -1,0 +1,356 @@
+"""An OpenAI-compatible endpoint as a candidate (vLLM, SGLang, TGI, ...): `/v1/completions` with token-id prompts.
+
+What the engine supports is probed once (token-id prompts and logprobs are required; prompt_logprobs or echo,
+ids-as-tokens, ignore_eos and logit_bias are optional) and recorded in Capabilities, so checks that depend on a
+missing feature are reported as not checked. Every transport problem (refused, timeout, HTTP error, truncated or
+malformed body) becomes an EndpointError naming the URL and what to do; never a traceback.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import socket
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Sequence
+from typing import Any
+from urllib.parse import urlparse
+
+from onboard.errors import InputError
+from onboard.validate_serving.candidates import CandidateInfo, Capabilities, Generation, LayerStat, TopK
+from onboard.validate_serving.env import hardware
+
+FORCE_BIAS = 100.0  # logit_bias that makes a token win (OpenAI caps bias at 100)
+PROBE_IDS = [1, 2, 3, 4]
+
+
+class EndpointError(InputError):
+    """The endpoint cannot be used: down, too slow, or answering something that is not the OpenAI protocol."""
+
+
+class EndpointCandidate:
+    def __init__(self, url: str, served_model: str, dtype: str, *, timeout_s: float = 60.0) -> None:
+        self.base = url.rstrip("/").removesuffix("/v1")
+        self.model = served_model
+        self.timeout = timeout_s
+        self.stop_ids: tuple[int, ...] = ()
+        models = [m.get("id") for m in self._get("/v1/models").get("data", []) if isinstance(m, dict)]
+        if served_model not in models:
+            raise EndpointError(
+                f"{self.base}: model {served_model!r} is not served (serving: {', '.join(map(str, models)) or 'nothing'})",
+                "pass --served-model with one of the served names",
+            )
+        version = self._get("/version", optional=True).get("version")
+        host = urlparse(self.base).hostname or ""
+        local = host in ("127.0.0.1", "localhost", "::1")
+        self.info = CandidateInfo(
+            served_model,
+            "endpoint",
+            dtype,
+            {"engine": str(version or "unknown"), "endpoint": self.base},
+            hardware() if local else {"endpoint": self.base, "note": "remote: hardware not reported by the API"},
+        )
+        self.capabilities = self._probe()
+
+    # --- transport -------------------------------------------------------------------------------------------------
+    def _request(self, path: str, body: dict[str, Any] | None = None) -> http.client.HTTPResponse:
+        url = self.base + path
+        data = json.dumps(body).encode() if body is not None else None
+        req = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json"})
+        try:
+            return urllib.request.urlopen(req, timeout=self.timeout)  # noqa: S310 (user-given URL is the point)
+        except urllib.error.HTTPError as exc:
+            detail = exc.read()[:300].decode("utf-8", "replace")
+            raise _HTTPStatus(exc.code, f"{url}: HTTP {exc.code}: {detail}") from exc
+        except urllib.error.URLError as exc:
+            reason = exc.reason
+            if isinstance(reason, (TimeoutError, socket.timeout)):
+                raise self._timeout(url) from exc
+            raise EndpointError(
+                f"cannot connect to {url}: {reason}", "start the server, or check --endpoint (scheme, host, port)"
+            ) from exc
+        except TimeoutError as exc:
+            raise self._timeout(url) from exc
+
+    def _timeout(self, url: str) -> EndpointError:
+        return EndpointError(
+            f"{url}: no answer within {self.timeout:g} s", "the server is hung or overloaded; raise --timeout"
+        )
+
+    def _read_json(self, path: str, body: dict[str, Any] | None) -> dict[str, Any]:
+        url = self.base + path
+        try:
+            with self._request(path, body) as resp:
+                raw = resp.read()
+        except http.client.IncompleteRead as exc:
+            raise EndpointError(f"{url}: truncated response ({len(exc.partial)} bytes, then the connection closed)",
+                                "the server crashed or a proxy cut the body; check its log") from exc  # fmt: skip
+        except TimeoutError as exc:
+            raise self._timeout(url) from exc
+        except (ConnectionError, http.client.HTTPException) as exc:
+            raise EndpointError(f"{url}: connection failed mid-response ({exc})", "check the server log") from exc
+        try:
+            doc = json.loads(raw)
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise EndpointError(
+                f"{url}: malformed JSON response: {raw[:120]!r}", "is this an OpenAI-compatible server?"
+            ) from exc
+        if not isinstance(doc, dict):
+            raise EndpointError(
+                f"{url}: expected a JSON object, got {type(doc).__name__}", "is this an OpenAI-compatible server?"
+            )
+        return doc
+
+    def _get(self, path: str, optional: bool = False) -> dict[str, Any]:
+        try:
+            return self._read_json(path, None)
+        except _HTTPStatus as exc:
+            if optional:
+                return {}
+            raise EndpointError(str(exc), "is this an OpenAI-compatible server? (GET /v1/models failed)") from exc
+
+    def _complete(self, body: dict[str, Any]) -> dict[str, Any]:
+        doc = self._read_json("/v1/completions", {"model": self.model, "temperature": 0.0, **body})
+        choices = doc.get("choices")
+        if not isinstance(choices, list) or not choices:
+            raise EndpointError(f"{self.base}/v1/completions: response has no choices: {str(doc)[:160]}",
+                                "is this an OpenAI-compatible completions endpoint?")  # fmt: skip
+        return doc
+
+    # --- capability probe ------------------------------------------------------------------------------------------
+    def _probe(self) -> Capabilities:
+        notes = []
+        base = {"prompt": PROBE_IDS, "max_tokens": 1, "logprobs": 2}
+        try:
+            doc = self._complete(base)
+        except _HTTPStatus as exc:
+            raise EndpointError(f"the engine rejects token-id prompts with logprobs ({exc})",
+                                "validation needs /v1/completions with a token-id prompt and logprobs") from exc  # fmt: skip
+        if not (doc["choices"][0].get("logprobs") or {}).get("top_logprobs"):
+            raise EndpointError(f"{self.base}: the engine returns no top_logprobs", "enable logprobs on the server")
+        self._ids_kw = self._accepts({**base, "return_tokens_as_token_ids": True}, lambda d: _ids_in(d))
+        if not self._ids_kw:
+            notes.append("tokens are not returned as ids (return_tokens_as_token_ids): greedy tokens compared by text")
+        prompt_lp = self._accepts(
+            {**base, "prompt_logprobs": 2}, lambda d: bool(d["choices"][0].get("prompt_logprobs"))
+        )
+        echo = False
+        if not prompt_lp:
+            echo = self._accepts(
+                {**base, "echo": True, "max_tokens": 0},
+                lambda d: len(d["choices"][0]["logprobs"].get("top_logprobs") or []) >= len(PROBE_IDS) - 1,
+            )
+            notes.append(
+                "no prompt_logprobs: " + ("using echo+logprobs" if echo else "prompt positions cannot be checked")
+            )
+        self._echo = echo
+        ignore_eos = self._accepts({**base, "ignore_eos": True}, lambda d: True)
+        bias = self._accepts(
+            {**base, "logit_bias": {"5": FORCE_BIAS}, "return_tokens_as_token_ids": self._ids_kw},
+            lambda d: _first_id(d) == 5,
+        )
+        if not bias:
+            notes.append("logit_bias not honoured: stop tokens cannot be forced")
+        return Capabilities(prompt_logprobs=prompt_lp or echo, generation_logprobs=True, batch=True, padding=False,
+                            activations=False, force_token=bias, ignore_eos=ignore_eos, notes=tuple(notes))  # fmt: skip
+
+    def _accepts(self, body: dict[str, Any], works: Any) -> bool:
+        try:
+            return bool(works(self._complete(body)))
+        except _HTTPStatus:
+            return False
+        except (KeyError, TypeError, IndexError, ValueError):
+            return False
+
+    # --- Candidate interface ---------------------------------------------------------------------------------------
+    def score(self, sequences: Sequence[Sequence[int]], top_k: int, padding: str = "right") -> list[list[TopK]]:
+        """One request for all sequences (the engine batches them), teacher-forced prompt logprobs."""
+        prompts = [list(s) for s in sequences]
+        body: dict[str, Any] = {"prompt": prompts if len(prompts) > 1 else prompts[0], "max_tokens": 1, "logprobs": 1}
+        if self._echo:
+            body.update(echo=True, max_tokens=0, logprobs=top_k)
+        else:
+            body["prompt_logprobs"] = top_k
+        doc = self._complete(body)
+        by_index = {c.get("index", i): c for i, c in enumerate(doc["choices"])}
+        out = []
+        for i, seq in enumerate(prompts):
+            choice = by_index.get(i)
+            if choice is None:
+                raise EndpointError(
+                    f"{self.base}/v1/completions: no choice {i} for a batch of {len(prompts)}", "check the server log"
+                )
+            out.append(
+                self._echo_rows(choice, seq, top_k) if self._echo else _prompt_rows(choice, seq, top_k, self.base)
+            )
+        return out
+
+    def _echo_rows(self, choice: dict[str, Any], seq: list[int], top_k: int) -> list[TopK]:
+        lp = choice.get("logprobs") or {}
+        tops, toks = lp.get("top_logprobs") or [], lp.get("token_logprobs") or []
+        rows = []
+        for j in range(1, len(seq)):
+            entry = tops[j] if j < len(tops) and tops[j] else {}
+            ids, lps = _sorted_ids(entry)
+            rows.append(TopK(ids[:top_k], lps[:top_k], toks[j] if j < len(toks) else None))
+        return rows
+
+    def generate(
+        self,
+        prompts: Sequence[Sequence[int]],
+        max_new_tokens: int,
+        top_k: int,
+        *,
+        ignore_eos: bool = True,
+        force_first: int | None = None,
+    ) -> list[Generation]:
+        """Streamed greedy generation (token arrival times feed the performance figures); one request per prompt
+        when there is one prompt, one batched request otherwise."""
+        body: dict[str, Any] = {"max_tokens": max_new_tokens, "logprobs": max(1, top_k), "stream": True}
+        if self._ids_kw:
+            body["return_tokens_as_token_ids"] = True
+        if ignore_eos and self.capabilities.ignore_eos:
+            body["ignore_eos"] = True
+        if force_first is not None:
+            body["logit_bias"] = {str(force_first): FORCE_BIAS}
+        plist = [list(p) for p in prompts]
+        body["prompt"] = plist if len(plist) > 1 else plist[0]
+        return self._stream(body, len(plist))
+
+    def _stream(self, body: dict[str, Any], n: int) -> list[Generation]:
+        url = self.base + "/v1/completions"
+        start = time.perf_counter()
+        acc: list[dict[str, Any]] = [{"ids": [], "steps": [], "times": [], "finish": None} for _ in range(n)]
+        done = False
+        try:
+            with self._request("/v1/completions", {"model": self.model, "temperature": 0.0, **body}) as resp:
+                for raw in resp:
+                    line = raw.decode("utf-8", "replace").strip()
+                    if not line.startswith("data:"):
+                        continue
+                    payload = line[5:].strip()
+                    if payload == "[DONE]":
+                        done = True
+                        break
+                    try:
+                        event = json.loads(payload)
+                    except json.JSONDecodeError as exc:
+                        raise EndpointError(
+                            f"{url}: malformed stream event: {payload[:120]!r}", "check the server log"
+                        ) from exc
+                    now = time.perf_counter() - start
+                    for choice in event.get("choices") or []:
+                        _absorb(acc[int(choice.get("index", 0)) % n], choice, now)
+        except http.client.IncompleteRead as exc:
+            raise EndpointError(
+                f"{url}: truncated stream", "the server crashed or cut the connection; check its log"
+            ) from exc
+        except TimeoutError as exc:
+            raise self._timeout(url) from exc
+        except (ConnectionError, http.client.HTTPException) as exc:
+            raise EndpointError(f"{url}: stream failed ({exc})", "check the server log") from exc
+        if not done:
+            raise EndpointError(
+                f"{url}: stream ended without [DONE] (truncated)", "the server crashed mid-generation; check its log"
+            )
+        return [Generation(tuple(a["ids"]), tuple(a["steps"]), a["finish"], tuple(a["times"])) for a in acc]
+
+    def timed_batch(self, prompts: Sequence[Sequence[int]], max_new_tokens: int) -> tuple[int, float]:
+        """N concurrent requests (the engine batches them): (output tokens, wall seconds first send → last token)."""
+        results: list[list[Generation]] = []
+        errors: list[BaseException] = []
+
+        def one(p: Sequence[int]) -> None:
+            try:
+                results.append(self.generate([p], max_new_tokens, 1))
+            except BaseException as exc:  # re-raised below in the caller's thread
+                errors.append(exc)
+
+        threads = [threading.Thread(target=one, args=(p,)) for p in prompts]
+        start = time.perf_counter()
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        if errors:
+            raise errors[0]
+        return sum(len(g[0].ids) for g in results), time.perf_counter() - start
+
+    def peak_memory(self) -> tuple[int | None, str]:
+        return None, "not observable through the OpenAI API"
+
+    def scan_activations(self, sequence: Sequence[int]) -> list[LayerStat] | None:
+        return None
+
+    def close(self) -> None:
+        return None
+
+
+class _HTTPStatus(EndpointError):
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message, "check the request parameters the engine supports")
+        self.code = code
+
+
+def _token_id(key: str) -> int | None:
+    text = key.removeprefix("token_id:")
+    return int(text) if text.lstrip("-").isdigit() else None
+
+
+def _sorted_ids(entry: dict[str, Any]) -> tuple[tuple[int, ...], tuple[float, ...]]:
+    pairs = sorted(
+        ((_token_id(k), float(v)) for k, v in entry.items() if _token_id(k) is not None), key=lambda p: -p[1]
+    )
+    return tuple(p[0] for p in pairs), tuple(p[1] for p in pairs)  # type: ignore[misc]
+
+
+def _ids_in(doc: dict[str, Any]) -> bool:
+    tokens = doc["choices"][0]["logprobs"]["tokens"]
+    return bool(tokens) and all(str(t).startswith("token_id:") for t in tokens)
+
+
+def _first_id(doc: dict[str, Any]) -> int | None:
+    tokens = doc["choices"][0]["logprobs"]["tokens"]
+    return _token_id(str(tokens[0])) if tokens else None
+
+
+def _prompt_rows(choice: dict[str, Any], seq: list[int], top_k: int, base: str) -> list[TopK]:
+    """vLLM prompt_logprobs: [None, {id: {logprob, rank}}, ...]; entry i is the distribution that predicted seq[i]."""
+    entries = choice.get("prompt_logprobs")
+    if not isinstance(entries, list) or len(entries) != len(seq):
+        raise EndpointError(f"{base}/v1/completions: prompt_logprobs has {len(entries) if isinstance(entries, list) else 'no'} "
+                            f"entries for a prompt of {len(seq)} tokens", "check the server log")  # fmt: skip
+    rows = []
+    for i in range(1, len(seq)):
+        entry = entries[i] or {}
+        try:
+            ranked = sorted(
+                ((int(k), float(v["logprob"]), int(v.get("rank") or 0)) for k, v in entry.items()), key=lambda t: -t[1]
+            )
+        except (TypeError, ValueError, KeyError) as exc:
+            raise EndpointError(
+                f"{base}/v1/completions: malformed prompt_logprobs entry {i}", "check the server log"
+            ) from exc
+        token_lp = next((lp for tid, lp, _ in ranked if tid == seq[i]), None)
+        top = [(tid, lp) for tid, lp, rank in ranked if rank <= top_k][:top_k]
+        rows.append(TopK(tuple(t for t, _ in top), tuple(lp for _, lp in top), token_lp))
+    return rows
+
+
+def _absorb(acc: dict[str, Any], choice: dict[str, Any], now: float) -> None:
+    """One streamed chunk: append its tokens (a chunk may carry several: its arrival time counts once per token)."""
+    lp = choice.get("logprobs") or {}
+    tokens = lp.get("tokens") or []
+    tops = lp.get("top_logprobs") or [{} for _ in tokens]
+    token_lps = lp.get("token_logprobs") or [None for _ in tokens]
+    for tok, top, tlp in zip(tokens, tops, token_lps):
+        tid = _token_id(str(tok))
+        ids, lps = _sorted_ids(top or {})
+        acc["ids"].append(tid if tid is not None else -1)
+        acc["steps"].append(TopK(ids, lps, tlp))
+        acc["times"].append(now)
+    if choice.get("finish_reason"):
+        acc["finish"] = choice["finish_reason"]
