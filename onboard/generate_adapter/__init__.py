@@ -18,7 +18,7 @@ from typing import Any
 from onboard.errors import InputError
 from onboard.profile import ModelProfile
 
-__all__ = ["Check", "GenerateResult", "generate", "render_files"]
+__all__ = ["Check", "GenerateResult", "default_out_dir", "generate", "load_profile", "render_files"]
 
 
 @dataclass(frozen=True)
@@ -53,7 +53,7 @@ class GenerateResult:
         return out
 
 
-def _profile(source_or_profile: ModelProfile | str | os.PathLike) -> ModelProfile:
+def load_profile(source_or_profile: ModelProfile | str | os.PathLike) -> ModelProfile:
     if isinstance(source_or_profile, ModelProfile):
         return source_or_profile
     path = Path(source_or_profile)
@@ -85,11 +85,27 @@ def render_files(profile: ModelProfile) -> tuple[Any, dict[str, str]]:
     configs = engine_configs(profile)
     for cfg in configs:
         files[f"engine/{cfg.engine}.sh"] = render(
-            "engine/serve.sh.j2", engine=cfg.engine, model_type=profile.model_type, argv=cfg.argv, notes=cfg.notes
+            "engine/serve.sh.j2",
+            engine=cfg.engine,
+            model_type=profile.model_type,
+            lines=_shell_lines(cfg.argv),
+            notes=cfg.notes,
         )
     engine_json = {cfg.engine: {"argv": list(cfg.argv), "notes": list(cfg.notes)} for cfg in configs}
     files["engine/engine.json"] = json.dumps(engine_json, indent=2, sort_keys=True) + "\n"
     return the_plan, files
+
+
+def _shell_lines(argv: tuple[str, ...]) -> list[str]:
+    """The command on the first line, then one `--flag value` per line (shell-quoted)."""
+    import shlex
+
+    lines: list[list[str]] = [[]]
+    for token in argv:
+        if token.startswith("--"):
+            lines.append([])
+        lines[-1].append(shlex.quote(token))
+    return [" ".join(words) for words in lines if words]
 
 
 def _write_atomic(path: Path, text: str) -> None:
@@ -108,6 +124,7 @@ def _write_atomic(path: Path, text: str) -> None:
 
 def _imports_cleanly(path: Path) -> tuple[bool, str]:
     name = f"_onboard_generated_{path.stem}"
+    previous, sys.dont_write_bytecode = sys.dont_write_bytecode, True  # leave no __pycache__ in the output
     try:
         spec = importlib.util.spec_from_file_location(name, path)
         module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
@@ -118,6 +135,7 @@ def _imports_cleanly(path: Path) -> tuple[bool, str]:
         return False, f"{type(exc).__name__}: {exc}"
     finally:
         sys.modules.pop(name, None)
+        sys.dont_write_bytecode = previous
 
 
 def generate(
@@ -129,7 +147,7 @@ def generate(
     """Write the adapter, kernel stubs and engine configs for a checkpoint (path / repo id), a profile JSON file or
     a ModelProfile into `out_dir`. Refuses to overwrite existing files unless `force`. `parity=True` (local
     checkpoints only) also runs the adapter against transformers and records `adapter_parity`."""
-    profile = _profile(source_or_profile)
+    profile = load_profile(source_or_profile)
     the_plan, files = render_files(profile)
     out = Path(out_dir)
     existing = sorted(rel for rel in files if (out / rel).exists())
@@ -168,3 +186,10 @@ def generate(
         checks=tuple(checks),
         parity=parity_report,
     )
+
+
+def default_out_dir(profile: ModelProfile) -> Path:
+    """generated/<slug>: the repo id with `/` -> `__`, or a local folder's name."""
+    source = profile.source.rstrip("/")
+    slug = Path(source).name if Path(source).exists() or source.startswith((".", "/")) else source.replace("/", "__")
+    return Path("generated") / (slug or profile.model_type)

@@ -17,8 +17,11 @@ from onboard.generate_adapter.archs import ARCHS, ArchSpec
 from onboard.generate_adapter.weight_maps import CHECKPOINT_TENSORS, DROPPED
 from onboard.profile import ModelProfile
 
-# Features every adapter handles through config values alone.
+# Features every adapter handles through config values alone. "plain_mlp" is also derived by inspect for MoE
+# checkpoints whose experts are stored as w1/w2/w3 or stacked input_linear (no gate_proj name): the family's own
+# blocks decide the MLP shape, so it never needs a stub on its own.
 GENERIC_FEATURES = frozenset({"gqa", "mqa", "tied_embeddings", "interleaved_attention", "dense_first_layers"})
+MOE_NAMING_FEATURES = frozenset({"plain_mlp"})
 
 # Config keys that never change the forward pass (bookkeeping, generation, training, serving hints).
 IGNORED_CONFIG_KEYS = frozenset(
@@ -96,6 +99,8 @@ def _feature_stubs(profile: ModelProfile, spec: ArchSpec) -> list[KernelStub]:
     for feature in profile.features:
         kind, _, arg = feature.partition(":")
         if feature in GENERIC_FEATURES or feature in spec.features:
+            continue
+        if feature in MOE_NAMING_FEATURES and "moe" in spec.features:
             continue
         if kind == "rope":
             if arg not in ROPE_TYPES:

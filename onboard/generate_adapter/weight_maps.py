@@ -107,7 +107,7 @@ _MLP = _LAYER + r"mlp\.(gate_proj|up_proj|down_proj|gate_up_proj)\.(weight|bias)
 _NORMS = _LAYER + r"(input_layernorm|post_attention_layernorm|pre_feedforward_layernorm|post_feedforward_layernorm|" \
     r"post_self_attn_layernorm|post_mlp_layernorm|attention_layernorm|feedforward_layernorm)\.(weight|bias)"  # fmt: skip
 _QWEN_MOE = _LAYER + r"mlp\.(gate\.weight|experts\.\d+\.(gate_proj|up_proj|down_proj)\.weight)"
-_MIXTRAL_MOE = _LAYER + r"block_sparse_moe\.(gate\.weight|experts\.\d+\.w[123]\.weight)"
+_MIXTRAL_MOE = _LAYER + r"block_sparse_moe\.(gate\.weight|experts\.\d+\.w\d\.weight)"
 _COMMON = (*_TOP, _QKVO, _QK_NORM, _MLP, _NORMS)
 
 CHECKPOINT_TENSORS: dict[str, tuple[str, ...]] = {mt: _COMMON for mt in WEIGHT_MAPS}
