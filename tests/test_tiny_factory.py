@@ -43,12 +43,17 @@ EXPECTED_KINDS = {
     "lfm2": ["conv", "full"],
     "mamba2": ["ssm", "ssm"],
     "rwkv": ["linear", "linear"],
+    "kimi_linear": ["linear", "mla"],
+    "deepseek_v32": ["mla", "mla", "mla"],
+    "lfm3": ["conv", "sliding", "conv", "full"],
 }
 KV_PER_TOKEN = {  # bytes per token per sequence over growing layers, float32
     "llama": 2 * 2 * 2 * 16 * F32,  # layers * (K, V) * kv heads * head_dim
     "gpt_bigcode": 2 * 2 * 1 * 16 * F32,  # MQA
     "gpt_oss": 1 * 2 * 2 * 16 * F32,  # the full layer only; the sliding one is capped
     "deepseek_v3": 3 * (32 + 8) * F32,  # MLA latent: kv_lora_rank + qk_rope_head_dim
+    "deepseek_v32": 3 * (32 + 8 + 16) * F32,  # + DSA indexer keys (index_head_dim)
+    "gemma4_text": 1 * 2 * 2 * 32 * F32,  # full layer with its own head_dim (global_head_dim=32)
     "mistral": 0,
     "mamba2": 0,
 }

@@ -26,7 +26,7 @@ from typing import Any
 from tests.tiny import kv_measure
 
 # Module class-name patterns (transformers 5.24 names), checked in this order.
-LINEAR_RE = re.compile(r"GatedDeltaNet|LightningAttention|Rglru|RecurrentBlock|RwkvSelfAttention|LinearAttention$")
+LINEAR_RE = re.compile(r"DeltaNet|DeltaAttention|LightningAttention|Rglru|RecurrentBlock|RwkvSelfAttention")
 SSM_RE = re.compile(r"Mixer$|MambaLayer$")
 CONV_RE = re.compile(r"ShortConv$")
 ATTENTION_RE = re.compile(r"Attention$")
@@ -262,8 +262,11 @@ def _mla(config: Any, dtype: Any, rows: list[dict[str, Any]], kinds: list[str], 
     heads = config.num_attention_heads
     expanded = heads * (config.qk_nope_head_dim + config.qk_rope_head_dim + config.v_head_dim) * itemsize
     measured = sorted({r["kv_bytes_per_token"] for r, k in zip(rows, kinds) if k == "mla"})
-    if measured == [latent]:
-        notes.append("MLA: transformers caches the compressed latent (kv_lora_rank + qk_rope_head_dim) per layer")
+    # DeepSeek sparse attention (V3.2, GLM-MoE-DSA) also caches its indexer keys, one vector per token.
+    indexer = sorted({_growing_bytes(r, "indexer_keys") for r, k in zip(rows, kinds) if k == "mla"})
+    if measured == [latent + indexer[0]] and len(indexer) == 1:
+        extra = f" plus {indexer[0]} B of DSA indexer keys" if indexer[0] else ""
+        notes.append(f"MLA: transformers caches the compressed latent (kv_lora_rank + qk_rope_head_dim){extra}")
     else:
         notes.append(f"MLA: measured {measured} B/token/layer, latent would be {latent}, expanded K/V {expanded}")
     return {
@@ -271,5 +274,15 @@ def _mla(config: Any, dtype: Any, rows: list[dict[str, Any]], kinds: list[str], 
         "qk_rope_head_dim": config.qk_rope_head_dim,
         "latent_bytes_per_token_per_layer": latent,
         "expanded_kv_bytes_per_token_per_layer": expanded,
+        "indexer_bytes_per_token_per_layer": indexer,
         "measured_bytes_per_token_per_layer": measured,
     }
+
+
+def _growing_bytes(row: dict[str, Any], name: str) -> int:
+    """Bytes per token of one cached tensor of a layer row (0 when the layer has no such tensor)."""
+    tensor = row["tensors"].get(name)
+    if tensor is None or tensor["kind"] == "state":
+        return 0
+    short_key = next(k for k in tensor if k.startswith("bytes@"))
+    return tensor[short_key] // int(short_key.removeprefix("bytes@"))

@@ -1,0 +1,175 @@
+"""Tiny configs of mixture-of-experts families, MLA ones included (see tests/tiny/configs.py)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tests.tiny.knobs import (
+    DEEPSEEK_MOE,
+    DROP,
+    IDS,
+    LLAMA,
+    MIXTRAL_MOE,
+    MLA,
+    NO_HEAD_DIM,
+    OLMOE,
+    QWEN_MOE,
+    SLIDING_FULL,
+    SSS_FULL,
+    THREE,
+    WINDOW,
+    derive,
+)
+
+MOE: dict[str, dict[str, Any]] = {
+    "mixtral": derive(LLAMA, **MIXTRAL_MOE),
+    "phimoe": derive(NO_HEAD_DIM, sliding_window=WINDOW, **MIXTRAL_MOE),  # 16 experts top-2 in Phi-3.5-MoE
+    "minimax_m2": derive(LLAMA, **MIXTRAL_MOE),
+    "granitemoe": derive(NO_HEAD_DIM, **MIXTRAL_MOE),
+    "granitemoe_swa": derive(NO_HEAD_DIM, sliding_window=WINDOW, layer_types=SLIDING_FULL, **MIXTRAL_MOE),
+    "granitemoeshared": derive(NO_HEAD_DIM, shared_intermediate_size=64, **MIXTRAL_MOE),
+    "jetmoe": dict(
+        hidden_size=64,
+        num_hidden_layers=2,
+        num_key_value_heads=2,
+        kv_channels=16,
+        intermediate_size=128,
+        vocab_size=1000,
+        max_position_embeddings=256,
+        **MIXTRAL_MOE,
+        **IDS,
+    ),  # fmt: skip
+    "qwen2_moe": derive(NO_HEAD_DIM, shared_expert_intermediate_size=64, **QWEN_MOE),
+    "qwen3_moe": derive(NO_HEAD_DIM, **QWEN_MOE),
+    "olmoe": derive(NO_HEAD_DIM, intermediate_size=32, **OLMOE),  # experts use intermediate_size (1024)
+    "flex_olmo": derive(NO_HEAD_DIM, intermediate_size=32, **OLMOE),
+    "gpt_oss": derive(
+        LLAMA,
+        sliding_window=WINDOW,  # 128: alternating sliding / full layers, attention sinks
+        **MIXTRAL_MOE,  # 32 experts top-4 in gpt-oss-20b
+    ),
+    "llama4_text": derive(
+        LLAMA,
+        num_hidden_layers=4,  # 48 in Llama-4-Scout: chunked x3 + one global NoPE layer
+        attention_chunk_size=WINDOW,  # 8192
+        intermediate_size_mlp=128,
+        moe_layers=[1, 3],  # every layer in Scout; interleaved in Maverick
+        **MIXTRAL_MOE,
+    ),
+    "ernie4_5_moe": derive(
+        NO_HEAD_DIM,
+        moe_num_experts=4,  # 64 in ERNIE-4.5-21B-A3B
+        moe_k=2,  # 6
+        moe_intermediate_size=32,
+        moe_num_shared_experts=1,  # 2
+        moe_layer_start_index=1,  # 1: first layer dense
+        moe_layer_end_index=1,
+    ),
+    "hunyuan_v1_moe": derive(LLAMA, num_experts=4, moe_topk=2, eod_token_id=3),  # 64 experts top-8 in Hunyuan-A13B
+    "dbrx": dict(
+        d_model=64,  # 6144 in DBRX
+        n_heads=4,  # 48
+        n_layers=2,  # 40
+        max_seq_len=256,
+        vocab_size=1000,
+        # rope_theta is read from attn_config by the modeling code though not a declared field (real configs carry it).
+        attn_config={"kv_n_heads": 2, "clip_qkv": 8.0, "rope_theta": 500000.0},  # 8 KV heads, clip 8
+        ffn_config={"ffn_hidden_size": 32, "moe_num_experts": 4, "moe_top_k": 2},  # 16 experts top-4
+        **IDS,
+    ),
+    "aria_text": derive(LLAMA, moe_num_experts=4, moe_topk=2, moe_num_shared_experts=1),
+    "deepseek_v2": derive(
+        LLAMA, **{**THREE, **MLA, **DEEPSEEK_MOE, "q_lora_rank": None}, topk_method="group_limited_greedy"
+    ),  # q_lora_rank None as in DeepSeek-V2-Lite,
+    "deepseek_v3": derive(NO_HEAD_DIM, **THREE, **MLA, **DEEPSEEK_MOE),
+    "glm4_moe": derive(NO_HEAD_DIM, **THREE, **DEEPSEEK_MOE, use_qk_norm=True),
+    "glm4_moe_lite": derive(
+        NO_HEAD_DIM,
+        **THREE,
+        **MLA,
+        **derive(DEEPSEEK_MOE, first_k_dense_replace=DROP),
+        mlp_layer_types=["dense", "sparse", "sparse"],
+    ),  # fmt: skip
+    "dots1": derive(NO_HEAD_DIM, **THREE, **DEEPSEEK_MOE, sliding_window=WINDOW),  # window unused: all layers full
+    "sarvam_moe": derive(LLAMA, **THREE, **DEEPSEEK_MOE),
+    "solar_open": derive(LLAMA, **THREE, **derive(DEEPSEEK_MOE, first_k_dense_replace=DROP), intermediate_size=DROP),
+    "exaone_moe": derive(
+        NO_HEAD_DIM,
+        num_hidden_layers=4,
+        sliding_window=WINDOW,
+        sliding_window_pattern=4,
+        first_k_dense_replace=1,
+        num_experts=4,
+        num_experts_per_tok=2,
+        moe_intermediate_size=32,
+        num_shared_experts=1,
+    ),  # fmt: skip
+    "sarvam_mla": derive(NO_HEAD_DIM, **{**THREE, **MLA, **DEEPSEEK_MOE}),
+    # DeepSeek sparse attention: MLA plus an indexer whose keys are cached too (index_head_dim per token).
+    "deepseek_v32": derive(LLAMA, **{**THREE, **MLA, **DEEPSEEK_MOE}, index_topk=4, index_head_dim=16, index_n_heads=2),
+    "glm_moe_dsa": derive(LLAMA, **{**THREE, **MLA, **DEEPSEEK_MOE}, index_topk=4, index_head_dim=16, index_n_heads=2),
+    "afmoe": derive(
+        LLAMA,
+        layer_types=SLIDING_FULL,
+        sliding_window=WINDOW,
+        num_dense_layers=1,
+        num_experts=4,
+        num_experts_per_tok=2,
+        moe_intermediate_size=32,
+        num_shared_experts=1,
+    ),  # fmt: skip
+    "hy_v3": derive(
+        LLAMA,
+        mlp_layer_types=["dense", "sparse"],
+        num_experts=4,
+        num_experts_per_tok=2,
+        num_shared_experts=1,
+        moe_intermediate_size=32,
+    ),  # fmt: skip
+    "cohere2_moe": derive(
+        LLAMA,
+        num_hidden_layers=4,
+        layer_types=SSS_FULL,
+        sliding_window=WINDOW,
+        mlp_layer_types=["sparse"] * 4,
+        num_experts=4,
+        num_experts_per_tok=2,
+    ),  # fmt: skip
+    "flint": derive(
+        LLAMA,
+        layer_types=["full_attention", "sliding_attention"],
+        sliding_window=WINDOW,
+        mlp_only_layers=[0],
+        shared_expert_intermediate_size=32,
+        **QWEN_MOE,
+    ),  # fmt: skip
+    "kolibri1": derive(
+        LLAMA,
+        intermediate_size=DROP,
+        layer_types=SLIDING_FULL,
+        sliding_window=WINDOW,
+        shared_expert_intermediate_size=32,
+        **QWEN_MOE,
+    ),  # fmt: skip
+    "beam": derive(
+        LLAMA,
+        num_hidden_layers=3,
+        layer_types=["sliding_attention", "sliding_attention", "full_attention"],
+        sliding_window=WINDOW,
+        mlp_layer_types=["dense", "sparse", "sparse"],
+        n_group=2,
+        topk_group=1,
+        **QWEN_MOE,
+    ),  # fmt: skip
+    "mimo_v2_flash": derive(
+        LLAMA,
+        **THREE,
+        sliding_window=WINDOW,
+        v_head_dim=16,
+        layer_types=["full_attention", "sliding_attention", "sliding_attention"],
+        mlp_layer_types=["dense", "sparse", "sparse"],
+        n_routed_experts=4,
+        num_experts_per_tok=2,
+        moe_intermediate_size=32,
+    ),  # fmt: skip
+}
