@@ -104,39 +104,50 @@ class Candidate(Protocol):
     def close(self) -> None: ...
 
 
-def load_candidate(path: Path, dtype: str, *, device: str = "cpu", wrap: object | None = None) -> Candidate:
-    """The in-process candidate for a checkpoint folder: the adapter runtime, else reference-as-candidate.
+def load_candidate(
+    path: Path, dtype: str, *, device: str = "cpu", wrap: object | None = None, runtime: str = "auto"
+) -> Candidate:
+    """The in-process candidate for a checkpoint folder.
 
-    `wrap` (tests and seeded defects): a callable taking the loaded torch module and returning a module.
+    runtime: "adapter" (the generated adapter, adapters/<model_type>.py), "reference" (transformers in
+    reference-as-candidate mode), or "auto" (the adapter when one exists for the model type, else the reference,
+    reported as such). `wrap` (tests, seeded defects): a callable taking the loaded torch module, returning one.
     """
+    from onboard.errors import InputError
     from onboard.validate_serving.runtime import InProcessCandidate, load_transformers
 
     if dtype not in DTYPES:
-        from onboard.errors import InputError
-
         raise InputError(f"unknown --dtype {dtype!r}", f"use one of {', '.join(DTYPES)}")
-    adapter = _adapter_model(path, dtype)
-    if adapter is not None:
-        # The adapter runtime exposes `model(input_ids) -> logits`: no attention mask, no cache.
-        model = wrap(adapter) if wrap else adapter
-        return InProcessCandidate(model, path, dtype, kind="adapter", hf=False)
+    note = ""
+    if runtime in ("auto", "adapter"):
+        adapter, note = _adapter_model(path, dtype, device)
+        if adapter is not None:
+            model = wrap(adapter) if wrap else adapter
+            return InProcessCandidate(model, path, dtype, kind="adapter", hf=False)
+        if runtime == "adapter":
+            raise InputError(f"{path}: no usable generated adapter ({note})", "run onboard generate first")
     model = load_transformers(path, dtype, device=device)
     model = wrap(model) if wrap else model
-    return InProcessCandidate(model, path, dtype, kind="reference-as-candidate", hf=True)
+    return InProcessCandidate(model, path, dtype, kind="reference-as-candidate", hf=True, note=note)
 
 
-def _adapter_model(path: Path, dtype: str) -> object | None:
-    """The generated adapter for `path` when onboard.generate_adapter is available; None until it lands."""
+def _adapter_model(path: Path, dtype: str, device: str) -> tuple[object | None, str]:
+    """The generated adapter (`onboard.adapters.<model_type>.Model`) loaded from `path`, or None and why not."""
+    import importlib
+    import json
+
+    from onboard.errors import OnboardError
+    from onboard.validate_serving.runtime import torch_dtype
+
     try:
-        from onboard import generate_adapter  # type: ignore[attr-defined]
+        model_type = json.loads((path / "config.json").read_text()).get("model_type")
+    except (OSError, ValueError):
+        return None, "config.json unreadable"
+    try:
+        module = importlib.import_module(f"onboard.adapters.{model_type}")
     except ImportError:
-        return None
-    loader = getattr(generate_adapter, "load_model", None)
-    # TODO(generate-adapter): settle the entry point with the adapter's author; we accept either a module-level
-    # `load_model(path, dtype)` or a `Model.from_pretrained(path, dtype)` class.
-    if loader is not None:
-        return loader(path, dtype)
-    model_cls = getattr(generate_adapter, "Model", None)
-    if model_cls is not None:
-        return model_cls.from_pretrained(path, dtype)
-    return None
+        return None, f"no generated adapter for model_type {model_type!r}"
+    try:
+        return module.Model.from_pretrained(path, dtype=torch_dtype(dtype), device=device), ""
+    except OnboardError as exc:  # e.g. kernel stubs not implemented yet (NotRunnable)
+        return None, f"adapter for {model_type} not runnable: {exc.message}"

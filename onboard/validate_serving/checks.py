@@ -56,15 +56,18 @@ def determinism_batch(golden: GoldenSet, candidate: Candidate, top_k: int, tol: 
             "determinism_batch", False, False, "not checked: the candidate has no batch interface", skipped=True
         )
     prompts = sorted(golden.prompts, key=lambda p: len(p.sequence))
-    target, others = prompts[0], [p for p in prompts[1:] if p.kind != "long"][:3] or prompts[1:2]
+    target = prompts[0]
+    n = len(target.sequence)
+    # Companions cut to the target's length: the batch needs no padding (that is determinism_padding's job), so
+    # any candidate that batches at all can run it.
+    others = [p.sequence[:n] for p in prompts[1:4]] or [target.sequence]
+    batch = others[:1] + [target.sequence] + others[1:]
     alone = candidate.score([target.sequence], top_k)[0]
-    batch = [o.sequence for o in others[:1]] + [target.sequence] + [o.sequence for o in others[1:]]
     mixed = candidate.score(batch, top_k)[1]
     ok, detail = _rows_agree(alone, mixed, target.sequence, tol)
+    companions = [p.prompt_ids for p in prompts[1:2]] or [target.prompt_ids]
     gen_alone = candidate.generate([target.prompt_ids], len(target.generated_ids), top_k)[0].ids
-    gen_mixed = candidate.generate(
-        [o.prompt_ids for o in others[:1]] + [target.prompt_ids], len(target.generated_ids), top_k
-    )[1].ids
+    gen_mixed = candidate.generate(companions + [target.prompt_ids], len(target.generated_ids), top_k)[-1].ids
     if gen_alone != gen_mixed:
         ok, detail = False, detail + "; greedy tokens differ between batch 1 and batch N"
     return CheckResult("determinism_batch", ok, True, f"{target.name} alone vs in a batch of {len(batch)}: {detail}")

@@ -138,6 +138,11 @@ class InProcessCandidate:
 
         if not sequences:
             return []
+        same_length = len({len(s) for s in sequences}) == 1
+        if not self.hf and same_length:
+            ids = torch.tensor([list(s) for s in sequences], device=self.device)
+            logits = self._logits(ids)
+            return [topk_rows(logits[r, :-1], top_k, list(seq[1:])) for r, seq in enumerate(sequences)]
         if len(sequences) == 1 or not self.hf:
             # Without an attention mask (adapter convention) sequences of different lengths cannot share a batch.
             out = []

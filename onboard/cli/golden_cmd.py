@@ -1,0 +1,83 @@
+"""`onboard golden record`: run the reference on the prompt suite and write golden outputs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+
+@click.group("golden")
+def golden_group() -> None:
+    """Golden outputs of the reference implementation (what `onboard validate` compares against)."""
+
+
+@golden_group.command("record")
+@click.argument("source")
+@click.option("--out", type=click.Path(path_type=Path), help="Golden folder (default: golden_outputs/<org>__<name>).")
+@click.option("--revision", help="Branch, tag or commit of a hub repo.")
+@click.option("--max-new-tokens", type=click.IntRange(1, 4096), default=16, show_default=True)
+@click.option("--top-k", type=click.IntRange(1, 20), default=10, show_default=True, help="Logprobs kept per position.")
+@click.option("--max-long-tokens", type=click.IntRange(16), help="Cap on the long prompt (default 4096).")
+@click.option(
+    "--calibrate",
+    default="float32,bfloat16,float16",
+    show_default=True,
+    help="Candidate dtypes to calibrate the noise model for (comma-separated; empty for none).",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the stage result as JSON on stdout.")
+def record_command(
+    source: str,
+    out: Path | None,
+    revision: str | None,
+    max_new_tokens: int,
+    top_k: int,
+    max_long_tokens: int | None,
+    calibrate: str,
+    as_json: bool,
+) -> None:
+    """Record goldens for SOURCE (a checkpoint folder or hub repo id) with transformers, eager, float32.
+
+    \b
+    Examples:
+      onboard golden record ./checkpoint
+      onboard golden record Qwen/Qwen3-0.6B --out golden_outputs/Qwen__Qwen3-0.6B --max-long-tokens 2048
+    """
+    from onboard.cli.output import emit_json, say
+    from onboard.errors import InputError
+    from onboard.validate_serving.golden import CALIBRATION, record
+
+    dtypes = tuple(d.strip() for d in calibrate.split(",") if d.strip())
+    unknown = [d for d in dtypes if d not in CALIBRATION]
+    if unknown:
+        raise InputError(f"--calibrate: unknown dtype(s) {unknown}", f"use some of {', '.join(CALIBRATION)}")
+    golden = record(
+        source,
+        out,
+        revision=revision,
+        max_new_tokens=max_new_tokens,
+        top_k=top_k,
+        calibrate=dtypes,
+        max_long_tokens=max_long_tokens,
+    )
+    prompts = golden.manifest["prompts"]
+    result = {
+        "stage": "golden",
+        "passed": True,
+        "checks": [
+            {"name": "golden_recorded", "passed": True, "required": True, "detail": f"{len(prompts)} prompts"},
+        ],
+        "folder": str(golden.folder),
+        "manifest": golden.manifest,
+    }
+    if as_json:
+        emit_json(result)
+        return
+    say(f"goldens written to {golden.folder} ({len(prompts)} prompts, top-{top_k}, {max_new_tokens} new tokens)")
+    for p in prompts:
+        say(
+            f"  {p['name']:<14} {p['kind']:<13} {p['prompt_tokens']:>6} prompt + {p['generated_tokens']} generated tokens"
+        )
+    for dtype, noise in golden.manifest["noise"].items():
+        state = "reference overflows" if noise["nonfinite"] else f"max logprob error {noise['max_logprob_error']:.3g}"
+        say(f"  noise {dtype:<9} (float32 vs {noise['baseline']}): {state}")

@@ -1,0 +1,80 @@
+"""`onboard validate`: a serving candidate against golden outputs (parity, determinism, long context, performance)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+
+@click.command("validate")
+@click.argument("source")
+@click.option(
+    "--golden", "golden_dir", type=click.Path(path_type=Path), help="Golden folder (default: golden_outputs/<slug>)."
+)
+@click.option(
+    "--endpoint", help="OpenAI-compatible server to validate, e.g. http://127.0.0.1:8000 (default: in-process)."
+)
+@click.option("--served-model", help="Model name on the endpoint (default: SOURCE).")
+@click.option("--dtype", default="float32", show_default=True, help="Candidate dtype: float32, bfloat16, float16.")
+@click.option(
+    "--out", type=click.Path(path_type=Path), help="Where validation.json goes (default: onboarding/<slug>/)."
+)
+@click.option(
+    "--timeout", "timeout_s", type=click.FloatRange(0.1), default=120.0, show_default=True, help="Per request, seconds."
+)
+@click.option("--no-performance", is_flag=True, help="Skip the performance measurements.")
+@click.option("--json", "as_json", is_flag=True, help="Print the stage result as JSON on stdout.")
+def validate_command(
+    source: str,
+    golden_dir: Path | None,
+    endpoint: str | None,
+    served_model: str | None,
+    dtype: str,
+    out: Path | None,
+    timeout_s: float,
+    no_performance: bool,
+    as_json: bool,
+) -> None:
+    """Validate the implementation that will serve SOURCE against its goldens.
+
+    Without --endpoint the candidate is the generated adapter runtime, in process. Exit 1 when a required check
+    fails, 2 when the input is unusable (no goldens, endpoint down or not OpenAI-compatible).
+
+    \b
+    Examples:
+      onboard validate ./checkpoint --golden golden_outputs/checkpoint
+      onboard validate Qwen/Qwen3-0.6B --endpoint http://127.0.0.1:8000 --served-model Qwen/Qwen3-0.6B --json
+    """
+    from onboard.cli import report_error
+    from onboard.cli.output import emit_json, say
+    from onboard.errors import InputError
+    from onboard.validate_serving.candidates import DTYPES
+    from onboard.validate_serving.env import slug
+    from onboard.validate_serving.golden import read_golden
+    from onboard.validate_serving.report import summary, write_result
+    from onboard.validate_serving.run import default_golden_dir, open_candidate, validate
+
+    if dtype not in DTYPES:
+        raise InputError(f"--dtype {dtype!r} is not a dtype", f"use one of {', '.join(DTYPES)}")
+    if served_model and not endpoint:
+        raise InputError("--served-model needs --endpoint", "pass the server URL with --endpoint")
+    golden = read_golden(golden_dir or default_golden_dir(source))
+    candidate = open_candidate(source, dtype, endpoint, served_model, timeout_s)
+    try:
+        result = validate(golden, candidate, source=source, performance=not no_performance)
+    finally:
+        candidate.close()
+    path = out if out and out.suffix == ".json" else (out or Path("onboarding") / slug(source)) / "validation.json"
+    write_result(result, path)
+    if as_json:
+        emit_json(result)
+    else:
+        say(summary(result).rstrip())
+        say(f"written: {path} and {path.with_suffix('.md')}")
+    if not result["passed"]:
+        report_error(
+            f"validation failed: {', '.join(result['failed'])}", "see the check details above and validation.json"
+        )
+        sys.exit(1)
