@@ -12,6 +12,17 @@ Layer-kind vocabulary: full | sliding | chunked | mla | linear | ssm | conv | no
 parallel or in sequence (Falcon-H1, Zamba2 hybrid blocks) is joined with "+", attention first: "full+ssm".
 "linear" covers linear-attention and linear-recurrence mixers (gated DeltaNet, lightning attention, RG-LRU,
 RWKV); "ssm" covers Mamba / Mamba-2 mixers.
+
+Fields worth knowing (transformers 5.24):
+* num_parameters_exclude_embeddings drops every nn.Embedding (GPT-2's position table too), keeps an untied lm_head.
+* safetensors_numel = num_parameters + persistent_buffers (e.g. e_score_correction_bias, xIELU beta/eps);
+  `renamed_on_save`: MoE experts are written per expert (original layout) and fused at load, names differ.
+* sliding_window[i]: the window of a sliding layer, the chunk size of a chunked one, else None.
+* kv_cache (float32 forward, bytes per sequence): kv_bytes_per_token sums layers that grow without bound;
+  sliding / chunked layers appear in kv_bytes_per_token_by_kind uncapped and in capped_bytes_per_sequence at
+  their cap, which transformers sets at window - 1 tokens; state_bytes_per_sequence holds conv / SSM / recurrent
+  states. Check: kv_bytes_per_token * long probe + capped + state == measured_total_bytes_at_long_probe.
+* MLA: transformers 5.24 caches the compressed latent (kv_lora_rank + qk_rope_head_dim), not expanded K/V.
 """
 
 from __future__ import annotations
