@@ -172,11 +172,17 @@ def generate(
         ),
     ]
     parity_report = None
-    if parity and the_plan.runnable and ok:
-        from onboard.generate_adapter.parity import check_parity
+    if parity:
+        checkpoint = Path(str(source_or_profile)) if not isinstance(source_or_profile, ModelProfile) else None
+        if checkpoint is None or not (checkpoint / "config.json").is_file():
+            checks.append(Check("adapter_parity", False, True, "parity needs a local checkpoint folder as SOURCE"))
+        elif not (the_plan.runnable and ok):
+            checks.append(Check("adapter_parity", False, True, "not run: the adapter is not runnable yet"))
+        else:
+            from onboard.generate_adapter.parity import check_parity
 
-        parity_report = check_parity(adapter, Path(str(source_or_profile)))
-        checks.append(Check("adapter_parity", parity_report["passed"], True, parity_report["detail"]))
+            parity_report = check_parity(adapter, checkpoint)
+            checks.append(Check("adapter_parity", parity_report["passed"], True, parity_report["detail"]))
     return GenerateResult(
         model_type=the_plan.model_type,
         family=the_plan.family,

@@ -13,7 +13,7 @@ import tokenize
 from onboard.generate_adapter.archs import BASE_FIELDS
 from onboard.generate_adapter.loader import WeightRule
 from onboard.generate_adapter.plan import AdapterPlan
-from onboard.generate_adapter.render import environment, format_expr, py_repr, render
+from onboard.generate_adapter.render import format_expr, py_repr, render
 from onboard.generate_adapter.weight_maps import DROPPED, WEIGHT_MAPS
 
 REGENERATE_COMMAND = "python -m onboard.generate_adapter.regenerate"
@@ -126,7 +126,6 @@ def _rule_call(rule: WeightRule) -> str:
 def adapter_source(plan: AdapterPlan) -> str:
     """The full, deterministic source of adapters/<plan.model_type>.py."""
     spec = plan.spec
-    environment().filters["tuple_repr"] = lambda items: py_repr(tuple(items))
     uses_window = "window" in spec.attention
     rope_kind = "layer_type" if spec.rope_kind == "layer_type" else spec.rope_kind
     context = {

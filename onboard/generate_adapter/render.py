@@ -32,6 +32,7 @@ def environment() -> jinja2.Environment:
     env.globals["assign"] = assign
     env.filters["pyrepr"] = py_repr
     env.filters["shell_quote"] = shlex.quote
+    env.filters["tuple_repr"] = lambda items: py_repr(tuple(items))
     return env
 
 

@@ -140,6 +140,10 @@ class AdapterModel(nn.Module):
         finally:
             torch.set_default_dtype(previous)
         dropped = cls.DROPPED + ((r"lm_head\.weight",) if getattr(args, "tie_word_embeddings", False) else ())
+        # Multi-token-prediction layers ship after the last decoder layer (DeepSeek-V3's layer 61); inference
+        # without speculative decoding does not use them, as in transformers.
+        first_mtp = args.num_hidden_layers
+        dropped += tuple(rf"model\.layers\.{k}\..*" for k in range(first_mtp, first_mtp + _mtp_layers(args)))
         load_weights(model, path, cls.WEIGHT_MAP, dropped)
         return model.eval()
 
@@ -175,6 +179,10 @@ class AdapterModel(nn.Module):
                 hidden.append(x)
         logits = self.lm_head(self.model.norm(x))
         return (logits, tuple(hidden)) if return_hidden_states else logits
+
+
+def _mtp_layers(args: Any) -> int:
+    return int(getattr(args, "num_nextn_predict_layers", 0) or 0)
 
 
 def rotaries(args: Any, kinds: Sequence[str | None], head_dim: int | None = None) -> nn.ModuleDict:

@@ -92,3 +92,10 @@ def test_bad_profile_json_is_an_input_error(tmp_path: Path, bad: str) -> None:
     (tmp_path / "p.json").write_text(bad)
     proc = _onboard("generate", str(tmp_path / "p.json"), "--out", str(tmp_path / "out"))
     assert proc.returncode == 2 and "Error:" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_parity_flag_records_adapter_parity(tiny, tmp_path: Path) -> None:
+    proc = _onboard("generate", str(tiny("olmo2")), "--out", str(tmp_path / "o"), "--parity", "--json")
+    assert proc.returncode == 0, proc.stderr
+    checks = {c["name"]: c for c in json.loads(proc.stdout)["checks"]}
+    assert checks["adapter_parity"]["passed"] and "max|Δ|/max|logit|" in checks["adapter_parity"]["detail"]

@@ -101,3 +101,16 @@ def test_tied_checkpoint_with_saved_lm_head_loads(tiny, tmp_path: Path) -> None:
     _edit(ckpt, lambda t: t.update({"lm_head.weight": t["model.embed_tokens.weight"].clone()}))
     model = _model("gemma").from_pretrained(ckpt)
     assert model.lm_head.weight is model.model.embed_tokens.weight
+
+
+def test_deepseek_mtp_layers_are_dropped_not_silently_accepted(tiny, tmp_path: Path) -> None:
+    ckpt = _copy(tiny, tmp_path, "deepseek_v3")
+    config = json.loads((ckpt / "config.json").read_text())
+    n = config["num_hidden_layers"]
+    config["num_nextn_predict_layers"] = 1
+    (ckpt / "config.json").write_text(json.dumps(config))
+    _edit(ckpt, lambda t: t.update({f"model.layers.{n}.eh_proj.weight": torch.ones(64, 128)}))
+    _model("deepseek_v3").from_pretrained(ckpt)  # the MTP layer is deliberately dropped
+    _edit(ckpt, lambda t: t.update({f"model.layers.{n + 1}.eh_proj.weight": torch.ones(64, 128)}))
+    with pytest.raises(WeightsError, match=rf"unused checkpoint tensors: model\.layers\.{n + 1}\.eh_proj"):
+        _model("deepseek_v3").from_pretrained(ckpt)
