@@ -58,6 +58,10 @@ def test_clean_repo_has_none_of_the_seeded_findings(shared: Path, tmp_path: Path
     assert report.exit_code == 0, [f for f in report.findings if f.severity == "error"]
     assert report.template is not None and report.template.end_of_turn == [2]
     assert report.special_tokens.stop_ids == [2]
+    assert report.passed and report.stage == "verify-tokenizer"
+    # SentencePiece models are not in llama.cpp's BPE fingerprint table: only the optional check fails.
+    assert [c.name for c in report.checks if not c.passed] == ["fingerprint_known"]
+    assert report.stop_set[0].token == "</s>"
     assert "reference-match" in found  # the raw tokenizer.json agrees with what transformers builds
 
 
@@ -162,3 +166,22 @@ def test_cli_json_report_and_exit_code(shared: Path, tmp_path: Path) -> None:
     report = json.loads(proc.stdout)
     assert "eos-mismatch" in {f["code"] for f in report["findings"]}
     assert report["special_tokens"]["stop_ids"] == [2, 32] and "eos-mismatch" in proc.stderr
+    # The stage-result contract: stage, passed, checks (the names checklists/day-zero.yaml links), stop_set.
+    assert report["stage"] == "verify-tokenizer" and report["passed"] is False
+    checks = {c["name"]: c for c in report["checks"]}
+    assert set(checks) >= {"tokenizer_parity", "chat_template_parity", "declared_stop_set", "round_trip",
+                           "special_tokens", "fingerprint_known"}  # fmt: skip
+    assert all(set(c) == {"name", "passed", "required", "detail"} for c in report["checks"])
+    assert not checks["declared_stop_set"]["passed"] and "eos-mismatch" in checks["declared_stop_set"]["detail"]
+    assert not checks["tokenizer_parity"]["passed"] and checks["chat_template_parity"]["passed"]
+    assert checks["fingerprint_known"]["required"] is False
+    assert report["stop_set"] == [{"id": 2, "token": "</s>", "sources": ["tokenizer_eos", "config.json", "end_of_turn"]},
+                                  {"id": 32, "token": "<0x1D>", "sources": ["generation_config.json"]}]  # fmt: skip
+    # Promotion reads the emitted checks as they are (no derivation from findings).
+    from onboard.promote.stage_results import load_stage_results
+
+    (tmp_path / "verify-tokenizer.json").write_text(proc.stdout, encoding="utf-8")
+    stage = load_stage_results(tmp_path).get("verify-tokenizer")
+    assert stage is not None and stage.error is None and stage.passed is False
+    assert [c.name for c in stage.checks] == [c["name"] for c in report["checks"]]
+    assert stage.check("tokenizer_parity").passed is False

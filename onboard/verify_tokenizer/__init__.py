@@ -11,7 +11,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from onboard.errors import InputError, OnboardError
-from onboard.findings import Finding, info
+from onboard.findings import Finding, exit_code_for, info
+from onboard.verify_tokenizer.checks import STAGE, build_checks, stop_set
 from onboard.verify_tokenizer.compare import compare, round_trip
 from onboard.verify_tokenizer.corpus import STRESS, read_corpus, special_token_strings
 from onboard.verify_tokenizer.fingerprint import fingerprint
@@ -101,8 +102,16 @@ def verify_tokenizer(
         repo.display, repo.revision, texts, subject_ids, renders, fp.chkhsh, fp.family, special.stop_ids
     )
     golden = _golden(repo, doc, golden_dir, record, findings)
-    return TokenizerReport(repo.display, repo.revision, subject.class_name, len(subject), len(texts), comparisons,
-                           skipped, rt, special, fp, template_check, golden, findings)  # fmt: skip
+    token_of = {i: str(subject.hf.convert_ids_to_tokens(i)) for i in special.stop_ids if 0 <= i < len(subject)}
+    stops = stop_set(special.stop_ids, special.declared, special.tokenizer.get("eos"), end_of_turn, token_of)
+    return TokenizerReport(
+        stage=STAGE, passed=exit_code_for(findings) == 0,
+        checks=build_checks(findings, fp.family, fp.chkhsh, golden.action), stop_set=stops,
+        source=repo.display, revision=repo.revision, tokenizer_class=subject.class_name,
+        tokenizer_length=len(subject), corpus_strings=len(texts), references=comparisons, skipped_references=skipped,
+        round_trip=rt, special_tokens=special, fingerprint=fp, template=template_check, golden=golden,
+        findings=findings,
+    )  # fmt: skip
 
 
 def _repo_info(repo: TokenizerRepo, subject: Subject) -> RepoTokenizerInfo:

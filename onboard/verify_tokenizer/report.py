@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from onboard.findings import Finding, error, exit_code_for, info, warning
+from onboard.verify_tokenizer.checks import StageCheck, StopToken
 from onboard.verify_tokenizer.compare import Comparison, RoundTrip
 from onboard.verify_tokenizer.conversations import TemplateCheck
 from onboard.verify_tokenizer.fingerprint import Fingerprint
@@ -17,6 +18,14 @@ INSTALL = {"sentencepiece": "sentencepiece", "tiktoken": "tiktoken", "mistral-co
 
 @dataclass(frozen=True)
 class TokenizerReport:
+    """The stage result: `stage`, `passed`, `checks` and `stop_set` first (the shared contract), then the details."""
+
+    stage: str
+    passed: bool
+    """No error or fatal finding (equivalently: every required check passed)."""
+    checks: list[StageCheck]
+    stop_set: list[StopToken]
+    """Every EOS id plus the template's end-of-turn tokens: what the validate stage expects the endpoint to stop on."""
     source: str
     revision: str | None
     tokenizer_class: str
@@ -108,6 +117,8 @@ def summary(report: TokenizerReport) -> str:
         lines.append(f"  generation prompt: {report.template.generation_prompt!r}")
     if report.golden:
         lines.append(f"  golden: {report.golden.action} {report.golden.path}")
+    states = [c.name + ("" if c.passed else " FAILED") + ("" if c.required else " (optional)") for c in report.checks]
+    lines.append(f"  checks: {', '.join(states)}")
     order = {"fatal": 0, "error": 1, "warning": 2, "info": 3}
     for f in sorted(report.findings, key=lambda f: order[f.severity]):
         if f.severity != "info" or f.code in ("reference-unavailable", "tokenizer-family", "new-pre-tokenizer"):
