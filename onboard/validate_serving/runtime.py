@@ -99,17 +99,19 @@ def topk_rows(logits: Any, k: int, next_ids: Sequence[int] | None) -> list[TopK]
 class InProcessCandidate:
     """A torch module as a candidate. `hf=True`: transformers call convention (attention_mask, position_ids, cache)."""
 
-    def __init__(self, model: Any, path: Path, dtype: str, *, kind: str, hf: bool) -> None:
+    def __init__(self, model: Any, path: Path, dtype: str, *, kind: str, hf: bool, note: str = "") -> None:
         self.model = model
         self.hf = hf
         self.info = CandidateInfo(path.name, kind, dtype, library_versions(), hardware())
-        self.capabilities = Capabilities(
-            padding=hf,
-            activations=True,
-            notes=()
-            if kind == "adapter"
-            else ("reference-as-candidate: transformers stands in for the adapter runtime",),
-        )
+        notes = []
+        if kind == "reference-as-candidate":
+            notes.append(
+                "reference-as-candidate: transformers stands in for the adapter runtime"
+                + (f" ({note})" if note else "")
+            )
+        if not hf:
+            notes.append("adapter runtime: no KV cache (each token recomputes the prefix) and no padding masks")
+        self.capabilities = Capabilities(padding=hf, activations=True, notes=tuple(notes))
         self.stop_ids = stop_ids_of(path)
         self.device = next(model.parameters()).device
         # transformers renamed past_key_values -> cache (5.2x); support both so the pinned range keeps working.

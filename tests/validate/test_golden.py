@@ -1,0 +1,86 @@
+"""Goldens: the recorded format, the prompt suite (chat template, boundaries), and clear errors on bad folders."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from onboard.errors import InputError
+from onboard.validate_serving.golden import FORMAT, LOGPROB_DECIMALS, read_golden
+from tests.validate.conftest import NEW_TOKENS
+from tests.validate.tiny_models import ORIGINAL_MAX, QWEN3_TOKENIZER, WINDOW
+
+
+def test_recorded_golden_is_complete_and_documented(tiny) -> None:
+    golden = tiny.golden("gemma2")
+    folder = golden.folder
+    assert sorted(p.name for p in folder.iterdir()) == ["MANIFEST.json", "prompts.jsonl"]
+    manifest = json.loads((folder / "MANIFEST.json").read_text())
+    assert manifest["format"] == FORMAT
+    assert manifest["reference"] == {
+        "library": "transformers",
+        "attn_implementation": "eager",
+        "dtype": "float32",
+        "device": "cpu",
+    }
+    assert {"torch", "transformers", "python"} <= set(manifest["versions"])
+    assert manifest["hardware"]["cpu_count"] >= 1
+    assert manifest["boundaries"] == {"sliding_window": WINDOW}
+    assert manifest["noise"]["float32"]["baseline"] == "float64" and not manifest["noise"]["float32"]["nonfinite"]
+    assert manifest["activation_max_abs"] and manifest["stop_token_ids"] == [2]
+    lines = (folder / "prompts.jsonl").read_text().splitlines()
+    assert len(lines) == len(manifest["prompts"]) == len(golden.prompts)
+    for line in lines:
+        doc = json.loads(line)
+        n = len(doc["prompt_ids"]) + len(doc["generated_ids"])
+        assert len(doc["generated_ids"]) == NEW_TOKENS
+        assert len(doc["top_ids"]) == len(doc["top_logprobs"]) == len(doc["token_logprobs"]) == n - 1
+        assert all(len(str(v).split(".")[-1]) <= LOGPROB_DECIMALS for row in doc["top_logprobs"] for v in row)
+    long = next(p for p in golden.prompts if p.kind == "long")
+    assert len(long.prompt_ids) > WINDOW and long.boundaries == {"sliding_window": WINDOW}
+    # The golden's greedy tokens are the argmax of its own teacher-forced distributions.
+    for p in golden.prompts:
+        start = len(p.prompt_ids) - 1
+        assert [p.rows[start + t].ids[0] for t in range(NEW_TOKENS)] == list(p.generated_ids)
+
+
+def test_long_prompt_crosses_the_original_rope_context(tiny) -> None:
+    golden = tiny.golden("llama")
+    long = next(p for p in golden.prompts if p.kind == "long")
+    assert golden.manifest["boundaries"] == {"original_max_position_embeddings": ORIGINAL_MAX}
+    assert len(long.prompt_ids) > ORIGINAL_MAX
+
+
+def test_prompt_suite_uses_the_chat_template_without_double_bos() -> None:
+    from transformers import AutoTokenizer
+
+    from onboard.validate_serving.prompts import build_suite
+
+    tokenizer = AutoTokenizer.from_pretrained(QWEN3_TOKENIZER)
+    suite = build_suite(tokenizer, None, vocab_size=151936, max_new_tokens=8)
+    kinds = {p.kind for p in suite}
+    assert kinds == {"short", "multilingual", "code", "chat", "long"}
+    chat = next(p for p in suite if p.name == "chat_system")
+    im_start = tokenizer.convert_tokens_to_ids("<|im_start|>")
+    assert chat.ids[0] == im_start and chat.ids.count(im_start) == 3  # system, user, assistant header
+    assert chat.text.endswith("<|im_start|>assistant\n")
+    assert any("东京" in (p.text or "") for p in suite)
+
+
+def test_read_golden_errors_name_the_file_and_line(tiny, tmp_path: Path) -> None:
+    with pytest.raises(InputError, match="not a golden folder") as info:
+        read_golden(tmp_path)
+    assert "golden record" in info.value.hint
+    src = tiny.golden("qwen3").folder
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    (bad / "MANIFEST.json").write_text((src / "MANIFEST.json").read_text())
+    lines = (src / "prompts.jsonl").read_text().splitlines()
+    (bad / "prompts.jsonl").write_text(lines[0] + "\n" + lines[1][:50] + "\n")
+    with pytest.raises(InputError, match=r"prompts.jsonl:2: malformed golden line"):
+        read_golden(bad)
+    (bad / "MANIFEST.json").write_text(json.dumps({"format": "other/9"}))
+    with pytest.raises(InputError, match="format 'other/9'"):
+        read_golden(bad)
