@@ -205,14 +205,27 @@ def load_mistral_common(path: Path, info: RepoTokenizerInfo) -> Reference | Skip
         raw = MistralTokenizer.from_file(str(path)).instruct_tokenizer.tokenizer
     except Exception as exc:
         raise InputError(f"{path.name}: mistral-common cannot load it ({exc})", "re-download the file") from exc
+    # SentencePiece-based versions (v1-v3) add a dummy prefix to every encode() call; mistral-common's own chat
+    # encoding never calls it on text that follows a control token mid-string, and its rendered text re-tokenizes to
+    # its ids only without a prefix there (tests/test_mistral_common_samples.py): the same rule as load_sentencepiece.
+    # Tekken adds no prefix at all.
+    spm = hasattr(raw, "_model") and hasattr(raw._model, "encode_as_ids")
+    unk = raw.id_to_piece(raw.unk_id) if spm else ""
+
+    def encode_segment(text: str, first: bool) -> list[int]:
+        if first or not spm:
+            return raw.encode(text, bos=False, eos=False)
+        prefix = raw.encode(unk, bos=False, eos=False)
+        return raw.encode(unk + text, bos=False, eos=False)[len(prefix) :]
 
     def encode(text: str) -> list[int]:
         out: list[int] = []
-        for segment, special_id in split_special(text, info.added_tokens):
-            out.extend([special_id] if special_id is not None else raw.encode(segment, bos=False, eos=False))
+        for index, (segment, special_id) in enumerate(split_special(text, info.added_tokens)):
+            out.extend([special_id] if special_id is not None else encode_segment(segment, index == 0))
         return out
 
-    return Reference(f"mistral-common({path.name})", "mistral-common", path.name, encode)
+    kind = "SentencePiece" if spm else "tekken"
+    return Reference(f"mistral-common({path.name})", "mistral-common", path.name, encode, note=f"mistral-common {kind}")
 
 
 def load_gguf(path: Path, info: RepoTokenizerInfo) -> Reference | Skipped:
@@ -236,7 +249,7 @@ LOADERS: tuple[tuple[str, Loader], ...] = (
     ("*.tiktoken", load_tiktoken),
     ("vocab.json", load_vocab_merges),
     ("tekken.json", load_mistral_common),
-    ("tokenizer.model.v*", load_mistral_common),
+    ("*.model.v[0-9]*", load_mistral_common),
     ("*.gguf", load_gguf),
 )
 
