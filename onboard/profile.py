@@ -42,6 +42,9 @@ class LayerInfo:
     """False for NoPE layers (Llama 4, SmolLM3)."""
     parallel_ssm: bool = False
     """An SSM mixer runs beside attention in this layer (Falcon-H1): it adds a fixed state."""
+    kv_width: int | None = None
+    """K plus V elements this layer caches per token, read from its k/v projection shapes when known (layers of
+    one model may differ: Gemma 4's global layers use wider heads)."""
 
 
 @dataclass(frozen=True)
@@ -154,7 +157,7 @@ class MemoryPlan:
     kv_dtype: str
     max_model_len: int
     kv_bytes_per_token: int
-    """Bytes one more token adds to the cache, summed over every layer that still grows at that length."""
+    """Bytes one more token adds to the cache at max_model_len: layers whose window is shorter have stopped growing."""
     kv_bytes_per_token_by_kind: dict[str, int]
     """Per-token bytes per layer kind (full, sliding, chunked, mla) before any window cap."""
     state_bytes_per_sequence: int

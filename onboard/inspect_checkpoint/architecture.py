@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 import re
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from onboard.errors import ConfigError
 from onboard.findings import Finding, info, warning
@@ -72,6 +72,8 @@ def analyze(cv: ConfigView, index: TensorIndex | None) -> tuple[ArchFacts, list[
         moe_layers = _moe_layers_from_config(cv, dims.num_layers)
     layers, layer_findings = plan_layers(cv, dims.num_layers, mla, roles, moe_layers)
     findings += layer_findings
+    if index is not None:
+        layers = _with_kv_widths(layers, index)
     if moe is not None:
         dense_first = 0
         for layer in layers:
@@ -156,7 +158,7 @@ def _dims(cv: ConfigView, mla: bool, lm: dict[str, TensorInfo] | None) -> Dims:
     if not n_layers:  # Nemotron-H derives the layer count from its per-layer type list
         types = cv.get("layers_block_type", "layer_types", "hybrid_override_pattern")
         n_layers = len(types) if isinstance(types, (list, str)) else 0
-    heads = cv.int("num_attention_heads", "n_head", "n_heads", "num_heads", default=0) or 0
+    heads = cv.int("num_attention_heads", "n_head", "n_heads", "num_heads", "attention_heads", default=0) or 0
     attn_config = cv.get("attn_config") if isinstance(cv.get("attn_config"), dict) else {}
     ffn_config = cv.get("ffn_config") if isinstance(cv.get("ffn_config"), dict) else {}
     kv = cv.int("num_key_value_heads", "num_kv_heads", "n_head_kv", "multi_query_group_num", "n_kv_heads")
@@ -213,7 +215,8 @@ def _moe(cv: ConfigView, lm: dict[str, TensorInfo] | None) -> Moe | None:
     ffn_config = cv.get("ffn_config") if isinstance(cv.get("ffn_config"), dict) else {}
     experts = cv.int("num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts", "num_routed_experts")
     experts = experts or ffn_config.get("moe_num_experts")
-    top_k = cv.int("num_experts_per_tok", "moe_k", "experts_per_token", "moe_top_k", "num_selected_experts")
+    top_k = cv.int("num_experts_per_tok", "moe_k", "experts_per_token", "moe_top_k", "num_selected_experts", "moe_topk",
+                   "num_experts_per_token", "top_k_experts")  # fmt: skip
     top_k = top_k or ffn_config.get("moe_top_k")
     if isinstance(experts, list) and experts:  # ernie-style per-modality list
         experts = experts[0]
@@ -264,6 +267,32 @@ def _moe_layers_from_config(cv: ConfigView, n: int) -> dict[int, bool]:
     if isinstance(mlp_types, list) and len(mlp_types) >= n:
         out = {i: str(mlp_types[i]).lower() in ("sparse", "moe", "hash_moe") for i in range(n)}
     return out
+
+
+_K_PROJ = re.compile(r"\.(k_proj|key|Wk|k)\.weight$")
+_V_PROJ = re.compile(r"\.(v_proj|value|Wv|v)\.weight$")
+
+
+def _with_kv_widths(layers: tuple[LayerInfo, ...], index: TensorIndex) -> tuple[LayerInfo, ...]:
+    """Per-layer K+V widths from the separate k/v projections (rows = heads × head_dim of that layer)."""
+    attention_groups = [g for g in index.groups if tn.tower_of(g.template) is None and _in_layer(g.template)
+                        and tn.layer_role(tn.strip_lm_prefix(g.template)) == "attention"
+                        and (_K_PROJ.search(g.template) or _V_PROJ.search(g.template))]  # fmt: skip
+    k_rows: dict[int, int] = {}
+    v_rows: dict[int, int] = {}
+    for name, shape in index.shapes_of(attention_groups):
+        idx = tn.layer_index(name)
+        if idx is None or len(shape) != 2 or "indexer" in name:
+            continue
+        (k_rows if _K_PROJ.search(name) else v_rows)[idx] = shape[0]
+    out = []
+    for layer in layers:
+        width = None
+        if layer.attention in ("full", "sliding", "chunked") and layer.index in k_rows:
+            # No v projection: values are the keys (Gemma 4 global layers), cached twice by the engines.
+            width = k_rows[layer.index] + v_rows.get(layer.index, k_rows[layer.index])
+        out.append(replace(layer, kv_width=width) if width else layer)
+    return tuple(out)
 
 
 def _per_layer_tensors(index: TensorIndex, n: int) -> tuple[dict[int, set[str]], dict[int, bool]]:

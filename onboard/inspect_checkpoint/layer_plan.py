@@ -34,7 +34,8 @@ _WINDOW_AFTER_MAX_LAYERS = ("qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "dots1",
 
 
 def _window(cv: ConfigView) -> int | None:
-    return cv.int("sliding_window", "sliding_window_size", "window_size", "attention_window_size", "local_window")
+    w = cv.int("sliding_window", "sliding_window_size", "window_size", "attention_window_size", "local_window")
+    return w if w and w > 0 else None
 
 
 def _config_kinds(cv: ConfigView, n: int, mla: bool) -> list[str]:
@@ -44,6 +45,8 @@ def _config_kinds(cv: ConfigView, n: int, mla: bool) -> list[str]:
     types = cv.get("layer_types", "layers_block_type", "block_types")
     if isinstance(types, list) and types:
         kinds = [LAYER_TYPE_NAMES.get(str(t).lower(), f"unknown:{t}") for t in types]
+        if mt == "recurrent_gemma":  # its attention blocks are local (attention_window_size)
+            kinds = ["sliding" if k == "full" else k for k in kinds]
         if len(kinds) < n:  # recurrent_gemma-style repeating block pattern
             kinds = [kinds[i % len(kinds)] for i in range(n)]
         kinds = kinds[:n]
@@ -64,6 +67,8 @@ def _config_kinds(cv: ConfigView, n: int, mla: bool) -> list[str]:
         return ["full" if (i + 1) % interval == 0 else "linear" for i in range(n)]
     if mt in ("mamba", "mamba2", "falcon_mamba"):
         return ["ssm"] * n
+    if mt == "rwkv":  # its mixer is named `attention` but is a linear recurrence with a fixed state
+        return ["linear"] * n
     base = "mla" if mla else "full"
     if mt in _EVERY_SECOND_SLIDING and window:
         return ["sliding" if (i + 1) % 2 else "full" for i in range(n)]
@@ -150,6 +155,9 @@ def _reconcile(kind: str, seen: set[str]) -> tuple[str, bool, str | None]:
             return kind, parallel, None
         if kind in ("ssm", "linear") and parallel:  # hybrid layer declared by its recurrent half
             return "full", True, None
+        if kind in ("linear", "ssm"):
+            # Linear-attention mixers are often named `attention` / `self_attn` (Kimi-Linear, MiniMax, Bailing, RWKV).
+            return kind, False, None
         return "full", parallel, f"config says {kind}, tensors show attention"
     for role in ("linear", "ssm", "conv"):
         if role in seen:

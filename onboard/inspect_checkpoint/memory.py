@@ -67,7 +67,11 @@ def per_token_elements(layer: LayerInfo, dims: Dims, cv: ConfigView) -> int:
     if layer.attention == "mla":
         rank = cv.int("kv_lora_rank", default=0) or 0
         rope = cv.int("qk_rope_head_dim", default=0) or 0
-        return rank + rope
+        # DeepSeek sparse attention (V3.2, GLM-5): the lightning indexer caches one key per token too.
+        indexer = cv.int("index_head_dim", default=0) or 0 if cv.has("index_topk") else 0
+        return rank + rope + indexer
+    if layer.kv_width:
+        return layer.kv_width
     if layer.attention in ("full", "sliding", "chunked"):
         v_dim = dims.v_head_dim or dims.head_dim
         return dims.num_kv_heads * (dims.head_dim + v_dim)
@@ -83,28 +87,46 @@ def state_elements(layer: LayerInfo, dims: Dims, cv: ConfigView) -> int:
     if kind == "conv":
         return hidden * (cv.int("conv_L_cache", "conv_kernel", "short_conv_kernel", default=3) or 3)
     if kind == "linear":
-        k_heads = cv.int("linear_num_key_heads", default=dims.num_attention_heads) or 0
-        v_heads = cv.int("linear_num_value_heads", default=k_heads) or 0
-        k_dim = cv.int("linear_key_head_dim", default=dims.head_dim) or 0
-        v_dim = cv.int("linear_value_head_dim", default=dims.head_dim) or 0
-        kernel = cv.int("linear_conv_kernel_dim", "conv_kernel", default=4) or 4
-        conv = (2 * k_heads * k_dim + v_heads * v_dim) * kernel
-        return conv + v_heads * k_dim * v_dim
+        return _linear_state(cv, dims)
     # Mamba-style selective state spaces.
     d_state = cv.int("mamba_d_state", "ssm_state_size", "state_size", "d_state", default=16) or 16
     d_conv = cv.int("mamba_d_conv", "conv_kernel", "d_conv", default=4) or 4
     expand = cv.float("mamba_expand", "expand", default=2.0) or 2.0
-    n_heads = cv.int("mamba_n_heads", "mamba_num_heads", default=None)
-    if n_heads is None and cv.model_type in ("mamba2",) or cv.has("mamba_head_dim"):
-        n_heads = cv.int("num_heads", "mamba_num_heads", "mamba_n_heads", default=None)
-    head_dim = cv.int("mamba_d_head", "mamba_head_dim", "head_dim", default=None)
-    groups = cv.int("mamba_n_groups", "n_groups", default=1) or 1
-    intermediate = cv.int("mamba_intermediate_size", "intermediate_size_mamba", default=None)
+    n_heads = cv.int("mamba_n_heads", "n_mamba_heads", "mamba_num_heads", default=None)
+    head_dim = cv.int("mamba_d_head", "mamba_headdim", "mamba_head_dim", default=None)
+    if n_heads is None and cv.model_type == "mamba2":
+        n_heads, head_dim = cv.int("num_heads"), cv.int("head_dim")
+    groups = cv.int("mamba_n_groups", "mamba_ngroups", "n_groups", default=1) or 1
+    intermediate = cv.int("mamba_d_ssm", "mamba_intermediate_size", "intermediate_size_mamba", default=None)
     if n_heads and head_dim:  # Mamba-2: heads × head_dim × state, conv over x, B and C
         intermediate = intermediate or n_heads * head_dim
         return (intermediate + 2 * groups * d_state) * d_conv + n_heads * head_dim * d_state
     intermediate = intermediate or cv.int("intermediate_size", default=None) or int(expand * hidden)
     return intermediate * d_conv + intermediate * d_state
+
+
+def _linear_state(cv: ConfigView, dims: Dims) -> int:
+    """Fixed state of a linear-attention layer, by family: recurrent matrix plus short-conv windows."""
+    mt = cv.model_type
+    if mt == "recurrent_gemma":  # RG-LRU: one state vector plus the temporal conv window
+        width = cv.int("lru_width", default=dims.hidden_size) or dims.hidden_size
+        return width + width * ((cv.int("conv1d_width", default=4) or 4) - 1)
+    if mt == "rwkv":  # RWKV-4: numerator, denominator, max and two token-shift vectors per layer
+        return 5 * (cv.int("attention_hidden_size", default=dims.hidden_size) or dims.hidden_size)
+    if mt.startswith("minimax"):  # lightning attention: a head_dim × head_dim state per head, no conv
+        return dims.num_attention_heads * dims.head_dim * dims.head_dim
+    heads = cv.int("linear_num_heads", default=None)
+    if heads:  # Kimi-Linear / Bailing (KDA): q, k, v short convs and a head_dim² state per head
+        d = cv.int("linear_head_dim", default=dims.head_dim) or dims.head_dim
+        kernel = cv.int("linear_conv_kernel_dim", "short_conv_kernel_size", default=4) or 4
+        return 3 * heads * d * kernel + heads * d * d
+    # Gated DeltaNet (Qwen3-Next): conv over q, k, v and a k_dim × v_dim state per value head.
+    k_heads = cv.int("linear_num_key_heads", default=dims.num_attention_heads) or 0
+    v_heads = cv.int("linear_num_value_heads", default=k_heads) or 0
+    k_dim = cv.int("linear_key_head_dim", default=dims.head_dim) or 0
+    v_dim = cv.int("linear_value_head_dim", default=dims.head_dim) or 0
+    kernel = cv.int("linear_conv_kernel_dim", "conv_kernel", default=4) or 4
+    return (2 * k_heads * k_dim + v_heads * v_dim) * kernel + v_heads * k_dim * v_dim
 
 
 def plan_memory(
@@ -120,14 +142,16 @@ def plan_memory(
     by_kind: dict[str, int] = {}
     per_seq = 0
     state = 0
+    per_token = 0
     for layer in layers:
         elements = per_token_elements(layer, dims, cv)
         if elements:
             by_kind[layer.attention] = by_kind.get(layer.attention, 0) + elements * width
             tokens = min(layer.window, max_model_len) if layer.window else max_model_len
             per_seq += elements * width * tokens
+            if not layer.window or layer.window >= max_model_len:
+                per_token += elements * width  # still growing at max_model_len
         state += state_elements(layer, dims, cv) * width
-    per_token = sum(by_kind.values())
     fit = _fit(target, dims, weights_bytes, per_token, per_seq + state) if target else None
     return MemoryPlan(
         weights_bytes=weights_bytes,

@@ -100,6 +100,7 @@ class TensorIndex:
                                       tuple(entries[i].shape), file))  # fmt: skip
         index = cls(groups)
         index._names_list = names
+        index._entries = entries
         index._firsts = firsts
         return index
 
@@ -107,12 +108,18 @@ class TensorIndex:
 
     def names_of(self, groups: Iterable[TensorGroup]) -> list[str]:
         """Every tensor name in the given groups. Meant for small groups (per-layer tensors, not experts)."""
-        firsts_wanted = {g.first_name for g in groups}
+        return [name for name, _ in self.shapes_of(groups)]
+
+    def shapes_of(self, groups: Iterable[TensorGroup]) -> list[tuple[str, tuple[int, ...]]]:
+        """(name, shape) of every tensor in the given groups (small groups only, as names_of)."""
+        groups = list(groups)
         names = getattr(self, "_names_list", None)
-        if names is None or not firsts_wanted:
-            return sorted(firsts_wanted)
+        if names is None or not groups:
+            return [(g.first_name, g.first_shape) for g in groups]
+        firsts_wanted = {g.first_name for g in groups}
         # The group id of a tensor is the position of its group's first tensor; find those positions once.
         ids = {i for i in set(self._firsts) if names[i] in firsts_wanted}
-        return list(compress(names, map(ids.__contains__, self._firsts)))
+        picked = compress(zip(names, self._entries), map(ids.__contains__, self._firsts))
+        return [(name, tuple(entry.shape)) for name, entry in picked]
 
 

@@ -34,7 +34,7 @@ _COMPONENT_RULES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         ("head", r"(^|\.)(lm_head|embed_out|output|score|lm_heads)\.(weight|bias)$"),
         ("norms", r"(norm|ln_\w*|ln\d*|layernorm|layer_norm|rms)[\w]*\.(weight|bias)$"),
         ("ssm", r"(\.mixer\.(A_log|D|dt_bias|conv1d|in_proj|out_proj|x_proj|dt_proj|norm)|\.mamba\.|\.ssm\.|\.linear_attn\.|A_log$|dt_bias$|\.conv\.|conv1d|\.short_conv\.|recurrent|\.rg_lru\.|\.temporal_)"),
-        ("attention", r"(self_attn|self_attention|\.attention\.|\.attn\.|\.attn_|q_proj|k_proj|v_proj|o_proj|qkv|query_key_value|c_attn|Wqkv|\.sinks$|kv_a_proj|kv_b_proj|q_a_proj|q_b_proj|\.mixer\.(q|k|v|o)_proj)"),
+        ("attention", r"(self_attn|self_attention|\.attention\.|\.attn\.|\.attn_|multi_head_attention|q_proj|k_proj|v_proj|o_proj|qkv|query_key_value|c_attn|Wqkv|\.sinks$|kv_a_proj|kv_b_proj|q_a_proj|q_b_proj|\.mixer\.(q|k|v|o)_proj)"),
         ("mlp", r"(\.mlp\.|feed_forward|\.ffn\.|\.ffn_|c_fc|\.fc1\.|\.fc2\.|\.fc_in\.|\.fc_out\.|gate_proj|up_proj|down_proj|dense_h_to_4h|dense_4h_to_h|\.w1\.|\.w2\.|\.w3\.|\.mixer\.(up|down|gate)_proj)"),
     )
 )  # fmt: skip
@@ -94,12 +94,12 @@ def layer_role(tmpl: str) -> str | None:
     """Coarse mixer kind a tensor template reveals: mla | attention | ssm | linear | conv, or None."""
     if re.search(r"kv_a_proj|kv_b_proj|kv_a_layernorm", tmpl):
         return "mla"
-    if re.search(r"\.linear_attn\.", tmpl):
+    if re.search(r"(\.linear_attn\.|\.rg_lru\.)", tmpl):
         return "linear"
     if re.search(r"(\.conv\.(in_proj|out_proj|conv)|\.short_conv\.)", tmpl):
         return "conv"
-    if re.search(r"(\.mixer\.(A_log|D|dt_bias|conv1d|in_proj|x_proj|dt_proj)|\.mamba\.|\.ssm\.|\.rg_lru\.|\.temporal_)", tmpl):
+    if re.search(r"(\.mixer\.(A_log|D|dt_bias|conv1d|in_proj|x_proj|dt_proj)|\.mamba\.|\.ssm\.)", tmpl):
         return "ssm"
-    if re.search(r"(self_attn|self_attention|\.attention\.|\.attn\.|\.mixer\.(q|k|v|o)_proj|\.mixer\.qkv)", tmpl):
+    if re.search(r"(self_attn|self_attention|\.attention\.|\.attn\.|multi_head_attention|\.mixer\.(q|k|v|o)_proj|\.mixer\.qkv|\.temporal_block\.(q|k|v|o)_proj)", tmpl):
         return "attention"
     return None

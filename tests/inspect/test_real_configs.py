@@ -50,7 +50,8 @@ def test_gpt_oss_sinks_alternation_moe_mxfp4(shared_data):
     assert p.memory.weights_bytes > 10e9  # from the index metadata: ~13.8 GB of MXFP4 weights
     # KV: 12 full layers grow with the context, 12 sliding layers stop at 128 tokens.
     per_layer = 8 * 64 * 2 * 2
-    assert p.memory.kv_bytes_per_token == 24 * per_layer
+    assert p.memory.kv_bytes_per_token == 12 * per_layer  # at 131072 tokens only the full layers still grow
+    assert p.memory.kv_bytes_per_token_by_kind == {"sliding": 12 * per_layer, "full": 12 * per_layer}
     assert p.memory.kv_bytes_per_sequence == 12 * per_layer * 131072 + 12 * per_layer * 128
 
 
