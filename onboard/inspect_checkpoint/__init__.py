@@ -23,6 +23,7 @@ from onboard.inspect_checkpoint.families import family_buffers, known_model_type
 from onboard.inspect_checkpoint.features import derive
 from onboard.inspect_checkpoint.memory import Target, parse_target, plan_memory
 from onboard.inspect_checkpoint.params import count_parameters
+from onboard.inspect_checkpoint.registry import VERIFIED
 from onboard.inspect_checkpoint.tensor_index import TensorIndex
 from onboard.profile import ModelProfile, RemoteCode, TensorGroupStat
 
@@ -136,6 +137,11 @@ def profile_from_parts(
     closest, differences = novelty(cv.model_type, features, facts.layers, set(templates), comparable_keys(cv))
     if remote_code is not None:
         findings.append(_remote_code_finding(cv.model_type, remote_code))
+    if cv.model_type not in VERIFIED:
+        findings.append(info("unverified-architecture", f"model_type {cv.model_type!r} is not among the architectures "
+                             "onboard inspect is verified on; this profile comes from generic rules",
+                             "check the per-layer plan and parameter counts by hand, then add a tiny checkpoint to "
+                             "tests/tiny/configs.py and the type to inspect_checkpoint/registry.py"))  # fmt: skip
     archs = cv.get("architectures")
     return ModelProfile(
         source=source,

@@ -10,6 +10,7 @@ import pytest
 
 from onboard.inspect_checkpoint import inspect
 from onboard.inspect_checkpoint.families import known_model_types
+from onboard.inspect_checkpoint.registry import VERIFIED
 from tests.tiny.configs import TINY
 from tests.tiny.fixtures import tiny_checkpoint, tiny_ground_truth  # noqa: F401  (session fixtures)
 
@@ -88,6 +89,16 @@ def _truth_kind(kind: str) -> str:
 def test_required_architectures_have_tiny_configs():
     missing = REQUIRED - set(TINY)
     assert not missing, f"add tiny configs for {sorted(missing)} to tests/tiny/configs.py"
+
+
+def test_registry_coverage():
+    """Every architecture inspect claims to be verified on has a tiny checkpoint, and the other way round."""
+    untested = VERIFIED - set(TINY)
+    assert not untested, f"{sorted(untested)} are in onboard/inspect_checkpoint/registry.py VERIFIED without a tiny " \
+        "checkpoint: add them to tests/tiny/configs.py (or drop them from VERIFIED)"
+    unlisted = set(TINY) - VERIFIED
+    assert not unlisted, f"{sorted(unlisted)} have tiny checkpoints: add them to VERIFIED in registry.py"
+    assert REQUIRED <= VERIFIED
 
 
 def test_every_family_with_an_expectation_is_known():

@@ -1,0 +1,26 @@
+"""Which architectures `onboard inspect` has been proven on.
+
+VERIFIED: model types whose profile is checked against transformers on a tiny checkpoint (exact parameter count,
+per-layer kinds, KV bytes; tests/inspect/test_tiny_architectures.py). Any other model type still gets a profile
+from the generic rules, plus an info finding saying it is unverified. A test fails when an entry here has no tiny
+checkpoint (tests/tiny/configs.py), so the list cannot claim more than is tested.
+"""
+
+from __future__ import annotations
+
+VERIFIED: frozenset[str] = frozenset({
+    'afmoe', 'apertus', 'apertus1p5_text', 'arcee', 'aria_text', 'bailing_hybrid', 'bamba', 'beam', 'biogpt',
+    'bitnet', 'bloom', 'codegen', 'cohere', 'cohere2', 'cohere2_moe', 'ctrl', 'cwm', 'dbrx', 'deepseek_v2',
+    'deepseek_v3', 'deepseek_v32', 'diffllama', 'doge', 'dots1', 'ernie4_5', 'ernie4_5_moe', 'exaone', 'exaone4',
+    'exaone_moe', 'falcon', 'falcon_h1', 'falcon_mamba', 'flex_olmo', 'flint', 'gemma', 'gemma2', 'gemma3_text',
+    'gemma3n_text', 'gemma4_text', 'glm', 'glm4', 'glm4_moe', 'glm4_moe_lite', 'glm_moe_dsa', 'gpt-sw3', 'gpt2',
+    'gpt_bigcode', 'gpt_neo', 'gpt_neox', 'gpt_neox_japanese', 'gpt_oss', 'gptj', 'granite', 'granite_swa',
+    'granitemoe', 'granitemoe_swa', 'granitemoehybrid', 'granitemoeshared', 'helium', 'hunyuan_v1_dense',
+    'hunyuan_v1_moe', 'hy_v3', 'hyperclovax', 'internlm3', 'iquestcoder', 'jais2', 'jamba', 'jetmoe', 'kimi_linear',
+    'kolibri1', 'lara_mini', 'lfm2', 'lfm2_moe', 'lfm3', 'llama', 'llama4_text', 'mamba', 'mamba2', 'mimo_v2_flash',
+    'minicpm3', 'minimax', 'minimax_m2', 'ministral', 'ministral3', 'mistral', 'mixtral', 'mpt', 'nanochat',
+    'nemotron', 'nemotron_h', 'olmo', 'olmo2', 'olmo3', 'olmo_hybrid', 'olmoe', 'openai-gpt', 'opt', 'persimmon',
+    'phi', 'phi3', 'phimoe', 'qwen2', 'qwen2_moe', 'qwen3', 'qwen3_5_moe_text', 'qwen3_5_text', 'qwen3_moe',
+    'qwen3_next', 'recurrent_gemma', 'rwkv', 'sarvam_mla', 'sarvam_moe', 'seed_oss', 'smollm3', 'solar_open',
+    'stablelm', 'starcoder2', 'vaultgemma', 'xglm', 'youtu', 'zamba2',
+})  # fmt: skip
