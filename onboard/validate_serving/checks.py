@@ -24,10 +24,17 @@ LOOP_REPEATS = {1: 6, 2: 4, 3: 3, 4: 3}
 MAX_PERIOD = max(LOOP_REPEATS)
 
 
-def _rows_agree(a: Sequence[TopK], b: Sequence[TopK], seq: Sequence[int], tol: Tolerances) -> tuple[bool, str]:
-    verdict = judge(compare_rows(a, b, seq[1:]), tol)
+def _rows_agree(a: Sequence[TopK], b: Sequence[TopK], seq: Sequence[int] | None, tol: Tolerances) -> tuple[bool, str]:
+    verdict = judge(compare_rows(a, b, seq[1:] if seq is not None else None), tol)
     detail = f"max logprob difference {verdict.max_logprob_error:.3g}, top-1 swaps {verdict.top1_mismatches}"
     return verdict.passed, detail if verdict.passed else "; ".join(verdict.reasons)
+
+
+def _rows(candidate: Candidate, batch: Sequence[Sequence[int]], top_k: int, new_tokens: int) -> list[list[TopK]]:
+    """Teacher-forced rows when the candidate has prompt logprobs, else the rows of its greedy generation steps."""
+    if candidate.capabilities.prompt_logprobs:
+        return candidate.score(batch, top_k)
+    return [list(g.steps) for g in candidate.generate(batch, new_tokens, top_k)]
 
 
 def determinism_repeat(golden: GoldenSet, candidate: Candidate, top_k: int, tol: Tolerances) -> CheckResult:
@@ -35,11 +42,13 @@ def determinism_repeat(golden: GoldenSet, candidate: Candidate, top_k: int, tol:
     prompts = sorted(golden.prompts, key=lambda p: len(p.sequence))[:2]
     problems, worst = [], 0.0
     for prompt in prompts:
-        first = candidate.score([prompt.sequence], top_k)[0]
-        gens = [candidate.generate([prompt.prompt_ids], len(prompt.generated_ids), top_k)[0].ids for _ in range(2)]
+        n = len(prompt.generated_ids)
+        seq = prompt.sequence if candidate.capabilities.prompt_logprobs else prompt.prompt_ids
+        first = _rows(candidate, [seq], top_k, n)[0]
+        gens = [candidate.generate([prompt.prompt_ids], n, top_k)[0].ids for _ in range(2)]
         for _ in range(REPEATS - 1):
-            again = candidate.score([prompt.sequence], top_k)[0]
-            ok, detail = _rows_agree(first, again, prompt.sequence, tol)
+            again = _rows(candidate, [seq], top_k, n)[0]
+            ok, detail = _rows_agree(first, again, None, tol)
             worst = max(worst, max((m.max_logprob_error for m in compare_rows(first, again)), default=0.0))
             if not ok:
                 problems.append(f"{prompt.name}: {detail}")
@@ -57,17 +66,24 @@ def determinism_batch(golden: GoldenSet, candidate: Candidate, top_k: int, tol: 
         )
     prompts = sorted(golden.prompts, key=lambda p: len(p.sequence))
     target = prompts[0]
-    n = len(target.sequence)
-    # Companions cut to the target's length: the batch needs no padding (that is determinism_padding's job), so
-    # any candidate that batches at all can run it.
-    others = [p.sequence[:n] for p in prompts[1:4]] or [target.sequence]
-    batch = others[:1] + [target.sequence] + others[1:]
-    alone = candidate.score([target.sequence], top_k)[0]
-    mixed = candidate.score(batch, top_k)[1]
-    ok, detail = _rows_agree(alone, mixed, target.sequence, tol)
+    n_new = len(target.generated_ids)
+    if candidate.capabilities.prompt_logprobs:
+        # Companions cut to the target's length: the batch needs no padding (that is determinism_padding's job),
+        # so any candidate that batches at all can run it.
+        n = len(target.sequence)
+        others = [p.sequence[:n] for p in prompts[1:4]] or [target.sequence]
+        seq = target.sequence
+    else:
+        n = len(target.prompt_ids)
+        others = [p.prompt_ids[:n] for p in prompts[1:4]] or [target.prompt_ids]
+        seq = target.prompt_ids
+    batch = others[:1] + [seq] + others[1:]
+    alone = _rows(candidate, [seq], top_k, n_new)[0]
+    mixed = _rows(candidate, batch, top_k, n_new)[1]
+    ok, detail = _rows_agree(alone, mixed, seq if candidate.capabilities.prompt_logprobs else None, tol)
     companions = [p.prompt_ids for p in prompts[1:2]] or [target.prompt_ids]
-    gen_alone = candidate.generate([target.prompt_ids], len(target.generated_ids), top_k)[0].ids
-    gen_mixed = candidate.generate(companions + [target.prompt_ids], len(target.generated_ids), top_k)[-1].ids
+    gen_alone = candidate.generate([target.prompt_ids], n_new, top_k)[0].ids
+    gen_mixed = candidate.generate(companions + [target.prompt_ids], n_new, top_k)[-1].ids
     if gen_alone != gen_mixed:
         ok, detail = False, detail + "; greedy tokens differ between batch 1 and batch N"
     return CheckResult("determinism_batch", ok, True, f"{target.name} alone vs in a batch of {len(batch)}: {detail}")
