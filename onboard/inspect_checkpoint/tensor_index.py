@@ -81,21 +81,35 @@ class TensorIndex:
         n = len(names)
         dtypes = list(map(attrgetter("dtype"), entries))
         offsets = list(map(attrgetter("data_offsets"), entries))
-        # Group key: the name with digits masked, plus the dtype. Translating one joined string is one C call.
+        # Group key: the name with digits masked. Translating one joined string is one C call.
         masked = "\n".join(names).translate(_DIGITS).split("\n")
-        keys = list(map("{}\x00{}".format, masked, dtypes))
         first_index: dict[str, int] = {}
-        firsts = list(map(first_index.setdefault, keys, count()))  # each tensor → index of its group's first tensor
+        firsts = list(map(first_index.setdefault, masked, count()))  # each tensor → index of its group's first tensor
         ends = np.fromiter(map(itemgetter(1), offsets), np.int64, n)
         begins = np.fromiter(map(itemgetter(0), offsets), np.int64, n)
         first_arr = np.fromiter(firsts, np.int64, n)
-        totals = np.bincount(first_arr, weights=(ends - begins).astype(np.float64))
+        nbytes = (ends - begins).astype(np.float64)
+        totals = np.bincount(first_arr, weights=nbytes)
         counts = np.bincount(first_arr)
+        # A group normally has one dtype; a mixed one (rare: e.g. one layer kept in higher precision) is split.
+        codes = {d: i for i, d in enumerate(dict.fromkeys(dtypes))}
+        dtype_arr = np.fromiter(map(codes.__getitem__, dtypes), np.int64, n)
+        first_dtype = dtype_arr[first_arr]
+        mixed = set(np.unique(first_arr[dtype_arr != first_dtype]).tolist()) if len(codes) > 1 else set()
         ends_of_files = [b[0] for b in bounds]
         groups = []
         for key, i in first_index.items():
-            template = _RUNS.sub("{}", key.split("\x00", 1)[0])
+            template = _RUNS.sub("{}", key)
             file = bounds[bisect_right(ends_of_files, i)][1]
+            if i in mixed:
+                members = first_arr == i
+                for code, dtype in enumerate(codes):
+                    sel = members & (dtype_arr == code)
+                    if sel.any():
+                        j = int(np.argmax(sel))
+                        groups.append(TensorGroup(template, dtype, int(sel.sum()), int(nbytes[sel].sum()), names[j],
+                                                  tuple(entries[j].shape), file))  # fmt: skip
+                continue
             groups.append(TensorGroup(template, dtypes[i], int(counts[i]), int(totals[i]), names[i],
                                       tuple(entries[i].shape), file))  # fmt: skip
         index = cls(groups)
