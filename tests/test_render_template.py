@@ -50,6 +50,8 @@ def test_frozen_clock_is_reported(tmp_path: Path) -> None:
     result = _render(tmp_path, "{{ strftime_now('%Y-%m-%d') }}", {})
     assert result.stdout == "2025-01-15"
     assert "read the clock" in result.stderr
+    dated = _render(tmp_path, "{{ strftime_now('%Y-%m-%d %H:%M') }}", {}, "--now", "2021-01-01T08:30")
+    assert dated.stdout == "2021-01-01 08:30" and "frozen time 2021-01-01 08:30" in dated.stderr
 
 
 @pytest.mark.parametrize(

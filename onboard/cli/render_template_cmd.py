@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from datetime import datetime
 from pathlib import Path
 
 import click
@@ -26,10 +27,16 @@ import click
     help="llama.cpp's workaround: fold a leading system message into the first user turn.",
 )
 @click.option("--revision", default=None, help="Hub revision (branch, tag or commit).")
+@click.option(
+    "--now",
+    type=click.DateTime(["%Y-%m-%d", "%Y-%m-%dT%H:%M", "%Y-%m-%dT%H:%M:%S"]),
+    default=None,
+    help="What strftime_now returns (default: the frozen 2025-01-15 12:00), e.g. to reproduce a dated render.",
+)
 @click.option("--timeout", "timeout_s", type=float, default=10.0, show_default=True, help="Seconds before giving up.")
 def render_template_command(
     template_or_source: str, context_file: Path, template_name: str | None, polyfill: str | None,
-    revision: str | None, timeout_s: float,
+    revision: str | None, now: datetime | None, timeout_s: float,
 ) -> None:  # fmt: skip
     """Render TEMPLATE_OR_SOURCE (a .jinja file, or a folder / hub repo with a chat template) to stdout.
 
@@ -45,7 +52,7 @@ def render_template_command(
     from onboard.verify_tokenizer.template_lookup import load_template
 
     template = load_template(template_or_source, template_name, revision)
-    text, notes = render_for_cli(template, _read_context(context_file), polyfill, timeout_s)
+    text, notes = render_for_cli(template, _read_context(context_file), polyfill, timeout_s, now)
     for note in notes:
         click.echo(note, err=True)
     sys.stdout.write(text)

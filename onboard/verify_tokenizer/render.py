@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from onboard.errors import ChecksFailed, InputError
@@ -39,7 +40,7 @@ def system_dropped(context: dict[str, Any], result: RenderResult) -> bool:
 
 
 def render_for_cli(
-    template: str, context: dict[str, Any], polyfill: str | None, timeout_s: float
+    template: str, context: dict[str, Any], polyfill: str | None, timeout_s: float, now: datetime | None = None
 ) -> tuple[str, list[str]]:
     """The rendered text and notes for stderr; raises TemplateRejected / TemplateUnusable."""
     notes: list[str] = []
@@ -47,10 +48,10 @@ def render_for_cli(
     if polyfill:
         context = POLYFILLS[polyfill](context)
         notes.append(f"note: polyfill {polyfill} applied")
-    result = render(template, context, timeout_s=timeout_s)
+    result = render(template, context, timeout_s=timeout_s, now=now)
     if result.read_clock:
         notes.append(
-            f"note: the template read the clock (strftime_now); rendered with the frozen time {FROZEN_NOW:%Y-%m-%d %H:%M}"
+            f"note: the template read the clock (strftime_now); rendered with the frozen time {now or FROZEN_NOW:%Y-%m-%d %H:%M}"
         )
     if not result.ok:
         raise_for(result, plain_context if not polyfill else context, polyfill is None)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import multiprocessing
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 DEFAULT_TIMEOUT_S = 10.0
@@ -52,7 +53,7 @@ def _render_one(template: Any, clock: Any, context: dict[str, Any], max_output: 
     return RenderResult(True, "".join(chunks), None, None, clock.read)
 
 
-def _child(conn: Any, source: str, contexts: Sequence[dict[str, Any]], max_output: int) -> None:
+def _child(conn: Any, source: str, contexts: Sequence[dict[str, Any]], max_output: int, now: datetime | None) -> None:
     import jinja2
 
     from onboard.verify_tokenizer.chat_template import ClockRead, build_environment
@@ -60,7 +61,7 @@ def _child(conn: Any, source: str, contexts: Sequence[dict[str, Any]], max_outpu
     _limit_memory()
     clock = ClockRead()
     try:
-        template = build_environment(clock).from_string(source)
+        template = (build_environment(clock, now) if now else build_environment(clock)).from_string(source)
     except jinja2.exceptions.TemplateSyntaxError as exc:
         conn.send(("syntax", f"line {exc.lineno}: {exc.message}"))
         conn.close()
@@ -87,15 +88,19 @@ def render_many(
     contexts: Sequence[dict[str, Any]],
     timeout_s: float = DEFAULT_TIMEOUT_S,
     max_output: int = DEFAULT_MAX_OUTPUT,
+    now: datetime | None = None,
 ) -> list[RenderResult]:
-    """Render `source` once per context. Never raises for template problems: each result says what happened."""
+    """Render `source` once per context. Never raises for template problems: each result says what happened.
+
+    `now` is what strftime_now sees (default: chat_template.FROZEN_NOW).
+    """
     methods = multiprocessing.get_all_start_methods()
     ctx = multiprocessing.get_context("fork" if "fork" in methods else "spawn")
     results: list[RenderResult] = []
     while len(results) < len(contexts):
         pending = list(contexts[len(results) :])
         parent, child_conn = ctx.Pipe(duplex=False)
-        proc = ctx.Process(target=_child, args=(child_conn, source, pending, max_output), daemon=True)
+        proc = ctx.Process(target=_child, args=(child_conn, source, pending, max_output, now), daemon=True)
         proc.start()
         child_conn.close()
         try:
