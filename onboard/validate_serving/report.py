@@ -35,39 +35,52 @@ def build_result(
     thresholds: dict[str, Any],
 ) -> dict[str, Any]:
     passed = all(c.passed for c in checks if c.required)
-    return {
-        "stage": "validate",
-        "passed": passed,
-        "checks": [
-            {"name": c.name, "passed": c.passed, "required": c.required, "skipped": c.skipped, "detail": c.detail}
-            for c in checks
-        ],
-        "failed": [c.name for c in checks if c.required and not c.passed],
-        "not_checked": [c.name for c in checks if c.skipped],
-        "candidate": asdict(candidate.info) | {"capabilities": asdict(candidate.capabilities)},
-        "golden": {
-            "folder": str(golden.folder),
-            "source": golden.manifest.get("source"),
-            "revision": golden.manifest.get("revision"),
-            "reference": golden.manifest.get("reference"),
-            "versions": golden.manifest.get("versions"),
-        },
-        "tolerances": asdict(tol),
-        "thresholds": thresholds,
-        "positions": [
-            {
-                "prompt": p.prompt.name,
-                "index": m.index,
-                "kl": _finite(m.kl),
-                "max_logprob_error": _finite(m.max_logprob_error),
-                "top1_agree": m.top1_agree,
-            }
-            for p in parities
-            for m in p.metrics
-        ],
-        "check_data": {c.name: c.data for c in checks if c.data},
-        "performance": performance,
-    }
+    return _json_safe(
+        {
+            "stage": "validate",
+            "passed": passed,
+            "checks": [
+                {"name": c.name, "passed": c.passed, "required": c.required, "skipped": c.skipped, "detail": c.detail}
+                for c in checks
+            ],
+            "failed": [c.name for c in checks if c.required and not c.passed],
+            "not_checked": [c.name for c in checks if c.skipped],
+            "candidate": asdict(candidate.info) | {"capabilities": asdict(candidate.capabilities)},
+            "golden": {
+                "folder": str(golden.folder),
+                "source": golden.manifest.get("source"),
+                "revision": golden.manifest.get("revision"),
+                "reference": golden.manifest.get("reference"),
+                "versions": golden.manifest.get("versions"),
+            },
+            "tolerances": asdict(tol),
+            "thresholds": thresholds,
+            "positions": [
+                {
+                    "prompt": p.prompt.name,
+                    "index": m.index,
+                    "kl": _finite(m.kl),
+                    "max_logprob_error": _finite(m.max_logprob_error),
+                    "top1_agree": m.top1_agree,
+                }
+                for p in parities
+                for m in p.metrics
+            ],
+            "check_data": {c.name: c.data for c in checks if c.data},
+            "performance": performance,
+        }
+    )
+
+
+def _json_safe(value: Any) -> Any:
+    """Replace inf/NaN anywhere (check data, tolerances) with null: strict JSON parsers reject them."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_safe(v) for v in value]
+    return value
 
 
 def write_result(result: dict[str, Any], path: Path) -> None:
