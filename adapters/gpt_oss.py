@@ -29,6 +29,8 @@ REQUIRED_KERNELS: tuple[str, ...] = ()
 class ModelArgs(ArgsBase):
     """The config.json fields this family reads (defaults as in transformers' config class)."""
 
+    ALIASES = {"num_experts_per_tok": ("experts_per_token",)}
+
     hidden_size: int
     num_hidden_layers: int
     num_attention_heads: int

@@ -108,6 +108,8 @@ class ArchSpec:
     features: frozenset[str] = frozenset()
     """Profile features this adapter implements (beyond gqa/mqa/tied embeddings/rope types)."""
     dropped: tuple[str, ...] = ()
+    ignored_keys: tuple[str, ...] = ()
+    """config.json keys the family's reference code does not read (not features: no stub for them)."""
 
 
 def _spec(model_type: str, summary: str, attention_expr: str, mlp: str, **kw) -> ArchSpec:

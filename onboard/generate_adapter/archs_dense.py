@@ -136,6 +136,8 @@ DENSE_ARCHS: dict[str, ArchSpec] = {
         GATED.format(bias=""),
         layer_type=SLIDING_IF_WINDOW,
         fields=(("original_max_position_embeddings", "int | None", "None"),),
+        # Phi-3 configs carry attention_bias, transformers' Phi3 never reads it (biases would be unknown tensors).
+        ignored_keys=("attention_bias",),
         features={"sliding_window", "partial_rotary"},
     ),
     "olmo2": _spec(

@@ -123,6 +123,8 @@ MOE_ARCHS: dict[str, ArchSpec] = {
             ("moe_layer_freq", "int", "1"),
             ("num_nextn_predict_layers", "int", "0"),
         ),
+        # DeepSeek's original config keys; V3 is always sigmoid scoring with noaux_tc (transformers reads neither).
+        ignored_keys=("scoring_func", "topk_method", "ep_size", "aux_loss_alpha", "seq_aux"),
         features={
             "mla",
             "moe",
@@ -148,6 +150,7 @@ MOE_ARCHS: dict[str, ArchSpec] = {
             ("swiglu_alpha", "float", "1.702"),
             ("swiglu_limit", "float", "7.0"),
         ),
+        aliases={"num_experts_per_tok": ("experts_per_token",)},
         features={"sliding_window", "attention_sinks", "moe", "qkv_bias"},
     ),
     "olmoe": _spec(

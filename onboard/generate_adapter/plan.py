@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from onboard.blocks.rotary import ROPE_TYPES
 from onboard.errors import InputError
-from onboard.generate_adapter.archs import ARCHS, ArchSpec
+from onboard.generate_adapter.archs import ARCHS, BASE_FIELDS, ArchSpec
 from onboard.generate_adapter.weight_maps import CHECKPOINT_TENSORS, DROPPED
 from onboard.profile import ModelProfile
 
@@ -100,8 +100,8 @@ def _feature_stubs(profile: ModelProfile, spec: ArchSpec) -> list[KernelStub]:
         kind, _, arg = feature.partition(":")
         if feature in GENERIC_FEATURES or feature in spec.features:
             continue
-        if feature in MOE_NAMING_FEATURES and "moe" in spec.features:
-            continue
+        if feature in MOE_NAMING_FEATURES and ("moe" in spec.features or not profile.tensor_templates):
+            continue  # MoE expert naming, or a config-only profile (no tensor names to tell gated from plain)
         if kind == "rope":
             if arg not in ROPE_TYPES:
                 out.append(KernelStub(op_name(f"rope_{arg}"), f"rope type {arg!r} is not in onboard.blocks.rotary"))
@@ -129,7 +129,10 @@ def _tensor_stubs(profile: ModelProfile, family: str) -> list[KernelStub]:
     ]
 
 
-def _config_stubs(profile: ModelProfile) -> list[KernelStub]:
+def _config_stubs(profile: ModelProfile, spec: ArchSpec) -> list[KernelStub]:
+    # Keys the adapter reads (ModelArgs fields and their aliases) or that the family's code ignores are known.
+    known = {name for name, _, _ in BASE_FIELDS + spec.fields} | set(spec.ignored_keys)
+    known |= {alias for aliases in spec.aliases.values() for alias in aliases}
     out = []
     for line in profile.novelty:
         m = _CONFIG_KEYS_LINE.fullmatch(line)
@@ -137,7 +140,7 @@ def _config_stubs(profile: ModelProfile) -> list[KernelStub]:
             continue
         keys = [k.strip() for k in m.group(1).replace("…", "").split(",") if k.strip()]
         for key in keys:
-            if key not in IGNORED_CONFIG_KEYS:
+            if key not in IGNORED_CONFIG_KEYS and key not in known:
                 out.append(KernelStub(op_name(key), f"config.json field {key!r} is not read by any block"))
     return out
 
@@ -147,7 +150,7 @@ def plan(profile: ModelProfile) -> AdapterPlan:
     family = _family(profile)
     spec = ARCHS[family]
     merged: dict[str, list[str]] = {}
-    for stub in _feature_stubs(profile, spec) + _tensor_stubs(profile, family) + _config_stubs(profile):
+    for stub in _feature_stubs(profile, spec) + _tensor_stubs(profile, family) + _config_stubs(profile, spec):
         merged.setdefault(stub.op, []).append(stub.reason)
     stubs = tuple(KernelStub(op, "; ".join(dict.fromkeys(reasons))) for op, reasons in sorted(merged.items()))
     return AdapterPlan(profile.model_type, family, spec, stubs)
