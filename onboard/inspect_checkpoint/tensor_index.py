@@ -15,10 +15,12 @@ from dataclasses import dataclass
 from itertools import compress, count
 from operator import attrgetter, itemgetter
 
+from onboard.inspect_checkpoint import tensor_names as tn
 from onboard.inspect_checkpoint.checkpoint_types import DTYPE_BYTES, SafetensorsHeader, TensorInfo
 
 _DIGITS = str.maketrans("0123456789", "##########")
-_RUNS = re.compile(r"#+")
+# Masked digits that form a whole dotted component are indices; the rest (w1, fc2, …) belong to the name.
+_RUNS = re.compile(r"(?<=\.)#+(?=\.|$)")
 
 
 @dataclass(frozen=True)
@@ -33,6 +35,8 @@ class TensorGroup:
     first_name: str
     first_shape: tuple[int, ...]
     first_file: str
+    members: tuple[str, ...] = ()
+    """First names of the raw groups merged here (`layers.9.x` and `layers.10.x` mask differently)."""
 
     @property
     def numel(self) -> int:
@@ -91,28 +95,33 @@ class TensorIndex:
         nbytes = (ends - begins).astype(np.float64)
         totals = np.bincount(first_arr, weights=nbytes)
         counts = np.bincount(first_arr)
-        # A group normally has one dtype; a mixed one (rare: e.g. one layer kept in higher precision) is split.
+        # A raw group is split when its dtypes are mixed (rare: one layer kept in higher precision) or when it
+        # masked digits inside a name component (`w1`/`w3`, `fc1`/`fc2` share a masked key).
         codes = {d: i for i, d in enumerate(dict.fromkeys(dtypes))}
         dtype_arr = np.fromiter(map(codes.__getitem__, dtypes), np.int64, n)
-        first_dtype = dtype_arr[first_arr]
-        mixed = set(np.unique(first_arr[dtype_arr != first_dtype]).tolist()) if len(codes) > 1 else set()
+        mixed = set(np.unique(first_arr[dtype_arr != dtype_arr[first_arr]]).tolist()) if len(codes) > 1 else set()
         ends_of_files = [b[0] for b in bounds]
         groups = []
         for key, i in first_index.items():
-            template = _RUNS.sub("{}", key)
-            file = bounds[bisect_right(ends_of_files, i)][1]
-            if i in mixed:
-                members = first_arr == i
-                for code, dtype in enumerate(codes):
-                    sel = members & (dtype_arr == code)
-                    if sel.any():
-                        j = int(np.argmax(sel))
-                        groups.append(TensorGroup(template, dtype, int(sel.sum()), int(nbytes[sel].sum()), names[j],
-                                                  tuple(entries[j].shape), file))  # fmt: skip
+            inner = _inner_digit_positions(key)
+            if i in mixed or inner:
+                members = np.nonzero(first_arr == i)[0]
+                member_names = [names[j] for j in members]
+                digits = map(itemgetter(*inner), member_names) if inner else [()] * len(members)
+                sub_first: dict[tuple, int] = {}
+                sub_ids = list(map(sub_first.setdefault, zip(digits, dtype_arr[members].tolist()), count()))
+                sub_arr = np.asarray(sub_ids, np.int64)
+                sub_bytes = np.bincount(sub_arr, weights=nbytes[members])
+                sub_counts = np.bincount(sub_arr)
+                for k in sub_first.values():
+                    j = int(members[k])
+                    groups.append(TensorGroup(tn.template(names[j]), dtypes[j], int(sub_counts[k]), int(sub_bytes[k]),
+                                              names[j], tuple(entries[j].shape),
+                                              bounds[bisect_right(ends_of_files, j)][1]))  # fmt: skip
                 continue
-            groups.append(TensorGroup(template, dtypes[i], int(counts[i]), int(totals[i]), names[i],
-                                      tuple(entries[i].shape), file))  # fmt: skip
-        index = cls(groups)
+            groups.append(TensorGroup(_RUNS.sub("{}", key), dtypes[i], int(counts[i]), int(totals[i]), names[i],
+                                      tuple(entries[i].shape), bounds[bisect_right(ends_of_files, i)][1]))  # fmt: skip
+        index = cls(_merge(groups))
         index._names_list = names
         index._entries = entries
         index._firsts = firsts
@@ -130,10 +139,34 @@ class TensorIndex:
         names = getattr(self, "_names_list", None)
         if names is None or not groups:
             return [(g.first_name, g.first_shape) for g in groups]
-        firsts_wanted = {g.first_name for g in groups}
+        firsts_wanted = {m for g in groups for m in (g.members or (g.first_name,))}
         # The group id of a tensor is the position of its group's first tensor; find those positions once.
         ids = {i for i in set(self._firsts) if names[i] in firsts_wanted}
         picked = compress(zip(names, self._entries), map(ids.__contains__, self._firsts))
         return [(name, tuple(entry.shape)) for name, entry in picked]
 
 
+
+
+def _inner_digit_positions(key: str) -> tuple[int, ...]:
+    """Positions of masked digits that are part of a word (`w#`, `fc#`), not a whole dotted index."""
+    if "#" not in key:
+        return ()
+    whole = {p for m in _RUNS.finditer(key) for p in range(m.start(), m.end())}
+    return tuple(p for p, ch in enumerate(key) if ch == "#" and p not in whole)
+
+
+def _merge(groups: list[TensorGroup]) -> list[TensorGroup]:
+    """One group per (template, dtype): raw groups differ when indices have different digit counts."""
+    merged: dict[tuple[str, str], TensorGroup] = {}
+    for g in groups:
+        key = (g.template, g.dtype)
+        prev = merged.get(key)
+        if prev is None:
+            merged[key] = TensorGroup(g.template, g.dtype, g.count, g.nbytes, g.first_name, g.first_shape,
+                                      g.first_file, (g.first_name,))  # fmt: skip
+        else:
+            merged[key] = TensorGroup(prev.template, prev.dtype, prev.count + g.count, prev.nbytes + g.nbytes,
+                                      prev.first_name, prev.first_shape, prev.first_file,
+                                      prev.members + (g.first_name,))  # fmt: skip
+    return list(merged.values())

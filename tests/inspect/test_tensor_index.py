@@ -48,3 +48,21 @@ def test_packed_mxfp4_blocks_count_two_values_a_byte():
     items = dict([_t("model.layers.0.mlp.experts.gate_up_proj_blocks", "U8", (4, 8, 16), 0, 1)])
     (group,) = TensorIndex.from_tensors(items).groups
     assert group.numel == 2 * 4 * 8 * 16
+
+
+def test_digits_inside_names_stay_apart():
+    """`w1`/`w3` and `fc1`/`fc2` mask to the same key; they must still be separate groups with their own counts."""
+    items = dict([
+        _t("model.layers.0.mlp.experts.0.w1.weight", "BF16", (4, 2), 0, 2),
+        _t("model.layers.0.mlp.experts.0.w3.weight", "BF16", (4, 2), 16, 2),
+        _t("model.layers.0.mlp.experts.1.w1.weight", "BF16", (4, 2), 32, 2),
+        _t("transformer.h.0.mlp.fc1.weight", "F32", (8, 2), 48, 4),
+        _t("transformer.h.0.mlp.fc2.weight", "F32", (2, 8), 112, 4),
+    ])  # fmt: skip
+    got = {g.template: (g.count, g.numel, g.first_shape) for g in TensorIndex.from_tensors(items).groups}
+    assert got == {
+        "model.layers.{}.mlp.experts.{}.w1.weight": (2, 16, (4, 2)),
+        "model.layers.{}.mlp.experts.{}.w3.weight": (1, 8, (4, 2)),
+        "transformer.h.{}.mlp.fc1.weight": (1, 16, (8, 2)),
+        "transformer.h.{}.mlp.fc2.weight": (1, 16, (2, 8)),
+    }
