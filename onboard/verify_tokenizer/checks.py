@@ -86,7 +86,8 @@ def build_checks(
         checks.append(StageCheck(name, not bad, REQUIRED.get(name, True), detail))
     known = family is not None
     checks.append(StageCheck("fingerprint_known", known, REQUIRED["fingerprint_known"],
-                             f"tokenizer family {family}" if known else f"new pre-tokenizer (chkhsh {chkhsh[:16]}…)"))  # fmt: skip
+                             f"tokenizer family {family}" if known else f"new pre-tokenizer (chkhsh {chkhsh[:16]}…); llama.cpp's "
+                             "table lists byte-level BPE pre-tokenizers only, SentencePiece-style ones never match"))  # fmt: skip
     return checks
 
 
