@@ -13,6 +13,7 @@ for tokenizer v1/v2/v3, from mistralai/mistral-common@bc022b91 tests/data) throu
    and embeds the object, the template only parses ints/floats and embeds anything else as a JSON string.
    The plain (non-`_spm`) templates write no space where SentencePiece's dummy prefix puts one, e.g. v1.jinja's
    "<s>[INST] …[/INST]The" vs "<s> [INST] …[/INST] The": that is the v1 `no_tools` mismatch seen before.
+   Tool-call arguments as a dict hit a template quirk (HTML-escaped quotes) that transformers shares.
 """
 
 from __future__ import annotations
@@ -165,3 +166,22 @@ def test_plain_templates_miss_the_sentencepiece_spaces(base: Path, control_token
     # `[INST]` is plain text in v1: SentencePiece encodes each chunk with a dummy-prefix space the template lacks.
     spaced = re.sub(r"\[/INST\](?=.)", "[/INST] ", rendered.replace("[INST]", " [INST]"))
     assert spaced == plain_text(text) and tokenizer.encode(spaced) == ids
+
+
+def test_dict_arguments_hit_an_escaping_quirk_exactly_as_in_transformers(base: Path) -> None:
+    """With arguments as a dict (the HF convention) the `_spm` templates build `'{"name": "' + name + …` around
+    `arguments|tojson|safe`: the Markup operand HTML-escapes the plain strings (`&#34;`). Ours renders what
+    transformers renders, quirk included; passing arguments as a JSON string (above) avoids it."""
+    from transformers.utils.chat_template_utils import render_jinja_template
+
+    sample, _, _ = _sample(base, "get_weather_full", 3)
+    context = _hf_context(sample)
+    for message in context["messages"]:
+        for call in message.get("tool_calls") or []:
+            call["function"]["arguments"] = json.loads(call["function"]["arguments"])
+    template = (base / "chat_templates" / "v3_spm.jinja").read_text(encoding="utf-8")
+    ours = render_many(template, [context])[0].text or ""
+    assert '[TOOL_CALLS] [{&#34;name&#34;: &#34;get_current_weather&#34;, &#34;arguments&#34;: {"location"' in ours
+    kwargs = {k: v for k, v in context.items() if k not in ("messages", "tools")}
+    rendered, _ = render_jinja_template([context["messages"]], tools=context["tools"], chat_template=template, **kwargs)
+    assert rendered[0] == ours
