@@ -4,8 +4,9 @@
   prefill latency TTFT of a request with max_tokens=1, per prompt length (median of PREFILL_REPEATS).
   E2EL            request sent -> last output token.
   TPOT            (E2EL - TTFT) / (output_tokens - 1); 0 when one token.
-  ITL             every gap between consecutive token arrivals (a streamed chunk may carry several tokens:
-                  its gap counts once, as in vLLM); reported as p50 / p99.
+  ITL             every gap between consecutive token arrivals, reported as p50 / p99. Streamed: arrival =
+                  when the client parsed the event; tokens of one chunk, or events the engine flushed together,
+                  arrive together (gap ~0), as in vLLM bench, so p50 can be ~0 while p99 shows the real step.
   throughput      output tokens / seconds: batch 1 = one request's tokens / its E2EL; batch N = all tokens of
                   N concurrent requests / wall time from the first send to the last token.
   peak memory     in-process: CUDA max allocated, else the process's peak RSS (ru_maxrss, includes Python);

