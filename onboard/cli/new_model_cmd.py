@@ -1,0 +1,66 @@
+"""`onboard new-model`: the whole chain, from a checkpoint to a promotion decision, report and checklist."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+
+@click.command("new-model")
+@click.argument("source")
+@click.option("--revision", help="Hub branch, tag or commit (default: main).")
+@click.option("--target", help="GPU[xN] to plan for, e.g. h100x8.")
+@click.option("--endpoint", help="Validate this OpenAI-compatible server instead of the generated adapter.")
+@click.option("--served-model", help="Model name on --endpoint.")
+@click.option("--workspace", type=click.Path(path_type=Path), default=Path("."), show_default=True,
+              help="Folder for onboarding/, golden_outputs/ and checklists/.")  # fmt: skip
+@click.option("--resume/--no-resume", default=True, show_default=True,
+              help="Reuse stage results whose inputs are unchanged.")  # fmt: skip
+@click.option("--promote", "do_promote", is_flag=True, help="Promote when every required checklist item passes.")
+@click.option("--json", "as_json", is_flag=True, help="Print the run summary as JSON on stdout.")
+def new_model_command(
+    source: str,
+    revision: str | None,
+    target: str | None,
+    endpoint: str | None,
+    served_model: str | None,
+    workspace: Path,
+    resume: bool,
+    do_promote: bool,
+    as_json: bool,
+) -> None:
+    """Onboard SOURCE: inspect, generate, verify the tokenizer, record goldens, validate, tick the checklist.
+
+    Writes onboarding/<slug>/<revision>/ (stage results, report.md, report.html) and checklists/<slug>.md. Exit 0
+    when the model is ready to promote (and, with --promote, promoted), 1 when required items are open, 2 when
+    the checkpoint is unusable.
+
+    \b
+    Examples:
+      onboard new-model examples/demo-qwen3
+      onboard new-model Qwen/Qwen3-8B --target h100x2 --workspace /srv/onboard --promote --json
+    """
+    from onboard.cli import report_error
+    from onboard.cli.output import emit_json, say
+    from onboard.errors import InputError
+    from onboard.pipeline import run_new_model
+
+    if served_model and not endpoint:
+        raise InputError("--served-model needs --endpoint", "pass the server URL with --endpoint")
+    result = run_new_model(source, revision=revision, target=target, endpoint=endpoint, served_model=served_model,
+                           workspace=workspace, resume=resume, promote=do_promote)  # fmt: skip
+    if as_json:
+        emit_json(result.to_dict())
+    say(f"report: {result.report.get('html')}")
+    say(f"checklist: {result.checklist_md}")
+    if result.unusable:
+        report_error("the checkpoint is unusable (see the inspect findings in the report)",
+                     f"onboard inspect {source} shows what to fix")  # fmt: skip
+        sys.exit(2)
+    if not result.ready:
+        report_error(f"not ready to promote: open items {', '.join(result.blocking)}",
+                     f"see {result.checklist_md}; docs/runbook.md says what to do for each item")  # fmt: skip
+        sys.exit(1)
+    say("ready to promote" + (" — promoted" if result.promoted else f": onboard promote {result.slug}"))

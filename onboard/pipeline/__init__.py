@@ -1,0 +1,178 @@
+"""`onboard new-model`: inspect → generate → verify-tokenizer → golden → validate → checklist → report (→ promote).
+
+Each stage's result is cached by the hash of its inputs in `<workspace>/onboarding/<slug>/<revision>/`, so an
+interrupted run resumes where it stopped. A stage that fails blocks only what depends on it; the checklist and the
+report are always written with everything known.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from onboard.errors import OnboardError
+from onboard.pipeline.cache import cached, fingerprint_local, forget, remember, stage_key
+from onboard.pipeline.progress import Progress
+from onboard.pipeline.stages import STAGES, RunContext
+
+__all__ = ["PipelineResult", "run_new_model"]
+
+
+@dataclass
+class PipelineResult:
+    slug: str
+    revision: str
+    run_dir: Path
+    stages: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """stage → {outcome: ok|cached|failed|error|blocked, seconds, detail, passed}"""
+    ready: bool = False
+    blocking: list[str] = field(default_factory=list)
+    report: dict[str, str] = field(default_factory=dict)
+    checklist_md: str | None = None
+    promoted: bool | None = None
+    unusable: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "stage": "new-model",
+            "slug": self.slug,
+            "revision": self.revision,
+            "run_dir": str(self.run_dir),
+            "passed": self.ready,
+            "ready_to_promote": self.ready,
+            "blocking": self.blocking,
+            "stages": self.stages,
+            "report": self.report,
+            "checklist": self.checklist_md,
+            "promoted": self.promoted,
+        }
+
+
+def _identify(source: str, revision: str | None) -> tuple[str, Path | None, str]:
+    """(revision id of the run folder, local folder or None, checkpoint fingerprint)."""
+    from onboard.inspect_checkpoint.source import open_source
+
+    src = open_source(source, revision)
+    try:
+        if src.local_dir is not None:
+            fp = fingerprint_local(src.local_dir)
+            return (src.revision or f"local-{fp[:12]}"), src.local_dir, fp
+        return src.revision or (revision or "main"), None, src.revision or ""
+    finally:
+        close = getattr(src, "close", None)
+        if close:
+            close()
+
+
+def run_new_model(
+    source: str,
+    *,
+    revision: str | None = None,
+    target: str | None = None,
+    endpoint: str | None = None,
+    served_model: str | None = None,
+    workspace: Path | str = ".",
+    resume: bool = True,
+    promote: bool = False,
+    quiet: bool = False,
+) -> PipelineResult:
+    from onboard.promote.workspace import slug_for
+
+    workspace = Path(workspace).resolve()
+    slug = slug_for(source)
+    rev, local_dir, fingerprint = _identify(source, revision)
+    run_dir = workspace / "onboarding" / slug / rev
+    run_dir.mkdir(parents=True, exist_ok=True)
+    ctx = RunContext(source, revision or (rev if local_dir is None else None), slug, run_dir, workspace, target,
+                     endpoint, served_model, local_dir=local_dir)  # fmt: skip
+    result = PipelineResult(slug, rev, run_dir)
+    names = [s.name for s in STAGES] + ["checklist", "report"] + (["promote"] if promote else [])
+    progress = Progress(names, quiet)
+    keys: dict[str, str] = {}
+    for stage in STAGES:
+        # A stage whose checks failed still feeds later stages; errors, and unusable outputs, block them.
+        blocked = [n for n in stage.needs if not result.stages.get(n, {}).get("usable")]
+        if result.unusable or blocked:
+            reason = "the checkpoint is unusable" if result.unusable else f"needs {', '.join(blocked)}"
+            result.stages[stage.name] = {"outcome": "blocked", "detail": reason, "passed": None}
+            progress.skip(stage.name, reason)
+            forget(run_dir, stage.name)
+            continue
+        key = stage_key(stage.name, fingerprint, stage.params(ctx), [keys[n] for n in stage.needs])
+        keys[stage.name] = key
+        progress.start(stage.name)
+        if resume and cached(run_dir, stage.name, key, list(stage.outputs)):
+            import json
+
+            ctx.results[stage.name] = json.loads((run_dir / stage.outputs[-1]).read_text())
+            seconds = progress.done(stage.name, "cached")
+            result.stages[stage.name] = {"outcome": "cached", "seconds": round(seconds, 2), "detail": "",
+                                         "passed": ctx.results[stage.name].get("passed"),
+                                         "usable": _usable(stage.name, ctx.results[stage.name])}  # fmt: skip
+            _note_unusable(result, stage.name, ctx.results[stage.name])
+            continue
+        forget(run_dir, stage.name)
+        try:
+            out = stage.run(ctx)
+        except OnboardError as exc:
+            seconds = progress.done(stage.name, "error", exc.message)
+            result.stages[stage.name] = {"outcome": "error", "seconds": round(seconds, 2), "passed": False,
+                                         "detail": exc.message + (f" (hint: {exc.hint})" if exc.hint else "")}  # fmt: skip
+            if stage.name == "inspect":
+                result.unusable = True
+            continue
+        ctx.results[stage.name] = out
+        remember(run_dir, stage.name, key)
+        failed = [c["name"] for c in out.get("checks", []) if c.get("required", True) and not c.get("passed")]
+        outcome = "ok" if out.get("passed", True) else "checks-failed"
+        seconds = progress.done(stage.name, outcome, ", ".join(failed[:4]))
+        result.stages[stage.name] = {"outcome": outcome, "seconds": round(seconds, 2), "passed": out.get("passed"),
+                                     "detail": ", ".join(failed), "usable": _usable(stage.name, out)}  # fmt: skip
+        _note_unusable(result, stage.name, out)
+    _finish(result, workspace, progress, promote)
+    return result
+
+
+def _usable(stage: str, out: dict[str, Any]) -> bool:
+    """Can later stages build on this result? Inspect: the checkpoint is readable. Generate: the adapter runs."""
+    if stage == "inspect":
+        return not out.get("unusable")
+    if stage == "generate":
+        names = {c["name"]: c for c in out.get("checks", [])}
+        return all(names.get(n, {}).get("passed", True) for n in ("adapter_imports", "kernels_implemented"))
+    return True
+
+
+def _note_unusable(result: PipelineResult, stage: str, out: dict[str, Any]) -> None:
+    if stage == "inspect" and out.get("unusable"):
+        result.unusable = True
+
+
+def _finish(result: PipelineResult, workspace: Path, progress: Progress, promote: bool) -> None:
+    from onboard.promote.promote import evaluate_revision
+    from onboard.promote.promote import promote as do_promote
+    from onboard.promote.report import render_report
+
+    progress.start("checklist")
+    ev = evaluate_revision(result.slug, workspace, revision=result.revision)
+    result.ready = ev.state.ready
+    result.blocking = [status.id for status in ev.state.blocking]
+    result.checklist_md = str(ev.checklist_md)
+    progress.done("checklist", "ok" if result.ready else "failed",
+                  "ready to promote" if result.ready else f"open: {', '.join(result.blocking[:6])}")  # fmt: skip
+    progress.start("report")
+    paths = render_report(result.slug, workspace, revision=result.revision, state=ev.state)
+    result.report = {"markdown": str(paths.markdown), "html": str(paths.html)}
+    progress.done("report", "ok", str(paths.html))
+    if promote:
+        progress.start("promote")
+        if not result.ready:
+            result.promoted = False
+            progress.done("promote", "failed", "refused: required checklist items are open")
+            return
+        started = time.perf_counter()
+        outcome = do_promote(result.slug, workspace, revision=result.revision)
+        result.promoted = True
+        progress.done("promote", "ok", f"record {outcome.record_path} in {time.perf_counter() - started:.1f} s")

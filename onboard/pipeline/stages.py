@@ -1,0 +1,192 @@
+"""The stages of `onboard new-model`, each a thin call into its stage package.
+
+Every stage writes its result (the shared contract: stage, passed, checks) into the run folder
+`<workspace>/onboarding/<slug>/<revision>/` and returns it. `STAGES` lists them in order with what they need.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from onboard.promote.fsutil import atomic_write_json
+
+
+@dataclass
+class RunContext:
+    source: str
+    revision: str | None
+    slug: str
+    run_dir: Path
+    workspace: Path
+    target: str | None = None
+    endpoint: str | None = None
+    served_model: str | None = None
+    dtype: str = "float32"
+    local_dir: Path | None = None
+    results: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    @property
+    def golden_root(self) -> Path:
+        return self.workspace / "golden_outputs"
+
+
+@dataclass(frozen=True)
+class Stage:
+    name: str
+    run: Callable[[RunContext], dict[str, Any]]
+    outputs: tuple[str, ...]
+    needs: tuple[str, ...] = ()
+    params: Callable[[RunContext], dict[str, Any]] = lambda ctx: {}
+
+
+def _result(stage: str, checks: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:
+    passed = all(c["passed"] for c in checks if c.get("required", True))
+    return {"stage": stage, "passed": passed, "checks": checks, **extra}
+
+
+def run_inspect(ctx: RunContext) -> dict[str, Any]:
+    from onboard.inspect_checkpoint import inspect
+
+    profile = inspect(ctx.source, revision=ctx.revision, target=ctx.target)
+    (ctx.run_dir / "profile.json").write_text(profile.to_json() + "\n")
+    fatal = [f for f in profile.findings if f.severity == "fatal"]
+    errors = [f for f in profile.findings if f.severity == "error"]
+    unknown = [f for f in profile.findings if f.code in ("config-unknown-field", "config-unmodelled-field")]
+    checks = [
+        {"name": "inspect_no_errors", "passed": not fatal and not errors, "required": True,
+         "detail": "; ".join(f"{f.code}: {f.message}" for f in (fatal + errors)[:5]) or "no error findings"},
+        {"name": "config_lint_clean", "passed": not unknown, "required": True,
+         "detail": f"{len(unknown)} config fields not modelled" if unknown else "every config field used or waived"},
+        {"name": "architecture_no_novelty", "passed": profile.closest_family == profile.model_type, "required": True,
+         "detail": profile.novelty[0] if profile.novelty else ""},
+    ]  # fmt: skip
+    result = _result("inspect", checks, model_type=profile.model_type, revision=profile.revision,
+                     features=list(profile.features), unusable=bool(fatal))  # fmt: skip
+    atomic_write_json(ctx.run_dir / "inspect.json", result)
+    return result
+
+
+def run_generate(ctx: RunContext) -> dict[str, Any]:
+    from onboard.generate_adapter import generate
+
+    local = ctx.local_dir is not None
+    result = generate(ctx.local_dir or (ctx.run_dir / "profile.json"), ctx.run_dir / "generated", force=True,
+                      parity=local).to_dict()  # fmt: skip
+    if not local:
+        result["checks"].append({"name": "adapter_parity", "passed": False, "required": True, "skipped": True,
+                                 "detail": "parity runs on a local copy of the checkpoint (download it first)"})  # fmt: skip
+        result["passed"] = False
+    atomic_write_json(ctx.run_dir / "generate.json", result)
+    return result
+
+
+def run_verify_tokenizer(ctx: RunContext) -> dict[str, Any]:
+    from onboard.verify_tokenizer import verify_tokenizer
+
+    golden = ctx.golden_root / ctx.slug / "tokenizer.json"
+    report = verify_tokenizer(ctx.source, revision=ctx.revision, golden_dir=ctx.golden_root, record=not golden.exists())
+    from onboard import serde
+
+    result = serde.to_dict(report)
+    atomic_write_json(ctx.run_dir / "verify-tokenizer.json", result)
+    return result
+
+
+def run_golden(ctx: RunContext) -> dict[str, Any]:
+    """Record goldens with the reference; a new revision is compared with the goldens already recorded."""
+    from onboard.validate_serving.golden import read_golden, record
+
+    folder = ctx.golden_root / ctx.slug
+    previous = folder / "MANIFEST.json"
+    checks: list[dict[str, Any]] = []
+    extra: dict[str, Any] = {}
+    if previous.exists():
+        manifest = json.loads(previous.read_text())
+        if manifest.get("revision") == ctx.revision or manifest.get("revision") is None and ctx.revision is None:
+            checks.append({"name": "goldens_recorded", "passed": True, "required": True,
+                           "detail": f"reusing {folder} (same revision)"})  # fmt: skip
+            return _done_golden(ctx, checks, folder)
+        # A new revision: its reference must still match the goldens of the earlier (promoted) revision.
+        new_folder = ctx.run_dir / "golden"
+        record(str(ctx.local_dir or ctx.source), new_folder, revision=ctx.revision)
+        match = _compare_goldens(read_golden(folder), read_golden(new_folder))
+        checks.append({"name": "goldens_recorded", "passed": True, "required": True, "detail": str(new_folder)})
+        checks.append(match)
+        extra["compared_with"] = str(folder)
+        return _done_golden(ctx, checks, new_folder, **extra)
+    record(str(ctx.local_dir or ctx.source), folder, revision=ctx.revision)
+    checks.append({"name": "goldens_recorded", "passed": True, "required": True, "detail": str(folder)})
+    return _done_golden(ctx, checks, folder)
+
+
+def _compare_goldens(old: Any, new: Any) -> dict[str, Any]:
+    """Same prompts → same greedy continuations (the new revision did not change the model's behaviour)."""
+    old_by = {p.name: p for p in old.prompts}
+    differing = [p.name for p in new.prompts if p.name in old_by and
+                 (p.prompt_ids != old_by[p.name].prompt_ids or p.generated_ids != old_by[p.name].generated_ids)]  # fmt: skip
+    return {"name": "goldens_match_promoted", "passed": not differing, "required": True,
+            "detail": f"differs on {', '.join(differing)}" if differing else "greedy continuations identical"}  # fmt: skip
+
+
+def _done_golden(ctx: RunContext, checks: list[dict[str, Any]], folder: Path, **extra: Any) -> dict[str, Any]:
+    from onboard.promote.hashing import sha256_tree
+
+    result = _result("golden", checks, golden_dir=str(folder), golden_sha256=sha256_tree(folder), **extra)
+    atomic_write_json(ctx.run_dir / "golden.json", result)
+    return result
+
+
+def run_validate(ctx: RunContext) -> dict[str, Any]:
+    from onboard.validate_serving.golden import read_golden
+    from onboard.validate_serving.report import write_result
+    from onboard.validate_serving.run import open_candidate, validate
+
+    golden_dir = Path(ctx.results["golden"]["golden_dir"])
+    if ctx.endpoint:
+        candidate = open_candidate(str(ctx.local_dir or ctx.source), ctx.dtype, ctx.endpoint, ctx.served_model, 120.0)
+    else:
+        candidate = _generated_adapter(ctx)
+    try:
+        result = validate(read_golden(golden_dir), candidate, source=ctx.source)
+    finally:
+        candidate.close()
+    result.setdefault("stage", "validate")
+    write_result(result, ctx.run_dir / "validation.json")
+    atomic_write_json(ctx.run_dir / "validate.json", result)
+    return result
+
+
+def _generated_adapter(ctx: RunContext) -> Any:
+    """The adapter this run generated (not a committed one, and never the reference standing in for it)."""
+    import importlib.util
+
+    from onboard.errors import InputError
+    from onboard.validate_serving.runtime import InProcessCandidate, torch_dtype
+
+    model_type = ctx.results["generate"]["model_type"]
+    path = ctx.run_dir / "generated" / "adapters" / f"{model_type}.py"
+    if ctx.local_dir is None or not path.is_file():
+        raise InputError(f"no generated adapter at {path}", "the generate stage must succeed before validate")
+    import sys
+
+    name = f"onboard_run_adapter_{model_type}"
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # dataclasses in the adapter look their module up while it executes
+    spec.loader.exec_module(module)
+    model = module.Model.from_pretrained(ctx.local_dir, dtype=torch_dtype(ctx.dtype))
+    return InProcessCandidate(model, ctx.local_dir, ctx.dtype, kind="adapter", hf=False)
+
+
+STAGES: tuple[Stage, ...] = (
+    Stage("inspect", run_inspect, ("profile.json", "inspect.json"), params=lambda c: {"target": c.target}),
+    Stage("generate", run_generate, ("generate.json",), needs=("inspect",)),
+    Stage("verify-tokenizer", run_verify_tokenizer, ("verify-tokenizer.json",), needs=("inspect",)),
+    Stage("golden", run_golden, ("golden.json",), needs=("inspect",)),
+    Stage("validate", run_validate, ("validate.json",), needs=("generate", "golden"),
+          params=lambda c: {"endpoint": c.endpoint, "served_model": c.served_model, "dtype": c.dtype}),
+)  # fmt: skip
