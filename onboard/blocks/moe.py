@@ -97,7 +97,9 @@ class MoE(nn.Module):
             h = tokens[token_idx]
             gate, up = F.linear(h, self.experts_gate_up[expert]).chunk(2, dim=-1)
             y = F.linear(self.act(gate, up), self.experts_down[expert])
-            out.index_add_(0, token_idx, (y * weights[token_idx, slot, None]).to(out.dtype))
+            # A token meets an expert at most once (top-k picks distinct experts), so the indices are unique and
+            # an indexed add is exact — and ~3x faster on CPU than index_add_ (benchmarks/bench_adapter_forward.py).
+            out[token_idx] += (y * weights[token_idx, slot, None]).to(out.dtype)
         if self.shared is not None:
             shared = self.shared(tokens)
             if self.shared_gate is not None:
