@@ -15,9 +15,10 @@ $(VENV_STAMP): pyproject.toml
 examples/demo-qwen3/model.safetensors: $(VENV_STAMP) scripts/make_demo_checkpoint.py
 	$(PY) scripts/make_demo_checkpoint.py
 
-## The main job on the bundled demo checkpoint (no network needed once installed).
+## The main job on the bundled demo checkpoint (no network needed once installed): the whole onboarding chain.
+## Results land in demo-workspace/ (git-ignored). Exit 1 means "not ready to promote" (manual sign-offs are open).
 demo: $(VENV_STAMP) examples/demo-qwen3/model.safetensors
-	HF_HUB_OFFLINE=1 .venv/bin/onboard inspect examples/demo-qwen3 --target l4
+	HF_HUB_OFFLINE=1 .venv/bin/onboard new-model examples/demo-qwen3 --target l4 --workspace demo-workspace || test $$? -eq 1
 
 ## The whole test suite (what CI runs).
 test: $(VENV_STAMP) examples/demo-qwen3/model.safetensors
