@@ -53,7 +53,7 @@ def test_200_clean_reruns_raise_no_alarm(tmp_path: Path) -> None:
         candidates = {d: load_candidate(path, d) for d in ("float32", "bfloat16")}
         for i in range(per_model):
             dtype = "bfloat16" if i % 2 else "float32"
-            ids = tuple(rng.randrange(SMALL_VOCAB) for _ in range(rng.randint(3, 48)))
+            ids = tuple(rng.randrange(SMALL_VOCAB) for _ in range(rng.randint(3, 40)))
             golden = GoldenSet(tmp_path, _manifest(noise), (_golden_prompt(reference, ids, f"{kind}{seed}-{i}"),))
             result = validate(golden, candidates[dtype], performance=False, only=frozenset())
             runs += 1
