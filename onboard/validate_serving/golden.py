@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -88,18 +87,19 @@ def prompt_line(prompt: GoldenPrompt) -> str:
 
 
 def write_golden(out: Path, manifest: dict[str, Any], prompts: list[GoldenPrompt]) -> None:
-    """Write both files into a sibling temp folder, then swap it in: never a half-written golden."""
-    tmp = out.with_name(out.name + ".tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    (tmp / "prompts.jsonl").write_text("".join(prompt_line(p) + "\n" for p in prompts), encoding="utf-8")
-    (tmp / "MANIFEST.json").write_text(json.dumps(manifest, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    old = out.with_name(out.name + ".old")
-    if out.exists():
-        shutil.rmtree(old, ignore_errors=True)
-        os.replace(out, old)
-    os.replace(tmp, out)
-    shutil.rmtree(old, ignore_errors=True)
+    """Write prompts.jsonl then MANIFEST.json, each through a temp file and a rename: never a half-written file.
+
+    Only these two files are touched: the folder is shared with other stages' goldens (verify-tokenizer's).
+    """
+    out.mkdir(parents=True, exist_ok=True)
+    files = (
+        ("prompts.jsonl", "".join(prompt_line(p) + "\n" for p in prompts)),
+        ("MANIFEST.json", json.dumps(manifest, indent=2, ensure_ascii=False) + "\n"),
+    )
+    for name, text in files:
+        tmp = out / f".{name}.tmp"
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, out / name)
 
 
 def read_golden(folder: Path) -> GoldenSet:

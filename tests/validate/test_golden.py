@@ -16,7 +16,7 @@ from tests.validate.tiny_models import ORIGINAL_MAX, QWEN3_TOKENIZER, WINDOW
 def test_recorded_golden_is_complete_and_documented(tiny) -> None:
     golden = tiny.golden("gemma2")
     folder = golden.folder
-    assert sorted(p.name for p in folder.iterdir()) == ["MANIFEST.json", "prompts.jsonl"]
+    assert sorted(p.name for p in folder.iterdir()) == ["MANIFEST.json", "prompts.jsonl"]  # no temp files left
     manifest = json.loads((folder / "MANIFEST.json").read_text())
     assert manifest["format"] == FORMAT
     assert manifest["reference"] == {
@@ -84,3 +84,15 @@ def test_read_golden_errors_name_the_file_and_line(tiny, tmp_path: Path) -> None
     (bad / "MANIFEST.json").write_text(json.dumps({"format": "other/9"}))
     with pytest.raises(InputError, match="format 'other/9'"):
         read_golden(bad)
+
+
+def test_recording_keeps_other_stages_files(tiny, tmp_path: Path) -> None:
+    """golden_outputs/<slug>/ is shared (verify-tokenizer writes tokenizer.json there): recording must not drop it."""
+    from onboard.validate_serving.golden import record
+
+    out = tmp_path / "shared"
+    out.mkdir()
+    (out / "tokenizer.json").write_text("{}")
+    record(str(tiny.checkpoint("qwen3")), out, max_new_tokens=2, calibrate=(), max_long_tokens=16)
+    assert sorted(p.name for p in out.iterdir()) == ["MANIFEST.json", "prompts.jsonl", "tokenizer.json"]
+    assert read_golden(out).manifest["noise"] == {}
