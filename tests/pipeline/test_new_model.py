@@ -1,0 +1,125 @@
+"""`onboard new-model` on the bundled demo checkpoint: the whole chain, resume after a crash, seeded defects.
+
+One cold run is shared by the tests of this module (it is the expensive part: goldens and validation).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from onboard import pipeline
+from onboard.pipeline import run_new_model
+
+REPO = Path(__file__).resolve().parents[2]
+DEMO = REPO / "examples" / "demo-qwen3"
+STAGES = ["inspect", "generate", "verify-tokenizer", "golden", "validate"]
+
+
+@pytest.fixture(scope="module")
+def demo() -> Path:
+    if not (DEMO / "model.safetensors").exists():
+        subprocess.run([sys.executable, str(REPO / "scripts" / "make_demo_checkpoint.py")], check=True)
+    return DEMO
+
+
+@pytest.fixture(scope="module")
+def clean_run(demo, tmp_path_factory):
+    """Cold run in a fresh workspace, killed (SIGKILL) right after `verify-tokenizer`, then resumed."""
+    ws = tmp_path_factory.mktemp("ws")
+    env = {**os.environ, "ONBOARD_TEST_CRASH_AFTER": "verify-tokenizer", "HF_HUB_OFFLINE": "1"}
+    crashed = subprocess.run([sys.executable, "-m", "onboard", "new-model", str(demo), "--workspace", str(ws)],
+                             capture_output=True, text=True, env=env, timeout=600)  # fmt: skip
+    assert crashed.returncode == -9, crashed.stderr
+    resumed = run_new_model(str(demo), workspace=ws, quiet=True)
+    return ws, resumed
+
+
+@pytest.mark.slow
+def test_cold_run_reaches_a_decision(clean_run):
+    ws, result = clean_run
+    # Stages finished before the crash were not redone; the rest ran now.
+    assert [result.stages[s]["outcome"] for s in STAGES] == ["cached", "cached", "cached", "ok", "ok"]
+    assert result.stages["validate"]["passed"] is True
+    # The decision: only sign-offs and checks an in-process candidate cannot answer remain open.
+    assert set(result.blocking) <= {"licence_reviewed", "model_card_read", "determinism"}
+    assert {"licence_reviewed", "model_card_read"} <= set(result.blocking)
+    for key in ("markdown", "html"):
+        assert Path(result.report[key]).is_file()
+    checklist = Path(result.checklist_md).read_text()
+    assert "tokenizer" in checklist.lower() and "licence_reviewed" in checklist
+    for name in ("profile.json", "generate.json", "verify-tokenizer.json", "golden.json", "validate.json",
+                 "checklist.json", "report.html"):  # fmt: skip
+        assert (result.run_dir / name).is_file(), name
+    assert (ws / "golden_outputs" / "demo-qwen3" / "MANIFEST.json").is_file()
+
+
+@pytest.mark.slow
+def test_second_run_is_all_cached(clean_run, demo):
+    ws, _ = clean_run
+    again = run_new_model(str(demo), workspace=ws, quiet=True)
+    assert [again.stages[s]["outcome"] for s in STAGES] == ["cached"] * 5
+
+
+@pytest.mark.slow
+def test_signoffs_then_promotion_decision(clean_run, demo):
+    ws, _ = clean_run
+    for item in ("licence_reviewed", "model_card_read"):
+        r = subprocess.run([sys.executable, "-m", "onboard", "signoff", "demo-qwen3", item, "--by", "tester",
+                            "--note", "demo: Apache-2.0 tokenizer, random weights", "--workspace", str(ws)],
+                           capture_output=True, text=True)  # fmt: skip
+        assert r.returncode == 0, r.stderr
+    result = run_new_model(str(demo), workspace=ws, quiet=True, promote=True)
+    # Padding determinism cannot be checked in process: it stays open and promotion is refused, naming it.
+    assert result.blocking == ["determinism"]
+    assert result.promoted is False
+
+
+@pytest.mark.slow
+def test_seeded_parity_defect_blocks_promotion(clean_run, demo, monkeypatch):
+    """Logits ×10 keep every argmax: only a value-level comparison catches it, and the checklist must say so."""
+    ws, result = clean_run
+    original = pipeline.stages._generated_adapter
+
+    def defective(ctx):
+        candidate = original(ctx)
+        model = candidate.model
+        forward = model.forward
+
+        def scaled(*args, **kwargs):
+            return forward(*args, **kwargs) * 10.0
+
+        model.forward = scaled
+        return candidate
+
+    monkeypatch.setattr(pipeline.stages, "_generated_adapter", defective)
+    (result.run_dir / ".cache" / "validate.key").unlink()
+    bad = run_new_model(str(demo), workspace=ws, quiet=True, promote=True)
+    validate = json.loads((bad.run_dir / "validate.json").read_text())
+    failed = {c["name"] for c in validate["checks"] if not c["passed"] and c.get("required", True)}
+    assert {"logit_parity", "logit_scale"} <= failed
+    assert "serving_parity" in bad.blocking and bad.promoted is False
+    (result.run_dir / ".cache" / "validate.key").unlink()  # leave the workspace clean for other tests
+
+
+@pytest.mark.slow
+def test_seeded_tokenizer_defect_blocks_promotion(demo, tmp_path, monkeypatch):
+    """generation_config.json declares an EOS the tokenizer does not use: the stop-set item must block."""
+    broken = tmp_path / "demo-broken-eos"
+    shutil.copytree(demo, broken)
+    (broken / "generation_config.json").write_text(json.dumps({"eos_token_id": 151644, "bos_token_id": 151643}))
+    # Goldens and validation are not what this test is about: stop after the tokenizer stage.
+    monkeypatch.setattr(pipeline, "STAGES", tuple(s for s in pipeline.STAGES if s.name in
+                                                  ("inspect", "generate", "verify-tokenizer")))  # fmt: skip
+    result = run_new_model(str(broken), workspace=tmp_path / "ws", quiet=True, promote=True)
+    tok = json.loads((result.run_dir / "verify-tokenizer.json").read_text())
+    assert not tok["passed"]
+    assert any(not c["passed"] for c in tok["checks"] if c["name"] in ("declared_stop_set", "tokenizer_parity"))
+    assert {"stop_set"} & set(result.blocking) or {"tokenizer_verified"} & set(result.blocking), result.blocking
+    assert result.promoted is False
