@@ -93,7 +93,11 @@ def determinism_padding(golden: GoldenSet, candidate: Candidate, top_k: int, tol
     """Left vs right padding in a mixed-length batch must not change a sequence's distributions."""
     if not candidate.capabilities.padding:
         return CheckResult(
-            "determinism_padding", False, False, "not checked: padding is internal to this candidate", skipped=True
+            "determinism_padding",
+            False,
+            False,
+            "not checked: this candidate takes no padded batches (adapter: no padding masks; endpoints pad internally)",
+            skipped=True,
         )
     prompts = sorted((p for p in golden.prompts if p.kind != "long"), key=lambda p: len(p.sequence))
     if len(prompts) < 2:
