@@ -88,7 +88,7 @@ def run_new_model(
     run_dir = workspace / "onboarding" / slug / rev
     run_dir.mkdir(parents=True, exist_ok=True)
     ctx = RunContext(source, revision or (rev if local_dir is None else None), slug, run_dir, workspace, target,
-                     endpoint, served_model, local_dir=local_dir)  # fmt: skip
+                     endpoint, served_model, local_dir=local_dir, run_id=rev)  # fmt: skip
     result = PipelineResult(slug, rev, run_dir)
     names = [s.name for s in STAGES] + ["checklist", "report"] + (["promote"] if promote else [])
     progress = Progress(names, quiet)

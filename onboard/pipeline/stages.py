@@ -27,6 +27,8 @@ class RunContext:
     served_model: str | None = None
     dtype: str = "float32"
     local_dir: Path | None = None
+    run_id: str = ""
+    """The run folder's name: the hub commit sha, or local-<fingerprint> for a local folder."""
     results: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @property
@@ -70,16 +72,19 @@ def run_inspect(ctx: RunContext) -> dict[str, Any]:
     return result
 
 
+def _ensure_local(ctx: RunContext) -> None:
+    """Stages past inspect need the weights: a hub source is downloaded once (safetensors + small files only)."""
+    if ctx.local_dir is None:
+        from onboard.validate_serving.env import resolve_local
+
+        ctx.local_dir = resolve_local(ctx.source, ctx.run_id)
+
+
 def run_generate(ctx: RunContext) -> dict[str, Any]:
     from onboard.generate_adapter import generate
 
-    local = ctx.local_dir is not None
-    result = generate(ctx.local_dir or (ctx.run_dir / "profile.json"), ctx.run_dir / "generated", force=True,
-                      parity=local).to_dict()  # fmt: skip
-    if not local:
-        result["checks"].append({"name": "adapter_parity", "passed": False, "required": True, "skipped": True,
-                                 "detail": "parity runs on a local copy of the checkpoint (download it first)"})  # fmt: skip
-        result["passed"] = False
+    _ensure_local(ctx)
+    result = generate(ctx.local_dir, ctx.run_dir / "generated", force=True, parity=True).to_dict()
     atomic_write_json(ctx.run_dir / "generate.json", result)
     return result
 
@@ -100,36 +105,60 @@ def run_golden(ctx: RunContext) -> dict[str, Any]:
     """Record goldens with the reference; a new revision is compared with the goldens already recorded."""
     from onboard.validate_serving.golden import read_golden, record
 
+    _ensure_local(ctx)
     folder = ctx.golden_root / ctx.slug
     previous = folder / "MANIFEST.json"
     checks: list[dict[str, Any]] = []
     extra: dict[str, Any] = {}
     if previous.exists():
         manifest = json.loads(previous.read_text())
-        if manifest.get("revision") == ctx.revision or manifest.get("revision") is None and ctx.revision is None:
+        if manifest.get("revision") == ctx.run_id:
             checks.append({"name": "goldens_recorded", "passed": True, "required": True,
                            "detail": f"reusing {folder} (same revision)"})  # fmt: skip
             return _done_golden(ctx, checks, folder)
         # A new revision: its reference must still match the goldens of the earlier (promoted) revision.
         new_folder = ctx.run_dir / "golden"
-        record(str(ctx.local_dir or ctx.source), new_folder, revision=ctx.revision)
+        record(str(ctx.local_dir or ctx.source), new_folder, revision=ctx.run_id)
         match = _compare_goldens(read_golden(folder), read_golden(new_folder))
         checks.append({"name": "goldens_recorded", "passed": True, "required": True, "detail": str(new_folder)})
         checks.append(match)
         extra["compared_with"] = str(folder)
         return _done_golden(ctx, checks, new_folder, **extra)
-    record(str(ctx.local_dir or ctx.source), folder, revision=ctx.revision)
+    record(str(ctx.local_dir or ctx.source), folder, revision=ctx.run_id)
     checks.append({"name": "goldens_recorded", "passed": True, "required": True, "detail": str(folder)})
     return _done_golden(ctx, checks, folder)
 
 
 def _compare_goldens(old: Any, new: Any) -> dict[str, Any]:
-    """Same prompts → same greedy continuations (the new revision did not change the model's behaviour)."""
+    """The new revision's reference against the earlier (promoted) goldens, value by value.
+
+    Prompts with identical token sequences are compared position by position with the validate comparator and
+    the float32 noise tolerances: a revision that changes weights, config or tokenizer fails here, before it can
+    be promoted.
+    """
+    from onboard.validate_serving.comparator import compare_rows, judge, tolerances
+
+    tol = tolerances("float32", old.noise("float32"))
     old_by = {p.name: p for p in old.prompts}
-    differing = [p.name for p in new.prompts if p.name in old_by and
-                 (p.prompt_ids != old_by[p.name].prompt_ids or p.generated_ids != old_by[p.name].generated_ids)]  # fmt: skip
-    return {"name": "goldens_match_promoted", "passed": not differing, "required": True,
-            "detail": f"differs on {', '.join(differing)}" if differing else "greedy continuations identical"}  # fmt: skip
+    problems, compared = [], 0
+    for p in new.prompts:
+        before = old_by.get(p.name)
+        if before is None:
+            continue
+        if p.prompt_ids != before.prompt_ids:
+            problems.append(f"{p.name}: prompt tokenizes differently")
+            continue
+        if p.generated_ids != before.generated_ids:
+            problems.append(f"{p.name}: greedy continuation differs")
+        n = min(len(p.rows), len(before.rows), len(p.prompt_ids) - 1)  # teacher-forced on the shared prompt
+        verdict = judge(compare_rows(before.rows[:n], p.rows[:n]), tol)
+        compared += n
+        if not verdict.passed:
+            problems.append(f"{p.name}: {'; '.join(verdict.reasons)}")
+    if not compared and not problems:
+        problems.append("no prompt in common with the earlier goldens")
+    return {"name": "goldens_match_promoted", "passed": not problems, "required": True,
+            "detail": "; ".join(problems[:5]) if problems else f"{compared} positions within float32 noise"}  # fmt: skip
 
 
 def _done_golden(ctx: RunContext, checks: list[dict[str, Any]], folder: Path, **extra: Any) -> dict[str, Any]:
@@ -146,6 +175,7 @@ def run_validate(ctx: RunContext) -> dict[str, Any]:
     from onboard.validate_serving.run import open_candidate, validate
 
     golden_dir = Path(ctx.results["golden"]["golden_dir"])
+    _ensure_local(ctx)
     if ctx.endpoint:
         candidate = open_candidate(str(ctx.local_dir or ctx.source), ctx.dtype, ctx.endpoint, ctx.served_model, 120.0)
     else:

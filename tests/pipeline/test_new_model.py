@@ -123,3 +123,20 @@ def test_seeded_tokenizer_defect_blocks_promotion(demo, tmp_path, monkeypatch):
     assert any(not c["passed"] for c in tok["checks"] if c["name"] in ("declared_stop_set", "tokenizer_parity"))
     assert {"stop_set"} & set(result.blocking) or {"tokenizer_verified"} & set(result.blocking), result.blocking
     assert result.promoted is False
+
+
+@pytest.mark.slow
+def test_new_revision_is_compared_with_earlier_goldens(clean_run, demo, tmp_path):
+    """A changed checkpoint under the same name: its reference must match the goldens already recorded."""
+    ws, _ = clean_run
+    changed = tmp_path / "demo-qwen3"  # same folder name → same slug, different files → a new revision
+    shutil.copytree(demo, changed)
+    config = json.loads((changed / "config.json").read_text())
+    config["rms_norm_eps"] = 0.5  # a silent config edit upstream: every logit moves
+    (changed / "config.json").write_text(json.dumps(config))
+    result = run_new_model(str(changed), workspace=ws, quiet=True)
+    golden = json.loads((result.run_dir / "golden.json").read_text())
+    match = next(c for c in golden["checks"] if c["name"] == "goldens_match_promoted")
+    assert not match["passed"] and "logprob error" in match["detail"], match
+    same = run_new_model(str(demo), workspace=ws, quiet=True)  # the original revision still matches its goldens
+    assert same.stages["golden"]["outcome"] == "cached"
