@@ -12,10 +12,17 @@ import click
 @click.option("--revision", help="Branch, tag or commit of a hub repo (default: main).")
 @click.option("--json", "as_json", is_flag=True, help="Print the ModelProfile as JSON on stdout.")
 @click.option("--target", help="GPU[xN] to plan for, e.g. h100x8, h200, a100-80g x4.")
-@click.option("--max-model-len", type=click.IntRange(min=1), help="Context length for the KV plan (default: model max).")
+@click.option(
+    "--max-model-len", type=click.IntRange(min=1), help="Context length for the KV plan (default: model max)."
+)
 @click.option("--kv-dtype", help="KV-cache dtype: bf16, fp16, fp32, fp8 (default: the checkpoint dtype).")
 def inspect_command(
-    source: str, revision: str | None, as_json: bool, target: str | None, max_model_len: int | None, kv_dtype: str | None
+    source: str,
+    revision: str | None,
+    as_json: bool,
+    target: str | None,
+    max_model_len: int | None,
+    kv_dtype: str | None,
 ) -> None:
     """Profile a checkpoint from its config and safetensors headers.
 

@@ -31,8 +31,13 @@ class Family:
 def catalog() -> dict[str, Family]:
     raw = _raw_catalog()
     return {
-        mt: Family(mt, tuple(f["architectures"]), frozenset(f["features"]), frozenset(f["tensor_templates"]),
-                   frozenset(f["config_keys"]))  # fmt: skip
+        mt: Family(
+            mt,
+            tuple(f["architectures"]),
+            frozenset(f["features"]),
+            frozenset(f["tensor_templates"]),
+            frozenset(f["config_keys"]),
+        )  # fmt: skip
         for mt, f in raw["families"].items()
     }
 
@@ -134,5 +139,7 @@ def novelty(
         lines.append(f"tensors not in {fam.model_type}: {shown}")
     new_keys = sorted(config_keys - fam.config_keys)
     if new_keys:
-        lines.append(f"config keys not in {fam.model_type}: {', '.join(new_keys[:12])}" + (" …" if len(new_keys) > 12 else ""))
+        lines.append(
+            f"config keys not in {fam.model_type}: {', '.join(new_keys[:12])}" + (" …" if len(new_keys) > 12 else "")
+        )
     return fam.model_type, tuple(lines)

@@ -167,4 +167,3 @@ def _reconcile(kind: str, seen: set[str]) -> tuple[str, bool, str | None]:
     if not seen:
         return "none", False, None if kind in ("none",) or kind in attention_like else None
     return kind, False, None
-

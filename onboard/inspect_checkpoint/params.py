@@ -47,5 +47,8 @@ def count_parameters(index: TensorIndex, moe: Moe | None, buffer_leaves: tuple[s
         routed = by_component.get("experts", 0)
         active = total - routed + routed * moe.top_k // moe.num_experts
     return ParameterCounts(
-        total=total, active=active, by_dtype=dict(sorted(by_dtype.items())), by_component=dict(sorted(by_component.items()))
+        total=total,
+        active=active,
+        by_dtype=dict(sorted(by_dtype.items())),
+        by_component=dict(sorted(by_component.items())),
     )

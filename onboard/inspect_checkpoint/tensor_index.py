@@ -146,8 +146,6 @@ class TensorIndex:
         return [(name, tuple(entry.shape)) for name, entry in picked]
 
 
-
-
 def _inner_digit_positions(key: str) -> tuple[int, ...]:
     """Positions of masked digits that are part of a word (`w#`, `fc#`), not a whole dotted index."""
     if "#" not in key:

@@ -100,6 +100,9 @@ def layer_role(tmpl: str) -> str | None:
         return "conv"
     if re.search(r"(\.mixer\.(A_log|D|dt_bias|conv1d|in_proj|x_proj|dt_proj)|\.mamba\.|\.ssm\.)", tmpl):
         return "ssm"
-    if re.search(r"(self_attn|self_attention|\.attention\.|\.attn\.|multi_head_attention|\.mixer\.(q|k|v|o)_proj|\.mixer\.qkv|\.temporal_block\.(q|k|v|o)_proj)", tmpl):
+    if re.search(
+        r"(self_attn|self_attention|\.attention\.|\.attn\.|multi_head_attention|\.mixer\.(q|k|v|o)_proj|\.mixer\.qkv|\.temporal_block\.(q|k|v|o)_proj)",
+        tmpl,
+    ):
         return "attention"
     return None

@@ -1,0 +1,42 @@
+"""The language model's tensors as name templates: what architecture checks look at instead of 140k names.
+
+`language_view` drops vision/audio towers and multimodal wrapper prefixes and keeps, per template, the first tensor
+(its shape stands for the group: see tensor_index.py).
+"""
+
+from __future__ import annotations
+
+import re
+
+from onboard.inspect_checkpoint import tensor_names as tn
+from onboard.inspect_checkpoint.checkpoint_types import TensorInfo
+from onboard.inspect_checkpoint.tensor_index import TensorIndex
+
+
+def language_view(index: TensorIndex) -> dict[str, TensorInfo]:
+    """Language-model tensor *templates* (wrapper prefixes removed) → the first tensor of each group.
+
+    Checks below look at name shapes (`layers.{}.self_attn.sinks`), never at every tensor: see tensor_index.py.
+    """
+    out: dict[str, TensorInfo] = {}
+    for g in index.groups:
+        if tn.tower_of(g.template) is None:
+            key = tn.strip_lm_prefix(g.template)
+            out.setdefault(key, TensorInfo(g.first_name, g.dtype, g.first_shape, (0, g.nbytes), g.first_file))
+    return out
+
+
+_LAYER_TEMPLATE = re.compile(r"(?:^|\.)(?:layers|h|blocks|layer|block)\.\{\}\.")
+
+
+def in_layer(template: str) -> bool:
+    return _LAYER_TEMPLATE.search(template) is not None
+
+
+def shape_of(lm: dict[str, TensorInfo] | None, *needles: str) -> tuple[int, ...] | None:
+    if not lm:
+        return None
+    for name, t in lm.items():
+        if all(n in name for n in needles):
+            return t.shape
+    return None

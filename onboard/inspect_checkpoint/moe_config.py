@@ -1,0 +1,73 @@
+"""Mixture-of-experts facts: expert counts, routing, shared experts, and which layers are MoE (from config)."""
+
+from __future__ import annotations
+
+from onboard.inspect_checkpoint.checkpoint_types import TensorInfo
+from onboard.inspect_checkpoint.config_view import ConfigView
+from onboard.profile import Moe
+
+# Routers that score with a sigmoid (DeepSeek-V3 style) rather than a softmax.
+SIGMOID_ROUTER_TYPES = {"deepseek_v3", "glm4_moe", "dots1", "llama4_text", "llama4", "kimi_k2", "longcat_flash",
+                        "deepseek_v32", "glm_moe_dsa", "ernie4_5_moe", "minimax_m2", "bailing_moe", "afmoe"}  # fmt: skip
+
+
+def moe_from_config(cv: ConfigView, lm: dict[str, TensorInfo] | None) -> Moe | None:
+    ffn_config = cv.get("ffn_config") if isinstance(cv.get("ffn_config"), dict) else {}
+    experts = cv.int("num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts", "num_routed_experts")
+    experts = experts or ffn_config.get("moe_num_experts")
+    top_k = cv.int("num_experts_per_tok", "moe_k", "experts_per_token", "moe_top_k", "num_selected_experts", "moe_topk",
+                   "num_experts_per_token", "top_k_experts")  # fmt: skip
+    top_k = top_k or ffn_config.get("moe_top_k")
+    if isinstance(experts, list) and experts:  # ernie-style per-modality list
+        experts = experts[0]
+    if not isinstance(experts, int) or experts <= 1:
+        return None
+    if not isinstance(top_k, int) or top_k < 1:
+        top_k = 1
+    shared = cv.int(
+        "n_shared_experts", "num_shared_experts", "moe_num_shared_experts", "shared_expert_count", default=0
+    )
+    shared_size = cv.int("shared_expert_intermediate_size", "moe_shared_expert_intermediate_size")
+    if not shared and shared_size:
+        shared = 1
+    if not shared and lm and any("shared_expert" in n for n in lm):
+        shared = 1
+    scoring = str(cv.get("scoring_func", "router_scoring_func", default="") or "")
+    if not scoring:
+        scoring = "sigmoid" if cv.model_type in SIGMOID_ROUTER_TYPES else "softmax"
+    correction = bool(cv.get("topk_method") == "noaux_tc") or (lm is not None and any(
+        "e_score_correction_bias" in n or n.endswith("expert_bias") or "moe_statics" in n for n in lm))  # fmt: skip
+    norm_topk = cv.get("norm_topk_prob")
+    return Moe(
+        num_experts=int(experts),
+        top_k=int(top_k or 1),
+        expert_intermediate_size=cv.int("moe_intermediate_size", "expert_intermediate_size", "intermediate_size"),
+        num_shared_experts=int(shared or 0),
+        shared_expert_intermediate_size=shared_size,
+        scoring=scoring,
+        correction_bias=correction,
+        norm_topk_prob=bool(norm_topk) if norm_topk is not None else None,
+        routed_scaling_factor=cv.float("routed_scaling_factor"),
+        n_group=cv.int("n_group"),
+        topk_group=cv.int("topk_group"),
+    )
+
+
+def moe_layers_from_config(cv: ConfigView, n: int) -> dict[int, bool]:
+    first_dense = cv.int("first_k_dense_replace", "moe_layer_start_index", "num_dense_layers", default=0) or 0
+    freq = cv.int("moe_layer_freq", "decoder_sparse_step", "interleave_moe_layer_step", "moe_layer_interval", default=1)
+    only_dense = cv.get("mlp_only_layers") or []
+    period = cv.int("expert_layer_period")
+    offset = cv.int("expert_layer_offset", default=0) or 0
+    out = {}
+    for i in range(n):
+        if period:
+            out[i] = i % period == offset
+        else:
+            out[i] = (
+                i >= first_dense and (freq or 1) > 0 and (i - first_dense) % (freq or 1) == 0 and i not in only_dense
+            )
+    mlp_types = cv.get("mlp_layer_types")
+    if isinstance(mlp_types, list) and len(mlp_types) >= n:
+        out = {i: str(mlp_types[i]).lower() in ("sparse", "moe", "hash_moe") for i in range(n)}
+    return out

@@ -1,0 +1,152 @@
+"""The numerics a config declares (or a family implies): rotary embedding, norms, activation, multipliers.
+
+Family tables here record what the modelling code does regardless of the config (Gemma's (1 + w) norm and tanh GELU,
+sqrt(hidden) embedding scale): the bugs of BUGZOO C live in exactly these differences.
+"""
+
+from __future__ import annotations
+
+import math
+
+from onboard.inspect_checkpoint import tensor_names as tn
+from onboard.inspect_checkpoint.checkpoint_types import TensorInfo
+from onboard.inspect_checkpoint.config_view import ConfigView
+from onboard.inspect_checkpoint.lm_view import in_layer, shape_of
+from onboard.profile import Dims, Multipliers, Norms, Rope
+
+# Families that apply the RMSNorm weight as (1 + w).
+NORM_OFFSET_TYPES = {"gemma", "gemma2", "gemma3", "gemma3_text", "gemma3n_text", "recurrent_gemma", "vaultgemma",
+                     "qwen3_next", "qwen3_5", "qwen3_5_moe", "gemma4", "gemma4_text", "t5gemma", "nemotron"}  # fmt: skip
+# Families whose norm is RMSNorm although the config key says layer_norm_epsilon.
+RMS_NORM_TYPES = {"mamba", "mamba2", "falcon_mamba", "nemotron_h", "bamba", "zamba", "zamba2", "jamba"}
+# Families scaling the token embedding by sqrt(hidden_size) in the forward pass.
+SQRT_EMBED_SCALE_TYPES = {"gemma", "gemma2", "gemma3", "gemma3_text", "recurrent_gemma", "vaultgemma", "gemma4_text"}
+
+# Per-family activation forced by the modelling code regardless of the config value (BUGZOO B19).
+FORCED_ACTIVATION = {"gemma": "gelu_pytorch_tanh"}
+
+
+def rope_from_config(cv: ConfigView, lm: dict[str, TensorInfo] | None) -> tuple[Rope | None, str]:
+    mt = cv.model_type
+    attn_config = cv.get("attn_config") if isinstance(cv.get("attn_config"), dict) else {}
+    if cv.bool("alibi") or attn_config.get("alibi") or mt in ("bloom", "mpt") and not attn_config.get("rope"):
+        return None, "alibi"
+    if mt in ("mamba", "mamba2", "falcon_mamba", "rwkv"):
+        return None, "none"
+    if cv.get("position_embedding_type") in ("absolute", "learned") or mt in ("gpt2", "gpt_bigcode", "opt", "gpt_neo",
+                                                                                "biogpt", "xglm"):  # fmt: skip
+        return None, "absolute"
+    if lm is not None and any(n.endswith(("wpe.weight", "embed_positions.weight")) for n in lm):
+        return None, "absolute"
+    params = cv.get("rope_parameters")
+    scaling = cv.get("rope_scaling")
+    local_theta = cv.float("rope_local_base_freq")
+    main: dict = {}
+    if isinstance(params, dict) and params:
+        if all(isinstance(v, dict) for v in params.values()):  # per layer type (Gemma 3 in transformers 5)
+            main = dict(params.get("full_attention") or next(iter(params.values())))
+            local = params.get("sliding_attention")
+            if isinstance(local, dict) and local.get("rope_theta") is not None:
+                local_theta = float(local["rope_theta"])
+        else:
+            main = dict(params)
+    if isinstance(scaling, dict) and scaling:
+        main = {**scaling, **main}
+    theta = main.pop("rope_theta", None)
+    if not isinstance(theta, (int, float)) or isinstance(theta, bool):
+        theta = None
+    if theta is None:
+        theta = cv.float("rope_theta", "rotary_emb_base", "rope_base", "rotary_base", default=None)
+    if theta is None and attn_config.get("rope_theta"):
+        theta = attn_config["rope_theta"]
+    rope_type = str(main.pop("rope_type", None) or main.pop("type", None) or "default")
+    main.pop("type", None)
+    rope_type = {"su": "longrope", "mrope": "default"}.get(rope_type, rope_type)
+    partial = main.pop("partial_rotary_factor", None)
+    if partial is None:
+        partial = cv.float("partial_rotary_factor", "rotary_pct", default=1.0)
+    rotary_dim = cv.int("rotary_dim", "rotary_emb_dim")
+    if theta is None and rope_type == "default" and rotary_dim is None and mt not in _ROPE_BY_DEFAULT:
+        # No rope key at all: trust the model type table rather than guessing.
+        return None, "none" if lm is None else "unknown"
+    original = main.get("original_max_position_embeddings") or cv.int("original_max_position_embeddings")
+    return (
+        Rope(
+            type=rope_type,
+            theta=float(theta) if theta is not None else 10000.0,
+            scaling={k: v for k, v in main.items() if k != "original_max_position_embeddings"},
+            partial_rotary_factor=float(partial),
+            rotary_dim=rotary_dim,
+            original_max_position_embeddings=int(original) if original else None,
+            local_theta=local_theta,
+        ),
+        "rope",
+    )
+
+
+# Families that use RoPE even when their config carries no rope key (defaults live in the modelling code).
+_ROPE_BY_DEFAULT = {"llama", "mistral", "mixtral", "qwen2", "qwen3", "gemma", "phi3", "falcon", "gpt_neox", "gptj",
+                    "codegen", "persimmon", "stablelm", "phi", "deepseek_v2", "deepseek_v3", "cohere", "olmo"}  # fmt: skip
+
+
+def norms_from_config(cv: ConfigView, lm: dict[str, TensorInfo] | None, dims: Dims) -> Norms:
+    mt = cv.model_type
+    rms_eps = cv.float("rms_norm_eps", "rms_norm_epsilon")
+    ln_eps = cv.float("layer_norm_epsilon", "layer_norm_eps", "layernorm_epsilon", "norm_epsilon", "norm_eps")
+    kind = "rms" if rms_eps is not None or mt in RMS_NORM_TYPES else ("layernorm" if ln_eps is not None else "rms")
+    if lm is not None:
+        norm_biases = [n for n in lm if tn.component(n) == "norms" and n.endswith(".bias")]
+        if norm_biases and mt not in RMS_NORM_TYPES:
+            kind = "layernorm"
+    eps = rms_eps if rms_eps is not None else ln_eps
+    qk = None
+    shape = shape_of(lm, "q_norm.weight") or shape_of(lm, "q_layernorm.weight") or shape_of(lm, "query_layernorm")
+    if shape:
+        qk = "per_head" if shape[-1] == dims.head_dim and dims.head_dim != dims.hidden_size else "full"
+        if len(shape) == 2:  # cohere: (heads, head_dim)
+            qk = "per_head"
+    elif lm is None and cv.bool("use_qk_norm", "qk_layernorm", "qk_norm", "use_qk_layernorm"):
+        qk = "per_head"
+    elif lm is None and mt in ("qwen3", "qwen3_moe", "qwen3_next", "gemma3", "gemma3_text", "olmo2", "olmoe",
+                               "glm4_moe", "exaone4", "smollm3_qk", "hunyuan_v1_moe", "hunyuan_v1_dense", "seed_oss_qk"):  # fmt: skip
+        qk = "full" if mt in ("olmo2", "olmoe") else "per_head"
+    placement = "pre"
+    if lm is not None:
+        names = " ".join(n for n in lm if in_layer(n))
+        if "pre_feedforward_layernorm" in names and "post_feedforward_layernorm" in names:
+            placement = "sandwich"
+        elif "post_feedforward_layernorm" in names and "input_layernorm" not in names:
+            placement = "post"
+    elif mt in ("gemma2", "gemma3", "gemma3_text"):
+        placement = "sandwich"
+    elif mt in ("olmo2", "olmo3"):
+        placement = "post"
+    offset = 1.0 if mt in NORM_OFFSET_TYPES else 0.0
+    return Norms(kind=kind, eps=eps, offset=offset, qk_norm=qk, placement=placement)
+
+
+def activation_from_config(cv: ConfigView) -> str | None:
+    act = cv.get("hidden_act", "hidden_activation", "activation_function", "activation", "act_fn", "mlp_activation")
+    ffn_config = cv.get("ffn_config") if isinstance(cv.get("ffn_config"), dict) else {}
+    if act is None and isinstance(ffn_config.get("ffn_act_fn"), dict):
+        act = ffn_config["ffn_act_fn"].get("name")
+    return str(act) if act is not None else None
+
+
+def multipliers_from_config(cv: ConfigView, dims: Dims) -> Multipliers:
+    logit_scale = cv.float("logit_scale", "lm_head_multiplier", "output_multiplier")
+    scaling = cv.float("logits_scaling")
+    if scaling and scaling != 1.0:
+        logit_scale = 1.0 / scaling
+    embed = cv.float("embedding_multiplier", "emb_scale", "scale_emb", "embeddings_multiplier")
+    if embed is None and cv.model_type in SQRT_EMBED_SCALE_TYPES and dims.hidden_size:
+        embed = math.sqrt(dims.hidden_size)
+    return Multipliers(
+        logit_scale=logit_scale,
+        embedding_multiplier=embed,
+        residual_multiplier=cv.float("residual_multiplier", "scale_depth"),
+        attention_multiplier=cv.float("attention_multiplier", "attn_scale"),
+        query_pre_attn_scalar=cv.float("query_pre_attn_scalar"),
+        attn_logit_softcapping=cv.float("attn_logit_softcapping", "attn_softcap", "attention_logit_softcapping"),
+        final_logit_softcapping=cv.float("final_logit_softcapping", "final_softcap", "logit_softcapping"),
+    )

@@ -1,0 +1,77 @@
+"""Per-layer facts read from tensor names: which mixer each layer has, MoE or dense MLP, K/V widths."""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from dataclasses import replace
+
+from onboard.inspect_checkpoint import tensor_names as tn
+from onboard.inspect_checkpoint.lm_view import in_layer
+from onboard.inspect_checkpoint.tensor_index import TensorIndex
+from onboard.profile import LayerInfo
+
+_K_PROJ = re.compile(r"\.(k_proj|key|Wk|k)\.weight$")
+
+
+_V_PROJ = re.compile(r"\.(v_proj|value|Wv|v)\.weight$")
+
+
+def with_kv_widths(layers: tuple[LayerInfo, ...], index: TensorIndex) -> tuple[LayerInfo, ...]:
+    """Per-layer K+V widths from the separate k/v projections (rows = heads × head_dim of that layer)."""
+    attention_groups = [g for g in index.groups if tn.tower_of(g.template) is None and in_layer(g.template)
+                        and tn.layer_role(tn.strip_lm_prefix(g.template)) == "attention"
+                        and (_K_PROJ.search(g.template) or _V_PROJ.search(g.template))]  # fmt: skip
+    k_rows: dict[int, int] = {}
+    v_rows: dict[int, int] = {}
+    for name, shape in index.shapes_of(attention_groups):
+        idx = tn.layer_index(name)
+        if idx is None or len(shape) != 2 or "indexer" in name:
+            continue
+        (k_rows if _K_PROJ.search(name) else v_rows)[idx] = shape[0]
+    out = []
+    for layer in layers:
+        width = None
+        if layer.attention in ("full", "sliding", "chunked") and layer.index in k_rows:
+            # No v projection: values are the keys (Gemma 4 global layers), cached twice by the engines.
+            width = k_rows[layer.index] + v_rows.get(layer.index, k_rows[layer.index])
+        out.append(replace(layer, kv_width=width) if width else layer)
+    return tuple(out)
+
+
+def per_layer_tensors(index: TensorIndex, n: int) -> tuple[dict[int, set[str]], dict[int, bool]]:
+    """Mixer roles and MoE-ness per decoder layer, from the names of the (small) per-layer groups.
+
+    Expert groups are skipped: each MoE layer also has a router, which is enough to mark it.
+    """
+    wanted = []
+    for g in index.groups:
+        tmpl = tn.strip_lm_prefix(g.template)
+        if tn.tower_of(g.template) or not in_layer(tmpl) or tn.component_of_template(tmpl) == "experts":
+            continue
+        if tn.layer_role(tmpl) or tn.component_of_template(tmpl) in ("mlp", "router", "shared_experts"):
+            wanted.append(g)
+    roles: dict[int, set[str]] = defaultdict(set)
+    moe_layers: dict[int, bool] = {}
+    for name in index.names_of(wanted):
+        idx = tn.layer_index(name)
+        if idx is None or idx >= n:
+            continue
+        tmpl = tn.template(tn.strip_lm_prefix(name))
+        role, comp = tn.layer_role(tmpl), tn.component_of_template(tmpl)
+        if role:
+            roles[idx].add(role)
+        if comp in ("router", "shared_experts"):
+            moe_layers[idx] = moe_layers.get(idx, False) or comp == "router"
+        elif comp == "mlp":
+            moe_layers.setdefault(idx, False)
+    if not any(moe_layers.values()) and any(tn.component_of_template(g.template) == "experts" for g in index.groups):
+        # Experts without a recognised router: fall back to the experts' own layer indices.
+        experts = [g for g in index.groups if tn.component_of_template(g.template) == "experts"]
+        for name in index.names_of(experts):
+            idx = tn.layer_index(name)
+            if idx is not None and idx < n:
+                moe_layers[idx] = True
+    for i in range(n):
+        roles.setdefault(i, set())
+    return dict(roles), moe_layers
