@@ -1,0 +1,33 @@
+# ruff: noqa: F811  (pytest fixtures imported from tests.hubserver are used as parameters)
+"""`onboard new-model ORG/NAME` as CI runs it after a hub upload: through huggingface_hub and the loopback hub."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.hubserver import HubServer, hub_env, hub_server  # noqa: F401  (fixtures)
+
+DEMO = Path(__file__).resolve().parents[2] / "examples" / "demo-qwen3"
+
+
+@pytest.mark.slow
+def test_new_model_from_the_hub(hub_env: HubServer, tmp_path: Path) -> None:
+    if not (DEMO / "model.safetensors").exists():
+        pytest.skip("demo checkpoint not built (make demo / scripts/make_demo_checkpoint.py)")
+    sha = hub_env.add_repo("acme/demo-qwen3", DEMO)
+    r = subprocess.run([sys.executable, "-m", "onboard", "new-model", "acme/demo-qwen3", "--workspace",
+                        str(tmp_path / "ws"), "--json"], capture_output=True, text=True, timeout=600)  # fmt: skip
+    summary = json.loads(r.stdout)
+    # The run is keyed by the resolved commit, every stage ran, and the decision names what is still open.
+    assert summary["revision"] == sha and summary["slug"] == "acme__demo-qwen3"
+    assert {k: v["outcome"] for k, v in summary["stages"].items()} == dict.fromkeys(
+        ["inspect", "generate", "verify-tokenizer", "golden", "validate"], "ok"
+    )
+    assert r.returncode == 1 and {"licence_reviewed", "model_card_read"} <= set(summary["blocking"])
+    assert (tmp_path / "ws" / "onboarding" / "acme__demo-qwen3" / sha / "report.html").is_file()
+    assert (tmp_path / "ws" / "checklists" / "acme__demo-qwen3.md").is_file()
