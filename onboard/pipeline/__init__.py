@@ -7,6 +7,7 @@ report are always written with everything known.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import time
@@ -18,6 +19,7 @@ from onboard.errors import OnboardError
 from onboard.pipeline.cache import cached, fingerprint_local, forget, remember, stage_key
 from onboard.pipeline.progress import Progress
 from onboard.pipeline.stages import STAGES, RunContext
+from onboard.promote.fsutil import atomic_write_json
 
 __all__ = ["PipelineResult", "run_new_model"]
 
@@ -106,8 +108,6 @@ def run_new_model(
         keys[stage.name] = key
         progress.start(stage.name)
         if resume and cached(run_dir, stage.name, key, list(stage.outputs)):
-            import json
-
             ctx.results[stage.name] = json.loads((run_dir / stage.outputs[-1]).read_text())
             seconds = progress.done(stage.name, "cached")
             result.stages[stage.name] = {"outcome": "cached", "seconds": round(seconds, 2), "detail": "",
@@ -118,10 +118,20 @@ def run_new_model(
         forget(run_dir, stage.name)
         try:
             out = stage.run(ctx)
-        except OnboardError as exc:
-            seconds = progress.done(stage.name, "error", exc.message)
+        except Exception as exc:  # a failing stage must not hide what the others find
+            if os.environ.get("ONBOARD_DEBUG") == "1":
+                raise
+            if isinstance(exc, OnboardError):
+                detail = exc.message + (f" (hint: {exc.hint})" if exc.hint else "")
+            else:
+                detail = f"internal error: {type(exc).__name__}: {exc} (rerun with ONBOARD_DEBUG=1 for the traceback)"
+            seconds = progress.done(stage.name, "error", detail)
             result.stages[stage.name] = {"outcome": "error", "seconds": round(seconds, 2), "passed": False,
-                                         "detail": exc.message + (f" (hint: {exc.hint})" if exc.hint else "")}  # fmt: skip
+                                         "detail": detail}  # fmt: skip
+            # Recorded in the run folder, so the checklist and the report say why the stage's items are open.
+            atomic_write_json(run_dir / f"{stage.name}.json", {"stage": stage.name, "passed": False, "error": detail,
+                              "checks": [{"name": f"{stage.name}_ran", "passed": False, "required": True,
+                                          "detail": detail}]})  # fmt: skip
             if stage.name == "inspect":
                 result.unusable = True
             continue

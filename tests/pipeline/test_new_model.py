@@ -140,3 +140,23 @@ def test_new_revision_is_compared_with_earlier_goldens(clean_run, demo, tmp_path
     assert not match["passed"] and "logprob error" in match["detail"], match
     same = run_new_model(str(demo), workspace=ws, quiet=True)  # the original revision still matches its goldens
     assert same.stages["golden"]["outcome"] == "cached"
+
+
+@pytest.mark.slow
+def test_a_crashing_stage_is_recorded_and_others_still_run(demo, tmp_path, monkeypatch):
+    """A bug in one stage: its dependents are blocked, the independent stages run, the report says why."""
+
+    def broken(ctx):
+        raise RuntimeError("boom")
+
+    stages = tuple(s if s.name != "verify-tokenizer" else type(s)(s.name, broken, s.outputs, s.needs, s.params)
+                   for s in pipeline.STAGES if s.name in ("inspect", "generate", "verify-tokenizer"))  # fmt: skip
+    monkeypatch.setattr(pipeline, "STAGES", stages)
+    monkeypatch.delenv("ONBOARD_DEBUG", raising=False)
+    result = run_new_model(str(demo), workspace=tmp_path / "ws", quiet=True)
+    assert result.stages["verify-tokenizer"]["outcome"] == "error"
+    assert "RuntimeError: boom" in result.stages["verify-tokenizer"]["detail"]
+    assert result.stages["generate"]["outcome"] == "ok"  # independent of the failing stage
+    recorded = json.loads((result.run_dir / "verify-tokenizer.json").read_text())
+    assert recorded["passed"] is False and "boom" in recorded["error"]
+    assert "tokenizer_verified" in result.blocking and Path(result.report["html"]).is_file()
