@@ -13,7 +13,7 @@ import pytest
 from onboard.cli import main
 from tests import malformed as M
 
-# The CLI reports remote code with its own finding code; the library helper uses `remote-code-required`.
+# Both the CLI and the library report repository-only code as `remote-code-required` (older CLIs said `remote-code`).
 ACCEPTED = {"remote-code-required": {"remote-code", "remote-code-required"}}
 
 

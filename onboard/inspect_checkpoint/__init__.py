@@ -12,7 +12,7 @@ from collections.abc import Mapping
 
 from onboard import __version__
 from onboard.errors import ConfigError
-from onboard.findings import Finding, fatal, info, warning
+from onboard.findings import Finding, info
 from onboard.inspect_checkpoint import tensor_names as tn
 from onboard.inspect_checkpoint.architecture import analyze
 from onboard.inspect_checkpoint.checkpoint_types import SafetensorsHeader, TensorInfo
@@ -24,6 +24,7 @@ from onboard.inspect_checkpoint.features import derive
 from onboard.inspect_checkpoint.memory import Target, parse_target, plan_memory
 from onboard.inspect_checkpoint.params import count_parameters
 from onboard.inspect_checkpoint.registry import VERIFIED
+from onboard.inspect_checkpoint.remote_code import remote_code_findings
 from onboard.inspect_checkpoint.tensor_index import TensorIndex
 from onboard.profile import ModelProfile, RemoteCode, TensorGroupStat
 
@@ -135,8 +136,7 @@ def profile_from_parts(
     features = derive(facts)
     findings += lint_config(cv)
     closest, differences = novelty(cv.model_type, features, facts.layers, set(templates), comparable_keys(cv))
-    if remote_code is not None:
-        findings.append(_remote_code_finding(cv.model_type, remote_code))
+    findings += remote_code_findings(remote_code, natively_supported=cv.model_type in known_model_types())
     if cv.model_type not in VERIFIED:
         findings.append(info("unverified-architecture", f"model_type {cv.model_type!r} is not among the architectures "
                              "onboard inspect is verified on; this profile comes from generic rules",
@@ -174,16 +174,6 @@ def profile_from_parts(
         findings=tuple(findings),
         tool_version=__version__,
     )
-
-
-def _remote_code_finding(model_type: str, remote_code: RemoteCode) -> Finding:
-    files = ", ".join(remote_code.files) or "files not in the repo"
-    if model_type in known_model_types():
-        return warning("remote-code-ignored", f"auto_map points at repository code ({files}) but model_type "
-                       f"{model_type!r} is a known family: onboard profiles the known family and never runs that code",
-                       "diff the repo code against the known family before trusting this profile")  # fmt: skip
-    return fatal("remote-code", f"model_type {model_type!r} exists only as repository code ({files}); onboard never "
-                 "imports or runs it", "review the code by hand, then port it to a known model_type or add a family")  # fmt: skip
 
 
 def _default_kv_dtype(config_dtype: str | None) -> str:

@@ -96,10 +96,6 @@ class ConfigView:
         self.used.add("model_type")
         return str(inner or top or "unknown")
 
-    @property
-    def top_model_type(self) -> str:
-        return str(self.raw.get("model_type") or "unknown")
-
     def all_keys(self) -> list[tuple[str, str]]:
         """(section, key) for every key: section is "" for the top level."""
         keys = [("", k) for k in self.raw if k not in (self.text_section,)]

@@ -15,7 +15,6 @@ from onboard.inspect_checkpoint.source import Source
 from onboard.profile import RemoteCode
 
 MAX_PY_BYTES = 2 * 2**20  # a modeling file is ~100 KB; bigger ones are not parsed (and are suspicious)
-AUTO_MAP_FILES = ("config.json", "tokenizer_config.json")
 
 
 def find_remote_code(source: Source, config: dict[str, Any]) -> RemoteCode | None:

@@ -64,8 +64,8 @@ _COMMON_METADATA = {
 class TensorMap(Mapping[str, TensorInfo]):
     """name -> TensorInfo, built lazily: creating 100k dataclasses would cost more than parsing the headers.
 
-    `raw_items()` yields `(name, dtype, shape, (begin, end))` without building TensorInfo objects (the fast way to
-    aggregate parameter counts over a whole checkpoint).
+    `records` gives the decoded records without building TensorInfo objects (the fast way to aggregate over a whole
+    checkpoint).
     """
 
     __slots__ = ("_raw", "_file", "_cache")
@@ -92,7 +92,14 @@ class TensorMap(Mapping[str, TensorInfo]):
     def __contains__(self, name: object) -> bool:
         return name in self._raw
 
+    @property
+    def records(self) -> Mapping[str, Any]:
+        """name -> decoded record (`.dtype`, `.shape`, `.data_offsets`), without building TensorInfo objects: the
+        fast way to aggregate over a whole checkpoint (tensor_index.py)."""
+        return self._raw
+
     def raw_items(self) -> Iterator[tuple[str, str, tuple[int, ...], tuple[int, int]]]:
+        """`(name, dtype, shape, (begin, end))` per tensor, from the records."""
         for name, e in self._raw.items():
             yield name, e.dtype, e.shape, e.data_offsets
 

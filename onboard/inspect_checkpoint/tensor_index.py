@@ -61,7 +61,7 @@ class TensorIndex:
         entries: list = []  # records with .dtype/.shape/.data_offsets: msgspec structs or TensorInfo
         bounds: list[tuple[int, str]] = []  # (end position in `names`, file) per header
         for h in headers:
-            raw = getattr(h.tensors, "_raw", None)  # the lazy TensorMap: its decoded records, no TensorInfo objects
+            raw = getattr(h.tensors, "records", None)  # the lazy TensorMap: its decoded records, no TensorInfo objects
             source = raw if raw is not None else h.tensors
             names += source
             entries += source.values()
