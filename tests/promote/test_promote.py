@@ -154,17 +154,18 @@ def test_registry_in_a_read_only_folder_gives_a_clean_error(tmp_path):
     ro = tmp_path / "ro"
     ro.mkdir()
     env = dict(ENV)
-    if os.geteuid() == 0:  # root ignores permission bits: run the command as `nobody`
-        if not shutil.which("setpriv"):
-            pytest.skip("running as root without setpriv: cannot drop privileges to test permissions")
-        for p in [tmp_path, *tmp_path.rglob("*")]:
-            p.chmod(0o777 if p.is_dir() else 0o666)
-        for parent in tmp_path.parents:
-            parent.chmod(parent.stat().st_mode | 0o005)
-        prefix = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
-        env["HOME"] = str(tmp_path)
-    else:
-        prefix = []
+    prefix: list[str] = []
+    if os.geteuid() == 0:
+        # Root ignores permission bits through CAP_DAC_OVERRIDE. Drop that capability (and DAC_READ_SEARCH) for the
+        # command alone: it stays uid 0, so the clone stays readable wherever it lives (a 0700 temp dir, a home),
+        # while the 0555 folder becomes unwritable to it. No permission of the clone or its parents is touched.
+        caps = "-dac_override,-dac_read_search,-fowner"
+        prefix = ["setpriv", f"--inh-caps={caps}", f"--bounding-set={caps}", "--"]
+        probe = tmp_path / "probe-ro"
+        probe.mkdir(mode=0o555)
+        if not shutil.which("setpriv") or subprocess.run([*prefix, "touch", str(probe / "x")]).returncode == 0:
+            pytest.skip("running as root and setpriv cannot drop CAP_DAC_OVERRIDE here: a read-only folder cannot be "
+                        "simulated; run this test as a non-root user to check it")  # fmt: skip
     ro.chmod(0o555)
     cmd = [*prefix, sys.executable, "-m", "onboard", "promote", SLUG, "--workspace", str(tmp_path), "--registry",
            str(ro / "registry.sqlite3")]  # fmt: skip
