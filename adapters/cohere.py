@@ -14,7 +14,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from onboard.blocks.attention import Attention
+from onboard.blocks.attention import Attention, AttentionContext
 from onboard.blocks.embeddings import Embedding, LMHead
 from onboard.blocks.mlp import GatedMLP
 from onboard.blocks.norms import LayerNorm, QKNormSpec
@@ -125,9 +125,12 @@ class DecoderLayer(nn.Module):
         )
         self.mlp = GatedMLP(args.hidden_size, args.intermediate_size, args.hidden_act)
 
-    def forward(self, x: torch.Tensor, cos: torch.Tensor | None, sin: torch.Tensor | None) -> torch.Tensor:
+    def forward(
+        self, x: torch.Tensor, cos: torch.Tensor | None, sin: torch.Tensor | None, ctx: AttentionContext | None = None
+    ) -> torch.Tensor:
+        """ctx: the batch's padding mask and this layer's KV cache (see onboard.blocks.attention)."""
         h = self.input_layernorm(x)
-        return x + self.self_attn(h, cos, sin) + self.mlp(h)
+        return x + self.self_attn(h, cos, sin, ctx) + self.mlp(h)
 
 
 class Model(AdapterModel):

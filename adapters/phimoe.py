@@ -13,7 +13,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from onboard.blocks.attention import Attention
+from onboard.blocks.attention import Attention, AttentionContext
 from onboard.blocks.embeddings import Embedding, LMHead
 from onboard.blocks.norms import LayerNorm
 from onboard.errors import ConfigError
@@ -142,8 +142,11 @@ class DecoderLayer(nn.Module):
             activation=args.hidden_act,
         )
 
-    def forward(self, x: torch.Tensor, cos: torch.Tensor | None, sin: torch.Tensor | None) -> torch.Tensor:
-        x = x + self.self_attn(self.input_layernorm(x), cos, sin)
+    def forward(
+        self, x: torch.Tensor, cos: torch.Tensor | None, sin: torch.Tensor | None, ctx: AttentionContext | None = None
+    ) -> torch.Tensor:
+        """ctx: the batch's padding mask and this layer's KV cache (see onboard.blocks.attention)."""
+        x = x + self.self_attn(self.input_layernorm(x), cos, sin, ctx)
         return x + self.block_sparse_moe(self.post_attention_layernorm(x))
 
 

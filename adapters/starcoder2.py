@@ -14,7 +14,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from onboard.blocks.attention import Attention
+from onboard.blocks.attention import Attention, AttentionContext
 from onboard.blocks.embeddings import Embedding, LMHead
 from onboard.blocks.mlp import MLP
 from onboard.blocks.norms import LayerNorm
@@ -117,8 +117,11 @@ class DecoderLayer(nn.Module):
         self.post_attention_layernorm = norm(args, args.hidden_size)
         self.mlp = MLP(args.hidden_size, args.intermediate_size, args.hidden_act, bias=args.use_bias)
 
-    def forward(self, x: torch.Tensor, cos: torch.Tensor | None, sin: torch.Tensor | None) -> torch.Tensor:
-        x = x + self.self_attn(self.input_layernorm(x), cos, sin)
+    def forward(
+        self, x: torch.Tensor, cos: torch.Tensor | None, sin: torch.Tensor | None, ctx: AttentionContext | None = None
+    ) -> torch.Tensor:
+        """ctx: the batch's padding mask and this layer's KV cache (see onboard.blocks.attention)."""
+        x = x + self.self_attn(self.input_layernorm(x), cos, sin, ctx)
         return x + self.mlp(self.post_attention_layernorm(x))
 
 

@@ -1,11 +1,15 @@
 """Softmax attention: MHA / GQA / MQA with causal and sliding-window masks, attention sinks, logit soft-capping,
 custom scale (query_pre_attn_scalar, granite's attention_multiplier) and optional QK-norm.
 
-Layout: activations [batch, seq, heads, head_dim]; `attend` takes [B, H, S, D]. Full-prefix forward only (positions
-0..S-1, no KV cache, no padding mask).
+Layout: activations [batch, seq, heads, head_dim]; `attend` takes [B, H, S, D]. Padded batches: an
+`AttentionContext` carries the key padding mask (left padding: a row's real tokens are contiguous, so index
+differences equal position differences and the causal / sliding-window mask stays in index space) and the layer's
+`LayerKV` cache (keys after rotary), extended in place at each decode step.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
@@ -28,6 +32,40 @@ def causal_mask(q_len: int, kv_len: int, sliding_window: int | None, device: tor
     return mask
 
 
+@dataclass
+class LayerKV:
+    """One layer's cached keys and values, [B, Hkv, S, D] (keys after rotary); empty until the first forward."""
+
+    k: torch.Tensor | None = None
+    v: torch.Tensor | None = None
+
+    def extend(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Append this step's keys and values; returns all of them (cached first)."""
+        if self.k is not None:
+            k, v = torch.cat((self.k, k), dim=2), torch.cat((self.v, v), dim=2)
+        self.k, self.v = k, v
+        return k, v
+
+
+@dataclass(frozen=True)
+class AttentionContext:
+    """What a layer's attention needs beyond its input: which keys are real, and where to cache them."""
+
+    key_mask: torch.Tensor | None = None
+    """Bool [B, kv_len] over cached + new keys, True at real tokens (None: no padding)."""
+    cache: LayerKV | None = None
+
+
+def padded_mask(causal: torch.Tensor, key_mask: torch.Tensor | None) -> torch.Tensor:
+    """[q, kv] causal mask -> [B, 1, q, kv] with padding keys hidden. A padding query whose every key is hidden
+    (left padding: nothing real before it) sees all keys instead: its output is discarded, but an all-hidden row
+    would be NaN, and NaN values at padding positions poison real rows (0 x NaN) in the next layer's attention."""
+    if key_mask is None:
+        return causal
+    mask = causal[None, None] & key_mask[:, None, None, :]
+    return mask | ~mask.any(dim=-1, keepdim=True)
+
+
 def _repeat_kv(x: torch.Tensor, groups: int) -> torch.Tensor:
     if groups == 1:
         return x
@@ -43,14 +81,16 @@ def attend(
     sliding_window: int | None = None,
     softcap: float | None = None,
     sinks: torch.Tensor | None = None,
+    key_mask: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Causal attention. q [B, H, Sq, Dk], k [B, Hkv, Skv, Dk], v [B, Hkv, Skv, Dv] -> [B, Sq, H, Dv].
 
     softcap: scores -> cap * tanh(scores / cap) before masking (Gemma 2). sinks [H]: a learned logit per head that
-    joins the softmax denominator and is then dropped (gpt-oss). Without either, uses torch SDPA."""
+    joins the softmax denominator and is then dropped (gpt-oss). key_mask [B, Skv]: False at padding keys. Without
+    softcap or sinks, uses torch SDPA."""
     groups = q.shape[1] // k.shape[1]
     k, v = _repeat_kv(k, groups), _repeat_kv(v, groups)
-    mask = causal_mask(q.shape[2], k.shape[2], sliding_window, q.device)
+    mask = padded_mask(causal_mask(q.shape[2], k.shape[2], sliding_window, q.device), key_mask)
     if softcap is None and sinks is None:
         out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale)
         return out.transpose(1, 2)
@@ -104,8 +144,11 @@ class Attention(nn.Module):
             self.q_norm = QKNorm(num_heads, head_dim, *spec)
             self.k_norm = QKNorm(num_kv_heads, head_dim, *spec)
 
-    def forward(self, x: torch.Tensor, cos: torch.Tensor | None, sin: torch.Tensor | None) -> torch.Tensor:
-        """x [B, S, hidden]; cos/sin half tables [B or 1, S, R/2] (None: no rotary, e.g. NoPE layers)."""
+    def forward(
+        self, x: torch.Tensor, cos: torch.Tensor | None, sin: torch.Tensor | None, ctx: AttentionContext | None = None
+    ) -> torch.Tensor:
+        """x [B, S, hidden]; cos/sin half tables [B or 1, S, R/2] (None: no rotary, e.g. NoPE layers); ctx: padding
+        mask and KV cache (None: an unpadded full-prefix forward)."""
         b, s, _ = x.shape
         h, hkv, d = self.num_heads, self.num_kv_heads, self.head_dim
         q, k, v = self.qkv_proj(x).split([h * d, hkv * d, hkv * d], dim=-1)
@@ -115,13 +158,9 @@ class Attention(nn.Module):
         if cos is not None:
             q = dispatch.rope(q, cos, sin, self.rope_interleaved)
             k = dispatch.rope(k, cos, sin, self.rope_interleaved)
-        out = attend(
-            q.transpose(1, 2),
-            k.transpose(1, 2),
-            v.transpose(1, 2),
-            self.scale,
-            self.sliding_window,
-            self.softcap,
-            self.sinks,
-        )
+        k, v = k.transpose(1, 2), v.transpose(1, 2)
+        ctx = ctx or AttentionContext()
+        if ctx.cache is not None:
+            k, v = ctx.cache.extend(k, v)
+        out = attend(q.transpose(1, 2), k, v, self.scale, self.sliding_window, self.softcap, self.sinks, ctx.key_mask)
         return self.o_proj(out.reshape(b, s, h * d))

@@ -11,7 +11,7 @@ from torch import nn
 
 from onboard.kernels import dispatch
 
-from .attention import attend
+from .attention import AttentionContext, attend
 from .norms import RMSNorm
 from .rotary import RopeConfig
 
@@ -66,7 +66,11 @@ class MLAttention(nn.Module):
         self.kv_b_proj = nn.Linear(kv_lora_rank, num_heads * (qk_nope_head_dim + v_head_dim), bias=False)
         self.o_proj = nn.Linear(num_heads * v_head_dim, hidden_size, bias=bias)
 
-    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    def forward(
+        self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, ctx: AttentionContext | None = None
+    ) -> torch.Tensor:
+        """ctx: padding mask and KV cache (the cache holds the expanded per-head keys and values, not the latent:
+        simple and exact, at H x the memory of a latent cache; in-process decode only)."""
         b, s, _ = x.shape
         h = self.num_heads
         q = self.q_proj(x) if self.q_lora_rank is None else self.q_b_proj(self.q_a_layernorm(self.q_a_proj(x)))
@@ -78,5 +82,9 @@ class MLAttention(nn.Module):
         k_nope, v = kv.split([self.nope, self.v_head_dim], dim=-1)
         q = torch.cat((q_nope, q_rot), dim=-1)
         k = torch.cat((k_nope, k_rot.expand(b, s, h, self.rope_dim)), dim=-1)
-        out = attend(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), self.scale)
+        k, v = k.transpose(1, 2), v.transpose(1, 2)
+        ctx = ctx or AttentionContext()
+        if ctx.cache is not None:
+            k, v = ctx.cache.extend(k, v)
+        out = attend(q.transpose(1, 2), k, v, self.scale, key_mask=ctx.key_mask)
         return self.o_proj(out.reshape(b, s, h * self.v_head_dim))

@@ -26,6 +26,7 @@ IMPORTABLE: dict[str, tuple[int, str]] = {
     "torch": (1, ""),
     "nn": (1, "torch"),
     "Attention": (2, "onboard.blocks.attention"),
+    "AttentionContext": (2, "onboard.blocks.attention"),
     "Embedding": (2, "onboard.blocks.embeddings"),
     "LMHead": (2, "onboard.blocks.embeddings"),
     "MLAttention": (2, "onboard.blocks.mla"),
@@ -59,13 +60,16 @@ PLACEMENT_DOC = {
 
 
 FORWARD: dict[str, tuple[str, ...]] = {
-    "pre": ("x = x + self.self_attn(self.{n0}(x), cos, sin){scale}", "return x + self.{mlp}(self.{n1}(x)){scale}"),
-    "post": ("x = x + self.{n0}(self.self_attn(x, cos, sin))", "return x + self.{n1}(self.{mlp}(x))"),
+    "pre": (
+        "x = x + self.self_attn(self.{n0}(x), cos, sin, ctx){scale}",
+        "return x + self.{mlp}(self.{n1}(x)){scale}",
+    ),
+    "post": ("x = x + self.{n0}(self.self_attn(x, cos, sin, ctx))", "return x + self.{n1}(self.{mlp}(x))"),
     "sandwich": (
-        "x = x + self.{n1}(self.self_attn(self.{n0}(x), cos, sin))",
+        "x = x + self.{n1}(self.self_attn(self.{n0}(x), cos, sin, ctx))",
         "return x + self.{n3}(self.{mlp}(self.{n2}(x)))",
     ),
-    "parallel": ("h = self.{n0}(x)", "return x + self.self_attn(h, cos, sin) + self.{mlp}(h)"),
+    "parallel": ("h = self.{n0}(x)", "return x + self.self_attn(h, cos, sin, ctx) + self.{mlp}(h)"),
 }
 
 

@@ -1,5 +1,6 @@
 """What every generated adapter imports: config parsing (`ArgsBase.from_dict`), rotary set-up per layer type, the
-kernel-stub guard, and `AdapterModel` (from_pretrained, forward with optional hidden states).
+kernel-stub guard, and `AdapterModel` (from_pretrained; forward over left-padded batches with an attention mask, an
+optional `KVCache` for incremental decoding, and optional hidden states).
 
 Generated adapters hold only what is specific to their family (the ModelArgs fields, the weight map and the layer
 composition); everything they share lives here so a fix lands in every adapter at once.
@@ -17,11 +18,12 @@ from typing import Any, ClassVar
 import torch
 from torch import nn
 
+from onboard.blocks.attention import AttentionContext, LayerKV
 from onboard.blocks.rotary import RopeConfig, RotaryEmbedding
 from onboard.errors import ConfigError, InputError
 from onboard.generate_adapter.loader import WeightRule, load_weights
 
-__all__ = ["AdapterModel", "ArgsBase", "NotRunnable", "WeightRule", "require_kernels", "rope_config"]
+__all__ = ["AdapterModel", "ArgsBase", "KVCache", "NotRunnable", "WeightRule", "require_kernels", "rope_config"]
 
 FULL, SLIDING = "full_attention", "sliding_attention"
 
@@ -101,6 +103,16 @@ def require_kernels(model_type: str, ops: Sequence[str], adapter_file: str) -> N
             )
 
 
+class KVCache:
+    """Keys and values of every layer for incremental decoding: pass the same object to each
+    `AdapterModel.forward(..., cache=...)` call; each call appends its tokens."""
+
+    def __init__(self) -> None:
+        self.layers: list[LayerKV] = []
+        self.length = 0
+        """Tokens cached so far (per row, padding included)."""
+
+
 class AdapterModel(nn.Module):
     """Base of generated models: `model` (embed_tokens, layers, norm), `lm_head`, one RotaryEmbedding per rope
     kind in `rotary` (layers name theirs in `layer.rope_kind`, None for NoPE layers)."""
@@ -152,33 +164,53 @@ class AdapterModel(nn.Module):
         require_kernels(self.MODEL_TYPE, self.REQUIRED_KERNELS, self.ADAPTER_FILE)
         self.args = args
 
-    def _rope_tables(self, seq_len: int, device: torch.device) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
-        pos = torch.arange(seq_len, device=device)[None]
-        return {kind: rotary(pos) for kind, rotary in self.rotary.items()}
-
     def forward(
         self,
         input_ids: torch.Tensor,
         attention_mask: torch.Tensor | None = None,
+        cache: KVCache | None = None,
         return_hidden_states: bool = False,
     ) -> torch.Tensor | tuple[torch.Tensor, tuple[torch.Tensor, ...]]:
-        """input_ids [batch, seq] -> logits [batch, seq, vocab] (float32). Full-prefix forward from position 0.
+        """input_ids [batch, seq] -> logits [batch, seq, vocab] (float32).
 
-        return_hidden_states: also return (embeddings, output of each layer) — for activation scans; layers are
-        `self.model.layers` (an nn.ModuleList) for forward hooks. attention_mask: only all-ones is supported (the
-        block library has no padding masks yet); anything else raises rather than silently ignoring padding."""
+        attention_mask [batch, cached + seq] (1 real, 0 padding; transformers' convention): rows are left-padded
+        (right padding works for scoring too); each row's rotary positions start at its first real token and
+        padding keys are hidden from every query. cache: continue from the tokens it holds (positions go on from
+        there) and append these. return_hidden_states: also return (embeddings, output of each layer), for
+        activation scans; layers are `self.model.layers` (an nn.ModuleList) for forward hooks."""
+        batch, seq = input_ids.shape
+        past = cache.length if cache is not None else 0
+        if attention_mask is not None and tuple(attention_mask.shape) != (batch, past + seq):
+            raise ValueError(
+                f"attention_mask has shape {tuple(attention_mask.shape)}, expected ({batch}, {past + seq}): "
+                "cached tokens plus this call's"
+            )
+        key_mask = None
         if attention_mask is not None and not bool(attention_mask.all()):
-            raise ValueError("padded batches are not supported by generated adapters yet; run one prompt per row")
+            key_mask = attention_mask.bool()
+            positions = padded_positions(attention_mask)[:, past:]
+        else:  # the unpadded path stays exactly what it was: positions past..past+seq-1, no key mask
+            positions = torch.arange(past, past + seq, device=input_ids.device)[None]
+        tables = {kind: rotary(positions) for kind, rotary in self.rotary.items()}
+        if cache is not None and not cache.layers:
+            cache.layers = [LayerKV() for _ in self.model.layers]
         x = self.model.embed_tokens(input_ids)
-        tables = self._rope_tables(input_ids.shape[1], input_ids.device)
         hidden = [x]
-        for layer in self.model.layers:
+        for i, layer in enumerate(self.model.layers):
             cos, sin = tables[layer.rope_kind] if layer.rope_kind is not None else (None, None)
-            x = layer(x, cos, sin)
+            x = layer(x, cos, sin, AttentionContext(key_mask, cache.layers[i] if cache is not None else None))
             if return_hidden_states:
                 hidden.append(x)
+        if cache is not None:
+            cache.length += seq
         logits = self.lm_head(self.model.norm(x))
         return (logits, tuple(hidden)) if return_hidden_states else logits
+
+
+def padded_positions(attention_mask: torch.Tensor) -> torch.Tensor:
+    """Rotary position of every token of a padded batch [B, S]: each row counts from its first real token
+    (transformers' generate() does the same); padding gets 0, its output is never read."""
+    return (attention_mask.long().cumsum(-1) - 1).clamp(min=0)
 
 
 def _mtp_layers(args: Any) -> int:
