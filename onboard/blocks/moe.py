@@ -30,6 +30,11 @@ class RouterSpec:
     correction_bias: bool = False
     n_group: int = 1
     topk_group: int = 1
+    logits_in_float32: bool = False
+    """Router logits from float32 activations and weight (DeepSeek V2/V3, GLM-4 MoE, ERNIE MoE in transformers);
+    False: in the activation dtype, then scored in float32 (Mixtral, Qwen MoE, OLMoE, gpt-oss in transformers and in
+    vLLM's bf16 gate). Each family's reference rounds at one of these two points; matching it keeps near-tie expert
+    choices the same as the reference's in bf16."""
 
 
 def route(logits: torch.Tensor, spec: RouterSpec, bias: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
@@ -77,17 +82,29 @@ class MoE(nn.Module):
         self.spec = router
         self.num_experts = num_experts
         self.act = GATED_ACTIVATIONS[activation]
-        self.router = nn.Linear(hidden_size, num_experts, bias=False)
-        self.e_score_correction_bias = nn.Parameter(torch.zeros(num_experts)) if router.correction_bias else None
+        # The router weight and correction bias are stored in float32 whatever the model's dtype (exact for bf16
+        # checkpoints): rounding DeepSeek-V3's float32 gate to bf16 flipped experts on near-ties (issue 10);
+        # transformers keeps them float32 (`_keep_in_fp32_modules_strict`). Where the logits are rounded is the
+        # family's choice: RouterSpec.logits_in_float32.
+        self.router = nn.Linear(hidden_size, num_experts, bias=False, dtype=torch.float32)
+        self.e_score_correction_bias = (
+            nn.Parameter(torch.zeros(num_experts, dtype=torch.float32)) if router.correction_bias else None
+        )
         self.experts_gate_up = nn.Parameter(torch.zeros(num_experts, 2 * moe_intermediate_size, hidden_size))
         self.experts_down = nn.Parameter(torch.zeros(num_experts, hidden_size, moe_intermediate_size))
         self.shared = GatedMLP(hidden_size, shared_intermediate_size, activation) if shared_intermediate_size else None
         self.shared_gate = nn.Linear(hidden_size, 1, bias=False) if shared_gate else None
 
+    def router_logits(self, tokens: torch.Tensor) -> torch.Tensor:
+        """Router logits [T, E], rounded where the family's reference rounds them (RouterSpec.logits_in_float32)."""
+        if self.spec.logits_in_float32:
+            return F.linear(tokens.float(), self.router.weight.float())
+        return F.linear(tokens, self.router.weight.to(tokens.dtype))
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         shape = x.shape
         tokens = x.reshape(-1, shape[-1])
-        logits = F.linear(tokens.float(), self.router.weight.float())
+        logits = self.router_logits(tokens).float()
         bias = None if self.e_score_correction_bias is None else self.e_score_correction_bias.float()
         weights, indices = route(logits, self.spec, bias)
         out = torch.zeros_like(tokens)

@@ -98,7 +98,8 @@ MOE_ARCHS: dict[str, ArchSpec] = {
         "rope_interleaved=args.rope_interleave)",
         "MoE(args.hidden_size, args.n_routed_experts, args.moe_intermediate_size, RouterSpec(top_k="
         'args.num_experts_per_tok, scoring="sigmoid", norm_topk_prob=args.norm_topk_prob, routed_scaling_factor='
-        "args.routed_scaling_factor, correction_bias=True, n_group=args.n_group, topk_group=args.topk_group), "
+        "args.routed_scaling_factor, correction_bias=True, n_group=args.n_group, topk_group=args.topk_group, "
+        "logits_in_float32=True), "
         "activation=args.hidden_act, shared_intermediate_size=args.moe_intermediate_size * args.n_shared_experts) "
         "if args.is_moe_layer(i) else " + GATED.format(bias=""),
         moe_layer="self.n_routed_experts > 0 and i >= self.first_k_dense_replace and i % self.moe_layer_freq == 0",

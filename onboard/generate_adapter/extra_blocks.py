@@ -96,7 +96,7 @@ class SparseMixerMoE(MoE):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         tokens = x.reshape(-1, x.shape[-1])
-        weights, indices = sparsemixer_top2(self.router(tokens), self.jitter_eps)
+        weights, indices = sparsemixer_top2(self.router_logits(tokens), self.jitter_eps)
         return run_experts(tokens, weights, indices, self._expert).view(x.shape)
 
 

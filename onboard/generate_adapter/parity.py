@@ -2,13 +2,20 @@
 
 Metric per prompt: max|Δlogit| / max|reference logit|. float32 must stay within 1e-4 (the issue's bar).
 
-bfloat16: two correct bf16 implementations that round at different points differ by bf16 noise, and in MoE models a
-near-tie in the router can flip an expert (our router scores in float32, transformers' in bf16), so a fixed bf16
-gap to transformers-bf16 is not a sound bar. Instead both bf16 runs are measured against transformers in float32
-(the truth): the adapter in bf16 passes when its error is at most BF16_SLACK x transformers' own bf16 error, or
-below BF16_FLOOR (2e-2 of the largest logit; a wrong block gives O(1)). MoE models get BF16_MOE_FLOOR (1e-1): one
-flipped expert on one token moves that token's logits by a few percent (measured: qwen3_moe tiny, 7.7e-2 on one
-prompt while the other prompts stay at 1e-2), which is rounding, not a wrong block.
+bfloat16 (and float16): two correct implementations that round at different points differ by rounding noise, so
+a fixed gap to transformers-bf16 is not a sound bar, and neither is a fixed floor (0.1 of the largest logit hid a
+28x gap on one CPU and failed on another). Both low-precision runs are measured against transformers in float32 (the
+truth), position by position (max|Δlogit| at a position / max|reference logit| of the prompt), and the adapter is
+judged against transformers' own low-precision error measured on the same machine, in the same run:
+- typical error: the median position of the adapter <= LOW_PRECISION_MULTIPLES["median"] x transformers' median.
+  Measured limit: on the tiny random checkpoints of the tests, an RMSNorm computed in bf16 without the float32
+  upcast raises it only x1.08-1.14 (llama, qwen3), so this bar catches gross gaps (a wrong block, the 28x DeepSeek
+  router case), not every rounding choice; structural tests pin the known ones (the float32 MoE router).
+- tail: the worst position <= LOW_PRECISION_MULTIPLES["max"] x transformers' worst. In MoE models a router near-tie
+  can pick another expert for one token in either run (rounding, not a wrong block), and the positions after it
+  that attend to that token move too: positions above FLIP_OUTLIER x transformers' median count as routing-affected,
+  the adapter may have EXTRA_AFFECTED_ALLOWED more of them than transformers (one flip and its wake), and the tail
+  bound applies to the rest. A router that rounds where its reference does not flips many tokens and fails.
 """
 
 from __future__ import annotations
@@ -23,12 +30,13 @@ from typing import Any
 
 import torch
 
-TOLERANCES = {"float32": 1e-4, "bfloat16": 2e-2}
-BF16_SLACK = 1.5
-BF16_FLOOR = TOLERANCES["bfloat16"]
-BF16_MOE_FLOOR = 1e-1
+TOLERANCES = {"float32": 1e-4}
+# Stated multiples of transformers' own low-precision error (same machine, same prompts); see the module docstring.
+LOW_PRECISION_MULTIPLES = {"median": 1.5, "max": 2.0}
+FLIP_OUTLIER = 3.0
+EXTRA_AFFECTED_ALLOWED = 4
 MOE_KEYS = ("num_experts", "num_local_experts", "n_routed_experts")
-DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
 @dataclass(frozen=True)
@@ -77,14 +85,50 @@ def _logits(model: Any, ids: torch.Tensor) -> torch.Tensor:
 
 def compare(adapter: Any, reference: Any, inputs: list[torch.Tensor]) -> list[PromptParity]:
     """Run both models on each prompt (one row, no padding) and measure the logit gap."""
+    with torch.no_grad():
+        refs = [_logits(reference, ids) for ids in inputs]
+    return [summarise(errors, ref) for errors, ref in zip(position_errors(adapter, refs, inputs), refs)]
+
+
+def position_errors(model: Any, refs: list[torch.Tensor], inputs: list[torch.Tensor]) -> list[torch.Tensor]:
+    """Per prompt, per position: max|Δlogit| / max|reference logit of the prompt| (float64)."""
     out = []
     with torch.no_grad():
-        for ids in inputs:
-            ours, ref = _logits(adapter, ids), _logits(reference, ids)
-            diff = float((ours - ref).abs().max())
-            scale = float(ref.abs().max())
-            out.append(PromptParity(ids.shape[1], diff, scale, diff / max(scale, 1e-30)))
+        for ids, ref in zip(inputs, refs):
+            diff = (_logits(model, ids).double() - ref.double()).abs().amax(dim=-1).flatten()
+            out.append(diff / max(float(ref.abs().max()), 1e-30))
     return out
+
+
+def summarise(errors: torch.Tensor, ref: torch.Tensor) -> PromptParity:
+    scale = float(ref.abs().max())
+    return PromptParity(errors.numel(), float(errors.max()) * scale, scale, float(errors.max()))
+
+
+def low_precision_verdict(ours: torch.Tensor, theirs: torch.Tensor, moe: bool) -> tuple[bool, str]:
+    """Judge the adapter's per-position errors against transformers' own in the same dtype (module docstring)."""
+    med_ours, med_theirs = float(ours.median()), float(theirs.median())
+    flips_ours = flips_theirs = 0
+    tail_ours, tail_theirs = ours, theirs
+    if moe:
+        cut = FLIP_OUTLIER * med_theirs
+        flips_ours, flips_theirs = int((ours > cut).sum()), int((theirs > cut).sum())
+        tail_ours, tail_theirs = ours[ours <= cut], theirs[theirs <= cut]
+    max_ours = float(tail_ours.max()) if tail_ours.numel() else 0.0
+    max_theirs = float(tail_theirs.max()) if tail_theirs.numel() else 0.0
+    passed = (
+        med_ours <= LOW_PRECISION_MULTIPLES["median"] * med_theirs
+        and max_ours <= LOW_PRECISION_MULTIPLES["max"] * max_theirs
+        and flips_ours <= flips_theirs + EXTRA_AFFECTED_ALLOWED
+    )
+    detail = (
+        f"median {med_ours:.2e} vs transformers {med_theirs:.2e} (x{med_ours / max(med_theirs, 1e-30):.2f}, "
+        f"allowed x{LOW_PRECISION_MULTIPLES['median']}); worst {max_ours:.2e} vs {max_theirs:.2e} "
+        f"(x{max_ours / max(max_theirs, 1e-30):.2f}, allowed x{LOW_PRECISION_MULTIPLES['max']})"
+    )
+    if moe:
+        detail += f"; routing-affected positions {flips_ours} vs transformers {flips_theirs} (allowed +{EXTRA_AFFECTED_ALLOWED})"
+    return passed, detail
 
 
 def check_parity(
@@ -97,25 +141,34 @@ def check_parity(
     config = config.get("text_config", config) if "vocab_size" not in config else config
     module = load_adapter(adapter_file)
     adapter = module.Model.from_pretrained(checkpoint, dtype=torch_dtype)
-    # float32 truth; in bf16 mode also transformers' own bf16 error against it (the yardstick).
+    # float32 truth; in low precision also transformers' own error against it (the yardstick, same machine).
     reference = reference if reference is not None else reference_model(checkpoint, torch.float32)
     inputs = prompts(config)
-    results = compare(adapter, reference, inputs)
+    with torch.no_grad():
+        refs = [_logits(reference, ids) for ids in inputs]
+    ours = position_errors(adapter, refs, inputs)
+    results = [summarise(e, r) for e, r in zip(ours, refs)]
     worst = max(r.relative for r in results)
     lengths = ", ".join(str(r.length) for r in results)
-    tol, hf_worst = TOLERANCES[dtype], None
-    if dtype != "float32":
-        hf_worst = max(r.relative for r in compare(reference_model(checkpoint, torch_dtype), reference, inputs))
-        moe = any(config.get(k) for k in MOE_KEYS)
-        tol = max(BF16_MOE_FLOOR if moe else BF16_FLOOR, BF16_SLACK * hf_worst)
-    detail = f"max|Δ|/max|logit| = {worst:.2e} vs transformers float32 (tolerance {tol:.1e}, adapter in {dtype}"
-    detail += f"; transformers {dtype}: {hf_worst:.2e}" if hf_worst is not None else ""
+    if dtype == "float32":
+        tol, hf_worst, passed = TOLERANCES[dtype], None, worst <= TOLERANCES[dtype]
+        detail = f"max|Δ|/max|logit| = {worst:.2e} vs transformers float32 (tolerance {tol:.1e}"
+    else:
+        theirs = position_errors(reference_model(checkpoint, torch_dtype), refs, inputs)
+        hf_worst = float(torch.cat(theirs).max())
+        passed, verdict = low_precision_verdict(
+            torch.cat(ours), torch.cat(theirs), any(config.get(k) for k in MOE_KEYS)
+        )
+        tol = LOW_PRECISION_MULTIPLES["max"] * hf_worst
+        detail = f"adapter in {dtype} vs transformers float32, judged against transformers {dtype}: {verdict}"
     return {
-        "passed": worst <= tol,
+        "passed": passed,
         "dtype": dtype,
         "worst": worst,
         "reference_worst": hf_worst,
         "tolerance": tol,
         "prompts": [asdict(r) for r in results],
-        "detail": detail + f"; prompt lengths {lengths})",
+        "detail": f"{detail}; prompt lengths {lengths})"
+        if hf_worst is None
+        else f"{detail} (prompt lengths {lengths})",
     }
