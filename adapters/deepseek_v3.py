@@ -160,6 +160,7 @@ class DecoderLayer(nn.Module):
                     correction_bias=True,
                     n_group=args.n_group,
                     topk_group=args.topk_group,
+                    logits_in_float32=True,
                 ),
                 activation=args.hidden_act,
                 shared_intermediate_size=args.moe_intermediate_size * args.n_shared_experts,
