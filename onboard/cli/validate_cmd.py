@@ -17,6 +17,14 @@ import click
     "--endpoint", help="OpenAI-compatible server to validate, e.g. http://127.0.0.1:8000 (default: in-process)."
 )
 @click.option("--served-model", help="Model name on the endpoint (default: SOURCE).")
+@click.option(
+    "--candidate",
+    type=click.Choice(["adapter", "reference"]),
+    default="adapter",
+    show_default=True,
+    help="In process (no --endpoint): the generated adapter, or `reference`: transformers against its own goldens, "
+    "a self-check of the harness that ticks no checklist item.",
+)
 @click.option("--dtype", default="float32", show_default=True, help="Candidate dtype: float32, bfloat16, float16.")
 @click.option(
     "--out", type=click.Path(path_type=Path), help="Where validation.json goes (default: onboarding/<slug>/)."
@@ -31,6 +39,7 @@ def validate_command(
     golden_dir: Path | None,
     endpoint: str | None,
     served_model: str | None,
+    candidate: str,
     dtype: str,
     out: Path | None,
     timeout_s: float,
@@ -39,33 +48,40 @@ def validate_command(
 ) -> None:
     """Validate the implementation that will serve SOURCE against its goldens.
 
-    Without --endpoint the candidate is the generated adapter runtime, in process. Exit 1 when a required check
-    fails, 2 when the input is unusable (no goldens, endpoint down or not OpenAI-compatible).
+    Without --endpoint the candidate is the generated adapter runtime, in process; with neither an endpoint nor an
+    adapter there is nothing to validate (exit 2). Exit 1 when a required check fails, 2 when the input is unusable
+    (no goldens, goldens of another checkpoint, endpoint down or not OpenAI-compatible).
 
     \b
     Examples:
       onboard validate ./checkpoint --golden golden_outputs/checkpoint
       onboard validate Qwen/Qwen3-0.6B --endpoint http://127.0.0.1:8000 --served-model Qwen/Qwen3-0.6B --json
+      onboard validate ./checkpoint --candidate reference   # self-check of the harness
     """
     from onboard.cli import report_error
     from onboard.cli.output import emit_json, say
     from onboard.errors import InputError
     from onboard.validate_serving.candidates import DTYPES
     from onboard.validate_serving.env import slug
-    from onboard.validate_serving.golden import read_golden
+    from onboard.validate_serving.golden import assert_same_checkpoint, read_golden
     from onboard.validate_serving.report import summary, write_result
-    from onboard.validate_serving.run import default_golden_dir, open_candidate, validate
+    from onboard.validate_serving.run import checkpoint_of, default_golden_dir, open_candidate, validate
 
     if dtype not in DTYPES:
         raise InputError(f"--dtype {dtype!r} is not a dtype", f"use one of {', '.join(DTYPES)}")
     if served_model and not endpoint:
         raise InputError("--served-model needs --endpoint", "pass the server URL with --endpoint")
+    if endpoint and candidate != "adapter":
+        raise InputError("--candidate is for in-process validation", "drop --candidate when using --endpoint")
     golden = read_golden(golden_dir or default_golden_dir(source))
-    candidate = open_candidate(source, dtype, endpoint, served_model, timeout_s)
+    checkpoint = checkpoint_of(source, endpoint)
+    if checkpoint is not None:
+        assert_same_checkpoint(golden, checkpoint)  # before loading a model: goldens of another checkpoint are an error
+    engine = open_candidate(source, dtype, endpoint, served_model, timeout_s, candidate)
     try:
-        result = validate(golden, candidate, source=source, performance=not no_performance)
+        result = validate(golden, engine, source=source, performance=not no_performance, checkpoint=checkpoint)
     finally:
-        candidate.close()
+        engine.close()
     path = out if out and out.suffix == ".json" else (out or Path("onboarding") / slug(source)) / "validation.json"
     write_result(result, path)
     if as_json:

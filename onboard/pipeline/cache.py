@@ -1,9 +1,10 @@
 """Stage cache: a stage's result is reused when the hash of everything it read is unchanged.
 
-The key of a stage hashes the tool version, the checkpoint fingerprint (hub commit, or names/sizes/mtimes of a
-local folder), the stage's parameters and the keys of the stages it depends on — so a changed profile reruns
-generate, and an unchanged checkpoint resumes instantly. Keys live in `<run>/.cache/<stage>.key`, written after
-the stage's outputs, so a crash mid-stage leaves no key and the stage reruns.
+The key of a stage hashes the tool version, the checkpoint fingerprint (hub commit, or the content fingerprint of a
+local folder: onboard/checkpoint_id.py, the one the goldens record), the stage's parameters and the keys of the
+stages it depends on — so a changed profile reruns generate, and an unchanged checkpoint resumes instantly. Keys
+live in `<run>/.cache/<stage>.key`, written after the stage's outputs, so a crash mid-stage leaves no key and the
+stage reruns.
 """
 
 from __future__ import annotations
@@ -18,12 +19,10 @@ from onboard import __version__
 
 
 def fingerprint_local(folder: Path) -> str:
-    """Names, sizes and mtimes of every file: changes when any file does, costs one stat per file."""
-    h = hashlib.sha256()
-    for path in sorted(p for p in folder.rglob("*") if p.is_file() and ".git" not in p.parts):
-        st = path.stat()
-        h.update(f"{path.relative_to(folder)}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
-    return h.hexdigest()
+    """The checkpoint's content fingerprint: the one the goldens record (onboard/checkpoint_id.py)."""
+    from onboard.checkpoint_id import checkpoint_fingerprint
+
+    return checkpoint_fingerprint(folder)
 
 
 def stage_key(stage: str, fingerprint: str, params: dict[str, Any], upstream: list[str]) -> str:

@@ -6,7 +6,6 @@ numbers on different kernels and hardware (the whole point of `validate`).
 
 from __future__ import annotations
 
-import hashlib
 import os
 import platform
 import sys
@@ -58,11 +57,10 @@ def _cpu_model() -> str:
 
 
 def slug(source: str) -> str:
-    """golden_outputs/<slug>: `org/name` → `org__name`; a local folder → its name."""
-    path = Path(source)
-    if path.exists():
-        return path.resolve().name
-    return source.strip("/").replace("/", "__")
+    """golden_outputs/<slug>: `org__name` when the repo id is known (onboard/checkpoint_id.py), else the folder name."""
+    from onboard.checkpoint_id import golden_key
+
+    return golden_key(source)
 
 
 def resolve_local(source: str, revision: str | None = None) -> Path:
@@ -83,15 +81,3 @@ def resolve_local(source: str, revision: str | None = None) -> Path:
             f"{source}: could not download the checkpoint ({type(exc).__name__}: {exc})",
             "check the repo id, --revision, network access or HF_TOKEN; or pass a local folder",
         ) from exc
-
-
-def weights_fingerprint(folder: Path) -> str:
-    """sha256 over config.json and the safetensors headers' sizes: tells goldens of another checkpoint apart."""
-    digest = hashlib.sha256()
-    for name in sorted(p.name for p in folder.iterdir() if p.suffix == ".safetensors" or p.name == "config.json"):
-        file = folder / name
-        digest.update(name.encode())
-        digest.update(str(file.stat().st_size).encode())
-        with file.open("rb") as fh:
-            digest.update(fh.read(1 << 16))
-    return digest.hexdigest()[:16]

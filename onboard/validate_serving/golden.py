@@ -145,6 +145,28 @@ def read_golden(folder: Path) -> GoldenSet:
     return GoldenSet(folder, manifest, tuple(prompts))
 
 
+def assert_same_checkpoint(golden: GoldenSet, checkpoint: Path) -> str:
+    """The checkpoint's fingerprint when the goldens were recorded from it; InputError when they were not."""
+    from onboard.checkpoint_id import checkpoint_fingerprint
+
+    manifest = golden.folder / "MANIFEST.json"
+    recorded = golden.manifest.get("weights_fingerprint")
+    current = checkpoint_fingerprint(checkpoint)
+    redo = f"record goldens of this checkpoint (onboard golden record {checkpoint} --out DIR) and pass --golden DIR"
+    if not recorded:
+        raise InputError(
+            f"{manifest}: no weights_fingerprint: cannot tell which checkpoint these goldens belong to", redo
+        )
+    if recorded != current:
+        raise InputError(
+            f"{golden.folder}: goldens of another checkpoint: recorded from {golden.manifest.get('source')} "
+            f"(weights_fingerprint {recorded}), but {checkpoint} has fingerprint {current} (weights, config or "
+            "tokenizer files differ; goldens recorded before onboard's content fingerprint also differ)",
+            redo,
+        )
+    return current
+
+
 def record(
     source: str,
     out: Path | None = None,
@@ -157,8 +179,9 @@ def record(
     max_long_tokens: int | None = None,
 ) -> GoldenSet:
     """Run the reference (transformers, eager) on the prompt suite and write goldens; returns what was written."""
-    from onboard.validate_serving.env import hardware, library_versions, resolve_local, slug, weights_fingerprint
-    from onboard.validate_serving.prompts import DEFAULT_MAX_LONG, boundaries_of, build_suite
+    from onboard.checkpoint_id import checkpoint_fingerprint
+    from onboard.validate_serving.env import hardware, library_versions, resolve_local, slug
+    from onboard.validate_serving.prompts import DEFAULT_MAX_LONG, boundaries_of, build_suite, plan_long
     from onboard.validate_serving.runtime import InProcessCandidate, load_tokenizer, load_transformers, stop_ids_of
 
     started = time.time()
@@ -168,13 +191,10 @@ def record(
     model = load_transformers(folder, dtype)
     reference = InProcessCandidate(model, folder, dtype, kind="reference", hf=True)
     vocab = int(model.get_output_embeddings().weight.shape[0])
-    suite = build_suite(
-        tokenizer,
-        profile,
-        vocab_size=vocab,
-        max_new_tokens=max_new_tokens,
-        max_long_tokens=max_long_tokens or DEFAULT_MAX_LONG,
-    )
+    cap = max_long_tokens or DEFAULT_MAX_LONG
+    suite = build_suite(tokenizer, profile, vocab_size=vocab, max_new_tokens=max_new_tokens, max_long_tokens=cap)
+    max_positions = profile.dims.max_position_embeddings if profile else None
+    long_plan = plan_long(boundaries_of(profile), max_positions, max_new_tokens, cap)
     prompts = [_record_prompt(reference, spec, max_new_tokens, top_k) for spec in suite]
     longest = max(prompts, key=lambda p: len(p.sequence))
     activations = reference.scan_activations(longest.sequence) or []
@@ -188,7 +208,7 @@ def record(
         "format": FORMAT,
         "source": source,
         "revision": revision or (profile.revision if profile else None),
-        "weights_fingerprint": weights_fingerprint(folder),
+        "weights_fingerprint": checkpoint_fingerprint(folder),
         "model_type": profile.model_type if profile else None,
         "reference": {"library": "transformers", "attn_implementation": "eager", "dtype": dtype, "device": "cpu"},
         "versions": library_versions(),
@@ -197,6 +217,7 @@ def record(
         "logprob_decimals": LOGPROB_DECIMALS,
         "stop_token_ids": list(stop_ids_of(folder, tokenizer)),
         "boundaries": boundaries_of(profile),
+        "long_prompt": asdict(long_plan),
         "noise": noise,
         "activation_max_abs": {s.name: s.max_abs for s in activations},
         "prompts": [{"name": p.name, "kind": p.kind, "prompt_tokens": len(p.prompt_ids), "generated_tokens": len(p.generated_ids)} for p in prompts],

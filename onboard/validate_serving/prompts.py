@@ -63,28 +63,51 @@ class PromptSpec:
 
 
 def boundaries_of(profile: ModelProfile | None) -> dict[str, int]:
-    """Positions past which a different code path runs: sliding windows and the original rope context."""
+    """Positions past which a different code path runs: sliding windows, attention chunks, the original rope context."""
     if profile is None:
         return {}
     out: dict[str, int] = {}
-    windows = [layer.window for layer in profile.layers if layer.window and layer.attention in ("sliding", "chunked")]
-    if windows:
-        out["sliding_window"] = min(windows)
-        if max(windows) != min(windows):
-            out["sliding_window_max"] = max(windows)
+    for kind, name in (("sliding", "sliding_window"), ("chunked", "attention_chunk")):
+        windows = [layer.window for layer in profile.layers if layer.window and layer.attention == kind]
+        if windows:
+            out[name] = min(windows)
+            if max(windows) != min(windows):
+                out[f"{name}_max"] = max(windows)
     rope = profile.rope
     if rope is not None and rope.original_max_position_embeddings:
         out["original_max_position_embeddings"] = int(rope.original_max_position_embeddings)
     return out
 
 
-def long_length(boundaries: dict[str, int], max_positions: int | None, max_new_tokens: int, cap: int) -> int:
-    """Length of the long prompt: past the furthest boundary by a margin, within the model's context and `cap`."""
+@dataclass(frozen=True)
+class LongPlan:
+    """How long the long prompt is, and which boundaries it crosses (recorded in the goldens' manifest)."""
+
+    tokens: int
+    cap: int
+    """--max-long-tokens (DEFAULT_MAX_LONG unless raised)."""
+    crossed: dict[str, int]
+    uncrossed: dict[str, int]
+    """boundary -> the --max-long-tokens that would cross it (within the model's context, but past the cap)."""
+    beyond_context: dict[str, int]
+    """Boundaries no prompt can cross within max_position_embeddings: nothing to check there."""
+
+
+def plan_long(boundaries: dict[str, int], max_positions: int | None, max_new_tokens: int, cap: int) -> LongPlan:
+    """The long prompt: past the furthest boundary by a margin, within the model's context and `cap`."""
+    room = max_positions - max_new_tokens - 1 if max_positions else None
     target = max(boundaries.values()) + DEFAULT_LONG_MARGIN if boundaries else DEFAULT_LONG_FALLBACK
-    limit = cap
-    if max_positions:
-        limit = min(limit, max_positions - max_new_tokens - 1)
-    return max(8, min(target, limit))
+    tokens = max(8, min(target, cap, room) if room else min(target, cap))
+    crossed, uncrossed, beyond = {}, {}, {}
+    for name, at in boundaries.items():
+        needed = at + DEFAULT_LONG_MARGIN
+        if at < tokens:
+            crossed[name] = at
+        elif room is not None and at >= room:
+            beyond[name] = at
+        else:
+            uncrossed[name] = min(needed, room) if room else needed
+    return LongPlan(tokens, cap, crossed, uncrossed, beyond)
 
 
 def build_suite(
@@ -97,10 +120,9 @@ def build_suite(
     seed: int = 0,
 ) -> list[PromptSpec]:
     """The prompt suite for one model. `tokenizer` is a transformers tokenizer or None (then token-id prompts)."""
-    bounds = boundaries_of(profile)
     max_positions = profile.dims.max_position_embeddings if profile else None
-    n_long = long_length(bounds, max_positions, max_new_tokens, max_long_tokens)
-    crossed = {k: v for k, v in bounds.items() if v < n_long}
+    plan = plan_long(boundaries_of(profile), max_positions, max_new_tokens, max_long_tokens)
+    n_long, crossed = plan.tokens, plan.crossed
     if tokenizer is None:
         return _id_suite(vocab_size, n_long, crossed, seed)
     suite: list[PromptSpec] = []

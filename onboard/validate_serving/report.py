@@ -1,8 +1,9 @@
 """The validate stage result (validation.json, the `--json` output) and its human summary.
 
 Result fields (shared stage contract, COMMON.md): stage, passed, checks [{name, passed, required, detail, skipped}];
-plus candidate, golden, tolerances (and the threshold table they came from), positions (per-position arrays for
-plots: prompt, index, kl, max_logprob_error, top1_agree) and performance (see performance.py for definitions).
+plus self_check and mode (true / "self-check: …" when transformers was compared with its own goldens), candidate,
+golden, tolerances (and the threshold table they came from), positions (per-position arrays for plots: prompt,
+index, kl, max_logprob_error, top1_agree) and performance (see performance.py for definitions).
 """
 
 from __future__ import annotations
@@ -18,6 +19,9 @@ from onboard.validate_serving.candidates import Candidate
 from onboard.validate_serving.comparator import Tolerances
 from onboard.validate_serving.golden import GoldenSet
 from onboard.validate_serving.parity import CheckResult, PromptParity
+
+SELF_CHECK = "self-check: transformers against its own goldens (tests the harness, not a serving implementation)"
+"""What `--candidate reference` proves. The checklist never ticks an item from such a result."""
 
 
 def _finite(value: float) -> float | None:
@@ -35,10 +39,13 @@ def build_result(
     thresholds: dict[str, Any],
 ) -> dict[str, Any]:
     passed = all(c.passed for c in checks if c.required)
+    self_check = candidate.info.kind == "reference-as-candidate"
     return _json_safe(
         {
             "stage": "validate",
             "passed": passed,
+            "self_check": self_check,
+            "mode": SELF_CHECK if self_check else f"{candidate.info.kind} against the reference's goldens",
             "checks": [
                 {"name": c.name, "passed": c.passed, "required": c.required, "skipped": c.skipped, "detail": c.detail}
                 for c in checks
@@ -98,11 +105,16 @@ def write_result(result: dict[str, Any], path: Path) -> None:
 def summary(result: dict[str, Any]) -> str:
     """The human summary: verdict, every check, performance figures with where they were measured."""
     cand = result["candidate"]
+    verdict = "PASSED" if result["passed"] else "FAILED"
     lines = [
-        f"validate: {'PASSED' if result['passed'] else 'FAILED'} — {cand['name']} ({cand['kind']}, {cand['dtype']}) "
-        f"vs goldens {result['golden']['folder']}",
+        f"validate: {verdict} — {cand['name']} ({cand['kind']}, {cand['dtype']}) vs goldens {result['golden']['folder']}",
         "",
     ]
+    if result.get("self_check"):
+        lines[0] = (
+            f"validate SELF-CHECK: {verdict} — {cand['name']} ({cand['dtype']}) vs goldens {result['golden']['folder']}"
+        )
+        lines.insert(1, f"  {SELF_CHECK}: no checklist item is ticked by it")
     for c in result["checks"]:
         mark = "SKIP" if c["skipped"] else ("ok  " if c["passed"] else ("FAIL" if c["required"] else "warn"))
         lines.append(f"  [{mark}] {c['name']}: {c['detail']}")

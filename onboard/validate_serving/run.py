@@ -19,8 +19,16 @@ from onboard.validate_serving.checks import (
 from onboard.validate_serving.comparator import THRESHOLDS, compare_rows, tolerances
 from onboard.validate_serving.golden import GoldenSet, read_golden
 from onboard.validate_serving.parity import CheckResult, PromptParity, greedy_parity, logit_checks, score_prompts
+from onboard.validate_serving.report import SELF_CHECK
 
 MAX_CANDIDATE_TOP_K = 20  # vLLM's default --max-logprobs
+CANDIDATES = ("adapter", "reference")
+"""In-process candidates: the generated adapter runtime, or transformers itself as an explicit self-check."""
+NO_CANDIDATE_HINT = (
+    "validate a serving engine with --endpoint URL --served-model NAME, or generate the adapter first "
+    "(onboard generate SOURCE); --candidate reference compares transformers with its own goldens, a self-check of "
+    "the harness that proves nothing about serving"
+)
 # Check groups besides parity (always run): what `only=` selects.
 GROUPS = {
     "determinism": ("determinism_repeat", "determinism_batch", "determinism_padding"),
@@ -36,9 +44,20 @@ def default_golden_dir(source: str) -> Path:
 
 
 def open_candidate(
-    source: str, dtype: str, endpoint: str | None, served_model: str | None, timeout_s: float
+    source: str,
+    dtype: str,
+    endpoint: str | None,
+    served_model: str | None,
+    timeout_s: float,
+    candidate: str = "adapter",
 ) -> Candidate:
-    """The endpoint when given, else the in-process adapter runtime (or reference-as-candidate) for SOURCE."""
+    """The endpoint when given; else, in process, the generated adapter or (candidate="reference") transformers.
+
+    Never a silent stand-in: without an endpoint and without a usable adapter this is an InputError naming the ways
+    to get a candidate. The reference is only a candidate when asked for, and its result is labelled a self-check.
+    """
+    from onboard.errors import InputError
+
     if endpoint:
         from onboard.validate_serving.endpoint import EndpointCandidate
 
@@ -46,7 +65,25 @@ def open_candidate(
     from onboard.validate_serving.candidates import load_candidate
     from onboard.validate_serving.env import resolve_local
 
-    return load_candidate(resolve_local(source), dtype)
+    if candidate not in CANDIDATES:
+        raise InputError(f"--candidate {candidate!r} is not a candidate", f"use one of {', '.join(CANDIDATES)}")
+    folder = resolve_local(source)
+    if candidate == "reference":
+        return load_candidate(folder, dtype, runtime="reference")
+    try:
+        return load_candidate(folder, dtype, runtime="adapter")
+    except InputError as exc:
+        raise InputError(f"{source}: nothing to validate: {exc.message}", NO_CANDIDATE_HINT) from exc
+
+
+def checkpoint_of(source: str, endpoint: str | None) -> Path | None:
+    """The local checkpoint folder the goldens must belong to; None for an endpoint named by a hub id (its weights
+    are the engine's, not on this machine)."""
+    from onboard.validate_serving.env import resolve_local
+
+    if endpoint and not Path(source).is_dir():
+        return None
+    return resolve_local(source)
 
 
 def validate(
@@ -56,14 +93,17 @@ def validate(
     source: str | None = None,
     performance: bool = True,
     only: frozenset[str] | None = None,
+    checkpoint: Path | None = None,
 ) -> dict[str, Any]:
     """Run the checks of `candidate` against `golden`; the stage result (see report.build_result).
 
     `only` limits the run to check groups (GROUPS keys); parity always runs (the other checks need its rows).
+    `checkpoint`: the local folder being served; goldens recorded from another checkpoint raise InputError.
     """
     from onboard.validate_serving.report import build_result
 
     golden = golden if isinstance(golden, GoldenSet) else read_golden(golden)
+    identity = _goldens_checkpoint(golden, checkpoint)
     dtype = candidate.info.dtype
     tol = tolerances(dtype, golden.noise(dtype))
     top_k = min(MAX_CANDIDATE_TOP_K, 2 * golden.top_k)
@@ -75,9 +115,11 @@ def validate(
         parities = _parities_from_generation(greedy)
         checks.append(
             CheckResult("prompt_position_parity", False, False, "not checked: the engine returns no prompt logprobs "
-                        "(neither prompt_logprobs nor echo); parity judged on generated positions only", skipped=True)
+                        "(neither prompt_logprobs nor echo); parity judged on generated positions only; an engine "
+                        "that returns prompt_logprobs (vLLM, SGLang) or echo with logprobs checks every prompt "
+                        "position", skipped=True)
         )  # fmt: skip
-    checks += logit_checks(parities, tol)
+    checks += [_long_context_coverage(c, golden) for c in logit_checks(parities, tol)]
     checks.append(greedy_check)
     groups = set(GROUPS) if only is None else set(only)
     if "determinism" in groups:
@@ -94,7 +136,7 @@ def validate(
             activations = candidate.scan_activations(longest.sequence)
         checks.append(nan_inf_scan([p.rows for p in parities], activations))
         checks.append(fp16_overflow(golden, dtype, activations))
-    checks += _info_checks(golden, candidate, source)
+    checks += [identity, *_info_checks(golden, candidate, source)]
     perf = None
     if performance:
         from onboard.validate_serving.performance import measure
@@ -117,12 +159,73 @@ def _parities_from_generation(greedy: list[Any]) -> list[PromptParity]:
     return out
 
 
+def _goldens_checkpoint(golden: GoldenSet, checkpoint: Path | None) -> CheckResult:
+    """Goldens of another checkpoint are an error (raised); this check records which checkpoint they matched."""
+    from onboard.validate_serving.golden import assert_same_checkpoint
+
+    if checkpoint is None:
+        return CheckResult("goldens_checkpoint", False, False, "not checked: no local checkpoint folder to "
+                           "fingerprint; pass the checkpoint folder as SOURCE to check that the goldens were recorded "
+                           "from it", skipped=True)  # fmt: skip
+    fingerprint = assert_same_checkpoint(golden, checkpoint)
+    return CheckResult("goldens_checkpoint", True, False, f"goldens recorded from this checkpoint ({checkpoint.name}, "
+                       f"fingerprint {fingerprint})", data={"weights_fingerprint": fingerprint})  # fmt: skip
+
+
+def _long_context_coverage(check: CheckResult, golden: GoldenSet) -> CheckResult:
+    """long_context_parity is "not applicable" only when no boundary can be crossed within the model's context.
+
+    A boundary the long prompt stops short of (the --max-long-tokens cap) leaves the check not checked, never n/a,
+    and the detail says how far to raise the cap.
+    """
+    if check.name != "long_context_parity":
+        return check
+    plan = long_plan_of(golden)
+    uncrossed, beyond = plan["uncrossed"], plan.get("beyond_context") or {}
+    if not uncrossed:
+        if check.skipped and beyond:
+            where = ", ".join(f"{k}={v}" for k, v in sorted(beyond.items()))
+            return CheckResult(check.name, check.passed, check.required, f"not applicable: {where} lies beyond the "
+                               "model's context (max_position_embeddings): no prompt can cross it", skipped=True)  # fmt: skip
+        return check
+    bounds = {**golden.manifest.get("boundaries", {}), **beyond}
+    name = max(uncrossed, key=lambda k: uncrossed[k])
+    what = ", ".join(f"{k}={bounds.get(k, '?')}" for k in sorted(uncrossed))
+    hint = (f"raise --max-long-tokens to {uncrossed[name]} to cross the boundary at {bounds.get(name, '?')} ({name}): "
+            f"onboard golden record SOURCE --max-long-tokens {uncrossed[name]}, or onboard new-model SOURCE "
+            f"--max-long-tokens {uncrossed[name]}")  # fmt: skip
+    short = f"the long prompt ({plan['tokens']} tokens, --max-long-tokens {plan['cap']}) stops before {what}"
+    if not check.skipped and not check.passed:
+        return CheckResult(check.name, False, check.required, f"{check.detail}; also not checked: {short}; {hint}",
+                           data=check.data)  # fmt: skip
+    detail = f"not checked: {short}; {hint}"
+    if not check.skipped:
+        detail = f"{check.detail}; {detail}"
+    return CheckResult(check.name, False, False, detail, skipped=True, data=check.data)
+
+
+def long_plan_of(golden: GoldenSet) -> dict[str, Any]:
+    """The manifest's long-prompt plan; for goldens recorded before it was stored, rebuilt from the long prompt."""
+    from onboard.validate_serving.prompts import DEFAULT_LONG_MARGIN
+
+    plan = golden.manifest.get("long_prompt")
+    if isinstance(plan, dict) and "uncrossed" in plan:
+        return plan
+    long = [p for p in golden.prompts if p.kind == "long"]
+    tokens = len(long[0].prompt_ids) if long else 0
+    bounds = golden.manifest.get("boundaries") or {}
+    uncrossed = {k: v + DEFAULT_LONG_MARGIN for k, v in bounds.items() if v >= tokens}
+    return {"tokens": tokens, "cap": "unknown", "uncrossed": uncrossed, "beyond_context": {}}
+
+
 def _info_checks(golden: GoldenSet, candidate: Candidate, source: str | None) -> list[CheckResult]:
     out = []
-    noise = golden.noise(candidate.info.dtype)
+    dtype = candidate.info.dtype
+    noise = golden.noise(dtype)
     if noise is None:
-        out.append(CheckResult("noise_calibrated", False, False, f"no noise calibration for {candidate.info.dtype} in "
-                               "the goldens: tolerance floors used alone", skipped=True))  # fmt: skip
+        out.append(CheckResult("noise_calibrated", False, False, f"no noise calibration for {dtype} in the goldens: "
+                               f"tolerance floors used alone; re-record with onboard golden record SOURCE "
+                               f"--calibrate {dtype} to calibrate them", skipped=True))  # fmt: skip
     elif noise.nonfinite:
         out.append(CheckResult("noise_calibrated", False, False, f"the reference itself overflows in {noise.dtype}: "
                                "floors used; this dtype is unsafe for the model"))  # fmt: skip
@@ -130,6 +233,7 @@ def _info_checks(golden: GoldenSet, candidate: Candidate, source: str | None) ->
         out.append(CheckResult("noise_calibrated", True, False, f"{noise.dtype} noise from float32 vs {noise.baseline} "
                                f"over {noise.positions} positions: max logprob error {noise.max_logprob_error:.3g}"))  # fmt: skip
     if candidate.info.kind == "reference-as-candidate":
-        out.append(CheckResult("adapter_runtime", False, False, "not checked: the generated adapter runtime is not "
-                               "available; transformers stood in as the candidate (reference-as-candidate)", skipped=True))  # fmt: skip
+        out.append(CheckResult("adapter_runtime", False, False, f"not checked: {SELF_CHECK}; validate the generated "
+                               "adapter (onboard generate SOURCE, then onboard validate SOURCE) or an engine "
+                               "(--endpoint URL --served-model NAME)", skipped=True))  # fmt: skip
     return out

@@ -45,14 +45,23 @@ def test_record_then_validate_json_contract(tiny, tmp_path: Path) -> None:
 
 
 def test_validate_exits_1_on_a_defect_and_names_the_check(tiny, tmp_path: Path) -> None:
+    """The checkpoint is the goldens' own; the defect is how it is served (float16 overflows its activations)."""
+    out = onboard("validate", str(tiny.checkpoint("llama_hot")), "--golden", str(tiny.golden("llama_hot").folder),
+                  "--dtype", "float16", "--no-performance", "--out", str(tmp_path / "v.json"), cwd=tmp_path)  # fmt: skip
+    assert out.returncode == 1, out.stderr
+    assert "[FAIL] fp16_overflow: reference activations exceed the float16 range" in out.stderr
+    assert "Error: validation failed: " in out.stderr and "fp16_overflow" in out.stderr
+    assert json.loads((tmp_path / "v.json").read_text())["passed"] is False
+
+
+def test_a_seeded_checkpoint_defect_is_another_checkpoint(tiny, tmp_path: Path) -> None:
+    """A broken copy (logits x10 in its weights) is not the checkpoint the goldens came from: refused, exit 2."""
     defect = next(d for d in DEFECTS if d.name == "logits_x10")
     broken = defect.copy(tiny.checkpoint("llama"), tmp_path / "broken")
     out = onboard("validate", str(broken), "--golden", str(tiny.golden("llama").folder), "--no-performance",
                   "--out", str(tmp_path / "v.json"), cwd=tmp_path)  # fmt: skip
-    assert out.returncode == 1
-    assert "[FAIL] logit_scale: worst logit-scale ratio 10" in out.stderr
-    assert "Error: validation failed: " in out.stderr and "logit_scale" in out.stderr
-    assert json.loads((tmp_path / "v.json").read_text())["passed"] is False
+    assert out.returncode == 2 and "goldens of another checkpoint" in out.stderr, out.stderr
+    assert not (tmp_path / "v.json").exists()
 
 
 def test_bad_inputs_exit_2_with_a_hint(tiny, tmp_path: Path) -> None:
