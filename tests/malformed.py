@@ -258,7 +258,6 @@ CORPUS: dict[str, tuple[Callable[[Path], Path], str]] = {
     "path_traversal": (path_traversal, "path-traversal"),
     "absolute_path": (absolute_path, "path-traversal"),
     "pickle_only": (pickle_only, "pickle-only"),
-    "remote_code": (remote_code, "remote-code-required"),
     "missing_shard": (missing_shard, "missing-shard"),
     "duplicate_tensor": (duplicate_tensor, "duplicate-tensor"),
     "symlink_outside": (symlink_outside, "symlink-outside"),

@@ -35,7 +35,7 @@ def test_corpus_local(case: str, tmp_path: Path) -> None:
 
 
 HUB_CASES = ["truncated", "header_past_eof", "huge_header_claim", "offsets_past_eof", "non_json_header",
-             "missing_shard", "duplicate_tensor", "path_traversal", "pickle_only", "remote_code"]  # fmt: skip
+             "missing_shard", "duplicate_tensor", "path_traversal", "pickle_only"]  # fmt: skip
 
 
 @pytest.mark.parametrize("case", HUB_CASES)

@@ -7,14 +7,25 @@ import sys
 
 import click
 
+from onboard.cli.remote_code_options import policy_from, remote_code_options
+
 
 @click.command("generate")
 @click.argument("source")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), help="Output folder (default: generated/<slug>).")
 @click.option("--force", is_flag=True, help="Overwrite files that already exist in the output folder.")
-@click.option("--parity", is_flag=True, help="Also run the adapter against transformers on SOURCE (local weights).")
+@click.option("--parity", is_flag=True, help="Also run the adapter against the reference on SOURCE (local weights).")
+@remote_code_options
 @click.option("--json", "as_json", is_flag=True, help="Print the stage result as JSON on stdout.")
-def generate_command(source: str, out_dir: str | None, force: bool, parity: bool, as_json: bool) -> None:
+def generate_command(
+    source: str,
+    out_dir: str | None,
+    force: bool,
+    parity: bool,
+    trust_remote_code: bool,
+    unsafe_no_sandbox: bool,
+    as_json: bool,
+) -> None:
     """Generate adapters/<model_type>.py (blocks composed per family, weight map as data), kernel stubs and
     engine launch configs for a checkpoint.
 
@@ -30,10 +41,13 @@ def generate_command(source: str, out_dir: str | None, force: bool, parity: bool
     from onboard.cli import report_error
     from onboard.cli.output import say
     from onboard.generate_adapter import default_out_dir, generate, load_profile
+    from onboard.reference import rerun_command
 
+    policy = policy_from(trust_remote_code, unsafe_no_sandbox)
     profile = load_profile(source)
     out = out_dir or str(default_out_dir(profile))
-    result = generate(profile if not parity else source, out, force=force, parity=parity)
+    rerun = rerun_command("generate", source, "--out", out, "--force", "--parity", policy=policy)
+    result = generate(profile if not parity else source, out, force=force, parity=parity, policy=policy, rerun=rerun)
     if as_json:
         click.echo(json.dumps(result.to_dict(), indent=2, ensure_ascii=False))
     for rel in result.files:

@@ -17,6 +17,7 @@ from typing import Any
 
 from onboard.errors import InputError
 from onboard.profile import ModelProfile
+from onboard.reference import RemoteCodePolicy
 
 __all__ = ["Check", "GenerateResult", "default_out_dir", "generate", "load_profile", "render_files"]
 
@@ -143,10 +144,13 @@ def generate(
     out_dir: str | os.PathLike,
     force: bool = False,
     parity: bool = False,
+    policy: RemoteCodePolicy | None = None,
+    rerun: str | None = None,
 ) -> GenerateResult:
     """Write the adapter, kernel stubs and engine configs for a checkpoint (path / repo id), a profile JSON file or
     a ModelProfile into `out_dir`. Refuses to overwrite existing files unless `force`. `parity=True` (local
-    checkpoints only) also runs the adapter against transformers and records `adapter_parity`."""
+    checkpoints only) also runs the adapter against the reference and records `adapter_parity`: transformers, or
+    the repository's own code in the sandbox when `policy` trusts it ("unverified", naming `rerun`, otherwise)."""
     profile = load_profile(source_or_profile)
     the_plan, files = render_files(profile)
     out = Path(out_dir)
@@ -181,7 +185,7 @@ def generate(
         else:
             from onboard.generate_adapter.parity import check_parity
 
-            parity_report = check_parity(adapter, checkpoint)
+            parity_report = check_parity(adapter, checkpoint, policy=policy, rerun=rerun)
             checks.append(Check("adapter_parity", parity_report["passed"], True, parity_report["detail"]))
     return GenerateResult(
         model_type=the_plan.model_type,

@@ -30,6 +30,9 @@ from typing import Any
 
 import torch
 
+from onboard.errors import InputError
+from onboard.reference import REPO_CODE, RemoteCodePolicy, describe, reference_for, rerun_command, trust_remote_code
+
 TOLERANCES = {"float32": 1e-4}
 # Stated multiples of transformers' own low-precision error (same machine, same prompts); see the module docstring.
 LOW_PRECISION_MULTIPLES = {"median": 1.5, "max": 2.0}
@@ -72,10 +75,36 @@ def prompts(config: dict[str, Any], seed: int = 0) -> list[torch.Tensor]:
     return [torch.randint(0, vocab, (1, n), generator=g) for n in prompt_lengths(config)]
 
 
-def reference_model(checkpoint: Path, dtype: torch.dtype):
+def parity_config(checkpoint: Path) -> dict[str, Any]:
+    """config.json, or its text part for a composite model: what sizes the parity prompts."""
+    config = json.loads((checkpoint / "config.json").read_text())
+    return config.get("text_config", config) if "vocab_size" not in config else config
+
+
+def reference_model(checkpoint: Path, dtype: torch.dtype, policy: RemoteCodePolicy | None = None) -> Any:
+    """transformers' model (eager attention); when the reference is the repository's own code and `policy` allows
+    it, a stand-in whose logits come from that code run in the sandbox worker (onboard/reference.py)."""
+    policy = policy or RemoteCodePolicy()
+    ref = reference_for(checkpoint)
+    if ref.kind == REPO_CODE:
+        refused = ref.refusal(policy, rerun_command("generate", str(checkpoint), "--parity", policy=policy))
+        if refused:
+            raise InputError(refused)
+        from onboard.generate_adapter.remote_reference import SandboxedReference
+
+        name = next(k for k, v in DTYPES.items() if v == dtype)
+        return SandboxedReference(checkpoint, name, policy, prompts(parity_config(checkpoint)))
     from transformers import AutoModelForCausalLM
 
-    return AutoModelForCausalLM.from_pretrained(checkpoint, dtype=dtype, attn_implementation="eager").eval()
+    return AutoModelForCausalLM.from_pretrained(
+        checkpoint, dtype=dtype, attn_implementation="eager", trust_remote_code=trust_remote_code()
+    ).eval()
+
+
+def unverified(dtype: str, why: str) -> dict[str, Any]:
+    """Parity that could not run (no reference may run): never passed, and says why and what to run."""
+    return {"passed": False, "status": "unverified", "dtype": dtype, "worst": None, "reference_worst": None,
+            "tolerance": TOLERANCES.get(dtype), "prompts": [], "detail": f"unverified: {why}"}  # fmt: skip
 
 
 def _logits(model: Any, ids: torch.Tensor) -> torch.Tensor:
@@ -132,17 +161,31 @@ def low_precision_verdict(ours: torch.Tensor, theirs: torch.Tensor, moe: bool) -
 
 
 def check_parity(
-    adapter_file: str | Path, checkpoint: str | Path, dtype: str = "float32", reference: Any = None
+    adapter_file: str | Path,
+    checkpoint: str | Path,
+    dtype: str = "float32",
+    reference: Any = None,
+    policy: RemoteCodePolicy | None = None,
+    rerun: str | None = None,
 ) -> dict[str, Any]:
-    """Adapter vs transformers on `checkpoint`: {passed, worst, tolerance, prompts, detail}."""
+    """Adapter vs the reference on `checkpoint`: {passed, status, worst, tolerance, prompts, detail, reference}.
+
+    The reference is transformers, or the repository's code in the sandbox when `policy` trusts it. When no
+    reference may run, the result is "unverified" (never passed) and names `rerun`, the command that would run it.
+    """
     checkpoint = Path(checkpoint)
+    policy = policy or RemoteCodePolicy()
+    source = reference_for(checkpoint)
+    rerun = rerun or rerun_command("generate", str(checkpoint), "--parity", policy=policy)
+    refused = source.refusal(policy, rerun) if reference is None else None
+    if refused:
+        return unverified(dtype, refused)
     torch_dtype = DTYPES[dtype]
-    config = json.loads((checkpoint / "config.json").read_text())
-    config = config.get("text_config", config) if "vocab_size" not in config else config
+    config = parity_config(checkpoint)
     module = load_adapter(adapter_file)
     adapter = module.Model.from_pretrained(checkpoint, dtype=torch_dtype)
     # float32 truth; in low precision also transformers' own error against it (the yardstick, same machine).
-    reference = reference if reference is not None else reference_model(checkpoint, torch.float32)
+    reference = reference if reference is not None else reference_model(checkpoint, torch.float32, policy)
     inputs = prompts(config)
     with torch.no_grad():
         refs = [_logits(reference, ids) for ids in inputs]
@@ -154,15 +197,17 @@ def check_parity(
         tol, hf_worst, passed = TOLERANCES[dtype], None, worst <= TOLERANCES[dtype]
         detail = f"max|Δ|/max|logit| = {worst:.2e} vs transformers float32 (tolerance {tol:.1e}"
     else:
-        theirs = position_errors(reference_model(checkpoint, torch_dtype), refs, inputs)
+        theirs = position_errors(reference_model(checkpoint, torch_dtype, policy), refs, inputs)
         hf_worst = float(torch.cat(theirs).max())
         passed, verdict = low_precision_verdict(
             torch.cat(ours), torch.cat(theirs), any(config.get(k) for k in MOE_KEYS)
         )
         tol = LOW_PRECISION_MULTIPLES["max"] * hf_worst
         detail = f"adapter in {dtype} vs transformers float32, judged against transformers {dtype}: {verdict}"
-    return {
+    result = {
         "passed": passed,
+        "status": "passed" if passed else "failed",
+        "reference": describe(source, policy, _code_hash(checkpoint) if source.kind == REPO_CODE else None),
         "dtype": dtype,
         "worst": worst,
         "reference_worst": hf_worst,
@@ -172,3 +217,16 @@ def check_parity(
         if hf_worst is None
         else f"{detail} (prompt lengths {lengths})",
     }
+    if not passed:  # where it breaks: first layer and module beyond tolerance (divergence_stages)
+        from onboard.generate_adapter.divergence_stages import parity_divergence
+
+        result |= parity_divergence(module.Model, checkpoint, reference, inputs[-1], dtype, policy, rerun)
+        result["detail"] += f"; {result['divergence']}"
+    return result
+
+
+def _code_hash(checkpoint: Path) -> str:
+    """sha256 of the repository's .py files: which code was the reference (onboard.sandbox.code_hash)."""
+    from onboard.sandbox import code_hash
+
+    return code_hash(checkpoint)

@@ -10,7 +10,7 @@ import ast
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from onboard.findings import Finding, fatal, info, warning
+from onboard.findings import Finding, info, warning
 from onboard.inspect_checkpoint.source import Source
 from onboard.profile import RemoteCode
 
@@ -52,10 +52,11 @@ def classes_in(text: str, module: str) -> list[str]:
 
 
 def remote_code_findings(rc: RemoteCode | None, natively_supported: bool) -> list[Finding]:
-    """Findings for the report: fatal when the architecture exists only as repo code (we will not run it).
+    """Findings for the report. The profile itself comes from config.json and the headers either way.
 
     `natively_supported`: the installed transformers implements the config's model_type, so the repo's code is
-    not needed (e.g. Phi-3 and DeepSeek-V3 ship an auto_map but are built in).
+    not needed (e.g. Phi-3 and DeepSeek-V3 ship an auto_map but are built in). When it does not, the repository's
+    code is the only reference: a warning, since the reference-needing stages then need --trust-remote-code.
     """
     if rc is None:
         return []
@@ -63,9 +64,11 @@ def remote_code_findings(rc: RemoteCode | None, natively_supported: bool) -> lis
     where = f"auto_map: {', '.join(f'{k} -> {v}' for k, v in rc.auto_map.items())}; files: {files}"
     findings: list[Finding] = []
     if rc.auto_map and not natively_supported:
-        findings.append(fatal(
-            "remote-code-required", f"the architecture exists only as repository code ({where}); onboard never runs it",
-            "review the files, then add native support (onboard generate) instead of trust_remote_code=True",
+        findings.append(warning(
+            "remote-code-required", f"the architecture exists only as repository code ({where}): profiled from "
+            "config.json and the safetensors headers; the reference (parity, goldens, validate) is that code",
+            "review the repo's .py files; onboard runs them only with --trust-remote-code, in a sandboxed worker "
+            "(e.g. onboard new-model SOURCE --trust-remote-code)",
         ))  # fmt: skip
     elif rc.auto_map:
         findings.append(info("remote-code", f"repository ships its own code, not needed here ({where})",

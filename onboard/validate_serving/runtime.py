@@ -31,22 +31,31 @@ def torch_dtype(name: str) -> Any:
 
 
 def load_transformers(path: Path, dtype: str, device: str = "cpu", attn: str = "eager") -> Any:
-    """transformers' model for a local folder, eager attention and eager experts (the reference implementation)."""
+    """transformers' model for a local folder, eager attention and eager experts (the reference implementation).
+
+    trust_remote_code is always passed: False, except inside the sandbox worker's `remote_code_allowed()` block
+    (onboard/reference.py). So the repository's code is never imported here and transformers never prompts.
+    """
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
     import transformers
     from transformers import AutoModelForCausalLM
 
+    from onboard.reference import trust_remote_code
+
     transformers.utils.logging.disable_progress_bar()
-    kwargs: dict[str, Any] = {"dtype": torch_dtype(dtype), "attn_implementation": attn}
+    kwargs: dict[str, Any] = {"dtype": torch_dtype(dtype), "attn_implementation": attn,
+                              "trust_remote_code": trust_remote_code()}  # fmt: skip
     if int(transformers.__version__.split(".")[0]) >= 5:
         # Eager experts: the reference loop, and the only one that runs in float64 (grouped_mm has no double).
         kwargs["experts_implementation"] = "eager"
     try:
         model = AutoModelForCausalLM.from_pretrained(path, **kwargs)
     except (OSError, ValueError, KeyError) as exc:
+        from onboard.reference import reference_for
+
         raise InputError(
             f"{path}: transformers cannot load this checkpoint ({type(exc).__name__}: {exc})",
-            "check that config.json's model_type is supported by the installed transformers and weights are present",
+            f"{reference_for(path).detail}; check that the weights are present",
         ) from exc
     return model.to(device).eval()
 
@@ -57,8 +66,10 @@ def load_tokenizer(path: Path) -> Any | None:
         return None
     from transformers import AutoTokenizer
 
+    from onboard.reference import trust_remote_code
+
     try:
-        return AutoTokenizer.from_pretrained(path)
+        return AutoTokenizer.from_pretrained(path, trust_remote_code=trust_remote_code())
     except (OSError, ValueError) as exc:
         raise InputError(
             f"{path}: tokenizer files present but unloadable ({exc})", "run onboard verify-tokenizer"

@@ -1,0 +1,50 @@
+"""The repository's own code as parity's reference: its logits are computed in the sandbox worker, compared here.
+
+`reference_logits` is the worker side: it runs only inside `onboard.sandbox.run_isolated` (the one place where
+`trust_remote_code=True` is passed). `SandboxedReference` is the parent side: it stands in for the transformers
+model in parity's comparison and answers each prompt with the logits the worker sent back (data only).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from onboard import reference
+from onboard.errors import InputError
+from onboard.reference import RemoteCodePolicy, remote_code_allowed
+
+WORKER = "onboard.generate_adapter.remote_reference:reference_logits"
+
+
+def reference_logits(checkpoint: str, prompts: list[list[int]], dtype: str) -> dict[str, Any]:
+    """Worker side: the repo's model (eager attention, eager experts) on each prompt; {"logits": [tensor, ...]}."""
+    import torch
+
+    from onboard.validate_serving.runtime import load_transformers
+
+    with remote_code_allowed():
+        model = load_transformers(Path(checkpoint), dtype)
+    with torch.no_grad():
+        logits = [model(input_ids=torch.tensor([ids])).logits.float() for ids in prompts]
+    return {"logits": logits}
+
+
+class SandboxedReference:
+    """Parity's reference model when the reference is repository code: precomputed logits per prompt."""
+
+    def __init__(self, checkpoint: Path, dtype: str, policy: RemoteCodePolicy, inputs: list[Any]) -> None:
+        prompts = [ids[0].tolist() for ids in inputs]
+        result = reference.run_in_sandbox(WORKER, {"checkpoint": str(checkpoint), "prompts": prompts, "dtype": dtype},
+                                checkpoint, policy)  # fmt: skip
+        self._logits = {tuple(p): t for p, t in zip(prompts, result["logits"], strict=True)}
+
+    def __call__(self, input_ids: Any = None, **_: Any) -> Any:
+        key = tuple(input_ids[0].tolist())
+        if key not in self._logits:
+            raise InputError("the sandboxed reference was asked for a prompt it did not run",
+                             "this is a bug in onboard's parity harness")  # fmt: skip
+        return self._logits[key]
+
+    def eval(self) -> SandboxedReference:
+        return self

@@ -1,0 +1,161 @@
+"""Which implementation is a checkpoint's reference, and whether onboard may run it.
+
+- transformers implements config.json's `model_type`: that is the reference, loaded in process with
+  `trust_remote_code=False` (code the repo ships anyway is ignored).
+- the `model_type` exists only as the repository's own code (`auto_map`): that code is the reference. It runs only
+  when the user passed `--trust-remote-code`, and then only through `onboard.sandbox.run_isolated` (a worker
+  process without network, the checkpoint read-only, CPU / memory / wall-time limits).
+- neither: there is no reference, and the stages that need one say so instead of crashing.
+
+Deciding reads config.json only: nothing from the repository is imported here.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+BUILTIN = "transformers"
+REPO_CODE = "repository-code"
+NONE = "none"
+TRUST_FLAG = "--trust-remote-code"
+UNSAFE_FLAG = "--unsafe-no-sandbox"
+_ALLOWED: ContextVar[bool] = ContextVar("onboard_remote_code_allowed", default=False)
+
+
+def trust_remote_code() -> bool:
+    """The value every transformers load in onboard passes as `trust_remote_code`: False, except inside
+    `remote_code_allowed()`, which only the sandbox worker's entry functions enter."""
+    return _ALLOWED.get()
+
+
+@contextmanager
+def remote_code_allowed() -> Iterator[None]:
+    """Loads in this block may import the repository's code. Refused outside the sandbox worker process."""
+    from onboard.sandbox.protocol import require_worker
+
+    require_worker("a reference load with trust_remote_code=True")
+    token = _ALLOWED.set(True)
+    try:
+        yield
+    finally:
+        _ALLOWED.reset(token)
+
+
+@dataclass(frozen=True)
+class RemoteCodePolicy:
+    """What the user allowed: the repository's code as the reference, and (reported) without the sandbox."""
+
+    trust_remote_code: bool = False
+    unsafe_no_sandbox: bool = False
+
+    def to_dict(self) -> dict[str, bool]:
+        return {"trust_remote_code": self.trust_remote_code, "unsafe_no_sandbox": self.unsafe_no_sandbox}
+
+
+@dataclass(frozen=True)
+class Reference:
+    kind: str
+    """BUILTIN, REPO_CODE or NONE."""
+    model_type: str | None
+    detail: str
+    """Why this kind, in words: the auto_map entry, or the model_type transformers does not know."""
+
+    def refusal(self, policy: RemoteCodePolicy, rerun: str) -> str | None:
+        """None when the reference may run under `policy`; else why not and the exact command that would run it."""
+        if self.kind == BUILTIN or (self.kind == REPO_CODE and policy.trust_remote_code):
+            return None
+        if self.kind == REPO_CODE:
+            return (
+                f"no reference: {self.detail}; onboard runs repository code only when asked, in a sandbox "
+                f"(review the repo's .py files first), rerun with: {rerun}"
+            )
+        return f"no reference: {self.detail}"
+
+
+def transformers_knows(model_type: str | None) -> bool:
+    """The installed transformers builds this model_type without repository code."""
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
+
+    return bool(model_type) and model_type in CONFIG_MAPPING_NAMES
+
+
+def classify(model_type: str | None, auto_map: Any) -> Reference:
+    """The reference for a config's model_type and auto_map (config.json's, as written)."""
+    if transformers_knows(model_type):
+        return Reference(BUILTIN, model_type, f"transformers implements model_type {model_type!r}")
+    model_entry = None
+    if isinstance(auto_map, dict):
+        model_entry = next((v for k, v in auto_map.items() if k.startswith("AutoModel") and isinstance(v, str)), None)
+    if model_entry and isinstance(auto_map, dict) and auto_map.get("AutoConfig"):
+        return Reference(
+            REPO_CODE,
+            model_type,
+            f"model_type {model_type!r} exists only as the repository's code (auto_map: AutoConfig -> "
+            f"{auto_map['AutoConfig']}, model -> {model_entry})",
+        )
+    import transformers
+
+    return Reference(
+        NONE,
+        model_type,
+        f"model_type {model_type!r} is unknown to transformers {transformers.__version__} and the repository ships "
+        "no modeling code (no auto_map with AutoConfig and AutoModel*): upgrade transformers to a release that "
+        "implements it, or compare against an engine with onboard validate --endpoint",
+    )
+
+
+def reference_for(checkpoint: Path | str) -> Reference:
+    """The reference of a local checkpoint folder (reads config.json; a composite config's text part counts)."""
+    path = Path(checkpoint) / "config.json"
+    try:
+        config = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        return Reference(NONE, None, f"{path}: unreadable ({exc})")
+    if not isinstance(config, dict):
+        return Reference(NONE, None, f"{path}: not a JSON object")
+    return classify(config.get("model_type"), config.get("auto_map"))
+
+
+def rerun_command(*words: str, policy: RemoteCodePolicy | None = None) -> str:
+    """`onboard WORDS... --trust-remote-code` (plus --unsafe-no-sandbox when it was given), shell-quoted."""
+    flags = [TRUST_FLAG] + ([UNSAFE_FLAG] if policy and policy.unsafe_no_sandbox else [])
+    return shlex.join(["onboard", *words, *flags])
+
+
+def describe(reference: Reference, policy: RemoteCodePolicy, code_sha256: str | None = None) -> dict[str, Any]:
+    """What produced a reference output, for goldens and parity results: the library and version, or the
+    repository code's sha256 and how it was isolated."""
+    import transformers
+
+    if reference.kind != REPO_CODE:
+        return {"library": "transformers", "version": transformers.__version__,
+                "identity": f"transformers {transformers.__version__}"}  # fmt: skip
+    return {
+        "library": "repository code",
+        "code_sha256": code_sha256,
+        "identity": f"repository code sha256:{code_sha256}",
+        "loaded_with": f"transformers {transformers.__version__} (trust_remote_code=True)",
+        "isolation": "none (--unsafe-no-sandbox)" if policy.unsafe_no_sandbox else "onboard.sandbox worker",
+    }
+
+
+def run_in_sandbox(
+    target: str, kwargs: dict[str, Any], checkpoint: Path, policy: RemoteCodePolicy, wall_s: float | None = None
+) -> Any:
+    """Call `target` ("module:function", our code) in the sandbox worker, where it may load the repo's code.
+
+    The only way onboard runs repository code; tests replace this function with an in-process stand-in.
+    """
+    from onboard.sandbox import Limits, run_isolated
+
+    limits = Limits(wall_s=wall_s, cpu_s=wall_s) if wall_s else Limits()
+    return run_isolated(
+        target, kwargs=kwargs, checkpoint=Path(checkpoint), limits=limits, unsafe_no_sandbox=policy.unsafe_no_sandbox
+    )
