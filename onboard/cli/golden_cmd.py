@@ -1,7 +1,8 @@
-"""`onboard golden record`: run the reference on the prompt suite and write golden outputs."""
+"""`onboard golden record` (run the reference on the prompt suite, write goldens) and `golden diff` (compare two)."""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import click
@@ -81,3 +82,35 @@ def record_command(
     for dtype, noise in golden.manifest["noise"].items():
         state = "reference overflows" if noise["nonfinite"] else f"max logprob error {noise['max_logprob_error']:.3g}"
         say(f"  noise {dtype:<9} (float32 vs {noise['baseline']}): {state}")
+
+
+@golden_group.command("diff")
+@click.argument("old", type=click.Path(path_type=Path))
+@click.argument("new", type=click.Path(path_type=Path))
+@click.option("--json", "as_json", is_flag=True, help="Print the comparison as JSON on stdout.")
+def diff_command(old: Path, new: Path, as_json: bool) -> None:
+    """Compare two golden folders value by value: prompt ids, greedy tokens, logprobs within float32 noise.
+
+    OLD is the goldens already recorded (e.g. of the promoted revision), NEW the ones to check against them. Revision,
+    library versions and hardware are shown as context, never as differences. Exit 0 when they match, 1 when they
+    differ, 2 when a folder is not a golden folder.
+
+    \b
+    Examples:
+      onboard golden record Org/Model --revision NEWREV --out /tmp/goldens-new
+      onboard golden diff golden_outputs/Org__Model /tmp/goldens-new
+      onboard golden diff golden_outputs/Org__Model /tmp/goldens-new --json
+    """
+    from onboard.cli import report_error
+    from onboard.cli.output import emit_json, say
+    from onboard.validate_serving.golden import read_golden
+    from onboard.validate_serving.golden_diff import diff_goldens, summary
+
+    diff = diff_goldens(read_golden(old), read_golden(new))
+    if as_json:
+        emit_json(diff.to_dict())
+    else:
+        say(summary(diff).rstrip())
+    if not diff.passed:
+        report_error(f"the goldens differ: {diff.detail}", "see docs/runbook.md (goldens_match_promoted)")
+        sys.exit(1)

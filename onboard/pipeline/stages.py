@@ -130,35 +130,11 @@ def run_golden(ctx: RunContext) -> dict[str, Any]:
 
 
 def _compare_goldens(old: Any, new: Any) -> dict[str, Any]:
-    """The new revision's reference against the earlier (promoted) goldens, value by value.
+    """The new revision's reference against the earlier (promoted) goldens, value by value (`onboard golden diff`)."""
+    from onboard.validate_serving.golden_diff import diff_goldens
 
-    Prompts with identical token sequences are compared position by position with the validate comparator and
-    the float32 noise tolerances: a revision that changes weights, config or tokenizer fails here, before it can
-    be promoted.
-    """
-    from onboard.validate_serving.comparator import compare_rows, judge, tolerances
-
-    tol = tolerances("float32", old.noise("float32"))
-    old_by = {p.name: p for p in old.prompts}
-    problems, compared = [], 0
-    for p in new.prompts:
-        before = old_by.get(p.name)
-        if before is None:
-            continue
-        if p.prompt_ids != before.prompt_ids:
-            problems.append(f"{p.name}: prompt tokenizes differently")
-            continue
-        if p.generated_ids != before.generated_ids:
-            problems.append(f"{p.name}: greedy continuation differs")
-        n = min(len(p.rows), len(before.rows), len(p.prompt_ids) - 1)  # teacher-forced on the shared prompt
-        verdict = judge(compare_rows(before.rows[:n], p.rows[:n]), tol)
-        compared += n
-        if not verdict.passed:
-            problems.append(f"{p.name}: {'; '.join(verdict.reasons)}")
-    if not compared and not problems:
-        problems.append("no prompt in common with the earlier goldens")
-    return {"name": "goldens_match_promoted", "passed": not problems, "required": True,
-            "detail": "; ".join(problems[:5]) if problems else f"{compared} positions within float32 noise"}  # fmt: skip
+    diff = diff_goldens(old, new)
+    return {"name": "goldens_match_promoted", "passed": diff.passed, "required": True, "detail": diff.detail}
 
 
 def _done_golden(ctx: RunContext, checks: list[dict[str, Any]], folder: Path, **extra: Any) -> dict[str, Any]:

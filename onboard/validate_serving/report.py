@@ -40,7 +40,7 @@ def build_result(
 ) -> dict[str, Any]:
     passed = all(c.passed for c in checks if c.required)
     self_check = candidate.info.kind == "reference-as-candidate"
-    return _json_safe(
+    return json_safe(
         {
             "stage": "validate",
             "passed": passed,
@@ -79,14 +79,14 @@ def build_result(
     )
 
 
-def _json_safe(value: Any) -> Any:
+def json_safe(value: Any) -> Any:
     """Replace inf/NaN anywhere (check data, tolerances) with null: strict JSON parsers reject them."""
     if isinstance(value, float):
         return value if math.isfinite(value) else None
     if isinstance(value, dict):
-        return {k: _json_safe(v) for k, v in value.items()}
+        return {k: json_safe(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_json_safe(v) for v in value]
+        return [json_safe(v) for v in value]
     return value
 
 
