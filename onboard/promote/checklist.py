@@ -239,8 +239,10 @@ def _check_state(ref: CheckRef, results: StageResults, promoted_golden_sha256: s
                 f"{stage.file} compared against goldens {str(against)[:12]}, promoted are {promoted_golden_sha256[:12]}",
             )
     detail = f" — {check.detail}" if check.detail else ""
-    if check.skipped:  # not run: fine when the stage says so (nothing to check), else still to do
-        return ("skipped" if check.passed else "open"), f"{stage.file}: {ref.check} not checked{detail}"
+    if check.not_applicable:  # the stage says the model has nothing to check here
+        return "skipped", f"{stage.file}: {ref.check} not applicable{detail}"
+    if check.skipped:  # not run, whatever `passed` says: a skipped check never ticks an item
+        return "open", f"{stage.file}: {ref.check} not checked{detail}"
     verdict = "passed" if check.passed else "FAILED"
     return ("done" if check.passed else "failed"), f"{stage.file}: {ref.check} {verdict}{detail}"
 

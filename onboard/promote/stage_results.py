@@ -30,7 +30,9 @@ class Check:
     required: bool = True
     detail: str = ""
     skipped: bool = False
-    """The stage did not run it (e.g. nothing to check for this model); see `passed` for whether that is fine."""
+    """The stage did not run it: the item stays open unless the stage also says `not_applicable`."""
+    not_applicable: bool = False
+    """Nothing to check for this model (e.g. no boundary for long_context_parity): satisfies the item."""
 
 
 @dataclass(frozen=True)
@@ -112,7 +114,8 @@ def _parse_checks(raw: Any, file: str) -> tuple[tuple[Check, ...], str | None]:
             continue
         required = item.get("required", True)
         detail = item.get("detail") or ""
-        checks.append(Check(item["name"], item["passed"], bool(required), str(detail), bool(item.get("skipped"))))
+        skipped, not_applicable = bool(item.get("skipped")), item.get("not_applicable") is True
+        checks.append(Check(item["name"], item["passed"], bool(required), str(detail), skipped, not_applicable))
     return tuple(checks), (f"{file}: malformed {', '.join(bad)} (need name and passed)" if bad else None)
 
 

@@ -32,8 +32,10 @@ class CheckResult:
     required: bool
     detail: str
     skipped: bool = False
-    """Could not be checked (engine capability, model without the feature): never counted as a pass."""
+    """Not run (engine capability, a cap, too little signal): never a pass; the detail says what would run it."""
     data: dict[str, Any] = field(default_factory=dict)
+    not_applicable: bool = False
+    """Skipped because the model has nothing to check (no boundary to cross): the one skip that satisfies an item."""
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,7 @@
 """The validate stage result (validation.json, the `--json` output) and its human summary.
 
-Result fields (shared stage contract, COMMON.md): stage, passed, checks [{name, passed, required, detail, skipped}];
+Result fields (shared stage contract, COMMON.md): stage, passed, checks [{name, passed, required, detail, skipped,
+not_applicable}] (skipped: not run, the detail says what would run it; not_applicable: nothing to check for this model);
 plus self_check and mode (true / "self-check: …" when transformers was compared with its own goldens), candidate,
 golden, tolerances (and the threshold table they came from), positions (per-position arrays for plots: prompt,
 index, kl, max_logprob_error, top1_agree) and performance (see performance.py for definitions).
@@ -47,7 +48,14 @@ def build_result(
             "self_check": self_check,
             "mode": SELF_CHECK if self_check else f"{candidate.info.kind} against the reference's goldens",
             "checks": [
-                {"name": c.name, "passed": c.passed, "required": c.required, "skipped": c.skipped, "detail": c.detail}
+                {
+                    "name": c.name,
+                    "passed": c.passed,
+                    "required": c.required,
+                    "skipped": c.skipped,
+                    "not_applicable": c.not_applicable,
+                    "detail": c.detail,
+                }
                 for c in checks
             ],
             "failed": [c.name for c in checks if c.required and not c.passed],
@@ -102,6 +110,14 @@ def write_result(result: dict[str, Any], path: Path) -> None:
         os.replace(tmp, target)
 
 
+def _mark(check: dict[str, Any]) -> str:
+    if check.get("not_applicable"):
+        return "n/a "
+    if check["skipped"]:
+        return "SKIP"
+    return "ok  " if check["passed"] else ("FAIL" if check["required"] else "warn")
+
+
 def summary(result: dict[str, Any]) -> str:
     """The human summary: verdict, every check, performance figures with where they were measured."""
     cand = result["candidate"]
@@ -116,8 +132,7 @@ def summary(result: dict[str, Any]) -> str:
         )
         lines.insert(1, f"  {SELF_CHECK}: no checklist item is ticked by it")
     for c in result["checks"]:
-        mark = "SKIP" if c["skipped"] else ("ok  " if c["passed"] else ("FAIL" if c["required"] else "warn"))
-        lines.append(f"  [{mark}] {c['name']}: {c['detail']}")
+        lines.append(f"  [{_mark(c)}] {c['name']}: {c['detail']}")
     perf = result.get("performance")
     if perf:
         lines += ["", f"performance ({perf['dtype']}; {perf['hardware'].get('gpu') or perf['hardware'].get('cpu')}; "

@@ -142,7 +142,10 @@ def validate(
         from onboard.validate_serving.performance import measure
 
         perf = asdict(measure(golden, candidate))
-    return build_result(golden, candidate, checks, parities, tol, perf, THRESHOLDS)
+    result = build_result(golden, candidate, checks, parities, tol, perf, THRESHOLDS)
+    from onboard.generate_adapter.divergence_stages import validation_divergence
+
+    return result | validation_divergence(candidate, golden, result["failed"])
 
 
 def _parities_from_generation(greedy: list[Any]) -> list[PromptParity]:
@@ -183,11 +186,13 @@ def _long_context_coverage(check: CheckResult, golden: GoldenSet) -> CheckResult
     plan = long_plan_of(golden)
     uncrossed, beyond = plan["uncrossed"], plan.get("beyond_context") or {}
     if not uncrossed:
-        if check.skipped and beyond:
-            where = ", ".join(f"{k}={v}" for k, v in sorted(beyond.items()))
-            return CheckResult(check.name, check.passed, check.required, f"not applicable: {where} lies beyond the "
-                               "model's context (max_position_embeddings): no prompt can cross it", skipped=True)  # fmt: skip
-        return check
+        if not check.skipped:
+            return check
+        where = ", ".join(f"{k}={v}" for k, v in sorted(beyond.items()))
+        detail = (f"not applicable: {where} lies beyond the model's context (max_position_embeddings), no prompt can "
+                  "cross it" if beyond else "not applicable: the model has no sliding window, attention chunk or "
+                  "original rope context to cross (the long prompt is in logit_parity)")  # fmt: skip
+        return CheckResult(check.name, True, False, detail, skipped=True, not_applicable=True)
     bounds = {**golden.manifest.get("boundaries", {}), **beyond}
     name = max(uncrossed, key=lambda k: uncrossed[k])
     what = ", ".join(f"{k}={bounds.get(k, '?')}" for k in sorted(uncrossed))

@@ -199,17 +199,32 @@ def _edit_validate(rev: Path, **changes) -> None:
     (rev / "validate.json").write_text(json.dumps(data))
 
 
-def test_skipped_checks_are_not_applicable_when_passed_and_open_when_not(tmp_path):
+def test_a_skipped_check_never_ticks_only_not_applicable_does(tmp_path):
     rev = make_workspace(tmp_path)
     _edit_validate(
         rev,
-        long_context_parity={"passed": True, "required": False, "skipped": True, "detail": "not checked: no window"},
+        long_context_parity={"passed": True, "required": False, "skipped": True, "not_applicable": True,
+                             "detail": "not applicable: no window"},
         stop_set={"passed": False, "required": False, "skipped": True, "detail": "not checked: no stop tokens"},
-    )
+    )  # fmt: skip
     state = state_for(rev)
     assert status(state, "long_context") == "not_applicable"
     assert status(state, "stop_set") == "open"
     assert "stop_set not checked — not checked: no stop tokens" in state.blocking[0].evidence[0]
+
+
+def test_a_skipped_check_reported_as_passed_does_not_tick_its_item(tmp_path):
+    """numerics_clean with nan_inf_scan and degeneration done but logit_scale skipped (too flat to estimate): open."""
+    rev = make_workspace(tmp_path)
+    _edit_validate(
+        rev,
+        logit_scale={"passed": True, "required": True, "skipped": True, "detail": "not checked: too flat"},
+        long_context_parity={"passed": True, "required": False, "skipped": True, "detail": "not checked: capped"},
+    )
+    state = state_for(rev)
+    assert status(state, "numerics_clean") == "open" and status(state, "long_context") == "open"
+    numerics = next(it for it in state.items if it.id == "numerics_clean")
+    assert "validate.json: logit_scale not checked — not checked: too flat" in numerics.evidence
 
 
 def test_performance_recorded_is_derived_from_validate_performance(tmp_path):

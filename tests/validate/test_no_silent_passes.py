@@ -16,7 +16,7 @@ from onboard.validate_serving.candidates import load_candidate
 from onboard.validate_serving.golden import record
 from onboard.validate_serving.run import validate
 from tests.validate.test_cli_validate import onboard
-from tests.validate.tiny_models import edit_config
+from tests.validate.tiny_models import ORIGINAL_MAX, WINDOW, edit_config
 
 
 def _no_adapter_checkpoint(out: Path) -> Path:
@@ -94,3 +94,42 @@ def test_a_copy_of_the_same_checkpoint_matches_its_goldens(tiny, tmp_path: Path)
                       checkpoint=copy)  # fmt: skip
     assert result["passed"]
     assert next(c for c in result["checks"] if c["name"] == "goldens_checkpoint")["passed"]
+
+
+def test_a_capped_long_prompt_is_not_checked_and_says_how_far_to_raise_the_cap(tiny, tmp_path: Path) -> None:
+    """The tiny llama's original rope context is 64 tokens: a long prompt capped at 40 never crosses it."""
+    golden = record(str(tiny.checkpoint("llama")), tmp_path / "g", max_new_tokens=2, calibrate=("float32",),
+                    max_long_tokens=40)  # fmt: skip
+    plan = golden.manifest["long_prompt"]
+    assert plan["tokens"] == 40 and plan["uncrossed"] == {"original_max_position_embeddings": ORIGINAL_MAX + 48}
+    result = validate(golden, load_candidate(tiny.checkpoint("llama"), "float32"), performance=False, only=frozenset())
+    check = next(c for c in result["checks"] if c["name"] == "long_context_parity")
+    assert check["skipped"] and not check["passed"] and not check["not_applicable"]
+    assert f"raise --max-long-tokens to {ORIGINAL_MAX + 48} to cross the boundary at {ORIGINAL_MAX}" in check["detail"]
+    (tmp_path / "rev").mkdir()
+    (tmp_path / "rev" / "validate.json").write_text(json.dumps(result))
+    state = evaluate(load_checklist(), load_stage_results(tmp_path / "rev"), [], slug="x", revision="rev")
+    assert next(it for it in state.items if it.id == "long_context").status == "open"
+
+
+def test_long_context_is_not_applicable_only_without_boundaries(tiny) -> None:
+    result = validate(tiny.golden("qwen3"), load_candidate(tiny.checkpoint("qwen3"), "float32"), performance=False,
+                      only=frozenset())  # fmt: skip
+    check = next(c for c in result["checks"] if c["name"] == "long_context_parity")
+    assert check["not_applicable"] and check["detail"].startswith("not applicable: the model has no sliding window")
+    crossed = validate(tiny.golden("gemma2"), load_candidate(tiny.checkpoint("gemma2"), "float32"), performance=False,
+                       only=frozenset())  # fmt: skip
+    check = next(c for c in crossed["checks"] if c["name"] == "long_context_parity")
+    assert check["passed"] and not check["skipped"] and f"sliding_window={WINDOW}" in check["detail"]
+
+
+def test_long_plan_from_windows_chunks_and_original_context() -> None:
+    from onboard.validate_serving.prompts import plan_long
+
+    plan = plan_long({"attention_chunk": 8192, "original_max_position_embeddings": 32768}, 131072, 16, 4096)
+    assert plan.tokens == 4096 and not plan.crossed
+    assert plan.uncrossed == {"attention_chunk": 8192 + 48, "original_max_position_embeddings": 32768 + 48}
+    beyond = plan_long({"sliding_window": 4096}, 4096, 16, 8192)  # the window is the whole context: nothing to cross
+    assert beyond.beyond_context == {"sliding_window": 4096} and not beyond.uncrossed
+    raised = plan_long({"sliding_window": 4096}, 131072, 16, 4200)
+    assert raised.tokens == 4096 + 48 and raised.crossed == {"sliding_window": 4096}
