@@ -129,14 +129,17 @@ def rerun_command(*words: str, policy: RemoteCodePolicy | None = None) -> str:
     return shlex.join(["onboard", *words, *flags])
 
 
-def describe(reference: Reference, policy: RemoteCodePolicy, code_sha256: str | None = None) -> dict[str, Any]:
+def describe(reference: Reference, policy: RemoteCodePolicy, checkpoint: Path | str) -> dict[str, Any]:
     """What produced a reference output, for goldens and parity results: the library and version, or the
-    repository code's sha256 and how it was isolated."""
+    repository code's sha256 (onboard.sandbox.code_hash) and how it was isolated."""
     import transformers
 
     if reference.kind != REPO_CODE:
         return {"library": "transformers", "version": transformers.__version__,
                 "identity": f"transformers {transformers.__version__}"}  # fmt: skip
+    from onboard.sandbox import code_hash
+
+    code_sha256 = code_hash(Path(checkpoint))
     return {
         "library": "repository code",
         "code_sha256": code_sha256,

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import click
 
+from onboard.cli.remote_code_options import policy_from, remote_code_options
+
 
 @click.group("golden")
 def golden_group() -> None:
@@ -26,6 +28,7 @@ def golden_group() -> None:
     show_default=True,
     help="Candidate dtypes to calibrate the noise model for (comma-separated; empty for none).",
 )
+@remote_code_options
 @click.option("--json", "as_json", is_flag=True, help="Print the stage result as JSON on stdout.")
 def record_command(
     source: str,
@@ -35,9 +38,14 @@ def record_command(
     top_k: int,
     max_long_tokens: int | None,
     calibrate: str,
+    trust_remote_code: bool,
+    unsafe_no_sandbox: bool,
     as_json: bool,
 ) -> None:
     """Record goldens for SOURCE (a checkpoint folder or hub repo id) with transformers, eager, float32.
+
+    When the model_type exists only as the repository's code (auto_map), that code is the reference: it runs only
+    with --trust-remote-code, in a sandboxed worker, and the manifest records its sha256.
 
     \b
     Examples:
@@ -52,6 +60,7 @@ def record_command(
     unknown = [d for d in dtypes if d not in CALIBRATION]
     if unknown:
         raise InputError(f"--calibrate: unknown dtype(s) {unknown}", f"use some of {', '.join(CALIBRATION)}")
+    policy = policy_from(trust_remote_code, unsafe_no_sandbox)
     golden = record(
         source,
         out,
@@ -60,6 +69,7 @@ def record_command(
         top_k=top_k,
         calibrate=dtypes,
         max_long_tokens=max_long_tokens,
+        policy=policy,
     )
     prompts = golden.manifest["prompts"]
     result = {

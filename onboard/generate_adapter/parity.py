@@ -207,7 +207,7 @@ def check_parity(
     result = {
         "passed": passed,
         "status": "passed" if passed else "failed",
-        "reference": describe(source, policy, _code_hash(checkpoint) if source.kind == REPO_CODE else None),
+        "reference": describe(source, policy, checkpoint),
         "dtype": dtype,
         "worst": worst,
         "reference_worst": hf_worst,
@@ -223,10 +223,3 @@ def check_parity(
         result |= parity_divergence(module.Model, checkpoint, reference, inputs[-1], dtype, policy, rerun)
         result["detail"] += f"; {result['divergence']}"
     return result
-
-
-def _code_hash(checkpoint: Path) -> str:
-    """sha256 of the repository's .py files: which code was the reference (onboard.sandbox.code_hash)."""
-    from onboard.sandbox import code_hash
-
-    return code_hash(checkpoint)

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from onboard.errors import InputError
+from onboard.reference import REPO_CODE, RemoteCodePolicy, describe, reference_for, rerun_command, trust_remote_code
 from onboard.validate_serving.candidates import TopK
 from onboard.validate_serving.comparator import NoiseStats, compare_rows, noise_from, scale_ratio
 from onboard.validate_serving.prompts import PromptSpec
@@ -177,15 +178,30 @@ def record(
     dtype: str = "float32",
     calibrate: tuple[str, ...] = tuple(CALIBRATION),
     max_long_tokens: int | None = None,
+    policy: RemoteCodePolicy | None = None,
+    rerun: str | None = None,
 ) -> GoldenSet:
-    """Run the reference (transformers, eager) on the prompt suite and write goldens; returns what was written."""
+    """Run the reference on the prompt suite and write goldens; returns what was written.
+
+    The reference is transformers (eager), or, when the model_type exists only as the repository's code and
+    `policy` trusts it, that code in the sandbox worker (golden_remote.py); refused otherwise, naming `rerun`.
+    """
     from onboard.checkpoint_id import checkpoint_fingerprint
     from onboard.validate_serving.env import hardware, library_versions, resolve_local, slug
+    from onboard.validate_serving.golden_remote import record_in_sandbox
     from onboard.validate_serving.prompts import DEFAULT_MAX_LONG, boundaries_of, build_suite, plan_long
     from onboard.validate_serving.runtime import InProcessCandidate, load_tokenizer, load_transformers, stop_ids_of
 
     started = time.time()
     folder = resolve_local(source, revision)
+    policy = policy or RemoteCodePolicy()
+    ref = reference_for(folder)
+    target = out or Path("golden_outputs") / slug(source)
+    if ref.kind == REPO_CODE and not trust_remote_code():  # this process never imports the repo's code
+        options = {"revision": revision, "max_new_tokens": max_new_tokens, "top_k": top_k, "dtype": dtype,
+                   "calibrate": list(calibrate), "max_long_tokens": max_long_tokens}  # fmt: skip
+        rerun = rerun or rerun_command("golden", "record", source, "--out", str(target), policy=policy)
+        return record_in_sandbox(source, target, folder, ref, policy, rerun, options)
     profile = _profile(str(folder))
     tokenizer = load_tokenizer(folder)
     model = load_transformers(folder, dtype)
@@ -210,7 +226,7 @@ def record(
         "revision": revision or (profile.revision if profile else None),
         "weights_fingerprint": checkpoint_fingerprint(folder),
         "model_type": profile.model_type if profile else None,
-        "reference": {"library": "transformers", "attn_implementation": "eager", "dtype": dtype, "device": "cpu"},
+        "reference": {**describe(ref, policy, folder), "attn_implementation": "eager", "dtype": dtype, "device": "cpu"},
         "versions": library_versions(),
         "hardware": hardware(),
         "generation": {"greedy": True, "max_new_tokens": max_new_tokens, "top_k": top_k, "ignore_eos": True},
@@ -223,7 +239,6 @@ def record(
         "prompts": [{"name": p.name, "kind": p.kind, "prompt_tokens": len(p.prompt_ids), "generated_tokens": len(p.generated_ids)} for p in prompts],
         "recorded_seconds": round(time.time() - started, 2),
     }  # fmt: skip
-    target = out or Path("golden_outputs") / slug(source)
     write_golden(target, manifest, prompts)
     return GoldenSet(target, manifest, tuple(prompts))
 
