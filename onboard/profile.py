@@ -143,17 +143,39 @@ class TargetFit:
     gpu: str
     count: int
     memory_bytes_per_gpu: int
-    fits: bool
+    fits: bool | None
+    """None when the weight bytes are unknown: no claim either way."""
     recommended_tensor_parallel: int | None
-    """Smallest power-of-two TP degree (≤ count) whose shard of the weights leaves room for one sequence."""
+    """Smallest valid TP degree (≤ count) whose shard of the weights leaves room for one sequence."""
     concurrent_sequences: int
-    """Sequences of max_model_len that fit in the KV budget at that TP degree."""
+    """Sequences of max_model_len that fit in the KV budget at that TP degree (all replicas together)."""
     notes: tuple[str, ...] = ()
+    valid_tensor_parallel: tuple[int, ...] = ()
+    """TP degrees ≤ count that engines accept for this model (heads, KV heads and quantization blocks split evenly)."""
+    would_fit: tuple[str, ...] = ()
+    """When it does not fit: what would (more GPUs, an fp8 KV cache, a shorter context)."""
+
+
+@dataclass(frozen=True)
+class WeightsEstimate:
+    """How weight bytes were sized from config.json alone, when no safetensors headers or index were read."""
+
+    parameters: int
+    """transformers' meta-device count (parameters plus persistent buffers) plus the MTP layers."""
+    mtp_parameters: int
+    """Multi-token-prediction layers transformers' class drops but the checkpoint stores and engines load."""
+    quantized_parameters: int
+    dtype: str
+    """Storage dtype of the tensors that stay unquantized (from config.json; bfloat16 when it names none)."""
+    quantization: str | None
+    """The byte model used for quantized tensors, e.g. 'fp8: 1 B + a float32 scale per 128×128 block'."""
+    transformers_version: str
 
 
 @dataclass(frozen=True)
 class MemoryPlan:
-    weights_bytes: int
+    weights_bytes: int | None
+    """None when unknown (no headers, no index total, no estimate possible): never counted as 0 B."""
     kv_dtype: str
     max_model_len: int
     kv_bytes_per_token: int
@@ -165,14 +187,19 @@ class MemoryPlan:
     kv_bytes_per_sequence: int
     """Whole cache of one sequence at max_model_len: windows capped, plus the fixed state."""
     target: TargetFit | None = None
+    weights_source: str = "headers"
+    """headers (exact) | index (total_size of the safetensors index) | estimated (from config) | unknown"""
+    weights_estimate: WeightsEstimate | None = None
 
 
 @dataclass(frozen=True)
 class TensorGroupStat:
-    """Used by novelty: the tensor-name set reduced to per-layer templates."""
+    """Used by novelty and by generate's weight map: the tensor-name set reduced to per-layer templates."""
 
     template: str
     count: int
+    shape: tuple[int, ...] = ()
+    """Shape of the group's first tensor (layer 0, expert 0): tells fused from separate and Conv1D from Linear."""
 
 
 @dataclass(frozen=True)
@@ -209,6 +236,11 @@ class ModelProfile:
     config_dtype: str | None
     findings: tuple[Finding, ...]
     tool_version: str
+    config_keys: tuple[str, ...] = ()
+    """Language-model config keys with a value (null ones left out): what a composed adapter must read or
+    knowingly ignore."""
+    novel_config_keys: tuple[str, ...] = ()
+    """config_keys the closest family does not have (all of them; the novelty text shows the first few)."""
 
     def to_dict(self) -> dict[str, Any]:
         return serde.to_dict(self)

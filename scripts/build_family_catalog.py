@@ -70,6 +70,7 @@ def main() -> None:
             "features": list(profile.features),
             "tensor_templates": templates,
             "config_keys": keys,
+            "mapped_keys": sorted(mapped_keys(type(config)) - set(keys)),
             "buffers": buffers,
         }
         print(f"{model_type:28s} {' '.join(profile.features)}", file=sys.stderr)
@@ -82,6 +83,36 @@ def main() -> None:
     path = REPO / "onboard" / "data" / "families.json"
     path.write_text(json.dumps(out, indent=1, sort_keys=True) + "\n")
     print(f"{len(families)} families written to {path}; {len(failed)} failed: {sorted(failed)}", file=sys.stderr)
+
+
+# Keys RotaryEmbeddingConfigMixin.convert_rope_params_to_dict folds into rope_parameters (pre-v5 configs carry them).
+ROPE_LEGACY_KEYS = ("rope_theta", "rope_scaling", "partial_rotary_factor")
+
+
+def mapped_keys(config_cls: type) -> set[str]:
+    """Keys the config class accepts under another name and maps onto its fields: attribute_map aliases, the
+    legacy rope keys of the rope mixin, and the keywords its module reads from **kwargs (`kwargs.pop("x", …)`,
+    e.g. Gemma 3's rope_local_base_freq). Real pre-v5 configs carry them; they are not novel for this family."""
+    import ast
+    import inspect
+
+    keys = set(getattr(config_cls, "attribute_map", {}) or {})
+    if hasattr(config_cls, "rope_parameters"):  # PreTrainedConfig.__post_init__ converts only for these classes
+        keys.update(ROPE_LEGACY_KEYS)
+    sources = []
+    for cls in config_cls.__mro__:  # a modular family may inherit its parent's __post_init__
+        module = inspect.getmodule(cls)
+        if module and module.__name__.startswith("transformers.models.") and cls.__module__ == module.__name__:
+            try:
+                sources.append(inspect.getsource(module))
+            except (OSError, TypeError):
+                continue
+    for node in (n for source in dict.fromkeys(sources) for n in ast.walk(ast.parse(source))):
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ("pop", "get")
+                and isinstance(node.func.value, ast.Name) and node.func.value.id == "kwargs" and node.args
+                and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)):  # fmt: skip
+            keys.add(node.args[0].value)
+    return keys
 
 
 if __name__ == "__main__":

@@ -55,7 +55,9 @@ def _common(profile: ModelProfile) -> tuple[int, int | None, str, str, list[str]
     memory, tp = profile.memory, 1
     if memory is not None and memory.target is not None:
         tp = memory.target.recommended_tensor_parallel or memory.target.count
-        if not memory.target.fits:
+        if memory.target.fits is None:
+            notes.append(f"weight bytes unknown: TP {tp} is the GPU count, not a sizing")
+        elif not memory.target.fits:
             notes.append(f"the weights do not fit on {memory.target.count}x {memory.target.gpu}; TP {tp} is a floor")
     elif memory is None or memory.target is None:
         notes.append("no --target given to inspect: tensor parallel 1 (re-inspect with --target to size it)")

@@ -19,14 +19,15 @@ from onboard.inspect_checkpoint.checkpoint_types import SafetensorsHeader, Tenso
 from onboard.inspect_checkpoint.config_lint import comparable_keys, lint_config
 from onboard.inspect_checkpoint.config_view import ConfigView
 from onboard.inspect_checkpoint.consistency import check_dtype, check_shapes, check_vocab
-from onboard.inspect_checkpoint.families import family_buffers, known_model_types, novelty
+from onboard.inspect_checkpoint.families import catalog, family_buffers, known_model_types, novelty
 from onboard.inspect_checkpoint.features import derive
 from onboard.inspect_checkpoint.memory import Target, parse_target, plan_memory
 from onboard.inspect_checkpoint.params import count_parameters
 from onboard.inspect_checkpoint.registry import VERIFIED
 from onboard.inspect_checkpoint.remote_code import remote_code_findings
 from onboard.inspect_checkpoint.tensor_index import TensorIndex
-from onboard.profile import ModelProfile, RemoteCode, TensorGroupStat
+from onboard.inspect_checkpoint.weight_estimate import estimate_weights
+from onboard.profile import ModelProfile, RemoteCode, TensorGroupStat, WeightsEstimate
 
 __all__ = ["inspect", "profile_from_parts"]
 
@@ -57,7 +58,8 @@ def inspect(
     headers = src.read_headers(shards) if shards else {}
     findings = list(src.findings) + check_integrity(src, headers)
     good = [h for h in headers.values() if isinstance(h, SafetensorsHeader)]
-    tensors = TensorIndex.from_headers(good) if shards else None
+    # No readable header at all (every listed shard missing or broken): sized like a metadata-only folder, not 0 B.
+    tensors = TensorIndex.from_headers(good) if good else None
     remote = find_remote_code(src, config)
     profile = profile_from_parts(
         config,
@@ -107,13 +109,16 @@ def profile_from_parts(
     config_vocab = cv.int("vocab_size", "padded_vocab_size")
     mla = any(layer.attention == "mla" for layer in facts.layers)
     parameters = None
-    weights_bytes = 0
+    weights_bytes: int | None = None
+    weights_source, estimate = "unknown", None
     templates: dict[str, int] = {}
+    shapes: dict[str, tuple[int, ...]] = {}
     if tensors is not None:
         parameters = count_parameters(tensors, facts.moe, family_buffers(cv.model_type))
-        weights_bytes = sum(g.nbytes for g in tensors.groups)
+        weights_bytes, weights_source = sum(g.nbytes for g in tensors.groups), "headers"
         for g in tensors.groups:
             templates[g.template] = templates.get(g.template, 0) + g.count
+            shapes.setdefault(g.template, tuple(g.first_shape))
         embed = next((g for g in tensors.groups if tn.component_of_template(g.template) == "embedding"
                       and len(g.first_shape) == 2 and not tn.tower_of(g.template)
                       and not g.template.endswith(("wpe.weight", "embed_positions.weight"))), None)  # fmt: skip
@@ -121,10 +126,8 @@ def profile_from_parts(
                                 embed.first_file if embed else None, embed.first_name if embed else None)  # fmt: skip
         findings += check_shapes(tensors, dims, mla)
     else:
-        if index and isinstance(index.get("metadata"), dict):
-            weights_bytes = int(index["metadata"].get("total_size") or 0)
-        findings.append(info("no-safetensors-headers", "no safetensors headers were read: parameter counts are "
-                             "unavailable and weight bytes come from the index metadata when present",
+        weights_bytes, weights_source, estimate, note = _weights_without_headers(config, index, facts.mtp_layers)
+        findings.append(info("no-safetensors-headers", f"no safetensors headers were read: {note}",
                              "inspect the full repo (with its .safetensors files) for exact counts"))  # fmt: skip
     config_dtype = cv.get("torch_dtype", "dtype")
     config_dtype = str(config_dtype) if config_dtype else None
@@ -132,10 +135,13 @@ def profile_from_parts(
         findings += check_dtype(tensors, config_dtype)
     kv = kv_dtype or _default_kv_dtype(config_dtype)
     length = max_model_len or dims.max_position_embeddings or DEFAULT_MAX_MODEL_LEN
-    memory = plan_memory(cv, dims, facts.layers, weights_bytes, kv, length, target)
+    memory = plan_memory(cv, dims, facts.layers, weights_bytes, kv, length, target, weights_source=weights_source,
+                         weights_estimate=estimate, quantization=facts.quantization)  # fmt: skip
     features = derive(facts)
     findings += lint_config(cv)
-    closest, differences = novelty(cv.model_type, features, facts.layers, set(templates), comparable_keys(cv))
+    keys = comparable_keys(cv)
+    closest, differences = novelty(cv.model_type, features, facts.layers, set(templates), keys)
+    closest_keys = catalog()[closest].config_keys if closest in catalog() else frozenset()
     findings += remote_code_findings(remote_code, natively_supported=cv.model_type in known_model_types())
     if cv.model_type not in VERIFIED:
         findings.append(info("unverified-architecture", f"model_type {cv.model_type!r} is not among the architectures "
@@ -169,13 +175,35 @@ def profile_from_parts(
         novelty=differences,
         remote_code=remote_code,
         files=files,
-        tensor_templates=tuple(TensorGroupStat(k, v) for k, v in sorted(templates.items())),
+        tensor_templates=tuple(TensorGroupStat(k, v, shapes.get(k, ())) for k, v in sorted(templates.items())),
         config_dtype=config_dtype,
         findings=tuple(findings),
         tool_version=__version__,
+        config_keys=_set_keys(cv),
+        novel_config_keys=tuple(sorted(keys - closest_keys)),
     )
+
+
+def _weights_without_headers(
+    config: dict, index: dict | None, mtp_layers: int
+) -> tuple[int | None, str, WeightsEstimate | None, str]:
+    """Weight bytes when no header was read: the index's total_size, else an estimate from config, else unknown."""
+    metadata = index.get("metadata") if isinstance(index, dict) else None
+    total = metadata.get("total_size") if isinstance(metadata, dict) else None
+    if isinstance(total, (int, float)) and not isinstance(total, bool) and total > 0:
+        return int(total), "index", None, "weight bytes are the total_size of model.safetensors.index.json"
+    estimate = estimate_weights(config, mtp_layers)
+    if estimate.bytes is None:
+        return None, "unknown", None, f"weight bytes unknown ({estimate.reason}); no fit claim is made"
+    return estimate.bytes, "estimated", estimate.detail, f"weight bytes estimated from config.json: {estimate.reason}"
 
 
 def _default_kv_dtype(config_dtype: str | None) -> str:
     name = (config_dtype or "bfloat16").replace("torch.", "")
     return name if name in ("float32", "float16", "bfloat16") else "bfloat16"
+
+
+def _set_keys(cv: ConfigView) -> tuple[str, ...]:
+    """The language model's config keys that hold a value (generate decides which it reads or may ignore)."""
+    section = cv.text if cv.text_section else cv.raw
+    return tuple(sorted(k for k, v in section.items() if v is not None))

@@ -79,8 +79,14 @@ KNOWN_UNSUPPORTED: dict[str, str] = {
 
 
 def comparable_keys(cv: ConfigView) -> set[str]:
-    """Config keys that describe the model (not bookkeeping): what the novelty report compares."""
-    return {k for _, k in cv.all_keys() if k not in IGNORED and not isinstance(cv.raw.get(k, cv.text.get(k)), dict)}
+    """Config keys that describe the model (not bookkeeping) and hold a value: what the novelty report compares.
+    A null value (`"rope_scaling": null`) sets nothing, so it is nothing new."""
+    out = set()
+    for section, key in cv.all_keys():
+        value = (cv.text if section else cv.raw).get(key)
+        if key not in IGNORED and value is not None and not isinstance(value, dict):
+            out.add(key)
+    return out
 
 
 def lint_config(cv: ConfigView) -> list[Finding]:

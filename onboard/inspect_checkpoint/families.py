@@ -1,8 +1,8 @@
 """Known families and the novelty report: the closest known family and what differs from it, in plain words.
 
 The catalog (`onboard/data/families.json`) is built by `scripts/build_family_catalog.py` from every causal-LM
-config class of the installed transformers at its defaults: features, tensor-name templates and config keys. It is
-data, checked in, so inspect needs no transformers import.
+config class of the installed transformers at its defaults: features, tensor-name templates, config keys and the
+legacy keys the class still maps (`mapped_keys`). It is data, checked in, so inspect needs no transformers import.
 """
 
 from __future__ import annotations
@@ -36,7 +36,9 @@ def catalog() -> dict[str, Family]:
             tuple(f["architectures"]),
             frozenset(f["features"]),
             frozenset(f["tensor_templates"]),
-            frozenset(f["config_keys"]),
+            # Legacy spellings the family's config class still maps (rope_theta, rope_scaling, aliases) are its keys
+            # too: every pre-v5 config carries them, and they are not novel.
+            frozenset(f["config_keys"]) | frozenset(f.get("mapped_keys", ())),
         )  # fmt: skip
         for mt, f in raw["families"].items()
     }

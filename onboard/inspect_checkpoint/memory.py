@@ -3,7 +3,8 @@
 KV accounting is per layer kind, the part estimators usually get wrong (BUGZOO B46):
 - full attention: K and V for every token: kv_heads × (head_dim + v_head_dim) elements per token;
 - sliding window / chunked: the same per token, capped at the window;
-- MLA: one compressed latent per token (kv_lora_rank + qk_rope_head_dim), as MLA engines cache it;
+- MLA: one compressed latent per token (kv_lora_rank + qk_rope_head_dim), as MLA engines cache it, whole on every
+  tensor-parallel rank (target_fit.py cites vLLM and SGLang);
 - linear attention / SSM / short conv: a fixed state per sequence, independent of length.
 """
 
@@ -14,15 +15,15 @@ from dataclasses import dataclass
 
 from onboard.errors import InputError
 from onboard.inspect_checkpoint.config_view import ConfigView
-from onboard.profile import Dims, LayerInfo, MemoryPlan, TargetFit
+from onboard.inspect_checkpoint.target_fit import GIB, CacheLayer, CacheModel, Sharding, fit_target
+from onboard.profile import Dims, LayerInfo, MemoryPlan, Quantization, WeightsEstimate
 
 KV_DTYPE_BYTES = {
     "float32": 4, "fp32": 4, "float16": 2, "fp16": 2, "half": 2, "bfloat16": 2, "bf16": 2,
     "fp8": 1, "fp8_e4m3": 1, "fp8_e5m2": 1, "float8_e4m3fn": 1, "float8_e5m2": 1, "int8": 1,
 }  # fmt: skip
 
-# Usable HBM per GPU in bytes (vendor figures; vLLM then applies gpu_memory_utilization).
-GIB = 1024**3
+# Usable HBM per GPU in bytes (vendor figures; vLLM then applies gpu_memory_utilization, see target_fit.py).
 GPUS = {
     "h100": 80 * GIB, "h100-sxm": 80 * GIB, "h100-pcie": 80 * GIB, "h100-nvl": 94 * GIB, "h800": 80 * GIB,
     "h200": 141 * GIB, "h20": 96 * GIB, "b200": 180 * GIB, "b300": 288 * GIB, "gb200": 186 * GIB,
@@ -30,8 +31,6 @@ GPUS = {
     "l4": 24 * GIB, "a10g": 24 * GIB, "a10": 24 * GIB, "rtx4090": 24 * GIB, "rtx6000-ada": 48 * GIB,
     "rtx-pro-6000": 96 * GIB, "mi300x": 192 * GIB, "mi325x": 256 * GIB, "mi355x": 288 * GIB, "tpu-v5e": 16 * GIB,
 }  # fmt: skip
-GPU_MEMORY_UTILIZATION = 0.90  # vLLM's default share of HBM it will use
-ACTIVATION_RESERVE = 2 * GIB  # activations, CUDA graphs and allocator slack per GPU (vLLM profiles ~1–3 GiB)
 
 
 @dataclass(frozen=True)
@@ -133,15 +132,20 @@ def plan_memory(
     cv: ConfigView,
     dims: Dims,
     layers: tuple[LayerInfo, ...],
-    weights_bytes: int,
+    weights_bytes: int | None,
     kv_dtype: str,
     max_model_len: int,
     target: Target | None,
+    *,
+    weights_source: str = "headers",
+    weights_estimate: WeightsEstimate | None = None,
+    quantization: Quantization | None = None,
 ) -> MemoryPlan:
     width = kv_dtype_bytes(kv_dtype)
+    cache_layers: list[CacheLayer] = []
     by_kind: dict[str, int] = {}
     per_seq = 0
-    state = 0
+    state_elems = 0
     per_token = 0
     for layer in layers:
         elements = per_token_elements(layer, dims, cv)
@@ -151,8 +155,14 @@ def plan_memory(
             per_seq += elements * width * tokens
             if not layer.window or layer.window >= max_model_len:
                 per_token += elements * width  # still growing at max_model_len
-        state += state_elements(layer, dims, cv) * width
-    fit = _fit(target, dims, weights_bytes, per_token, per_seq + state) if target else None
+            cache_layers.append(CacheLayer(elements, layer.window, layer.attention == "mla"))
+        state_elems += state_elements(layer, dims, cv)
+    state = state_elems * width
+    fit = None
+    if target:
+        cache = CacheModel(tuple(cache_layers), state_elems, dims.num_kv_heads)
+        fit = fit_target(target.gpu, target.count, GPUS[target.gpu], weights_bytes, cache, max_model_len, width,
+                         _sharding(cv, dims, layers, quantization))  # fmt: skip
     return MemoryPlan(
         weights_bytes=weights_bytes,
         kv_dtype=kv_dtype,
@@ -162,41 +172,14 @@ def plan_memory(
         state_bytes_per_sequence=state,
         kv_bytes_per_sequence=per_seq + state,
         target=fit,
+        weights_source=weights_source,
+        weights_estimate=weights_estimate,
     )
 
 
-def _fit(target: Target, dims: Dims, weights: int, per_token: int, per_sequence: int) -> TargetFit:
-    mem = GPUS[target.gpu]
-    notes: list[str] = []
-    chosen: int | None = None
-    sequences = 0
-    tp = 1
-    while tp <= target.count:
-        if dims.num_attention_heads and dims.num_attention_heads % tp:
-            notes.append(f"tp={tp}: {dims.num_attention_heads} attention heads do not split {tp} ways")
-            tp *= 2
-            continue
-        # KV heads fewer than the TP degree are replicated, so the cache per GPU stops shrinking there.
-        kv_split = min(tp, dims.num_kv_heads) if dims.num_kv_heads else tp
-        budget = mem * GPU_MEMORY_UTILIZATION - ACTIVATION_RESERVE - weights / tp
-        per_gpu_sequence = per_sequence / kv_split if per_sequence else 0
-        fits_now = budget > 0 and (per_gpu_sequence == 0 or budget >= per_gpu_sequence)
-        if fits_now:
-            chosen = tp
-            replicas = target.count // tp  # the remaining GPUs serve as data-parallel replicas
-            sequences = int(budget // per_gpu_sequence) * replicas if per_gpu_sequence else 0
-            if replicas > 1:
-                notes.append(f"{replicas} replicas of tp={tp}")
-            break
-        tp *= 2
-    if chosen is None:
-        notes.append(f"weights ({weights / GIB:.1f} GiB) plus one sequence do not fit on {target.count}× {target.gpu}")
-    return TargetFit(
-        gpu=target.gpu,
-        count=target.count,
-        memory_bytes_per_gpu=mem,
-        fits=chosen is not None,
-        recommended_tensor_parallel=chosen,
-        concurrent_sequences=sequences,
-        notes=tuple(notes),
-    )
+def _sharding(cv: ConfigView, dims: Dims, layers: tuple[LayerInfo, ...], quant: Quantization | None) -> Sharding:
+    widths = {w for w in (dims.intermediate_size, cv.int("moe_intermediate_size", "expert_intermediate_size"))
+              if isinstance(w, int) and w > 0}  # fmt: skip
+    block = quant.block_size[0] if quant and quant.block_size and len(quant.block_size) == 2 else None
+    mla = any(layer.attention == "mla" for layer in layers)
+    return Sharding(dims.num_attention_heads, dims.num_kv_heads, mla, tuple(sorted(widths)), block)

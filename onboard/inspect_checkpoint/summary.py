@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from onboard.findings import SEVERITIES
 from onboard.inspect_checkpoint.families import describe_layers
-from onboard.profile import ModelProfile
+from onboard.profile import MemoryPlan, ModelProfile
 
 
 def _human(n: float) -> str:
@@ -19,6 +19,21 @@ def _bytes(n: float) -> str:
         if abs(n) >= scale:
             return f"{n / scale:.2f} {unit}"
     return f"{int(n)} B"
+
+
+def _weights(mem: MemoryPlan) -> str:
+    """Exact from headers, the index's total, an estimate (marked, with what it counts) or unknown: never 0 B."""
+    if mem.weights_bytes is None:
+        return "unknown"
+    text = _bytes(mem.weights_bytes)
+    if mem.weights_source == "index":
+        return text + " (index total_size)"
+    est = mem.weights_estimate
+    if mem.weights_source == "estimated" and est is not None:
+        parts = [f"{_human(est.parameters)} parameters", est.quantization or est.dtype]
+        parts += [f"{_human(est.mtp_parameters)} in MTP layers"] if est.mtp_parameters else []
+        return f"{text} (estimated from config: {', '.join(parts)})"
+    return text
 
 
 def render_summary(p: ModelProfile) -> str:
@@ -43,13 +58,19 @@ def render_summary(p: ModelProfile) -> str:
                      + ", ".join(f"{k} {_human(v)}" for k, v in p.parameters.by_dtype.items()))  # fmt: skip
     if p.memory:
         mem = p.memory
-        lines.append(f"memory: weights {_bytes(mem.weights_bytes)}; KV {_bytes(mem.kv_bytes_per_token)}/token "
+        lines.append(f"memory: weights {_weights(mem)}; KV {_bytes(mem.kv_bytes_per_token)}/token "
                      f"({mem.kv_dtype}); one sequence of {mem.max_model_len} tokens {_bytes(mem.kv_bytes_per_sequence)}")  # fmt: skip
         if mem.target:
             t = mem.target
-            verdict = (f"fits, tensor parallel {t.recommended_tensor_parallel}, {t.concurrent_sequences} concurrent "
-                       f"sequences" if t.fits else "does not fit")  # fmt: skip
+            if t.fits is None:
+                verdict = "unknown (weight bytes unknown)"
+            elif t.fits:
+                verdict = (f"fits, tensor parallel {t.recommended_tensor_parallel}, {t.concurrent_sequences} "
+                           "concurrent sequences")  # fmt: skip
+            else:
+                verdict = "does not fit" + (f"; would fit with {' or '.join(t.would_fit)}" if t.would_fit else "")
             lines.append(f"target {t.count}× {t.gpu}: {verdict}")
+            lines += [f"  {note}" for note in t.notes]
     lines.append(f"closest family: {p.closest_family or 'none'}")
     lines += [f"  {line}" for line in p.novelty]
     counts = {s: sum(1 for f in p.findings if f.severity == s) for s in SEVERITIES}

@@ -7,7 +7,9 @@ import json
 import pytest
 
 from onboard.inspect_checkpoint import profile_from_parts
-from onboard.inspect_checkpoint.memory import parse_target
+from onboard.inspect_checkpoint.memory import GPUS, parse_target
+from onboard.inspect_checkpoint.summary import render_summary
+from onboard.inspect_checkpoint.target_fit import ACTIVATION_RESERVE, GPU_MEMORY_UTILIZATION
 from onboard.profile import ModelProfile
 
 
@@ -85,18 +87,66 @@ def test_llama_mixtral_phi_smollm_qwen(shared_data):
 
 
 def test_target_fit_tensor_parallel(shared_data):
-    # DeepSeek-R1's index is not staged: weight bytes are unknown (0), so the plan is the MLA cache alone.
+    # DeepSeek-R1's config alone (no headers, no index): weights estimated from config, MTP layer included. The
+    # published checkpoint's index says total_size 688,586,727,753 bytes (163 shards).
     big = _profile(shared_data, "deepseek/deepseek-r1_hf-mirror", target=parse_target("h200x8"),
                    max_model_len=32768)  # fmt: skip
-    assert big.memory.weights_bytes == 0
-    assert big.memory.kv_bytes_per_sequence == 61 * 576 * 2 * 32768
-    assert big.memory.target.fits and big.memory.target.recommended_tensor_parallel == 1
+    mem = big.memory
+    assert mem.weights_source == "estimated" and mem.weights_bytes == pytest.approx(688.6e9, rel=0.005)
+    assert mem.weights_estimate.mtp_parameters == pytest.approx(13.5e9, rel=0.05)  # one MTP layer, ~14B published
+    assert mem.kv_bytes_per_sequence == 61 * 576 * 2 * 32768
+    fit = mem.target
+    # 689 GB / 4 = 172 GB per GPU > 141 GiB: the smallest valid degree is 8 (128 heads split 1, 2, 4, 8 ways).
+    assert fit.fits and fit.recommended_tensor_parallel == 8 and fit.valid_tensor_parallel == (1, 2, 4, 8)
+    # The MLA latent is whole on every rank (vLLM, SGLang): concurrency is the budget over one full latent cache.
+    budget = GPUS["h200"] * GPU_MEMORY_UTILIZATION - ACTIVATION_RESERVE - mem.weights_bytes / 8
+    assert fit.concurrent_sequences == int(budget // mem.kv_bytes_per_sequence) > 0
+    assert "estimated from config" in render_summary(big) and "tensor parallel 8" in render_summary(big)
     mx = _profile(shared_data, "mistral/mixtral-8x7b-v0.1_hf-mirror", target=parse_target("h100x8"))
     fit = mx.memory.target
-    assert mx.memory.weights_bytes > 90e9
+    assert mx.memory.weights_bytes > 90e9 and mx.memory.weights_source == "index"
     assert fit.fits and fit.recommended_tensor_parallel == 2 and fit.concurrent_sequences > 0
     one = _profile(shared_data, "mistral/mixtral-8x7b-v0.1_hf-mirror", target=parse_target("l4"))
-    assert not one.memory.target.fits
+    assert one.memory.target.fits is False
+    assert any("l4 at tensor parallel" in alt for alt in one.memory.target.would_fit)
+
+
+def test_smollm3_weights_from_config_alone(shared_data):
+    # transformers 5.24: SmolLM3ForCausalLM(config).num_parameters() == 3,075,098,624 (tied head, 3.08B published).
+    p = _profile(shared_data, "smollm/smollm3-3b_hf-copy")
+    assert p.memory.weights_source == "estimated" and p.memory.weights_estimate.dtype == "bfloat16"
+    assert p.memory.weights_bytes == pytest.approx(2 * 3_075_098_624, rel=0.02)
+
+
+@pytest.mark.parametrize("rel", ["qwen/qwen3-1.7b_mlx-bf16-copy", "llama3/llama-3.2-3b-instruct_hf-mirror",
+                                 "gemma/gemma-2b-it_hf-mirror", "mistral/mixtral-8x7b-v0.1_hf-mirror",
+                                 "gpt-oss/gpt-oss-20b_hf-mirror"])  # fmt: skip
+def test_estimate_from_config_equals_index_total(shared_data, rel):
+    """The config-only estimate against the real checkpoint's index total_size (gpt-oss: MXFP4 experts)."""
+    folder = shared_data / rel
+    config = json.loads((folder / "config.json").read_text())
+    total = json.loads((folder / "model.safetensors.index.json").read_text())["metadata"]["total_size"]
+    p = profile_from_parts(config, None)
+    assert p.memory.weights_source == "estimated"
+    assert p.memory.weights_bytes == pytest.approx(total, rel=0.01)
+
+
+LEGACY_KEYS = {"rope_theta", "rope_scaling", "rope_local_base_freq", "partial_rotary_factor"}
+
+
+def test_legacy_keys_transformers_maps_are_not_novel(shared_data):
+    """Pre-v5 configs carry rope_theta / rope_scaling at the top level; transformers 5 folds them into
+    rope_parameters, so they are the family's own keys, not new ones."""
+    configs = sorted(shared_data.rglob("config.json"))
+    assert len(configs) >= 10
+    carried = 0
+    for path in configs:
+        config = json.loads(path.read_text())
+        carried += bool(LEGACY_KEYS & set(config))
+        p = profile_from_parts(config, None, index={"metadata": {"total_size": 1}})
+        new_keys = [line for line in p.novelty if line.startswith("config keys not in")]
+        assert not [k for line in new_keys for k in LEGACY_KEYS if k in line], (path, new_keys)
+    assert carried >= 8  # the check saw the keys it is about
 
 
 @pytest.mark.parametrize("rel", ["deepseek/deepseek-r1_hf-mirror", "gpt-oss/gpt-oss-20b_hf-mirror",
