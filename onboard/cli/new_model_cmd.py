@@ -7,6 +7,9 @@ from pathlib import Path
 
 import click
 
+from onboard.cli.remote_code_options import policy_from, remote_code_options
+from onboard.reference import TRUST_FLAG
+
 
 @click.command("new-model")
 @click.argument("source")
@@ -19,6 +22,7 @@ import click
 @click.option("--resume/--no-resume", default=True, show_default=True,
               help="Reuse stage results whose inputs are unchanged.")  # fmt: skip
 @click.option("--promote", "do_promote", is_flag=True, help="Promote when every required checklist item passes.")
+@remote_code_options
 @click.option("--json", "as_json", is_flag=True, help="Print the run summary as JSON on stdout.")
 def new_model_command(
     source: str,
@@ -29,6 +33,8 @@ def new_model_command(
     workspace: Path,
     resume: bool,
     do_promote: bool,
+    trust_remote_code: bool,
+    unsafe_no_sandbox: bool,
     as_json: bool,
 ) -> None:
     """Onboard SOURCE: inspect, generate, verify the tokenizer, record goldens, validate, tick the checklist.
@@ -36,6 +42,10 @@ def new_model_command(
     Writes onboarding/<slug>/<revision>/ (stage results, report.md, report.html) and checklists/<slug>.md. Exit 0
     when the model is ready to promote (and, with --promote, promoted), 1 when required items are open, 2 when
     the checkpoint is unusable.
+
+    A model whose architecture exists only as the repository's code (auto_map) is profiled and composed without
+    running that code; parity, goldens and validation need it as the reference and run only with
+    --trust-remote-code (in a sandboxed worker).
 
     \b
     Examples:
@@ -49,12 +59,18 @@ def new_model_command(
 
     if served_model and not endpoint:
         raise InputError("--served-model needs --endpoint", "pass the server URL with --endpoint")
+    policy = policy_from(trust_remote_code, unsafe_no_sandbox)
     result = run_new_model(source, revision=revision, target=target, endpoint=endpoint, served_model=served_model,
-                           workspace=workspace, resume=resume, promote=do_promote)  # fmt: skip
+                           workspace=workspace, resume=resume, promote=do_promote, policy=policy)  # fmt: skip
     if as_json:
         emit_json(result.to_dict())
     say(f"report: {result.report.get('html')}")
     say(f"checklist: {result.checklist_md}")
+    refused = [
+        (n, s["detail"]) for n, s in result.stages.items() if s["outcome"] == "blocked" and TRUST_FLAG in s["detail"]
+    ]
+    if refused:  # the repository's code is the reference and was not allowed: say what would run it
+        say(f"blocked ({', '.join(n for n, _ in refused)}): {refused[0][1]}")
     if result.unusable:
         report_error("the checkpoint is unusable (see the inspect findings in the report)",
                      f"onboard inspect {source} shows what to fix")  # fmt: skip

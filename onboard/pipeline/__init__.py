@@ -18,8 +18,10 @@ from typing import Any
 from onboard.errors import OnboardError
 from onboard.pipeline.cache import cached, fingerprint_local, forget, remember, stage_key
 from onboard.pipeline.progress import Progress
+from onboard.pipeline.remote_code import write_refused
 from onboard.pipeline.stages import STAGES, RunContext
 from onboard.promote.fsutil import atomic_write_json
+from onboard.reference import RemoteCodePolicy
 
 __all__ = ["PipelineResult", "run_new_model"]
 
@@ -81,6 +83,7 @@ def run_new_model(
     resume: bool = True,
     promote: bool = False,
     quiet: bool = False,
+    policy: RemoteCodePolicy | None = None,
 ) -> PipelineResult:
     from onboard.promote.workspace import slug_for
 
@@ -90,7 +93,8 @@ def run_new_model(
     run_dir = workspace / "onboarding" / slug / rev
     run_dir.mkdir(parents=True, exist_ok=True)
     ctx = RunContext(source, revision or (rev if local_dir is None else None), slug, run_dir, workspace, target,
-                     endpoint, served_model, local_dir=local_dir, run_id=rev)  # fmt: skip
+                     endpoint, served_model, local_dir=local_dir, run_id=rev,
+                     policy=policy or RemoteCodePolicy())  # fmt: skip
     result = PipelineResult(slug, rev, run_dir)
     names = [s.name for s in STAGES] + ["checklist", "report"] + (["promote"] if promote else [])
     progress = Progress(names, quiet)
@@ -98,11 +102,14 @@ def run_new_model(
     for stage in STAGES:
         # A stage whose checks failed still feeds later stages; errors, and unusable outputs, block them.
         blocked = [n for n in stage.needs if not result.stages.get(n, {}).get("usable")]
-        if result.unusable or blocked:
-            reason = "the checkpoint is unusable" if result.unusable else f"needs {', '.join(blocked)}"
+        refused = None if result.unusable or stage.refuses is None else stage.refuses(ctx)
+        if result.unusable or blocked or refused:
+            reason = "the checkpoint is unusable" if result.unusable else refused or f"needs {', '.join(blocked)}"
             result.stages[stage.name] = {"outcome": "blocked", "detail": reason, "passed": None}
             progress.skip(stage.name, reason)
             forget(run_dir, stage.name)
+            if refused:  # the checklist and the report say why, and what to run
+                write_refused(run_dir, stage.name, stage.outputs[-1], refused)
             continue
         key = stage_key(stage.name, fingerprint, stage.params(ctx), [keys[n] for n in stage.needs])
         keys[stage.name] = key

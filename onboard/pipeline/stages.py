@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from onboard.promote.fsutil import atomic_write_json
+from onboard.reference import RemoteCodePolicy, rerun_command
 
 
 @dataclass
@@ -29,11 +30,20 @@ class RunContext:
     local_dir: Path | None = None
     run_id: str = ""
     """The run folder's name: the hub commit sha, or local-<fingerprint> for a local folder."""
+    policy: RemoteCodePolicy = field(default_factory=RemoteCodePolicy)
+    """--trust-remote-code / --unsafe-no-sandbox: may the repository's own code be the reference (sandboxed)."""
     results: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @property
     def golden_root(self) -> Path:
         return self.workspace / "golden_outputs"
+
+    @property
+    def rerun(self) -> str:
+        """This run again with --trust-remote-code: what a stage blocked for want of it tells people to run."""
+        revision = ["--revision", self.revision] if self.revision else []
+        return rerun_command("new-model", self.source, *revision, "--workspace", str(self.workspace),
+                             policy=self.policy)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -43,6 +53,8 @@ class Stage:
     outputs: tuple[str, ...]
     needs: tuple[str, ...] = ()
     params: Callable[[RunContext], dict[str, Any]] = lambda ctx: {}
+    refuses: Callable[[RunContext], str | None] | None = None
+    """Why the stage may not run in this run (e.g. its reference is repository code, not trusted), or None."""
 
 
 def _result(stage: str, checks: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:
@@ -84,7 +96,8 @@ def run_generate(ctx: RunContext) -> dict[str, Any]:
     from onboard.generate_adapter import generate
 
     _ensure_local(ctx)
-    result = generate(ctx.local_dir, ctx.run_dir / "generated", force=True, parity=True).to_dict()
+    result = generate(ctx.local_dir, ctx.run_dir / "generated", force=True, parity=True, policy=ctx.policy,
+                      rerun=ctx.rerun).to_dict()  # fmt: skip
     atomic_write_json(ctx.run_dir / "generate.json", result)
     return result
 
@@ -118,13 +131,13 @@ def run_golden(ctx: RunContext) -> dict[str, Any]:
             return _done_golden(ctx, checks, folder)
         # A new revision: its reference must still match the goldens of the earlier (promoted) revision.
         new_folder = ctx.run_dir / "golden"
-        record(str(ctx.local_dir or ctx.source), new_folder, revision=ctx.run_id)
+        record(str(ctx.local_dir or ctx.source), new_folder, revision=ctx.run_id, policy=ctx.policy, rerun=ctx.rerun)
         match = _compare_goldens(read_golden(folder), read_golden(new_folder))
         checks.append({"name": "goldens_recorded", "passed": True, "required": True, "detail": str(new_folder)})
         checks.append(match)
         extra["compared_with"] = str(folder)
         return _done_golden(ctx, checks, new_folder, **extra)
-    record(str(ctx.local_dir or ctx.source), folder, revision=ctx.run_id)
+    record(str(ctx.local_dir or ctx.source), folder, revision=ctx.run_id, policy=ctx.policy, rerun=ctx.rerun)
     checks.append({"name": "goldens_recorded", "passed": True, "required": True, "detail": str(folder)})
     return _done_golden(ctx, checks, folder)
 
@@ -188,11 +201,28 @@ def _generated_adapter(ctx: RunContext) -> Any:
     return InProcessCandidate(model, ctx.local_dir, ctx.dtype, kind="adapter", hf=False)
 
 
+def _reference_refusal(ctx: RunContext) -> str | None:
+    from onboard.pipeline.remote_code import reference_refusal
+
+    return reference_refusal(ctx.run_dir, ctx.policy, ctx.rerun)
+
+
+def _validate_refusal(ctx: RunContext) -> str | None:
+    if _reference_refusal(ctx) is None:
+        return None
+    return f"no goldens to validate against: their reference is the repository's own code; rerun with: {ctx.rerun}"
+
+
+def _trust(ctx: RunContext) -> dict[str, Any]:
+    return {"remote_code": ctx.policy.to_dict()}
+
+
 STAGES: tuple[Stage, ...] = (
     Stage("inspect", run_inspect, ("profile.json", "inspect.json"), params=lambda c: {"target": c.target}),
-    Stage("generate", run_generate, ("generate.json",), needs=("inspect",)),
+    Stage("generate", run_generate, ("generate.json",), needs=("inspect",), params=_trust),
     Stage("verify-tokenizer", run_verify_tokenizer, ("verify-tokenizer.json",), needs=("inspect",)),
-    Stage("golden", run_golden, ("golden.json",), needs=("inspect",)),
+    Stage("golden", run_golden, ("golden.json",), needs=("inspect",), params=_trust, refuses=_reference_refusal),
     Stage("validate", run_validate, ("validate.json",), needs=("generate", "golden"),
-          params=lambda c: {"endpoint": c.endpoint, "served_model": c.served_model, "dtype": c.dtype}),
+          params=lambda c: {"endpoint": c.endpoint, "served_model": c.served_model, "dtype": c.dtype},
+          refuses=_validate_refusal),
 )  # fmt: skip
