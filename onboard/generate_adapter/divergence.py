@@ -1,0 +1,175 @@
+"""Where parity breaks: run one input through the adapter and the reference with forward hooks and name the first
+layer and sub-module whose output differs beyond the dtype's tolerance.
+
+Two halves, so the reference may run in another process (a sandboxed repository-code reference):
+- `capture(model, input_ids)` (divergence_capture) hooks a model and returns {point: tensor} keyed by role; plain
+  data, so it also runs inside the sandbox worker (divergence_stages).
+- `compare(ours, ref, dtype)` matches two captures point by point, in the reference's execution order, and returns
+  `per_layer_error` and `first_divergence` (with likely causes from divergence_causes).
+
+Fused projections (`qkv_proj`, `gate_up_proj`) are matched through the adapter's weight map: a "cat" rule says the
+fused output is the concatenation of the sources' outputs, so it is split by the reference's widths.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import torch
+from torch import nn
+
+from onboard.generate_adapter.divergence_capture import ROTARY, WEIGHT_SUFFIX, capture, key_of
+from onboard.generate_adapter.divergence_causes import Evidence, likely_causes
+
+# Per-point relative error max|Δ| / max|ref| beyond which a point has diverged, by the adapter's dtype (the one
+# table). float32: generate's parity bar; clean adapters stay near 1e-6 at every point. Low precision: a floor
+# under NOISE_SLACK x the reference's own error in that dtype at the same point, when that noise was captured.
+POINT_TOLERANCE: dict[str, float] = {"float64": 1e-9, "float32": 1e-4, "float16": 5e-3, "bfloat16": 2e-2}
+NOISE_SLACK = 2.0
+
+
+def fusions(weight_map: Sequence[Any]) -> dict[str, tuple[str, ...]]:
+    """Fused module -> its parts, from a weight map's "cat" rules on layer weights: `self_attn.qkv_proj` ->
+    (`self_attn.q_proj`, `self_attn.k_proj`, `self_attn.v_proj`), names relative to the layer."""
+    prefix, suffix = "model.layers.{i}.", ".weight"
+
+    def rel(name: str) -> str | None:
+        ok = name.startswith(prefix) and name.endswith(suffix)
+        return name[len(prefix) : -len(suffix)] if ok else None
+
+    out = {}
+    for rule in weight_map:
+        target, parts = rel(rule.target), [rel(s) for s in rule.sources]
+        if rule.op == "cat" and target and all(parts):
+            out[target] = tuple(parts)  # type: ignore[arg-type]
+    return out
+
+
+def _unfuse(ours: dict[str, torch.Tensor], ref: Mapping[str, torch.Tensor], fused: Mapping[str, tuple[str, ...]]):
+    """Split each fused output of ours into its parts, by the widths of the reference's parts (last dim)."""
+    out = dict(ours)
+    for key, tensor in ours.items():
+        layer, rel = _split_key(key)
+        parts = [key_of(layer, p) for p in fused.get(rel, ())] if layer is not None else []
+        if not parts or not all(p in ref for p in parts) or any(p in ours for p in parts):
+            continue
+        widths = [ref[p].shape[-1] for p in parts]
+        if sum(widths) == tensor.shape[-1]:
+            out.update(zip(parts, tensor.split(widths, dim=-1)))
+            del out[key]
+    return out
+
+
+def point_error(ours: torch.Tensor, ref: torch.Tensor) -> tuple[float, float, int]:
+    """(max|Δ|, max|Δ| / max|ref|, non-finite count) in float64; a shape mismatch or a non-finite value is inf."""
+    a, b = ours.detach().double().cpu(), ref.detach().double().cpu()
+    bad = int((~torch.isfinite(a)).sum() + (~torch.isfinite(b)).sum())
+    if a.numel() != b.numel() or bad:
+        return math.inf, math.inf, bad
+    diff = float((a.reshape(b.shape) - b).abs().max()) if b.numel() else 0.0
+    return diff, diff / max(float(b.abs().max()) if b.numel() else 0.0, 1e-30), 0
+
+
+def _split_key(key: str) -> tuple[int | None, str]:
+    if key.startswith("layers."):
+        _, layer, role = key.split(".", 2)
+        return int(layer), role
+    return None, key
+
+
+def compare(
+    ours: Mapping[str, torch.Tensor],
+    ref: Mapping[str, torch.Tensor],
+    dtype: str = "float32",
+    noise: Mapping[str, torch.Tensor] | None = None,
+    fused: Mapping[str, tuple[str, ...]] | None = None,
+) -> dict[str, Any]:
+    """Two captures of the same input -> {per_layer_error, first_divergence, only_in_reference, only_in_adapter}.
+
+    `noise`: the reference captured in `dtype` (when the adapter runs in low precision against a float32
+    reference): each point's tolerance becomes max(POINT_TOLERANCE[dtype], NOISE_SLACK x the reference's own error).
+    """
+    ours = _unfuse(dict(ours), ref, fused or {})
+    floor = POINT_TOLERANCE[dtype]
+    rows, first = [], None
+    for key, expected in ref.items():
+        if "/" in key or key not in ours:
+            continue
+        max_abs, rel, bad = point_error(ours[key], expected)
+        tol = floor
+        if noise is not None and key in noise:
+            noise_rel = point_error(noise[key], expected)[1]
+            tol = max(floor, NOISE_SLACK * noise_rel) if math.isfinite(noise_rel) else floor
+        layer, module = _split_key(key)
+        row = {"layer": layer, "module": module, "max_abs": max_abs, "rel": rel, "tolerance": tol}
+        row.update({"nonfinite": bad} if bad else {})
+        rows.append(row)
+        if first is None and (bad or not rel <= tol):  # non-finite values diverge whatever the reference's noise
+            first = dict(row, key=key)
+    missing = [k for k in ref if k not in ours and "/" not in k]
+    extra = [k for k in ours if k not in ref and "/" not in k]
+    if first is not None:
+        key = first.pop("key")
+        evidence = Evidence(
+            ref.get(key + WEIGHT_SUFFIX),
+            _missing_before(key, ref, missing),
+            [v for k, v in ours.items() if k.startswith(ROTARY)],
+            [v for k, v in ref.items() if k.startswith(ROTARY)],
+        )
+        first["likely_cause"] = likely_causes(ours[key], ref[key], first["tolerance"], evidence)
+    return {
+        "per_layer_error": [_json_row(r) for r in rows],
+        "first_divergence": _json_row(first) if first else None,
+        "only_in_reference": missing,
+        "only_in_adapter": extra,
+        "point_tolerance": floor,
+    }
+
+
+def _missing_before(key: str, ref: Mapping[str, Any], missing: Sequence[str]) -> list[str]:
+    """Reference points of the same layer, run before `key`, that the adapter has no counterpart for."""
+    layer = _split_key(key)[0]
+    order = list(ref)
+    return [_split_key(m)[1] for m in missing if _split_key(m)[0] == layer and order.index(m) < order.index(key)]
+
+
+def _json_row(row: dict[str, Any]) -> dict[str, Any]:
+    """Floats rounded to 4 significant digits; inf/NaN become null (the `nonfinite` count says why)."""
+    return {k: (float(f"{v:.4g}") if math.isfinite(v) else None) if isinstance(v, float) else v for k, v in row.items()}
+
+
+def locate(
+    adapter: nn.Module,
+    reference: nn.Module | Mapping[str, torch.Tensor],
+    input_ids: torch.Tensor,
+    dtype: str = "float32",
+    noise: nn.Module | Mapping[str, torch.Tensor] | None = None,
+) -> dict[str, Any]:
+    """Capture the adapter and the reference (a model, or a capture made elsewhere, e.g. in a sandbox worker, with
+    `extra=projection_names(adapter)`) on `input_ids` [1, S] and compare them (see `compare`)."""
+    fused = fusions(getattr(type(adapter), "WEIGHT_MAP", ()))
+    names = projection_names(adapter)
+    ours = capture(adapter, input_ids, names)
+    ref = reference if isinstance(reference, Mapping) else capture(reference, input_ids, names)
+    calibration = noise if isinstance(noise, Mapping) or noise is None else capture(noise, input_ids, names)
+    result = compare(ours, ref, dtype, calibration, fused)
+    return result | {"input_length": int(input_ids.shape[-1])}
+
+
+def projection_names(adapter: nn.Module | type) -> tuple[str, ...]:
+    """Layer-relative names captured besides the roles: the adapter's fused projections and their parts."""
+    fused = fusions(getattr(adapter if isinstance(adapter, type) else type(adapter), "WEIGHT_MAP", ()))
+    return tuple(dict.fromkeys([*fused, *(p for parts in fused.values() for p in parts)]))
+
+
+def summary(result: Mapping[str, Any]) -> str:
+    """One line for a check's detail: where it first diverges and why, or that no point does."""
+    first = result.get("first_divergence")
+    if not first:
+        return f"no point diverges beyond tolerance ({len(result.get('per_layer_error') or [])} points compared)"
+    where = f"layer {first['layer']} {first['module']}" if first["layer"] is not None else first["module"]
+    rel = "non-finite" if first["rel"] is None else f"rel {first['rel']:.3g} > {first['tolerance']:.1e}"
+    causes = "; ".join(first.get("likely_cause") or []) or "no pattern recognised"
+    return f"first divergence at {where} ({rel}): {causes}"
