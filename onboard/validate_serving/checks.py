@@ -134,14 +134,21 @@ def degeneration(greedy: list[GreedyResult]) -> CheckResult:
 
 
 def stop_set(golden: GoldenSet, candidate: Candidate) -> CheckResult:
-    """Generation stops on every token of the reference's stop set (B01: Llama 3 stops on two ids)."""
+    """The candidate stops on every token of the declared stop set (B01: Llama 3 stops on two ids).
+
+    The stop set is the tokenizer's declared one (verify_tokenizer.special_tokens.declared_stop_ids: every EOS the
+    files declare plus the chat template's end-of-turn token), recorded in the goldens. Each token is forced as the
+    first generated token; the candidate must end generation there. An in-process candidate stops on what an engine
+    would load from the files (engine_stop_ids), so an end-of-turn token the files leave out fails here.
+    """
     stops = [int(t) for t in golden.manifest.get("stop_token_ids", [])]
     if not stops:
-        return CheckResult("stop_set", False, False, "not checked: the reference declares no stop tokens", skipped=True)
+        return CheckResult("stop_set", False, False, "not checked: the goldens record no stop tokens (the checkpoint "
+                           "declares no EOS); declare eos_token_id in generation_config.json (onboard verify-tokenizer "
+                           "lists the stop set), re-record the goldens and validate again", skipped=True)  # fmt: skip
     if not candidate.capabilities.force_token:
-        return CheckResult(
-            "stop_set", False, False, "not checked: the candidate cannot force a token (no logit_bias)", skipped=True
-        )
+        return CheckResult("stop_set", False, False, "not checked: the candidate cannot force a token (no logit_bias); "
+                           "an engine that accepts logit_bias (vLLM, SGLang) checks it", skipped=True)  # fmt: skip
     prompt = min(golden.prompts, key=lambda p: len(p.prompt_ids)).prompt_ids
     failures = []
     for token in stops:
@@ -150,8 +157,13 @@ def stop_set(golden: GoldenSet, candidate: Candidate) -> CheckResult:
             failures.append(f"{token}: could not be forced (got {list(gen.ids)[:4]})")
         elif len(gen.ids) > 1 or gen.finish_reason == "length":
             failures.append(f"{token}: generation continued ({len(gen.ids)} tokens, finish_reason {gen.finish_reason})")
-    detail = "; ".join(failures) or f"stops on every stop token {stops}"
-    return CheckResult("stop_set", not failures, True, detail, data={"stop_token_ids": stops})
+    detail = "; ".join(failures) or f"stops on every token of the declared stop set {stops}"
+    honoured = list(getattr(candidate, "stop_ids", ()) or ())
+    missing = [t for t in stops if honoured and t not in honoured]
+    if failures and missing:
+        detail += (f"; the candidate stops on {honoured} (generation_config.json eos_token_id and the tokenizer's "
+                   f"EOS): add {missing} to generation_config.json eos_token_id")  # fmt: skip
+    return CheckResult("stop_set", not failures, True, detail, data={"stop_token_ids": stops, "honoured": honoured})
 
 
 def nan_inf_scan(parity_rows: Sequence[Sequence[TopK]], activations: list[LayerStat] | None) -> CheckResult:
@@ -176,7 +188,9 @@ def fp16_overflow(golden: GoldenSet, dtype: str, activations: list[LayerStat] | 
     limit = DTYPE_MAX.get(dtype, DTYPE_MAX["float32"])
     reference = {k: float(v) for k, v in golden.manifest.get("activation_max_abs", {}).items()}
     if not reference and activations is None:
-        return CheckResult("fp16_overflow", False, False, "not checked: no activation statistics", skipped=True)
+        return CheckResult("fp16_overflow", False, False, "not checked: no activation statistics (goldens without "
+                           "activation_max_abs, a candidate without hooks); goldens recorded by onboard golden record "
+                           "carry them", skipped=True)  # fmt: skip
     over = sorted((v, k) for k, v in reference.items() if v > limit)
     cand_over = [s for s in activations or [] if s.nonfinite or s.max_abs > limit]
     peak_name, peak = max(reference.items(), key=lambda kv: kv[1], default=("-", 0.0))

@@ -190,7 +190,8 @@ def record(
     from onboard.validate_serving.env import hardware, library_versions, resolve_local, slug
     from onboard.validate_serving.golden_remote import record_in_sandbox
     from onboard.validate_serving.prompts import DEFAULT_MAX_LONG, boundaries_of, build_suite, plan_long
-    from onboard.validate_serving.runtime import InProcessCandidate, load_tokenizer, load_transformers, stop_ids_of
+    from onboard.validate_serving.runtime import InProcessCandidate, load_tokenizer, load_transformers
+    from onboard.verify_tokenizer.special_tokens import checkpoint_stop_set
 
     started = time.time()
     folder = resolve_local(source, revision)
@@ -231,7 +232,7 @@ def record(
         "hardware": hardware(),
         "generation": {"greedy": True, "max_new_tokens": max_new_tokens, "top_k": top_k, "ignore_eos": True},
         "logprob_decimals": LOGPROB_DECIMALS,
-        "stop_token_ids": list(stop_ids_of(folder, tokenizer)),
+        "stop_token_ids": checkpoint_stop_set(folder),
         "boundaries": boundaries_of(profile),
         "long_prompt": asdict(long_plan),
         "noise": noise,

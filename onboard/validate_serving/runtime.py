@@ -7,7 +7,6 @@ when validating, so a difference between them is the model's, not the harness's.
 from __future__ import annotations
 
 import inspect
-import json
 import os
 import re
 from collections.abc import Sequence
@@ -76,20 +75,16 @@ def load_tokenizer(path: Path) -> Any | None:
         ) from exc
 
 
-def stop_ids_of(path: Path, tokenizer: Any | None = None) -> tuple[int, ...]:
-    """The stop set: generation_config eos ids ∪ config eos ∪ tokenizer eos (BUGZOO B01: Llama 3 needs all)."""
-    ids: list[int] = []
-    for name in ("generation_config.json", "config.json"):
-        file = path / name
-        if file.is_file():
-            try:
-                value = json.loads(file.read_text()).get("eos_token_id")
-            except (json.JSONDecodeError, AttributeError):
-                value = None
-            ids.extend(value if isinstance(value, list) else [value] if isinstance(value, int) else [])
-    if tokenizer is not None and getattr(tokenizer, "eos_token_id", None) is not None:
-        ids.append(int(tokenizer.eos_token_id))
-    return tuple(sorted(set(ids)))
+def stop_ids_of(path: Path) -> tuple[int, ...]:
+    """The ids a serving engine that loads `path` stops on (generation_config.json's eos_token_id, else config.json's,
+    plus the tokenizer's EOS: verify_tokenizer.special_tokens.engine_stop_ids, part of the one stop-set definition).
+
+    An in-process candidate honours exactly these, like an engine would, so validate's stop_set check (which forces
+    every token of the declared stop set the goldens recorded) fails when an end-of-turn token is not declared.
+    """
+    from onboard.verify_tokenizer.special_tokens import checkpoint_stop_set
+
+    return tuple(checkpoint_stop_set(path, engine=True))
 
 
 def topk_rows(logits: Any, k: int, next_ids: Sequence[int] | None) -> list[TopK]:

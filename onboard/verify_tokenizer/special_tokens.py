@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from onboard.findings import Finding, error, info, warning
@@ -32,8 +33,8 @@ class SpecialTokens:
     embedding_rows: int | None = None
 
 
-def _ids(value: Any, subject: Subject) -> list[int]:
-    """An id, a list of ids, a token string or an AddedToken dict -> ids."""
+def _ids(value: Any, subject: Subject | None) -> list[int]:
+    """An id, a list of ids, a token string or an AddedToken dict -> ids (strings only with a tokenizer)."""
     if value is None or isinstance(value, bool):
         return []
     if isinstance(value, int):
@@ -42,13 +43,13 @@ def _ids(value: Any, subject: Subject) -> list[int]:
         return [i for v in value for i in _ids(v, subject)]
     if isinstance(value, dict):
         value = value.get("content")
-    if isinstance(value, str):
+    if isinstance(value, str) and subject is not None:
         found = subject.token_id(value)
         return [found] if found is not None else []
     return []
 
 
-def declared_tokens(repo: TokenizerRepo, subject: Subject) -> dict[str, dict[str, list[int]]]:
+def declared_tokens(repo: TokenizerRepo, subject: Subject | None) -> dict[str, dict[str, list[int]]]:
     out: dict[str, dict[str, list[int]]] = {}
     for file, suffix in (("config.json", "_token_id"), ("generation_config.json", "_token_id"),
                          ("tokenizer_config.json", "_token"), ("special_tokens_map.json", "_token")):  # fmt: skip
@@ -61,6 +62,49 @@ def declared_tokens(repo: TokenizerRepo, subject: Subject) -> dict[str, dict[str
         if roles:
             out[file] = roles
     return out
+
+
+def declared_stop_ids(
+    declared: dict[str, dict[str, list[int]]], tokenizer_eos: int | None, end_of_turn: list[int]
+) -> list[int]:
+    """THE stop set, the one definition: verify-tokenizer reports it, goldens record it, validate tests candidates
+    against it. Every EOS id config.json (text_config included) or generation_config.json declares, the tokenizer's
+    EOS, and the token(s) the chat template ends assistant turns with (Llama 3's <|eot_id|>, BUGZOO B01)."""
+    files = [i for file in ("generation_config.json", "config.json") for i in declared.get(file, {}).get("eos", [])]
+    return sorted({*files, *([tokenizer_eos] if tokenizer_eos is not None else []), *end_of_turn})
+
+
+def engine_stop_ids(declared: dict[str, dict[str, list[int]]], tokenizer_eos: int | None) -> list[int]:
+    """The part of the stop set a serving engine honours after loading the files (vLLM, SGLang, transformers'
+    generate): generation_config.json's eos_token_id (config.json's when generation_config.json declares none) and
+    the tokenizer's EOS. An end-of-turn token the files do not declare is not among them: that is the bug the
+    validate stop_set check exists to catch."""
+    files = declared.get("generation_config.json", {}).get("eos") or declared.get("config.json", {}).get("eos", [])
+    return sorted({*files, *([tokenizer_eos] if tokenizer_eos is not None else [])})
+
+
+def checkpoint_stop_set(folder: Path, *, engine: bool = False) -> list[int]:
+    """`declared_stop_ids` (or, with `engine`, `engine_stop_ids`) of a local checkpoint folder, computed the way
+    verify-tokenizer computes them: the tokenizer transformers builds, and the end-of-turn token of the chat
+    template rendered in the sandbox. Without tokenizer files: the ids config.json and generation_config.json declare."""
+    from onboard.verify_tokenizer.conversations import check_template
+    from onboard.verify_tokenizer.repo import open_tokenizer_repo
+    from onboard.verify_tokenizer.subject import load_subject
+    from onboard.verify_tokenizer.template_lookup import templates_in
+
+    repo = open_tokenizer_repo(str(folder))
+    has_tokenizer = any((folder / f).is_file() for f in ("tokenizer.json", "tokenizer_config.json", "vocab.json"))
+    subject = load_subject(repo.root) if has_tokenizer else None
+    declared = declared_tokens(repo, subject)
+    eos = subject.hf.eos_token_id if subject is not None else None
+    if engine:
+        return engine_stop_ids(declared, eos)
+    end_of_turn: list[int] = []
+    templates, file = templates_in(repo) if subject is not None else ({}, None)
+    if templates:
+        template = templates.get("default", next(iter(templates.values())))
+        end_of_turn = check_template(template, file, subject)[0].end_of_turn
+    return declared_stop_ids(declared, eos, end_of_turn)
 
 
 def observed_insertion(subject: Subject) -> tuple[bool, bool]:
@@ -113,8 +157,8 @@ def analyse(
             findings.append(warning(f"{role}-disagreement", f"{role.upper()} differs across files: {seen}",
                                     f"declare the same {role} token everywhere", file=next(iter(seen))))  # fmt: skip
 
-    stop_ids = sorted({*gen_eos, *cfg_eos, *([tok_eos] if tok_eos is not None else []), *end_of_turn})
-    missing_eot = [i for i in end_of_turn if i not in gen_eos and i != tok_eos]
+    stops = declared_stop_ids(declared, tok_eos, end_of_turn)
+    missing_eot = [i for i in end_of_turn if i not in engine_stop_ids(declared, tok_eos)]
     if missing_eot:
         findings.append(error(
             "end-of-turn-not-stop",
@@ -124,7 +168,7 @@ def analyse(
             file="generation_config.json",
         ))  # fmt: skip
     pad = tokenizer["pad"]
-    if pad is not None and pad in stop_ids:
+    if pad is not None and pad in stops:
         findings.append(warning(
             "pad-equals-eos",
             f"the pad token {_show(subject, pad)} is also a stop token: training collators that mask padding also "
@@ -158,10 +202,10 @@ def analyse(
         elif embedding_rows > size:
             findings.append(info("embedding-padded", f"embedding has {embedding_rows} rows for {size} tokens "
                                  f"({embedding_rows - size} padding rows that must never be sampled)"))  # fmt: skip
-    findings += _not_special(repo, subject, stop_ids, template or "")
-    stop_tokens = [_show(subject, i) for i in stop_ids]
+    findings += _not_special(repo, subject, stops, template or "")
+    stop_tokens = [_show(subject, i) for i in stops]
     findings.append(info("stop-set", f"stop set: {', '.join(stop_tokens) or 'empty'}"))
-    tokens = SpecialTokens(declared, tokenizer, add_bos, add_eos, inserts_bos, inserts_eos, stop_ids, stop_tokens,
+    tokens = SpecialTokens(declared, tokenizer, add_bos, add_eos, inserts_bos, inserts_eos, stops, stop_tokens,
                            size, embedding_rows)  # fmt: skip
     return tokens, findings
 
