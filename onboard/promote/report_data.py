@@ -1,8 +1,8 @@
 """Everything the onboarding report shows, read defensively from stage results and the evaluated checklist.
 
-Stage-specific keys (validate.json `positions`, `performance`, `per_layer_error`; profile.json `memory`) may be
-missing or malformed in a partial run: each reader returns what it can and adds a line to `missing` saying what
-is absent and why, so the report states it instead of failing.
+Stage-specific keys (validate.json `positions`, `performance`, `per_layer_error` and `first_divergence`, see
+report_layers; profile.json `memory`) may be missing or malformed in a partial run: each reader returns what it
+can and adds a line to `missing` saying what is absent and why, so the report states it instead of failing.
 """
 
 from __future__ import annotations
@@ -10,12 +10,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from onboard.promote import svg
+from onboard.promote import report_layers, svg
 from onboard.promote.checklist import ChecklistState
 from onboard.promote.stage_results import STAGE_FILES, StageResults
 
 GIB = 1024**3
-ERROR_KEYS = ("max_abs_error", "max_error", "error", "max_logprob_error", "kl")
 
 
 @dataclass(frozen=True)
@@ -53,13 +52,15 @@ def gather(state: ChecklistState, results: StageResults) -> ReportData:
     missing: list[str] = []
     validate = results.data("validate")
     profile = results.data("inspect")
+    generate = results.data("generate")
+    layers = report_layers.find(validate, generate)
     plots = [p for p in (
         *_position_plots(validate, missing),
         _prefill_plot(validate, missing),
         _memory_plot(profile, missing),
-        _layer_plot(validate, results.data("generate"), missing),
+        _layer_plot(layers, missing, (validate, generate)),
     ) if p is not None]  # fmt: skip
-    tables = (_stage_table(results), _perf_table(validate), _failed_table(results))
+    tables = (_stage_table(results), _perf_table(validate), *_layer_tables(layers), _failed_table(results))
     return ReportData(
         state.slug, state.revision, state.ready, state, _facts(profile), tuple(t for t in tables if t.rows),
         tuple(plots), tuple(missing),
@@ -145,27 +146,22 @@ def _memory_plot(profile: dict[str, Any], missing: list[str]) -> Plot | None:
     return Plot("plot-memory", title, svg.bar_chart(title, bars, unit, limit), caption)
 
 
-def _layer_plot(validate: dict[str, Any], generate: dict[str, Any], missing: list[str]) -> Plot | None:
-    for source, data in (("validate.json", validate), ("generate.json", generate)):
-        rows = data.get("per_layer_error")
-        if not isinstance(rows, list) or not rows:
-            continue
-        pts = []
-        for r in rows:
-            if not isinstance(r, dict) or _num(r.get("layer")) is None:
-                continue
-            value = next((_num(r[k]) for k in ERROR_KEYS if _num(r.get(k)) is not None), None)
-            if value is not None:
-                pts.append((_num(r["layer"]), value))
-        if pts:
-            title = "Per-layer error"
-            chart = svg.line_chart(
-                title, [svg.Series("max |Δ| hidden state", tuple(pts))], "layer", "error", log_y=True
-            )  # type: ignore[arg-type]
-            worst = max(pts, key=lambda p: p[1])
-            return Plot("plot-layers", title, chart, f"from {source}; largest at layer {int(worst[0])}: {worst[1]:.3g}")  # type: ignore[arg-type]
-    missing.append("no `per_layer_error` in validate.json or generate.json: per-layer error not known")
-    return None
+def _layer_plot(found: report_layers.LayerError | None, missing: list[str], stages: tuple[dict, dict]) -> Plot | None:
+    if found is None:
+        missing.append(report_layers.why_unknown(*stages))
+        return None
+    chart, caption = report_layers.plot(found)
+    return Plot("plot-layers", "Per-layer error", chart, caption)
+
+
+def _layer_tables(found: report_layers.LayerError | None) -> tuple[Table, ...]:
+    if found is None:
+        return ()
+    first = Table("First divergence", ("where", "rel. error", "tolerance", "compared in", "likely cause", "from"),
+                  report_layers.first_rows(found))  # fmt: skip
+    rows = report_layers.table_rows(found)
+    header = ("layer", "worst point", "rel. error", "tolerance", "points beyond tolerance", "")
+    return first, Table("Per-layer error", header, rows)
 
 
 def _stage_table(results: StageResults) -> Table:

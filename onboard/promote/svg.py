@@ -47,17 +47,31 @@ def _ticks(lo: float, hi: float, n: int = 5) -> list[float]:
 
 
 def line_chart(
-    title: str, series: list[Series], x_label: str, y_label: str, log_y: bool = False, log_x: bool = False
+    title: str,
+    series: list[Series],
+    x_label: str,
+    y_label: str,
+    log_y: bool = False,
+    log_x: bool = False,
+    marker: tuple[float, str] | None = None,
 ) -> str:
     """A line chart; with `log_y` the y axis is log10 (zeros and negatives sit on the floor); `log_x` likewise
-    for positive x (prompt lengths that double)."""
+    for positive x (prompt lengths that double). `marker` (x, label): a labelled vertical line (linear x only)."""
     if log_x and all(x > 0 for s in series for x, _ in s.points):
         logged = [Series(s.name, tuple((math.log10(x), y) for x, y in s.points)) for s in series]
         return _line_chart(title, logged, x_label + " (log)", y_label, log_y, x_is_log=True)
-    return _line_chart(title, series, x_label, y_label, log_y, x_is_log=False)
+    return _line_chart(title, series, x_label, y_label, log_y, x_is_log=False, marker=marker)
 
 
-def _line_chart(title: str, series: list[Series], x_label: str, y_label: str, log_y: bool, x_is_log: bool) -> str:
+def _line_chart(
+    title: str,
+    series: list[Series],
+    x_label: str,
+    y_label: str,
+    log_y: bool,
+    x_is_log: bool,
+    marker: tuple[float, str] | None = None,
+) -> str:
     pts = [p for s in series for p in s.points]
     if not pts:
         return ""
@@ -97,6 +111,13 @@ def _line_chart(title: str, series: list[Series], x_label: str, y_label: str, lo
         label = _fmt(round(10**t)) if x_is_log else _fmt(t)
         out.append(f'<text class="tick" x="{sx(t):.1f}" y="{H - BOTTOM + 16}" text-anchor="middle">{label}</text>')
     out.append(_axes(x_label, y_label + (" (log)" if log_y else "")))
+    if marker is not None and x0 <= marker[0] <= x1:
+        mx = sx(marker[0])
+        anchor, dx = ("end", -4) if mx > (LEFT + W - RIGHT) / 2 else ("start", 4)
+        out.append(f'<line class="limit marker" x1="{mx:.1f}" x2="{mx:.1f}" y1="{TOP}" y2="{H - BOTTOM}" '
+                   'stroke="#dc2626" stroke-dasharray="4 3"/>'
+                   f'<text class="tick" x="{mx + dx:.1f}" y="{H - BOTTOM - 6}" text-anchor="{anchor}">'
+                   f"{escape(marker[1])}</text>")  # fmt: skip
     lx = LEFT + 8
     for i, s in enumerate(series):
         color = COLORS[i % len(COLORS)]

@@ -108,6 +108,7 @@ class InProcessCandidate:
     def __init__(self, model: Any, path: Path, dtype: str, *, kind: str, hf: bool, note: str = "") -> None:
         self.model = model
         self.hf = hf
+        self.path = path  # the checkpoint, for the first-divergence bisect when parity fails
         self.info = CandidateInfo(path.name, kind, dtype, library_versions(), hardware())
         notes = []
         if kind == "reference-as-candidate":
