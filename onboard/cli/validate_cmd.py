@@ -7,6 +7,8 @@ from pathlib import Path
 
 import click
 
+from onboard.cli.remote_code_options import policy_from, remote_code_options
+
 
 @click.command("validate")
 @click.argument("source")
@@ -33,6 +35,7 @@ import click
     "--timeout", "timeout_s", type=click.FloatRange(0.1), default=120.0, show_default=True, help="Per request, seconds."
 )
 @click.option("--no-performance", is_flag=True, help="Skip the performance measurements.")
+@remote_code_options
 @click.option("--json", "as_json", is_flag=True, help="Print the stage result as JSON on stdout.")
 def validate_command(
     source: str,
@@ -44,13 +47,16 @@ def validate_command(
     out: Path | None,
     timeout_s: float,
     no_performance: bool,
+    trust_remote_code: bool,
+    unsafe_no_sandbox: bool,
     as_json: bool,
 ) -> None:
     """Validate the implementation that will serve SOURCE against its goldens.
 
     Without --endpoint the candidate is the generated adapter runtime, in process; with neither an endpoint nor an
     adapter there is nothing to validate (exit 2). Exit 1 when a required check fails, 2 when the input is unusable
-    (no goldens, goldens of another checkpoint, endpoint down or not OpenAI-compatible).
+    (no goldens, goldens of another checkpoint, endpoint down or not OpenAI-compatible). `--candidate reference` on
+    a model that exists only as the repository's code runs that code, with --trust-remote-code, in the sandbox.
 
     \b
     Examples:
@@ -61,9 +67,11 @@ def validate_command(
     from onboard.cli import report_error
     from onboard.cli.output import emit_json, say
     from onboard.errors import InputError
+    from onboard.reference import REPO_CODE, reference_for, rerun_command
     from onboard.validate_serving.candidates import DTYPES
     from onboard.validate_serving.env import slug
     from onboard.validate_serving.golden import assert_same_checkpoint, read_golden
+    from onboard.validate_serving.remote_candidate import validate_in_sandbox
     from onboard.validate_serving.report import summary, write_result
     from onboard.validate_serving.run import checkpoint_of, default_golden_dir, open_candidate, validate
 
@@ -77,11 +85,18 @@ def validate_command(
     checkpoint = checkpoint_of(source, endpoint)
     if checkpoint is not None:
         assert_same_checkpoint(golden, checkpoint)  # before loading a model: goldens of another checkpoint are an error
-    engine = open_candidate(source, dtype, endpoint, served_model, timeout_s, candidate)
-    try:
-        result = validate(golden, engine, source=source, performance=not no_performance, checkpoint=checkpoint)
-    finally:
-        engine.close()
+    policy = policy_from(trust_remote_code, unsafe_no_sandbox)
+    if candidate == "reference" and checkpoint is not None and reference_for(checkpoint).kind == REPO_CODE:
+        # The self-check's candidate would be the repository's code: it runs in the sandbox worker, or not at all.
+        rerun = rerun_command("validate", source, "--golden", str(golden.folder), "--candidate", "reference",
+                              policy=policy)  # fmt: skip
+        result = validate_in_sandbox(golden, checkpoint, dtype, policy, rerun, performance=not no_performance)
+    else:
+        engine = open_candidate(source, dtype, endpoint, served_model, timeout_s, candidate)
+        try:
+            result = validate(golden, engine, source=source, performance=not no_performance, checkpoint=checkpoint)
+        finally:
+            engine.close()
     path = out if out and out.suffix == ".json" else (out or Path("onboarding") / slug(source)) / "validation.json"
     write_result(result, path)
     if as_json:
