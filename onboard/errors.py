@@ -52,3 +52,20 @@ class CheckpointError(InputError):
 
 class ConfigError(InputError):
     """config.json (or another JSON file of the repo) is missing or malformed."""
+
+
+# SANDBOX ERRORS (repository code run in an isolated worker: onboard/sandbox/)
+
+
+class SandboxUnavailable(InputError):
+    """Isolation cannot be set up here (no bubblewrap / unshare, or namespaces are disabled): install it, or pass
+    --unsafe-no-sandbox to run the repository's code without isolation (reported)."""
+
+
+class SandboxError(InputError):
+    """The sandboxed worker failed. `kind`: raised | memory | wall | cpu | file_size | crashed | refused | protocol."""
+
+    def __init__(self, kind: str, message: str, hint: str | None = None, remote_traceback: str = "") -> None:
+        super().__init__(message, hint)
+        self.kind = kind
+        self.remote_traceback = remote_traceback

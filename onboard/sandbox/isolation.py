@@ -1,0 +1,187 @@
+"""How the worker is isolated: bubblewrap first, util-linux `unshare` second, nothing only when the user says so.
+
+Both methods give the worker the same view:
+- no network: a fresh network namespace (loopback down too); also fresh PID, IPC and UTS namespaces;
+- the whole file system read-only, with the parent's HOME, /tmp, /var/tmp and /run hidden behind empty read-only
+  tmpfs (secrets and Unix sockets such as a Docker socket live there; a socket ignores read-only mounts);
+- the paths the worker needs back on top, read-only: the Python installation and import path, and the checkpoint
+  (plus the targets of its symlinks: a hub cache snapshot links into `blobs/`);
+- one writable folder: the call's own temp dir;
+- no capabilities (as root too), no controlling terminal.
+bubblewrap builds this view itself; with `unshare` the worker builds it (onboard/sandbox/lockdown.py) before it
+imports anything else. bubblewrap is preferred because it is a maintained, audited tool.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from onboard.errors import SandboxUnavailable
+
+BUBBLEWRAP = "bubblewrap"
+UNSHARE = "unshare"
+UNSAFE = "none (--unsafe-no-sandbox)"
+
+INSTALL_HINT = (
+    "install bubblewrap (Debian/Ubuntu: `apt-get install bubblewrap`, Fedora: `dnf install bubblewrap`) and allow "
+    "unprivileged user namespaces, or rerun with --unsafe-no-sandbox to run the repository's code WITHOUT isolation"
+)
+
+
+@dataclass(frozen=True)
+class View:
+    """The file-system view of one call: what is hidden, what comes back read-only, what is writable."""
+
+    masks: tuple[str, ...]
+    readable: tuple[str, ...]
+    writable: str
+
+
+def plan_view(workdir: Path, checkpoint: Path | None, extra_readable: tuple[Path, ...] = ()) -> View:
+    """Masks and read-only binds for a call whose only writable folder is `workdir`."""
+    masks = _outermost({_real(p) for p in _mask_candidates() if p.is_dir()})
+    needed = {_real(p) for p in _python_paths()}
+    needed |= {_real(p) for p in extra_readable}
+    if checkpoint is not None:
+        needed |= _checkpoint_paths(checkpoint)
+    # Only paths hidden by a mask need binding back (the rest of / is visible read-only already), and never a
+    # whole mask or what contains one (a script run from /tmp or ~ must not bring /tmp or ~ back).
+    readable = _outermost({p for p in needed if Path(p).exists() and any(_under(p, m) for m in masks)
+                           and not any(_under(m, p) for m in masks)})  # fmt: skip
+    return View(masks=tuple(masks), readable=tuple(readable), writable=_real(workdir))
+
+
+def _mask_candidates() -> list[Path]:
+    import tempfile
+
+    out = [Path("/tmp"), Path("/var/tmp"), Path("/run"), Path("/dev/shm"), Path(tempfile.gettempdir())]
+    home = Path(os.path.expanduser("~"))
+    if home != Path("/"):
+        out.append(home)
+    if os.geteuid() == 0:
+        out.append(Path("/root"))
+    return out
+
+
+def _python_paths() -> list[Path]:
+    paths = [Path(sys.prefix), Path(sys.base_prefix), Path(sys.exec_prefix), Path(sys.executable).resolve().parent]
+    # sys.path[0] is the parent's script folder or working directory (unless python -P): not the worker's business
+    entries = sys.path if sys.flags.safe_path else sys.path[1:]
+    paths += [Path(p) for p in entries if p]
+    import onboard
+
+    paths.append(Path(onboard.__file__).resolve().parent)
+    return paths
+
+
+def _checkpoint_paths(checkpoint: Path) -> set[str]:
+    """The checkpoint folder and the folders its symlinks point into (a hub cache snapshot links into blobs/)."""
+    paths = {_real(checkpoint)}
+    root = Path(checkpoint)
+    if root.is_dir():
+        for path in root.rglob("*"):
+            if path.is_symlink():
+                target = path.resolve()
+                paths.add(str(target if target.is_dir() else target.parent))
+    return paths
+
+
+def _real(path: Path | str) -> str:
+    return os.path.realpath(path)
+
+
+def _under(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip("/") + "/")
+
+
+def _outermost(paths: set[str]) -> list[str]:
+    """Sorted, without paths that lie inside another one of the set."""
+    out: list[str] = []
+    for path in sorted(paths):
+        if not any(_under(path, kept) for kept in out):
+            out.append(path)
+    return out
+
+
+# ---- the two methods ------------------------------------------------------------------------------------------
+
+
+def bwrap_prefix(view: View) -> list[str]:
+    """The bubblewrap command line that runs what follows it inside `view`."""
+    args = ["bwrap", "--die-with-parent", "--new-session", "--unshare-net", "--unshare-pid", "--unshare-ipc",
+            "--unshare-uts", "--unshare-cgroup-try", "--cap-drop", "ALL",
+            "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]  # fmt: skip
+    for mask in view.masks:
+        args += ["--tmpfs", mask]
+    for path in view.readable:
+        args += ["--ro-bind", path, path]
+    args += ["--bind", view.writable, view.writable]
+    for mask in (*view.masks, "/dev"):  # last: the binds above need their mount points created first
+        args += ["--remount-ro", mask]
+    return [*args, "--chdir", view.writable, "--"]
+
+
+def unshare_prefix() -> list[str]:
+    """util-linux `unshare`: namespaces only; the worker then locks the file system down itself (lockdown.py)."""
+    args = ["unshare", "--net", "--mount", "--pid", "--ipc", "--uts", "--fork", "--kill-child", "--mount-proc"]
+    if os.geteuid() != 0:
+        args.append("--map-root-user")  # an unprivileged user gets the namespaces through a user namespace
+    return [*args, "--"]
+
+
+@functools.cache
+def _works(method: str) -> str | None:
+    """None when `method` runs a trivial command here, else why not (one probe per process)."""
+    if method == BUBBLEWRAP:
+        exe, probe = "bwrap", ["bwrap", "--unshare-net", "--unshare-pid", "--die-with-parent", "--ro-bind", "/", "/",
+                               "--dev", "/dev", "--proc", "/proc", "--", "true"]  # fmt: skip
+    else:
+        exe, probe = "unshare", [*unshare_prefix(), "true"]
+    if shutil.which(exe) is None:
+        return f"`{exe}` is not installed"
+    try:
+        proc = subprocess.run(probe, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"`{exe}` could not start: {exc}"
+    if proc.returncode != 0:
+        return f"`{exe}` cannot create namespaces here: {proc.stderr.strip()[-300:] or f'exit {proc.returncode}'}"
+    return None
+
+
+def choose_method(unsafe_no_sandbox: bool = False, method: str | None = None) -> str:
+    """The isolation method a call will use: BUBBLEWRAP, UNSHARE, or UNSAFE (only when the user asked for it).
+
+    --unsafe-no-sandbox permits running without isolation; it does not turn off isolation that works.
+
+    Args:
+        unsafe_no_sandbox: the user passed --unsafe-no-sandbox: run unisolated when no method works.
+        method: force BUBBLEWRAP, UNSHARE or UNSAFE (UNSAFE needs unsafe_no_sandbox too): tests, diagnostics.
+
+    Raises:
+        SandboxUnavailable: no method works here (or the forced one does not), and unsafe_no_sandbox is False.
+    """
+    if method == UNSAFE:
+        if not unsafe_no_sandbox:
+            raise ValueError("running without isolation needs unsafe_no_sandbox=True")
+        return UNSAFE
+    candidates = [method] if method else [BUBBLEWRAP, UNSHARE]
+    reasons = []
+    for candidate in candidates:
+        if candidate not in (BUBBLEWRAP, UNSHARE):
+            raise ValueError(f"unknown sandbox method {candidate!r}")
+        why = _works(candidate)
+        if why is None:
+            return candidate
+        reasons.append(why)
+    if unsafe_no_sandbox and method is None:
+        return UNSAFE
+    raise SandboxUnavailable(
+        "cannot isolate the repository's code (no network, read-only checkpoint, limits): " + "; ".join(reasons),
+        INSTALL_HINT,
+    )

@@ -1,0 +1,125 @@
+"""The sandboxed worker: `python -m onboard.sandbox.worker WORKDIR` (started by run_isolated, never by hand).
+
+Order matters: limits first, then (unshare method) the file-system lockdown, and only then the target is imported
+and called. The target must be a function of our own `onboard.` package; it may load the repository's code (the only
+place trust_remote_code=True is allowed). The outcome goes to WORKDIR/result.json (+ outputs.safetensors for
+tensors); the parent reads nothing else but the log's tail.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import resource
+import sys
+import traceback
+from pathlib import Path
+from typing import Any
+
+from onboard.sandbox.protocol import (
+    IN_WORKER_ENV,
+    INPUTS,
+    OUTPUTS,
+    REQUEST,
+    RESULT,
+    TargetRefused,
+    check_target,
+)
+
+TRACEBACK_LINES = 20  # how much of the remote traceback comes back in the error message
+
+
+def _resolve(target: str, onboard_root: str) -> Any:
+    module_name, function = check_target(target)
+    module = importlib.import_module(module_name)
+    origin = os.path.realpath(getattr(module, "__file__", "") or "")
+    if not origin.startswith(onboard_root.rstrip("/") + "/"):  # an `onboard` shadowed on sys.path is not ours
+        raise TargetRefused(f"refused target {target!r}: {module_name} was imported from {origin}, not {onboard_root}")
+    fn = getattr(module, function, None)
+    if not callable(fn):
+        raise TargetRefused(f"refused target {target!r}: {module_name} has no function {function!r}")
+    return fn
+
+
+def apply_limits(limits: dict[str, int]) -> None:
+    """rlimits on this process (inherited by anything it starts). Soft CPU limit -> SIGXCPU, hard 5 s later."""
+    resource.setrlimit(resource.RLIMIT_CPU, (limits["cpu_s"], limits["cpu_s"] + 5))
+    resource.setrlimit(resource.RLIMIT_AS, (limits["memory_bytes"], limits["memory_bytes"]))
+    resource.setrlimit(resource.RLIMIT_FSIZE, (limits["file_bytes"], limits["file_bytes"]))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+
+
+def _failure(kind: str, exc: BaseException) -> dict[str, Any]:
+    lines = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)).rstrip().splitlines()
+    return {"ok": False, "kind": kind, "type": type(exc).__name__, "message": str(exc)[:2000],
+            "traceback": "\n".join(lines[-TRACEBACK_LINES:])}  # fmt: skip
+
+
+def _is_memory_error(exc: BaseException) -> bool:
+    text = str(exc)
+    return isinstance(exc, MemoryError) or any(
+        s in text for s in ("can't allocate memory", "Cannot allocate memory", "std::bad_alloc", "out of memory")
+    )
+
+
+def _write_result(workdir: Path, result: dict[str, Any]) -> None:
+    tmp = workdir / (RESULT + ".tmp")
+    tmp.write_text(json.dumps(result))
+    os.replace(tmp, workdir / RESULT)
+
+
+def run(workdir: Path) -> dict[str, Any]:
+    """Run the request in `workdir`; the result dict (also on failure of the target)."""
+    request = json.loads((workdir / REQUEST).read_text())
+    apply_limits(request["limits"])
+    if request.get("lockdown"):
+        from onboard.sandbox.lockdown import LockdownError, lock_down
+
+        try:
+            lock_down(**request["lockdown"])
+        except LockdownError as exc:
+            return _failure("isolation", exc)
+    if os.getpid() == 1:
+        _become_init()
+    from onboard.sandbox.codec import decode, encode
+
+    try:
+        fn = _resolve(request["target"], request["onboard_root"])
+    except TargetRefused as exc:
+        return _failure("refused", exc)
+    try:
+        value = fn(**decode(request["kwargs"], workdir / INPUTS))
+        return {"ok": True, "value": encode(value, workdir / OUTPUTS)}
+    except BaseException as exc:  # noqa: BLE001  (SystemExit from repository code is a failure too)
+        return _failure("memory" if _is_memory_error(exc) else "raised", exc)
+
+
+def _become_init() -> None:
+    """Under `unshare --pid` the worker is PID 1, which the kernel shields from signals without a handler (SIGXCPU
+    from the CPU limit would be ignored). So PID 1 forks: the child goes on to run the target, PID 1 only waits
+    and passes the child's fate on as its exit status (128 + signal, as a shell reports it)."""
+    child = os.fork()
+    if child == 0:
+        return
+    while True:
+        pid, status = os.wait()  # reaps orphans too; the PID namespace dies with us
+        if pid == child:
+            os._exit(128 + os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status))
+
+
+def main(argv: list[str]) -> None:
+    workdir = Path(argv[1]) if len(argv) > 1 else Path.cwd()
+    os.environ[IN_WORKER_ENV] = "1"
+    result = run(workdir)
+    try:
+        _write_result(workdir, result)
+    except (MemoryError, TypeError, ValueError) as exc:  # the worker's own last resort: say why in a few bytes
+        _write_result(workdir, {"ok": False, "kind": "protocol", "type": type(exc).__name__,
+                                "message": f"the result could not be written: {exc}"[:500], "traceback": ""})  # fmt: skip
+    sys.stdout.flush(), sys.stderr.flush()
+    os._exit(0)  # not sys.exit: threads the repository code left running must not delay or alter the outcome
+
+
+if __name__ == "__main__":
+    main(sys.argv)
