@@ -45,7 +45,9 @@ def _in_process(checkpoint: Path, ids: torch.Tensor, repeats: int) -> tuple[torc
     return logits, times[1:]
 
 
-def _sandboxed(checkpoint: Path, ids: torch.Tensor, repeats: int) -> tuple[torch.Tensor, list[float], float, float]:
+def _sandboxed(
+    checkpoint: Path, ids: torch.Tensor, repeats: int
+) -> tuple[torch.Tensor, list[float], float, float, float]:
     from onboard.sandbox import run_isolated
 
     start = time.perf_counter()
@@ -54,7 +56,9 @@ def _sandboxed(checkpoint: Path, ids: torch.Tensor, repeats: int) -> tuple[torch
                        checkpoint=checkpoint)  # fmt: skip
     whole = time.perf_counter() - start
     assert out["threads"] == torch.get_num_threads(), (out["threads"], torch.get_num_threads())
-    return out["logits"], out["forward_s"][1:], out["load_s"], whole
+    # what the call costs beyond the model's own work: process start, imports, isolation, result transfer
+    overhead = whole - out["load_s"] - sum(out["forward_s"])
+    return out["logits"], out["forward_s"][1:], out["load_s"], whole, overhead
 
 
 def bench(config: dict, seq: int, batches: list[int], repeats: int) -> list[dict]:
@@ -74,15 +78,15 @@ def bench(config: dict, seq: int, batches: list[int], repeats: int) -> list[dict
             ids = torch.randint(0, config["vocab_size"], (batch, seq), generator=torch.Generator().manual_seed(batch))
             # in process before and after the sandbox: load from other processes hits both sides alike
             ref, t_before = _in_process(Path(tmp), ids, repeats)
-            got, t_box, load_s, whole = _sandboxed(Path(tmp), ids, repeats)
+            got, t_box, load_s, whole, overhead = _sandboxed(Path(tmp), ids, repeats)
             _, t_after = _in_process(Path(tmp), ids, repeats)
             t_in, t_sb = statistics.median(t_before + t_after), statistics.median(t_box)
             gap = float((got - ref).abs().max())
             rows.append(dict(batch=batch, in_process_s=t_in, sandbox_s=t_sb, ratio=t_sb / t_in, whole_call_s=whole,
-                             load_s=load_s, max_abs_diff=gap))  # fmt: skip
+                             load_s=load_s, overhead_s=overhead, max_abs_diff=gap))  # fmt: skip
             print(f"batch {batch}: forward in process {t_in * 1e3:8.1f} ms, in the sandbox {t_sb * 1e3:8.1f} ms, "
                   f"ratio sandbox/in-process {t_sb / t_in:5.2f}x (target <= 1.5x); whole sandboxed call "
-                  f"{whole:6.1f} s (start + imports + load {load_s:.1f} s + {repeats + 1} forwards + transfer); "
+                  f"{whole:6.1f} s (load {load_s:.1f} s, {repeats + 1} forwards, start + imports + transfer {overhead:.1f} s); "
                   f"max|Δlogit| {gap:.1e}", flush=True)  # fmt: skip
     return rows
 
