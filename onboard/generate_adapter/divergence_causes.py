@@ -27,9 +27,15 @@ def _residual(fit: torch.Tensor, ours: torch.Tensor, ref: torch.Tensor) -> float
     return float((ours - fit).norm() / (ours - ref).norm().clamp_min(1e-300))
 
 
+# Reference points our blocks compute without a module call of their own: their absence proves nothing (the MoE
+# block holds its experts as stacked parameters).
+NO_MODULE_HERE = ("experts",)
+
+
 def missing_modules(missing_before: Sequence[str]) -> str | None:
     """The reference ran modules here (same layer, earlier) that the adapter has no counterpart for: the likeliest
     cause is that the adapter skips them (a missing QK-norm shows as q_norm/k_norm only in the reference)."""
+    missing_before = [m for m in missing_before if m not in NO_MODULE_HERE]
     if not missing_before:
         return None
     names = ", ".join(missing_before)
@@ -74,6 +80,18 @@ def per_channel_scale(ours: torch.Tensor, ref: torch.Tensor) -> str | None:
     if _residual(b * s, a, b) > EXPLAINED or float(s.std()) < 1e-3:
         return None
     return "ratio constant per channel across positions: a per-channel weight (norm weight or 1+w offset)"
+
+
+def per_token_scale(ours: torch.Tensor, ref: torch.Tensor) -> str | None:
+    """ours ≈ s_p·ref with one s per position, varying between positions: a per-token weight, which in an MoE block
+    is the router's (top-k renormalisation, routed scaling factor) when the router logits themselves agree."""
+    a, b = _rows(ours), _rows(ref)
+    if a.shape[0] < 2:
+        return None
+    s = (a * b).sum(-1) / (b * b).sum(-1).clamp_min(1e-300)
+    if _residual(b * s[:, None], a, b) > EXPLAINED or float(s.std()) < 1e-3:
+        return None
+    return "ratio constant per token, varying across tokens: a per-token weight (MoE top-k normalisation or scaling)"
 
 
 def _position_errors(ours: torch.Tensor, ref: torch.Tensor) -> torch.Tensor:
@@ -161,6 +179,7 @@ def likely_causes(ours: torch.Tensor, ref: torch.Tensor, tol: float, evidence: E
         lambda: past_position(ours, ref, tol),
         lambda: scores_only(ours, ref, tol),
         lambda: None if offset else per_channel_scale(ours, ref),
+        lambda: per_token_scale(ours, ref),
     ]
     found = [c() for c in checks]
     return [f for f in found if f]

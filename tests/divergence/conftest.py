@@ -91,8 +91,16 @@ DEFECTS: dict[str, list[tuple[str, str]]] = {
     ],
     # Gemma 2's attention logit soft-cap dropped.
     "softcap": [("softcap=args.attn_logit_softcapping,", "softcap=None,")],
+    # MoE: the top-k weights renormalised when the config says not to (router logits still agree).
+    "topk_norm": [("norm_topk_prob=args.norm_topk_prob)", "norm_topk_prob=not args.norm_topk_prob)")],
 }
-DEFECT_FAMILY = {"norm_offset": "gemma", "rope_theta": "llama", "qk_norm": "qwen3", "softcap": "gemma2"}
+DEFECT_FAMILY = {
+    "norm_offset": "gemma",
+    "rope_theta": "llama",
+    "qk_norm": "qwen3",
+    "softcap": "gemma2",
+    "topk_norm": "qwen3_moe",
+}
 
 
 @pytest.fixture

@@ -12,9 +12,11 @@ from onboard.generate_adapter.divergence_capture import by_position, point_of
 from onboard.generate_adapter.divergence_causes import (
     constant_ratio,
     grows_with_position,
+    missing_modules,
     norm_offset,
     past_position,
     per_channel_scale,
+    per_token_scale,
     scores_only,
 )
 from onboard.generate_adapter.loader import WeightRule
@@ -102,6 +104,9 @@ def test_each_heuristic_fires_on_its_pattern_only() -> None:
     assert norm_offset(ref * (1 + w) / w, ref, w).startswith("≈ (1+w) / w")
     assert norm_offset(noise, ref, w) is None
     assert per_channel_scale(ref * (1 + w), ref) is not None and per_channel_scale(noise, ref) is None
+    per_token = 1 + 0.2 * torch.rand(S, 1, generator=G)
+    assert per_token_scale(ref * per_token, ref) is not None and per_token_scale(noise, ref) is None
+    assert per_channel_scale(ref * per_token, ref) is None and per_token_scale(ref * (1 + w), ref) is None
     assert constant_ratio(ref * 0.5, ref, tol) is not None and constant_ratio(noise, ref, tol) is None
     late = ref.clone()
     late[16:] += 0.5
@@ -117,3 +122,5 @@ def test_each_heuristic_fires_on_its_pattern_only() -> None:
     assert grows_with_position([table], [theirs], tol) is None
     wrong = torch.cos(positions * torch.tensor([1.0, 0.05, 0.001]))
     assert grows_with_position([wrong], [theirs], tol).startswith("rotary cos/sin tables differ from position 1")
+    assert missing_modules(["q_norm", "k_norm"]).endswith("missing QK-norm")
+    assert missing_modules(["experts"]) is None  # our MoE blocks never call an experts module

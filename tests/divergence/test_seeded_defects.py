@@ -21,6 +21,7 @@ EXPECTED = {
     "rope_theta": (0, "attention", "rope theta"),
     "qk_norm": (0, "attention", "missing QK-norm"),
     "softcap": (0, "attention", "softcap"),
+    "topk_norm": (0, "mlp", "MoE top-k normalisation"),  # after the router point, which agrees
 }
 
 
