@@ -93,10 +93,14 @@ def test_reference_side_defect_is_localised(sharp) -> None:
     assert first["likely_cause"] == ["ratio ≈ constant (adapter/reference = 0.9524): a scale or multiplier"]
 
 
-def test_bfloat16_parity_failure_is_localised_in_float32(sharp, seeded) -> None:
-    result = check_parity(seeded("qk_norm"), sharp("qwen3", "bfloat16"), dtype="bfloat16")
+@pytest.mark.parametrize("defect", ["norm_offset", "rope_theta", "qk_norm"])
+def test_bfloat16_parity_failure_is_localised_in_float32(sharp, seeded, defect: str) -> None:
+    """Served in bf16 (a bf16 checkpoint, the adapter in bf16): parity fails there, and the bisect localises in
+    float32, where rounding cannot hide a defect (divergence_stages)."""
+    result = check_parity(seeded(defect), sharp(DEFECT_FAMILY[defect], "bfloat16"), dtype="bfloat16")
     assert result["passed"] is False and result["compared_in"] == "float32"
-    assert (result["first_divergence"]["layer"], result["first_divergence"]["module"]) == (0, "attention")
+    first = result["first_divergence"]
+    assert (first["layer"], first["module"]) == EXPECTED[defect][:2]
 
 
 def test_low_precision_stage_finds_an_overflow_and_nothing_on_a_clean_adapter(sharp, tmp_path) -> None:
