@@ -1,10 +1,9 @@
 """The Candidate interface: what is being validated against the goldens.
 
 Two kinds:
-  (a) in-process: our generated adapter runtime (`onboard.generate_adapter`, `Model.from_pretrained(path, dtype)`,
-      `model(input_ids) -> logits`). TODO(generate-adapter): that runtime is being written in parallel; until it is
-      importable, `load_candidate` falls back to transformers itself in a clearly marked "reference-as-candidate"
-      mode (kind="reference-as-candidate") so the pipeline and the checks can be developed and tested end to end.
+  (a) in-process: our generated adapter runtime (`adapters/<model_type>.py`, `Model.from_pretrained(path, dtype)`,
+      `model(input_ids, attention_mask, cache) -> logits`: left-padded batches, KV-cached decoding), or transformers
+      itself as a labelled self-check of the harness (kind="reference-as-candidate").
   (b) any OpenAI-compatible endpoint (`onboard.validate_serving.endpoint.EndpointCandidate`).
 
 Every candidate answers two questions: `score` (teacher-forced distributions at every position of given sequences)
@@ -14,12 +13,14 @@ so the report can say "not checked" instead of passing it silently.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import threading
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol, TypeVar
 
 DTYPES = ("float32", "bfloat16", "float16", "float64")
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -56,7 +57,10 @@ class Capabilities:
     generation_logprobs: bool = True
     batch: bool = True
     padding: bool = True
-    """Left/right padding with an attention mask is observable (in-process only: engines pad internally)."""
+    """A sequence can be scored inside a batch of sequences of other lengths (in process: padded batches with an
+    attention mask; an engine: several prompts per request, or concurrent requests, which it batches itself)."""
+    concurrent: bool = False
+    """Requests may be sent concurrently from threads (an engine's scheduler batches them as it batches traffic)."""
     activations: bool = False
     """Per-layer activation statistics (hooks) are available."""
     force_token: bool = True
@@ -102,6 +106,30 @@ class Candidate(Protocol):
         ...
 
     def close(self) -> None: ...
+
+
+def run_concurrently(calls: Sequence[Callable[[], T]]) -> list[T]:
+    """Start every call at once (one thread each, released together) and return their results in order; the first
+    exception is re-raised in the caller's thread."""
+    results: list[Any] = [None] * len(calls)
+    errors: list[BaseException] = []
+    barrier = threading.Barrier(len(calls)) if calls else None
+
+    def run(i: int) -> None:
+        try:
+            barrier.wait()  # type: ignore[union-attr]
+            results[i] = calls[i]()
+        except BaseException as exc:  # re-raised below in the caller's thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(len(calls))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise errors[0]
+    return results
 
 
 def load_candidate(

@@ -11,7 +11,6 @@ from __future__ import annotations
 import http.client
 import json
 import socket
-import threading
 import time
 import urllib.error
 import urllib.request
@@ -20,7 +19,14 @@ from typing import Any
 from urllib.parse import urlparse
 
 from onboard.errors import InputError
-from onboard.validate_serving.candidates import CandidateInfo, Capabilities, Generation, LayerStat, TopK
+from onboard.validate_serving.candidates import (
+    CandidateInfo,
+    Capabilities,
+    Generation,
+    LayerStat,
+    TopK,
+    run_concurrently,
+)
 from onboard.validate_serving.env import hardware
 
 FORCE_BIAS = 100.0  # logit_bias that makes a token win (OpenAI caps bias at 100)
@@ -154,8 +160,11 @@ class EndpointCandidate:
         )
         if not bias:
             notes.append("logit_bias not honoured: stop tokens cannot be forced")
-        return Capabilities(prompt_logprobs=prompt_lp or echo, generation_logprobs=True, batch=True, padding=False,
-                            activations=False, force_token=bias, ignore_eos=ignore_eos, notes=tuple(notes))  # fmt: skip
+        # padding: the engine batches prompts of different lengths (one request with several, or concurrent ones);
+        # how it pads or packs them is internal, and exactly what determinism_padding observes from outside.
+        return Capabilities(prompt_logprobs=prompt_lp or echo, generation_logprobs=True, batch=True, padding=True,
+                            concurrent=True, activations=False, force_token=bias, ignore_eos=ignore_eos,
+                            notes=tuple(notes))  # fmt: skip
 
     def _accepts(self, body: dict[str, Any], works: Any) -> bool:
         try:
@@ -260,24 +269,9 @@ class EndpointCandidate:
 
     def timed_batch(self, prompts: Sequence[Sequence[int]], max_new_tokens: int) -> tuple[int, float]:
         """N concurrent requests (the engine batches them): (output tokens, wall seconds first send → last token)."""
-        results: list[list[Generation]] = []
-        errors: list[BaseException] = []
-
-        def one(p: Sequence[int]) -> None:
-            try:
-                results.append(self.generate([p], max_new_tokens, 1))
-            except BaseException as exc:  # re-raised below in the caller's thread
-                errors.append(exc)
-
-        threads = [threading.Thread(target=one, args=(p,)) for p in prompts]
         start = time.perf_counter()
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        if errors:
-            raise errors[0]
-        return sum(len(g[0].ids) for g in results), time.perf_counter() - start
+        results = run_concurrently([lambda p=p: self.generate([p], max_new_tokens, 1)[0] for p in prompts])
+        return sum(len(g.ids) for g in results), time.perf_counter() - start
 
     def peak_memory(self) -> tuple[int | None, str]:
         return None, "not observable through the OpenAI API"

@@ -103,7 +103,9 @@ def topk_rows(logits: Any, k: int, next_ids: Sequence[int] | None) -> list[TopK]
 
 
 class InProcessCandidate:
-    """A torch module as a candidate. `hf=True`: transformers call convention (attention_mask, position_ids, cache)."""
+    """A torch module as a candidate: a generated adapter (`hf=False`: forward(ids, attention_mask, cache=KVCache))
+    or transformers (`hf=True`: attention_mask, position_ids, its own cache). Both take left-padded batches and
+    decode with a KV cache."""
 
     def __init__(self, model: Any, path: Path, dtype: str, *, kind: str, hf: bool, note: str = "") -> None:
         self.model = model
@@ -116,17 +118,22 @@ class InProcessCandidate:
                 "reference-as-candidate: transformers stands in for the adapter runtime"
                 + (f" ({note})" if note else "")
             )
-        if not hf:
-            notes.append("adapter runtime: no KV cache (each token recomputes the prefix) and no padding masks")
-        self.capabilities = Capabilities(padding=hf, activations=True, notes=tuple(notes))
+        self.capabilities = Capabilities(activations=True, notes=tuple(notes))
         self.stop_ids = stop_ids_of(path)
         self.device = next(model.parameters()).device
         # transformers renamed past_key_values -> cache (5.2x); support both so the pinned range keeps working.
         self._cache_kw = "cache" if hf and "cache" in inspect.signature(model.forward).parameters else "past_key_values"
 
     def _cached(self, ids: Any, past: Any) -> tuple[Any, Any]:
-        """One cached forward: (logits of the last position, new cache)."""
-        out = self.model(input_ids=ids if past is None else ids[:, -1:], use_cache=True, **{self._cache_kw: past})
+        """One cached forward: (logits of the last position, new cache). The first call takes the whole prompt,
+        later ones only the last token of `ids`."""
+        step = ids if past is None else ids[:, -1:]
+        if not self.hf:
+            from onboard.generate_adapter.runtime import KVCache
+
+            past = KVCache() if past is None else past
+            return self.model(step, cache=past)[:, -1], past
+        out = self.model(input_ids=step, use_cache=True, **{self._cache_kw: past})
         return out.logits[:, -1], getattr(out, self._cache_kw)
 
     def _logits(self, ids: Any, mask: Any | None = None) -> Any:
@@ -134,31 +141,26 @@ class InProcessCandidate:
 
         with torch.no_grad():
             if not self.hf:
-                return self.model(ids)
+                return self.model(ids, attention_mask=mask)
             positions = None
             if mask is not None:
+                from onboard.generate_adapter.runtime import padded_positions
+
                 # Left padding shifts positions unless they are derived from the mask (what generate() does).
-                positions = (mask.long().cumsum(-1) - 1).clamp(min=0)
+                positions = padded_positions(mask)
             out = self.model(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=False)
             return out.logits
 
     def score(self, sequences: Sequence[Sequence[int]], top_k: int, padding: str = "right") -> list[list[TopK]]:
+        """One batch: unpadded when the sequences have one length, else padded on the `padding` side."""
         import torch
 
         if not sequences:
             return []
-        same_length = len({len(s) for s in sequences}) == 1
-        if not self.hf and same_length:
+        if len({len(s) for s in sequences}) == 1 and (not self.hf or len(sequences) == 1):
             ids = torch.tensor([list(s) for s in sequences], device=self.device)
             logits = self._logits(ids)
             return [topk_rows(logits[r, :-1], top_k, list(seq[1:])) for r, seq in enumerate(sequences)]
-        if len(sequences) == 1 or not self.hf:
-            # Without an attention mask (adapter convention) sequences of different lengths cannot share a batch.
-            out = []
-            for seq in sequences:
-                logits = self._logits(torch.tensor([list(seq)], device=self.device))[0, :-1]
-                out.append(topk_rows(logits, top_k, list(seq[1:])))
-            return out
         width = max(len(s) for s in sequences)
         ids = torch.zeros((len(sequences), width), dtype=torch.long, device=self.device)
         mask = torch.zeros_like(ids)
@@ -200,12 +202,9 @@ class InProcessCandidate:
         finish = "length"
         with torch.no_grad():
             for step in range(max_new_tokens):
-                if self.hf:
-                    # KV cache: decode cost per token stays flat, so the performance figures mean something.
-                    logits, past = self._cached(ids, past)
-                    logits = logits[0]
-                else:
-                    logits = self.model(ids)[0, -1]
+                # KV cache: decode cost per token stays flat, so the performance figures mean something.
+                logits, past = self._cached(ids, past)
+                logits = logits[0]
                 if step == 0 and force_first is not None:
                     logits = logits.clone()
                     logits[force_first] = logits.max() + 100.0
@@ -261,10 +260,7 @@ class InProcessCandidate:
         start = time.perf_counter()
         with torch.no_grad():
             for _ in range(max_new_tokens):
-                if self.hf:
-                    logits, past = self._cached(ids, past)
-                else:
-                    logits = self.model(ids)[:, -1]
+                logits, past = self._cached(ids, past)
                 ids = torch.cat([ids, logits.argmax(-1, keepdim=True)], dim=1)
         return len(prompts) * max_new_tokens, time.perf_counter() - start
 

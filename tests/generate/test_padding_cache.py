@@ -19,6 +19,10 @@ import torch
 from onboard.blocks import attention
 from onboard.generate_adapter import runtime
 from onboard.generate_adapter.runtime import KVCache
+from onboard.validate_serving.candidates import load_candidate
+from onboard.validate_serving.checks import determinism_padding
+from onboard.validate_serving.comparator import tolerances
+from onboard.validate_serving.golden import GoldenPrompt, GoldenSet
 
 # Each brings one attention path: biases (llama), sliding window on some layers (qwen2), soft-capping + sliding +
 # sandwich norms (gemma2), sinks + sliding + MoE (gpt_oss), MLA + MoE (deepseek_v3).
@@ -37,7 +41,10 @@ def _one_thread():
 
 
 def _sharpened(tiny, model_type: str) -> torch.nn.Module:
-    model = importlib.import_module(f"adapters.{model_type}").Model.from_pretrained(tiny(model_type))
+    return _sharpen(importlib.import_module(f"adapters.{model_type}").Model.from_pretrained(tiny(model_type)))
+
+
+def _sharpen(model: torch.nn.Module) -> torch.nn.Module:
     for module in model.modules():
         if hasattr(module, "scale") and hasattr(module, "o_proj"):  # Attention / MLAttention softmax scale
             module.scale *= SHARPEN
@@ -124,3 +131,22 @@ def test_mask_must_cover_cached_and_new_tokens(tiny) -> None:
         model(torch.tensor([[1, 2, 3]]), cache=cache)
         with pytest.raises(ValueError, match=r"expected \(1, 4\)"):
             model(torch.tensor([[4]]), attention_mask=torch.ones(1, 1, dtype=torch.long), cache=cache)
+
+
+def test_determinism_padding_check_runs_in_process_and_catches_visible_padding(tiny, monkeypatch) -> None:
+    """The validate check on the adapter candidate: the shortest prompt alone vs left/right-padded among longer ones.
+    It compares the candidate with itself, so goldens need only prompts (no reference rows)."""
+    rows = _rows(2)
+    prompts = tuple(GoldenPrompt(f"p{i}", "plain", None, tuple(r[:-4].tolist()), tuple(r[-4:].tolist()), ())
+                    for i, r in enumerate(rows))  # fmt: skip
+    golden = GoldenSet(tiny.root, {}, prompts)
+    tol = tolerances("float32", None)
+    candidate = load_candidate(tiny("qwen2"), "float32", runtime="adapter", wrap=lambda m: _sharpen(m))
+    clean = determinism_padding(golden, candidate, 10, tol)
+    print(clean.detail)
+    assert clean.passed and not clean.skipped and clean.data["arrangements"] == 4
+    assert clean.data["max_difference"] <= tol.max_logprob_error
+    monkeypatch.setattr(attention, "padded_mask", lambda causal, key_mask: causal)
+    broken = determinism_padding(golden, candidate, 10, tol)
+    print(broken.detail)
+    assert not broken.passed and "left-padded batch" in broken.detail

