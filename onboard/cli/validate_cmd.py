@@ -94,7 +94,8 @@ def validate_command(
     else:
         engine = open_candidate(source, dtype, endpoint, served_model, timeout_s, candidate)
         try:
-            result = validate(golden, engine, source=source, performance=not no_performance, checkpoint=checkpoint)
+            result = validate(golden, engine, source=source, performance=not no_performance, checkpoint=checkpoint,
+                              policy=policy)  # fmt: skip
         finally:
             engine.close()
     path = out if out and out.suffix == ".json" else (out or Path("onboarding") / slug(source)) / "validation.json"

@@ -127,13 +127,14 @@ def candidate_divergence(
 FIDELITY_CHECKS = ("logit_parity", "long_context_parity", "logit_scale", "greedy_parity")
 
 
-def validation_divergence(candidate: Any, golden: Any, failed: Sequence[str]) -> dict[str, Any]:
+def validation_divergence(candidate: Any, golden: Any, failed: Sequence[str], policy: Any = None) -> dict[str, Any]:
     """per_layer_error and first_divergence for validate's stage result, when a fidelity check failed on an
-    in-process adapter candidate (engines expose no activations); {} otherwise. Runs on the longest golden prompt."""
+    in-process adapter candidate (engines expose no activations); {} otherwise. Runs on the longest golden prompt;
+    a repository-code reference runs in the sandbox when `policy` trusts it."""
     if candidate.info.kind != "adapter" or not set(failed) & set(FIDELITY_CHECKS):
         return {}
     model, path = getattr(candidate, "model", None), getattr(candidate, "path", None)
     if model is None or path is None:
         return not_located("the candidate holds no model or checkpoint folder")
     longest = max(golden.prompts, key=lambda p: len(p.sequence))
-    return candidate_divergence(model, Path(path), longest.sequence, candidate.info.dtype)
+    return candidate_divergence(model, Path(path), longest.sequence, candidate.info.dtype, policy)

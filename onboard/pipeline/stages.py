@@ -170,7 +170,7 @@ def run_validate(ctx: RunContext) -> dict[str, Any]:
     else:
         candidate = _generated_adapter(ctx)
     try:
-        result = validate(read_golden(golden_dir), candidate, source=ctx.source)
+        result = validate(read_golden(golden_dir), candidate, source=ctx.source, policy=ctx.policy)
     finally:
         candidate.close()
     result.setdefault("stage", "validate")

@@ -94,11 +94,13 @@ def validate(
     performance: bool = True,
     only: frozenset[str] | None = None,
     checkpoint: Path | None = None,
+    policy: Any = None,
 ) -> dict[str, Any]:
     """Run the checks of `candidate` against `golden`; the stage result (see report.build_result).
 
     `only` limits the run to check groups (GROUPS keys); parity always runs (the other checks need its rows).
     `checkpoint`: the local folder being served; goldens recorded from another checkpoint raise InputError.
+    `policy` (RemoteCodePolicy): whether the first-divergence bisect may run a repository-code reference (sandboxed).
     """
     from onboard.validate_serving.report import build_result
 
@@ -145,7 +147,7 @@ def validate(
     result = build_result(golden, candidate, checks, parities, tol, perf, THRESHOLDS)
     from onboard.generate_adapter.divergence_stages import validation_divergence
 
-    return result | validation_divergence(candidate, golden, result["failed"])
+    return result | validation_divergence(candidate, golden, result["failed"], policy)
 
 
 def _parities_from_generation(greedy: list[Any]) -> list[PromptParity]:

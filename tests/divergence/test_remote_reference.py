@@ -35,8 +35,8 @@ def _assert_layer_1_attention(result: dict[str, Any]) -> None:
     assert first["likely_cause"][0].startswith("ratio ≈ constant (adapter/reference = 0.952")
 
 
-def test_in_process_stand_in(seeded_llama, monkeypatch, tmp_path) -> None:
-    """Our side of the sandbox contract, with the worker's function called in this process."""
+def _in_process_sandbox(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> list[str]:
+    """Our side of the sandbox contract, with the worker's function called in this process; the targets called."""
     from onboard import reference
 
     monkeypatch.setenv("ONBOARD_DAYZERO_CANARY", str(tmp_path / "in-process.canary"))
@@ -49,8 +49,28 @@ def test_in_process_stand_in(seeded_llama, monkeypatch, tmp_path) -> None:
         return getattr(importlib.import_module(module), name)(**kwargs)
 
     monkeypatch.setattr(reference, "run_in_sandbox", run)
+    return targets
+
+
+def test_in_process_stand_in(seeded_llama, monkeypatch, tmp_path) -> None:
+    targets = _in_process_sandbox(monkeypatch, tmp_path)
     _assert_layer_1_attention(check_parity(ADAPTERS_DIR / "llama.py", seeded_llama, policy=TRUST))
     assert "onboard.generate_adapter.divergence_stages:capture_in_worker" in targets
+
+
+def test_validate_bisect_runs_repository_code_only_with_the_flag(seeded_llama, monkeypatch, tmp_path) -> None:
+    from onboard.generate_adapter.divergence_stages import candidate_divergence
+    from onboard.generate_adapter.parity import load_adapter
+
+    model = load_adapter(ADAPTERS_DIR / "llama.py").Model.from_pretrained(seeded_llama)
+    sequence = list(range(100, 140))
+    refused = candidate_divergence(model, seeded_llama, sequence, "float32")
+    assert refused["first_divergence"] is None and refused["divergence"].startswith("not located: no reference")
+    assert f"rerun with: onboard validate {seeded_llama} --trust-remote-code" in refused["divergence"]
+    _in_process_sandbox(monkeypatch, tmp_path)
+    located = candidate_divergence(model, seeded_llama, sequence, "float32", TRUST)
+    first = located["first_divergence"]
+    assert (first["layer"], first["module"]) == (1, "attention"), located["divergence"]
 
 
 @pytest.mark.slow  # two sandbox workers (parity's logits, the bisect's capture): ~30 s each on a busy 2-core box
