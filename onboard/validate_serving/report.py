@@ -133,6 +133,8 @@ def summary(result: dict[str, Any]) -> str:
         lines.insert(1, f"  {SELF_CHECK}: no checklist item is ticked by it")
     for c in result["checks"]:
         lines.append(f"  [{_mark(c)}] {c['name']}: {c['detail']}")
+    if result.get("divergence"):  # the bisect ran: a fidelity check failed on an in-process adapter
+        lines.append(f"  where: {result['divergence']} (per_layer_error in the JSON)")
     perf = result.get("performance")
     if perf:
         lines += ["", f"performance ({perf['dtype']}; {perf['hardware'].get('gpu') or perf['hardware'].get('cpu')}; "

@@ -11,6 +11,7 @@ import pytest
 from onboard.generate_adapter.parity import load_adapter
 from onboard.promote.report import render_report
 from onboard.validate_serving.golden import record
+from onboard.validate_serving.report import summary
 from onboard.validate_serving.run import validate
 from onboard.validate_serving.runtime import InProcessCandidate
 from tests.divergence.conftest import DEFECTS, seed_adapter
@@ -43,6 +44,7 @@ def test_validate_reports_where_the_adapter_diverges(sharp, llama_golden, tmp_pa
     assert any("rope theta" in c for c in first["likely_cause"])
     assert {"layer", "module", "max_abs", "rel"} <= set(result["per_layer_error"][0])
     json.dumps(result, allow_nan=False)
+    assert "  where: first divergence at layer 0 attention (rel " in summary(result)
 
 
 def _stage_with_bisect(tmp_path: Path, failing: bool) -> Path:
