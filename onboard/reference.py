@@ -162,3 +162,27 @@ def run_in_sandbox(
     return run_isolated(
         target, kwargs=kwargs, checkpoint=Path(checkpoint), limits=limits, unsafe_no_sandbox=policy.unsafe_no_sandbox
     )
+
+
+def tokenizer_needs_code(folder: Path | str) -> str | None:
+    """Why the tokenizer of a local folder exists only as repository code, or None when transformers builds it
+    without (tokenizer_config.json's `tokenizer_class` is one transformers knows, or there is no AutoTokenizer
+    entry in its auto_map). Reads the file only."""
+    path = Path(folder) / "tokenizer_config.json"
+    try:
+        config = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None  # no readable tokenizer config: the tokenizer checks report that themselves
+    auto_map = config.get("auto_map") if isinstance(config, dict) else None
+    entry = auto_map.get("AutoTokenizer") if isinstance(auto_map, dict) else auto_map
+    if isinstance(entry, list):
+        entry = ", ".join(e for e in entry if isinstance(e, str))
+    if not entry:
+        return None
+    name = config.get("tokenizer_class")
+    if isinstance(name, str) and name:
+        from transformers.models.auto.tokenization_auto import tokenizer_class_from_name
+
+        if tokenizer_class_from_name(name) is not None:
+            return None
+    return f"the tokenizer exists only as the repository's code (tokenizer_class {name!r}, auto_map: AutoTokenizer -> {entry})"

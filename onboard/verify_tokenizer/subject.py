@@ -56,21 +56,26 @@ class Subject:
 
 
 def load_subject(root: Path) -> Subject:
-    """AutoTokenizer from a local folder, offline, never running repo code. Unusable files raise InputError."""
+    """AutoTokenizer from a local folder, offline. The repository's code runs only inside the sandbox worker's
+    `remote_code_allowed()` (onboard/reference.py); elsewhere trust_remote_code=False. Unusable files: InputError."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
     from transformers import AutoTokenizer
+
+    from onboard.reference import tokenizer_needs_code, trust_remote_code
 
     logging.getLogger("transformers").setLevel(logging.ERROR)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            tok = AutoTokenizer.from_pretrained(str(root), trust_remote_code=False, local_files_only=True)
+            tok = AutoTokenizer.from_pretrained(str(root), trust_remote_code=trust_remote_code(), local_files_only=True)
     except Exception as exc:  # transformers raises many types (ValueError, OSError, Exception from tokenizers)
+        needs = tokenizer_needs_code(root)
         raise InputError(
             f"{root.name}: transformers cannot load the tokenizer ({type(exc).__name__}: {_first_line(exc)})",
-            "check tokenizer.json / tokenizer_config.json (truncated download? wrong tokenizer_class?); "
-            "repos whose tokenizer needs trust_remote_code are not loaded",
+            f"{needs}: `onboard verify-tokenizer SOURCE --trust-remote-code` runs it in a sandbox"
+            if needs
+            else "check tokenizer.json / tokenizer_config.json (truncated download? wrong tokenizer_class?)",
         ) from exc
     backend = getattr(tok, "backend_tokenizer", None) or getattr(tok, "_tokenizer", None)
     return Subject(tok, backend, type(tok).__name__)

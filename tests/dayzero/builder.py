@@ -78,7 +78,8 @@ FAMILIES: dict[str, Family] = {
     for f in (
         Family("llama", "Llama", "dense"),
         Family("mistral", "Mistral", "sliding", dict(sliding_window=WINDOW)),  # every layer sliding (Mistral-7B)
-        Family("qwen3_moe", "Qwen3Moe", "moe", dict(num_experts=4, num_experts_per_tok=2, moe_intermediate_size=64)),
+        # Experts stored fused 3-D; 48 keeps every expert matrix non-square, so its layout follows from the shape.
+        Family("qwen3_moe", "Qwen3Moe", "moe", dict(num_experts=4, num_experts_per_tok=2, moe_intermediate_size=48)),
         Family("olmo2", "Olmo2", "qk_norm", dict(head_dim=None)),  # QK-norm over all heads, post-norms
         Family("qwen3", "Qwen3", "qk_norm"),  # per-head QK-norm
         Family("gemma2", "Gemma2", "norm_offset", GEMMA2),
@@ -206,4 +207,20 @@ def seed_defect(checkpoint: Path, find: str, replace: str) -> Path:
     if text.count(find) != 1:
         raise ValueError(f"{path.name}: {find!r} occurs {text.count(find)} times, expected once")
     path.write_text(text.replace(find, replace), encoding="utf-8")
+    return checkpoint
+
+
+def ship_tokenizer_as_code(checkpoint: Path, canary: Path) -> Path:
+    """Make the checkpoint's tokenizer repository code too (how Kimi-K2 ships its tokenizer): a subclass of Qwen2's
+    tokenizer under a class name transformers does not know, named by tokenizer_config.json's auto_map."""
+    name = "tokenization_dayzero.py"
+    source = "from transformers.models.qwen2.tokenization_qwen2 import Qwen2Tokenizer\n\n\n" \
+             "class DayzeroTokenizer(Qwen2Tokenizer):\n    pass\n"  # fmt: skip
+    (checkpoint / name).write_text(canary_lines(canary) + source, encoding="utf-8")
+    path = checkpoint / "tokenizer_config.json"
+    config = json.loads(path.read_text(encoding="utf-8"))
+    config.update(
+        tokenizer_class="DayzeroTokenizer", auto_map={"AutoTokenizer": [None, "tokenization_dayzero.DayzeroTokenizer"]}
+    )
+    path.write_text(json.dumps(config, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     return checkpoint
