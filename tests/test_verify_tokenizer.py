@@ -160,8 +160,8 @@ def test_cli_corrupt_files_exit_2_without_traceback(shared: Path, tmp_path: Path
 
 def test_cli_json_report_and_exit_code(shared: Path, tmp_path: Path) -> None:
     repo = make_repo(shared, tmp_path / "r", generation_config__json={"eos_token_id": 32})
-    proc = subprocess.run([sys.executable, "-m", "onboard", "verify-tokenizer", str(repo), "--golden", str(tmp_path / "g"), "--json"],
-                          capture_output=True, text=True, timeout=300)  # fmt: skip
+    proc = subprocess.run([sys.executable, "-m", "onboard", "verify-tokenizer", str(repo), "--golden", str(tmp_path / "g"), "--json",
+                           "--record"], capture_output=True, text=True, timeout=300)  # fmt: skip
     assert proc.returncode == 1, proc.stderr
     report = json.loads(proc.stdout)
     assert "eos-mismatch" in {f["code"] for f in report["findings"]}

@@ -19,6 +19,12 @@ import click
 )
 @click.option("--record", is_flag=True, help="Write the golden instead of diffing against it.")
 @click.option(
+    "--name",
+    default=None,
+    help="Repo id ORG/NAME to key the golden by (default: from a hub id, a hub cache path or config.json's "
+    "_name_or_path, else the folder name).",
+)
+@click.option(
     "--corpus",
     type=click.Path(dir_okay=False, path_type=Path),
     default=None,
@@ -29,12 +35,13 @@ import click
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON on stdout.")
 def verify_tokenizer_command(
-    source: str, revision: str | None, golden_dir: Path | None, record: bool, corpus: Path | None,
+    source: str, revision: str | None, golden_dir: Path | None, record: bool, name: str | None, corpus: Path | None,
     embedding_rows: int | None, as_json: bool,
 ) -> int:  # fmt: skip
     """Check SOURCE's tokenizer against every reference it ships, its special tokens and its chat template.
 
-    Exit 0 when no check found an error, 1 when one did, 2 when the tokenizer files are unusable.
+    Exit 0 when no check found an error, 1 when one did, 2 when the tokenizer files are unusable or --golden DIR
+    holds nothing recorded for this repository (record it with --record).
 
     \b
     Examples:
@@ -45,7 +52,8 @@ def verify_tokenizer_command(
     from onboard.cli.output import emit_json, say
     from onboard.verify_tokenizer import summary, verify_tokenizer
 
-    report = verify_tokenizer(source, revision, golden_dir, record, corpus, embedding_rows)
+    report = verify_tokenizer(source, revision, golden_dir, record, corpus, embedding_rows, name=name,
+                              golden_required=golden_dir is not None and not record)  # fmt: skip
     if as_json:
         emit_json(report)
     say(summary(report))

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from onboard.checkpoint_id import golden_key
 from onboard.errors import InputError, OnboardError
 from onboard.findings import Finding, exit_code_for, info
 from onboard.verify_tokenizer.checks import STAGE, build_checks, stop_set
@@ -45,12 +46,19 @@ def verify_tokenizer(
     record: bool = False,
     corpus: Path | None = None,
     embedding_rows: int | None = None,
+    *,
+    name: str | None = None,
+    golden_required: bool = False,
 ) -> TokenizerReport:
     """Run every tokenizer / chat-template check on SOURCE (local folder or hub repo id).
 
     Args:
-        golden_dir: root of the goldens (default ./golden_outputs); the file is `<dir>/<org>__<name>/tokenizer.json`.
+        golden_dir: root of the goldens (default ./golden_outputs); the file is `<dir>/<key>/tokenizer.json`, the key
+            being the repo id (`org__name`: from a hub id, a hub cache snapshot path, config.json's `_name_or_path`,
+            or `name`) or else the folder's name (onboard/checkpoint_id.py golden_key).
         record: write the golden instead of diffing against it.
+        name: the repo id (`org/name`) to key the golden by, when SOURCE does not say it.
+        golden_required: a missing golden is an InputError (the user asked to compare: `--golden DIR`).
         corpus: extra strings (JSONL `{"text": …}` or one string per line).
         embedding_rows: rows of the input embedding; by default read from the checkpoint (inspect) or config.json.
     Raises:
@@ -62,6 +70,13 @@ def verify_tokenizer(
 
     repo = open_tokenizer_repo(source, revision)
     subject = load_subject(repo.root)
+    golden_path = _golden_path(repo, golden_dir, golden_key(source, name) if name else repo.golden_name)
+    if golden_required and not record and not golden_path.is_file():  # before the checks: the user asked to compare
+        raise InputError(
+            f"no tokenizer golden recorded for {repo.display} (looked for {golden_path})",
+            f"record one first: onboard verify-tokenizer {repo.display} --golden {golden_dir} --record "
+            "(or pass --name ORG/NAME when the goldens were recorded under the repo id)",
+        )
     findings: list[Finding] = []
     special_strings = [t for t in subject.hf.all_special_tokens if t]
     texts = list(
@@ -80,8 +95,8 @@ def verify_tokenizer(
     templates, template_file = templates_in(repo)
     template_check = None
     if templates:
-        name = "default" if "default" in templates else next(iter(templates))
-        template_check, template_findings = check_template(templates[name], template_file, subject)
+        chosen = "default" if "default" in templates else next(iter(templates))
+        template_check, template_findings = check_template(templates[chosen], template_file, subject)
         findings += template_findings
     else:
         findings.append(info("no-chat-template", "no chat template in the repo (base model?)"))
@@ -101,7 +116,7 @@ def verify_tokenizer(
     doc = golden_document(
         repo.display, repo.revision, texts, subject_ids, renders, fp.chkhsh, fp.family, special.stop_ids
     )
-    golden = _golden(repo, doc, golden_dir, record, findings)
+    golden = _golden(golden_path, doc, record, findings)
     token_of = {i: str(subject.hf.convert_ids_to_tokens(i)) for i in special.stop_ids if 0 <= i < len(subject)}
     stops = stop_set(special.stop_ids, special.declared, special.tokenizer.get("eos"), end_of_turn, token_of)
     return TokenizerReport(
@@ -143,15 +158,17 @@ def _embedding_rows(source: str, revision: str | None, repo: TokenizerRepo, find
     return rows if isinstance(rows, int) else None
 
 
-def _golden(
-    repo: TokenizerRepo, doc: dict, golden_dir: Path | None, record: bool, findings: list[Finding]
-) -> GoldenStatus:
-    path = (golden_dir or Path("golden_outputs")) / repo.golden_name / GOLDEN_FILE
+def _golden_path(repo: TokenizerRepo, golden_dir: Path | None, key: str) -> Path:
+    path = (golden_dir or Path("golden_outputs")) / key / GOLDEN_FILE
     if path.resolve().parent == repo.root.resolve():
         raise InputError(
             f"golden file {path} would be the source's own tokenizer.json",
             "give --golden a folder that is not the parent of the checkpoint folder",
         )
+    return path
+
+
+def _golden(path: Path, doc: dict, record: bool, findings: list[Finding]) -> GoldenStatus:
     if record:
         write_golden(path, doc)
         return GoldenStatus(str(path), "recorded")

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from onboard.checkpoint_id import golden_key
 from onboard.errors import InputError
 
 # Files the tokenizer checks read. Globs; matched against repo-relative paths.
@@ -27,7 +28,8 @@ MAX_GGUF_BYTES = 64 * 2**20
 class TokenizerRepo:
     display: str
     golden_name: str
-    """`org__name` for hub repos, the folder name for local folders: the golden_outputs/ subfolder."""
+    """The golden_outputs/ subfolder: `org__name` when the repo id is known (also from a hub cache snapshot path or
+    config.json's `_name_or_path`), else the folder name (onboard/checkpoint_id.py golden_key)."""
     revision: str | None
     root: Path
     """A local folder holding the tokenizer files with the repo's layout."""
@@ -80,8 +82,5 @@ def open_tokenizer_repo(source: str, revision: str | None = None) -> TokenizerRe
                 root = Path(str(path)[: -len(name)]) if str(path).endswith(name) else path.parent
         if root is None:
             raise InputError(f"{src.display}: no tokenizer files found", "is this a model repo with a tokenizer?")
-    if src.repo_id:
-        golden = src.repo_id.replace("/", "__")
-    else:
-        golden = Path(src.local_dir or root).name
+    golden = golden_key(src.repo_id or str(src.local_dir or root))  # the repo id when known, else the folder name
     return TokenizerRepo(src.display, golden, src.revision, Path(root), tuple(wanted))
