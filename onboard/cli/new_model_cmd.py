@@ -22,6 +22,9 @@ from onboard.reference import TRUST_FLAG
 @click.option("--resume/--no-resume", default=True, show_default=True,
               help="Reuse stage results whose inputs are unchanged.")  # fmt: skip
 @click.option("--promote", "do_promote", is_flag=True, help="Promote when every required checklist item passes.")
+@click.option("--max-long-tokens", type=click.IntRange(16), default=None,
+              help="Cap on the goldens' long prompt (default 4096). It is sized to cross the model's sliding window, "
+              "attention chunk and original rope context; raise it when validate says a boundary was not crossed.")  # fmt: skip
 @remote_code_options
 @click.option("--json", "as_json", is_flag=True, help="Print the run summary as JSON on stdout.")
 def new_model_command(
@@ -33,6 +36,7 @@ def new_model_command(
     workspace: Path,
     resume: bool,
     do_promote: bool,
+    max_long_tokens: int | None,
     trust_remote_code: bool,
     unsafe_no_sandbox: bool,
     as_json: bool,
@@ -51,6 +55,7 @@ def new_model_command(
     Examples:
       onboard new-model examples/demo-qwen3
       onboard new-model Qwen/Qwen3-8B --target h100x2 --workspace /srv/onboard --promote --json
+      onboard new-model Org/LongModel --max-long-tokens 32816   # cross a 32768-token original rope context
     """
     from onboard.cli import report_error
     from onboard.cli.output import emit_json, say
@@ -61,7 +66,8 @@ def new_model_command(
         raise InputError("--served-model needs --endpoint", "pass the server URL with --endpoint")
     policy = policy_from(trust_remote_code, unsafe_no_sandbox)
     result = run_new_model(source, revision=revision, target=target, endpoint=endpoint, served_model=served_model,
-                           workspace=workspace, resume=resume, promote=do_promote, policy=policy)  # fmt: skip
+                           workspace=workspace, resume=resume, promote=do_promote, policy=policy,
+                           max_long_tokens=max_long_tokens)  # fmt: skip
     if as_json:
         emit_json(result.to_dict())
     say(f"report: {result.report.get('html')}")

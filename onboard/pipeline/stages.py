@@ -27,6 +27,8 @@ class RunContext:
     endpoint: str | None = None
     served_model: str | None = None
     dtype: str = "float32"
+    max_long_tokens: int | None = None
+    """--max-long-tokens: the long prompt's cap (None: DEFAULT_MAX_LONG); raise it to cross a far boundary."""
     local_dir: Path | None = None
     run_id: str = ""
     """The run folder's name: the hub commit sha, or local-<fingerprint> for a local folder."""
@@ -117,27 +119,34 @@ def run_verify_tokenizer(ctx: RunContext) -> dict[str, Any]:
 def run_golden(ctx: RunContext) -> dict[str, Any]:
     """Record goldens with the reference; a new revision is compared with the goldens already recorded."""
     from onboard.validate_serving.golden import read_golden, record
+    from onboard.validate_serving.prompts import DEFAULT_MAX_LONG
 
     _ensure_local(ctx)
     folder = ctx.golden_root / ctx.slug
     previous = folder / "MANIFEST.json"
     checks: list[dict[str, Any]] = []
     extra: dict[str, Any] = {}
+    cap = ctx.max_long_tokens or DEFAULT_MAX_LONG
+    options = {"revision": ctx.run_id, "policy": ctx.policy, "rerun": ctx.rerun, "max_long_tokens": cap}
     if previous.exists():
         manifest = json.loads(previous.read_text())
         if manifest.get("revision") == ctx.run_id:
-            checks.append({"name": "goldens_recorded", "passed": True, "required": True,
-                           "detail": f"reusing {folder} (same revision)"})  # fmt: skip
+            if (manifest.get("long_prompt") or {}).get("cap", DEFAULT_MAX_LONG) != cap:
+                record(str(ctx.local_dir or ctx.source), folder, **options)  # same revision, another long prompt
+                detail = f"re-recorded {folder} with --max-long-tokens {cap}"
+            else:
+                detail = f"reusing {folder} (same revision)"
+            checks.append({"name": "goldens_recorded", "passed": True, "required": True, "detail": detail})
             return _done_golden(ctx, checks, folder)
         # A new revision: its reference must still match the goldens of the earlier (promoted) revision.
         new_folder = ctx.run_dir / "golden"
-        record(str(ctx.local_dir or ctx.source), new_folder, revision=ctx.run_id, policy=ctx.policy, rerun=ctx.rerun)
+        record(str(ctx.local_dir or ctx.source), new_folder, **options)
         match = _compare_goldens(read_golden(folder), read_golden(new_folder))
         checks.append({"name": "goldens_recorded", "passed": True, "required": True, "detail": str(new_folder)})
         checks.append(match)
         extra["compared_with"] = str(folder)
         return _done_golden(ctx, checks, new_folder, **extra)
-    record(str(ctx.local_dir or ctx.source), folder, revision=ctx.run_id, policy=ctx.policy, rerun=ctx.rerun)
+    record(str(ctx.local_dir or ctx.source), folder, **options)
     checks.append({"name": "goldens_recorded", "passed": True, "required": True, "detail": str(folder)})
     return _done_golden(ctx, checks, folder)
 
@@ -170,7 +179,8 @@ def run_validate(ctx: RunContext) -> dict[str, Any]:
     else:
         candidate = _generated_adapter(ctx)
     try:
-        result = validate(read_golden(golden_dir), candidate, source=ctx.source, policy=ctx.policy)
+        result = validate(read_golden(golden_dir), candidate, source=ctx.source, policy=ctx.policy,
+                          checkpoint=ctx.local_dir)  # fmt: skip
     finally:
         candidate.close()
     result.setdefault("stage", "validate")
@@ -221,7 +231,8 @@ STAGES: tuple[Stage, ...] = (
     Stage("inspect", run_inspect, ("profile.json", "inspect.json"), params=lambda c: {"target": c.target}),
     Stage("generate", run_generate, ("generate.json",), needs=("inspect",), params=_trust),
     Stage("verify-tokenizer", run_verify_tokenizer, ("verify-tokenizer.json",), needs=("inspect",)),
-    Stage("golden", run_golden, ("golden.json",), needs=("inspect",), params=_trust, refuses=_reference_refusal),
+    Stage("golden", run_golden, ("golden.json",), needs=("inspect",),
+          params=lambda c: {**_trust(c), "max_long_tokens": c.max_long_tokens}, refuses=_reference_refusal),
     Stage("validate", run_validate, ("validate.json",), needs=("generate", "golden"),
           params=lambda c: {"endpoint": c.endpoint, "served_model": c.served_model, "dtype": c.dtype},
           refuses=_validate_refusal),
