@@ -43,11 +43,19 @@ def _resolve(target: str, onboard_root: str) -> Any:
 
 
 def apply_limits(limits: dict[str, int]) -> None:
-    """rlimits on this process (inherited by anything it starts). Soft CPU limit -> SIGXCPU, hard 5 s later."""
-    resource.setrlimit(resource.RLIMIT_CPU, (limits["cpu_s"], limits["cpu_s"] + 5))
-    resource.setrlimit(resource.RLIMIT_AS, (limits["memory_bytes"], limits["memory_bytes"]))
-    resource.setrlimit(resource.RLIMIT_FSIZE, (limits["file_bytes"], limits["file_bytes"]))
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    """rlimits on this process (inherited by anything it starts). Soft CPU limit -> SIGXCPU, hard 5 s later.
+    A limit the parent already lowered further (its own hard limit) stays: the worker can only tighten."""
+    _set(resource.RLIMIT_CPU, limits["cpu_s"], limits["cpu_s"] + 5)
+    _set(resource.RLIMIT_AS, limits["memory_bytes"], limits["memory_bytes"])
+    _set(resource.RLIMIT_FSIZE, limits["file_bytes"], limits["file_bytes"])
+    _set(resource.RLIMIT_CORE, 0, 0)
+
+
+def _set(which: int, soft: int, hard: int) -> None:
+    _, current_hard = resource.getrlimit(which)
+    if current_hard != resource.RLIM_INFINITY:
+        soft, hard = min(soft, current_hard), min(hard, current_hard)
+    resource.setrlimit(which, (soft, hard))
 
 
 def _failure(kind: str, exc: BaseException) -> dict[str, Any]:
