@@ -160,7 +160,8 @@ def capture(model: nn.Module, input_ids: torch.Tensor, extra: Sequence[str] = ()
         key = key_of(*found[name])  # type: ignore[misc]
         if key.endswith("_norm") and isinstance(getattr(module, "weight", None), torch.Tensor):
             points[key + WEIGHT_SUFFIX] = module.weight.detach().float().clone()
-        handles.append(module.register_forward_pre_hook(before(name), with_kwargs=True))
+        if found[name] == (0, "layer_output") or name in routers:
+            handles.append(module.register_forward_pre_hook(before(name), with_kwargs=True))
         handles.append(module.register_forward_hook(record(key)))
     try:
         with torch.no_grad():

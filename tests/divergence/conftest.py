@@ -29,7 +29,8 @@ def sharpen(checkpoint: Path, factor: float = SHARPEN) -> None:
 
     file = checkpoint / "model.safetensors"
     tensors = load_file(str(file))
-    sharp = (".q_proj.weight", ".k_proj.weight", ".q_b_proj.weight", ".kv_a_proj_with_mqa.weight")
+    # Fused qkv (phi3) scales v too: the attention output grows, the sharpening of q·k is what matters.
+    sharp = (".q_proj.weight", ".k_proj.weight", ".q_b_proj.weight", ".kv_a_proj_with_mqa.weight", ".qkv_proj.weight")
     out = {n: (t.float() * factor).to(t.dtype) if n.endswith(sharp) else t for n, t in tensors.items()}
     assert any(n.endswith(sharp) for n in tensors), f"{checkpoint}: no q/k projection to sharpen"
     save_file(out, str(file), metadata={"format": "pt"})
