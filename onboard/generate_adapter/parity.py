@@ -193,9 +193,10 @@ def check_parity(
     results = [summarise(e, r) for e, r in zip(ours, refs)]
     worst = max(r.relative for r in results)
     lengths = ", ".join(str(r.length) for r in results)
+    ref_name = "the repository's code" if source.kind == REPO_CODE else "transformers"  # which reference, in words
     if dtype == "float32":
         tol, hf_worst, passed = TOLERANCES[dtype], None, worst <= TOLERANCES[dtype]
-        detail = f"max|Δ|/max|logit| = {worst:.2e} vs transformers float32 (tolerance {tol:.1e}"
+        detail = f"max|Δ|/max|logit| = {worst:.2e} vs {ref_name} float32 (tolerance {tol:.1e}"
     else:
         theirs = position_errors(reference_model(checkpoint, torch_dtype, policy), refs, inputs)
         hf_worst = float(torch.cat(theirs).max())
@@ -203,7 +204,7 @@ def check_parity(
             torch.cat(ours), torch.cat(theirs), any(config.get(k) for k in MOE_KEYS)
         )
         tol = LOW_PRECISION_MULTIPLES["max"] * hf_worst
-        detail = f"adapter in {dtype} vs transformers float32, judged against transformers {dtype}: {verdict}"
+        detail = f"adapter in {dtype} vs {ref_name} float32, judged against {ref_name} in {dtype}: {verdict}"
     result = {
         "passed": passed,
         "status": "passed" if passed else "failed",
