@@ -74,11 +74,25 @@ def comparison_findings(comparisons: list[Comparison], skipped: list[Skipped]) -
             out.append(info("reference-unavailable", f"reference {s.kind} not available: {s.reason} ({s.file})",
                             f"pip install {INSTALL.get(s.missing_library, s.missing_library)}", file=s.file))  # fmt: skip
         else:
-            out.append(info("reference-skipped", f"{s.kind} reference from {s.file} skipped: {s.reason}", file=s.file))
+            out.append(info("reference-skipped", f"{s.kind} reference from {s.file} skipped: {s.reason}",
+                            _skip_hint(s), file=s.file))  # fmt: skip
     if not any(c.independent for c in comparisons):
         out.append(info("no-independent-reference", "no independent reference tokenizer in the repo (only tokenizer.json): "
-                        "ids are checked against goldens and round trip only"))  # fmt: skip
+                        "ids are checked against goldens and round trip only",
+                        "a slow tokenizer file in the repo (tokenizer.model, vocab.json + merges.txt, *.tiktoken, "
+                        "tekken.json) is compared automatically; --record now and later runs diff against the golden"))  # fmt: skip
     return out
+
+
+def _skip_hint(skipped: Skipped) -> str:
+    """What would let the skipped reference be compared (a skip always says what would run it)."""
+    if "LFS pointer" in skipped.reason:
+        return f"fetch the real {skipped.file} (git lfs pull, or hf download) and rerun to compare against it"
+    if "pre-tokenizer" in skipped.reason:
+        return "add the pre-tokenizer's regex to onboard/data/pretokenizer_regexes.json to compare against it"
+    return (
+        f"fix {skipped.file} (or remove it) to compare against it; until then ids are checked by round trip and goldens"
+    )
 
 
 def round_trip_findings(rt: RoundTrip, normalizing: bool) -> list[Finding]:
