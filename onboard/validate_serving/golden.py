@@ -1,9 +1,11 @@
 """Golden outputs: the reference's answers, recorded once per checkpoint revision and diffed in review.
 
 Layout (documented for users in golden_outputs/README.md):
-  golden_outputs/<org>__<name>/MANIFEST.json  — format, source, revision, weights fingerprint, reference (library,
-      attention, dtype), versions, hardware, generation settings, stop set, boundaries, per-dtype noise, per-layer
-      activation max-abs of the float32 reference, and one entry per prompt (name, kind, lengths).
+  golden_outputs/<org>__<name>/MANIFEST.json  — format, source, revision, weights fingerprint (the checkpoint's
+      content: validate refuses goldens of another checkpoint), reference (library, attention, dtype), versions,
+      hardware, generation settings, the declared stop set, boundaries and the long prompt's plan (which it crosses,
+      which the --max-long-tokens cap leaves out), per-dtype noise, per-layer activation max-abs of the float32
+      reference, and one entry per prompt (name, kind, lengths).
   golden_outputs/<org>__<name>/prompts.jsonl  — one JSON line per prompt: name, kind, text, prompt_ids,
       generated_ids, boundaries, and for every position j of prompt_ids + generated_ids except the last: the top-k
       ids (`top_ids[j]`), their logprobs (`top_logprobs[j]`) and the logprob of token j+1 (`token_logprobs[j]`).
