@@ -8,8 +8,8 @@ from typing import Any
 import click
 
 TRUST_HELP = (
-    "Allow the repository's own Python code (auto_map) as the reference when transformers does not implement the "
-    "model_type. It runs only in a sandboxed worker (no network, read-only checkpoint, CPU/memory/time limits)."
+    "Allow the repository's own Python code (auto_map) where transformers has no implementation of the model or "
+    "tokenizer. It runs only in a sandboxed worker (no network, read-only checkpoint, CPU/memory/time limits)."
 )
 UNSAFE_HELP = "With --trust-remote-code: run that code without the sandbox when isolation is unavailable (reported)."
 

@@ -6,6 +6,8 @@ from pathlib import Path
 
 import click
 
+from onboard.cli.remote_code_options import policy_from, remote_code_options
+
 
 @click.command("verify-tokenizer")
 @click.argument("source")
@@ -33,15 +35,17 @@ import click
 @click.option(
     "--embedding-rows", type=int, default=None, help="Override the embedding row count (default: from the checkpoint)."
 )
+@remote_code_options
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON on stdout.")
 def verify_tokenizer_command(
     source: str, revision: str | None, golden_dir: Path | None, record: bool, name: str | None, corpus: Path | None,
-    embedding_rows: int | None, as_json: bool,
+    embedding_rows: int | None, trust_remote_code: bool, unsafe_no_sandbox: bool, as_json: bool,
 ) -> int:  # fmt: skip
     """Check SOURCE's tokenizer against every reference it ships, its special tokens and its chat template.
 
     Exit 0 when no check found an error, 1 when one did, 2 when the tokenizer files are unusable or --golden DIR
-    holds nothing recorded for this repository (record it with --record).
+    holds nothing recorded for this repository (record it with --record). A tokenizer that exists only as the
+    repository's code (auto_map) is checked only with --trust-remote-code, in a sandboxed worker.
 
     \b
     Examples:
@@ -50,10 +54,14 @@ def verify_tokenizer_command(
       onboard verify-tokenizer ./ckpt --corpus prompts.jsonl --json
     """
     from onboard.cli.output import emit_json, say
-    from onboard.verify_tokenizer import summary, verify_tokenizer
+    from onboard.reference import rerun_command
+    from onboard.verify_tokenizer import summary
+    from onboard.verify_tokenizer.remote import verify_tokenizer_trusting
 
-    report = verify_tokenizer(source, revision, golden_dir, record, corpus, embedding_rows, name=name,
-                              golden_required=golden_dir is not None and not record)  # fmt: skip
+    policy = policy_from(trust_remote_code, unsafe_no_sandbox)
+    rerun = rerun_command("verify-tokenizer", source, *(["--record"] if record else []), policy=policy)
+    report = verify_tokenizer_trusting(source, revision, golden_dir, record, corpus, embedding_rows, policy=policy,
+                                       rerun=rerun, name=name, golden_required=golden_dir is not None and not record)  # fmt: skip
     if as_json:
         emit_json(report)
     say(summary(report))

@@ -105,10 +105,13 @@ def run_generate(ctx: RunContext) -> dict[str, Any]:
 
 
 def run_verify_tokenizer(ctx: RunContext) -> dict[str, Any]:
-    from onboard.verify_tokenizer import verify_tokenizer
+    from onboard.verify_tokenizer.remote import verify_tokenizer_trusting
 
     golden = ctx.golden_root / ctx.slug / "tokenizer.json"
-    report = verify_tokenizer(ctx.source, revision=ctx.revision, golden_dir=ctx.golden_root, record=not golden.exists())
+    # name=slug: the tokenizer golden lives beside the other goldens of this run (golden_root/slug), whatever key
+    # verify-tokenizer would derive on its own. A tokenizer that is repository code runs sandboxed, if trusted.
+    report = verify_tokenizer_trusting(ctx.source, ctx.revision, ctx.golden_root, not golden.exists(),
+                                       policy=ctx.policy, rerun=ctx.rerun, name=ctx.slug)  # fmt: skip
     from onboard import serde
 
     result = serde.to_dict(report)
