@@ -19,8 +19,12 @@ def test_recorded_golden_is_complete_and_documented(tiny) -> None:
     assert sorted(p.name for p in folder.iterdir()) == ["MANIFEST.json", "prompts.jsonl"]  # no temp files left
     manifest = json.loads((folder / "MANIFEST.json").read_text())
     assert manifest["format"] == FORMAT
+    import transformers
+
     assert manifest["reference"] == {
         "library": "transformers",
+        "version": transformers.__version__,
+        "identity": f"transformers {transformers.__version__}",  # which reference produced the goldens
         "attn_implementation": "eager",
         "dtype": "float32",
         "device": "cpu",
