@@ -25,9 +25,9 @@ MAX_CANDIDATE_TOP_K = 20  # vLLM's default --max-logprobs
 CANDIDATES = ("adapter", "reference")
 """In-process candidates: the generated adapter runtime, or transformers itself as an explicit self-check."""
 NO_CANDIDATE_HINT = (
-    "validate a serving engine with --endpoint URL --served-model NAME, or generate the adapter first "
-    "(onboard generate SOURCE); --candidate reference compares transformers with its own goldens, a self-check of "
-    "the harness that proves nothing about serving"
+    "validate a serving engine with --endpoint URL --served-model NAME, or run onboard new-model SOURCE (it generates "
+    "the adapter and validates that); --candidate reference compares transformers with its own goldens, a "
+    "self-check of the harness that proves nothing about serving"
 )
 # Check groups besides parity (always run): what `only=` selects.
 GROUPS = {
@@ -241,6 +241,6 @@ def _info_checks(golden: GoldenSet, candidate: Candidate, source: str | None) ->
                                f"over {noise.positions} positions: max logprob error {noise.max_logprob_error:.3g}"))  # fmt: skip
     if candidate.info.kind == "reference-as-candidate":
         out.append(CheckResult("adapter_runtime", False, False, f"not checked: {SELF_CHECK}; validate the generated "
-                               "adapter (onboard generate SOURCE, then onboard validate SOURCE) or an engine "
+                               "adapter (onboard new-model SOURCE generates and validates it) or an engine "
                                "(--endpoint URL --served-model NAME)", skipped=True))  # fmt: skip
     return out
