@@ -106,3 +106,28 @@ def test_new_model_blocks_what_needs_the_reference(family: str, dayzero, tmp_pat
         assert parity["passed"] is False and parity["detail"].startswith("unverified: no reference")
     assert not list(ws.rglob("golden_outputs/*/MANIFEST.json"))  # no goldens from anything
     assert fixture.imported() == []
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("family", ACCEPTANCE)
+def test_generate_and_verify_tokenizer_commands(family: str, dayzero, tmp_path: Path, capsys) -> None:
+    fixture = dayzero(family)
+    out_dir = tmp_path / "generated"
+    with pytest.raises(SystemExit) as info:
+        main(["generate", str(fixture.path), "--out", str(out_dir), "--parity", "--json"])
+    out, err = capsys.readouterr()
+    assert "Traceback" not in out + err
+    if info.value.code == 2:  # composition refused the checkpoint (its own Error/Hint): no parity to judge
+        assert err.startswith("Error:"), err
+    else:  # composed: parity is unverified, never passed, and names the command that would run it
+        checks = {c["name"]: c for c in json.loads(out)["checks"]}
+        assert info.value.code == 1 and checks["adapter_parity"]["passed"] is False, err
+        assert checks["adapter_parity"]["detail"].startswith("unverified: no reference")
+        assert checks["adapter_parity"]["detail"].endswith(
+            f"rerun with: onboard generate {fixture.path} --out {out_dir} --force --parity --trust-remote-code"
+        )
+    with pytest.raises(SystemExit) as info:  # the tokenizer needs no code: it is verified without the flag
+        main(["verify-tokenizer", str(fixture.path), "--golden", str(tmp_path / "golden"), "--record", "--json"])
+    out, err = capsys.readouterr()
+    assert info.value.code == 0 and json.loads(out)["tokenizer_class"] == "Qwen2Tokenizer", err
+    assert fixture.imported() == []
