@@ -3,8 +3,8 @@
 Each fixture goes through the CLI as a user runs it: inspect profiles it from headers (a warning, exit 0), and
 new-model verifies the tokenizer (it needs no code), composes what it can, and blocks the stages that need the
 reference with the exact command to rerun. No traceback, no prompt: stdin is a pseudo-terminal for one fixture
-(transformers asks "Do you wish to run the custom code? [y/N]" only on a terminal) and closed for another. The
-canary file of each fixture stays absent throughout.
+(transformers asks "Do you wish to run the custom code? [y/N]" only on a terminal) and closed for another; generate
+and verify-tokenizer run on every fixture. The canary file of each fixture stays absent throughout.
 """
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ from onboard.cli import main
 from tests.dayzero.builder import ACCEPTANCE
 
 PROMPT = "Do you wish to run the custom code"
-# How each fixture's new-model run gets its stdin: a terminal, a closed descriptor, /dev/null.
-STDIN = {"llama": "pty", "mistral": "closed", "qwen3_moe": "devnull", "olmo2": "devnull"}
+# new-model's stdin: a terminal, a closed descriptor. Two fixtures: the stages' commands run on all four below.
+STDIN = {"llama": "pty", "mistral": "closed"}
 
 
 def _env() -> dict[str, str]:
@@ -36,12 +36,11 @@ def _env() -> dict[str, str]:
 
 
 def _run(argv: list[str], stdin: str, timeout: float = 600) -> tuple[int, str]:
-    """Run `python -m onboard ARGV` with stdin a pty, closed or /dev/null; (exit code, stdout + stderr)."""
+    """Run `python -m onboard ARGV` with stdin a pty or closed; (exit code, stdout + stderr)."""
     command = [sys.executable, "-m", "onboard", *argv]
-    if stdin != "pty":
-        proc = subprocess.run(command, stdin=subprocess.DEVNULL if stdin == "devnull" else None,
-                              preexec_fn=(lambda: os.close(0)) if stdin == "closed" else None,
-                              capture_output=True, text=True, env=_env(), timeout=timeout)  # fmt: skip
+    if stdin == "closed":
+        proc = subprocess.run(command, preexec_fn=lambda: os.close(0), capture_output=True, text=True, env=_env(),
+                              timeout=timeout)  # fmt: skip
         return proc.returncode, proc.stdout + proc.stderr
     main_fd, child_fd = pty.openpty()  # the child's stdin, stdout and stderr are a terminal
     proc = subprocess.Popen(command, stdin=child_fd, stdout=child_fd, stderr=child_fd, env=_env(),
@@ -84,7 +83,7 @@ def test_inspect_profiles_from_headers(family: str, dayzero, capsys) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("family", ACCEPTANCE)
+@pytest.mark.parametrize("family", sorted(STDIN))
 def test_new_model_blocks_what_needs_the_reference(family: str, dayzero, tmp_path: Path) -> None:
     fixture = dayzero(family)
     ws = tmp_path / "ws"
