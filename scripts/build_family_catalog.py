@@ -64,6 +64,7 @@ def main() -> None:
         # Persistent buffers are saved in checkpoints but are not parameters (num_parameters() skips them).
         # Leaf names only: transformers renames modules when it saves (e.g. `gate.x` → `mlp.x`), leaves survive.
         buffers = sorted({n.rsplit(".", 1)[-1] for n in tensors if n not in params})
+        buffer_templates = saved_buffer_templates(model, {n for n in tensors if n not in params})
         keys = sorted(k for k in raw if k not in IGNORED and not isinstance(raw[k], dict))
         families[model_type] = {
             "architectures": list(getattr(config, "architectures", None) or [MODEL_FOR_CAUSAL_LM_MAPPING_NAMES[model_type]]),
@@ -72,6 +73,7 @@ def main() -> None:
             "config_keys": keys,
             "mapped_keys": sorted(mapped_keys(type(config)) - set(keys)),
             "buffers": buffers,
+            "buffer_templates": buffer_templates,
         }
         print(f"{model_type:28s} {' '.join(profile.features)}", file=sys.stderr)
     out = {
@@ -83,6 +85,26 @@ def main() -> None:
     path = REPO / "onboard" / "data" / "families.json"
     path.write_text(json.dumps(out, indent=1, sort_keys=True) + "\n")
     print(f"{len(families)} families written to {path}; {len(failed)} failed: {sorted(failed)}", file=sys.stderr)
+
+
+def saved_buffer_templates(model, buffer_names: set[str]) -> list[str]:
+    """Templates of the buffers as save_pretrained writes them (transformers reverts its load-time renames on save:
+    Inkling-2's `mlp.gate.e_score_correction_bias` is stored as `mlp.gate.bias`). Only names that differ from the
+    model's: the leaves already cover the rest."""
+    from transformers.core_model_loading import revert_weight_conversion
+
+    from onboard.inspect_checkpoint import tensor_names
+
+    if not buffer_names:
+        return []
+    state = model.state_dict()
+    try:
+        saved_all = set(revert_weight_conversion(model, dict(state)))
+        saved_params = set(revert_weight_conversion(model, {k: v for k, v in state.items() if k not in buffer_names}))
+    except Exception:  # a conversion that cannot run on meta tensors: keep the model's names
+        return []
+    renamed = (saved_all - saved_params) - buffer_names
+    return sorted({tensor_names.template(n) for n in renamed})
 
 
 # Keys RotaryEmbeddingConfigMixin.convert_rope_params_to_dict folds into rope_parameters (pre-v5 configs carry them).

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 
 from onboard import __version__
 from onboard.errors import ConfigError
-from onboard.findings import Finding, info
+from onboard.findings import Finding, info, warning
 from onboard.inspect_checkpoint import tensor_names as tn
 from onboard.inspect_checkpoint.architecture import analyze
 from onboard.inspect_checkpoint.checkpoint_types import SafetensorsHeader, TensorInfo
@@ -23,7 +23,7 @@ from onboard.inspect_checkpoint.families import catalog, family_buffers, known_m
 from onboard.inspect_checkpoint.features import derive
 from onboard.inspect_checkpoint.memory import Target, parse_target, plan_memory
 from onboard.inspect_checkpoint.params import count_parameters
-from onboard.inspect_checkpoint.registry import VERIFIED
+from onboard.inspect_checkpoint.registry import KNOWN_GAPS, VERIFIED
 from onboard.inspect_checkpoint.remote_code import remote_code_findings
 from onboard.inspect_checkpoint.tensor_index import TensorIndex
 from onboard.inspect_checkpoint.weight_estimate import estimate_weights
@@ -143,7 +143,12 @@ def profile_from_parts(
     closest, differences = novelty(cv.model_type, features, facts.layers, set(templates), keys)
     closest_keys = catalog()[closest].config_keys if closest in catalog() else frozenset()
     findings += remote_code_findings(remote_code, natively_supported=cv.model_type in known_model_types())
-    if cv.model_type not in VERIFIED:
+    if cv.model_type in KNOWN_GAPS:
+        gaps = KNOWN_GAPS[cv.model_type]
+        findings.append(warning("inspect-known-gap", f"onboard inspect is known to be wrong for {cv.model_type!r} on: "
+                                + "; ".join(f"{fact} ({why})" for fact, why in gaps.items()),
+                                "size these by hand (or from a real engine's allocation) before relying on them"))  # fmt: skip
+    elif cv.model_type not in VERIFIED:
         findings.append(info("unverified-architecture", f"model_type {cv.model_type!r} is not among the architectures "
                              "onboard inspect is verified on; this profile comes from generic rules",
                              "check the per-layer plan and parameter counts by hand, then add a tiny checkpoint to "

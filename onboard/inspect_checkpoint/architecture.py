@@ -68,6 +68,12 @@ def analyze(cv: ConfigView, index: TensorIndex | None) -> tuple[ArchFacts, list[
     findings += layer_findings
     if index is not None:
         layers = with_kv_widths(layers, index)
+    if moe is not None and not any(layer.mlp == "moe" for layer in layers):
+        # Expert counts set, yet no layer has experts (mlp_only_layers covers all, a dense-only variant): dense.
+        findings.append(info("moe-without-experts", f"config.json declares {moe.num_experts} experts but "
+                             f"{'the checkpoint stores no expert tensors' if index is not None else 'no layer is MoE'}"
+                             ": every MLP is dense", "nothing to do unless experts were expected"))  # fmt: skip
+        moe = None
     if moe is not None:
         dense_first = 0
         for layer in layers:
@@ -206,6 +212,15 @@ def _tied(cv: ConfigView, lm: dict[str, TensorInfo] | None) -> bool:
         value = cv.raw["tie_word_embeddings"]
     if value is None:  # transformers' default is True when the key is absent
         return True if lm is None else not any(tn.component(n) == "head" for n in lm)
+    if value and lm:
+        # A stored head of another shape than the embedding cannot be tied: the model keeps both (CPM-Ant's
+        # embedding also holds prompt tokens; its head covers the vocabulary only).
+        head = next((t.shape for n, t in lm.items() if tn.component(n) == "head" and n.endswith("weight")), None)
+        embed = next((t.shape for n, t in lm.items() if tn.component(n) == "embedding" and len(t.shape) == 2
+                      and not n.endswith(("wpe.weight", "embed_positions.weight", "position_embeddings.weight"))),
+                     None)  # fmt: skip
+        if head is not None and embed is not None and head != embed:
+            return False
     return bool(value)
 
 

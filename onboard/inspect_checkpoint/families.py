@@ -51,10 +51,13 @@ def _raw_catalog() -> dict:
 
 
 def family_buffers(model_type: str) -> tuple[str, ...] | None:
-    """Leaf names the family stores as buffers, not parameters (e.g. DeepSeek's router correction bias).
-    None when the family is unknown."""
+    """What the family stores as buffers, not parameters (e.g. DeepSeek's router correction bias): leaf names as
+    the model names them, plus full tensor templates as its checkpoints name them (transformers renames some on
+    save: Inkling-2's `e_score_correction_bias` is written as `mlp.gate.bias`). None when the family is unknown."""
     family = _raw_catalog()["families"].get(model_type)
-    return None if family is None else tuple(family.get("buffers", ()))
+    if family is None:
+        return None
+    return tuple(family.get("buffers", ())) + tuple(family.get("buffer_templates", ()))
 
 
 def known_model_types() -> set[str]:

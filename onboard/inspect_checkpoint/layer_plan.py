@@ -15,13 +15,13 @@ from onboard.profile import LayerInfo
 # `layer_types` spellings → our vocabulary.
 LAYER_TYPE_NAMES = {
     "full_attention": "full", "attention": "full", "global": "full", "global_attention": "full", "full": "full",
-    "sliding_attention": "sliding", "local": "sliding", "sliding": "sliding", "local_attention": "sliding",
+    "sliding_attention": "sliding", "hybrid_sliding": "sliding", "local": "sliding", "sliding": "sliding", "local_attention": "sliding",
     "chunked_attention": "chunked",
     "linear_attention": "linear", "linear": "linear", "gated_deltanet": "linear", "kda": "linear",
     "mamba": "ssm", "mamba2": "ssm", "ssm": "ssm", "recurrent": "ssm", "rg_lru": "ssm",
     "conv": "conv", "short_conv": "conv",
-    "indexed_attention": "mla",
-    "hybrid": "full",  # Zamba2: a Mamba block plus a shared attention block in one layer
+    "indexed_attention": "full",  # full attention plus a sparse indexer; MLA when the layers are MLA (below)
+    "hybrid": "hybrid",  # Zamba / Zamba2: a Mamba block plus the shared attention block (see plan_layers)
     "moe": "none", "mlp": "none",  # Nemotron-H: MLP-only layers without a token mixer
 }  # fmt: skip
 
@@ -128,7 +128,13 @@ def plan_layers(
     for i, kind in enumerate(kinds):
         seen = roles.get(i, set()) if roles is not None else None
         parallel_ssm = False
-        if seen is not None:
+        if kind == "hybrid":
+            # Zamba: Mamba plus one attention block shared by every hybrid layer, stored once (tied), so the tensors
+            # of most hybrid layers show only the Mamba half; each still caches its own K and V. ZAYA's "hybrid"
+            # layers are attention (with a conv) and MoE: no Mamba tensors, no Mamba keys.
+            mamba = "ssm" in seen if seen is not None else any(k.startswith("mamba") for _, k in cv.all_keys())
+            kind, parallel_ssm = "full", mamba
+        elif seen is not None:
             kind, parallel_ssm, note = _reconcile(kind, seen)
             if note:
                 findings.append(warning("layer-kind-mismatch", f"layer {i}: {note}",

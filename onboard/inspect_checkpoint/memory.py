@@ -64,22 +64,49 @@ def kv_dtype_bytes(kv_dtype: str) -> int:
 def per_token_elements(layer: LayerInfo, dims: Dims, cv: ConfigView) -> int:
     """Cache elements one token adds in this layer (before any window cap)."""
     if layer.attention == "mla":
+        # The cached latent: kv_lora_rank + qk_rope_head_dim, read from kv_a_proj_with_mqa's rows when the headers
+        # are there (kv_width), so a config that names the rank differently still sizes it.
         rank = cv.int("kv_lora_rank", default=0) or 0
         rope = cv.int("qk_rope_head_dim", default=0) or 0
-        # DeepSeek sparse attention (V3.2, GLM-5): the lightning indexer caches one key per token too.
-        indexer = cv.int("index_head_dim", default=0) or 0 if cv.has("index_topk") else 0
-        return rank + rope + indexer
+        return (layer.kv_width or rank + rope) + _indexer_elements(layer, cv, mla=True)
+    indexer = _indexer_elements(layer, cv, mla=False)
     if layer.kv_width:
-        return layer.kv_width
+        return layer.kv_width + indexer
     if layer.attention in ("full", "sliding", "chunked"):
         v_dim = dims.v_head_dim or dims.head_dim
-        return dims.num_kv_heads * (dims.head_dim + v_dim)
+        return dims.num_kv_heads * (dims.head_dim + v_dim) + indexer
     return 0
+
+
+def _indexer_elements(layer: LayerInfo, cv: ConfigView, mla: bool) -> int:
+    """Keys a sparse-attention indexer caches per token: DeepSeek V3.2 / GLM-5 on every MLA layer (index_topk set),
+    or the layers `layer_types` marks `indexed_attention` (Qwen4-Exp's indexer over GQA)."""
+    types = cv.get("layer_types")
+    indexed = isinstance(types, list) and layer.index < len(types) and types[layer.index] == "indexed_attention"
+    if not indexed and not (mla and cv.has("index_topk")):
+        return 0
+    return cv.int("index_head_dim", "indexer_head_dim", default=0) or 0
 
 
 def state_elements(layer: LayerInfo, dims: Dims, cv: ConfigView) -> int:
     """Fixed per-sequence state of a recurrent layer (conv window + SSM / delta-rule state)."""
     kind = layer.attention
+    if kind == "full" and cv.model_type == "cpmant":
+        # CPM-Ant prepends prompt_length learned prompt tokens to every sequence: a fixed K and V prefix.
+        return (cv.int("prompt_length", default=0) or 0) * per_token_elements(layer, dims, cv)
+    if kind in ("full", "sliding") and cv.has("cca_time0"):
+        # ZAYA's compressed convolutional attention: besides K and V, a causal conv window over q and k
+        # ((cca_time0 - 1) + (cca_time1 - 1) steps) and the previous token's delayed half of V.
+        q, kv = dims.num_attention_heads * dims.head_dim, dims.num_kv_heads * dims.head_dim
+        steps = (cv.int("cca_time0", default=2) or 2) - 1 + (cv.int("cca_time1", default=2) or 2) - 1
+        return (q + kv) * steps + kv // 2
+    if kind in ("full", "sliding") and cv.has("swa_num_key_value_heads") and cv.has("conv_kernel_size"):
+        # Inkling: short causal convs over k, v, the attention input and the MLP input, conv_kernel_size steps each.
+        if kind == "sliding":
+            kv = (cv.int("swa_num_key_value_heads") or 0) * (cv.int("swa_head_dim") or dims.head_dim)
+        else:
+            kv = dims.num_kv_heads * dims.head_dim
+        return (2 * kv + 2 * dims.hidden_size) * (cv.int("conv_kernel_size") or 4)
     if kind not in ("ssm", "linear", "conv") and not layer.parallel_ssm:
         return 0
     hidden = dims.hidden_size
@@ -147,8 +174,9 @@ def plan_memory(
     per_seq = 0
     state_elems = 0
     per_token = 0
+    passes = _cache_passes(cv, len(layers))
     for layer in layers:
-        elements = per_token_elements(layer, dims, cv)
+        elements = per_token_elements(layer, dims, cv) * passes[layer.index]
         if elements:
             by_kind[layer.attention] = by_kind.get(layer.attention, 0) + elements * width
             tokens = min(layer.window, max_model_len) if layer.window else max_model_len
@@ -156,7 +184,7 @@ def plan_memory(
             if not layer.window or layer.window >= max_model_len:
                 per_token += elements * width  # still growing at max_model_len
             cache_layers.append(CacheLayer(elements, layer.window, layer.attention == "mla"))
-        state_elems += state_elements(layer, dims, cv)
+        state_elems += state_elements(layer, dims, cv) * passes[layer.index]
     state = state_elems * width
     fit = None
     if target:
@@ -175,6 +203,18 @@ def plan_memory(
         weights_source=weights_source,
         weights_estimate=weights_estimate,
     )
+
+
+def _cache_passes(cv: ConfigView, n: int) -> list[int]:
+    """Caches each layer keeps per sequence: 1, or one per pass for looped layers (Inkling-2-Loop runs layers
+    loop_layer_index_start..end loop_num_passes times, each pass with its own KV and conv states)."""
+    start, end = cv.int("loop_layer_index_start"), cv.int("loop_layer_index_end")
+    loops = cv.int("loop_num_passes", default=1) or 1
+    out = [1] * n
+    if start is not None and end is not None and loops > 1:
+        for i in range(max(0, start), min(n, end)):
+            out[i] = loops
+    return out
 
 
 def _sharding(cv: ConfigView, dims: Dims, layers: tuple[LayerInfo, ...], quant: Quantization | None) -> Sharding:

@@ -26,15 +26,17 @@ _NOT_PARAMETERS = ("quant_scales", "buffers")
 def count_parameters(index: TensorIndex, moe: Moe | None, buffer_leaves: tuple[str, ...] | None) -> ParameterCounts:
     """Counts per dtype and component, from tensor groups (see tensor_index.py).
 
-    `buffer_leaves`: last name components the family registers as buffers (from the catalog), None if unknown.
+    `buffer_leaves`: what the family registers as buffers (from the catalog), None if unknown: leaf names, and
+    full templates (with a dot) for buffers whose checkpoint name differs from the model's.
     """
     by_dtype: Counter[str] = Counter()
     by_component: Counter[str] = Counter()
     leaves = set(GENERIC_BUFFER_SUFFIXES if buffer_leaves is None else buffer_leaves)
     for leaf in list(leaves):
         leaves.update(_BUFFER_ALIASES.get(leaf, ()))
+    templates = {leaf for leaf in leaves if "." in leaf}
     for g in index.groups:
-        is_buffer = g.template.rsplit(".", 1)[-1] in leaves
+        is_buffer = g.template.rsplit(".", 1)[-1] in leaves or g.template in templates
         comp = "buffers" if is_buffer else tn.component_of_template(g.template)
         n = g.numel
         by_component[comp] += n

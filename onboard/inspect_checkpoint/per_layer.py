@@ -15,10 +15,13 @@ _K_PROJ = re.compile(r"\.(k_proj|key|Wk|k)\.weight$")
 
 
 _V_PROJ = re.compile(r"\.(v_proj|value|Wv|v)\.weight$")
+# MLA's down-projection to the cached latent: rows = kv_lora_rank + qk_rope_head_dim, one per attention module.
+_MLA_LATENT = re.compile(r"\.kv_a_proj_with_mqa\.weight$")
 
 
 def with_kv_widths(layers: tuple[LayerInfo, ...], index: TensorIndex) -> tuple[LayerInfo, ...]:
-    """Per-layer K+V widths from the separate k/v projections (rows = heads × head_dim of that layer)."""
+    """Per-layer K+V widths from the separate k/v projections (rows = heads × head_dim of that layer); for MLA
+    layers the latent width, summed over the layer's attention modules (LongCat-Flash has two per layer)."""
     attention_groups = [g for g in index.groups if tn.tower_of(g.template) is None and in_layer(g.template)
                         and tn.layer_role(tn.strip_lm_prefix(g.template)) == "attention"
                         and (_K_PROJ.search(g.template) or _V_PROJ.search(g.template))]  # fmt: skip
@@ -29,10 +32,18 @@ def with_kv_widths(layers: tuple[LayerInfo, ...], index: TensorIndex) -> tuple[L
         if idx is None or len(shape) != 2 or "indexer" in name:
             continue
         (k_rows if _K_PROJ.search(name) else v_rows)[idx] = shape[0]
+    latent: dict[int, int] = defaultdict(int)
+    mla_groups = [g for g in index.groups if tn.tower_of(g.template) is None and _MLA_LATENT.search(g.template)]
+    for name, shape in index.shapes_of(mla_groups):
+        idx = tn.layer_index(name)
+        if idx is not None and len(shape) == 2:
+            latent[idx] += shape[0]
     out = []
     for layer in layers:
         width = None
-        if layer.attention in ("full", "sliding", "chunked") and layer.index in k_rows:
+        if layer.attention == "mla" and layer.index in latent:
+            width = latent[layer.index]
+        elif layer.attention in ("full", "sliding", "chunked") and layer.index in k_rows:
             # No v projection: values are the keys (Gemma 4 global layers), cached twice by the engines.
             width = k_rows[layer.index] + v_rows.get(layer.index, k_rows[layer.index])
         out.append(replace(layer, kv_width=width) if width else layer)

@@ -1,4 +1,4 @@
-"""Which architectures `onboard inspect` has been proven on.
+"""Which architectures `onboard inspect` has been proven on, and where it is known to fall short.
 
 VERIFIED: model types whose profile is checked against transformers on a tiny checkpoint (exact parameter count,
 per-layer kinds, KV bytes; tests/inspect/test_tiny_architectures.py). Any other model type still gets a profile
@@ -7,6 +7,27 @@ checkpoint (tests/tiny/configs.py), so the list cannot claim more than is tested
 """
 
 from __future__ import annotations
+
+# Families checked the same way where some profile facts are still known to be wrong: the fact (the name of the
+# check in tests/inspect/test_tiny_architectures.py) and why. The test fails when one of these starts to match, so the
+# table cannot outlive the gap; inspect adds a finding naming the gap to these families' profiles.
+KNOWN_GAPS: dict[str, dict[str, str]] = {
+    "hrm_text": {
+        "layer_kinds": "two stacks (H and L levels) name their layers with the same indices; inspect merges them",
+        "windows": "see layer_kinds",
+        "kv_bytes_per_token": "the L stack's attention layers are not seen as attention (see layer_kinds)",
+        "kv_bytes_per_sequence": "see kv_bytes_per_token",
+    },
+    "qwen4_exp_text": {
+        "kv_bytes_per_token": "transformers also caches the indexer's position ids (int64, 24 B per token); an engine "
+        "would not, so the plan leaves them out",
+    },
+    "xlstm": {
+        "kv_bytes_per_token": "xLSTM returns no cache object to weigh: the measurement sees nothing",
+        "kv_bytes_per_sequence": "see kv_bytes_per_token",
+        "state_bytes_per_sequence": "the mLSTM matrix state is not modelled, and not measured (see above)",
+    },
+}
 
 VERIFIED: frozenset[str] = frozenset({
     'afmoe', 'apertus', 'apertus1p5_text', 'arcee', 'aria_text', 'bailing_hybrid', 'bamba', 'beam', 'biogpt',
@@ -23,4 +44,8 @@ VERIFIED: frozenset[str] = frozenset({
     'phi', 'phi3', 'phimoe', 'qwen2', 'qwen2_moe', 'qwen3', 'qwen3_5_moe_text', 'qwen3_5_text', 'qwen3_moe',
     'qwen3_next', 'recurrent_gemma', 'rwkv', 'sarvam_mla', 'sarvam_moe', 'seed_oss', 'smollm3', 'solar_open',
     'stablelm', 'starcoder2', 'vaultgemma', 'xglm', 'youtu', 'zamba2',
+    # the remaining decoders of transformers 5.24 (tests/tiny/tiny_more.py)
+    'axk1', 'axk2', 'cohere_compass_text', 'cpmant', 'dots3_note_text', 'gemma4_unified_text', 'hy_v4',
+    'inkling_text', 'inkling2_text', 'inkling2_loop_text', 'laguna', 'longcat_flash', 'mellum', 'minimax_m3_vl_text',
+    'modernbert-decoder', 'zamba', 'zaya',
 })  # fmt: skip

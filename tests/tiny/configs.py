@@ -17,8 +17,9 @@ from tests.tiny.knobs import DROP, WINDOW, derive
 from tests.tiny.tiny_dense import DENSE
 from tests.tiny.tiny_hybrid import HYBRID
 from tests.tiny.tiny_moe import MOE
+from tests.tiny.tiny_more import MORE
 
 __all__ = ["DROP", "TINY", "WINDOW", "derive"]
 
-TINY: dict[str, dict[str, Any]] = {**DENSE, **MOE, **HYBRID}
-assert len(TINY) == len(DENSE) + len(MOE) + len(HYBRID), "a model type is listed in two tables"
+TINY: dict[str, dict[str, Any]] = {**DENSE, **MOE, **HYBRID, **MORE}
+assert len(TINY) == len(DENSE) + len(MOE) + len(HYBRID) + len(MORE), "a model type is listed in two tables"

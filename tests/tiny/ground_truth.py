@@ -40,7 +40,7 @@ from tests.tiny import kv_measure
 LINEAR_RE = re.compile(r"DeltaNet|DeltaAttention|LightningAttention|Rglru|RecurrentBlock|RwkvSelfAttention")
 SSM_RE = re.compile(r"Mixer$|MambaLayer$")
 CONV_RE = re.compile(r"ShortConv$")
-ATTENTION_RE = re.compile(r"Attention$")
+ATTENTION_RE = re.compile(r"(Attention|MLA)$")  # LongCat-Flash names its attention modules `LongcatFlashMLA`
 EXPERTS_RE = re.compile(r"Experts$")
 # Config keys naming the MoE facts, by family (first present wins).
 NUM_EXPERTS_KEYS = ("num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts")
@@ -125,7 +125,8 @@ def _moe(config: Any, layers: list[Any]) -> dict[str, Any] | None:
         if experts:
             moe_layers.append(i)
             fused = [p for p in experts[0].parameters(recurse=False) if p.dim() == 3]
-            structural = structural or (fused[0].shape[0] if fused else None)
+            # Experts with all their weights: LongCat-Flash sizes gate_up for its zero (identity) experts too.
+            structural = structural or (min(p.shape[0] for p in fused) if fused else None)
     if not moe_layers:
         return None
     top_k = _config_value(config, TOP_K_KEYS) or getattr(ffn, "moe_top_k", None)
@@ -190,8 +191,9 @@ def ground_truth(model_type: str, ckpt_dir: Path) -> dict[str, Any]:
         notes.append(f"window {window} > {MAX_PROBE_WINDOW}: the long probe cannot reach it, caps not measured")
         window = MAX_PROBE_WINDOW
     vocab = getattr(config, "vocab_size", 1000)
-    short = kv_measure.run_probe(model, layers, kv_measure.SHORT, vocab)
+    short = kv_measure.fold_sublayers(kv_measure.run_probe(model, layers, kv_measure.SHORT, vocab), len(layers))
     long = kv_measure.run_probe(model, layers, max(2 * window, 2 * kv_measure.SHORT) + 3, vocab)
+    long = kv_measure.fold_sublayers(long, len(layers))
     cache_rows = kv_measure.classify(short, long, len(layers))
 
     kinds, layer_windows = [], []

@@ -108,6 +108,28 @@ def run_probe(model: Any, layers: list[Any], tokens: int, vocab: int) -> Probe:
     return probe
 
 
+def _grows_from_prefix(short: Probe, long: Probe, key: tuple[int, str]) -> bool:
+    """The cached length grows token for token, from more than the tokens given: a fixed prefix, not a cap."""
+    a, b = short.seq_len.get(key), long.seq_len.get(key)
+    return a is not None and b is not None and a > short.tokens and b - a == long.tokens - short.tokens
+
+
+def fold_sublayers(probe: Probe, num_layers: int) -> Probe:
+    """Cache layers beyond the decoder layers, k per decoder layer (LongCat-Flash: two attention sublayers with
+    cache indices 2i and 2i+1), folded onto their decoder layer as `name#sublayer`; otherwise unchanged."""
+    count = max((layer for layer, _ in probe.bytes), default=-1) + 1
+    if count <= num_layers or count % num_layers:
+        return probe
+    k = count // num_layers
+    folded = Probe(tokens=probe.tokens, dtypes=probe.dtypes, cache_class=probe.cache_class)
+    for (layer, name), nbytes in probe.bytes.items():
+        folded.bytes[(layer // k, f"{name}#{layer % k}")] = nbytes
+    for (layer, name), length in probe.seq_len.items():
+        folded.seq_len[(layer // k, f"{name}#{layer % k}")] = length
+    folded.layer_classes = {layer // k: cls for layer, cls in probe.layer_classes.items()}
+    return folded
+
+
 def classify(short: Probe, long: Probe, num_layers: int) -> list[dict[str, Any]]:
     """Per layer: growing bytes/token, capped bytes and tokens, fixed state bytes (all per sequence)."""
     per_layer: list[dict[str, Any]] = []
@@ -133,6 +155,13 @@ def classify(short: Probe, long: Probe, num_layers: int) -> list[dict[str, Any]]
             elif b_short * long.tokens == b_long * short.tokens:
                 kind = "growing"
                 row["kv_bytes_per_token"] += b_short // short.tokens
+            elif _grows_from_prefix(short, long, (i, name)):
+                # Every token cached after a fixed prefix (CPM-Ant prepends prompt_length learned prompt tokens):
+                # the prefix is a fixed size per sequence, counted with the state.
+                kind = "growing"
+                per_token = (b_long - b_short) // (long.tokens - short.tokens)
+                row["kv_bytes_per_token"] += per_token
+                row["state_bytes"] += b_short - per_token * short.tokens
             else:
                 kind = "capped"
                 row["kv_bytes_per_token"] += b_short // short.tokens  # still below the cap at the short probe
