@@ -125,7 +125,8 @@ def _prefill_plot(validate: dict[str, Any], missing: list[str]) -> Plot | None:
 def _memory_plot(profile: dict[str, Any], missing: list[str]) -> Plot | None:
     mem = profile.get("memory") if isinstance(profile.get("memory"), dict) else None
     if not mem or _num(mem.get("weights_bytes")) is None:
-        missing.append("profile.json has no `memory` plan: no memory plot")
+        missing.append("profile.json has no `memory` plan: no memory plot" if not mem else
+                       "profile.json: weight bytes unknown (no headers, no index, no estimate): no memory plot")  # fmt: skip
         return None
     raw = [("weights", _num(mem.get("weights_bytes")))]
     raw.append((f"KV, one sequence of {mem.get('max_model_len', '?')}", _num(mem.get("kv_bytes_per_sequence"))))
