@@ -145,8 +145,22 @@ def describe(reference: Reference, policy: RemoteCodePolicy, checkpoint: Path | 
         "code_sha256": code_sha256,
         "identity": f"repository code sha256:{code_sha256}",
         "loaded_with": f"transformers {transformers.__version__} (trust_remote_code=True)",
-        "isolation": "none (--unsafe-no-sandbox)" if policy.unsafe_no_sandbox else "onboard.sandbox worker",
+        "isolation": _isolation(policy),
     }
+
+
+def _isolation(policy: RemoteCodePolicy) -> str:
+    """How the repository's code is (or was) isolated: bubblewrap, unshare, or none (--unsafe-no-sandbox)."""
+    from onboard.errors import SandboxUnavailable
+    from onboard.sandbox import isolation_method
+    from onboard.sandbox.protocol import in_worker
+
+    if in_worker():  # the parent, which chose the method, fills this in
+        return "sandbox worker"
+    try:
+        return isolation_method(policy.unsafe_no_sandbox)
+    except SandboxUnavailable:
+        return "unavailable"
 
 
 def run_in_sandbox(

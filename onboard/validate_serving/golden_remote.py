@@ -51,6 +51,8 @@ def record_in_sandbox(
                                  "this is a bug in onboard's golden recording")  # fmt: skip
             (Path(tmp) / name).write_text(text, encoding="utf-8")
         golden = read_golden(Path(tmp))  # what crossed back is checked like any golden folder
-    manifest = {**golden.manifest, "source": source, "recorded_seconds": round(time.time() - started, 2)}
+    identity = reference.describe(ref, policy, folder)  # computed here: the worker cannot tell how it was isolated
+    manifest = {**golden.manifest, "source": source, "reference": {**golden.manifest["reference"], **identity},
+                "recorded_seconds": round(time.time() - started, 2)}  # fmt: skip
     write_golden(out, manifest, list(golden.prompts))
     return GoldenSet(out, manifest, golden.prompts)

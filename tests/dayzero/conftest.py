@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -49,13 +50,16 @@ def in_process_sandbox(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> list[
     from onboard import reference
 
     monkeypatch.setenv("ONBOARD_DAYZERO_CANARY", str(tmp_path / "in-process.canary"))
-    monkeypatch.setenv("ONBOARD_SANDBOX_WORKER", "1")  # what the real worker sets: worker-only functions may run
     calls: list[dict[str, Any]] = []
 
     def run(target: str, kwargs: dict[str, Any], checkpoint: Path, policy: Any, wall_s: float | None = None) -> Any:
         calls.append({"target": target, "kwargs": kwargs, "checkpoint": checkpoint, "policy": policy})
         module, name = target.split(":")
-        return getattr(importlib.import_module(module), name)(**kwargs)
+        os.environ["ONBOARD_SANDBOX_WORKER"] = "1"  # what the real worker sets, for the call only
+        try:
+            return getattr(importlib.import_module(module), name)(**kwargs)
+        finally:
+            os.environ.pop("ONBOARD_SANDBOX_WORKER", None)
 
     monkeypatch.setattr(reference, "run_in_sandbox", run)
     return calls
