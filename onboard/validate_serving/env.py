@@ -15,7 +15,8 @@ from pathlib import Path
 from onboard.errors import InputError, SourceNotFound
 
 # Files a reference load needs; weights as safetensors only (never pickles).
-SNAPSHOT_PATTERNS = ["*.json", "*.safetensors", "*.model", "*.tiktoken", "*.txt", "*.jinja"]
+# *.py: a repository-code reference (auto_map) needs its files; they are only ever imported in the sandbox worker.
+SNAPSHOT_PATTERNS = ["*.json", "*.safetensors", "*.model", "*.tiktoken", "*.txt", "*.jinja", "*.py"]
 
 
 def library_versions(extra: tuple[str, ...] = ()) -> dict[str, str]:
