@@ -14,11 +14,12 @@ from typing import Any
 from onboard.checkpoint_id import golden_key
 from onboard.errors import InputError
 
-# Files the tokenizer checks read. Globs; matched against repo-relative paths.
+# Files the tokenizer checks read. Globs; matched against repo-relative paths. *.py: a tokenizer that is repository
+# code (auto_map) runs from them, only ever in the sandbox worker (--trust-remote-code).
 TOKENIZER_FILES = (
     "config.json", "generation_config.json", "tokenizer_config.json", "special_tokens_map.json", "added_tokens.json",
     "tokenizer.json", "tokenizer.model", "original/tokenizer.model", "*.tiktoken", "vocab.json", "merges.txt",
-    "tekken.json", "tokenizer.model.v*", "chat_template.jinja", "chat_template.json", "*.gguf",
+    "tekken.json", "tokenizer.model.v*", "chat_template.jinja", "chat_template.json", "*.gguf", "*.py",
 )  # fmt: skip
 # A vocabulary-only GGUF is a few MB; anything larger is a weights file and is not downloaded for a tokenizer check.
 MAX_GGUF_BYTES = 64 * 2**20

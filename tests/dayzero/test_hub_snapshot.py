@@ -25,3 +25,20 @@ def test_hub_snapshot_has_the_repository_code(dayzero, hub_env: HubServer) -> No
     assert sorted(p.name for p in snapshot.glob("*.py")) == sorted(p.name for p in fixture.path.glob("*.py"))
     assert reference_for(snapshot).kind == REPO_CODE and code_hash(snapshot) == code_hash(fixture.path)
     assert fixture.imported() == []
+
+
+def test_hub_tokenizer_files_include_its_code(dayzero, hub_env: HubServer, tmp_path: Path) -> None:
+    import shutil
+
+    from tests.dayzero.builder import ship_tokenizer_as_code
+
+    root = tmp_path / "dayzero_tok"
+    shutil.copytree(dayzero("llama").path, root)
+    ship_tokenizer_as_code(root, tmp_path / "tokenizer.canary")
+    hub_env.add_repo("org/dayzero-tok", root)
+    code = ("from onboard.verify_tokenizer.repo import open_tokenizer_repo; "
+            "print(open_tokenizer_repo('org/dayzero-tok').root)")  # fmt: skip
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert (Path(proc.stdout.strip()) / "tokenization_dayzero.py").is_file()
+    assert not (tmp_path / "tokenizer.canary").exists()
