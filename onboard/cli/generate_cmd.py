@@ -53,7 +53,8 @@ def generate_command(
     for rel in result.files:
         say(f"wrote {out}/{rel}")
     for check in result.checks:
-        say(f"{'ok ' if check.passed else 'FAIL'} {check.name}: {check.detail}")
+        unverified = not check.passed and check.detail.startswith("unverified")
+        say(f"{'ok ' if check.passed else 'UNVERIFIED' if unverified else 'FAIL'} {check.name}: {check.detail}")
     if not result.passed:
         failed = [c for c in result.checks if c.required and not c.passed]
         report_error(

@@ -42,6 +42,16 @@ class GenerateResult:
     checks: tuple[Check, ...]
     parity: dict[str, Any] | None = None
     stage: str = field(default="generate")
+    closest_family: str | None = None
+    overrides: tuple[str, ...] = ()
+    """Composed adapters: modelling-code facts of a known family applied (compose_knowledge.FAMILY_FACTS)."""
+
+    @property
+    def verification(self) -> str:
+        """passed | failed against a reference, or unverified (no reference ran): never "passed" without one."""
+        if self.parity is None:
+            return "unverified"
+        return str(self.parity.get("status") or ("passed" if self.parity["passed"] else "failed"))
 
     @property
     def passed(self) -> bool:
@@ -51,6 +61,7 @@ class GenerateResult:
         out = {"stage": self.stage, "passed": self.passed, "checks": [asdict(c) for c in self.checks]}
         out.update({k: v for k, v in asdict(self).items() if k not in ("stage", "checks")})
         out["files"], out["stubs"] = list(self.files), list(self.stubs)
+        out["overrides"], out["verification"] = list(self.overrides), self.verification
         return out
 
 
@@ -165,8 +176,10 @@ def generate(
     adapter = out / f"adapters/{the_plan.model_type}.py"
     ok, detail = _imports_cleanly(adapter)
     stub_ops = ", ".join(f"kernels/{s.op}.py" for s in the_plan.stubs)
+    origin = (f"composed from the checkpoint's profile (closest known family: {the_plan.closest_family or 'none'})"
+              if the_plan.composed else f"from the {the_plan.family} family's ArchSpec")  # fmt: skip
     checks = [
-        Check("adapter_rendered", True, True, f"adapters/{the_plan.model_type}.py from the {the_plan.family} family"),
+        Check("adapter_rendered", True, True, f"adapters/{the_plan.model_type}.py {origin}"),
         Check("adapter_imports", ok, True, detail),
         Check(
             "kernels_implemented",
@@ -176,7 +189,10 @@ def generate(
         ),
     ]
     parity_report = None
-    if parity:
+    if not parity:
+        checks.append(Check("adapter_parity", False, False, "unverified: no reference run; `onboard generate "
+                            "CHECKPOINT_DIR --parity` compares the adapter's logits with the reference model"))  # fmt: skip
+    else:
         checkpoint = Path(str(source_or_profile)) if not isinstance(source_or_profile, ModelProfile) else None
         if checkpoint is None or not (checkpoint / "config.json").is_file():
             checks.append(Check("adapter_parity", False, True, "parity needs a local checkpoint folder as SOURCE"))
@@ -195,6 +211,8 @@ def generate(
         stubs=tuple({"op": s.op, "reason": s.reason} for s in the_plan.stubs),
         checks=tuple(checks),
         parity=parity_report,
+        closest_family=the_plan.closest_family,
+        overrides=the_plan.overrides,
     )
 
 

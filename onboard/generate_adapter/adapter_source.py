@@ -11,10 +11,10 @@ import textwrap
 import tokenize
 
 from onboard.generate_adapter.archs import BASE_FIELDS
-from onboard.generate_adapter.loader import WeightRule
 from onboard.generate_adapter.plan import AdapterPlan
 from onboard.generate_adapter.render import format_expr, py_repr, render
-from onboard.generate_adapter.weight_maps import DROPPED, WEIGHT_MAPS
+from onboard.generate_adapter.weight_maps import DROPPED
+from onboard.generate_adapter.weight_rule import WeightRule
 
 REGENERATE_COMMAND = "python -m onboard.generate_adapter.regenerate"
 
@@ -42,6 +42,7 @@ IMPORTABLE: dict[str, tuple[int, str]] = {
     "GptOssMoE": (2, "onboard.generate_adapter.extra_blocks"),
     "SparseMixerMoE": (2, "onboard.generate_adapter.extra_blocks"),
     "XIELUMLP": (2, "onboard.generate_adapter.extra_blocks"),
+    "LearnedPositions": (2, "onboard.generate_adapter.composed_blocks"),
     "FULL": (2, "onboard.generate_adapter.runtime"),
     "SLIDING": (2, "onboard.generate_adapter.runtime"),
     "AdapterModel": (2, "onboard.generate_adapter.runtime"),
@@ -56,6 +57,7 @@ PLACEMENT_DOC = {
     "post": "Post-norm layer: x + norm(attn(x)), then x + norm(mlp(x)).",
     "sandwich": "Sandwich-norm layer: x + norm(attn(norm(x))), then x + norm(mlp(norm(x))).",
     "parallel": "Parallel layer: attention and MLP both read norm(x); x + attn + mlp.",
+    "parallel2": "Parallel layer with two norms: x + attn(norm1(x)) + mlp(norm2(x)).",
 }
 
 
@@ -70,6 +72,7 @@ FORWARD: dict[str, tuple[str, ...]] = {
         "return x + self.{n3}(self.{mlp}(self.{n2}(x)))",
     ),
     "parallel": ("h = self.{n0}(x)", "return x + self.self_attn(h, cos, sin, ctx) + self.{mlp}(h)"),
+    "parallel2": ("return x + self.self_attn(self.{n0}(x), cos, sin, ctx) + self.{mlp}(self.{n1}(x))",),
 }
 
 
@@ -132,10 +135,14 @@ def adapter_source(plan: AdapterPlan) -> str:
     spec = plan.spec
     uses_window = "window" in spec.attention
     rope_kind = "layer_type" if spec.rope_kind == "layer_type" else spec.rope_kind
+    summary = spec.summary[0].upper() + spec.summary[1:] + "."
+    if plan.composed:
+        summary += f" Closest known family: {plan.closest_family or 'none'}."
+        summary += f" Family facts applied: {', '.join(plan.overrides)}." if plan.overrides else ""
     context = {
         "model_type": plan.model_type,
-        "family": plan.family,
-        "summary": textwrap.fill(spec.summary[0].upper() + spec.summary[1:] + ".", 116),
+        "family": plan.model_type if plan.composed else plan.family,
+        "summary": textwrap.fill(summary, 116),
         "stubs": plan.stubs,
         "regenerate": REGENERATE_COMMAND if plan.runnable and plan.family == plan.model_type else "onboard generate",
         "aliases": "{" + ", ".join(f"{py_repr(k)}: {py_repr(v)}" for k, v in sorted(spec.aliases.items())) + "}"
@@ -145,7 +152,7 @@ def adapter_source(plan: AdapterPlan) -> str:
         "post_init": spec.post_init,
         "layer_type": spec.layer_type,
         "moe_layer": spec.moe_layer,
-        "weight_map": [format_expr(_rule_call(rule), 4) for rule in WEIGHT_MAPS[plan.family]],
+        "weight_map": [format_expr(_rule_call(rule), 4) for rule in plan.weight_rules],
         "dropped": DROPPED + spec.dropped,
         "norm": spec.norm,
         "placement_doc": PLACEMENT_DOC[spec.placement],
@@ -165,6 +172,7 @@ def adapter_source(plan: AdapterPlan) -> str:
         + "".join(f", {kw}" for kw in spec.lm_head)
         + ")",
         "rotary_head_dim": f", head_dim={spec.rotary_head_dim}" if spec.rotary_head_dim else "",
+        "positions": spec.positions,
     }
     text = render("adapter.py.j2", **context)
     head, _, body = text.partition("@@IMPORTS@@")

@@ -110,6 +110,8 @@ class ArchSpec:
     dropped: tuple[str, ...] = ()
     ignored_keys: tuple[str, ...] = ()
     """config.json keys the family's reference code does not read (not features: no stub for them)."""
+    positions: str | None = None
+    """Learned absolute position embeddings (`model.embed_positions`), an expression over `args` (GPT-2 style)."""
 
 
 def _spec(model_type: str, summary: str, attention_expr: str, mlp: str, **kw) -> ArchSpec:

@@ -11,27 +11,23 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 from torch import nn
 
 from onboard.errors import InputError
+from onboard.generate_adapter.weight_rule import OPS, WeightRule
 
-# How the source tensors of one rule become the runtime tensor.
-OPS = ("copy", "cat", "stack", "transpose")
-
-
-@dataclass(frozen=True)
-class WeightRule:
-    """`target` (runtime name) <- `sources` (checkpoint names) combined by `op`:
-    copy (one source), cat (row-wise concatenation: fused qkv / gate_up), stack (one tensor per expert `{e}`,
-    each the row-wise concatenation of the sources; stacked along a new dim 0), transpose (one 2-D source)."""
-
-    target: str
-    sources: tuple[str, ...]
-    op: str = "copy"
+__all__ = [
+    "OPS",
+    "WeightRule",
+    "WeightsError",
+    "checkpoint_index",
+    "deinterleave_heads",
+    "load_weights",
+    "runtime_tensors",
+]
 
 
 class WeightsError(InputError):
@@ -105,16 +101,28 @@ def _plan_sources(name: str, shape: torch.Size, rules: list[tuple[re.Pattern[str
     return "copy", [name]
 
 
-def _combine(op: str, tensors: list) -> torch.Tensor:
+def _combine(op: str, tensors: list, owner: nn.Module | None = None) -> torch.Tensor:
     if op == "copy":
         return tensors[0]
     if op == "cat":
         return torch.cat(tensors, dim=0)
     if op == "transpose":
-        return tensors[0].t()
+        return tensors[0].transpose(-1, -2)
     if op == "stack":
         return torch.stack([torch.cat(group, dim=0) for group in tensors], dim=0)
+    if op == "deinterleave_heads":
+        return deinterleave_heads(tensors[0], owner.num_heads, owner.num_kv_heads, owner.head_dim)  # type: ignore[union-attr]
     raise ValueError(f"unknown weight-map op {op!r}; known: {OPS}")
+
+
+def deinterleave_heads(fused: torch.Tensor, heads: int, kv_heads: int, head_dim: int) -> torch.Tensor:
+    """Rows [kv group][q heads of the group, k, v][head_dim] -> [all q; all k; all v] (weight or bias)."""
+    group = heads // kv_heads
+    grouped = fused.reshape(kv_heads, group + 2, head_dim, *fused.shape[1:])
+    q = grouped[:, :group].reshape(heads * head_dim, *fused.shape[1:])
+    k = grouped[:, group].reshape(kv_heads * head_dim, *fused.shape[1:])
+    v = grouped[:, group + 1].reshape(kv_heads * head_dim, *fused.shape[1:])
+    return torch.cat((q, k, v), dim=0)
 
 
 def _short(names: Iterable[str], limit: int = 12) -> str:
@@ -160,7 +168,8 @@ def load_weights(
             if op == "stack":
                 value = _combine(op, [[reader.get(s) for s in group] for group in sources])
             else:
-                value = _combine(op, [reader.get(s) for s in sources])
+                owner = model.get_submodule(name.rsplit(".", 2)[0]) if op == "deinterleave_heads" else None
+                value = _combine(op, [reader.get(s) for s in sources], owner)
             target = targets[name]
             if tuple(value.shape) != tuple(target.shape):
                 raise WeightsError(

@@ -33,21 +33,17 @@ class NotRunnable(InputError):
 
 
 class ArgsBase:
-    """Mixin for a generated `ModelArgs` dataclass: `from_dict(config)` takes each field from config.json (or one of
-    its `ALIASES`), keeps the field default when the key is absent, and names the missing required keys."""
+    """Mixin for a generated `ModelArgs` dataclass: `from_dict(config)` takes each field as transformers resolves it
+    (or from config.json through the family's `ALIASES` and the shared alias table: config_values.py), keeps the
+    field default when the key is absent, and names the missing required keys."""
 
     ALIASES: ClassVar[dict[str, tuple[str, ...]]] = {}
 
     @classmethod
     def from_dict(cls, config: Mapping[str, Any]):  # noqa: ANN206 - returns the subclass
-        kwargs, missing = {}, []
-        for f in dataclasses.fields(cls):  # type: ignore[arg-type]
-            keys = (f.name, *cls.ALIASES.get(f.name, ()))
-            key = next((k for k in keys if k in config), None)
-            if key is not None:
-                kwargs[f.name] = config[key]
-            elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
-                missing.append(f.name)
+        from onboard.generate_adapter.config_values import field_values
+
+        kwargs, missing = field_values(dataclasses.fields(cls), config, cls.ALIASES)  # type: ignore[arg-type]
         if missing:
             raise ConfigError(
                 f"config.json lacks {', '.join(missing)} (needed by the {cls.__module__.rsplit('.', 1)[-1]} adapter)",
@@ -195,6 +191,9 @@ class AdapterModel(nn.Module):
         if cache is not None and not cache.layers:
             cache.layers = [LayerKV() for _ in self.model.layers]
         x = self.model.embed_tokens(input_ids)
+        learned_positions = getattr(self.model, "embed_positions", None)
+        if learned_positions is not None:  # GPT-2 style absolute positions (composed adapters)
+            x = x + learned_positions(positions).to(x.dtype)
         hidden = [x]
         for i, layer in enumerate(self.model.layers):
             cos, sin = tables[layer.rope_kind] if layer.rope_kind is not None else (None, None)

@@ -8,7 +8,7 @@ library lacks (the generator scaffolds a kernel stub for it). `DROPPED`: tensors
 
 from __future__ import annotations
 
-from onboard.generate_adapter.loader import WeightRule
+from onboard.generate_adapter.weight_rule import WeightRule
 
 L = "model.layers.{i}."
 ATTN = L + "self_attn."

@@ -8,7 +8,9 @@ from onboard.profile import Moe
 
 # Routers that score with a sigmoid (DeepSeek-V3 style) rather than a softmax.
 SIGMOID_ROUTER_TYPES = {"deepseek_v3", "glm4_moe", "dots1", "llama4_text", "llama4", "kimi_k2", "longcat_flash",
-                        "deepseek_v32", "glm_moe_dsa", "ernie4_5_moe", "minimax_m2", "bailing_moe", "afmoe"}  # fmt: skip
+                        "deepseek_v32", "glm_moe_dsa", "ernie4_5_moe", "minimax_m2", "bailing_moe", "afmoe",
+                        "glm4_moe_lite", "exaone_moe", "hy_v3", "kolibri1", "solar_open", "mimo_v2_flash", "beam",
+                        "flint", "sarvam_moe", "sarvam_mla"}  # fmt: skip
 
 
 def moe_from_config(cv: ConfigView, lm: dict[str, TensorInfo] | None) -> Moe | None:

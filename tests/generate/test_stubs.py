@@ -1,6 +1,6 @@
 """A checkpoint with features outside the block library (an unknown tensor, an unknown config field) gets an
 adapter plus kernel stubs, and the adapter refuses to run until the stubs are implemented: never a silent
-fallback. Unknown model types compose their closest supported family plus stubs for the differences."""
+fallback. Unknown model types are composed from their profile plus stubs for what the blocks lack."""
 
 from __future__ import annotations
 
@@ -88,7 +88,7 @@ def test_cli_exit_1_with_the_stub_message(tiny, tmp_path: Path) -> None:
     assert any(c["name"] == "kernels_implemented" and not c["passed"] for c in result["checks"])
 
 
-def test_unknown_model_type_uses_closest_family_plus_stubs(tiny, tmp_path: Path) -> None:
+def test_unknown_model_type_is_composed_plus_stubs(tiny, tmp_path: Path) -> None:
     ckpt = tmp_path / "my_qwen3"
     shutil.copytree(tiny("qwen3"), ckpt)
     config = json.loads((ckpt / "config.json").read_text())
@@ -96,6 +96,6 @@ def test_unknown_model_type_uses_closest_family_plus_stubs(tiny, tmp_path: Path)
     config["attention_sink_size"] = 4
     (ckpt / "config.json").write_text(json.dumps(config))
     result = generate(ckpt, tmp_path / "out")
-    assert result.model_type == "my_qwen3" and result.family == "qwen3"
+    assert result.model_type == "my_qwen3" and result.family == "composed" and result.closest_family == "qwen3"
     assert (tmp_path / "out/adapters/my_qwen3.py").is_file()
     assert "attention_sink_size" in {s["op"] for s in result.stubs}

@@ -1,0 +1,530 @@
+"""Compose an adapter from the ModelProfile alone: the per-layer plan and features from inspect, the tensor roles
+from weight_patterns.py, config values read at run time through config_values.py.
+
+`compose(profile)` returns a `Composition`: an ArchSpec (the same data the hand-written family table holds, so one
+template renders both), the inferred weight map, and a kernel stub for each part the block library cannot express
+(a mixer kind, an unknown tensor, a config key no block reads, a layout the blocks lack). A composition with stubs
+renders an adapter that refuses to run: never a runnable copy of the closest family.
+
+Attention scales, windows, soft-caps, norms and multipliers come from features; sizes from config values, checked
+against the tensor shapes by the loader. Runtime names are canonical (`self_attn.qkv_proj`, `mlp.gate_up_proj`,
+`input_layernorm`, ...): the weight map renames the checkpoint's tensors to them, so one template serves every
+naming scheme. compose_rules.py holds the profile-level rules, compose_moe.py the MoE part.
+"""
+
+from __future__ import annotations
+
+import re
+
+from onboard.errors import InputError
+from onboard.generate_adapter.arch_parts import ArchSpec, attention
+from onboard.generate_adapter.compose_knowledge import GATED_ACTIVATION_NAMES, PLAIN_ACTIVATION_NAMES
+from onboard.generate_adapter.compose_moe import moe_expression
+from onboard.generate_adapter.compose_rules import (
+    Composition,
+    Fields,
+    Stub,
+    base_fields,
+    config_key_stubs,
+    embedding_scale,
+    facts_of,
+    feature_stubs,
+    guard_statements,
+    op_name,
+    pattern_expr,
+)
+from onboard.generate_adapter.config_values import aliases_of
+from onboard.generate_adapter.weight_inference import (
+    AmbiguousWeights,
+    Found,
+    TensorRoles,
+    WeightMapBuilder,
+    layer_target,
+)
+from onboard.generate_adapter.weight_patterns import LAYER_NAME
+from onboard.profile import ModelProfile
+
+# Canonical norm attribute per placement and norm position.
+NORM_NAMES: dict[str, dict[str, str]] = {
+    "pre": {"input": "input_layernorm", "pre_mlp": "post_attention_layernorm"},
+    "parallel": {"input": "input_layernorm"},
+    "parallel2": {"input": "input_layernorm", "pre_mlp": "post_attention_layernorm"},
+    "sandwich": {"input": "input_layernorm", "post_attn_out": "post_attention_layernorm",
+                 "pre_mlp": "pre_feedforward_layernorm", "post_mlp": "post_feedforward_layernorm"},
+    "post": {"post_attn_out": "post_attention_layernorm", "post_mlp": "post_feedforward_layernorm"},
+}  # fmt: skip
+PLACEMENTS: dict[frozenset[str], str] = {
+    frozenset({"input", "pre_mlp"}): "pre",
+    frozenset({"input"}): "parallel",
+    frozenset({"input", "post_attn_out", "pre_mlp", "post_mlp"}): "sandwich",
+    frozenset({"post_attn_out", "post_mlp"}): "post",
+}
+PLACEHOLDER_ATTENTION = attention()
+PLACEHOLDER_MLP = "GatedMLP(args.hidden_size, args.intermediate_size, args.hidden_act)"
+
+
+def _names(*found: Found | None) -> str:
+    return ", ".join(f.template for f in found if f is not None)
+
+
+class Composer:
+    def __init__(self, profile: ModelProfile) -> None:
+        self.p = profile
+        self.roles = TensorRoles(profile)
+        self.wm = WeightMapBuilder(self.roles)
+        self.fields = Fields()
+        self.stubs: list[Stub] = feature_stubs(profile)
+        self.facts = facts_of(profile)
+        self.used_facts: list[str] = []
+        self.post_init: list[str] = []
+        self.extra_aliases: dict[str, tuple[str, ...]] = {}
+        self.words: list[str] = []
+        self.rotary_head_dim: str | None = None
+        self.positions: str | None = None
+        self.acknowledged: set[str] = set()
+        """Config keys whose value the profile shows to be neutral here (no stub, nothing to read)."""
+
+    # -- helpers ------------------------------------------------------------------------------------------------
+
+    def stub(self, op: str, reason: str) -> None:
+        self.stubs.append(Stub(op, reason))
+
+    def fact(self, name: str, default: object = None) -> object:
+        if name not in self.facts:
+            return default
+        self.used_facts.append(f"{name}={self.facts[name]!r}")
+        return self.facts[name]
+
+    def has_key(self, name: str) -> bool:
+        return any(key in self.p.config_keys for key in aliases_of(name))
+
+    def size(self, value: int, candidates: list[tuple[str, int | None]]) -> str:
+        """The first config expression whose value (known from the profile) equals the size the tensors show;
+        the number itself when none does (a size only the checkpoint states)."""
+        for expr, known in candidates:
+            if known == value:
+                return expr
+        return str(value)
+
+    def eps(self) -> str:
+        return self.fields.need("rms_norm_eps", "float", "1e-05" if self.p.norms.kind == "layernorm" else "1e-06")
+
+    # -- the parts ----------------------------------------------------------------------------------------------
+
+    def run(self) -> Composition:
+        p = self.p
+        self.fields.need("tie_word_embeddings", "bool", repr(p.tie_word_embeddings))
+        self.eps()  # the norm's default eps (LayerNorm 1e-5, RMSNorm 1e-6) before BASE_FIELDS' RMS default
+        if p.layers and all(layer.mlp == "moe" for layer in p.layers):
+            self.fields.need("intermediate_size", "int | None", "None")  # no dense MLP reads it
+        base_fields(self.fields)
+        if "stub" in self.facts:
+            op, reason = self.fact("stub")  # type: ignore[misc]
+            self.stub(op, reason)
+        self.unknown_tensor_stubs()
+        attn = self.attention()
+        mlp, moe_layer = self.feed_forward()
+        norm, placement, norm_names = self.norms()
+        layer_type, rope_kind = self.layer_plan()
+        embed_scale = self.embeddings()
+        lm_head = self.head()
+        residual = self.residual(placement)
+        if p.mtp_layers:
+            self.fields.need("num_nextn_predict_layers", "int", "0")
+            self.extra_aliases["num_nextn_predict_layers"] = ("mtp_num_hidden_layers", "num_mtp_modules")
+        self.post_init += guard_statements(p, self.fields)
+        self.stubs += config_key_stubs(p, self.fields, self.extra_aliases, self.acknowledged)
+        spec = ArchSpec(
+            model_type=p.model_type,
+            summary="composed from the checkpoint (no hand-written ArchSpec): " + ", ".join(self.words),
+            attention=attn,
+            mlp=mlp,
+            norm=norm,
+            placement=placement,
+            norm_names=norm_names,
+            fields=tuple(self.fields.items.values()),
+            aliases=self.extra_aliases,
+            layer_type=layer_type,
+            moe_layer=moe_layer,
+            rope_kind=rope_kind,
+            rotary_head_dim=self.rotary_head_dim,
+            embed_scale=embed_scale,
+            lm_head=tuple(lm_head),
+            residual_scale=residual,
+            post_init=tuple(self.post_init),
+            features=frozenset(p.features),
+            dropped=tuple(self.roles.dropped),
+            positions=self.positions,
+        )
+        unique = {s.op: s for s in reversed(self.stubs)}
+        stubs = tuple(sorted(unique.values(), key=lambda s: s.op))
+        return Composition(spec, tuple(self.wm.rules), stubs, tuple(self.roles.dropped), tuple(self.used_facts))
+
+    def unknown_tensor_stubs(self) -> None:
+        grouped: dict[str, list[str]] = {}
+        for template in self.roles.unknown:
+            layer = LAYER_NAME.fullmatch(template)
+            name = layer.group("rest") if layer else template.removeprefix("model.").removeprefix("transformer.")
+            module = re.sub(r"\.(weight|bias)$", "", name.replace("{}.", ""))
+            grouped.setdefault(op_name(module), []).append(template)
+        for op, templates in grouped.items():
+            self.stub(op, f"checkpoint tensors no block consumes: {', '.join(sorted(templates))}")
+
+    def attention(self) -> str:
+        r, d = self.roles, self.p.dims
+        if r.has("mla"):
+            return self.mla()
+        q, k, v, o = r.get("attn.q"), r.get("attn.k"), r.get("attn.v"), r.get("attn.o")
+        qkv, grouped = r.get("attn.qkv"), r.get("attn.qkv_grouped")
+        forms = [f for f in ((q and k and v and q), qkv, grouped) if f]
+        if len(forms) > 1:
+            raise AmbiguousWeights(f"both separate and fused q/k/v projections: {_names(q, k, v, qkv, grouped)}",
+                                   "add an ArchSpec override naming the ones the attention reads")  # fmt: skip
+        if (q or k or v) and not (q and k and v):
+            self.stub("attention_projections", f"q/k/v projections incomplete: only {_names(q, k, v)}")
+        if not forms or o is None:
+            self.stub("attention_projections", "no attention q/k/v/o projections recognised in the checkpoint")
+            return PLACEHOLDER_ATTENTION
+        h, kv, hd, hidden = d.num_attention_heads, d.num_kv_heads, d.head_dim, d.hidden_size
+        target = layer_target("self_attn.qkv_proj")
+        self.wm.fused_conv1d_first([qkv, o], [((h + 2 * kv) * hd, hidden), (hidden, h * hd)])
+        if q is not None:
+            self.wm.add(f"{target}.weight", (q.source, k.source, v.source), "cat")  # type: ignore[union-attr]
+            biases = [r.get(role, "bias") for role in ("attn.q", "attn.k", "attn.v")]
+            qkv_bias = all(biases)
+            if any(biases) and not qkv_bias:
+                self.stub("qkv_partial_bias", f"bias on some of q/k/v only: {_names(*biases)}")
+            if qkv_bias:
+                self.wm.add(f"{target}.bias", tuple(b.source for b in biases if b), "cat")
+            self.words.append("separate q/k/v fused at load")
+        elif qkv is not None:
+            self.wm.linear(target, qkv, (h + 2 * kv) * hd, hidden)
+            qkv_bias = self.wm.bias(target, r.get("attn.qkv", "bias"))
+            self.words.append("fused qkv")
+        else:
+            qkv_bias = self.query_key_value(target, grouped)  # type: ignore[arg-type]
+        self.wm.linear(layer_target("self_attn.o_proj"), o, hidden, h * hd)
+        o_bias = self.wm.bias(layer_target("self_attn.o_proj"), r.get("attn.o", "bias"))
+        kw = [f"qkv_bias={qkv_bias}", f"o_bias={o_bias}"]
+        kw += self.attention_options()
+        return attention(*kw)
+
+    def query_key_value(self, target: str, fused: Found) -> bool:
+        """`query_key_value`: rows grouped per KV head (GPT-NeoX, Falcon, Bloom) or [q; k; v] (Sarvam, ChatGLM)."""
+        layout = self.fact("query_key_value")
+        if layout is None and self.p.dims.num_kv_heads != 1:
+            raise AmbiguousWeights(
+                f"{fused.template}: rows grouped per KV head ([q heads of the group; k; v], GPT-NeoX / Falcon) or "
+                "[all q; all k; all v] (ChatGLM / Sarvam)? With more than one KV head the shapes cannot tell",
+                "add the family to compose_knowledge.FAMILY_FACTS with query_key_value: grouped | concat",
+            )
+        op = "deinterleave_heads" if layout == "grouped" else "copy"
+        self.wm.add(f"{target}.weight", (fused.source,), op)
+        bias = self.roles.get("attn.qkv_grouped", "bias")
+        if bias is not None:
+            self.wm.add(f"{target}.bias", (bias.source,), op)
+        self.words.append("query_key_value " + ("grouped per KV head" if op != "copy" else "fused [q; k; v]"))
+        return bias is not None
+
+    def attention_options(self) -> list[str]:
+        feats, r = set(self.p.features), self.roles
+        kw = []
+        scale = self.fact("attention_scale")
+        if scale is not None:
+            kw.append(f"scale={scale}")
+        elif "attention_multiplier" in feats:
+            kw.append(f"scale={self.fields.need('attention_multiplier', 'float', '1.0')}")
+        elif "query_pre_attn_scalar" in feats:
+            kw.append(f"scale={self.fields.need('query_pre_attn_scalar', 'float', '256')}**-0.5")
+        if any(layer.attention == "sliding" for layer in self.p.layers):
+            kw.append("sliding_window=window")
+            self.words.append("sliding window")
+        if "attn_softcap" in feats:
+            kw.append(f"softcap={self.fields.need('attn_logit_softcapping', 'float | None', 'None')}")
+        if r.get("attn.sinks", None) is not None:
+            sinks = r.get("attn.sinks", None)
+            self.wm.add(layer_target("self_attn.sinks"), (sinks.source,))  # type: ignore[union-attr]
+            kw.append("sinks=True")
+            self.words.append("attention sinks")
+        qk = self.qk_norm()
+        if qk:
+            kw.append(qk)
+        if self.fact("rope_interleaved"):
+            kw.append("rope_interleaved=True")
+        return kw
+
+    def qk_norm(self) -> str | None:
+        r, d, norms = self.roles, self.p.dims, self.p.norms
+        qn, kn = r.get("attn.q_norm"), r.get("attn.k_norm")
+        qh, kh = r.get("attn.q_norm_heads"), r.get("attn.k_norm_heads")
+        if not (qn or kn or qh or kh):
+            return None
+        biased = [b for b in (r.get(x, "bias") for x in ("attn.q_norm", "attn.k_norm", "attn.q_norm_heads")) if b]
+        if biased:
+            self.stub("qk_norm_bias", f"QK-norm with a bias is not in the block library: {_names(*biased)}")
+        kind = "layer" if norms.kind == "layernorm" else "rms"
+        if qh and kh:
+            scope = "per_head_weight"
+            self.wm.add(layer_target("self_attn.q_norm.weight"), (qh.source,), "stack")
+            self.wm.add(layer_target("self_attn.k_norm.weight"), (kh.source,), "stack")
+        elif qn and kn:
+            last = qn.shape[-1] if qn.shape else 0
+            scope = "per_head_weight" if len(qn.shape) == 2 else "head" if last == d.head_dim else "all"
+            self.wm.add(layer_target("self_attn.q_norm.weight"), (qn.source,))
+            self.wm.add(layer_target("self_attn.k_norm.weight"), (kn.source,))
+        else:
+            self.stub("qk_norm", f"a norm on queries or keys only: {_names(qn, kn, qh, kh)}")
+            return None
+        if kind == "rms" and scope == "per_head_weight":
+            self.stub("qk_norm", "RMS QK-norm with one weight per head is not in the block library")
+            return None
+        extra = "" if kind == "rms" else ', kind="layer"'
+        extra += "" if scope == "head" else f', scope="{scope}"'
+        extra += ", offset=1.0" if norms.offset else ""
+        self.words.append(f"QK-norm ({kind}, {scope})")
+        return f"qk_norm=QKNormSpec({self.eps()}{extra})"
+
+    def mla(self) -> str:
+        r, f = self.roles, self.fields
+        for part in r.parts("mla"):
+            self.wm.add(layer_target(f"self_attn.{part.part}.{part.param}"), (part.source,))
+        q, o = r.get("attn.q"), r.get("attn.o")
+        if o is None or r.get("mla", "weight", "kv_b_proj") is None:
+            self.stub("mla_projections", "MLA without kv_b_proj / o_proj is not in the block library")
+            return PLACEHOLDER_ATTENTION
+        if q is not None:
+            self.wm.add(layer_target("self_attn.q_proj.weight"), (q.source,))
+        self.wm.add(layer_target("self_attn.o_proj.weight"), (o.source,))
+        bias = r.get("mla", "bias", "kv_a_proj_with_mqa") is not None
+        if bias:
+            self.wm.add(layer_target("self_attn.o_proj.bias"), (r.get("attn.o", "bias").source,))  # type: ignore[union-attr]
+        f.need("q_lora_rank", "int | None", "None")
+        for name in ("kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"):
+            f.need(name, "int", None)
+        interleave = repr(bool(self.fact("mla_rope_interleave", False)))
+        rope_interleave = (
+            f.need("rope_interleave", "bool", interleave) if self.has_key("rope_interleave") else interleave
+        )
+        self.rotary_head_dim = "args.qk_rope_head_dim"
+        self.words.append("multi-head latent attention")
+        return (
+            "MLAttention(args.hidden_size, args.num_attention_heads, q_lora_rank=args.q_lora_rank, "
+            "kv_lora_rank=args.kv_lora_rank, qk_nope_head_dim=args.qk_nope_head_dim, "
+            "qk_rope_head_dim=args.qk_rope_head_dim, v_head_dim=args.v_head_dim, "
+            f"rms_norm_eps={self.eps()}, bias={bias}, scale=mla_scale(args.qk_nope_head_dim + "
+            "args.qk_rope_head_dim, rope_config(args, FULL, args.qk_rope_head_dim)), "
+            f"rope_interleaved={rope_interleave})"
+        )
+
+    def feed_forward(self) -> tuple[str, str | None]:
+        layers = self.p.layers
+        if any(layer.mlp == "none" for layer in layers):
+            self.stub("mlp_free_layers", "layers without a feed-forward block are not composed")
+        moe = [layer.mlp == "moe" for layer in layers]
+        dense = self.dense_mlp(required=not all(moe))
+        if not any(moe):
+            return dense, None
+        sparse = self.moe()
+        if all(moe):
+            return sparse, None
+        return f"{sparse} if args.is_moe_layer(i) else {dense}", pattern_expr(moe, repr)
+
+    def dense_mlp(self, required: bool) -> str:
+        r, d = self.roles, self.p.dims
+        gate, up, down, fused = r.get("mlp.gate"), r.get("mlp.up"), r.get("mlp.down"), r.get("mlp.gate_up")
+        if not (gate or up or fused) or down is None:
+            if required:
+                self.stub("mlp", "no dense MLP projections recognised in the checkpoint")
+            return PLACEHOLDER_MLP
+        hidden = d.hidden_size
+        first = fused or gate or up
+        rows = first.shape[0] if first.shape and first.shape[-1] == hidden else first.shape[-1]  # type: ignore[union-attr]
+        inter = rows // 2 if fused else rows
+        size = self.size(inter, [("args.intermediate_size", d.intermediate_size)])
+        act = "args.hidden_act"
+        in_bias = r.get("mlp.gate_up" if fused else "mlp.up", "bias")
+        out_bias = r.get("mlp.down", "bias")
+        if bool(in_bias) != bool(out_bias) or (gate and bool(r.get("mlp.gate", "bias")) != bool(in_bias)):
+            self.stub("mlp_partial_bias", f"MLP bias on some projections only: {_names(in_bias, out_bias)}")
+        bias = bool(in_bias and out_bias)
+        self.wm.fused_conv1d_first([up, down], [(inter, hidden), (hidden, inter)])
+        target = layer_target("mlp.gate_up_proj")
+        if fused or (gate and up):
+            self.require_activation(GATED_ACTIVATION_NAMES, "gated")
+            if fused:
+                self.wm.linear(target, fused, 2 * inter, hidden)
+                self.wm.bias(target, in_bias)
+            else:
+                self.wm.add(f"{target}.weight", (gate.source, up.source), "cat")  # type: ignore[union-attr]
+                if bias:
+                    self.wm.add(f"{target}.bias", (r.get("mlp.gate", "bias").source, in_bias.source), "cat")  # type: ignore[union-attr]
+            self.down(down, inter, bias)
+            self.words.append(f"gated MLP ({self.p.activation})")
+            return f"GatedMLP(args.hidden_size, {size}, {act}, bias={bias})"
+        if gate is not None and up is None:
+            self.stub("mlp", f"an MLP gate without an up projection: {gate.template}")
+        self.wm.linear(layer_target("mlp.up_proj"), up, inter, hidden)  # type: ignore[arg-type]
+        self.wm.bias(layer_target("mlp.up_proj"), in_bias if bias else None)
+        self.down(down, inter, bias)
+        act_parts = self.roles.parts("mlp.act")
+        if act_parts:
+            for part in act_parts:
+                self.wm.add(layer_target(f"mlp.act_fn.{part.part}"), (part.source,))
+            if {part.part for part in act_parts} != {"alpha_p", "alpha_n", "beta", "eps"} or bias:
+                self.stub("mlp_activation", f"learned activation parameters: {_names(*act_parts)}")
+            self.words.append("plain MLP with the learned xIELU activation")
+            return f"XIELUMLP(args.hidden_size, {size})"
+        self.require_activation(PLAIN_ACTIVATION_NAMES, "plain")
+        self.words.append(f"plain MLP ({self.p.activation})")
+        return f"MLP(args.hidden_size, {size}, {act}, bias={bias})"
+
+    def down(self, down: Found, inter: int, bias: bool) -> None:
+        target = layer_target("mlp.down_proj")
+        self.wm.linear(target, down, self.p.dims.hidden_size, inter)
+        if bias:
+            self.wm.bias(target, self.roles.get("mlp.down", "bias"))
+
+    def require_activation(self, table: frozenset[str], kind: str) -> None:
+        if self.p.activation not in table:
+            self.stub(f"activation_{self.p.activation}", f"{kind} MLP activation {self.p.activation!r} is not in "
+                      f"onboard.blocks.mlp (known: {', '.join(sorted(table))})")  # fmt: skip
+
+    def moe(self) -> str:
+        return moe_expression(self)
+
+    def norms(self) -> tuple[str, str, tuple[str, ...]]:
+        r, p = self.roles, self.p
+        positions = {role.removeprefix("norm."): role for role in r.roles() if role.startswith("norm.")}
+        if "post_attention" in positions:
+            after = "pre_mlp" in positions or ("input" not in positions and "post_mlp" in positions)
+            positions["post_attn_out" if after else "pre_mlp"] = positions.pop("post_attention")
+        placement = PLACEMENTS.get(frozenset(positions))
+        if placement == "pre" and "parallel_residual" in p.features:
+            placement = "parallel2"
+        if placement == "parallel" and "parallel_residual" not in p.features:
+            placement = None
+        if placement is None:
+            self.stub("norm_layout", f"layer norms at {sorted(positions) or 'no position (none stored)'}: not a "
+                      "placement of the block library (pre, post, sandwich, parallel)")  # fmt: skip
+            placement = "pre"
+        names = NORM_NAMES[placement]
+        biases = []
+        for position, role in positions.items():
+            if position not in names:
+                continue
+            for param in ("weight", "bias"):
+                found = r.get(role, param)
+                if found is not None:
+                    self.wm.add(layer_target(f"{names[position]}.{param}"), (found.source,))
+                    biases.append(param == "bias")
+        final = r.get("final_norm")
+        if final is None:
+            self.stub("final_norm", "no final norm tensor before the LM head")
+        else:
+            self.wm.add("model.norm.weight", (final.source,))
+            if r.get("final_norm", "bias") is not None:
+                self.wm.add("model.norm.bias", (r.get("final_norm", "bias").source,))  # type: ignore[union-attr]
+                biases.append(True)
+        return self.norm_block(any(biases)), placement, tuple(names[k] for k in names)
+
+    def norm_block(self, bias: bool) -> str:
+        norms = self.p.norms
+        if norms.kind == "layernorm":
+            if norms.offset:
+                self.stub("layernorm_offset", "LayerNorm applied as (1 + w) is not in the block library")
+            self.words.insert(0, "LayerNorm" + (" with bias" if bias else ""))
+            return f"LayerNorm(dim, {self.eps()}, bias={bias})"
+        if bias:
+            self.stub("rmsnorm_bias", "RMSNorm with a bias is not in the block library")
+        self.words.insert(0, "RMSNorm" + (" (1 + w)" if norms.offset else ""))
+        return f"RMSNorm(dim, {self.eps()}" + (", offset=1.0)" if norms.offset else ")")
+
+    def layer_plan(self) -> tuple[str, str]:
+        kinds = ["SLIDING" if layer.attention == "sliding" else "FULL" for layer in self.p.layers]
+        layer_type = pattern_expr(kinds, str) if kinds else "FULL"
+        if self.p.rope is None:
+            if "absolute_positions" not in self.p.features:
+                self.stub("positions", "no rotary and no learned position embeddings recognised")
+            return layer_type, "None"
+        base = "layer_type" if len(set(kinds)) > 1 else "FULL"
+        rope_kind = self.fact("rope_kind")
+        if rope_kind is not None:
+            return layer_type, str(rope_kind)
+        ropes = [layer.rope for layer in self.p.layers]
+        if all(ropes) or not ropes:
+            return layer_type, base
+        self.words.append("NoPE layers")
+        return layer_type, f"{base} if {pattern_expr(ropes, repr)} else None"
+
+    def embeddings(self) -> str:
+        r = self.roles
+        embed = r.get("embed")
+        if embed is None:
+            self.stub("embeddings", "no token embedding tensor recognised")
+        else:
+            self.wm.add("model.embed_tokens.weight", (embed.source,))
+        positions = r.get("positions")
+        if positions is None and "absolute_positions" in self.p.features:
+            self.stub("absolute_positions", "absolute positions without a learned position tensor (sinusoidal or "
+                      "offset tables are computed in modelling code): not in the block library")  # fmt: skip
+        if positions is not None:
+            max_pos = self.p.dims.max_position_embeddings
+            if positions.shape[:1] != (max_pos,):
+                self.stub("learned_positions", f"{positions.template} has {positions.shape[:1]} rows, "
+                          f"max_position_embeddings is {max_pos}: an offset the blocks do not model")  # fmt: skip
+            self.wm.add("model.embed_positions.weight", (positions.source,))
+            self.positions = "LearnedPositions(args.max_position_embeddings, args.hidden_size)"
+            self.words.append("learned absolute positions")
+        return embedding_scale(self.p, self.fields)
+
+    def head(self) -> list[str]:
+        r, feats = self.roles, set(self.p.features)
+        head, bias = r.get("head"), r.get("head", "bias")
+        kw = []
+        if head is not None:
+            self.wm.add("lm_head.weight", (head.source,))
+        elif not self.p.tie_word_embeddings:
+            self.stub("lm_head", "no LM head tensor and tie_word_embeddings is false")
+        if bias is not None:
+            self.wm.add("lm_head.bias", (bias.source,))
+            kw.append("bias=True")
+        if self.has_key("logit_scale"):
+            kw.append(f"scale={self.fields.need('logit_scale', 'float', '1.0')}")
+        elif "logits_scaling" in self.p.config_keys:
+            kw.append(f"scale=1.0 / {self.fields.need('logits_scaling', 'float', '1.0')}")
+        elif "logit_scaling" in feats:
+            self.stub("logit_scaling", "logits are scaled by a constant no known config key holds")
+        if "final_softcap" in feats:
+            kw.append(f"final_softcap={self.fields.need('final_logit_softcapping', 'float | None', 'None')}")
+        return kw
+
+    def residual(self, placement: str) -> str | None:
+        scaled, keyed = "residual_scaling" in self.p.features, self.has_key("residual_multiplier")
+        if keyed and placement == "pre":
+            return self.fields.need("residual_multiplier", "float", "1.0")
+        if scaled:
+            self.stub("residual_scaling", "residual branches scaled by a constant outside a pre-norm layer, or by a "
+                      "config key the blocks do not read")  # fmt: skip
+        elif keyed:  # 1.0 in this checkpoint (no residual_scaling feature): nothing to apply
+            self.acknowledged.update(aliases_of("residual_multiplier"))
+        return None
+
+
+def compose(profile: ModelProfile) -> Composition:
+    """Everything the adapter template needs for `profile`, from the profile alone.
+
+    Raises:
+        InputError: the profile has no tensor names (a config-only profile: the weight map cannot be inferred) or
+            no decoder layers; AmbiguousWeights: the names and shapes allow two weight maps."""
+    if not profile.tensor_templates:
+        raise InputError(
+            f"{profile.source or 'profile'}: no safetensors tensor names in the profile, so no weight map can be "
+            f"inferred for model_type {profile.model_type!r} (no hand-written ArchSpec either)",
+            "inspect the checkpoint with its *.safetensors files (headers are enough), then generate again",
+        )
+    if not profile.layers or not profile.dims.hidden_size:
+        raise InputError(
+            f"{profile.source or 'profile'}: no decoder layers or hidden size found for {profile.model_type!r}",
+            "check config.json (num_hidden_layers, hidden_size) against the model card",
+        )
+    return Composer(profile).run()

@@ -1,0 +1,121 @@
+"""What composition knows beyond the checkpoint, as data: which config keys a composed adapter may leave unread,
+which it reads only to refuse unsupported values, and the few modelling-code facts of known transformers families
+that neither config.json nor the tensor names show (the optional overrides).
+
+A config key a composed adapter neither reads (a ModelArgs field, through config_values.ALIASES), nor finds in the
+tables below, becomes a kernel stub: an unknown key is how a new option ships on day zero.
+"""
+
+from __future__ import annotations
+
+from onboard.inspect_checkpoint.config_lint import IGNORED
+
+# Names the block library implements, mirrored here so planning never imports torch (`onboard generate` on a
+# profile stays fast); tests/generate/test_compose.py checks them against onboard.blocks.rotary / .mlp.
+ROPE_TYPE_NAMES = frozenset({"default", "linear", "dynamic", "yarn", "longrope", "llama3", "proportional"})
+GATED_ACTIVATION_NAMES = frozenset({"silu", "swish", "gelu_pytorch_tanh", "gelu_tanh", "gelu_new", "gelu"})
+PLAIN_ACTIVATION_NAMES = frozenset({"gelu", "gelu_pytorch_tanh", "gelu_tanh", "gelu_new", "relu2", "silu", "relu"})
+
+# Keys whose effect reaches the adapter through what inspect derived from them (per-layer plan, MoE layout,
+# parallel residual, which tensors exist): composition acts on the derived facts, not on the key.
+STRUCTURAL_KEYS = frozenset({
+    # per-layer attention plan and NoPE layers
+    "layer_types", "sliding_window_pattern", "_sliding_window_pattern", "use_sliding_window", "max_window_layers",
+    "attention_types", "no_rope_layers", "no_rope_layer_interval",
+    # which layers are MoE
+    "first_k_dense_replace", "moe_layer_freq", "decoder_sparse_step", "mlp_only_layers", "mlp_layer_types",
+    "moe_layers", "moe_layer_start_index", "moe_layer_end_index", "moe_layer_interval", "interleave_moe_layer_step",
+    "num_dense_layers",
+    # what the tensors show: biases, QK-norm, norm and head layout, KV heads, shared experts, MoE scoring
+    "attention_bias", "mlp_bias", "use_bias", "bias", "qkv_bias", "add_bias_linear", "lm_head_bias",
+    "use_qk_norm", "qk_layernorm", "qk_norm", "use_qk_layernorm", "new_decoder_architecture",
+    "num_ln_in_parallel_attn", "parallel_attn", "use_parallel_residual", "multi_query", "scoring_func",
+    "n_shared_experts", "num_shared_experts", "moe_num_shared_experts", "shared_expert_intermediate_size",
+    "shared_intermediate_size", "rotary_dim", "rotary_pct", "attention_out_bias", "use_qkv_bias", "use_post_norm",
+    "alibi", "attention_layers", "qk_head_dim",
+})  # fmt: skip
+
+# Config keys the hand-written families never read (bookkeeping, generation, training, serving hints).
+IGNORED_CONFIG_KEYS = frozenset(
+    {
+        "_name_or_path", "architectures", "auto_map", "bos_token_id", "eos_token_id", "pad_token_id", "torch_dtype",
+        "dtype", "transformers_version", "use_cache", "initializer_range", "attention_dropout", "hidden_dropout",
+        "embd_pdrop", "resid_pdrop", "output_router_logits", "router_aux_loss_coef", "router_z_loss_coef",
+        "quantization_config", "rope_scaling", "rope_theta", "tokenizer_class", "model_type", "pretraining_tp",
+        "max_window_layers", "use_sliding_window", "layer_types", "head_dim", "generation_config", "task_specific_params",
+        "keys_to_ignore_at_inference", "num_nextn_predict_layers", "rope_parameters", "original_max_position_embeddings",
+    }
+)  # fmt: skip
+
+# Keys that never change the forward pass (inspect's config lint table and the planner's), except those GUARDS
+# check: some of them do change the numbers when set (config_lint counts them as runtime hints).
+NEUTRAL_KEYS = (IGNORED.keys() | IGNORED_CONFIG_KEYS | {"router_jitter_noise", "moe_aux_loss_coeff"}) - {
+    "rope_scaling",
+    "rope_theta",
+    "rope_parameters",
+}
+NEUTRAL_WORDS = ("dropout", "_pdrop", "initializer", "init_std", "fp32", "layerdrop", "jitter")
+"""Training-only keys and float32-upcast switches (no effect in float32) by name: any key containing one."""
+
+# Keys read only to refuse values the blocks cannot express: key -> (field annotation, default, refusal test over
+# `self` (a ModelArgs), why). Composition cannot see config values; the adapter checks them when it loads.
+GUARDS: dict[str, tuple[str, str, str, str]] = {
+    "scale_attn_weights": ("bool", "True", "not self.scale_attn_weights",
+                           "attention scores are not scaled by 1/sqrt(head_dim)"),
+    "scale_attn_by_inverse_layer_idx": ("bool", "False", "self.scale_attn_by_inverse_layer_idx",
+                                        "attention scores are divided by the layer index + 1"),
+    "apply_residual_connection_post_layernorm": ("bool", "False", "self.apply_residual_connection_post_layernorm",
+                                                 "the residual is taken after the input norm"),
+    "clip_qkv": ("float | None", "None", "self.clip_qkv is not None", "q/k/v projections are clamped to ±clip_qkv"),
+    "topk_method": ("str | None", "None",
+                    "self.topk_method not in (None, 'noaux_tc', 'greedy') and 1 < self.n_group and "
+                    "self.topk_group < self.n_group",
+                    "the router's group selection is not the block's (noaux_tc: the sum of each group's two best)"),
+    "layer_rope_theta": ("list[float] | None", "None",
+                         "self.layer_rope_theta and len(set(self.layer_rope_theta)) > 1",
+                         "layers use different rotary bases"),
+    "force_rope": ("bool", "False", "self.force_rope", "rotary on full-attention layers too"),
+    "use_bidirectional_attention": ("bool", "False", "self.use_bidirectional_attention",
+                                    "attention is bidirectional, not causal"),
+}  # fmt: skip
+GUARD_FIELDS = {"topk_method": (("n_group", "int", "1"), ("topk_group", "int", "1"))}
+"""Other fields a guard's test reads."""
+
+# Modelling-code facts of known transformers families that config.json and the tensor names do not show: the
+# optional overrides. Each is a reading of the family's transformers modelling code, checked by parity on its tiny
+# checkpoint; a day-zero family gets none (parity against its reference is what catches such a difference).
+FAMILY_FACTS: dict[str, dict[str, object]] = {
+    # rotary on interleaved (even, odd) pairs: rotate_every_two / x[..., ::2] in their modelling code
+    "gptj": {"rope_interleaved": True},
+    "glm": {"rope_interleaved": True},
+    "helium": {"rope_interleaved": True},
+    "glm4": {"rope_interleaved": True},
+    "ernie4_5": {"rope_interleaved": True},
+    "cohere": {"rope_interleaved": True},
+    "ernie4_5_moe": {"rope_interleaved": True},
+    # ... and only on sliding-window layers (full-attention layers are NoPE): the layer's rope kind as an expression
+    "cohere2": {"rope_interleaved": True, "rope_kind": "layer_type if layer_type == SLIDING else None"},
+    "cohere2_moe": {"rope_interleaved": True, "rope_kind": "layer_type if layer_type == SLIDING else None"},
+    # full-attention layers are NoPE once a sliding window is configured (as the registered exaone4)
+    "exaone_moe": {"rope_kind": "layer_type if args.sliding_window is None or layer_type == SLIDING else None"},
+    "exaone4": {"rope_kind": "layer_type if args.sliding_window is None or layer_type == SLIDING else None"},
+    "phimoe": {"stub": ("sparsemixer_routing", "PhiMoE's sparsemixer top-2 routing (a masked softmax around each "
+                        "pick) is not the MoE block's")},
+    "gpt_neo": {"attention_scale": "1.0"},  # GPTNeoSelfAttention multiplies q·k by no scale
+    # `query_key_value` rows: grouped per KV head ([q heads of the group; k; v]) or plain [all q; all k; all v].
+    # Only one KV head makes both the same; otherwise the names and shapes cannot tell.
+    "gpt_neox": {"query_key_value": "grouped"},
+    "persimmon": {"query_key_value": "grouped"},
+    "bloom": {"query_key_value": "grouped"},
+    "falcon": {"query_key_value": "grouped"},
+    "gpt_neox_japanese": {"query_key_value": "grouped"},
+    "sarvam_moe": {"query_key_value": "concat"},
+    # QK-norm applied after the rotary embedding, not before (the block's order)
+    "hunyuan_v1_dense": {"stub": ("qk_norm_after_rope", "query/key norms run after the rotary embedding")},
+    "hunyuan_v1_moe": {"stub": ("qk_norm_after_rope", "query/key norms run after the rotary embedding")},
+    "kolibri1": {"stub": ("router_logit_selection", "experts chosen by raw router logits + bias, weighted by the "
+                          "sigmoid of the chosen logits (the block selects by scores + bias)")},
+    "deepseek_v2": {"mla_rope_interleave": True},  # complex-number rotary on interleaved pairs
+    "codegen": {"stub": ("codegen_qkv_layout", "qkv_proj rows are split in mp_num=4 blocks of [q, v, k] "
+                         "(CodeGen's modelling code; not a layout of the block library)")},
+}  # fmt: skip

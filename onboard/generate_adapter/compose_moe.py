@@ -1,0 +1,109 @@
+"""The MoE part of a composition: router, experts (per expert or stacked 3-D), shared experts and their gate, as one
+`MoE(...)` expression over onboard.blocks.moe plus the weight rules that fill it."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from onboard.generate_adapter.weight_inference import layer_target
+
+if TYPE_CHECKING:
+    from onboard.generate_adapter.compose import Composer
+
+MOE = "mlp."
+
+
+def moe_expression(c: Composer) -> str:
+    r, p, f = c.roles, c.p, c.fields
+    hidden, moe = p.dims.hidden_size, p.moe
+    router = r.get("moe.router")
+    if moe is None or router is None:
+        c.stub("moe_router", "MoE layers without a recognised router tensor")
+        return "MoE(args.hidden_size, args.num_experts, args.intermediate_size, RouterSpec(top_k=1))"
+    c.wm.add(layer_target(MOE + "router.weight"), (router.source,))
+    inter = _experts(c, hidden)
+    known_moe_size = moe.expert_intermediate_size if c.has_key("moe_intermediate_size") else None
+    size = c.size(inter or 0, [("args.moe_intermediate_size", known_moe_size),
+                               ("args.intermediate_size", p.dims.intermediate_size)])  # fmt: skip
+    if size == "args.moe_intermediate_size":
+        f.need("moe_intermediate_size", "int", None)
+    bias = r.get("moe.router_bias", None)
+    if bias is not None:
+        c.wm.add(layer_target(MOE + "e_score_correction_bias"), (bias.source,))
+    spec = [f"top_k={f.need('num_experts_per_tok', 'int', None)}"]
+    if moe.scoring != "softmax":
+        spec.append(f'scoring="{moe.scoring}"')
+    spec.append(f"norm_topk_prob={f.need('norm_topk_prob', 'bool', 'True')}")
+    if c.has_key("routed_scaling_factor") or moe.routed_scaling_factor not in (None, 1.0):
+        spec.append(f"routed_scaling_factor={f.need('routed_scaling_factor', 'float', '1.0')}")
+    if bias is not None:
+        spec.append("correction_bias=True")
+    if (moe.n_group or 1) > 1 or c.has_key("n_group"):
+        spec.append(f"n_group={f.need('n_group', 'int', '1')}, topk_group={f.need('topk_group', 'int', '1')}")
+    if moe.scoring == "sigmoid" or bias is not None:
+        spec.append("logits_in_float32=True")  # DeepSeek-style routers score float32 logits in transformers
+    shared = _shared(c, hidden, inter)
+    c.words.append(f"{moe.scoring} top-k MoE" + (" with shared experts" if shared else ""))
+    return (
+        f"MoE(args.hidden_size, {f.need('num_experts', 'int', None)}, {size}, RouterSpec({', '.join(spec)}), "
+        f"activation=args.hidden_act{shared})"
+    )
+
+
+def _experts(c: Composer, hidden: int) -> int | None:
+    """Fill experts_gate_up [E, 2I, H] and experts_down [E, H, I]; the expert intermediate size I."""
+    r = c.roles
+    gate, up, down = r.get("moe.expert.gate"), r.get("moe.expert.up"), r.get("moe.expert.down")
+    fused, fused_down = r.get("moe.experts.gate_up"), r.get("moe.experts.down")
+    if gate and up and down:
+        c.wm.add(layer_target(MOE + "experts_gate_up"), (gate.source, up.source), "stack")
+        c.wm.add(layer_target(MOE + "experts_down"), (down.source,), "stack")
+        return gate.shape[0]
+    if fused and fused_down and len(fused.shape) == 3:
+        inner = [n for n in fused.shape[1:] if n != hidden]
+        two_i = inner[0] if inner else hidden
+        c.wm.expert_stack(layer_target(MOE + "experts_gate_up"), fused, two_i, hidden)
+        c.wm.expert_stack(layer_target(MOE + "experts_down"), fused_down, hidden, two_i // 2)
+        return two_i // 2
+    found = [x.template for x in (gate, up, down, fused, fused_down) if x]
+    c.stub("moe_experts", f"expert tensors not in a gated layout the MoE block reads: {', '.join(found) or 'none'}")
+    return None
+
+
+def _shared(c: Composer, hidden: int, expert_inter: int | None) -> str:
+    """`, shared_intermediate_size=..., shared_gate=True` for the MoE expression ('' without shared experts)."""
+    r, p, f = c.roles, c.p, c.fields
+    gate, up, down = r.get("moe.shared.gate"), r.get("moe.shared.up"), r.get("moe.shared.down")
+    fused = r.get("moe.shared.gate_up")
+    if not (gate or up or down or fused):
+        return ""
+    target = layer_target(MOE + "shared.gate_up_proj.weight")
+    if fused and down:
+        c.wm.add(target, (fused.source,))
+        inter = fused.shape[0] // 2
+    elif gate and up and down:
+        c.wm.add(target, (gate.source, up.source), "cat")
+        inter = gate.shape[0]
+    else:
+        c.stub("shared_experts", "shared expert tensors not in a gated layout: "
+               + ", ".join(x.template for x in (gate, up, down, fused) if x))  # fmt: skip
+        return ""
+    c.wm.add(layer_target(MOE + "shared.down_proj.weight"), (down.source,))  # type: ignore[union-attr]
+    moe = p.moe
+    candidates: list[tuple[str, int | None]] = []
+    if c.has_key("shared_expert_intermediate_size"):
+        candidates.append(("args.shared_expert_intermediate_size", moe.shared_expert_intermediate_size))  # type: ignore[union-attr]
+    if c.has_key("num_shared_experts") and expert_inter:
+        moe_size = "args.moe_intermediate_size" if c.has_key("moe_intermediate_size") else "args.intermediate_size"
+        candidates.append((f"{moe_size} * args.num_shared_experts", expert_inter * moe.num_shared_experts))  # type: ignore[union-attr]
+    candidates.append(("args.intermediate_size", p.dims.intermediate_size))
+    size = c.size(inter, candidates)
+    for name in ("shared_expert_intermediate_size", "num_shared_experts", "moe_intermediate_size"):
+        if f"args.{name}" in size:
+            f.need(name, "int", None)
+    out = f", shared_intermediate_size={size}"
+    shared_gate = r.get("moe.shared_gate")
+    if shared_gate is not None:
+        c.wm.add(layer_target(MOE + "shared_gate.weight"), (shared_gate.source,))
+        out += ", shared_gate=True"
+    return out

@@ -1,0 +1,190 @@
+"""Rules of composition that do not depend on the tensors: which features and mixer kinds become stubs, which
+config keys a composed adapter must read, guard or may ignore, and the per-layer pattern expressions (see
+compose.py for the composer itself)."""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+
+from onboard.generate_adapter.arch_parts import BASE_FIELDS, ArchSpec
+from onboard.generate_adapter.compose_knowledge import (
+    FAMILY_FACTS,
+    GUARD_FIELDS,
+    GUARDS,
+    NEUTRAL_KEYS,
+    NEUTRAL_WORDS,
+    ROPE_TYPE_NAMES,
+    STRUCTURAL_KEYS,
+)
+from onboard.generate_adapter.config_values import aliases_of
+from onboard.generate_adapter.weight_rule import WeightRule
+from onboard.profile import ModelProfile
+
+# Features the composer handles (beyond rope types, checked against the rotary block's table).
+HANDLED_FEATURES = frozenset({
+    "gqa", "mqa", "mla", "tied_embeddings", "interleaved_attention", "dense_first_layers", "sliding_window",
+    "nope_layers", "moe", "shared_experts", "router_correction_bias", "sigmoid_router", "qk_norm", "attention_sinks",
+    "attn_softcap", "final_softcap", "mtp", "logit_scaling", "embedding_scaling", "residual_scaling",
+    "attention_multiplier", "query_pre_attn_scalar", "norm_offset", "layernorm", "sandwich_norm", "post_norm",
+    "parallel_residual", "partial_rotary", "qkv_bias", "absolute_positions", "plain_mlp",
+})  # fmt: skip
+MIXER_STUBS = {
+    "linear": "linear-attention layers (fixed-state recurrence) are not in the block library",
+    "ssm": "state-space (Mamba) layers are not in the block library",
+    "conv": "short-convolution mixer layers are not in the block library",
+    "chunked": "chunked local attention is not in the block library",
+    "none": "layers without a token mixer are not composed",
+}
+FEATURE_STUBS = {
+    "alibi": "ALiBi attention biases are not in the block library",
+    "multimodal": "vision / audio towers: generated adapters are language-model only",
+}
+
+
+@dataclass(frozen=True)
+class Stub:
+    op: str
+    reason: str
+
+
+@dataclass
+class Fields:
+    """ModelArgs fields a composition needs, in first-use order: (name, annotation, default repr or None)."""
+
+    items: dict[str, tuple[str, str, str | None]] = field(default_factory=dict)
+
+    def need(self, name: str, annotation: str = "int", default: str | None = None) -> str:
+        self.items.setdefault(name, (name, annotation, default))
+        return f"args.{name}"
+
+
+@dataclass(frozen=True)
+class Composition:
+    spec: ArchSpec
+    weight_map: tuple[WeightRule, ...]
+    stubs: tuple[Stub, ...]
+    dropped: tuple[str, ...]
+    overrides: tuple[str, ...]
+    """FAMILY_FACTS used (modelling-code facts of a known family)."""
+
+
+def facts_of(profile: ModelProfile) -> dict[str, object]:
+    return dict(FAMILY_FACTS.get(profile.model_type, {}))
+
+
+def feature_stubs(profile: ModelProfile) -> list[Stub]:
+    """Mixer kinds, features, rope types and quantization the blocks cannot express."""
+    out = [Stub(f"{kind}_layers", reason) for kind, reason in MIXER_STUBS.items()
+           if any(layer.attention == kind for layer in profile.layers)]  # fmt: skip
+    out += [Stub(f"{k}_layers", f"layer type {k[8:]!r} is not known") for k in
+            sorted({la.attention for la in profile.layers if la.attention.startswith("unknown:")})]  # fmt: skip
+    if any(layer.parallel_ssm for layer in profile.layers):
+        out.append(Stub("parallel_ssm", "an SSM mixer beside attention in the same layer is not in the block library"))
+    for feature in profile.features:
+        kind, _, arg = feature.partition(":")
+        if kind == "rope":
+            if arg not in ROPE_TYPE_NAMES:
+                out.append(Stub(f"rope_{arg}", f"rope type {arg!r} is not in onboard.blocks.rotary"))
+        elif kind == "quantized":
+            out.append(Stub(f"dequant_{arg}", f"weights are quantized ({arg}); adapters load dense"))
+        elif feature in FEATURE_STUBS:
+            out.append(Stub(feature, FEATURE_STUBS[feature]))
+        elif feature not in HANDLED_FEATURES and feature not in MIXER_FEATURES:
+            out.append(Stub(feature, f"feature {feature!r} is not composed from the block library"))
+    return out
+
+
+MIXER_FEATURES = frozenset({"linear_attention", "ssm", "short_conv", "chunked_attention"})
+
+
+def config_key_stubs(
+    profile: ModelProfile, fields: Fields, extra_aliases: dict[str, tuple[str, ...]], acknowledged: set[str]
+) -> list[Stub]:
+    """A stub per config key the composed adapter neither reads nor knows to be harmless."""
+    read = {alias for name in fields.items for alias in aliases_of(name)} | acknowledged
+    read |= {alias for aliases in extra_aliases.values() for alias in aliases}
+    out = []
+    for key in profile.config_keys:
+        if key in read or key in STRUCTURAL_KEYS or key in NEUTRAL_KEYS or key in GUARDS:
+            continue
+        if any(word in key for word in NEUTRAL_WORDS):
+            continue
+        if key.endswith(("_token_id", "_token_index")) or key in {s.op for s in out}:
+            continue
+        out.append(Stub(key, f"config.json field {key!r} is not read by any block"))
+    return out
+
+
+def guard_statements(profile: ModelProfile, fields: Fields) -> list[str]:
+    """Fields read only to refuse values the blocks cannot express (ModelArgs.__post_init__ statements)."""
+    out = []
+    for key, (annotation, default, test, why) in GUARDS.items():
+        if key not in profile.config_keys:
+            continue
+        fields.need(key, annotation, default)
+        for name, ann, value in GUARD_FIELDS.get(key, ()):
+            fields.need(name, ann, value)
+        out.append(
+            f"if {test}:\n"
+            "    raise ConfigError(\n"
+            f'        f"{profile.model_type}: {key}={{self.{key}!r}}: "\n'
+            f'        "{why}",\n'
+            '        "the composed adapter refuses it; add the computation to onboard.blocks",\n'
+            "    )"
+        )
+    return out
+
+
+def compress(values: list) -> tuple[int, int]:
+    """(prefix length a, period p), smallest a + p, such that values[i] == values[a + (i - a) % p] for i >= a."""
+    n = len(values)
+    for total in range(1, n + 1):
+        for a in range(total):
+            p = total - a
+            if all(values[i] == values[a + (i - a) % p] for i in range(a, n)):
+                return a, p
+    return n, 1
+
+
+def pattern_expr(values: list, render) -> str:  # noqa: ANN001 - render: value -> source text
+    """A Python expression over layer index `i` reproducing `values` and continuing its period for deeper
+    checkpoints of the same family (e.g. 'i >= 3', '(SLIDING, FULL)[i % 2]')."""
+    a, p = compress(values)
+    unit = [render(v) for v in values[a : a + p]]
+    index = "i" if a == 0 else f"(i - {a})"
+    cycle = unit[0] if p == 1 else f"({', '.join(unit)})[{index} % {p}]"
+    if a == 0:
+        return cycle
+    prefix = [render(v) for v in values[:a]]
+    if len(set(prefix)) == 1 and p == 1 and {prefix[0], cycle} == {"True", "False"}:
+        return f"i >= {a}" if cycle == "True" else f"i < {a}"
+    head = prefix[0] if len(set(prefix)) == 1 else f"({', '.join(prefix)}{',' if a == 1 else ''})[i]"
+    return f"{head} if i < {a} else {cycle}"
+
+
+def embedding_scale(profile: ModelProfile, fields: Fields) -> str:
+    """The token-embedding multiplier: a config key when one is set (whatever its value here), Gemma's
+    sqrt(hidden) when that is what inspect found, else none."""
+    if any(key in profile.config_keys for key in aliases_of("embedding_multiplier")):
+        return fields.need("embedding_multiplier", "float", "1.0")
+    m = profile.multipliers.embedding_multiplier
+    if "embedding_scaling" not in profile.features or m is None:
+        return "None"
+    if math.isclose(m, math.sqrt(profile.dims.hidden_size)):
+        return "args.hidden_size**0.5"
+    return repr(m)
+
+
+def base_fields(fields: Fields) -> Fields:
+    """BASE_FIELDS first, as every adapter has them (ModelArgs.__post_init__ reads some)."""
+    for name, annotation, default in BASE_FIELDS:
+        fields.need(name, annotation, default)
+    return fields
+
+
+def op_name(text: str) -> str:
+    """A kernel/op identifier from a tensor path or config key: 'self_attn.foo_gate' -> 'self_attn_foo_gate'."""
+    name = re.sub(r"\W+", "_", text).strip("_").lower()
+    return name if name and not name[0].isdigit() else f"op_{name}"

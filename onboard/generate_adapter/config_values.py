@@ -1,0 +1,172 @@
+"""Config values for generated adapters: ONE alias table for the names families give the same quantity, and
+resolution exactly as the installed transformers does it when it knows the config class.
+
+`read_config(config)` returns a `ConfigValues`; `ArgsBase.from_dict` (runtime.py) fills every ModelArgs field
+through `ConfigValues.get(field, extra_aliases)`:
+
+1. transformers knows `model_type` (a class in its CONFIG_MAPPING; a native class, never the repository's code):
+   the config is instantiated with that class and each value is read the way its modelling code reads it
+   (class defaults filled in, `attribute_map` renames applied, a legacy `rope_scaling` merged over
+   `rope_parameters` as transformers 5 does). A config the class rejects is an error, as it would be for
+   transformers itself.
+2. otherwise (a day-zero model_type): config.json as written, through ALIASES.
+
+DERIVED rules then apply what some families compute from other keys (`multi_query` means one KV head;
+`rotary_dim` means a partial rotary factor).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterable, Mapping
+from functools import cache
+from typing import Any
+
+from onboard.errors import ConfigError
+
+# Canonical field -> the other spellings families use for it (looked up in this order, after the canonical name).
+ALIASES: dict[str, tuple[str, ...]] = {
+    "hidden_size": ("n_embd", "d_model", "dim", "model_dim"),
+    "num_hidden_layers": ("n_layer", "num_layers", "n_layers"),
+    "num_attention_heads": ("n_head", "n_heads", "num_heads", "attention_heads"),
+    "num_key_value_heads": ("num_kv_heads", "n_head_kv", "multi_query_group_num", "n_kv_heads"),
+    "head_dim": ("attention_head_dim", "kv_channels", "head_size", "d_head"),
+    "intermediate_size": ("n_inner", "ffn_hidden_size", "ffn_dim", "inner_hidden_size", "d_ff"),
+    "vocab_size": ("padded_vocab_size", "n_vocab"),
+    "max_position_embeddings": ("n_positions", "max_sequence_length", "seq_length", "max_seq_len", "n_ctx"),
+    "rms_norm_eps": ("rms_norm_epsilon", "layer_norm_epsilon", "layer_norm_eps", "layernorm_epsilon", "norm_epsilon",
+                     "norm_eps"),
+    "hidden_act": ("hidden_activation", "activation_function", "activation", "act_fn", "mlp_activation"),
+    "tie_word_embeddings": ("tie_embeddings", "share_embeddings"),
+    "rope_theta": ("rotary_emb_base", "rope_base", "rotary_base"),
+    "partial_rotary_factor": ("rotary_pct",),
+    "sliding_window": ("sliding_window_size", "window_size", "attention_window_size"),
+    "num_experts": ("num_local_experts", "n_routed_experts", "moe_num_experts", "num_routed_experts"),
+    "num_experts_per_tok": ("moe_k", "experts_per_token", "moe_top_k", "num_selected_experts", "moe_topk",
+                            "num_experts_per_token", "top_k_experts"),
+    "moe_intermediate_size": ("expert_intermediate_size",),
+    "num_shared_experts": ("n_shared_experts", "moe_num_shared_experts", "shared_expert_count"),
+    "shared_expert_intermediate_size": ("shared_intermediate_size", "moe_shared_expert_intermediate_size"),
+    "routed_scaling_factor": ("router_scaling_factor", "route_scale"),
+    "logit_scale": ("lm_head_multiplier", "output_multiplier"),
+    "embedding_multiplier": ("emb_scale", "scale_emb", "embeddings_multiplier"),
+    "attn_logit_softcapping": ("attn_softcap", "attention_logit_softcapping"),
+    "final_logit_softcapping": ("final_softcap", "logit_softcapping"),
+}  # fmt: skip
+
+
+def aliases_of(name: str) -> tuple[str, ...]:
+    """`name` and its spellings from ALIASES."""
+    return (name, *ALIASES.get(name, ()))
+
+
+def _kv_heads(values: ConfigValues) -> Any:
+    # Falcon before new_decoder_architecture: multi_query means one KV head whatever num_kv_heads says.
+    if values.lookup("multi_query") and not values.lookup("new_decoder_architecture"):
+        return 1
+    return None
+
+
+def _partial_rotary(values: ConfigValues) -> Any:
+    # GPT-J / CodeGen rotate the first `rotary_dim` dims of each head.
+    rotary_dim, head_dim = values.lookup("rotary_dim"), values.get("head_dim")
+    heads, hidden = values.get("num_attention_heads"), values.get("hidden_size")
+    head_dim = head_dim or (hidden // heads if hidden and heads else None)
+    return rotary_dim / head_dim if rotary_dim and head_dim else None
+
+
+# field -> rule returning the value to use instead (None: keep the value read).
+DERIVED: dict[str, Callable[[ConfigValues], Any]] = {
+    "num_key_value_heads": _kv_heads,
+    "partial_rotary_factor": _partial_rotary,
+}
+
+
+@cache
+def _config_class(model_type: str) -> type | None:
+    try:
+        from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+    except ImportError:  # transformers not installed: config.json as written
+        return None
+    # CONFIG_MAPPING holds transformers' own classes only: the repository's configuration code never runs here.
+    return CONFIG_MAPPING[model_type] if model_type in CONFIG_MAPPING else None
+
+
+class ConfigValues:
+    """Values of one config: transformers' resolved config object when it knows the class, else the raw dict."""
+
+    def __init__(self, raw: Mapping[str, Any], resolved: Any = None) -> None:
+        self.raw = raw
+        self.resolved = resolved
+        self.source = f"transformers {type(resolved).__name__}" if resolved is not None else "config.json"
+
+    def lookup(self, key: str) -> Any:
+        """One key, no aliases: the resolved attribute when transformers has it, else config.json's value."""
+        if self.resolved is not None:
+            try:
+                value = getattr(self.resolved, key)
+            except AttributeError:
+                value = None
+            if value is not None:
+                return value
+        return self.raw.get(key)
+
+    def has(self, key: str) -> bool:
+        return self.lookup(key) is not None
+
+    def in_raw(self, name: str, extra: Iterable[str] = ()) -> bool:
+        """Whether config.json itself names the quantity (under any spelling), null or not."""
+        return any(key in self.raw for key in (name, *extra, *ALIASES.get(name, ())))
+
+    def get(self, name: str, extra: Iterable[str] = ()) -> Any:
+        """First non-null value among `name`, `extra` and ALIASES[name] (None when none is set)."""
+        return self.find(name, extra)[1]
+
+    def find(self, name: str, extra: Iterable[str] = ()) -> tuple[bool, Any]:
+        """(found, value): the first non-null value among the spellings; (True, None) when config.json sets one
+        of them to null explicitly (e.g. DeepSeek-V2-Lite's q_lora_rank); (False, None) when none is present."""
+        keys = (name, *extra, *ALIASES.get(name, ()))
+        for key in keys:
+            value = self.lookup(key)
+            if value is not None:
+                return True, value
+        return any(key in self.raw for key in keys), None
+
+
+def read_config(config: Mapping[str, Any]) -> ConfigValues:
+    """Resolve `config` (a config.json dict) with transformers' class for its model_type when there is one."""
+    cls = _config_class(str(config.get("model_type") or ""))
+    if cls is None:
+        return ConfigValues(config)
+    try:
+        resolved = cls.from_dict(dict(config))
+    except Exception as exc:  # transformers validates configs in many ways; any rejection is the same finding
+        raise ConfigError(
+            f"config.json: transformers' {cls.__name__} rejects it ({type(exc).__name__}: {exc})",
+            "fix the field it names; transformers could not load this checkpoint either",
+        ) from exc
+    return ConfigValues(config, resolved)
+
+
+def field_values(
+    fields: Iterable[dataclasses.Field], config: Mapping[str, Any], extra_aliases: Mapping[str, tuple[str, ...]]
+) -> tuple[dict[str, Any], list[str]]:
+    """(kwargs for the fields that have a value, names of required fields that have none)."""
+    values = read_config(config)
+    kwargs, missing = {}, []
+    for f in fields:
+        found, value = values.find(f.name, extra_aliases.get(f.name, ()))
+        derive = DERIVED.get(f.name)
+        derived = derive(values) if derive is not None else None
+        if derived is not None:
+            found, value = True, derived
+        required = f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+        # A size the adapter cannot default must be in config.json itself: transformers' class default (4096
+        # hidden, ...) would only turn a broken config into a shape mismatch later.
+        if required and derived is None and not values.in_raw(f.name, extra_aliases.get(f.name, ())):
+            found = False
+        if found:
+            kwargs[f.name] = value
+        elif required:
+            missing.append(f.name)
+    return kwargs, missing

@@ -1,0 +1,170 @@
+"""A composed adapter's weight map, inferred from the profile's tensor names and shapes (weight_patterns.py).
+
+`TensorRoles(profile)` classifies every tensor template; `WeightMapBuilder` turns roles into `WeightRule`s from the
+checkpoint's names to the composed adapter's runtime names (`model.layers.{i}.self_attn.qkv_proj.weight`, ...), with
+the op each layout needs: `cat` (separate q/k/v, gate/up), `stack` (per-expert tensors), `transpose` (GPT-2 Conv1D,
+experts stored [E, in, out]), `deinterleave_heads` (`query_key_value` grouped per KV head).
+
+A mapping the names and shapes cannot decide (two tensors claiming one role, a square Conv1D weight with no
+non-square sibling, a 3-D expert tensor whose two inner dims are equal) raises `AmbiguousWeights` naming the tensors:
+never a guess.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from onboard.errors import InputError
+from onboard.generate_adapter.weight_patterns import classify
+from onboard.generate_adapter.weight_rule import WeightRule
+from onboard.profile import ModelProfile
+
+LAYER = "model.layers.{i}."
+CONV1D_NAMES = ("c_attn", "c_proj", "c_fc")
+"""GPT-2 style modules stored as Conv1D ([in, out], the transpose of a Linear weight)."""
+
+
+class AmbiguousWeights(InputError):
+    """The tensor names and shapes allow more than one weight mapping."""
+
+
+@dataclass(frozen=True)
+class Found:
+    """One tensor template with its role."""
+
+    role: str
+    template: str
+    """The profile template: `{}` for every number."""
+    source: str
+    """The checkpoint name pattern the loader reads: `{i}` for the layer, `{e}` for an expert / head index."""
+    param: str | None
+    part: str | None
+    shape: tuple[int, ...]
+
+
+def _source(template: str, layer: re.Match[str] | None) -> str:
+    if layer is None:
+        return template
+    rest = layer.group("rest").replace("{}", "{e}")
+    return f"{layer.group('prefix')}{layer.group('container')}.{{i}}.{rest}"
+
+
+class TensorRoles:
+    """Every tensor template of a profile, by role; `unknown` lists the templates no pattern knows."""
+
+    def __init__(self, profile: ModelProfile) -> None:
+        self.found: dict[tuple[str, str | None, str | None], list[Found]] = {}
+        self.unknown: list[str] = []
+        self.dropped: list[str] = []
+        scales = set(profile.quantization.scale_tensors) if profile.quantization else set()
+        for group in profile.tensor_templates:
+            if group.template.rsplit(".", 1)[-1] in scales:
+                continue  # quantization scales: the dequant_<method> stub stands for all of them
+            role, m, layer = classify(group.template)
+            if role is None:
+                self.unknown.append(group.template)
+                continue
+            if role == "drop":
+                self.dropped.append(re.escape(group.template).replace(r"\{\}", r"\d+"))
+                continue
+            groups = m.groupdict() if m is not None else {}
+            suffix = group.template.rsplit(".", 1)[-1]
+            param = groups.get("param") or (suffix if suffix in ("weight", "bias") else None)
+            found = Found(role, group.template, _source(group.template, layer), param, groups.get("part"),
+                          tuple(group.shape))  # fmt: skip
+            self.found.setdefault((role, found.param, found.part), []).append(found)
+
+    def get(self, role: str, param: str | None = "weight", part: str | None = None) -> Found | None:
+        """The one tensor with this role; AmbiguousWeights when two templates claim it. param "weight" also finds
+        a role's suffix-less tensor (stacked experts, sinks)."""
+        hits = self.found.get((role, param, part), [])
+        if not hits and param == "weight":
+            hits = self.found.get((role, None, part), [])
+        if len(hits) > 1:
+            raise AmbiguousWeights(
+                f"tensors {', '.join(f.template for f in hits)} all look like {role}" + (f".{param}" if param else ""),
+                "add an ArchSpec override for this family naming which one the block reads",
+            )
+        return hits[0] if hits else None
+
+    def has(self, role: str) -> bool:
+        return any(key[0] == role for key in self.found)
+
+    def parts(self, role: str) -> list[Found]:
+        return [f for (r, _, _), hits in sorted(self.found.items(), key=lambda kv: str(kv[0])) if r == role
+                for f in hits]  # fmt: skip
+
+    def roles(self) -> set[str]:
+        return {key[0] for key in self.found}
+
+
+def orientation(found: Found, out_dim: int, in_dim: int) -> str:
+    """copy (stored [out, in], a Linear), transpose (stored [in, out]), or either (square: the shape cannot tell)."""
+    shape = found.shape[-2:]
+    if out_dim == in_dim and shape == (out_dim, in_dim):
+        return "either"
+    if shape == (in_dim, out_dim):
+        return "transpose"
+    return "copy"  # [out, in], or a shape the loader will report against the config's dims
+
+
+class WeightMapBuilder:
+    """Collects the rules of one composed adapter. Conv1D orientation is decided once for all c_attn / c_proj /
+    c_fc tensors from the first one whose shape tells (GPT-2 stores every one of them transposed)."""
+
+    def __init__(self, roles: TensorRoles) -> None:
+        self.roles = roles
+        self.rules: list[WeightRule] = []
+        self._conv1d: bool | None = None
+
+    def add(self, target: str, sources: tuple[str, ...], op: str = "copy") -> None:
+        if op == "copy" and sources == (target,):
+            return  # same name: the loader reads it without a rule
+        self.rules.append(WeightRule(target, sources, op))
+
+    def linear(self, target: str, found: Found, out_dim: int, in_dim: int) -> None:
+        """A 2-D weight (and its bias) of a Linear or Conv1D module: copy or transpose."""
+        op = orientation(found, out_dim, in_dim) if len(found.shape) == 2 else "copy"
+        conv_name = found.template.rsplit(".", 2)[-2] in CONV1D_NAMES
+        if op == "transpose" and conv_name:
+            self._conv1d = True
+        if op == "either":
+            if conv_name and self._conv1d is None:
+                raise AmbiguousWeights(
+                    f"{found.template} {list(found.shape)} is square: Linear ([out, in]) or Conv1D ([in, out])?",
+                    "no non-square c_attn / c_fc weight in the checkpoint tells; add an ArchSpec override",
+                )
+            op = "transpose" if conv_name and self._conv1d else "copy"
+        self.add(f"{target}.weight", (found.source,), op)
+
+    def bias(self, target: str, found: Found | None) -> bool:
+        if found is None:
+            return False
+        self.add(f"{target}.bias", (found.source,))
+        return True
+
+    def fused_conv1d_first(self, founds: list[Found | None], dims: list[tuple[int, int]]) -> None:
+        """Decide the Conv1D orientation from whichever tensor's shape tells (call before `linear`)."""
+        for found, (out_dim, in_dim) in zip(founds, dims):
+            if found is not None and found.template.rsplit(".", 2)[-2] in CONV1D_NAMES and len(found.shape) == 2:
+                op = orientation(found, out_dim, in_dim)
+                if op != "either":
+                    self._conv1d = op == "transpose"
+                    return
+
+    def expert_stack(self, target: str, found: Found, rows: int, cols: int) -> None:
+        """A stacked [E, rows, cols] expert tensor stored as is or as [E, cols, rows]."""
+        inner = found.shape[1:]
+        if rows == cols:
+            raise AmbiguousWeights(
+                f"{found.template} {list(found.shape)}: the two inner dims are equal ({rows}), so the shape cannot "
+                "tell [experts, out, in] from [experts, in, out]",
+                "add an ArchSpec override stating the layout",
+            )
+        op = "transpose" if inner == (cols, rows) else "copy"
+        self.add(target, (found.source,), op)
+
+
+def layer_target(name: str) -> str:
+    return LAYER + name

@@ -1,0 +1,107 @@
+"""The weight-name pattern library: checkpoint tensor names -> the role each tensor plays, as data.
+
+`LAYER_PATTERNS` match the part of a per-layer tensor name after `<prefix>.<layers|h|blocks>.{}.`; `TOP_PATTERNS`
+match whole names outside the layers. The first pattern that matches decides the role; a name no pattern matches is
+a tensor the block library does not know (generate scaffolds a kernel stub for it). Roles are what `compose.py`
+turns into blocks and weight rules:
+
+- attention: `attn.q|k|v` (separate), `attn.qkv` (fused rows [q; k; v], Linear or GPT-2 Conv1D), `attn.qkv_grouped`
+  (`query_key_value`: rows grouped per KV head, [q heads of the group; k; v], as GPT-NeoX, Falcon, Bloom and
+  Persimmon store it), `attn.o`, `attn.q_norm|k_norm` (one weight over head_dim or all heads),
+  `attn.q_norm_heads|k_norm_heads` (one norm module per head), `attn.sinks`, `mla.*` (DeepSeek MLA parts);
+- MLP: `mlp.gate|up|down`, `mlp.gate_up` (fused [gate; up]), `mlp.act.*` (learned activation parameters);
+- MoE: `moe.router`, `moe.router_bias` (selection-only correction bias), `moe.expert.gate|up|down` (per expert, `{}`),
+  `moe.experts.gate_up|down` (stacked 3-D), `moe.shared.gate|up|down|gate_up`, `moe.shared_gate`;
+- norms by position: `norm.input` (before attention), `norm.post_attention` (after attention in sandwich / post-norm
+  layers, else before the MLP: resolved in compose.py), `norm.pre_mlp`, `norm.post_attn_out`, `norm.post_mlp`;
+- outside the layers: `embed`, `positions`, `final_norm`, `head`; `drop` for tensors inference never reads.
+
+Suffixes: `.weight` / `.bias` are kept apart by the `param` group so a role's bias is found next to its weight.
+"""
+
+from __future__ import annotations
+
+import re
+
+_ATTN = r"(?:self_attn|attn|attention|self_attention|attn\.attention|multi_head_attention|norm_attn_norm\.attn)"
+_MLP = r"(?:mlp|feed_forward|ffn|mlp_block)"
+_MOE = r"(?:mlp|feed_forward|block_sparse_moe|moe|ffn)"
+_P = r"\.(?P<param>weight|bias)"
+
+# (regex over the in-layer name, role). Order matters: the first match wins.
+LAYER_PATTERNS: tuple[tuple[str, str], ...] = (
+    # --- attention -------------------------------------------------------------------------------------------
+    (rf"{_ATTN}\.(?:q_proj|wq|query|Wq){_P}", "attn.q"),
+    (rf"{_ATTN}\.(?:k_proj|wk|key|Wk){_P}", "attn.k"),
+    (rf"{_ATTN}\.(?:v_proj|wv|value|Wv){_P}", "attn.v"),
+    (rf"{_ATTN}\.(?:qkv_proj|Wqkv|qkv|c_attn){_P}", "attn.qkv"),
+    (rf"{_ATTN}\.query_key_value{_P}", "attn.qkv_grouped"),
+    (rf"{_ATTN}\.(?:o_proj|wo|Wo|out_proj|dense|c_proj){_P}", "attn.o"),
+    (rf"{_ATTN}\.(?:q_norm|q_layernorm|query_layernorm)\.norms\.\{{\}}{_P}", "attn.q_norm_heads"),
+    (rf"{_ATTN}\.(?:k_norm|k_layernorm|key_layernorm)\.norms\.\{{\}}{_P}", "attn.k_norm_heads"),
+    (rf"{_ATTN}\.(?:q_norm|q_layernorm|query_layernorm){_P}", "attn.q_norm"),
+    (rf"{_ATTN}\.(?:k_norm|k_layernorm|key_layernorm){_P}", "attn.k_norm"),
+    (rf"{_ATTN}\.sinks", "attn.sinks"),
+    (rf"{_ATTN}\.(?P<part>q_a_proj|q_b_proj|kv_a_proj_with_mqa|kv_b_proj|q_a_layernorm|kv_a_layernorm){_P}", "mla"),
+    # --- mixture of experts (before the dense MLP: expert and router names reuse gate/up/down) -----------------
+    (rf"{_MOE}\.(?:gate|router|router\.layer|gate\.wg|router\.gate)\.weight", "moe.router"),
+    (rf"{_MOE}\.(?:gate\.)?(?:e_score_correction_bias|expert_bias|router\.expert_bias)", "moe.router_bias"),
+    (rf"{_MOE}\.experts\.\{{\}}\.(?:gate_proj|w1|wi_0)\.weight", "moe.expert.gate"),
+    (rf"{_MOE}\.experts\.\{{\}}\.(?:up_proj|w3|wi_1)\.weight", "moe.expert.up"),
+    (rf"{_MOE}\.experts\.\{{\}}\.(?:down_proj|w2|wo)\.weight", "moe.expert.down"),
+    (rf"{_MOE}\.(?:experts\.gate_up_proj|experts\.fc1|input_linear)(?:\.weight)?", "moe.experts.gate_up"),
+    (rf"{_MOE}\.(?:experts\.down_proj|experts\.fc2|output_linear)(?:\.weight)?", "moe.experts.down"),
+    (rf"{_MOE}\.(?:shared_experts?|shared_mlp)\.(?:gate_proj|w1)\.weight", "moe.shared.gate"),
+    (rf"{_MOE}\.(?:shared_experts?|shared_mlp)\.(?:up_proj|w3)\.weight", "moe.shared.up"),
+    (rf"{_MOE}\.(?:shared_experts?|shared_mlp)\.(?:down_proj|w2|output_linear)\.weight", "moe.shared.down"),
+    (rf"{_MOE}\.(?:shared_experts?|shared_mlp)\.(?:gate_up_proj|input_linear)\.weight", "moe.shared.gate_up"),
+    (r"shared_mlp\.input_linear\.weight", "moe.shared.gate_up"),
+    (r"shared_mlp\.output_linear\.weight", "moe.shared.down"),
+    (rf"{_MOE}\.shared_expert_gate\.weight", "moe.shared_gate"),
+    # --- dense MLP ---------------------------------------------------------------------------------------------
+    (rf"{_MLP}\.(?:gate_proj|w1|c_fc_0|wi_0){_P}", "mlp.gate"),
+    (rf"{_MLP}\.(?:up_proj|w3|c_fc_1|wi_1|fc1|fc_in|c_fc|dense_h_to_4h){_P}", "mlp.up"),
+    (rf"(?:fc1){_P}", "mlp.up"),
+    (rf"{_MLP}\.(?:down_proj|w2|c_proj|fc2|fc_out|dense_4h_to_h|wo){_P}", "mlp.down"),
+    (rf"(?:fc2){_P}", "mlp.down"),
+    (rf"{_MLP}\.gate_up_proj{_P}", "mlp.gate_up"),
+    (rf"{_MLP}\.act_fn\.(?P<part>alpha_p|alpha_n|beta|eps)", "mlp.act"),
+    # --- norms, by position --------------------------------------------------------------------------------------
+    (rf"(?:input_layernorm|ln_1|ln_attn|attention_norm|self_attn_layer_norm|attention_layernorm|"
+     rf"norm_attn_norm\.norm_1){_P}", "norm.input"),
+    (rf"(?:post_attention_layernorm){_P}", "norm.post_attention"),
+    (rf"(?:pre_feedforward_layernorm|pre_mlp_layernorm|feedforward_layernorm|ln_2|ln_mlp|ffn_norm|final_layer_norm|"
+     rf"norm_attn_norm\.norm_2){_P}", "norm.pre_mlp"),
+    (rf"(?:post_self_attn_layernorm|post_attn_norm|post_norm1){_P}", "norm.post_attn_out"),
+    (rf"(?:post_feedforward_layernorm|post_mlp_layernorm|post_ffn_norm|post_norm2){_P}", "norm.post_mlp"),
+    # --- multi-token-prediction layers past the last decoder layer: inference never runs them ------------------
+    (r"(?:enorm|hnorm|eh_proj|embed_tokens|shared_head\.(?:norm|head))\.weight", "drop"),
+    (r".*rotary_emb\.inv_freq|attn\.(?:masked_bias|bias)", "drop"),
+)  # fmt: skip
+
+# (regex over a whole name outside the decoder layers, role).
+TOP_PATTERNS: tuple[tuple[str, str], ...] = (
+    (r"(?:.*\.)?(?:embed_tokens|wte|word_embeddings|embed_in|tok_embeddings|tokens_embed)\.weight", "embed"),
+    (r"(?:.*\.)?(?:wpe|positions_embed)\.weight", "positions"),
+    (rf"(?:.*\.)?(?:norm|ln_f|final_layer_norm|final_layernorm|norm_f|final_norm|layer_norm){_P}", "final_norm"),
+    (rf"(?:lm_head|embed_out|output_projection|output){_P}", "head"),
+    (r".*rotary_emb\.inv_freq", "drop"),
+)
+
+# Where the decoder layers live: `<prefix><container>.{}.<rest>`.
+LAYER_NAME = re.compile(r"(?P<prefix>(?:[\w]+\.)*?)(?P<container>layers|h|blocks|layer|block)\.\{\}\.(?P<rest>.+)")
+
+_LAYER = tuple((re.compile(p), role) for p, role in LAYER_PATTERNS)
+_TOP = tuple((re.compile(p), role) for p, role in TOP_PATTERNS)
+
+
+def classify(template: str) -> tuple[str | None, re.Match[str] | None, re.Match[str] | None]:
+    """(role, match of the role pattern, match of LAYER_NAME or None) for a profile tensor template (`{}` for
+    every number). Role None: no pattern knows the tensor."""
+    layer = LAYER_NAME.fullmatch(template)
+    table, name = (_LAYER, layer.group("rest")) if layer else (_TOP, template)
+    for pattern, role in table:
+        m = pattern.fullmatch(name)
+        if m is not None:
+            return role, m, layer
+    return None, None, layer

@@ -1,0 +1,23 @@
+"""`WeightRule`: one entry of an adapter's weight map (data, no torch: the planner and the composer build them
+without importing the loader that applies them, loader.py)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# How the source tensors of one rule become the runtime tensor.
+OPS = ("copy", "cat", "stack", "transpose", "deinterleave_heads")
+
+
+@dataclass(frozen=True)
+class WeightRule:
+    """`target` (runtime name) <- `sources` (checkpoint names) combined by `op`:
+    copy (one source), cat (row-wise concatenation: fused qkv / gate_up), stack (one tensor per expert `{e}`,
+    each the row-wise concatenation of the sources; stacked along a new dim 0), transpose (one source, last two dims
+    swapped: GPT-2 Conv1D weights, experts stored [E, in, out]), deinterleave_heads (one fused qkv source whose rows
+    are grouped per KV head, [q heads of the group; k; v] as GPT-NeoX / Falcon / Bloom store `query_key_value`,
+    reordered to [all q; all k; all v]; the head counts come from the attention module owning the target)."""
+
+    target: str
+    sources: tuple[str, ...]
+    op: str = "copy"

@@ -1,0 +1,272 @@
+"""Adapters composed from the profile alone: config values resolved as transformers resolves them (one alias
+table), weight maps inferred from tensor names and shapes (ambiguity is an error naming the tensors), day-zero model
+types composed without a hand-written ArchSpec, inspect's structured novelty handed over in full."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import shutil
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+import torch
+
+from onboard.generate_adapter import generate
+from onboard.generate_adapter.compose_rules import compress, pattern_expr
+from onboard.generate_adapter.config_values import read_config
+from onboard.generate_adapter.loader import deinterleave_heads
+from onboard.generate_adapter.parity import check_parity, compare, load_adapter, reference_model
+from onboard.generate_adapter.plan import plan
+from onboard.generate_adapter.regenerate import ADAPTERS_DIR
+from onboard.generate_adapter.runtime import NotRunnable
+from onboard.generate_adapter.weight_inference import AmbiguousWeights
+from onboard.generate_adapter.weight_patterns import classify
+from onboard.inspect_checkpoint import inspect
+from onboard.profile import TensorGroupStat
+
+
+def _config(ckpt: Path, **changes: object) -> dict:
+    path = ckpt / "config.json"
+    config = json.loads(path.read_text())
+    config.update(changes)
+    path.write_text(json.dumps(config))
+    return config
+
+
+def _copy(tiny, model_type: str, tmp_path: Path, name: str | None = None) -> Path:
+    ckpt = tmp_path / (name or model_type)
+    shutil.copytree(tiny(model_type), ckpt)
+    return ckpt
+
+
+# --- config values ---------------------------------------------------------------------------------------------
+
+
+def test_rope_scaling_over_rope_parameters_is_read_as_transformers_reads_it(tiny, tmp_path: Path) -> None:
+    """A legacy rope_scaling {linear, x4} next to rope_parameters {default}: transformers 5 applies linear x4;
+    so does the adapter (it used the default rope before config values went through transformers' class)."""
+    ckpt = _copy(tiny, "llama", tmp_path)
+    _config(ckpt, rope_scaling={"rope_type": "linear", "factor": 4.0})
+    adapter = load_adapter(ADAPTERS_DIR / "llama.py").Model.from_pretrained(ckpt)
+    assert adapter.rotary["full_attention"].cfg.rope_type == "linear"
+    assert adapter.rotary["full_attention"].cfg.factor == 4.0
+    reference = reference_model(ckpt, torch.float32)
+    assert reference.config.rope_parameters["rope_type"] == "linear"
+    report = check_parity(ADAPTERS_DIR / "llama.py", ckpt, reference=reference)
+    assert report["passed"], report["detail"]
+    # The default rope (what a raw read of rope_parameters gives) is far off: the check can fail.
+    raw_rope = adapter.rotary["full_attention"]
+    default = type(raw_rope)(replace(raw_rope.cfg, rope_type="default", factor=None))
+    adapter.rotary["full_attention"] = default
+    ids = [torch.randint(0, 1000, (1, 40), generator=torch.Generator().manual_seed(0))]
+    assert compare(adapter, reference, ids)[0].relative > 1e-3
+
+
+def test_one_alias_table_and_derived_values() -> None:
+    gpt2 = read_config({"model_type": "gpt2", "n_embd": 64, "n_head": 4, "n_layer": 2, "vocab_size": 10})
+    assert (gpt2.get("hidden_size"), gpt2.get("num_attention_heads"), gpt2.get("num_hidden_layers")) == (64, 4, 2)
+    assert gpt2.get("rms_norm_eps") == 1e-5  # layer_norm_epsilon, GPT2Config's default
+    assert gpt2.source.startswith("transformers")
+    # A model_type transformers does not know: config.json as written, through the same aliases.
+    raw = read_config({"model_type": "dayzero_x", "n_embd": 32, "num_kv_heads": 2, "layer_norm_eps": 1e-5})
+    assert (raw.get("hidden_size"), raw.get("num_key_value_heads"), raw.get("rms_norm_eps")) == (32, 2, 1e-5)
+    assert raw.source == "config.json"
+
+
+def test_derived_rules_falcon_multi_query_and_gptj_rotary_dim(tiny) -> None:
+    from onboard.generate_adapter.config_values import field_values
+
+    fields = dataclasses.fields(load_adapter(ADAPTERS_DIR / "llama.py").ModelArgs)
+    falcon = json.loads((tiny("falcon") / "config.json").read_text())
+    kwargs, _ = field_values(fields, falcon, {})
+    assert kwargs["num_key_value_heads"] == 1, "multi_query without new_decoder_architecture is one KV head"
+    gptj = json.loads((tiny("gptj") / "config.json").read_text())
+    kwargs, _ = field_values(fields, gptj, {})
+    assert kwargs["partial_rotary_factor"] == 8 / 16
+
+
+# --- the pattern library -----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("name", "role"),
+    [
+        ("model.layers.{}.self_attn.q_proj.weight", "attn.q"),
+        ("layers.{}.attention.wq.weight", "attn.q"),
+        ("model.layers.{}.self_attn.qkv_proj.weight", "attn.qkv"),
+        ("transformer.h.{}.attn.c_attn.weight", "attn.qkv"),
+        ("gpt_neox.layers.{}.attention.query_key_value.weight", "attn.qkv_grouped"),
+        ("transformer.blocks.{}.norm_attn_norm.attn.Wqkv.weight", "attn.qkv"),
+        ("transformer.h.{}.self_attention.dense.weight", "attn.o"),
+        ("model.layers.{}.self_attn.query_layernorm.weight", "attn.q_norm"),
+        ("model.layers.{}.self_attn.q_layernorm.norms.{}.weight", "attn.q_norm_heads"),
+        ("model.layers.{}.mlp.gate_up_proj.weight", "mlp.gate_up"),
+        ("layers.{}.feed_forward.w1.weight", "mlp.gate"),
+        ("layers.{}.feed_forward.w3.weight", "mlp.up"),
+        ("layers.{}.feed_forward.w2.weight", "mlp.down"),
+        ("model.layers.{}.mlp.fc1.weight", "mlp.up"),
+        ("transformer.h.{}.mlp.dense_h_to_4h.weight", "mlp.up"),
+        ("model.layers.{}.mlp.experts.{}.gate_proj.weight", "moe.expert.gate"),
+        ("model.layers.{}.block_sparse_moe.experts.{}.w2.weight", "moe.expert.down"),
+        ("model.layers.{}.feed_forward.experts.gate_up_proj", "moe.experts.gate_up"),
+        ("model.layers.{}.mlp.shared_experts.up_proj.weight", "moe.shared.up"),
+        ("model.layers.{}.mlp.gate.e_score_correction_bias", "moe.router_bias"),
+        ("model.layers.{}.mlp.router.weight", "moe.router"),
+        ("model.layers.{}.self_attn.kv_b_proj.weight", "mla"),
+        ("model.layers.{}.pre_feedforward_layernorm.weight", "norm.pre_mlp"),
+        ("transformer.h.{}.ln_1.bias", "norm.input"),
+        ("transformer.ln_f.weight", "final_norm"),
+        ("embed_out.weight", "head"),
+        ("model.layers.{}.self_attn.temperature_gate.weight", None),
+    ],
+)
+def test_pattern_library_roles(name: str, role: str | None) -> None:
+    assert classify(name)[0] == role
+
+
+def test_deinterleave_heads_reorders_grouped_rows() -> None:
+    heads, kv, d = 4, 2, 3
+    q = torch.arange(heads * d).reshape(heads, d).float()
+    k, v = 100 + torch.arange(kv * d).reshape(kv, d).float(), 200 + torch.arange(kv * d).reshape(kv, d).float()
+    grouped = torch.cat([torch.cat([q[2 * g : 2 * g + 2], k[g : g + 1], v[g : g + 1]]) for g in range(kv)])
+    fused = deinterleave_heads(grouped.reshape(-1, 1), heads, kv, d).flatten()
+    assert torch.equal(fused, torch.cat([q.flatten(), k.flatten(), v.flatten()]))
+
+
+def test_ambiguous_mappings_are_errors_naming_the_tensors(tiny) -> None:
+    profile = inspect(str(tiny("llama")))
+    extra = TensorGroupStat("model.layers.{}.self_attn.qkv_proj.weight", 2, (128, 64))
+    both = replace(profile, model_type="dayzero_x", tensor_templates=profile.tensor_templates + (extra,))
+    with pytest.raises(AmbiguousWeights, match=r"q_proj.*qkv_proj|qkv_proj.*q_proj"):
+        plan(both)
+    square = TensorGroupStat("model.layers.{}.mlp.experts.gate_up_proj", 2, (4, 64, 64))
+    moe = inspect(str(tiny("qwen3_moe")))
+    experts = tuple(t for t in moe.tensor_templates if ".experts." not in t.template) + (
+        square,
+        TensorGroupStat("model.layers.{}.mlp.experts.down_proj", 2, (4, 64, 32)),
+    )
+    with pytest.raises(AmbiguousWeights, match=r"experts\.gate_up_proj \[4, 64, 64\]"):
+        plan(replace(moe, model_type="dayzero_moe", tensor_templates=experts))
+    neox = inspect(str(tiny("gpt_neox")))
+    with pytest.raises(AmbiguousWeights, match="query_key_value"):
+        plan(replace(neox, model_type="dayzero_neox", dims=replace(neox.dims, num_kv_heads=2)))
+
+
+def test_ambiguity_is_a_clean_cli_error(tiny, tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    ckpt = _copy(tiny, "gpt_neox", tmp_path, "dayzero_neox")
+    _config(ckpt, model_type="dayzero_neox", num_key_value_heads=2)
+    env = {"HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin"}
+    proc = subprocess.run([sys.executable, "-m", "onboard", "generate", str(ckpt), "--out", str(tmp_path / "o")],
+                          capture_output=True, text=True, env=env, timeout=300)  # fmt: skip
+    assert proc.returncode == 2, proc.stderr
+    assert "Error:" in proc.stderr and "query_key_value" in proc.stderr and "Traceback" not in proc.stderr
+
+
+# --- composition ---------------------------------------------------------------------------------------------------
+
+
+def test_layer_patterns_continue_for_deeper_checkpoints() -> None:
+    assert compress(["dense", "moe", "moe"]) == (1, 1)
+    assert pattern_expr([False, True, True], repr) == "i >= 1"
+    assert pattern_expr(["SLIDING", "FULL"], str) == "(SLIDING, FULL)[i % 2]"
+    assert pattern_expr(["SLIDING"] * 3 + ["FULL"], str) == "(SLIDING, SLIDING, SLIDING, FULL)[i % 4]"
+    expr = pattern_expr(["FULL", "FULL", "SLIDING", "FULL", "SLIDING"], str)
+    assert [eval(expr, {"FULL": "F", "SLIDING": "S", "i": i}) for i in range(7)] == list("FFSFSFS")
+
+
+def test_day_zero_model_type_composes_from_the_profile(tiny, tmp_path: Path) -> None:
+    """qwen3 re-labelled as a model_type nobody registered (no ArchSpec; transformers does not know it either, so
+    config values come from config.json through the alias table): the composed adapter runs and equals transformers
+    on the original checkpoint (same weights)."""
+    ckpt = _copy(tiny, "qwen3", tmp_path, "dayzero_qwen3")
+    _config(ckpt, model_type="dayzero_qwen3", architectures=["DayzeroQwen3ForCausalLM"])
+    result = generate(ckpt, tmp_path / "out")
+    assert result.family == "composed" and result.closest_family == "qwen3" and not result.stubs
+    assert result.verification == "unverified", "no reference ran: never reported as passed"
+    adapter = load_adapter(tmp_path / "out/adapters/dayzero_qwen3.py").Model.from_pretrained(ckpt)
+    reference = reference_model(tiny("qwen3"), torch.float32)
+    g = torch.Generator().manual_seed(0)
+    inputs = [torch.randint(0, 1000, (1, n), generator=g) for n in (5, 40)]
+    assert max(p.relative for p in compare(adapter, reference, inputs)) <= 1e-4
+
+
+def test_composed_adapter_with_an_unknown_tensor_refuses_to_run(tiny, tmp_path: Path) -> None:
+    from safetensors.torch import load_file, save_file
+
+    ckpt = _copy(tiny, "gpt2", tmp_path, "dayzero_gpt")
+    _config(ckpt, model_type="dayzero_gpt")
+    tensors = load_file(str(ckpt / "model.safetensors"))
+    for i in range(2):
+        tensors[f"transformer.h.{i}.attn.temperature"] = torch.ones(4)
+    save_file(tensors, str(ckpt / "model.safetensors"), metadata={"format": "pt"})
+    result = generate(ckpt, tmp_path / "out")
+    assert {s["op"] for s in result.stubs} == {"attn_temperature"} and not result.passed
+    adapter = load_adapter(tmp_path / "out/adapters/dayzero_gpt.py")
+    with pytest.raises(NotRunnable, match="attn_temperature"):
+        adapter.Model.from_pretrained(ckpt)
+
+
+def test_config_guard_refuses_values_the_blocks_cannot_express(tiny, tmp_path: Path) -> None:
+    from onboard.errors import ConfigError
+
+    ckpt = _copy(tiny, "gpt2", tmp_path)
+    generate(ckpt, tmp_path / "out")
+    adapter = load_adapter(tmp_path / "out/adapters/gpt2.py")
+    _config(ckpt, scale_attn_weights=False)
+    with pytest.raises(ConfigError, match="scale_attn_weights=False"):
+        adapter.Model.from_pretrained(ckpt)
+
+
+def test_every_novel_config_key_gets_a_stub(tiny, tmp_path: Path) -> None:
+    """Inspect's structured novel_config_keys reach the planner in full (the novelty text shows the first 12)."""
+    ckpt = _copy(tiny, "llama", tmp_path)
+    keys = [f"new_knob_{k:02d}" for k in range(14)]
+    _config(ckpt, **dict.fromkeys(keys, 0.5))
+    profile = inspect(str(ckpt))
+    assert set(keys) <= set(profile.novel_config_keys) and "…" in profile.novelty[-1]
+    assert {s.op for s in plan(profile).stubs} == set(keys)
+
+
+@pytest.mark.parametrize("model_type", ["gpt2", "falcon", "gpt_neox", "sarvam_mla", "granitemoeshared"])
+def test_composed_families_pass_parity_through_generate(tiny, tmp_path: Path, model_type: str) -> None:
+    """GPT-2 Conv1D, Falcon / NeoX fused attention, DeepSeek-style MLA + MoE, stacked experts with a shared MLP."""
+    import subprocess
+    import sys
+
+    result = generate(tiny(model_type), tmp_path / "out", parity=True)
+    assert result.family == "composed" and result.passed, [c.detail for c in result.checks]
+    assert result.verification == "passed" and result.parity["worst"] <= 1e-4
+    ruff = Path(sys.executable).parent / "ruff"
+    adapter = tmp_path / "out/adapters" / f"{model_type}.py"
+    for args in (["check", "--quiet"], ["format", "--check", "--quiet"]):
+        proc = subprocess.run([str(ruff), *args, str(adapter)], capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_block_names_mirrored_for_torch_free_planning() -> None:
+    from onboard.blocks.mlp import ACTIVATIONS, GATED_ACTIVATIONS
+    from onboard.blocks.rotary import ROPE_TYPES
+    from onboard.generate_adapter import compose_knowledge as k
+
+    assert k.ROPE_TYPE_NAMES == set(ROPE_TYPES)
+    assert k.GATED_ACTIVATION_NAMES == set(GATED_ACTIVATIONS) and k.PLAIN_ACTIVATION_NAMES == set(ACTIVATIONS)
+
+
+def test_bench_compose_quick(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    """benchmarks/bench_compose.py stays working (the full run is the benchmark; this is its quick path)."""
+    import importlib.util
+    import sys
+
+    bench = Path(__file__).resolve().parents[2] / "benchmarks"
+    sys.path.insert(0, str(bench))
+    spec = importlib.util.spec_from_file_location("bench_compose", bench / "bench_compose.py")
+    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    times = module.main(["--quick", "--repeats", "1", "--dir", str(tmp_path)])
+    assert times["cold"] > 0 and "warm gpt2" in times
+    assert "cold  profile JSON -> files" in capsys.readouterr().out

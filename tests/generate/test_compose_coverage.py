@@ -1,0 +1,134 @@
+"""Composition coverage: every decoder architecture of the installed transformers that tests/tiny builds is
+composed from its profile alone (hand-written ArchSpecs ignored) and, where composition needs no stub, run against
+transformers (eager, float32) on a short prompt and one longer than twice the sliding window.
+
+The outcome per architecture is the table in README.md ("Composition coverage"); the test recomputes it and fails
+when it drifts. Regenerate the README block with:
+
+    OMP_NUM_THREADS=1 python -m tests.generate.test_compose_coverage --write
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+README = REPO / "README.md"
+START, END = "<!-- compose-coverage:start -->", "<!-- compose-coverage:end -->"
+PARITY_BAR = 1e-4
+REGISTERED_NOTE = "(has an ArchSpec)"
+REGENERATE = "OMP_NUM_THREADS=1 python -m tests.generate.test_compose_coverage --write"
+# Why the reference disagrees with a composed adapter that reads the checkpoint faithfully (checked by hand).
+REFERENCE_NOTES = {
+    "youtu": "transformers' YoutuPreTrainedModel._init_weights zeroes the pad_token_id row of the loaded embedding "
+    "(through .data, after loading); the adapter keeps the checkpoint's row",
+}
+
+
+def outcome(model_type: str, root: Path) -> tuple[str, str]:
+    """(result, detail) for one architecture: composed (parity ≤ 1e-4), composed but parity fails, not runnable
+    (stubs, a refused config value, an ambiguous weight map), or no tiny checkpoint."""
+    import torch
+
+    from onboard.errors import InputError
+    from onboard.generate_adapter.adapter_source import adapter_source
+    from onboard.generate_adapter.parity import compare, load_adapter, reference_model
+    from onboard.generate_adapter.plan import plan
+    from onboard.inspect_checkpoint import inspect
+    from tests.generate.conftest import perturb
+    from tests.tiny.factory import make_tiny_checkpoint
+
+    checkpoint = root / model_type
+    try:
+        make_tiny_checkpoint(model_type, checkpoint)
+    except Exception as exc:  # the factory's own limits (e.g. a config the installed transformers rejects)
+        return "no tiny checkpoint", f"{type(exc).__name__}"
+    perturb(checkpoint)
+    try:
+        the_plan = plan(inspect(str(checkpoint)), compose_only=True)
+    except InputError as exc:
+        return "not composed", _clean(exc.message)
+    if the_plan.stubs:
+        return "stubs", "; ".join(f"{s.op}: {_clean(s.reason)}" for s in the_plan.stubs)
+    adapter_file = root / "adapters" / f"{model_type}.py"
+    adapter_file.parent.mkdir(exist_ok=True)
+    adapter_file.write_text(adapter_source(the_plan))
+    overrides = f" (family facts: {', '.join(the_plan.overrides)})" if the_plan.overrides else ""
+    try:
+        adapter = load_adapter(adapter_file).Model.from_pretrained(checkpoint)
+    except InputError as exc:
+        return "refused at load", _clean(exc.message)
+    reference = reference_model(checkpoint, torch.float32)
+    g = torch.Generator().manual_seed(0)
+    inputs = [torch.randint(0, reference.config.get_text_config().vocab_size, (1, n), generator=g) for n in (5, 40)]
+    worst = max(p.relative for p in compare(adapter, reference, inputs))
+    if worst <= PARITY_BAR:
+        return "composed", "parity ≤ 1e-4" + overrides
+    note = f"; {REFERENCE_NOTES[model_type]}" if model_type in REFERENCE_NOTES else ""
+    return "parity fails", f"max|Δ|/max|logit| > 1e-4{overrides}{note}"
+
+
+def _clean(text: str) -> str:
+    return re.sub(r"\s+", " ", text.replace("|", "/")).replace(str(Path(tempfile.gettempdir())), "…").strip()
+
+
+def coverage_table() -> tuple[str, dict[str, str]]:
+    """The README block (markdown table) and {model_type: result}."""
+    import torch
+
+    from onboard.generate_adapter.archs import ARCHS
+    from tests.tiny.configs import TINY
+
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    torch.set_num_threads(1)
+    rows, results = [], {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for model_type in sorted(TINY):
+            result, detail = outcome(model_type, Path(tmp))
+            results[model_type] = result
+            name = f"`{model_type}` {REGISTERED_NOTE}" if model_type in ARCHS else f"`{model_type}`"
+            rows.append(f"| {name} | {result} | {detail} |")
+    composed = [m for m, r in results.items() if r == "composed"]
+    beyond = [m for m in composed if m not in ARCHS]
+    head = (
+        f"{len(composed)} of {len(results)} architectures compose with parity ≤ 1e-4 ({len(beyond)} without a "
+        f"hand-written ArchSpec; {sum(m in ARCHS for m in composed)} of the {len(ARCHS)} registered families also "
+        "compose without theirs).\n\n| model_type | result | what is missing / detail |\n|---|---|---|\n"
+    )
+    return head + "\n".join(rows) + "\n", results
+
+
+def readme_block() -> str:
+    text = README.read_text()
+    return text[text.index(START) + len(START) : text.index(END)].strip("\n") + "\n"
+
+
+@pytest.mark.slow
+def test_composition_coverage_matches_readme() -> None:
+    from onboard.generate_adapter.archs import ARCHS
+
+    table, results = coverage_table()
+    beyond = [m for m, r in results.items() if r == "composed" and m not in ARCHS]
+    assert len(beyond) >= 30, f"only {len(beyond)} architectures beyond the {len(ARCHS)} registered compose: {beyond}"
+    assert table == readme_block(), f"README composition table is stale; regenerate it with: {REGENERATE}"
+
+
+def write_readme() -> None:
+    table, _ = coverage_table()
+    text = README.read_text()
+    start, end = text.index(START) + len(START), text.index(END)
+    README.write_text(text[:start] + "\n" + table + text[end:])
+
+
+if __name__ == "__main__":
+    if "--write" in sys.argv:
+        write_readme()
+    else:
+        print(coverage_table()[0])
