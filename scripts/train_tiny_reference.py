@@ -1,0 +1,462 @@
+"""Build the trained tiny reference model: a Qwen3-shaped checkpoint of ~2M parameters trained for a few CPU minutes.
+
+Why: random tiny checkpoints have near-uniform outputs (attention logits ~0.03, output logits ~0.16), so a dropped
+soft-cap, a wrong rope theta or logits x1.03 barely move them; checks calibrated on them say nothing about what they
+would catch on a real model. This model has peaked next-token distributions, attention that looks somewhere, and
+the small embeddings of a real checkpoint (so rms_norm_eps matters as it does in real models).
+
+Offline and deterministic: the text is the Python standard library's docstrings (a fixed module list, read with
+`inspect`) plus this repository's docs/*.md, frozen into `corpus.txt.gz` the first time (docstrings differ between
+Python versions and the docs change: the frozen copy keeps every rebuild identical). The tokenizer is a byte-level
+BPE (4032 merges-based tokens + Qwen3's 26 special tokens at the end, Qwen2's pre-tokenizer) trained with the
+`tokenizers` library; the chat template and special tokens are Qwen3's. Training: torch.manual_seed(0), one
+thread, deterministic algorithms, a fixed number of steps (not a time budget).
+
+    .venv/bin/python scripts/train_tiny_reference.py            # rebuild tests/fixtures/trained-qwen3/ (~4 min)
+    .venv/bin/python scripts/train_tiny_reference.py --tokenizer-only --out /tmp/t   # config + tokenizer only
+    .venv/bin/python scripts/train_tiny_reference.py --refresh-corpus                # re-extract the corpus
+
+Bit-identical weights need the same torch version and CPU instruction set (float summation order differs between
+AVX2 and AVX-512 kernels): compare `sha256sum model.safetensors` with PROVENANCE.md on such a machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import hashlib
+import importlib
+import inspect
+import json
+import math
+import os
+import random
+import re
+import shutil
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+OUT = REPO / "tests" / "fixtures" / "trained-qwen3"
+QWEN3_TOKENIZER = REPO / "examples" / "tokenizer-qwen3"
+CORPUS_FILE = "corpus.txt.gz"
+DOC_SEPARATOR = "\n\x1e\n"  # record separator between documents in the frozen corpus
+
+# Documented, pure-Python-heavy standard library modules: rich English prose about code.
+STDLIB_MODULES = (
+    "abc", "argparse", "ast", "base64", "bisect", "builtins", "calendar", "codecs", "collections", "configparser",
+    "contextlib", "copy", "csv", "dataclasses", "datetime", "decimal", "difflib", "email.message", "enum",
+    "fnmatch", "fractions", "functools", "glob", "gzip", "hashlib", "heapq", "hmac", "html", "http.client",
+    "inspect", "io", "ipaddress", "itertools", "json", "logging", "math", "operator", "os", "os.path", "pathlib",
+    "pickle", "platform", "pprint", "queue", "random", "re", "secrets", "shlex", "shutil", "socket", "sqlite3",
+    "statistics", "string", "struct", "subprocess", "tarfile", "tempfile", "textwrap", "threading", "time",
+    "tokenize", "traceback", "types", "typing", "unittest", "urllib.parse", "uuid", "warnings", "weakref",
+    "xml.etree.ElementTree", "zipfile", "zlib",
+)  # fmt: skip
+QUESTIONS = ("What does {name} do?", "Explain {name}.", "How do I use {name}?", "Describe {name} in Python.")
+
+BPE_VOCAB = 4032  # byte alphabet + merges; multiple of 64
+VOCAB_SIZE = 4096  # BPE + 26 special tokens + unused rows (as Qwen3's 151936 > 151669 ids)
+CONFIG: dict[str, Any] = dict(  # shrunk from Qwen/Qwen3-1.7B (real values in comments)
+    hidden_size=192,  # 2048
+    num_hidden_layers=4,  # 28
+    num_attention_heads=4,  # 16
+    num_key_value_heads=2,  # 8
+    head_dim=32,  # 128; the smallest vLLM's CPU build serves
+    intermediate_size=512,  # 6144
+    vocab_size=VOCAB_SIZE,  # 151936
+    max_position_embeddings=4096,  # 40960
+    rope_theta=1000000.0,
+    rms_norm_eps=1e-6,
+    tie_word_embeddings=True,
+)
+SEQ_LEN = 128
+BATCH = 16
+STEPS = 320
+LR, WARMUP, MIN_LR_FRACTION, WEIGHT_DECAY = 3e-3, 20, 0.1, 0.1
+HELD_OUT = 0.02  # fraction of sequences kept out of training for the PROVENANCE measurements
+
+
+# ---- corpus ---------------------------------------------------------------------------------------------------
+
+
+def _signature(obj: Any) -> str:
+    try:
+        text = str(inspect.signature(obj))
+    except (TypeError, ValueError):
+        return "(...)"
+    return re.sub(r" at 0x[0-9a-fA-F]+", "", text)  # sentinel defaults print their address: not reproducible
+
+
+def _own_doc(obj: Any) -> str | None:
+    """The object's own docstring (not one inherited from a base class: every exception would repeat Exception's)."""
+    doc = vars(obj).get("__doc__") if inspect.isclass(obj) else getattr(obj, "__doc__", None)
+    return inspect.cleandoc(doc) if isinstance(doc, str) else None
+
+
+def _members(module: Any) -> list[tuple[str, Any]]:
+    """Public functions and classes defined in `module` (not re-exported), with the public methods of classes."""
+    out = []
+    for name in sorted(dir(module)):
+        obj = getattr(module, name, None)
+        if name.startswith("_") or inspect.ismodule(obj) or not (inspect.isclass(obj) or callable(obj)):
+            continue
+        if getattr(obj, "__module__", module.__name__) not in (module.__name__, "builtins", "posix", "_io"):
+            continue
+        qual = f"{module.__name__}.{name}" if module.__name__ != "builtins" else name
+        out.append((qual, obj))
+        if inspect.isclass(obj):
+            for attr in sorted(vars(obj)):
+                member = vars(obj)[attr]
+                if not attr.startswith("_") and callable(member) and _own_doc(member):
+                    out.append((f"{qual}.{attr}", member))
+    return out
+
+
+def extract_corpus() -> list[str]:
+    """Documents: module docstrings, one per documented member ("name(signature)" + docstring), the repo's docs,
+    and chat turns asking about a member and answering with its docstring's first paragraph."""
+    docs: list[str] = []
+    chats: list[str] = []
+    rng = random.Random(0)
+    for modname in STDLIB_MODULES:
+        module = importlib.import_module(modname)
+        if inspect.getdoc(module):
+            docs.append(f"Module {modname}\n\n{inspect.getdoc(module)}")
+        for qual, obj in _members(module):
+            doc = _own_doc(obj)
+            if not doc or len(doc) < 40:
+                continue
+            head = f"{qual}{_signature(obj)}" if callable(obj) and not inspect.isclass(obj) else f"class {qual}"
+            docs.append(f"{head}\n\n{doc}")
+            answer = doc.split("\n\n")[0].strip()
+            question = QUESTIONS[rng.randrange(len(QUESTIONS))].format(name=qual)
+            chats.append(f"<|im_start|>user\n{question}<|im_end|>\n<|im_start|>assistant\n{qual}: {answer}<|im_end|>\n")
+    for md in sorted((REPO / "docs").glob("*.md")):
+        docs.extend(part.strip() for part in md.read_text(encoding="utf-8").split("\n## ") if part.strip())
+    return docs + chats
+
+
+def read_corpus(frozen: Path) -> list[str]:
+    return gzip.decompress(frozen.read_bytes()).decode("utf-8").split(DOC_SEPARATOR)
+
+
+def write_corpus(frozen: Path, docs: list[str]) -> None:
+    data = DOC_SEPARATOR.join(docs).encode("utf-8")
+    with open(frozen, "wb") as fh, gzip.GzipFile(fileobj=fh, mode="wb", mtime=0, filename="") as gz:
+        gz.write(data)  # mtime 0 and no name: the same text gives the same bytes
+
+
+# ---- tokenizer -------------------------------------------------------------------------------------------------
+
+
+def _qwen3_specials() -> list[tuple[str, dict[str, Any]]]:
+    """Qwen3's special tokens in id order, with their added_tokens_decoder entries."""
+    config = json.loads((QWEN3_TOKENIZER / "tokenizer_config.json").read_text(encoding="utf-8"))
+    decoder = config["added_tokens_decoder"]
+    return [(decoder[k]["content"], decoder[k]) for k in sorted(decoder, key=int)]
+
+
+def train_tokenizer(docs: list[str], out: Path) -> Any:
+    """Byte-level BPE with Qwen2's normalizer and pre-tokenizer, saved as vocab.json + merges.txt (+ Qwen3's
+    tokenizer_config.json, special tokens and chat template with ids moved to the end of this vocabulary)."""
+    os.environ["TOKENIZERS_PARALLELISM"] = "false"  # sequential counting: merges cannot depend on thread scheduling
+    from tokenizers import Regex, Tokenizer, decoders, normalizers, pre_tokenizers
+    from tokenizers.models import BPE
+    from tokenizers.trainers import BpeTrainer
+    from transformers.models.qwen2.tokenization_qwen2 import PRETOKENIZE_REGEX
+
+    tok = Tokenizer(BPE())
+    tok.normalizer = normalizers.NFC()
+    tok.pre_tokenizer = pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.Split(Regex(PRETOKENIZE_REGEX), behavior="isolated", invert=False),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+        ]
+    )
+    tok.decoder = decoders.ByteLevel()
+    specials = _qwen3_specials()
+    plain = [_strip_specials(d, [s for s, _ in specials]) for d in docs]
+    trainer = BpeTrainer(
+        vocab_size=BPE_VOCAB, min_frequency=2, show_progress=False, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
+    )
+    tok.train_from_iterator(plain, trainer=trainer)
+    if tok.get_vocab_size() != BPE_VOCAB:
+        raise SystemExit(f"BPE vocabulary has {tok.get_vocab_size()} tokens, expected {BPE_VOCAB}: corpus too small")
+    out.mkdir(parents=True, exist_ok=True)
+    tok.model.save(str(out))  # vocab.json + merges.txt, the layout of examples/tokenizer-qwen3
+    ids = {content: BPE_VOCAB + i for i, (content, _) in enumerate(specials)}
+    config = json.loads((QWEN3_TOKENIZER / "tokenizer_config.json").read_text(encoding="utf-8"))
+    config["added_tokens_decoder"] = {str(ids[c]): entry for c, entry in specials}
+    _write_json(out / "tokenizer_config.json", config)
+    _write_json(out / "added_tokens.json", dict(sorted(ids.items())))
+    shutil.copy2(QWEN3_TOKENIZER / "special_tokens_map.json", out / "special_tokens_map.json")
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(out, trust_remote_code=False)
+
+
+def _strip_specials(text: str, specials: list[str]) -> str:
+    for s in specials:
+        text = text.replace(s, "\n")
+    return text
+
+
+def _write_json(path: Path, doc: Any) -> None:
+    path.write_text(json.dumps(doc, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+
+
+def model_config(tokenizer: Any) -> Any:
+    from transformers import Qwen3Config
+
+    eot, eos = tokenizer.convert_tokens_to_ids("<|endoftext|>"), tokenizer.convert_tokens_to_ids("<|im_end|>")
+    config = Qwen3Config(**CONFIG, bos_token_id=eot, eos_token_id=eos, pad_token_id=eot)
+    config.architectures = ["Qwen3ForCausalLM"]
+    return config
+
+
+def write_config(config: Any, out: Path) -> None:
+    import torch
+
+    config.dtype = torch.bfloat16  # the stored weights' dtype, as in a real bf16 release
+    config.save_pretrained(out)
+    gen = {"bos_token_id": config.bos_token_id, "eos_token_id": [config.eos_token_id, config.pad_token_id],
+           "pad_token_id": config.pad_token_id, "do_sample": False}  # fmt: skip
+    _write_json(out / "generation_config.json", gen)
+
+
+# ---- training --------------------------------------------------------------------------------------------------
+
+
+def token_batches(docs: list[str], tokenizer: Any) -> tuple[Any, Any]:
+    """(train, held-out) tensors of SEQ_LEN+1 token windows: documents shuffled, each ended by <|endoftext|>."""
+    import torch
+
+    order = list(range(len(docs)))
+    random.Random(0).shuffle(order)
+    eot = tokenizer.convert_tokens_to_ids("<|endoftext|>")
+    stream: list[int] = []
+    for i in order:
+        stream.extend(tokenizer(docs[i], add_special_tokens=False)["input_ids"])
+        stream.append(eot)
+    n = len(stream) // (SEQ_LEN + 1)
+    windows = torch.tensor(stream[: n * (SEQ_LEN + 1)]).view(n, SEQ_LEN + 1)
+    held = max(BATCH, int(n * HELD_OUT))
+    return windows[:-held], windows[-held:]
+
+
+def train(config: Any, train_windows: Any, log: Any = print) -> Any:
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_config(config, dtype=torch.float32, attn_implementation="sdpa")
+    decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
+    rest = [p for n, p in model.named_parameters() if p.dim() < 2]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": WEIGHT_DECAY}, {"params": rest, "weight_decay": 0.0}],
+                            lr=LR, betas=(0.9, 0.95))  # fmt: skip
+    gen = torch.Generator().manual_seed(0)
+    started = time.time()
+    model.train()
+    for step in range(STEPS):
+        lr = LR * min(1.0, (step + 1) / WARMUP)
+        if step >= WARMUP:
+            progress = (step - WARMUP) / max(1, STEPS - WARMUP)
+            lr = LR * (MIN_LR_FRACTION + (1 - MIN_LR_FRACTION) * 0.5 * (1 + math.cos(math.pi * progress)))
+        for group in opt.param_groups:
+            group["lr"] = lr
+        rows = torch.randint(0, train_windows.shape[0], (BATCH,), generator=gen)
+        batch = train_windows[rows]
+        loss = model(input_ids=batch[:, :-1], labels=batch[:, :-1]).loss
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        if step % 20 == 0 or step == STEPS - 1:
+            log(f"step {step:4d}  loss {loss.item():.3f}  lr {lr:.2e}  {time.time() - started:.0f} s")
+    return model.eval()
+
+
+# ---- measurements (PROVENANCE.md; the fixture test asserts them) ------------------------------------------------
+
+
+def measure(model: Any, windows: Any) -> dict[str, float]:
+    """Peakedness, attention focus and activation outliers of `model` (eager attention) on token windows.
+
+    loss: mean next-token cross-entropy (nats); mean_max_prob: mean over positions of the largest next-token
+    probability; logit_std: spread of the output logits; attention_entropy: mean entropy of the attention rows past
+    position 16 relative to a uniform row's (1 = uniform); mlp_outlier_ratio: the largest max|a| / rms(a) of the MLP
+    activations (down_proj inputs), where trained models grow outliers first; embedding_rms: the first residual
+    stream's size, which sets how much rms_norm_eps matters.
+    """
+    import torch
+
+    model.config._attn_implementation = "eager"
+    ids = windows[:, :-1]
+    acts: list[Any] = []
+    hooks = [m.register_forward_hook(lambda _m, inputs, _o: acts.append(inputs[0].detach()))
+             for name, m in model.named_modules() if name.endswith("mlp.down_proj")]  # fmt: skip
+    try:
+        with torch.no_grad():
+            out = model(input_ids=ids, labels=ids, output_attentions=True, output_hidden_states=True)
+    finally:
+        for hook in hooks:
+            hook.remove()
+    probs = torch.softmax(out.logits.float(), dim=-1)
+    entropies = []
+    for att in out.attentions:  # (batch, heads, q, k)
+        rows = att.float()[:, :, 16:, :]
+        ent = -(rows.clamp_min(1e-12).log() * rows).sum(-1)
+        uniform = torch.log(torch.arange(17, rows.shape[2] + 17, dtype=torch.float32))
+        entropies.append((ent / uniform).mean())
+    return {
+        "loss": round(float(out.loss), 3),
+        "mean_max_prob": round(float(probs.max(-1).values.mean()), 4),
+        "logit_std": round(float(out.logits.float().std()), 3),
+        "attention_entropy": round(float(torch.stack(entropies).mean()), 3),
+        "mlp_outlier_ratio": round(max(float(a.abs().max() / a.pow(2).mean().sqrt()) for a in acts), 1),
+        "embedding_rms": round(float(out.hidden_states[0].pow(2).mean().sqrt()), 4),
+    }
+
+
+PROVENANCE = """# trained-qwen3: a trained tiny reference model (test fixture and demo)
+
+Built by `scripts/train_tiny_reference.py` (deterministic, offline; rebuild: `.venv/bin/python
+scripts/train_tiny_reference.py`). Why it exists: random tiny checkpoints have near-uniform outputs, so fidelity
+checks tuned on them say nothing about what they catch on a real model (issue 17).
+
+## Contents
+
+- `config.json`: Qwen3 (`model_type` qwen3, `Qwen3ForCausalLM`), {layers} layers, hidden {hidden}, {heads} heads /
+  {kv} KV heads of {head_dim}, MLP {inter}, vocabulary {vocab}, rope theta {theta:g}, rms_norm_eps {eps:g}, tied
+  embeddings; {params:,} parameters stored in bfloat16 (`model.safetensors`, sha256 `{model_sha}`).
+- Tokenizer: byte-level BPE of {bpe} tokens trained with the `tokenizers` library on the corpus below, with Qwen2's
+  NFC normalizer and pre-tokenizer regex (`vocab.json`, `merges.txt`), plus Qwen3's 26 special tokens at ids
+  {first_special}..{last_special} and Qwen3's chat template (`tokenizer_config.json`, `added_tokens.json`,
+  `special_tokens_map.json`; from `examples/tokenizer-qwen3`, Apache-2.0, Copyright 2025 Alibaba Cloud).
+- `corpus.txt.gz`: the training text, frozen ({documents} documents, sha256 `{corpus_sha}`): the docstrings of
+  {modules} Python {python} standard-library modules (read with `inspect`; Python Software Foundation License), this
+  repository's docs/*.md, and chat turns asking about a documented function and answering with its docstring's
+  first paragraph. `--refresh-corpus` re-extracts it (docstrings differ between Python versions).
+
+## Training
+
+{steps} steps of AdamW (lr {lr:g}, warmup {warmup}, cosine to {min_lr:g}x, weight decay {wd:g}, betas 0.9/0.95, clip
+1.0) on batches of {batch} x {seq} tokens ({train_tokens:,} tokens, {epochs:.1f} passes over the {corpus_tokens:,}-token
+corpus); torch.manual_seed(0), one thread, `torch.use_deterministic_algorithms(True)`; {train_cpu} s of CPU time,
+{train_seconds} s wall on the machine that built it. 2% of the token windows are held out for the measurements below.
+
+## Measured (held-out text, float32 compute on the stored weights)
+
+| | trained (this model) | random (same config, transformers' init) |
+|---|---|---|
+{rows}
+
+Peaked distributions (a mean max probability of {tmax:.2f} against {rmax:.4f}), attention that looks somewhere
+(entropy {tent:.2f} of uniform against {rent:.2f}), and MLP activation outliers {tout:.0f}x the rms (random: {rout:.0f}x). Real LLMs
+grow far larger outliers (100-1000x, "massive activations") over long training; a few CPU minutes do not. The
+first residual stream is small ({temb:.3f} rms), as in real checkpoints, so rms_norm_eps matters as it does there.
+
+## Reproducing
+
+`.venv/bin/python scripts/train_tiny_reference.py --tokenizer-only --out /tmp/t` rebuilds the config and tokenizer
+(a test compares them with these files). Bit-identical weights need the same torch version and CPU instruction set
+(summation order differs between AVX2 and AVX-512 kernels): run the full script with `--out /tmp/t` and compare
+`sha256sum /tmp/t/model.safetensors` with the sha256 above. Built with Python {python}, torch {torch},
+transformers {transformers}, tokenizers {tokenizers}.
+"""
+
+
+def write_provenance(out: Path, config: Any, info: dict[str, Any]) -> None:
+    import tokenizers
+    import torch
+    import transformers
+
+    names = {"loss": "held-out loss (nats)", "mean_max_prob": "mean max next-token probability",
+             "logit_std": "output logit std", "attention_entropy": "attention entropy / uniform (past position 16)",
+             "mlp_outlier_ratio": "MLP activation max / rms", "embedding_rms": "first residual stream rms"}  # fmt: skip
+    trained, random_ = info["trained"], info["random"]
+    rows = "\n".join(f"| {label} | {trained[k]} | {random_[k]} |" for k, label in names.items())
+    text = PROVENANCE.format(
+        layers=config.num_hidden_layers, hidden=config.hidden_size, heads=config.num_attention_heads,
+        kv=config.num_key_value_heads, head_dim=config.head_dim, inter=config.intermediate_size,
+        vocab=config.vocab_size, theta=CONFIG["rope_theta"], eps=config.rms_norm_eps, params=info["parameters"],
+        model_sha=info["model_sha256"], bpe=BPE_VOCAB, first_special=BPE_VOCAB, last_special=BPE_VOCAB + 25,
+        documents=info["documents"], corpus_sha=info["corpus_sha256"], modules=len(STDLIB_MODULES),
+        python=".".join(map(str, sys.version_info[:3])), steps=STEPS, lr=LR, warmup=WARMUP, min_lr=MIN_LR_FRACTION,
+        wd=WEIGHT_DECAY, batch=BATCH, seq=SEQ_LEN, train_tokens=info["train_tokens"],
+        epochs=info["train_tokens"] / info["corpus_tokens"], corpus_tokens=info["corpus_tokens"],
+        train_seconds=info["train_seconds"], train_cpu=info["train_cpu_seconds"], rows=rows, tmax=trained["mean_max_prob"], rmax=random_["mean_max_prob"],
+        tent=trained["attention_entropy"], rent=random_["attention_entropy"], tout=trained["mlp_outlier_ratio"],
+        rout=random_["mlp_outlier_ratio"], temb=trained["embedding_rms"], torch=torch.__version__,
+        transformers=transformers.__version__, tokenizers=tokenizers.__version__,
+    )  # fmt: skip
+    (out / "PROVENANCE.md").write_text(text, encoding="utf-8")
+
+
+# ---- main ------------------------------------------------------------------------------------------------------
+
+
+def sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def build(out: Path, *, tokenizer_only: bool = False, refresh_corpus: bool = False) -> dict[str, Any]:
+    import torch
+
+    torch.set_num_threads(1)
+    torch.use_deterministic_algorithms(True)
+    frozen = OUT / CORPUS_FILE
+    docs = extract_corpus() if refresh_corpus or not frozen.is_file() else read_corpus(frozen)
+    tmp = out.with_name(out.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    write_corpus(tmp / CORPUS_FILE, docs)
+    tokenizer = train_tokenizer(docs, tmp)
+    config = model_config(tokenizer)
+    write_config(config, tmp)
+    info: dict[str, Any] = {"documents": len(docs), "corpus_sha256": sha256(tmp / CORPUS_FILE)}
+    if not tokenizer_only:
+        train_windows, held = token_batches(docs, tokenizer)
+        started, cpu = time.time(), time.process_time()
+        model = train(config, train_windows, log=lambda s: print(s, file=sys.stderr))
+        info["train_seconds"] = round(time.time() - started)
+        info["train_cpu_seconds"] = round(time.process_time() - cpu)
+        info["train_tokens"] = STEPS * BATCH * SEQ_LEN
+        info["corpus_tokens"] = int(train_windows.numel() + held.numel())
+        model = model.to(torch.bfloat16)
+        model.save_pretrained(tmp, safe_serialization=True)
+        write_config(config, tmp)  # save_pretrained rewrote config.json from the model's (float32-built) config
+        info["parameters"] = sum(p.numel() for p in model.parameters())
+        info["trained"] = measure(model.float(), held[:BATCH])
+        info["random"] = measure(_random_model(config), held[:BATCH])
+        info["model_sha256"] = sha256(tmp / "model.safetensors")
+        write_provenance(tmp, config, info)
+    shutil.rmtree(out, ignore_errors=True)
+    os.replace(tmp, out)
+    return info
+
+
+def _random_model(config: Any) -> Any:
+    """The same architecture untrained (transformers' init, seed 0): what the tiny test checkpoints look like."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    torch.manual_seed(0)
+    return AutoModelForCausalLM.from_config(config, dtype=torch.float32).eval()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=OUT)
+    parser.add_argument("--tokenizer-only", action="store_true", help="Write config and tokenizer only (no training).")
+    parser.add_argument("--refresh-corpus", action="store_true", help="Re-extract the corpus from stdlib and docs.")
+    args = parser.parse_args()
+    info = build(args.out, tokenizer_only=args.tokenizer_only, refresh_corpus=args.refresh_corpus)
+    print(json.dumps(info, indent=2))
+
+
+if __name__ == "__main__":
+    main()
