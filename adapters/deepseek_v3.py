@@ -20,6 +20,7 @@ from onboard.blocks.mla import MLAttention, mla_scale
 from onboard.blocks.mlp import GatedMLP
 from onboard.blocks.moe import MoE, RouterSpec
 from onboard.blocks.norms import RMSNorm
+from onboard.generate_adapter.composed_blocks import MLA_LATENT_NORM_EPS
 from onboard.generate_adapter.runtime import FULL, AdapterModel, ArgsBase, WeightRule, rope_config, rotaries
 
 MODEL_TYPE = "deepseek_v3"
@@ -138,7 +139,7 @@ class DecoderLayer(nn.Module):
             qk_nope_head_dim=args.qk_nope_head_dim,
             qk_rope_head_dim=args.qk_rope_head_dim,
             v_head_dim=args.v_head_dim,
-            rms_norm_eps=args.rms_norm_eps,
+            rms_norm_eps=MLA_LATENT_NORM_EPS,
             bias=args.attention_bias,
             scale=mla_scale(
                 args.qk_nope_head_dim + args.qk_rope_head_dim,

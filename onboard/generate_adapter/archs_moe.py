@@ -93,7 +93,7 @@ MOE_ARCHS: dict[str, ArchSpec] = {
         "dense first layers",
         "MLAttention(args.hidden_size, args.num_attention_heads, q_lora_rank=args.q_lora_rank, "
         "kv_lora_rank=args.kv_lora_rank, qk_nope_head_dim=args.qk_nope_head_dim, qk_rope_head_dim=args.qk_rope_head_dim, "
-        "v_head_dim=args.v_head_dim, rms_norm_eps=args.rms_norm_eps, bias=args.attention_bias, "
+        "v_head_dim=args.v_head_dim, rms_norm_eps=MLA_LATENT_NORM_EPS, bias=args.attention_bias, "
         "scale=mla_scale(args.qk_nope_head_dim + args.qk_rope_head_dim, rope_config(args, FULL, args.qk_rope_head_dim)), "
         "rope_interleaved=args.rope_interleave)",
         "MoE(args.hidden_size, args.n_routed_experts, args.moe_intermediate_size, RouterSpec(top_k="

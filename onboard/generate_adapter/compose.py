@@ -311,7 +311,7 @@ class Composer:
             "MLAttention(args.hidden_size, args.num_attention_heads, q_lora_rank=args.q_lora_rank, "
             "kv_lora_rank=args.kv_lora_rank, qk_nope_head_dim=args.qk_nope_head_dim, "
             "qk_rope_head_dim=args.qk_rope_head_dim, v_head_dim=args.v_head_dim, "
-            f"rms_norm_eps={self.eps()}, bias={bias}, scale=mla_scale(args.qk_nope_head_dim + "
+            f"rms_norm_eps=MLA_LATENT_NORM_EPS, bias={bias}, scale=mla_scale(args.qk_nope_head_dim + "
             "args.qk_rope_head_dim, rope_config(args, FULL, args.qk_rope_head_dim)), "
             f"rope_interleaved={rope_interleave})"
         )

@@ -1,8 +1,9 @@
-"""Blocks composed adapters need that the shared block library (`onboard.blocks`) does not have yet.
+"""Blocks and constants generated adapters need that the shared block library (`onboard.blocks`) does not have.
 
 - `LearnedPositions`: learned absolute position embeddings added to the token embeddings (GPT-2, GPT-Neo,
   GPT-BigCode). `AdapterModel.forward` adds `model.embed_positions(positions)` when a model has one, with the same
   positions rotary tables get (cache offset and left padding included).
+- `MLA_LATENT_NORM_EPS`: the eps of MLA's q_a_layernorm / kv_a_layernorm.
 """
 
 from __future__ import annotations
@@ -10,6 +11,10 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 from torch import nn
+
+# transformers' MLA families (DeepSeek V2 / V3 / V3.2, GLM-4-MoE-Lite, GLM-MoE-DSA, Youtu, MiniCPM3) build the latent
+# norms with the RMSNorm default eps, whatever config.rms_norm_eps says (GLM-4-MoE-Lite: 1e-5 there).
+MLA_LATENT_NORM_EPS = 1e-6
 
 
 class LearnedPositions(nn.Module):

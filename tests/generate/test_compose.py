@@ -270,3 +270,12 @@ def test_bench_compose_quick(tmp_path: Path, capsys) -> None:  # type: ignore[no
     times = module.main(["--quick", "--repeats", "1", "--dir", str(tmp_path)])
     assert times["cold"] > 0 and "warm gpt2" in times
     assert "cold  profile JSON -> files" in capsys.readouterr().out
+
+
+def test_mla_latent_norms_keep_the_default_eps(tiny, tmp_path: Path) -> None:
+    """transformers builds MLA's q_a / kv_a norms with RMSNorm's default eps, not config.rms_norm_eps (GLM-4-MoE-Lite
+    ships 1e-5): a large rms_norm_eps must move only the layer norms, in the adapter as in the reference."""
+    ckpt = _copy(tiny, "deepseek_v3", tmp_path)
+    _config(ckpt, rms_norm_eps=1e-2)
+    report = check_parity(ADAPTERS_DIR / "deepseek_v3.py", ckpt)
+    assert report["passed"], report["detail"]
