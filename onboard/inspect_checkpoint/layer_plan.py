@@ -95,7 +95,29 @@ def _config_kinds(cv: ConfigView, n: int, mla: bool) -> list[str]:
         nope = cv.get("no_rope_layers")
         if isinstance(nope, list) and len(nope) >= n:
             return ["chunked" if nope[i] else "full" for i in range(n)]
+    if window and not mla and _unregistered(mt):
+        return _day_zero_window(cv, n, base)
     return [base] * n
+
+
+def _unregistered(model_type: str) -> bool:
+    """A model_type no family of the catalog (the installed transformers' decoders) has: a day-zero architecture."""
+    from .families import known_model_types
+
+    return model_type not in known_model_types()
+
+
+def _day_zero_window(cv: ConfigView, n: int, base: str) -> list[str]:
+    """A window on an architecture nobody registered, with no layer_types: the two conventions transformers' own
+    families use. `use_sliding_window` present: Qwen2's (off unless true, from `max_window_layers` on); absent:
+    Mistral's (every layer). Ignoring the window would build a full-attention adapter that diverges past it; the
+    warning says the plan is assumed, and parity against the reference confirms or refutes it."""
+    if cv.has("use_sliding_window"):
+        if not cv.bool("use_sliding_window"):
+            return [base] * n
+        start = cv.int("max_window_layers", default=0) or 0
+        return ["sliding" if i >= start else base for i in range(n)]
+    return ["sliding"] * n
 
 
 def _rope_layers(cv: ConfigView, n: int) -> list[bool]:
@@ -123,6 +145,12 @@ def plan_layers(
     """Build the per-layer plan; `roles` are the mixer kinds seen in each layer's tensors (None without headers)."""
     findings: list[Finding] = []
     kinds = _config_kinds(cv, n, mla)
+    if _window(cv) and not isinstance(cv.get("layer_types"), list) and _unregistered(cv.model_type):
+        where = "every layer" if all(k == "sliding" for k in kinds) else f"{kinds.count('sliding')} of {n} layers"
+        findings.append(warning(
+            "window-layers-assumed", f"sliding_window {_window(cv)} without layer_types on the unregistered model_type "
+            f"{cv.model_type!r}: assumed on {where} (transformers' {'Qwen2' if cv.has('use_sliding_window') else 'Mistral'}"
+            " convention)", "parity against the repository's code confirms it; add layer_types to config.json if not"))  # fmt: skip
     rope_flags = _rope_layers(cv, n)
     layers: list[LayerInfo] = []
     for i, kind in enumerate(kinds):
