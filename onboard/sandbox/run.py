@@ -218,7 +218,22 @@ def _raise_failure(result: dict[str, Any], limits: Limits, target: str) -> Any:
     if kind == "refused":
         raise SandboxError("refused", str(result.get("message")), "only functions of the onboard package run there")
     raise SandboxError(kind, f"{target} failed in the sandbox: {error}\n--- worker traceback (last lines) ---\n"
-                       f"{remote}", "the repository's code raised: see the traceback above", remote)  # fmt: skip
+                       f"{remote}", _who_raised(remote), remote)  # fmt: skip
+
+
+def _who_raised(traceback_text: str) -> str:
+    """Whose code the innermost frame belongs to, so the hint blames the right party (not always the repository)."""
+    import re
+
+    import onboard
+
+    files = re.findall(r'File "([^"]+)"', traceback_text)
+    innermost = os.path.realpath(files[-1]) if files else ""
+    if innermost.startswith(os.path.realpath(Path(onboard.__file__).parent) + os.sep):
+        return "onboard's own code raised inside the worker (a bug in onboard, not in the repository): see the traceback"
+    if "site-packages" in innermost or "dist-packages" in innermost:
+        return "a library raised while loading or running the repository's model: see the traceback above"
+    return "the repository's code raised: see the traceback above"
 
 
 def _died(returncode: int, limits: Limits, target: str, log_tail: str) -> SandboxError:
