@@ -30,6 +30,9 @@ class RouterSpec:
     correction_bias: bool = False
     n_group: int = 1
     topk_group: int = 1
+    group_score: str = "top2_sum"
+    """How a group is ranked for group-limited routing: "top2_sum" (DeepSeek-V3 noaux_tc: its two best experts) or
+    "max" (DeepSeek-V2 group_limited_greedy: its best expert)."""
     logits_in_float32: bool = False
     """Router logits from float32 activations and weight (DeepSeek V2/V3, GLM-4 MoE, ERNIE MoE in transformers);
     False: in the activation dtype, then scored in float32 (Mixtral, Qwen MoE, OLMoE, gpt-oss in transformers and in
@@ -48,10 +51,13 @@ def route(logits: torch.Tensor, spec: RouterSpec, bias: torch.Tensor | None) -> 
     choice = scores + bias if bias is not None else scores
     if spec.n_group > 1:
         # Group-limited routing (DeepSeek-V3 noaux_tc): keep the topk_group groups whose two best experts score
-        # highest, mask the rest out of the selection.
+        # highest (DeepSeek-V2 group_limited_greedy: whose best expert does), mask the rest out of the selection.
         t, e = choice.shape
         grouped = choice.view(t, spec.n_group, e // spec.n_group)
-        group_scores = grouped.topk(2, dim=-1).values.sum(dim=-1)
+        if spec.group_score == "max":
+            group_scores = grouped.amax(dim=-1)
+        else:
+            group_scores = grouped.topk(2, dim=-1).values.sum(dim=-1)
         keep = torch.zeros_like(group_scores, dtype=torch.bool)
         keep.scatter_(1, group_scores.topk(spec.topk_group, dim=-1).indices, True)
         choice = grouped.masked_fill(~keep[..., None], float("-inf")).view(t, e)

@@ -68,9 +68,9 @@ GUARDS: dict[str, tuple[str, str, str, str]] = {
                                                  "the residual is taken after the input norm"),
     "clip_qkv": ("float | None", "None", "self.clip_qkv is not None", "q/k/v projections are clamped to ±clip_qkv"),
     "topk_method": ("str | None", "None",
-                    "self.topk_method not in (None, 'noaux_tc', 'greedy') and 1 < self.n_group and "
-                    "self.topk_group < self.n_group",
-                    "the router's group selection is not the block's (noaux_tc: the sum of each group's two best)"),
+                    "self.topk_method not in (None, 'noaux_tc', 'greedy', 'group_limited_greedy') and "
+                    "1 < self.n_group and self.topk_group < self.n_group",
+                    "the router's group selection is not one the MoE block computes"),
     "layer_rope_theta": ("list[float] | None", "None",
                          "self.layer_rope_theta and len(set(self.layer_rope_theta)) > 1",
                          "layers use different rotary bases"),

@@ -39,7 +39,12 @@ def moe_expression(c: Composer) -> str:
     if bias is not None:
         spec.append("correction_bias=True")
     if (moe.n_group or 1) > 1 or c.has_key("n_group"):
-        spec.append(f"n_group={f.need('n_group', 'int', '1')}, topk_group={f.need('topk_group', 'int', '1')}")
+        n_group, topk_group = f.need("n_group", "int", "1"), f.need("topk_group", "int", "1")
+        if "topk_method" in p.config_keys:  # DeepSeek-V2: greedy ignores the groups, group_limited_greedy ranks by max
+            f.need("topk_method", "str | None", "None")
+            n_group = f'1 if args.topk_method == "greedy" else {n_group}'
+            spec.append('group_score="max" if args.topk_method == "group_limited_greedy" else "top2_sum"')
+        spec.append(f"n_group={n_group}, topk_group={topk_group}")
     if moe.scoring == "sigmoid" or bias is not None:
         spec.append("logits_in_float32=True")  # DeepSeek-style routers score float32 logits in transformers
     shared = _shared(c, hidden, inter)

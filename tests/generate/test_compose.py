@@ -279,3 +279,15 @@ def test_mla_latent_norms_keep_the_default_eps(tiny, tmp_path: Path) -> None:
     _config(ckpt, rms_norm_eps=1e-2)
     report = check_parity(ADAPTERS_DIR / "deepseek_v3.py", ckpt)
     assert report["passed"], report["detail"]
+
+
+def test_group_limited_routing_ranks_groups_by_max_or_top2_sum() -> None:
+    """DeepSeek-V2 group_limited_greedy keeps the group with the best expert; V3 noaux_tc the best two experts."""
+    from onboard.blocks.moe import RouterSpec, route
+
+    # group 0: one strong expert (0.9) and a weak one; group 1: two good ones (0.6 + 0.5 > 0.9 + 0.0)
+    logits = torch.tensor([[0.9, 0.0, 0.6, 0.5]]).log()
+    spec = {"top_k": 1, "norm_topk_prob": False, "n_group": 2, "topk_group": 1}
+    _, by_max = route(logits, RouterSpec(**spec, group_score="max"), None)
+    _, by_sum = route(logits, RouterSpec(**spec), None)
+    assert by_max.tolist() == [[0]] and by_sum.tolist() == [[2]]
