@@ -291,3 +291,12 @@ def test_group_limited_routing_ranks_groups_by_max_or_top2_sum() -> None:
     _, by_max = route(logits, RouterSpec(**spec, group_score="max"), None)
     _, by_sum = route(logits, RouterSpec(**spec), None)
     assert by_max.tolist() == [[0]] and by_sum.tolist() == [[2]]
+
+
+@pytest.mark.parametrize("model_type", ["gpt2", "sarvam_mla"])
+def test_composed_adapters_in_bfloat16(tiny, tmp_path: Path, model_type: str) -> None:
+    """In the served dtype the composed adapter's error stays within transformers' own bf16 error (parity.py's rule)."""
+    ckpt = tiny(model_type, "bfloat16")
+    generate(ckpt, tmp_path / "out")
+    report = check_parity(tmp_path / "out/adapters" / f"{model_type}.py", ckpt, dtype="bfloat16")
+    assert report["passed"], report["detail"]
