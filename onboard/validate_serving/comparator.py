@@ -2,47 +2,122 @@
 
 Why not vLLM's rule (each side's token inside the other's top-k at the first divergence): it has no value tolerance,
 so logits scaled ×10 (argmax unchanged) pass (BUGZOO B34). Why not SGLang's fixed 5e-2: it is order-sensitive and
-flaky on near-ties (B48). Here every tolerance is `max(floor[dtype], multiplier × noise)`, where `noise` is the
-reference's own spread measured when the goldens were recorded (float32 vs float64 for float32 candidates, float32 vs
-bfloat16/float16 for those dtypes), and a top-1 swap whose gap is below the tie tolerance is not a failure.
+flaky on near-ties (B48). Why not "4× the worst reference error" alone (this module's first rule): in bfloat16 the
+worst position is ~1 nat off, so logits ×1.03, rms_norm_eps ×100 and a wrong rope theta all fit under it.
+
+So the candidate's error DISTRIBUTION over all positions is compared with the reference's own run in the same
+dtype (the float32 golden vs the same model in bfloat16/float16, or float64 for float32 candidates), measured
+when the goldens were recorded (`noise_from`): mean KL (with a sampling allowance for few positions), the tail
+(positions above the reference's p99), the later positions (errors that grow with position: rope), the logit-scale
+regression over every position (×1.03 is a slope of 1.03 however small each error is), the top-1 swap rate, and the
+worst position (max KL, max logprob error) for gross errors. A top-1 swap is excused only where the reference's own
+same-dtype run swaps too, or where the gap is within the reference's measured margin noise.
 
 Per position: top-1 agreement, top-k overlap, KL(ref‖cand) over the reference top-k plus one tail bucket, max
-logprob error over the reference top-k, and the logit-scale ratio (least-squares slope of the candidate's logprob
-differences on the reference's: ×10 logits give 10, argmax unchanged).
+logprob error over the reference top-k, the top-1/runner-up margin change, and the sums of the logit-scale
+regression (the candidate's logprob differences on the reference's: ×10 logits give a slope of 10).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from onboard.validate_serving.candidates import TopK
 
-# THE threshold table (the only one). tolerance = max(floor[dtype], multiplier × calibrated noise statistic).
-# Floors keep a perfectly quiet reference (tiny models: fp32 vs fp64 noise ~1e-7) from demanding bit-exactness of
-# another kernel library; multipliers leave room for a second implementation whose rounding differs from the
-# reference's own low-precision run (measured: vLLM CPU fp32 vs transformers ~5e-7, ENVIRONMENT.md).
-#   metric              statistic compared                 multiplier  floors by candidate dtype
+# THE threshold table (the only one). With a calibration for the candidate's dtype in the goldens, each tolerance is
+# max(floor, multiplier × the reference's own statistic in that dtype); floors only stop a perfectly quiet reference
+# (float32 vs float64: KL ~1e-13) from demanding bit-exactness of another kernel library. Without a calibration the
+# `uncalibrated` column applies alone (the old generous bounds: nothing better is known, and validate says so).
+#   stat: what is compared; why: the reason for the multiplier (figures: README, "What each check can and cannot
+#   see", re-measured by benchmarks/fidelity_limits.py).
 THRESHOLDS: dict[str, dict[str, object]] = {
-    "max_logprob_error": {"stat": "max over positions", "multiplier": 4.0,
-                          "floor": {"float64": 1e-6, "float32": 2e-5, "float16": 1e-2, "bfloat16": 8e-2}},
-    "kl_max": {"stat": "max over positions", "multiplier": 4.0,
-               "floor": {"float64": 1e-12, "float32": 1e-9, "float16": 1e-3, "bfloat16": 5e-3}},
-    "kl_mean": {"stat": "mean over positions", "multiplier": 4.0,
-                "floor": {"float64": 1e-13, "float32": 1e-10, "float16": 1e-4, "bfloat16": 1e-3}},
-    "logit_scale": {"stat": "|ratio - 1| per prompt", "multiplier": 4.0,
-                    "floor": {"float64": 1e-4, "float32": 1e-2, "float16": 2e-2, "bfloat16": 5e-2}},
-    "near_tie": {"stat": "top-1 gap below which a swap is excused (noise: 2 x max_logprob_error)", "multiplier": 4.0,
-                 "floor": {"float64": 1e-5, "float32": 1e-3, "float16": 2e-2, "bfloat16": 1e-1}},
+    "kl_mean": {
+        "stat": "mean KL(ref||cand) over positions <= multiplier x (reference mean + SAMPLE_SIGMAS x its sd / sqrt(N))",
+        "multiplier": 1.5,
+        "floor": {"float64": 1e-14, "float32": 1e-10, "float16": 1e-8, "bfloat16": 1e-6},
+        "uncalibrated": {"float64": 1e-13, "float32": 1e-10, "float16": 1e-4, "bfloat16": 1e-3},
+        "why": "a second correct implementation rounds about as the reference's own low-precision run does: on the "
+               "trained fixture the generated adapter measured 0.83x (bf16) and 0.85x (fp16) its mean KL, "
+               "re-parametrised reruns 0.9-1.2x; rms_norm_eps x100 there is 2.6x in bf16. Heavy tails (MoE routing "
+               "flips: reruns 0.03-3.5x) are what the SAMPLE_SIGMAS allowance on the reference's sd absorbs",
+    },
+    "kl_late": {
+        "stat": "as kl_mean, over the positions at index >= LATE_FROM",
+        "multiplier": 1.5,
+        "floor": {"float64": 1e-14, "float32": 1e-10, "float16": 1e-8, "bfloat16": 1e-6},
+        "uncalibrated": {"float64": 1e-13, "float32": 1e-10, "float16": 1e-4, "bfloat16": 1e-3},
+        "why": "positional trend: rope and norm errors are small at the first positions and grow with distance, so "
+               "the short prompts dilute them in the overall mean (rms_norm_eps x100, trained fixture, bf16: 2.6x "
+               "the reference overall, 3.8x past index 64)",
+    },
+    "kl_tail": {
+        "stat": "runs of consecutive positions whose KL exceeds multiplier x the reference p99, vs a Poisson bound on 1% of N",
+        "multiplier": 4.0,
+        "floor": {"float64": 1e-12, "float32": 1e-9, "float16": 1e-7, "bfloat16": 1e-5},
+        "uncalibrated": {"float64": 1e-12, "float32": 1e-9, "float16": 1e-3, "bfloat16": 5e-3},
+        "why": "a defect confined to a few positions (a soft-cap reached by few logits, a window edge) hides in the "
+               "mean; runs, not positions, are counted because one disturbance (an MoE routing flip) reaches every "
+               "later position attending to it; clean reruns stay far below 1% of N",
+    },
+    "kl_max": {
+        "stat": "max KL over positions",
+        "multiplier": 4.0,
+        "floor": {"float64": 1e-12, "float32": 1e-9, "float16": 1e-6, "bfloat16": 1e-4},
+        "uncalibrated": {"float64": 1e-12, "float32": 1e-9, "float16": 1e-3, "bfloat16": 5e-3},
+        "why": "gross single-position errors; the worst of N positions is a noisy statistic, hence 4x",
+    },
+    "max_logprob_error": {
+        "stat": "max |logprob error| over the reference top-k, over positions",
+        "multiplier": 4.0,
+        "floor": {"float64": 1e-6, "float32": 2e-5, "float16": 2e-3, "bfloat16": 2e-2},
+        "uncalibrated": {"float64": 1e-6, "float32": 2e-5, "float16": 1e-2, "bfloat16": 8e-2},
+        "why": "gross single-position errors; the float32 floor covers another kernel library (vLLM CPU fp32 vs "
+               "transformers ~5e-7)",
+    },
+    "logit_scale": {
+        "stat": "|slope - 1| of the logit-scale regression over all positions, + SAMPLE_SIGMAS x its standard error",
+        "multiplier": 4.0,
+        "floor": {"float64": 1e-6, "float32": 1e-4, "float16": 1e-3, "bfloat16": 2e-3},
+        "uncalibrated": {"float64": 1e-4, "float32": 1e-2, "float16": 2e-2, "bfloat16": 5e-2},
+        "why": "rounding is nearly unbiased: over the trained fixture's 628 positions clean reruns stay within 9e-4 "
+               "of 1 in bf16 (1e-4 in fp16), so the floor sets the limit; logits x1.03 (a dropped or doubled "
+               "multiplier) is a slope of 1.03. Noisy models widen it through the regression's standard error",
+    },
+    "top1_swaps": {
+        "stat": "top-1 swaps <= Poisson bound on multiplier x the reference's own swap rate x N",
+        "multiplier": 3.0,
+        "floor": {"float64": 1e-4, "float32": 1e-3, "float16": 2e-3, "bfloat16": 5e-3},
+        "uncalibrated": {"float64": 1e-3, "float32": 1e-2, "float16": 5e-2, "bfloat16": 1e-1},
+        "why": "near-ties flip in low precision (B48) at about the reference's own rate (bf16: 1.5% of positions "
+               "on the trained fixture); a wrong rope theta flips 10-20%, most by small gaps",
+    },
+    "near_tie": {
+        "stat": "a top-1 swap is excused where the reference's own run swaps too, or its gap is below multiplier x "
+                "the reference's largest change of the top-1/runner-up margin (of any logprob, when that is larger)",
+        "multiplier": 2.0,
+        "floor": {"float64": 1e-5, "float32": 1e-4, "float16": 2e-3, "bfloat16": 1e-2},
+        "uncalibrated": {"float64": 1e-5, "float32": 1e-3, "float16": 2e-2, "bfloat16": 1e-1},
+        "why": "a swap is noise only when rounding can move the margin it crosses that far: the reference's own "
+               "largest margin change, or its worst logprob error when larger (heavy tails: MoE routing flips); the "
+               "old excuse (8x the worst logprob error) forgave 112 of 125 swaps under a wrong rope theta",
+    },
 }  # fmt: skip
-# Minimum sum of squared logprob spreads for a per-prompt scale ratio to mean anything (flat distributions).
+SAMPLE_SIGMAS = 4.0
+"""Standard errors a statistic of N positions may sit above its expectation (one false alarm in ~30 000 per check)."""
+TAIL_QUANTILE = 0.99
+LATE_FROM = 64
+"""Positions at or past this index form the `kl_late` group (the long prompt's; short prompts end before it)."""
 MIN_SCALE_SPREAD = 1e-6
+"""Minimum sum of squared logprob spreads for a scale slope to mean anything (flat distributions)."""
 
 
 @dataclass(frozen=True)
 class NoiseStats:
-    """The reference's own spread for one candidate dtype (stored in the golden MANIFEST)."""
+    """The reference's own spread for one candidate dtype (stored in the golden MANIFEST; new fields default so
+    older manifests still load, and `tolerances` substitutes conservative values for what they lack)."""
 
     dtype: str
     baseline: str
@@ -51,9 +126,22 @@ class NoiseStats:
     kl_max: float
     kl_mean: float
     logit_scale: float
+    """Worst per-prompt |scale ratio - 1| (kept for reports; judging uses slope_deviation)."""
     positions: int
     nonfinite: bool = False
     """The reference itself produced NaN/inf at this dtype (overflow): the dtype is unusable for this model."""
+    kl_sd: float | None = None
+    kl_p99: float | None = None
+    kl_late_mean: float | None = None
+    kl_late_sd: float | None = None
+    late_positions: int = 0
+    slope_deviation: float | None = None
+    """|slope - 1| of the regression over all positions."""
+    swap_rate: float | None = None
+    margin_max: float | None = None
+    """Largest change of the reference's top-1/runner-up logprob margin."""
+    swaps: tuple[str, ...] = ()
+    """"prompt:index" of every position where the reference's own run picks another top-1."""
 
 
 @dataclass(frozen=True)
@@ -65,6 +153,12 @@ class Tolerances:
     logit_scale: float
     near_tie: float
     calibrated: bool
+    kl_sd: float = 0.0
+    kl_tail_level: float = 0.0
+    kl_late_mean: float = 0.0
+    kl_late_sd: float = 0.0
+    swap_rate: float = 0.0
+    reference_swaps: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -78,36 +172,70 @@ class PositionMetrics:
     """Largest top-1 gap of the two sides when top-1 differs (0 when it agrees): a swap is a tie when small."""
     scale_num: float
     scale_den: float
+    margin_error: float = 0.0
+    """|change of the reference top-1 vs runner-up logprob margin|: what rounding does to near-ties."""
+    prompt: str = ""
+
+    @property
+    def key(self) -> str:
+        return f"{self.prompt}:{self.index}"
 
 
 def tolerances(dtype: str, noise: NoiseStats | None) -> Tolerances:
-    """The tolerance table applied to one dtype and its calibrated noise (floors alone when uncalibrated)."""
+    """The tolerance table applied to one dtype and its calibrated noise (the uncalibrated column without one)."""
+
+    def row(metric: str) -> dict[str, Any]:
+        return THRESHOLDS[metric]  # type: ignore[return-value]
 
     def tol(metric: str, measured: float) -> float:
-        row = THRESHOLDS[metric]
-        floor = row["floor"].get(dtype, row["floor"]["float32"])  # type: ignore[union-attr]
-        return max(float(floor), float(row["multiplier"]) * measured)  # type: ignore[arg-type]
+        floor = row(metric)["floor"]
+        return max(float(floor.get(dtype, floor["float32"])), float(row(metric)["multiplier"]) * measured)
+
+    def uncalibrated(metric: str) -> float:
+        column = row(metric)["uncalibrated"]
+        return float(column.get(dtype, column["float32"]))
 
     usable = noise is not None and not noise.nonfinite
     n = noise if usable else None
+    if n is None:
+        u = uncalibrated
+        return Tolerances(dtype, u("max_logprob_error"), u("kl_max"), u("kl_mean"), u("logit_scale"), u("near_tie"),
+                          False, 0.0, u("kl_tail"), u("kl_late"), 0.0, u("top1_swaps"))  # fmt: skip
+    # Older manifests lack the distribution statistics: substitute bounds that can only widen the tolerance.
+    kl_sd = n.kl_sd if n.kl_sd is not None else n.kl_max
+    late = n.late_positions > 0 and n.kl_late_mean is not None
+    late_mean = n.kl_late_mean if late else n.kl_mean  # no calibrated late positions: the overall distribution
+    late_sd = n.kl_late_sd if late and n.kl_late_sd is not None else kl_sd
+    # Margin noise: the largest change of a top-1/runner-up margin the reference's own run showed, or of any single
+    # logprob when that is larger (heavy-tailed noise: MoE routing flips move whole distributions).
+    margin = max(n.margin_max if n.margin_max is not None else 2 * n.max_logprob_error, n.max_logprob_error)
+    slope = n.slope_deviation if n.slope_deviation is not None else n.logit_scale
     return Tolerances(
         dtype,
-        tol("max_logprob_error", n.max_logprob_error if n else 0.0),
-        tol("kl_max", n.kl_max if n else 0.0),
-        tol("kl_mean", n.kl_mean if n else 0.0),
-        tol("logit_scale", n.logit_scale if n else 0.0),
-        tol("near_tie", 2 * n.max_logprob_error if n else 0.0),
-        usable,
+        tol("max_logprob_error", n.max_logprob_error),
+        tol("kl_max", n.kl_max),
+        tol("kl_mean", n.kl_mean),
+        tol("logit_scale", slope),
+        tol("near_tie", margin),
+        True,
+        float(row("kl_mean")["multiplier"]) * kl_sd,
+        tol("kl_tail", n.kl_p99 if n.kl_p99 is not None else n.kl_max),
+        tol("kl_late", late_mean),  # type: ignore[arg-type]
+        float(row("kl_late")["multiplier"]) * late_sd,  # type: ignore[operator]
+        tol("top1_swaps", n.swap_rate if n.swap_rate is not None else 1.0),
+        tuple(n.swaps),
     )
 
 
-def compare_position(index: int, ref: TopK, cand: TopK, next_id: int | None = None) -> PositionMetrics:
+def compare_position(
+    index: int, ref: TopK, cand: TopK, next_id: int | None = None, prompt: str = ""
+) -> PositionMetrics:
     """Metrics for one position; ids missing from the candidate's top-k are bounded by its k-th logprob."""
     got = dict(zip(cand.ids, cand.logprobs))
     if next_id is not None and cand.token_logprob is not None:
         got.setdefault(next_id, cand.token_logprob)
-    if not got or any(not math.isfinite(v) for v in got.values()):
-        return PositionMetrics(index, False, 0.0, math.inf, math.inf, math.inf, 0.0, 0.0)
+    if not got or not math.isfinite(sum(got.values())):  # any NaN/inf makes the sum non-finite
+        return PositionMetrics(index, False, 0.0, math.inf, math.inf, math.inf, 0.0, 0.0, prompt=prompt)
     floor = min(cand.logprobs) if cand.logprobs else min(got.values())
     k = len(ref.ids)
     errors, p_sum, q_sum, kl = [], 0.0, 0.0, 0.0
@@ -129,32 +257,72 @@ def compare_position(index: int, ref: TopK, cand: TopK, next_id: int | None = No
         gap_cand = cand.logprobs[0] - got.get(ref_top, floor)
         gap = max(gap_ref, gap_cand)
     anchor = got.get(ref_top)
-    num = den = 0.0
+    num = den = margin = 0.0
     if anchor is not None:
-        for rid, a in zip(ref.ids, ref.logprobs):
+        for rid, a in zip(ref.ids[1:], ref.logprobs[1:]):
             if rid in got:
                 x, y = a - ref.logprobs[0], got[rid] - anchor
-                num += x * y
-                den += x * x
+                num, den = num + x * y, den + x * x
+        if len(ref.ids) > 1:
+            runner_up = got.get(ref.ids[1], floor)
+            margin = abs((ref.logprobs[0] - ref.logprobs[1]) - (anchor - runner_up))
+    else:
+        margin = math.inf
     overlap = len(set(ref.ids) & set(cand.ids[:k])) / max(1, k)
-    return PositionMetrics(index, agree, overlap, kl, max(errors) if errors else 0.0, gap, num, den)
+    return PositionMetrics(index, agree, overlap, kl, max(errors) if errors else 0.0, gap, num, den, margin, prompt)
 
 
 def compare_rows(
-    ref_rows: Sequence[TopK], cand_rows: Sequence[TopK], next_ids: Sequence[int] | None = None
+    ref_rows: Sequence[TopK], cand_rows: Sequence[TopK], next_ids: Sequence[int] | None = None, prompt: str = ""
 ) -> list[PositionMetrics]:
     """Position-wise metrics of two equally long lists (teacher-forced on the same sequence)."""
     n = min(len(ref_rows), len(cand_rows))
     return [
-        compare_position(i, ref_rows[i], cand_rows[i], next_ids[i] if next_ids is not None else None) for i in range(n)
+        compare_position(i, ref_rows[i], cand_rows[i], next_ids[i] if next_ids is not None else None, prompt)
+        for i in range(n)
     ]
 
 
 def scale_ratio(metrics: Sequence[PositionMetrics]) -> float | None:
-    """Least-squares logit-scale ratio over positions (None when the distributions are too flat to tell)."""
+    """Least-squares logit-scale slope over positions (None when the distributions are too flat to tell)."""
     num = sum(m.scale_num for m in metrics)
     den = sum(m.scale_den for m in metrics)
     return num / den if den > MIN_SCALE_SPREAD else None
+
+
+def scale_fit(metrics: Sequence[PositionMetrics]) -> tuple[float, float] | None:
+    """(slope, standard error) of the logit-scale regression through the origin over all positions.
+
+    The error is cluster-robust by position: the pairs of one position share its top-1 logprob (their errors are
+    correlated), so positions, not pairs, are the independent samples.
+    """
+    num = sum(m.scale_num for m in metrics)
+    den = sum(m.scale_den for m in metrics)
+    if den <= MIN_SCALE_SPREAD or not math.isfinite(num + den):
+        return None
+    slope = num / den
+    spread = sum((m.scale_num - slope * m.scale_den) ** 2 for m in metrics)
+    return slope, math.sqrt(spread) / den
+
+
+def quantile(values: Sequence[float], q: float) -> float:
+    """Nearest-rank quantile (0 for no values)."""
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, math.ceil(q * len(ordered)) - 1))]
+
+
+def poisson_bound(expected: float) -> int:
+    """Largest event count consistent with a Poisson mean `expected` (SAMPLE_SIGMAS above it, plus one)."""
+    return int(expected + SAMPLE_SIGMAS * math.sqrt(expected) + 1.0)
+
+
+def _mean_sd(values: Sequence[float]) -> tuple[float, float]:
+    if not values:
+        return 0.0, 0.0
+    mean = sum(values) / len(values)
+    return mean, math.sqrt(sum((v - mean) ** 2 for v in values) / max(1, len(values) - 1))
 
 
 @dataclass(frozen=True)
@@ -167,27 +335,73 @@ class Verdict:
     top1_mismatches: int
     near_ties: int
     positions: int
+    kl_tail_count: int = 0
+    kl_late_mean: float | None = None
+    allowed_swaps: int = 0
+
+
+def tail_events(metrics: Sequence[PositionMetrics], level: float) -> int:
+    """Runs of consecutive positions (within a prompt) whose KL exceeds `level`. One disturbance — a near-tie flip,
+    an MoE routing flip — reaches every later position that attends to it, so runs, not positions, are the
+    independent events a Poisson bound can count."""
+    events, previous = 0, None
+    for m in metrics:
+        above = not m.kl <= level
+        if above and previous != (m.prompt, m.index - 1):
+            events += 1
+        previous = (m.prompt, m.index) if above else None
+    return events
 
 
 def judge(metrics: Sequence[PositionMetrics], tol: Tolerances) -> Verdict:
-    """Pass/fail of a set of positions against the tolerances (scale is judged separately, per prompt)."""
+    """Pass/fail of a set of positions against the tolerances (the logit scale is `judge_scale`'s)."""
     if not metrics:
         return Verdict(True, (), 0.0, 0.0, 0.0, 0, 0, 0)
+    n = len(metrics)
+    kls = [m.kl for m in metrics]
     err = max(m.max_logprob_error for m in metrics)
-    kl_max = max(m.kl for m in metrics)
-    kl_mean = sum(m.kl for m in metrics) / len(metrics)
-    swaps = [m for m in metrics if not m.top1_agree]
-    ties = [m for m in swaps if m.gap <= tol.near_tie]
+    kl_max = max(kls)
+    kl_mean = sum(kls) / n
     reasons = []
     if not err <= tol.max_logprob_error:
         reasons.append(f"max logprob error {err:.3g} > {tol.max_logprob_error:.3g}")
     if not kl_max <= tol.kl_max:
         reasons.append(f"max KL {kl_max:.3g} > {tol.kl_max:.3g}")
-    if not kl_mean <= tol.kl_mean:
-        reasons.append(f"mean KL {kl_mean:.3g} > {tol.kl_mean:.3g}")
+    mean_limit = tol.kl_mean + SAMPLE_SIGMAS * tol.kl_sd / math.sqrt(n)
+    if not kl_mean <= mean_limit:
+        reasons.append(f"mean KL {kl_mean:.3g} > {mean_limit:.3g} over {n} positions")
+    tail = tail_events(metrics, tol.kl_tail_level)
+    tail_allowed = poisson_bound((1 - TAIL_QUANTILE) * n)
+    if tail > tail_allowed:
+        reasons.append(
+            f"KL tail: {tail} runs of positions above {tol.kl_tail_level:.3g} in {n} (allowed {tail_allowed})"
+        )
+    late = [m.kl for m in metrics if m.index >= LATE_FROM]
+    late_mean = sum(late) / len(late) if late else None
+    if late_mean is not None:
+        late_limit = tol.kl_late_mean + SAMPLE_SIGMAS * tol.kl_late_sd / math.sqrt(len(late))
+        if not late_mean <= late_limit:
+            reasons.append(f"KL grows with position: mean {late_mean:.3g} past index {LATE_FROM} > {late_limit:.3g}")
+    swaps = [m for m in metrics if not m.top1_agree]
+    excused = set(tol.reference_swaps)
+    ties = [m for m in swaps if m.gap <= tol.near_tie or m.key in excused]
     if len(swaps) > len(ties):
         reasons.append(f"{len(swaps) - len(ties)} top-1 disagreement(s) beyond the near-tie gap {tol.near_tie:.3g}")
-    return Verdict(not reasons, tuple(reasons), err, kl_max, kl_mean, len(swaps), len(ties), len(metrics))
+    allowed = poisson_bound(tol.swap_rate * n)
+    if len(swaps) > allowed:
+        reasons.append(f"{len(swaps)} top-1 swaps in {n} positions (the reference's own rate allows {allowed})")
+    return Verdict(not reasons, tuple(reasons), err, kl_max, kl_mean, len(swaps), len(ties), n, tail, late_mean,
+                   allowed)  # fmt: skip
+
+
+def judge_scale(metrics: Sequence[PositionMetrics], tol: Tolerances) -> tuple[bool, float | None, float]:
+    """(passed, slope, allowed |slope - 1|) of the logit-scale regression over all `metrics`; slope None: too flat."""
+    fit = scale_fit(metrics)
+    if fit is None:
+        return True, None, tol.logit_scale
+    slope, se = fit
+    limit = tol.logit_scale + SAMPLE_SIGMAS * se
+    return abs(slope - 1.0) <= limit, slope, limit
 
 
 def noise_from(
@@ -197,12 +411,30 @@ def noise_from(
     finite = all(math.isfinite(m.kl) and math.isfinite(m.max_logprob_error) for m in metrics)
     if not metrics or not finite:
         return NoiseStats(dtype, baseline, math.inf, math.inf, math.inf, math.inf, len(metrics), nonfinite=True)
+    kls = [m.kl for m in metrics]
+    mean, sd = _mean_sd(kls)
+    late_mean, late_sd = _mean_sd([m.kl for m in metrics if m.index >= LATE_FROM])
+    fit = scale_fit(metrics)
+    swaps = [m for m in metrics if not m.top1_agree]
     return NoiseStats(
         dtype,
         baseline,
         max(m.max_logprob_error for m in metrics),
-        max(m.kl for m in metrics),
-        sum(m.kl for m in metrics) / len(metrics),
+        max(kls),
+        mean,
         max((abs(r - 1.0) for r in prompt_ratios), default=0.0),
         len(metrics),
+        kl_sd=sd,
+        kl_p99=quantile(kls, TAIL_QUANTILE),
+        kl_late_mean=late_mean,
+        kl_late_sd=late_sd,
+        late_positions=sum(1 for m in metrics if m.index >= LATE_FROM),
+        slope_deviation=abs(fit[0] - 1.0) if fit else 0.0,
+        swap_rate=len(swaps) / len(metrics),
+        margin_max=max(_finite(m.margin_error for m in metrics), default=0.0),
+        swaps=tuple(m.key for m in swaps if m.prompt),
     )
+
+
+def _finite(values: Iterable[float]) -> list[float]:
+    return [v for v in values if math.isfinite(v)]
