@@ -141,6 +141,12 @@ def plan(profile: ModelProfile, compose_only: bool = False) -> AdapterPlan:
 
     compose_only: ignore a hand-written ArchSpec for the model_type (to check that composition alone reproduces
     a registered family)."""
+    if not profile.config_keys:  # written before inspect recorded them: config stubs would be skipped silently
+        raise InputError(
+            f"{profile.source or 'profile'}: the profile lists no config keys (written by an older onboard inspect), "
+            "so unread config fields cannot be checked",
+            "re-run `onboard inspect --json` on the checkpoint and generate from the new profile",
+        )
     family = profile.model_type
     if family in ARCHS and not compose_only:
         spec = ARCHS[family]

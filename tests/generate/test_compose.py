@@ -300,3 +300,11 @@ def test_composed_adapters_in_bfloat16(tiny, tmp_path: Path, model_type: str) ->
     generate(ckpt, tmp_path / "out")
     report = check_parity(tmp_path / "out/adapters" / f"{model_type}.py", ckpt, dtype="bfloat16")
     assert report["passed"], report["detail"]
+
+
+def test_a_profile_without_config_keys_is_refused(tiny) -> None:
+    """An older profile JSON (no config_keys) would skip the unread-config-field stubs: refused, not silently planned."""
+    from onboard.errors import InputError
+
+    with pytest.raises(InputError, match="lists no config keys"):
+        plan(replace(inspect(str(tiny("llama"))), config_keys=(), novel_config_keys=()))
