@@ -241,6 +241,9 @@ class ModelProfile:
     knowingly ignore."""
     novel_config_keys: tuple[str, ...] = ()
     """config_keys the closest family does not have (all of them; the novelty text shows the first few)."""
+    unknown: tuple[str, ...] = ()
+    """Fields inspect could not establish (the weights could not be read: a fatal finding says why). In JSON each is
+    the string "unknown"; in memory it holds an empty placeholder (None, (), False), never a value from defaults."""
 
     def to_dict(self) -> dict[str, Any]:
         return serde.to_dict(self)

@@ -2,6 +2,10 @@
 
 `to_dict` is `dataclasses.asdict` with tuples as lists; `from_dict` follows the type hints back, so a profile
 written by one stage is read by the next with the same types (nested dataclasses, tuples, optional fields).
+
+A dataclass with a field `unknown` (names of fields it could not establish) writes each of those fields as the
+string "unknown", never as a value taken from a default; reading it back gives the field's empty placeholder (None,
+empty collection, False, or the all-defaults dataclass).
 """
 
 from __future__ import annotations
@@ -14,11 +18,15 @@ from functools import cache
 from typing import Any, TypeVar
 
 T = TypeVar("T")
+UNKNOWN = "unknown"
 
 
 def to_dict(obj: Any) -> Any:
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        return {f.name: to_dict(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+        withheld = set(getattr(obj, UNKNOWN, None) or ()) if _declares_unknown(type(obj)) else set()
+        return {
+            f.name: UNKNOWN if f.name in withheld else to_dict(getattr(obj, f.name)) for f in dataclasses.fields(obj)
+        }
     if isinstance(obj, (list, tuple)):
         return [to_dict(x) for x in obj]
     if isinstance(obj, dict):
@@ -65,7 +73,13 @@ def _convert(tp: Any, value: Any, where: str) -> Any:
         unknown = set(value) - names
         if unknown:
             raise ValueError(f"{where}: unknown keys {sorted(unknown)} for {tp.__name__}")
-        kwargs = {k: _convert(hints[k], v, f"{where}.{k}") for k, v in value.items()}
+        withheld = set(value.get(UNKNOWN) or ()) if UNKNOWN in names else set()
+        kwargs = {
+            k: _placeholder(hints[k], f"{where}.{k}")
+            if k in withheld and v == UNKNOWN
+            else _convert(hints[k], v, f"{where}.{k}")
+            for k, v in value.items()
+        }
         return tp(**kwargs)
     if origin is tuple:
         if not isinstance(value, (list, tuple)):
@@ -96,3 +110,23 @@ def _convert(tp: Any, value: Any, where: str) -> Any:
             raise TypeError(f"{where}: expected null, got {value!r}")
         return None
     return value
+
+
+@cache
+def _declares_unknown(cls: type) -> bool:
+    return any(f.name == UNKNOWN for f in dataclasses.fields(cls))
+
+
+def _placeholder(tp: Any, where: str) -> Any:
+    """The in-memory value of a field written as "unknown": empty, never a claim."""
+    origin = typing.get_origin(tp)
+    if origin in (typing.Union, types.UnionType) and type(None) in typing.get_args(tp):
+        return None
+    empty = {tuple: (), list: [], dict: {}}.get(origin)
+    if empty is not None:
+        return empty
+    if tp is bool:
+        return False
+    if dataclasses.is_dataclass(tp):
+        return tp()
+    raise TypeError(f"{where}: a {tp} field cannot be unknown")

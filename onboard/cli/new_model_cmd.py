@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from onboard.cli.remote_code_options import policy_from, remote_code_options
 from onboard.reference import TRUST_FLAG
+
+if TYPE_CHECKING:
+    from onboard.pipeline import PipelineResult
 
 
 @click.command("new-model")
@@ -78,11 +82,23 @@ def new_model_command(
     if refused:  # the repository's code is the reference and was not allowed: say what would run it
         say(f"blocked ({', '.join(n for n, _ in refused)}): {refused[0][1]}")
     if result.unusable:
-        report_error("the checkpoint is unusable (see the inspect findings in the report)",
-                     f"onboard inspect {source} shows what to fix")  # fmt: skip
+        report_error(f"the checkpoint is unusable: {_why_unusable(result)}",
+                     f"onboard inspect {source} shows what to fix (and how)")  # fmt: skip
         sys.exit(2)
     if not result.ready:
         report_error(f"not ready to promote: open items {', '.join(result.blocking)}",
                      f"see {result.checklist_md}; docs/runbook.md says what to do for each item")  # fmt: skip
         sys.exit(1)
     say("ready to promote" + (" — promoted" if result.promoted else f": onboard promote {result.slug}"))
+
+
+def _why_unusable(result: PipelineResult) -> str:
+    """The inspect stage's fatal findings (e.g. `lfs-pointer: …`), from its result in the run folder."""
+    import json
+
+    try:
+        checks = json.loads((result.run_dir / "inspect.json").read_text()).get("checks", [])
+    except (OSError, ValueError, AttributeError):
+        checks = []
+    detail = next((c.get("detail") for c in checks if c.get("name") == "inspect_no_errors"), None)
+    return detail or result.stages.get("inspect", {}).get("detail") or "see the inspect findings in the report"

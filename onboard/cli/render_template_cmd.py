@@ -51,9 +51,9 @@ def render_template_command(
     from onboard.verify_tokenizer.render import render_for_cli
     from onboard.verify_tokenizer.template_lookup import load_template
 
-    template = load_template(template_or_source, template_name, revision)
+    template, file_notes = load_template(template_or_source, template_name, revision)
     text, notes = render_for_cli(template, _read_context(context_file), polyfill, timeout_s, now)
-    for note in notes:
+    for note in file_notes + notes:
         click.echo(note, err=True)
     sys.stdout.write(text)
     sys.stdout.flush()

@@ -32,16 +32,22 @@ def tokenize_command(
       onboard tokenize ./my-checkpoint --text "Hello world"
       onboard tokenize Qwen/Qwen3-8B --jsonl prompts.jsonl > ids.jsonl
     """
+    from onboard.cli.output import say
     from onboard.errors import InputError
     from onboard.verify_tokenizer.corpus import read_corpus
-    from onboard.verify_tokenizer.repo import open_tokenizer_repo
-    from onboard.verify_tokenizer.subject import load_subject
+    from onboard.verify_tokenizer.repo import open_tokenizer_repo, pointer_notes
+    from onboard.verify_tokenizer.subject import open_subject
 
     if (text is None) == (jsonl is None):
         raise click.UsageError("give exactly one of --text or --jsonl")
     if jsonl is not None and jsonl.suffix != ".jsonl":
         raise InputError(f"--jsonl {jsonl}: expected a .jsonl file", 'write one {"text": "…"} object per line')
-    subject = load_subject(open_tokenizer_repo(source, revision).root)
+    repo = open_tokenizer_repo(source, revision)
+    subject = open_subject(repo)  # exit 2 when its files are LFS pointers or there is no vocabulary
+    for note in subject.notes:  # e.g. the class assumed for a raw vocab.json + merges.txt export
+        say(f"warning: [{note.code}] {note.message}")
+    for line in pointer_notes(repo):  # pointers the tokenizer is not built from (e.g. tokenizer.model)
+        say(line)
     texts = [text] if text is not None else list(read_corpus(jsonl))  # type: ignore[arg-type]
     batch = subject.encode_batch(texts, add_special_tokens=add_special_tokens)
     out = sys.stdout

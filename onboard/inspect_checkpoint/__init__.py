@@ -45,6 +45,7 @@ def inspect(
     from onboard.inspect_checkpoint.integrity import check_integrity
     from onboard.inspect_checkpoint.remote_code import find_remote_code
     from onboard.inspect_checkpoint.source import open_source
+    from onboard.inspect_checkpoint.withheld import finish
 
     parsed_target = parse_target(target) if target else None
     src = open_source(source, revision)
@@ -74,7 +75,7 @@ def inspect(
         kv_dtype=kv_dtype,
         index=src.index(),
     )
-    return profile
+    return finish(profile, shards)  # unreadable weights: weight-derived fields unknown, fatal findings first
 
 
 def profile_from_parts(

@@ -17,6 +17,7 @@ from onboard.errors import CheckpointError
 from onboard.findings import Finding, error, fatal, warning
 from onboard.inspect_checkpoint.checkpoint_types import SafetensorsHeader
 from onboard.inspect_checkpoint.source import INDEX_FILE, Source, is_safe_relpath
+from onboard.lfs import CODE as LFS_CODE
 
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl", ".pickle")
 # Pickles that are not weights (training state): their presence alone does not make a pickle checkpoint.
@@ -34,6 +35,8 @@ def check_integrity(source: Source, headers: dict[str, SafetensorsHeader | Check
         if isinstance(result, CheckpointError):
             if result.code == "missing-shard" and index is not None:
                 continue  # reported once, from the index, below
+            if result.code == LFS_CODE:
+                continue  # reported once, from the listing (source.findings), with size, oid and the fetch command
             tensor = getattr(result, "tensor", None)
             findings.append(Finding(result.code, "fatal", result.message, result.hint, file=name, tensor=tensor))
     good = {name: h for name, h in headers.items() if isinstance(h, SafetensorsHeader)}
@@ -82,8 +85,8 @@ def _consistent(weight_map: dict[str, str], headers: dict[str, SafetensorsHeader
 
 def _weights_present(source: Source) -> list[Finding]:
     paths = [f.path for f in source.files]
-    if any(p.endswith(".safetensors") for p in paths):
-        return []
+    if any(p.endswith(".safetensors") for p in paths) or source.has_file(INDEX_FILE):
+        return []  # an index without its shards: missing-shard says exactly which
     pickles = [p for p in paths if p.endswith(PICKLE_SUFFIXES) and p.rsplit("/", 1)[-1] not in NON_WEIGHT_PICKLES]
     if pickles:
         return [fatal(
@@ -113,7 +116,7 @@ def _index_paths(source: Source, weight_map: dict[str, str]) -> list[Finding]:
         elif not source.has_file(shard):
             findings.append(fatal(
                 "missing-shard", f"{INDEX_FILE} lists {shard} but the repo has no such file",
-                "the download is incomplete: fetch the missing shard (or fix the index)", file=shard,
+                "the download is incomplete: fetch every shard the index lists (or fix the index)", file=shard,
             ))  # fmt: skip
     listed = set(shards)
     extra = [f.path for f in source.files if f.path.endswith(".safetensors") and f.path not in listed]

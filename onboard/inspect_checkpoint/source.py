@@ -22,6 +22,15 @@ from onboard.findings import Finding, fatal, warning
 from onboard.inspect_checkpoint import hub
 from onboard.inspect_checkpoint.checkpoint_types import RepoFile, SafetensorsHeader
 from onboard.inspect_checkpoint.safetensors_header import read_local_header
+from onboard.lfs import CODE as LFS_CODE
+from onboard.lfs import (
+    POINTER_MAX_BYTES,
+    LfsPointerError,
+    find_pointers,
+    pointer_findings,
+    pointer_message,
+    read_pointer,
+)
 
 try:
     from msgspec.json import decode as _msgspec_decode
@@ -109,6 +118,9 @@ class Source:
         path = self.path_of(name)
         if path is None:
             return None
+        pointer = read_pointer(path, name)
+        if pointer is not None:  # before any parse: a pointer read as JSON is only "malformed JSON"
+            raise LfsPointerError([pointer], self.local_dir or path.parent, self.repo_id)
         try:
             return path.read_text(encoding="utf-8")
         except UnicodeDecodeError as exc:
@@ -184,7 +196,10 @@ class LocalSource(Source):
         self._allowed = root.parent.parent if root.parent.name == "snapshots" else root
         files, findings = _list_local(root, self._allowed)
         self.files = tuple(files)
-        self.findings = tuple(findings)
+        # A clone without git-lfs: every pointer is named once here (size, oid, the fetch command), never parsed.
+        small = [f.path for f in files if f.size is not None and f.size < POINTER_MAX_BYTES]
+        self.pointers = {p.file: p for p in find_pointers(root, small)}
+        self.findings = tuple(findings + pointer_findings(list(self.pointers.values()), root))
         super().__init__()
 
     def path_of(self, name: str) -> Path | None:
@@ -204,6 +219,9 @@ class LocalSource(Source):
             path = self.path_of(name)
             if path is None:
                 out[name] = CheckpointError("missing-shard", f"{name}: not found in {self.display}", None, name)
+                continue
+            if name in self.pointers:  # reported from the listing (source.findings); its "header" is pointer text
+                out[name] = CheckpointError(LFS_CODE, pointer_message(self.pointers[name]), None, name)
                 continue
             try:
                 out[name] = read_local_header(path, name)

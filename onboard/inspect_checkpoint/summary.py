@@ -37,15 +37,28 @@ def _weights(mem: MemoryPlan) -> str:
 
 
 def render_summary(p: ModelProfile) -> str:
+    """Fatal findings lead; fields the profile could not establish (`p.unknown`) are named once, never shown."""
     d = p.dims
-    lines = [
-        f"{p.source}  ({p.model_type}; {', '.join(p.architectures) or 'no architectures'})",
+    fatal = [f for f in p.findings if f.severity == "fatal"]
+    lines = [f"{p.source}  ({p.model_type}; {', '.join(p.architectures) or 'no architectures'})"]
+    for f in fatal:
+        lines.append(f"UNUSABLE [{f.code}] {f.message}" + (f" ({f.file})" if f.file else ""))
+        lines += [f"  fix: {f.hint}"] if f.hint else []
+    lines += [
         f"revision: {p.revision or 'local (no commit)'}",
-        f"dims: hidden {d.hidden_size}, layers {d.num_layers}, heads {d.num_attention_heads}/{d.num_kv_heads} kv, "
+        f"dims (config.json): hidden {d.hidden_size}, layers {d.num_layers}, heads {d.num_attention_heads}/"
+        f"{d.num_kv_heads} kv, head_dim {d.head_dim}, intermediate {d.intermediate_size}, vocab {d.vocab_size}"
+        if p.unknown
+        else f"dims: hidden {d.hidden_size}, layers {d.num_layers}, heads {d.num_attention_heads}/{d.num_kv_heads} kv, "
         f"head_dim {d.head_dim}, intermediate {d.intermediate_size}, vocab {d.vocab_size}",
-        f"layers: {'; '.join(describe_layers(p.layers)) or (p.layers[0].attention + ' on every layer' if p.layers else 'none')}",
-        f"features: {', '.join(p.features) or 'none'}",
     ]
+    if p.unknown:
+        lines.append(f"unknown until the weights can be read: {', '.join(p.unknown)}")
+    else:
+        lines += [
+            f"layers: {'; '.join(describe_layers(p.layers)) or (p.layers[0].attention + ' on every layer' if p.layers else 'none')}",
+            f"features: {', '.join(p.features) or 'none'}",
+        ]
     if p.rope:
         lines.append(f"rope: {p.rope.type}, theta {p.rope.theta:g}" + (f", partial {p.rope.partial_rotary_factor:g}"
                      if p.rope.partial_rotary_factor < 1 else ""))  # fmt: skip
@@ -71,13 +84,16 @@ def render_summary(p: ModelProfile) -> str:
                 verdict = "does not fit" + (f"; would fit with {' or '.join(t.would_fit)}" if t.would_fit else "")
             lines.append(f"target {t.count}× {t.gpu}: {verdict}")
             lines += [f"  {note}" for note in t.notes]
-    lines.append(f"closest family: {p.closest_family or 'none'}")
-    lines += [f"  {line}" for line in p.novelty]
+    if "closest_family" not in p.unknown:
+        lines.append(f"closest family: {p.closest_family or 'none'}")
+        lines += [f"  {line}" for line in p.novelty]
     counts = {s: sum(1 for f in p.findings if f.severity == s) for s in SEVERITIES}
     lines.append(
         "findings: " + ", ".join(f"{n} {s}" for s, n in counts.items() if n) if p.findings else "findings: none"
     )
     for f in sorted(p.findings, key=lambda f: SEVERITIES.index(f.severity)):
+        if f.severity == "fatal":
+            continue  # shown first, above
         where = " ".join(x for x in (f.file, f.tensor) if x)
         lines.append(f"  [{f.severity}] {f.code}: {f.message}" + (f" ({where})" if where else ""))
     return "\n".join(lines)

@@ -70,6 +70,8 @@ def gather(state: ChecklistState, results: StageResults) -> ReportData:
 def _facts(profile: dict[str, Any]) -> tuple[tuple[str, str], ...]:
     params = profile.get("parameters") if isinstance(profile.get("parameters"), dict) else {}
     total = _num(params.get("total"))
+    # A field inspect could not establish is the string "unknown" (onboard/serde.py): shown as such, never iterated.
+    novelty, features = profile.get("novelty"), profile.get("features")
     pairs = [
         ("source", profile.get("source")),
         ("model type", profile.get("model_type")),
@@ -77,10 +79,12 @@ def _facts(profile: dict[str, Any]) -> tuple[tuple[str, str], ...]:
         ("closest family", profile.get("closest_family")),
         (
             "novelty",
-            "; ".join(str(n) for n in profile.get("novelty") or [] if n != profile.get("closest_family")) or "none",
+            novelty
+            if isinstance(novelty, str)
+            else "; ".join(str(n) for n in novelty or [] if n != profile.get("closest_family")) or "none",
         ),
         ("parameters", f"{total / 1e9:.3g} B" if total and total >= 1e8 else f"{int(total):,}" if total else None),
-        ("features", ", ".join(map(str, profile.get("features") or [])) or None),
+        ("features", features if isinstance(features, str) else ", ".join(map(str, features or [])) or None),
     ]
     return tuple((k, str(v)) for k, v in pairs if v)
 

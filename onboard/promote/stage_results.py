@@ -124,15 +124,20 @@ def derive_inspect_checks(profile: dict[str, Any]) -> tuple[Check, ...]:
     findings = [f for f in profile.get("findings") or [] if isinstance(f, dict)]
     bad = [f for f in findings if f.get("severity") in ("fatal", "error")]
     lint = [f for f in findings if str(f.get("code", "")).startswith("config-") and f.get("severity") != "info"]
-    family = profile.get("closest_family")
+    # Fields inspect could not establish (unreadable weights) are listed in `unknown` and hold the string "unknown".
+    withheld = "closest_family" in (profile.get("unknown") or [])
+    family = None if withheld else profile.get("closest_family")
     # novelty's first line sums it up ("qwen3 + sinks"); exactly the family name means nothing differs.
-    novelty = [str(n) for n in profile.get("novelty") or [] if str(n) != family]
+    listed = profile.get("novelty")
+    novelty = [str(n) for n in (listed if isinstance(listed, list) else []) if str(n) != family]
 
     def describe(items: list[dict[str, Any]]) -> str:
         return "; ".join(f"{f.get('code')}: {f.get('message')}" for f in items[:5]) + (" …" if len(items) > 5 else "")
 
     arch_detail = (
-        f"closest family {family}, nothing new"
+        "not established: inspect could not read the weights (see inspect_no_errors)"
+        if withheld
+        else f"closest family {family}, nothing new"
         if family and not novelty
         else (f"novelty vs {family or 'no known family'}: " + "; ".join(novelty[:5]))
     )

@@ -13,6 +13,7 @@ from pathlib import Path
 from onboard.checkpoint_id import golden_key
 from onboard.errors import InputError, OnboardError
 from onboard.findings import Finding, exit_code_for, info
+from onboard.lfs import LfsPointerError, pointer_findings
 from onboard.verify_tokenizer.checks import STAGE, build_checks, stop_set
 from onboard.verify_tokenizer.compare import compare, round_trip
 from onboard.verify_tokenizer.corpus import STRESS, read_corpus, special_token_strings
@@ -34,7 +35,9 @@ from onboard.verify_tokenizer.report import (
     round_trip_findings,
     summary,
 )
-from onboard.verify_tokenizer.subject import Subject, load_subject
+from onboard.verify_tokenizer.subject import Subject, open_subject
+from onboard.verify_tokenizer.vocabulary import NoVocabulary
+from onboard.verify_tokenizer.without_tokenizer import without_tokenizer
 
 __all__ = ["TokenizerReport", "verify_tokenizer", "summary"]
 
@@ -69,7 +72,13 @@ def verify_tokenizer(
     from onboard.verify_tokenizer.template_lookup import templates_in
 
     repo = open_tokenizer_repo(source, revision)
-    subject = load_subject(repo.root)
+    # Every tokenizer file that is a Git LFS pointer: fatal for that file, named once (size, oid, fetch command).
+    findings: list[Finding] = pointer_findings(repo.pointers, repo.root, repo.repo_id)
+    try:
+        subject = open_subject(repo)
+    except (LfsPointerError, NoVocabulary) as exc:  # nothing to build the tokenizer from: no tokenizer findings
+        return without_tokenizer(repo, exc, findings, record)
+    findings += subject.notes
     golden_path = _golden_path(repo, golden_dir, golden_key(source, name) if name else repo.golden_name)
     if golden_required and not record and not golden_path.is_file():  # before the checks: the user asked to compare
         raise InputError(
@@ -77,7 +86,6 @@ def verify_tokenizer(
             f"record one first: onboard verify-tokenizer {repo.display} --golden {golden_dir} --record "
             "(or pass --name ORG/NAME when the goldens were recorded under the repo id)",
         )
-    findings: list[Finding] = []
     special_strings = [t for t in subject.hf.all_special_tokens if t]
     texts = list(
         dict.fromkeys([*STRESS, *special_token_strings(special_strings), *(read_corpus(corpus) if corpus else ())])
@@ -85,6 +93,8 @@ def verify_tokenizer(
     subject_ids = subject.encode_batch(texts)
 
     refs, skipped = discover_references(repo.root, _repo_info(repo, subject))
+    pointers = {p.file for p in repo.pointers}
+    skipped = [s for s in skipped if s.file not in pointers]  # the lfs-pointer finding already says it
     comparisons = [compare(subject, texts, subject_ids, ref) for ref in refs]
     findings += comparison_findings(comparisons, skipped)
     rt = round_trip(subject, texts, subject_ids)
@@ -133,9 +143,8 @@ def _repo_info(repo: TokenizerRepo, subject: Subject) -> RepoTokenizerInfo:
     tok_json = repo.json("tokenizer.json") or {}
     tok_config = repo.json("tokenizer_config.json") or {}
     added = {str(t): i for i, t in getattr(subject.hf, "added_tokens_decoder", {}).items()}
-    return RepoTokenizerInfo(
-        added, tok_config.get("tokenizer_class"), tok_json.get("pre_tokenizer"), tok_json.get("normalizer")
-    )
+    named = tok_config.get("tokenizer_class") or subject.assumed_class
+    return RepoTokenizerInfo(added, named, tok_json.get("pre_tokenizer"), tok_json.get("normalizer"))
 
 
 def _embedding_rows(source: str, revision: str | None, repo: TokenizerRepo, findings: list[Finding]) -> int | None:

@@ -69,11 +69,24 @@ def _describe(findings: list[Finding], limit: int = 3) -> str:
 
 
 def build_checks(
-    findings: list[Finding], family: str | None, chkhsh: str, golden_action: str | None
-) -> list[StageCheck]:
-    """The checks in a stable order; `goldens_match` only when a golden was compared or recorded."""
+    findings: list[Finding], family: str | None, chkhsh: str | None, golden_action: str | None,
+    unavailable: str | None = None,
+) -> list[StageCheck]:  # fmt: skip
+    """The checks in a stable order; `goldens_match` only when a golden was compared or recorded.
+
+    `unavailable`: why no tokenizer could be built. Then every check that needs one is reported not run (never
+    passed), and only the template's own check is computed."""
     failing = [f for f in findings if f.severity in FAILING]
     checks: list[StageCheck] = []
+    if unavailable is not None:
+        bad = [f for f in failing if concerns(f.code, "chat_template_parity")]
+        for name in CHECK_CODES:
+            if name == "chat_template_parity":
+                checks.append(StageCheck(name, not bad, True, _detail(name, bad, [], findings, None)))
+            elif name != "goldens_match":
+                checks.append(StageCheck(name, False, True, f"not run: {unavailable}"))
+        checks.append(StageCheck("fingerprint_known", False, REQUIRED["fingerprint_known"], f"not run: {unavailable}"))
+        return checks
     for name in CHECK_CODES:
         if name == "goldens_match" and golden_action not in ("compared", "recorded"):
             continue
@@ -86,7 +99,7 @@ def build_checks(
         checks.append(StageCheck(name, not bad, REQUIRED.get(name, True), detail))
     known = family is not None
     checks.append(StageCheck("fingerprint_known", known, REQUIRED["fingerprint_known"],
-                             f"tokenizer family {family}" if known else f"new pre-tokenizer (chkhsh {chkhsh[:16]}…); llama.cpp's "
+                             f"tokenizer family {family}" if known else f"new pre-tokenizer (chkhsh {(chkhsh or '')[:16]}…); llama.cpp's "
                              "table lists byte-level BPE pre-tokenizers only, SentencePiece-style ones never match"))  # fmt: skip
     return checks
 

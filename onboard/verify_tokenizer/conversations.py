@@ -84,23 +84,42 @@ def plan(template: str) -> list[tuple[str, bool, dict[str, Any]]]:
     return out
 
 
-def context_for(name: str, add_generation_prompt: bool, extra: dict[str, Any], subject: Subject) -> dict[str, Any]:
+def context_for(
+    name: str, add_generation_prompt: bool, extra: dict[str, Any], special: dict[str, str]
+) -> dict[str, Any]:
     conv = CONVERSATIONS[name]
     messages = [{k: v for k, v in m.items() if v is not None} for m in conv["messages"]]
-    special = {k: v for k, v in (subject.hf.special_tokens_map or {}).items() if isinstance(v, str)}
     return {**special, "messages": messages, "tools": conv.get("tools"), "documents": None,
             "add_generation_prompt": add_generation_prompt, **extra}  # fmt: skip
 
 
-def check_template(template: str, source_file: str | None, subject: Subject) -> tuple[TemplateCheck, list[Finding]]:
+def special_strings(subject: Subject | None, declared: dict[str, Any] | None = None) -> dict[str, str]:
+    """bos_token, eos_token, …: the tokenizer's, or (no tokenizer built) the strings tokenizer_config.json declares."""
+    if subject is not None:
+        return {k: v for k, v in (subject.hf.special_tokens_map or {}).items() if isinstance(v, str)}
+    out = {}
+    for key, value in (declared or {}).items():
+        text = value.get("content") if isinstance(value, dict) else value
+        if key.endswith("_token") and isinstance(text, str):
+            out[key] = text
+    return out
+
+
+def check_template(
+    template: str, source_file: str | None, subject: Subject | None, declared: dict[str, Any] | None = None
+) -> tuple[TemplateCheck, list[Finding]]:
+    """Render the fixed conversations. Without a tokenizer (`subject` None: its files are missing or pointers) the
+    renders, role handling and clock checks still run on the declared special-token strings; what needs token ids
+    (BOS count, end-of-turn ids) is not computed."""
     jobs = plan(template)
-    contexts = [context_for(n, agp, extra, subject) for n, agp, extra in jobs]
+    special = special_strings(subject, declared)
+    contexts = [context_for(n, agp, extra, special) for n, agp, extra in jobs]
     results = render_many(template, contexts)
-    bos = subject.hf.bos_token_id
+    bos = subject.hf.bos_token_id if subject is not None else None
     renders = []
     for (name, agp, extra), result in zip(jobs, results):
         count = None
-        if result.ok and bos is not None:
+        if result.ok and bos is not None and subject is not None:
             count = subject.encode(result.text or "", add_special_tokens=False).count(bos)
         renders.append(Render(name, agp, extra, result.ok, result.text, result.error_kind, result.message,
                               result.read_clock, count))  # fmt: skip
@@ -109,7 +128,7 @@ def check_template(template: str, source_file: str | None, subject: Subject) -> 
     gen_prompt = None
     if with_prompt.ok and without.ok and (with_prompt.text or "").startswith(without.text or ""):
         gen_prompt = (with_prompt.text or "")[len(without.text or "") :]
-    end_of_turn = _end_of_turn(by_key[("system_multi_turn", True, ())], subject)
+    end_of_turn = _end_of_turn(by_key[("system_multi_turn", True, ())], subject) if subject is not None else []
     findings = _findings(renders, results, contexts, jobs, gen_prompt, subject, source_file)
     return TemplateCheck(source_file, renders, gen_prompt, end_of_turn), findings
 
@@ -125,7 +144,7 @@ def _end_of_turn(render: Render, subject: Subject) -> list[int]:
 
 def _findings(
     renders: list[Render], results: list[RenderResult], contexts: list[dict[str, Any]],
-    jobs: list[tuple[str, bool, dict[str, Any]]], gen_prompt: str | None, subject: Subject, file: str | None,
+    jobs: list[tuple[str, bool, dict[str, Any]]], gen_prompt: str | None, subject: Subject | None, file: str | None,
 ) -> list[Finding]:  # fmt: skip
     out: list[Finding] = []
     for render in renders:
@@ -159,7 +178,7 @@ def _findings(
                            "with the date, so prompts (and prefix caches, goldens) differ from day to day",
                            "pin the date in the request (e.g. date_string) or accept daily drift; goldens use a frozen clock",
                            file=file))  # fmt: skip
-    out += _bos_findings(renders, subject, file)
+    out += _bos_findings(renders, subject, file) if subject is not None else []
     if gen_prompt is not None:
         out.append(info("generation-prompt", f"add_generation_prompt appends {gen_prompt!r}", file=file))
     return out

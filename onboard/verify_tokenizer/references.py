@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from onboard.errors import InputError
+from onboard.lfs import read_pointer
 from onboard.verify_tokenizer.bpe import Encoder, MergesBPE, RankBPE, split_special
 from onboard.verify_tokenizer.patterns import (
     name_for_rank_count,
@@ -24,8 +25,6 @@ from onboard.verify_tokenizer.patterns import (
     patterns_for,
     patterns_from_tokenizer_json,
 )
-
-LFS_MAGIC = b"version https://git-lfs"
 
 
 @dataclass(frozen=True)
@@ -65,8 +64,8 @@ def _has(module: str) -> bool:
 
 
 def is_lfs_pointer(path: Path) -> bool:
-    with path.open("rb") as fh:
-        return fh.read(len(LFS_MAGIC)) == LFS_MAGIC
+    """onboard/lfs.py's check (verify-tokenizer reports the pointer itself as `lfs-pointer`)."""
+    return read_pointer(path) is not None
 
 
 def load_tokenizer_json(path: Path, info: RepoTokenizerInfo) -> Reference:
@@ -166,6 +165,8 @@ def load_vocab_merges(path: Path, info: RepoTokenizerInfo) -> Reference | Skippe
     merges_path = path.with_name("merges.txt")
     if not merges_path.is_file():
         return Skipped("vocab+merges", path.name, "vocab.json without merges.txt")
+    if is_lfs_pointer(path) or is_lfs_pointer(merges_path):
+        return Skipped("vocab+merges", path.name, "vocab.json or merges.txt is a Git LFS pointer")
     try:
         vocab = json.loads(path.read_text(encoding="utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:

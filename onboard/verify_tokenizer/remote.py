@@ -70,7 +70,8 @@ def verify_in_worker(root: str, corpus: list[str] | None, embedding_rows: int | 
         corpus_file.write_text("".join(json.dumps({"text": t}) + "\n" for t in corpus), encoding="utf-8")
     with remote_code_allowed():
         report = verify_tokenizer(root, None, tmp / "golden", True, corpus_file, embedding_rows)
-    return {"report": serde.to_dict(report), "golden": read_golden(Path(report.golden.path))}
+    golden = read_golden(Path(report.golden.path)) if report.golden else None  # None: no tokenizer was built
+    return {"report": serde.to_dict(report), "golden": golden}
 
 
 def _golden_path_of(repo: Any, source: str, golden_dir: Path | None, name: str | None) -> Path:
@@ -86,6 +87,8 @@ def _with_golden(report: TokenizerReport, doc: dict[str, Any], repo: Any, path: 
     from onboard.verify_tokenizer import _golden
     from onboard.verify_tokenizer.checks import build_checks
 
+    if report.fingerprint is None:  # no tokenizer was built in the worker: nothing to record or compare
+        return dataclasses.replace(report, source=repo.display, revision=repo.revision)
     findings = list(report.findings)
     golden = _golden(path, doc, record, findings)
     checks = build_checks(findings, report.fingerprint.family, report.fingerprint.chkhsh, golden.action)

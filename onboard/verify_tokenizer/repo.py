@@ -13,12 +13,13 @@ from typing import Any
 
 from onboard.checkpoint_id import golden_key
 from onboard.errors import InputError
+from onboard.lfs import LfsPointer, LfsPointerError, find_pointers, pointer_findings, repo_id_for
 
 # Files the tokenizer checks read. Globs; matched against repo-relative paths. *.py: a tokenizer that is repository
 # code (auto_map) runs from them, only ever in the sandbox worker (--trust-remote-code).
 TOKENIZER_FILES = (
     "config.json", "generation_config.json", "tokenizer_config.json", "special_tokens_map.json", "added_tokens.json",
-    "tokenizer.json", "tokenizer.model", "original/tokenizer.model", "*.tiktoken", "vocab.json", "merges.txt",
+    "tokenizer.json", "*.model", "original/tokenizer.model", "*.tiktoken", "vocab.json", "merges.txt", "vocab.txt",
     "tekken.json", "tokenizer.model.v*", "chat_template.jinja", "chat_template.json", "*.gguf", "*.py",
 )  # fmt: skip
 # A vocabulary-only GGUF is a few MB; anything larger is a weights file and is not downloaded for a tokenizer check.
@@ -35,11 +36,16 @@ class TokenizerRepo:
     root: Path
     """A local folder holding the tokenizer files with the repo's layout."""
     files: tuple[str, ...]
+    pointers: tuple[LfsPointer, ...] = ()
+    """Tokenizer files of a local folder that are Git LFS pointers (never parsed; onboard/lfs.py)."""
+    repo_id: str | None = None
+    """The hub repo id when known (the fetch commands name it)."""
 
     def json(self, name: str) -> dict[str, Any] | None:
         path = self.root / name
         if not path.is_file():
             return None
+        self._refuse_pointer(name)
         try:
             doc = json.loads(path.read_text(encoding="utf-8"))
         except (UnicodeDecodeError, json.JSONDecodeError) as exc:
@@ -55,10 +61,17 @@ class TokenizerRepo:
         path = self.root / name
         if not path.is_file():
             return None
+        self._refuse_pointer(name)
         try:
             return path.read_text(encoding="utf-8")
         except UnicodeDecodeError as exc:
             raise InputError(f"{name}: not UTF-8 text", f"re-save {name} as UTF-8") from exc
+
+    def _refuse_pointer(self, name: str) -> None:
+        """Before any parse: a pointer read as JSON would only be "malformed JSON"."""
+        pointer = next((p for p in self.pointers if p.file == name), None)
+        if pointer is not None:
+            raise LfsPointerError([pointer], self.root, self.repo_id)
 
 
 def open_tokenizer_repo(source: str, revision: str | None = None) -> TokenizerRepo:
@@ -84,4 +97,14 @@ def open_tokenizer_repo(source: str, revision: str | None = None) -> TokenizerRe
         if root is None:
             raise InputError(f"{src.display}: no tokenizer files found", "is this a model repo with a tokenizer?")
     golden = golden_key(src.repo_id or str(src.local_dir or root))  # the repo id when known, else the folder name
-    return TokenizerRepo(src.display, golden, src.revision, Path(root), tuple(wanted))
+    # Hub downloads are real files; a local folder may be a clone without git-lfs.
+    pointers = find_pointers(Path(root), wanted) if src.local_dir is not None else []
+    repo_id = src.repo_id or repo_id_for(Path(root))
+    return TokenizerRepo(src.display, golden, src.revision, Path(root), tuple(wanted), tuple(pointers), repo_id)
+
+
+def pointer_notes(repo: TokenizerRepo) -> list[str]:
+    """stderr lines naming the repo's tokenizer files that are Git LFS pointers, for a command that did not need
+    them (`onboard tokenize`, `onboard render-template`): it still ran, and says what is incomplete."""
+    findings = pointer_findings(repo.pointers, repo.root, repo.repo_id, severity="warning")
+    return [f"warning: [{f.code}] {f.message}; fix: {f.hint}" for f in findings]

@@ -28,17 +28,19 @@ class TokenizerReport:
     """Every EOS id plus the template's end-of-turn tokens: what the validate stage expects the endpoint to stop on."""
     source: str
     revision: str | None
-    tokenizer_class: str
-    tokenizer_length: int
+    tokenizer_class: str | None
+    tokenizer_length: int | None
     corpus_strings: int
     references: list[Comparison]
     skipped_references: list[Skipped]
-    round_trip: RoundTrip
-    special_tokens: SpecialTokens
-    fingerprint: Fingerprint
+    round_trip: RoundTrip | None
+    special_tokens: SpecialTokens | None
+    fingerprint: Fingerprint | None
     template: TemplateCheck | None
     golden: GoldenStatus | None
     findings: list[Finding]
+    unknown: tuple[str, ...] = ()
+    """Fields not established because no tokenizer could be built (a fatal finding says why): "unknown" in JSON."""
 
     @property
     def exit_code(self) -> int:
@@ -118,23 +120,34 @@ def fingerprint_findings(fp: Fingerprint) -> list[Finding]:
 
 
 def summary(report: TokenizerReport) -> str:
-    lines = [f"verify-tokenizer {report.source} (revision {report.revision or 'unknown'})",
-             f"  tokenizer: {report.tokenizer_class}, {report.tokenizer_length} tokens; corpus {report.corpus_strings} strings"]  # fmt: skip
+    """Fatal findings lead; what could not be established without a tokenizer is named once, never shown."""
+    lines = [f"verify-tokenizer {report.source} (revision {report.revision or 'unknown'})"]
+    for f in report.findings:
+        if f.severity == "fatal":
+            lines.append(f"  UNUSABLE [{f.code}] {f.message}")
+            lines += [f"    fix: {f.hint}"] if f.hint else []
+    if report.unknown:
+        lines.append(f"  tokenizer: not built; unknown: {', '.join(report.unknown)}")
+    else:
+        lines.append(f"  tokenizer: {report.tokenizer_class}, {report.tokenizer_length} tokens; "
+                     f"corpus {report.corpus_strings} strings")  # fmt: skip
     for c in report.references:
         state = "error: " + c.error if c.error else ("match" if not c.mismatches else f"{c.mismatches} differ")
         lines.append(f"  reference {c.reference}: {state} ({c.seconds:.2f} s)")
-    fp = report.fingerprint
-    lines.append(
-        f"  family: {fp.family or 'new pre-tokenizer'}; stop set: {', '.join(report.special_tokens.stop_tokens)}"
-    )
+    fp, special = report.fingerprint, report.special_tokens
+    if fp is not None and special is not None:
+        lines.append(f"  family: {fp.family or 'new pre-tokenizer'}; stop set: {', '.join(special.stop_tokens)}")
     if report.template and report.template.generation_prompt is not None:
         lines.append(f"  generation prompt: {report.template.generation_prompt!r}")
     if report.golden:
         lines.append(f"  golden: {report.golden.action} {report.golden.path}")
-    states = [c.name + ("" if c.passed else " FAILED") + ("" if c.required else " (optional)") for c in report.checks]
+    states = [c.name + ("" if c.passed else " not run" if c.detail.startswith("not run") else " FAILED")
+              + ("" if c.required else " (optional)") for c in report.checks]  # fmt: skip
     lines.append(f"  checks: {', '.join(states)}")
     order = {"fatal": 0, "error": 1, "warning": 2, "info": 3}
     for f in sorted(report.findings, key=lambda f: order[f.severity]):
+        if f.severity == "fatal":
+            continue  # shown first, above
         if f.severity != "info" or f.code in ("reference-unavailable", "tokenizer-family", "new-pre-tokenizer"):
             lines.append(f"  {f.severity}: [{f.code}] {f.message}")
     counts = {s: sum(f.severity == s for f in report.findings) for s in ("error", "warning")}

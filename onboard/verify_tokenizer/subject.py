@@ -2,6 +2,11 @@
 
 Encoding goes straight to the `tokenizers` backend when there is one (that is what AutoTokenizer runs anyway), so
 verification costs little more than the encode itself.
+
+`open_subject` first makes sure there is a tokenizer to build: a file it is built from that is a Git LFS pointer is
+an LfsPointerError (onboard/lfs.py), a folder without any vocabulary file is NoVocabulary (transformers would invent
+a tokenizer of special tokens only, and every finding computed from it would be false), and a raw GPT-2-style export
+(vocab.json + merges.txt, nothing naming the class) is loaded as byte-level BPE with a warning saying so.
 """
 
 from __future__ import annotations
@@ -11,9 +16,26 @@ import os
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from onboard.errors import InputError
+from onboard.findings import Finding, warning
+from onboard.lfs import LfsPointerError
+from onboard.verify_tokenizer.vocabulary import (
+    SETTINGS_FILES,
+    NoVocabulary,
+    fetch_hint,
+    looked_for,
+    model_type,
+    named_class,
+    needs_vocabulary,
+    vocabulary_files,
+)
+
+if TYPE_CHECKING:
+    from onboard.verify_tokenizer.repo import TokenizerRepo
+
+RAW_BPE_CLASS = "GPT2Tokenizer"
 
 
 @dataclass
@@ -23,6 +45,10 @@ class Subject:
     backend: Any | None
     """tokenizers.Tokenizer, when the tokenizer is backed by one."""
     class_name: str
+    notes: tuple[Finding, ...] = ()
+    """How the tokenizer was built when that took an assumption (a raw BPE export's class): warnings to report."""
+    assumed_class: str | None = None
+    """The class assumed for files that name none (RAW_BPE_CLASS for vocab.json + merges.txt alone)."""
 
     def encode_batch(self, texts: list[str], add_special_tokens: bool = False) -> list[list[int]]:
         if self.backend is not None:
@@ -53,6 +79,61 @@ class Subject:
 
     def __len__(self) -> int:
         return len(self.hf)
+
+
+def open_subject(repo: TokenizerRepo) -> Subject:
+    """The tokenizer the repo's files build, once they are known to be there and real.
+
+    Raises:
+        LfsPointerError: a file the tokenizer is built from is a Git LFS pointer (others are the caller's to report).
+        NoVocabulary: no vocabulary file at all, for a tokenizer class that needs one.
+        InputError: transformers cannot build the tokenizer from the files.
+    """
+    from onboard.reference import tokenizer_needs_code
+
+    root = repo.root
+    vocabulary = vocabulary_files(root)
+    built_from = [*SETTINGS_FILES, *(["tokenizer.json"] if "tokenizer.json" in vocabulary else vocabulary)]
+    if "vocab.json" in built_from:
+        built_from.append("merges.txt")
+    pointers = {p.file: p for p in repo.pointers}
+    blocking = [pointers[name] for name in built_from if name in pointers]
+    if blocking:
+        raise LfsPointerError(blocking, root, repo.repo_id)
+    if tokenizer_needs_code(root) is None:  # repository code decides its own files
+        named = named_class(repo)
+        if not vocabulary and needs_vocabulary(named):
+            raise NoVocabulary(repo.display, looked_for(named), fetch_hint(repo))
+        raw_bpe = "tokenizer.json" not in vocabulary and "vocab.json" in vocabulary and (root / "merges.txt").is_file()
+        if raw_bpe and named is None and model_type(repo) is None:
+            return _raw_bpe(root)
+    return load_subject(root)
+
+
+def _raw_bpe(root: Path) -> Subject:
+    """vocab.json + merges.txt and nothing naming the class: GPT-2's byte-level BPE, said out loud."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    from transformers import GPT2Tokenizer
+
+    try:
+        tok = GPT2Tokenizer.from_pretrained(str(root), trust_remote_code=False, local_files_only=True)
+    except Exception as exc:  # malformed vocab.json / merges.txt: tokenizers raises several types
+        raise InputError(
+            f"{root.name}: vocab.json + merges.txt cannot be loaded as byte-level BPE ({type(exc).__name__}: "
+            f"{_first_line(exc)})",
+            "check that vocab.json maps tokens to ids and merges.txt holds one merge per line",
+        ) from exc
+    note = warning(
+        "tokenizer-class-assumed",
+        f"no tokenizer.json and nothing names the tokenizer class (tokenizer_config.json has no tokenizer_class, "
+        f"no config.json model_type): loaded vocab.json + merges.txt as byte-level BPE, class {RAW_BPE_CLASS} "
+        "assumed (GPT-2's pre-tokenizer regex, no normalizer)",
+        "if the model's tokenizer is another class, name it in tokenizer_config.json (tokenizer_class) or add its "
+        "tokenizer.json",
+        file="vocab.json",
+    )
+    backend = getattr(tok, "backend_tokenizer", None) or getattr(tok, "_tokenizer", None)
+    return Subject(tok, backend, type(tok).__name__, (note,), RAW_BPE_CLASS)
 
 
 def load_subject(root: Path) -> Subject:

@@ -40,12 +40,15 @@ def test_quantization_without_a_byte_model_is_unknown():
 
 
 def test_incomplete_download_uses_the_index_total(tmp_path):
-    """Every listed shard missing: no header was read, so the index's total_size sizes the weights (not 0 B)."""
-    (tmp_path / "config.json").write_text(json.dumps(LLAMA_3B))
+    """No header read: the index's total_size sizes the weights (not 0 B). Through inspect, a download whose listed
+    shards are missing is unusable (fatal missing-shard): its memory plan is withheld as unknown, never 0 B."""
     index = {"metadata": {"total_size": 6_425_499_648}, "weight_map": {"lm_head.weight": "model-1.safetensors"}}
+    p = profile_from_parts(LLAMA_3B, None, index=index)
+    assert p.memory.weights_source == "index" and p.memory.weights_bytes == 6_425_499_648
+    (tmp_path / "config.json").write_text(json.dumps(LLAMA_3B))
     (tmp_path / "model.safetensors.index.json").write_text(json.dumps(index))
     p = inspect(str(tmp_path))
-    assert p.memory.weights_source == "index" and p.memory.weights_bytes == 6_425_499_648
+    assert p.memory is None and "memory" in p.unknown and p.findings[0].code == "missing-shard"
 
 
 def test_does_not_fit_says_what_would():
