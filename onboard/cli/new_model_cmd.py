@@ -10,6 +10,7 @@ import click
 
 from onboard.cli.remote_code_options import policy_from, remote_code_options
 from onboard.reference import TRUST_FLAG
+from onboard.validate_serving.candidates import DTYPES
 
 if TYPE_CHECKING:
     from onboard.pipeline import PipelineResult
@@ -29,6 +30,9 @@ if TYPE_CHECKING:
 @click.option("--max-long-tokens", type=click.IntRange(16), default=None,
               help="Cap on the goldens' long prompt (default 4096). It is sized to cross the model's sliding window, "
               "attention chunk and original rope context; raise it when validate says a boundary was not crossed.")  # fmt: skip
+@click.option("--dtype", type=click.Choice(DTYPES), default=None,
+              help="The candidate's dtype, judged against the reference's own run in that dtype (default: the "
+              "checkpoint's stored dtype with --endpoint, float32 for the in-process adapter).")  # fmt: skip
 @remote_code_options
 @click.option("--json", "as_json", is_flag=True, help="Print the run summary as JSON on stdout.")
 def new_model_command(
@@ -41,6 +45,7 @@ def new_model_command(
     resume: bool,
     do_promote: bool,
     max_long_tokens: int | None,
+    dtype: str | None,
     trust_remote_code: bool,
     unsafe_no_sandbox: bool,
     as_json: bool,
@@ -60,6 +65,7 @@ def new_model_command(
       onboard new-model examples/demo-qwen3
       onboard new-model Qwen/Qwen3-8B --target h100x2 --workspace /srv/onboard --promote --json
       onboard new-model Org/LongModel --max-long-tokens 32816   # cross a 32768-token original rope context
+      onboard new-model Org/Model --endpoint http://gpu1:8000/v1 --dtype bfloat16
     """
     from onboard.cli import report_error
     from onboard.cli.output import emit_json, say
@@ -71,7 +77,7 @@ def new_model_command(
     policy = policy_from(trust_remote_code, unsafe_no_sandbox)
     result = run_new_model(source, revision=revision, target=target, endpoint=endpoint, served_model=served_model,
                            workspace=workspace, resume=resume, promote=do_promote, policy=policy,
-                           max_long_tokens=max_long_tokens)  # fmt: skip
+                           max_long_tokens=max_long_tokens, dtype=dtype)  # fmt: skip
     if as_json:
         emit_json(result.to_dict())
     say(f"report: {result.report.get('html')}")

@@ -85,6 +85,7 @@ def run_new_model(
     quiet: bool = False,
     policy: RemoteCodePolicy | None = None,
     max_long_tokens: int | None = None,
+    dtype: str | None = None,
 ) -> PipelineResult:
     from onboard.promote.workspace import slug_for
 
@@ -95,7 +96,7 @@ def run_new_model(
     run_dir.mkdir(parents=True, exist_ok=True)
     ctx = RunContext(source, revision or (rev if local_dir is None else None), slug, run_dir, workspace, target,
                      endpoint, served_model, local_dir=local_dir, run_id=rev,
-                     policy=policy or RemoteCodePolicy(), max_long_tokens=max_long_tokens)  # fmt: skip
+                     policy=policy or RemoteCodePolicy(), max_long_tokens=max_long_tokens, dtype=dtype)  # fmt: skip
     result = PipelineResult(slug, rev, run_dir)
     names = [s.name for s in STAGES] + ["checklist", "report"] + (["promote"] if promote else [])
     progress = Progress(names, quiet)

@@ -26,7 +26,8 @@ class RunContext:
     target: str | None = None
     endpoint: str | None = None
     served_model: str | None = None
-    dtype: str = "float32"
+    dtype: str | None = None
+    """--dtype: the candidate's dtype; None: the checkpoint's own for an endpoint, float32 in process (served_dtype)."""
     max_long_tokens: int | None = None
     """--max-long-tokens: the long prompt's cap (None: DEFAULT_MAX_LONG); raise it to cross a far boundary."""
     local_dir: Path | None = None
@@ -41,11 +42,38 @@ class RunContext:
         return self.workspace / "golden_outputs"
 
     @property
+    def served_dtype(self) -> str:
+        """The dtype validate judges: --dtype, else what an engine loads by default (the checkpoint's stored dtype)
+        for an endpoint, else float32 (the in-process adapter on CPU)."""
+        if self.dtype:
+            return self.dtype
+        profile = self.run_dir / "profile.json"
+        if self.endpoint and profile.is_file():
+            return _stored_dtype(json.loads(profile.read_text())) or "float32"
+        return "float32"
+
+    @property
     def rerun(self) -> str:
         """This run again with --trust-remote-code: what a stage blocked for want of it tells people to run."""
         revision = ["--revision", self.revision] if self.revision else []
         return rerun_command("new-model", self.source, *revision, "--workspace", str(self.workspace),
                              policy=self.policy)  # fmt: skip
+
+
+# safetensors dtype names -> candidate dtypes (the stored dtype of an unquantized checkpoint)
+_STORED = {"BF16": "bfloat16", "F16": "float16", "F32": "float32", "bfloat16": "bfloat16", "float16": "float16",
+           "float32": "float32"}  # fmt: skip
+
+
+def _stored_dtype(profile: dict[str, Any]) -> str | None:
+    """config.json's dtype, else the dtype holding most parameters in the safetensors headers (inspect's profile)."""
+    declared = str(profile.get("config_dtype") or "").removeprefix("torch.")
+    if declared in _STORED:
+        return _STORED[declared]
+    parameters = profile.get("parameters")  # the string "unknown" when inspect could not read the weights
+    by_dtype = (parameters.get("by_dtype") if isinstance(parameters, dict) else None) or {}
+    counts = {_STORED[k]: v for k, v in by_dtype.items() if k in _STORED}
+    return max(counts, key=counts.get) if counts else None
 
 
 @dataclass(frozen=True)
@@ -178,7 +206,8 @@ def run_validate(ctx: RunContext) -> dict[str, Any]:
     golden_dir = Path(ctx.results["golden"]["golden_dir"])
     _ensure_local(ctx)
     if ctx.endpoint:
-        candidate = open_candidate(str(ctx.local_dir or ctx.source), ctx.dtype, ctx.endpoint, ctx.served_model, 120.0)
+        candidate = open_candidate(str(ctx.local_dir or ctx.source), ctx.served_dtype, ctx.endpoint, ctx.served_model,
+                                   120.0)  # fmt: skip
     else:
         candidate = _generated_adapter(ctx)
     try:
@@ -210,8 +239,8 @@ def _generated_adapter(ctx: RunContext) -> Any:
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module  # dataclasses in the adapter look their module up while it executes
     spec.loader.exec_module(module)
-    model = module.Model.from_pretrained(ctx.local_dir, dtype=torch_dtype(ctx.dtype))
-    return InProcessCandidate(model, ctx.local_dir, ctx.dtype, kind="adapter", hf=False)
+    model = module.Model.from_pretrained(ctx.local_dir, dtype=torch_dtype(ctx.served_dtype))
+    return InProcessCandidate(model, ctx.local_dir, ctx.served_dtype, kind="adapter", hf=False)
 
 
 def _reference_refusal(ctx: RunContext) -> str | None:
@@ -237,6 +266,6 @@ STAGES: tuple[Stage, ...] = (
     Stage("golden", run_golden, ("golden.json",), needs=("inspect",),
           params=lambda c: {**_trust(c), "max_long_tokens": c.max_long_tokens}, refuses=_reference_refusal),
     Stage("validate", run_validate, ("validate.json",), needs=("generate", "golden"),
-          params=lambda c: {"endpoint": c.endpoint, "served_model": c.served_model, "dtype": c.dtype},
+          params=lambda c: {"endpoint": c.endpoint, "served_model": c.served_model, "dtype": c.served_dtype},
           refuses=_validate_refusal),
 )  # fmt: skip
