@@ -12,8 +12,8 @@ $(VENV_STAMP): pyproject.toml
 	$(PY) -m pip install -q -e '.[dev]'
 	touch $(VENV_STAMP)
 
-examples/demo-qwen3/model.safetensors: $(VENV_STAMP) scripts/make_demo_checkpoint.py
-	$(PY) scripts/make_demo_checkpoint.py
+examples/demo-qwen3/model.safetensors: $(VENV_STAMP) scripts/make_demo_checkpoint.py tests/fixtures/trained-qwen3/model.safetensors
+	$(PY) scripts/make_demo_checkpoint.py --force
 
 ## The main job on the bundled demo checkpoint (no network needed once installed): the whole onboarding chain.
 ## Results land in demo-workspace/ (git-ignored). Exit 1 means "not ready to promote" (manual sign-offs are open).
