@@ -87,14 +87,19 @@ def checkpoint_stop_set(folder: Path, *, engine: bool = False) -> list[int]:
     """`declared_stop_ids` (or, with `engine`, `engine_stop_ids`) of a local checkpoint folder, computed the way
     verify-tokenizer computes them: the tokenizer transformers builds, and the end-of-turn token of the chat
     template rendered in the sandbox. Without tokenizer files: the ids config.json and generation_config.json declare."""
+    from onboard.lfs import LfsPointerError
     from onboard.verify_tokenizer.conversations import check_template
     from onboard.verify_tokenizer.repo import open_tokenizer_repo
-    from onboard.verify_tokenizer.subject import load_subject
+    from onboard.verify_tokenizer.subject import open_subject
     from onboard.verify_tokenizer.template_lookup import templates_in
+    from onboard.verify_tokenizer.vocabulary import NoVocabulary
 
     repo = open_tokenizer_repo(str(folder))
     has_tokenizer = any((folder / f).is_file() for f in ("tokenizer.json", "tokenizer_config.json", "vocab.json"))
-    subject = load_subject(repo.root) if has_tokenizer else None
+    try:  # a tokenizer transformers would have to invent (no vocabulary) declares nothing: files only
+        subject = open_subject(repo) if has_tokenizer else None
+    except (NoVocabulary, LfsPointerError):
+        subject = None
     declared = declared_tokens(repo, subject)
     eos = subject.hf.eos_token_id if subject is not None else None
     if engine:
