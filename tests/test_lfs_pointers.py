@@ -185,15 +185,16 @@ def test_golden_validate_new_model_refuse_pointers(
     assert rc == 2 and "the checkpoint is unusable: lfs-pointer: 3 files are Git LFS pointers" in err
 
 
-def test_tokenizer_model_gguf_and_pickle_pointers(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    spm = M.write_repo(tmp_path / "spm")
-    (spm / "tokenizer_config.json").write_text(json.dumps({"tokenizer_class": "LlamaTokenizer"}))
-    (spm / "tokenizer.model").write_bytes(b"\x0a" * 4096)
-    pointerize(spm / "tokenizer.model")
-    for argv in (["verify-tokenizer", str(spm), "--json"], ["tokenize", str(spm), "--text", "Hi"]):
-        rc, out, err = _run(capsys, *argv)
-        assert rc == 2 and "lfs-pointer" in out + err and "tokenizer.model is a Git LFS pointer" in out + err, argv
-        assert "no-tokenizer-vocabulary" not in out + err  # the vocabulary is there, only not downloaded
+def test_tokenizer_files_gguf_and_pickle_pointers(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    for vocabulary in ("tokenizer.model", "tokenizer.json"):
+        root = M.write_repo(tmp_path / vocabulary.replace(".", "_"))
+        (root / "tokenizer_config.json").write_text(json.dumps({"tokenizer_class": "LlamaTokenizer"}))
+        (root / vocabulary).write_bytes(b"\x0a" * 4096)
+        pointerize(root / vocabulary)
+        for argv in (["verify-tokenizer", str(root), "--json"], ["tokenize", str(root), "--text", "Hi"]):
+            rc, out, err = _run(capsys, *argv)
+            assert rc == 2 and f"[lfs-pointer] {vocabulary} is a Git LFS pointer" in err, argv
+            assert "no-tokenizer-vocabulary" not in out + err  # the vocabulary is there, only not downloaded
     for name in ("model.gguf", "pytorch_model.bin"):
         root = M.write_repo(tmp_path / name.replace(".", "_"), {})
         (root / name).write_bytes(b"\0" * 2048)
@@ -202,6 +203,9 @@ def test_tokenizer_model_gguf_and_pickle_pointers(tmp_path: Path, capsys: pytest
         profile = json.loads(out)
         assert rc == 2 and [f["file"] for f in profile["findings"] if f["code"] == "lfs-pointer"] == [name]
         assert profile["layers"] == "unknown" and profile["memory"] == "unknown"
+    # A GGUF is also a tokenizer reference: verify-tokenizer names its pointer (fatal for that file) too.
+    rc, out, err = _run(capsys, "verify-tokenizer", str(tmp_path / "model_gguf"), "--json")
+    assert rc == 2 and "[lfs-pointer] model.gguf is a Git LFS pointer" in err
 
 
 def test_repeated_findings_are_grouped() -> None:
