@@ -29,7 +29,10 @@ KEPT_SUFFIX = ".lfs-pointer"
 _VERSIONS = (b"version https://git-lfs.github.com/spec/", b"version https://hawser.github.com/spec/")
 _OID = re.compile(r"^oid (sha256:[0-9a-f]{64})$", re.MULTILINE)
 _SIZE = re.compile(r"^size ([0-9]+)$", re.MULTILINE)
-_HUB_REMOTE = re.compile(r"huggingface\.co/(?!datasets/|spaces/)([A-Za-z0-9][\w.-]*/[\w.-]+?)(?:\.git)?/?$")
+# https://huggingface.co/ORG/NAME(.git), git@hf.co:ORG/NAME: a model repo (datasets and spaces are not checkpoints).
+_HUB_REMOTE = re.compile(
+    r"(?:huggingface\.co|hf\.co)[/:](?!datasets/|spaces/)([A-Za-z0-9][\w.-]*/[\w.-]+?)(?:\.git)?/?$"
+)
 MAX_NAMED_FILES = 5
 """A fix command names at most this many files; past that it fetches every LFS file of the repo."""
 

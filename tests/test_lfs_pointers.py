@@ -16,7 +16,7 @@ import pytest
 
 from onboard.cli import main
 from onboard.findings import Finding, group_findings, span
-from onboard.lfs import find_pointers, parse_pointer
+from onboard.lfs import find_pointers, hub_repo_of_clone, parse_pointer
 from tests import malformed as M
 
 QWEN3_TOKENIZER = Path(__file__).resolve().parents[1] / "examples" / "tokenizer-qwen3"
@@ -75,6 +75,11 @@ def test_pointer_parsing(tmp_path: Path) -> None:
     shutil.copyfile(tmp_path / "model.safetensors", tmp_path / "tokenizer.model.lfs-pointer")  # kept on purpose
     assert [p.file for p in find_pointers(tmp_path)] == ["model.safetensors"]
     assert find_pointers(tmp_path)[0].size == 500
+    (tmp_path / ".git").mkdir()
+    for url, repo in [("https://huggingface.co/org/m.git", "org/m"), ("git@hf.co:org/m", "org/m"),
+                      ("https://huggingface.co/datasets/org/d", None), ("https://github.com/org/m", None)]:  # fmt: skip
+        (tmp_path / ".git" / "config").write_text(f'[remote "origin"]\n\turl = {url}\n')
+        assert hub_repo_of_clone(tmp_path) == repo, url
 
 
 def test_inspect_names_every_pointer_once_and_claims_nothing(clone: Path, capsys: pytest.CaptureFixture[str]) -> None:
