@@ -8,7 +8,7 @@ worst position is ~1 nat off, so logits ×1.03, rms_norm_eps ×100 and a wrong r
 So the candidate's error DISTRIBUTION over all positions is compared with the reference's own run in the same
 dtype (the float32 golden vs the same model in bfloat16/float16, or float64 for float32 candidates), measured
 when the goldens were recorded (`noise_from`): mean KL (with a sampling allowance for few positions), the tail
-(positions above the reference's p99), the later positions (errors that grow with position: rope), the logit-scale
+(runs of positions above 4× its p99), the later positions (errors that grow with position: rope), the logit-scale
 regression over every position (×1.03 is a slope of 1.03 however small each error is), the top-1 swap rate, and the
 worst position (max KL, max logprob error) for gross errors. A top-1 swap is excused only where the reference's own
 same-dtype run swaps too, or where the gap is within the reference's measured margin noise.
