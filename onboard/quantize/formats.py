@@ -1,0 +1,138 @@
+"""The quantization formats a plan chooses from: how each rounds, what it stores, which engine serves it.
+
+Bytes are what the engine stores per tensor (elements plus scales, zero points and block headers). A format that
+cannot hold a tensor's shape either falls back the way the engine does (llama.cpp: a K-quant on rows not divisible
+by 256 becomes Q5_0 / Q8_0, else F16 — llama_tensor_get_type) or does not apply to that unit (vLLM's group and
+block kernels need the input dimension divisible by 128).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+
+from onboard.quantize import ggml_kquants as ggml
+from onboard.quantize import numerics
+
+BF16 = "bf16"
+LLAMA_CPP = "llama.cpp"
+VLLM = "vllm"
+LINEAR_KINDS = ("attn", "mlp", "experts", "shared_experts", "head")
+
+
+@dataclass(frozen=True)
+class Format:
+    name: str
+    engine: str
+    """The engine that serves it (LLAMA_CPP or VLLM); BF16 is both."""
+    block: int
+    """Elements per block along the input dimension (the row length must be a multiple), 1 for none."""
+    bytes_per_block: float
+    weight: Callable[[torch.Tensor], torch.Tensor]
+    activation: Callable[[torch.Tensor], torch.Tensor] | None
+    """What the engine does to a matmul's input before multiplying (None: the activation stays in the model dtype)."""
+    kinds: tuple[str, ...]
+    """Unit kinds the engine quantizes with this format (vLLM never quantizes the token embedding)."""
+    ggml_type: str | None = None
+    """The llama.cpp type name (`--tensor-type ...=TYPE`)."""
+    fallback: str | None = None
+    """llama.cpp's replacement when the row length is not a multiple of `block`."""
+    per_row_bytes: float = 0.0
+    per_tensor_bytes: float = 0.0
+    tile: int = 0
+    """Square weight blocks with one float32 scale each (fp8 per-block)."""
+
+    def applies(self, shape: tuple[int, ...]) -> bool:
+        return shape[-1] % self.block == 0 or self.fallback is not None
+
+    def resolve(self, shape: tuple[int, ...]) -> Format:
+        """The format the engine really stores this tensor in: llama.cpp replaces a K-quant that does not fit the
+        row by its fallback, and that by F16 when it does not fit either (llama_tensor_get_type)."""
+        if shape[-1] % self.block == 0 or not self.fallback:
+            return self
+        fallback = FORMATS[self.fallback]
+        return fallback if shape[-1] % fallback.block == 0 else FORMATS["f16"]
+
+    def nbytes(self, shape: tuple[int, ...]) -> float:
+        fmt = self.resolve(shape)
+        elements = 1
+        for size in shape:
+            elements *= size
+        rows = elements // shape[-1]
+        total = elements / fmt.block * fmt.bytes_per_block + rows * fmt.per_row_bytes + fmt.per_tensor_bytes
+        if fmt.tile:
+            lead = elements // (shape[-1] * shape[-2])
+            total += lead * -(-shape[-2] // fmt.tile) * -(-shape[-1] // fmt.tile) * 4
+        return total
+
+    def quantize(self, w: torch.Tensor) -> torch.Tensor:
+        """Dequantized float32 values of `w` ([..., out, in], float32) as the engine holds them."""
+        return self.resolve(tuple(w.shape)).weight(w)
+
+    def activation_for(self, shape: tuple[int, ...]) -> Callable[[torch.Tensor], torch.Tensor] | None:
+        return self.resolve(shape).activation
+
+
+def _identity(w: torch.Tensor) -> torch.Tensor:
+    return w
+
+
+def _to_fp16(x: torch.Tensor) -> torch.Tensor:
+    """F16 weights; the CPU backend converts their matmul inputs to F16 too (vec_dot_type)."""
+    return x.to(torch.float16).to(torch.float32)
+
+
+_ALL_KINDS = ("embedding", *LINEAR_KINDS)
+
+FORMATS: dict[str, Format] = {
+    f.name: f
+    for f in (
+        Format(BF16, "any", 1, 2.0, _identity, None, _ALL_KINDS, ggml_type="bf16"),
+        Format("int8", VLLM, 1, 1.0, numerics.int8_per_channel, numerics.int8_per_token, LINEAR_KINDS,
+               per_row_bytes=4.0),
+        Format("fp8", VLLM, 1, 1.0, numerics.fp8_per_tensor, numerics.fp8_dynamic_per_tensor, LINEAR_KINDS,
+               per_tensor_bytes=4.0),
+        Format("fp8-block", VLLM, 128, 128.0, numerics.fp8_block, numerics.fp8_per_token_group, LINEAR_KINDS,
+               tile=128),
+        Format("int4-g128", VLLM, 128, 64.0 + 2.0 + 0.5, numerics.int4_group_asym, None, LINEAR_KINDS),
+        Format("mxfp4", LLAMA_CPP, 32, 17.0, numerics.mxfp4, ggml.q8_0_activation, _ALL_KINDS, ggml_type="mxfp4"),
+        Format("q8_0", LLAMA_CPP, 32, 34.0, lambda w: ggml.via_gguf(w, "Q8_0"), ggml.q8_0_activation, _ALL_KINDS,
+               ggml_type="q8_0"),
+        Format("q6_k", LLAMA_CPP, 256, 210.0, ggml.q6_k, ggml.q8_k_activation, _ALL_KINDS, ggml_type="q6_K",
+               fallback="q8_0"),
+        Format("q4_k", LLAMA_CPP, 256, 144.0, ggml.q4_k, ggml.q8_k_activation, _ALL_KINDS, ggml_type="q4_K",
+               fallback="q5_0"),
+        # Fallbacks only (never offered on their own): what llama.cpp stores when a K-quant does not fit the row.
+        Format("q5_0", LLAMA_CPP, 32, 22.0, lambda w: ggml.via_gguf(w, "Q5_0"), ggml.q8_0_activation, _ALL_KINDS,
+               ggml_type="q5_0"),
+        Format("f16", LLAMA_CPP, 1, 2.0, _to_fp16, _to_fp16, _ALL_KINDS, ggml_type="f16"),
+    )
+}  # fmt: skip
+CANDIDATES = ("int8", "fp8", "fp8-block", "int4-g128", "mxfp4", "q8_0", "q6_k", "q4_k")
+PRESETS = {
+    "all": CANDIDATES,
+    LLAMA_CPP: tuple(n for n in CANDIDATES if FORMATS[n].engine == LLAMA_CPP),
+    VLLM: tuple(n for n in CANDIDATES if FORMATS[n].engine == VLLM),
+}
+
+
+def parse_formats(spec: str) -> tuple[str, ...]:
+    """`all`, an engine name (`llama.cpp`, `vllm`) or a comma-separated list of format names, in CANDIDATES order."""
+    from onboard.errors import InputError
+
+    names: list[str] = []
+    for word in (w.strip().lower() for w in spec.split(",") if w.strip()):
+        if word in PRESETS:
+            names += PRESETS[word]
+        elif word in CANDIDATES:
+            names.append(word)
+        else:
+            raise InputError(
+                f"--formats: unknown format {word!r}",
+                f"use all, llama.cpp, vllm or some of {', '.join(CANDIDATES)}",
+            )
+    if not names:
+        raise InputError("--formats: no format given", f"use all, llama.cpp, vllm or some of {', '.join(CANDIDATES)}")
+    return tuple(n for n in CANDIDATES if n in names)

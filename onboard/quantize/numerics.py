@@ -1,0 +1,93 @@
+"""Quantize-dequantize in torch, rounding as the engines and the tools that write their checkpoints round.
+
+Every function takes a float32 tensor whose LAST dimension is the input (reduction) dimension of the matmul
+(`[out, in]`, or `[experts, out, in]`), and returns the dequantized float32 values the engine multiplies with.
+
+- int8 per-channel (vLLM W8A8-INT8, written by llm-compressor): weights symmetric per output row, scale
+  amax / 127.5 (compressed-tensors' symmetric range -128..127), round half to even; activations dynamic per token,
+  scale amax / 127 (vLLM's dynamic_scaled_int8_quant).
+- fp8-e4m3 per-tensor (vLLM `--quantization fp8`): one weight scale amax / 448, cast to float8_e4m3fn (round to
+  nearest even, saturating at 448); activations dynamic per tensor.
+- fp8-e4m3 per-block (DeepSeek-V3, vLLM block fp8): 128x128 weight blocks, scale amax / 448 each; activations
+  dynamic per token and group of 128 input channels.
+- int4 group-128 asymmetric (AWQ / GPTQ storage): AutoAWQ's pseudo_quantize_tensor (scale (max - min) / 15, zero
+  round(-min / scale), round to nearest), the scale stored as float16 the way the packed checkpoint holds it.
+- MXFP4 (OCP microscaling, llama.cpp's MXFP4): blocks of 32, a shared power-of-two scale 2^(floor(log2 amax) - 2),
+  E2M1 elements; the nearest element wins and a tie goes to the smaller magnitude (llama.cpp's best_index_mxfp4).
+"""
+
+from __future__ import annotations
+
+import torch
+
+FP8_MAX = 448.0
+E2M1_VALUES = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0)
+
+
+def int8_per_channel(w: torch.Tensor) -> torch.Tensor:
+    scale = (w.abs().amax(dim=-1, keepdim=True) / 127.5).clamp(min=torch.finfo(torch.float32).eps)
+    return torch.clamp(torch.round(w / scale), -128, 127) * scale
+
+
+def int8_per_token(x: torch.Tensor) -> torch.Tensor:
+    """vLLM's dynamic per-token int8 activation quantization."""
+    scale = x.abs().amax(dim=-1, keepdim=True) / 127.0
+    safe = torch.where(scale > 0, scale, torch.ones_like(scale))
+    return torch.clamp(torch.round(x / safe), -128, 127) * scale
+
+
+def _to_fp8(scaled: torch.Tensor) -> torch.Tensor:
+    return scaled.clamp(-FP8_MAX, FP8_MAX).to(torch.float8_e4m3fn).to(torch.float32)
+
+
+def fp8_per_tensor(w: torch.Tensor) -> torch.Tensor:
+    scale = w.abs().amax() / FP8_MAX
+    if float(scale) == 0.0:
+        return torch.zeros_like(w)
+    return _to_fp8(w / scale) * scale
+
+
+def fp8_block(w: torch.Tensor, block: int = 128) -> torch.Tensor:
+    """128x128 blocks over the last two dimensions; a partial block at the edge has its own scale (as DeepSeek's
+    weight_scale_inv of shape ceil(out/128) x ceil(in/128))."""
+    *lead, rows, cols = w.shape
+    pad_r, pad_c = (-rows) % block, (-cols) % block
+    padded = torch.nn.functional.pad(w, (0, pad_c, 0, pad_r))
+    blocks = padded.reshape(*lead, (rows + pad_r) // block, block, (cols + pad_c) // block, block)
+    scale = blocks.abs().amax(dim=(-3, -1), keepdim=True) / FP8_MAX
+    safe = torch.where(scale > 0, scale, torch.ones_like(scale))
+    out = (_to_fp8(blocks / safe) * scale).reshape(padded.shape)
+    return out[..., :rows, :cols]
+
+
+def fp8_per_token_group(x: torch.Tensor, group: int = 128) -> torch.Tensor:
+    """DeepSeek's act_quant / vLLM's per_token_group_quant_fp8: one scale per token and group of 128 channels."""
+    shaped = x.reshape(*x.shape[:-1], x.shape[-1] // group, group)
+    scale = shaped.abs().amax(dim=-1, keepdim=True).clamp(min=1e-10) / FP8_MAX
+    return (_to_fp8(shaped / scale) * scale).reshape(x.shape)
+
+
+def fp8_dynamic_per_tensor(x: torch.Tensor) -> torch.Tensor:
+    return fp8_per_tensor(x)
+
+
+def int4_group_asym(w: torch.Tensor, group: int = 128) -> torch.Tensor:
+    shaped = w.reshape(*w.shape[:-1], w.shape[-1] // group, group)
+    hi, lo = shaped.amax(dim=-1, keepdim=True), shaped.amin(dim=-1, keepdim=True)
+    scale = (hi - lo).clamp(min=1e-5) / 15
+    zero = torch.clamp(-torch.round(lo / scale), 0, 15)
+    q = torch.clamp(torch.round(shaped / scale) + zero, 0, 15)
+    stored = scale.to(torch.float16).to(torch.float32)  # the kernel dequantizes with the checkpoint's fp16 scale
+    return ((q - zero) * stored).reshape(w.shape)
+
+
+def mxfp4(w: torch.Tensor) -> torch.Tensor:
+    shaped = w.reshape(*w.shape[:-1], w.shape[-1] // 32, 32)
+    amax = shaped.abs().amax(dim=-1, keepdim=True)
+    # floor(log2(amax)) exactly: frexp's mantissa is in [0.5, 1).
+    floor_log2 = torch.frexp(amax).exponent.to(torch.float32) - 1
+    scale = torch.where(amax > 0, torch.exp2((floor_log2 - 2).clamp(min=-127)), torch.ones_like(amax))
+    grid = torch.tensor(E2M1_VALUES, dtype=torch.float32)
+    # Nearest grid value; a value on a midpoint takes the smaller magnitude (llama.cpp keeps the first best index).
+    index = torch.bucketize(shaped.abs() / scale, (grid[1:] + grid[:-1]) / 2, right=False)
+    return (torch.sign(shaped) * grid[index] * scale).reshape(w.shape)
