@@ -32,6 +32,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "webhook": ("onboard.cli.webhook_cmd", "webhook_group"),
     "queue": ("onboard.cli.queue_cmd", "queue_group"),
     "signoff": ("onboard.cli.signoff_cmd", "signoff_command"),
+    "quantize-plan": ("onboard.cli.quantize_plan_cmd", "quantize_plan_command"),
 }
 
 

@@ -13,6 +13,7 @@ from typing import Any
 from onboard.promote import report_layers, svg
 from onboard.promote.checklist import ChecklistState
 from onboard.promote.stage_results import STAGE_FILES, StageResults
+from onboard.quantize import report as quantize_report
 
 GIB = 1024**3
 
@@ -61,6 +62,11 @@ def gather(state: ChecklistState, results: StageResults) -> ReportData:
         _layer_plot(layers, missing, (validate, generate)),
     ) if p is not None]  # fmt: skip
     tables = (_stage_table(results), _perf_table(validate), *_layer_tables(layers), _failed_table(results))
+    # The quantization plan's section (onboard/quantize/report.py), when quantize-plan wrote one for this revision.
+    q_plots, q_tables, q_missing = quantize_report.section(results.rev_dir)
+    plots += [Plot(*p) for p in q_plots]
+    tables += tuple(Table(*t) for t in q_tables)
+    missing += q_missing
     return ReportData(
         state.slug, state.revision, state.ready, state, _facts(profile), tuple(t for t in tables if t.rows),
         tuple(plots), tuple(missing),

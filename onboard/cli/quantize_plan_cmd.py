@@ -1,0 +1,141 @@
+"""`onboard quantize-plan`: a per-layer quantization plan whose KL to the reference is measured."""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+import click
+
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]i?b?|b)?\s*$", re.IGNORECASE)
+_UNITS = {
+    "": 1,
+    "b": 1,
+    "k": 10**3,
+    "m": 10**6,
+    "g": 10**9,
+    "t": 10**12,
+    "ki": 2**10,
+    "mi": 2**20,
+    "gi": 2**30,
+    "ti": 2**40,
+}
+
+
+def parse_size(text: str) -> int:
+    """Bytes from `123456`, `1.5G`, `800MB` or `2GiB` (SI and binary prefixes)."""
+    match = _SIZE.match(text)
+    if not match:
+        raise click.BadParameter(f"{text!r} is not a size (e.g. 1500000000, 1.5G, 800MB, 2GiB)")
+    unit = (match.group(2) or "").lower().removesuffix("b")
+    return int(float(match.group(1)) * _UNITS[unit])
+
+
+@click.command("quantize-plan")
+@click.argument("source")
+@click.option(
+    "--budget-kl",
+    type=click.FloatRange(min=0, min_open=True),
+    help="Largest mean KL(reference || quantized) per token allowed; the plan uses the fewest bytes within it.",
+)
+@click.option("--target-bytes", help="Weight bytes to fit (e.g. 1.5G, 800MB); the plan has the least KL within it.")
+@click.option(
+    "--golden",
+    type=click.Path(path_type=Path, file_okay=False),
+    help="Golden folder of this checkpoint (onboard golden record): its prompts and continuations are the "
+    "suite. Default: the same prompt suite, prompts only.",
+)
+@click.option(
+    "--formats",
+    "formats_spec",
+    default="all",
+    show_default=True,
+    help="Formats to choose from: all, llama.cpp, vllm, or a comma list of int8, fp8, fp8-block, int4-g128, "
+    "mxfp4, q8_0, q6_k, q4_k.",
+)
+@click.option(
+    "--dtype",
+    type=click.Choice(["bfloat16", "float16", "float32"]),
+    default="bfloat16",
+    show_default=True,
+    help="Dtype of the reference and the quantized runs (the served dtype).",
+)
+@click.option(
+    "--out",
+    type=click.Path(path_type=Path, file_okay=False),
+    help="Folder for quantize-plan.json, llama-quantize.sh and llmcompressor-recipe.yaml (default: "
+    "quantize/<slug>; onboarding/<slug>/<revision> puts the plan in the onboarding report).",
+)
+@click.option(
+    "--max-tokens",
+    type=click.IntRange(min=2),
+    default=1024,
+    show_default=True,
+    help="Prompts (with their golden continuations) are cut to this many tokens.",
+)
+@click.option("--revision", help="Branch, tag or commit of a hub repo.")
+@click.option("--json", "as_json", is_flag=True, help="Print the plan summary as JSON on stdout.")
+def quantize_plan_command(
+    source: str, budget_kl: float | None, target_bytes: str | None, golden: Path | None, formats_spec: str,
+    dtype: str, out: Path | None, max_tokens: int, revision: str | None, as_json: bool,
+) -> None:  # fmt: skip
+    """Choose a quantization format per unit of SOURCE (each layer's attention and MLP or experts, shared experts,
+    embedding, head) from measured sensitivities, then measure the whole plan against the reference.
+
+    Exactly one of --budget-kl (fewest bytes within the KL budget) and --target-bytes (least KL within the size).
+    Formats are simulated in torch as the engines round them. Writes the plan and engine-ready files (llama.cpp
+    --tensor-type overrides, an llm-compressor recipe with its ignore list). Exit 0 when the plan meets the budget
+    or fits the size, 1 when it cannot, 2 on unusable input.
+
+    \b
+    Examples:
+      onboard quantize-plan ./checkpoint --budget-kl 0.01
+      onboard quantize-plan ./checkpoint --target-bytes 1.2G --formats llama.cpp --json
+      onboard quantize-plan ./checkpoint --golden golden_outputs/Org__Model --budget-kl 0.005 --formats vllm
+    """
+    from onboard.cli.output import emit_json, say
+    from onboard.quantize.formats import parse_formats
+    from onboard.quantize.plan import Request, run
+
+    if (budget_kl is None) == (target_bytes is None):
+        raise click.UsageError("give exactly one of --budget-kl and --target-bytes")
+    request = Request(
+        source, budget_kl=budget_kl, target_bytes=parse_size(target_bytes) if target_bytes else None, golden=golden,
+        formats=parse_formats(formats_spec), dtype=dtype, out=out, revision=revision, max_tokens=max_tokens,
+    )  # fmt: skip
+    outcome = run(request, say)
+    _report(outcome, say)
+    if as_json:
+        emit_json(outcome.summary)
+    sys.exit(0 if outcome.met else 1)
+
+
+def _report(outcome, say) -> None:  # type: ignore[no-untyped-def]
+    s, d = outcome.summary, outcome.detail
+    say(f"{'unit':<22} {'format':<10} {'KL alone':>10}")
+    for unit in s["units"]:
+        say(f"{unit['unit']:<22} {unit['format']:<10} {unit['kl_alone']:>10.3e}")
+    say(f"plan: {s['bytes']:,} bytes ({s['bytes'] / s['bf16_bytes']:.1%} of bf16's {s['bf16_bytes']:,}); "
+        f"KL predicted {s['predicted_kl']:.3e}, measured {s['measured_kl']:.3e}")  # fmt: skip
+    best = s["uniform_best"]
+    if best:
+        say(f"best uniform format: {best['format']} ({best['bytes']:,} bytes, measured KL {best['measured_kl']:.3e}); "
+            f"the plan saves {best['bytes'] - s['bytes']:,} bytes against it")  # fmt: skip
+    else:
+        say("best uniform format: none of the formats alone meets the budget / fits the size")
+    same = d.get("same_bytes_uniform")
+    if same and same.get("plan_over_uniform_kl") is not None:
+        say(f"nearest uniform size: {same['format']} ({same['bytes']:,} bytes): measured KL {same['measured_kl']:.3e}, "
+            f"plan / uniform = {same['plan_over_uniform_kl']:.2f}")  # fmt: skip
+    for engine, info in d.get("engines", {}).items():
+        if info["unsupported"]:
+            say(f"{engine}: cannot serve the planned formats of {', '.join(info['unsupported'])} (see {info['file']})")
+    say("wrote " + ", ".join(str(f) for f in outcome.files))
+    if not outcome.met and s["budget_kl"] is not None:
+        say(f"Error: the plan's measured KL {s['measured_kl']:.3e} exceeds --budget-kl {s['budget_kl']:.3e} after "
+            f"{len(d['rounds'])} rounds of re-planning")  # fmt: skip
+        say("Hint: raise --budget-kl, or allow finer formats (--formats all)")
+    elif not outcome.met:
+        say(f"Error: no plan fits --target-bytes {d['target_bytes']:,}: the smallest is {s['bytes']:,} bytes")
+        say("Hint: raise --target-bytes, or allow coarser formats (--formats all)")

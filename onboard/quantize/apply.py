@@ -1,0 +1,105 @@
+"""Put formats on units of a loaded model for the length of a `with` block, then restore the original weights.
+
+Weights: the format's dequantized values, computed in float32 from the checkpoint's values and stored back in the
+model dtype (as a W4A16 kernel's bf16 dequantization does). Activations: a forward pre-hook on each module that
+multiplies by a quantized 2-D weight (nn.Linear, a tied or untied head) rounds its input the way the engine does;
+an embedding lookup has no matmul input, and the inputs of 3-D expert tensors are not observable per expert, so
+those are weight-only (reported as `activations_simulated: false` for the unit).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any
+
+from onboard.quantize.formats import BF16, Format
+from onboard.quantize.units import Tensor, Unit
+
+CACHE_LIMIT_BYTES = 2 << 30
+
+
+class QuantizedWeights:
+    """Dequantized weights per (tensor, format), computed once; kept while they fit CACHE_LIMIT_BYTES."""
+
+    def __init__(self, limit: int = CACHE_LIMIT_BYTES) -> None:
+        self.limit, self.used = limit, 0
+        self._cache: dict[tuple[str, str], Any] = {}
+        self._original: dict[str, Any] = {}
+
+    def original(self, tensor: Tensor) -> Any:
+        if tensor.name not in self._original:
+            self._original[tensor.name] = tensor.param.detach().clone()
+        return self._original[tensor.name]
+
+    def get(self, tensor: Tensor, fmt: Format) -> Any:
+        key = (tensor.name, fmt.name)
+        if key in self._cache:
+            return self._cache[key]
+        source = self.original(tensor).float()
+        if tensor.transposed:
+            source = source.transpose(-1, -2)
+        value = fmt.quantize(source.contiguous())
+        if tensor.transposed:
+            value = value.transpose(-1, -2)
+        value = value.to(tensor.param.dtype).contiguous()
+        size = value.numel() * value.element_size()
+        if self.used + size <= self.limit:
+            self._cache[key] = value
+            self.used += size
+        return value
+
+
+def activation_modules(model: Any, tensor: Tensor) -> list[Any]:
+    """Modules that multiply their input by `tensor` (every holder of the Parameter but embeddings)."""
+    if tensor.param.ndim != 2:
+        return []
+    return [
+        m for m in model.modules() if getattr(m, "weight", None) is tensor.param and "Embedding" not in type(m).__name__
+    ]
+
+
+@contextmanager
+def quantized(model: Any, assignment: Mapping[Unit, Format], weights: QuantizedWeights) -> Iterator[None]:
+    """Within the block, every unit of `assignment` holds its format's weights (BF16: unchanged)."""
+    import torch
+
+    handles, touched = [], []
+    try:
+        with torch.no_grad():
+            for unit, fmt in assignment.items():
+                if fmt.name == BF16:
+                    continue
+                for tensor in unit.tensors:
+                    weights.original(tensor)
+                    tensor.param.copy_(weights.get(tensor, fmt))
+                    touched.append(tensor)
+                    act = fmt.activation_for(tensor.shape)
+                    if act is not None:
+                        handles += [
+                            m.register_forward_pre_hook(_round_input(act)) for m in activation_modules(model, tensor)
+                        ]
+        yield
+    finally:
+        for handle in handles:
+            handle.remove()
+        with torch.no_grad():
+            for tensor in touched:
+                tensor.param.copy_(weights.original(tensor))
+
+
+def _round_input(act: Any) -> Any:
+    def hook(_module: Any, args: tuple[Any, ...]) -> tuple[Any, ...] | None:
+        if not args or not hasattr(args[0], "is_floating_point") or not args[0].is_floating_point():
+            return None
+        x = args[0]
+        return (act(x.float()).to(x.dtype), *args[1:])
+
+    return hook
+
+
+def activations_simulated(unit: Unit) -> bool:
+    """Whether every matmul of the unit sees its input rounded (an embedding lookup has none to round)."""
+    if unit.kind == "embedding":
+        return unit.name == "embedding+head"
+    return all(t.param.ndim == 2 for t in unit.tensors)

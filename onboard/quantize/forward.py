@@ -1,0 +1,177 @@
+"""The reference run over the prompt suite, and reruns of a (partly quantized) model compared with it.
+
+The reference run records, per prompt: the logits, every decoder layer's output, the inputs and output of each
+unit's module (its attention, MLP or experts block) and the inputs of every matmul (for activation outliers). A
+rerun after quantizing a unit of layer i resumes there: layers before i return their recorded outputs (nothing
+before them changed), so a unit deep in the model costs a fraction of a forward. `module_delta(m)` reruns one
+unit's module alone from its recorded inputs: the error energy a format puts on its output, which the sweep uses to
+rank formats between measured probes.
+
+Agreement with the reference: KL(reference || candidate) over the full vocabulary, in float32, averaged over every
+teacher-forced position of every prompt, and the fraction of positions where the top-1 token is the same.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+_LAYER_LIST = re.compile(r"(?:^|\.)(?:layers|h|blocks|layer)$")
+KL_CHUNK = 256  # positions per log-softmax chunk: bounds memory at large vocabularies
+
+
+@dataclass(frozen=True)
+class Score:
+    kl: float
+    top1: float
+    """Fraction of positions whose argmax equals the reference's."""
+    positions: int
+
+
+def decoder_layers(model: Any) -> list[Any]:
+    """The decoder layers (the longest ModuleList named layers / h / blocks), in forward order."""
+    import torch
+
+    best: list[Any] = []
+    for name, module in model.named_modules():
+        if isinstance(module, torch.nn.ModuleList) and _LAYER_LIST.search(name) and len(module) > len(best):
+            best = list(module)
+    return best
+
+
+def _main(output: Any) -> Any:
+    return output[0] if isinstance(output, (tuple, list)) else output
+
+
+class Runner:
+    """A model and the prompt suite (token-id sequences); `hf`: transformers' calling convention, else an adapter."""
+
+    def __init__(self, model: Any, sequences: Sequence[Sequence[int]], *, hf: bool) -> None:
+        self.model, self.hf = model, hf
+        self.sequences = [tuple(s) for s in sequences if len(s) >= 2]
+        self.layers = decoder_layers(model)
+        self.positions = sum(len(s) - 1 for s in self.sequences)
+        self._reference: list[Any] = []
+        self._layer_out: list[list[Any]] = [[] for _ in self.layers]
+        self._module_io: dict[int, list[tuple[tuple, dict, Any]]] = {}
+        self.input_peaks: dict[int, list[float]] = {}
+        """id(module) -> [max |x|, sum x^2, count] of everything it multiplied (activation outliers)."""
+        self.forward_seconds = 0.0
+        """One plain forward over the suite (no hooks, nothing skipped): the unit of the sweep's cost."""
+
+    def _logits(self, ids: Any) -> Any:
+        if self.hf:
+            return self.model(input_ids=ids, use_cache=False).logits[0]
+        return self.model(ids)[0]
+
+    def _ids(self, seq: Sequence[int]) -> Any:
+        import torch
+
+        device = next(self.model.parameters()).device
+        return torch.tensor([list(seq)], device=device)
+
+    def record_reference(self, matmul_modules: Sequence[Any], unit_modules: Sequence[Any]) -> None:
+        """Run the reference once with hooks, then once more without (timing)."""
+        import torch
+
+        handles = [layer.register_forward_hook(self._record_layer(i)) for i, layer in enumerate(self.layers)]
+        handles += [m.register_forward_hook(self._record_module(id(m)), with_kwargs=True) for m in unit_modules]
+        handles += [m.register_forward_pre_hook(self._record_input(id(m))) for m in matmul_modules]
+        try:
+            with torch.no_grad():
+                for seq in self.sequences:
+                    self._reference.append(self._logits(self._ids(seq))[:-1].detach())
+        finally:
+            for handle in handles:
+                handle.remove()
+        start = time.perf_counter()
+        with torch.no_grad():
+            for seq in self.sequences:
+                self._logits(self._ids(seq))
+        self.forward_seconds = time.perf_counter() - start
+
+    def _record_layer(self, index: int) -> Any:
+        def hook(_module: Any, _args: tuple, output: Any) -> None:
+            self._layer_out[index].append(output)
+
+        return hook
+
+    def _record_module(self, key: int) -> Any:
+        def hook(_module: Any, args: tuple, kwargs: dict, output: Any) -> None:
+            self._module_io.setdefault(key, []).append((args, kwargs, output))
+
+        return hook
+
+    def _record_input(self, key: int) -> Any:
+        def hook(_module: Any, args: tuple) -> None:
+            if not args or not hasattr(args[0], "is_floating_point") or not args[0].is_floating_point():
+                return
+            x = args[0].detach().float()
+            entry = self.input_peaks.setdefault(key, [0.0, 0.0, 0.0])
+            entry[0] = max(entry[0], float(x.abs().max()))
+            entry[1] += float((x * x).sum())
+            entry[2] += x.numel()
+
+        return hook
+
+    def input_outlier(self, module: Any) -> float | None:
+        """max |x| / rms(x) of what `module` multiplied in the reference run (None when it never ran)."""
+        entry = self.input_peaks.get(id(module))
+        if not entry or not entry[2] or not entry[1]:
+            return None
+        return entry[0] / (entry[1] / entry[2]) ** 0.5
+
+    @contextmanager
+    def _resume_at(self, start: int, seq_index: int) -> Iterator[None]:
+        """Layers before `start` return what they returned in the reference run (instance `forward` override)."""
+        replaced = []
+        try:
+            for i in range(min(start, len(self.layers))):
+                output = self._layer_out[i][seq_index]
+                self.layers[i].forward = lambda *_a, _out=output, **_k: _out
+                replaced.append(self.layers[i])
+            yield
+        finally:
+            for layer in replaced:
+                del layer.forward
+
+    def score(self, start_layer: int = 0) -> Score:
+        """KL and top-1 agreement of the model as it is now, resuming at `start_layer` (0: a full forward)."""
+        import torch
+
+        total_kl, agree = 0.0, 0
+        with torch.no_grad():
+            for index, seq in enumerate(self.sequences):
+                with self._resume_at(start_layer, index):
+                    logits = self._logits(self._ids(seq))[:-1]
+                kl, same = kl_top1(self._reference[index], logits)
+                total_kl, agree = total_kl + kl, agree + same
+        n = max(self.positions, 1)
+        return Score(total_kl / n, agree / n, self.positions)
+
+    def module_delta(self, module: Any) -> float:
+        """Sum of squared changes of `module`'s output (one of record_reference's unit_modules), run alone from the
+        inputs it had in the reference run."""
+        import torch
+
+        energy = 0.0
+        with torch.no_grad():
+            for args, kwargs, output in self._module_io.get(id(module), []):
+                new = _main(module(*args, **kwargs)).float()
+                energy += float(((new - _main(output).float()) ** 2).sum())
+        return energy
+
+
+def kl_top1(reference: Any, logits: Any) -> tuple[float, int]:
+    """(sum over positions of KL(reference || logits), positions with the same argmax), in float32 chunks."""
+    total, same = 0.0, 0
+    for start in range(0, reference.shape[0], KL_CHUNK):
+        ref = reference[start : start + KL_CHUNK].float().log_softmax(-1)
+        cand = logits[start : start + KL_CHUNK].float().log_softmax(-1)
+        total += float((ref.exp() * (ref - cand)).sum())
+        same += int((ref.argmax(-1) == cand.argmax(-1)).sum())
+    return total, same

@@ -1,0 +1,321 @@
+"""`onboard quantize-plan`: sweep, choose, then measure the whole plan and every uniform format.
+
+The reference is the checkpoint itself, run in process in the served dtype: the generated adapter when one exists
+for its model_type, transformers otherwise (trust_remote_code=False: repository code is never run here). The
+prompts are the goldens' (prompt + recorded continuation, teacher-forced), or, without --golden, the suite golden
+record would use (prompts only). Sequences are cut to `max_tokens` (default MAX_SEQUENCE_TOKENS).
+
+A plan's predicted KL is the sum of its units' KLs measured (or predicted) alone; its measured KL is one forward
+with every unit quantized at once. With --budget-kl, a plan measured over budget is re-chosen with the per-unit
+KLs scaled by measured / predicted, up to MAX_ROUNDS times; a plan that still exceeds the budget is reported as
+such (exit 1), never passed off as within it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from onboard.errors import InputError
+from onboard.quantize.apply import QuantizedWeights, quantized
+from onboard.quantize.formats import BF16, CANDIDATES, FORMATS, Format
+from onboard.quantize.forward import Runner
+from onboard.quantize.report import PLAN_FILE
+from onboard.quantize.search import Option, fewest_bytes, least_kl
+from onboard.quantize.sensitivity import Sensitivity, matmul_modules, sweep, unit_modules
+from onboard.quantize.units import Unit, find_units
+
+MAX_SEQUENCE_TOKENS = 1024
+MAX_ROUNDS = 3
+
+
+@dataclass(frozen=True)
+class Request:
+    source: str
+    budget_kl: float | None = None
+    target_bytes: int | None = None
+    golden: Path | None = None
+    formats: tuple[str, ...] = CANDIDATES
+    dtype: str = "bfloat16"
+    out: Path | None = None
+    revision: str | None = None
+    max_tokens: int = MAX_SEQUENCE_TOKENS
+    """Prompts (with their continuations) longer than this are cut to their first `max_tokens` tokens."""
+
+
+@dataclass
+class Outcome:
+    summary: dict[str, Any]
+    """The --json object: budget_kl, predicted_kl, measured_kl, bytes, bf16_bytes, uniform_best, units."""
+    detail: dict[str, Any]
+    """quantize-plan.json: the summary plus the sweep, every uniform format, rounds, engine files and notes."""
+    met: bool
+    """The plan meets its budget (--budget-kl) or fits its byte target (--target-bytes)."""
+    files: list[Path] = field(default_factory=list)
+
+
+@dataclass
+class Swept:
+    """A checkpoint loaded, its reference recorded and every unit swept: plans for any budget or size come from it."""
+
+    request: Request
+    folder: Path
+    model: Any
+    runtime: str
+    runner: Runner
+    units: list[Unit]
+    kept_bytes: float
+    """The tensors no engine quantizes (norms, biases, routers), at 2 bytes each."""
+    results: list[Sensitivity]
+    seconds: float
+    prompts_from: str
+    weights: QuantizedWeights
+    uniform_rows: list[dict[str, Any]] | None = None
+
+    @property
+    def bf16_bytes(self) -> float:
+        return sum(u.elements for u in self.units) * 2.0 + self.kept_bytes
+
+    def uniforms(self, say: Any) -> list[dict[str, Any]]:
+        if self.uniform_rows is None:
+            candidates = [FORMATS[name] for name in self.request.formats]
+            self.uniform_rows = _uniforms(self, candidates, say)
+        return self.uniform_rows
+
+
+def prepare(request: Request, say: Any) -> Swept:
+    from onboard.validate_serving.env import resolve_local
+
+    folder = resolve_local(request.source, request.revision)
+    model, runtime, hf = _load(folder, request.dtype)
+    sequences, prompts_from = _sequences(folder, request.golden, model, request.max_tokens)
+    units, kept = find_units(model)
+    if not units:
+        raise InputError(f"{folder}: no quantizable weights found (no linear, expert or embedding tensors by name)")
+    say(f"quantize-plan: {len(units)} units, {len(sequences)} prompts ({prompts_from}), {runtime}, {request.dtype}")
+    runner = Runner(model, sequences, hf=hf)
+    runner.record_reference(matmul_modules(model, units), unit_modules(model, units))
+    weights = QuantizedWeights()
+    candidates = [FORMATS[name] for name in request.formats]
+    results, seconds = sweep(model, runner, units, candidates, weights, say)
+    return Swept(request, folder, model, runtime, runner, units, kept * 2.0, results, seconds, prompts_from, weights)
+
+
+def plan(swept: Swept, request: Request, say: Any) -> Outcome:
+    """Choose and measure a plan for `request`'s budget or size (its other fields are the sweep's)."""
+    if (request.budget_kl is None) == (request.target_bytes is None):
+        raise InputError("give exactly one of --budget-kl and --target-bytes")
+    chosen, rounds, met = _choose(request, swept, say)
+    plan_bytes = swept.kept_bytes + sum(c.bytes for c in chosen)
+    uniforms = swept.uniforms(say)
+    best = _uniform_best(uniforms, request)
+    measured = rounds[-1]["measured_kl"]
+    runner, results = swept.runner, swept.results
+    summary = {
+        "budget_kl": request.budget_kl,
+        "predicted_kl": sum(c.kl for c in chosen),
+        "measured_kl": measured,
+        "bytes": math.ceil(plan_bytes),
+        "bf16_bytes": math.ceil(swept.bf16_bytes),
+        "uniform_best": best and {k: best[k] for k in ("format", "bytes", "measured_kl")},
+        "units": [
+            {"unit": r.unit.name, "layer": r.unit.layer, "kind": r.unit.kind, "format": c.format, "kl_alone": c.kl}
+            for r, c in zip(results, chosen)
+        ],
+    }
+    detail = {
+        "stage": "quantize-plan",
+        "passed": met,
+        "source": swept.request.source,
+        "checkpoint": str(swept.folder),
+        **summary,
+        "target_bytes": request.target_bytes,
+        "met": met,
+        "runtime": swept.runtime,
+        "dtype": swept.request.dtype,
+        "formats": list(swept.request.formats),
+        "prompts": {"count": len(runner.sequences), "positions": runner.positions, "from": swept.prompts_from,
+                    "max_tokens": swept.request.max_tokens},
+        "saved": {"vs_bf16_bytes": math.ceil(swept.bf16_bytes - plan_bytes),
+                  "vs_uniform_best_bytes": best and best["bytes"] - math.ceil(plan_bytes)},
+        "same_bytes_uniform": _same_bytes(uniforms, plan_bytes, measured),
+        "uniform": uniforms,
+        "rounds": rounds,
+        "sensitivity": [_describe(r) for r in results],
+        "cost": {"sweep_seconds": round(swept.seconds, 3), "forward_seconds": round(runner.forward_seconds, 4),
+                 "units": len(swept.units),
+                 "sweep_over_units_x_forward": round(swept.seconds / max(len(swept.units) * runner.forward_seconds, 1e-9), 3)},
+    }  # fmt: skip
+    return Outcome(summary, detail, met)
+
+
+def run(request: Request, say: Any) -> Outcome:
+    """Sweep, plan, and write quantize-plan.json and the engine files into `request.out`."""
+    from onboard.validate_serving.env import slug
+
+    if (request.budget_kl is None) == (request.target_bytes is None):
+        raise InputError("give exactly one of --budget-kl and --target-bytes")
+    swept = prepare(request, say)
+    outcome = plan(swept, request, say)
+    out = request.out or Path("quantize") / slug(request.source)
+    outcome.files = _write(out, outcome.detail, swept.folder, request.source)
+    return outcome
+
+
+def _load(folder: Path, dtype: str) -> tuple[Any, str, bool]:
+    """(model, runtime in words, transformers calling convention?)."""
+    from onboard.reference import BUILTIN, reference_for
+    from onboard.validate_serving.candidates import load_candidate
+
+    reference = reference_for(folder)
+    runtime = "auto" if reference.kind == BUILTIN else "adapter"
+    try:
+        candidate = load_candidate(folder, dtype, runtime=runtime)
+    except InputError as exc:
+        if runtime == "adapter":
+            raise InputError(
+                f"{folder}: {reference.detail}; quantize-plan runs the generated adapter or transformers in process "
+                "and never the repository's code",
+                f"generate the adapter first (onboard generate {folder}), then rerun",
+            ) from exc
+        raise
+    if candidate.info.kind == "adapter":
+        return candidate.model, f"generated adapter (onboard.adapters.{reference.model_type})", False
+    return candidate.model, "transformers (trust_remote_code=False)", True
+
+
+def _sequences(folder: Path, golden: Path | None, model: Any, max_tokens: int) -> tuple[list[tuple[int, ...]], str]:
+    if golden is not None:
+        from onboard.validate_serving.golden import assert_same_checkpoint, read_golden
+
+        goldens = read_golden(golden)
+        assert_same_checkpoint(goldens, folder)
+        return [p.sequence[:max_tokens] for p in goldens.prompts], f"goldens {golden}"
+    from onboard.validate_serving.prompts import build_suite
+    from onboard.validate_serving.runtime import load_tokenizer
+
+    vocab = int(model.get_input_embeddings().weight.shape[0]) if hasattr(model, "get_input_embeddings") else None
+    if vocab is None:
+        vocab = max(p.shape[0] for n, p in model.named_parameters() if "embed" in n and p.ndim == 2)
+    suite = build_suite(load_tokenizer(folder), None, vocab_size=vocab, max_new_tokens=0, max_long_tokens=max_tokens)
+    return [s.ids[:max_tokens] for s in suite], "the golden prompt suite, prompts only (no --golden)"
+
+
+def _options(results: list[Sensitivity], scale: float = 1.0) -> list[list[Option]]:
+    return [[Option(c.format, c.bytes, c.kl * scale) for c in r.costs.values()] for r in results]
+
+
+def _measure(swept: Swept, formats: list[str]) -> Any:
+    assignment = {r.unit: FORMATS[name] for r, name in zip(swept.results, formats)}
+    with quantized(swept.model, assignment, swept.weights):
+        return swept.runner.score(0)
+
+
+def _choose(request: Request, swept: Swept, say: Any) -> tuple[list[Option], list[dict[str, Any]], bool]:
+    """(chosen option per unit, rounds measured, met?)."""
+    results, kept_bytes = swept.results, swept.kept_bytes
+    rounds: list[dict[str, Any]] = []
+    if request.target_bytes is not None:
+        chosen = least_kl(_options(results), request.target_bytes - kept_bytes)
+        met = chosen is not None
+        if chosen is None:  # report the smallest plan there is, measured, and say it does not fit
+            chosen = [min(options, key=lambda o: (o.bytes, o.kl)) for options in _options(results)]
+            smallest = math.ceil(kept_bytes + sum(o.bytes for o in chosen))
+            say(f"quantize-plan: no plan fits {request.target_bytes} bytes (the smallest is {smallest})")
+        score = _measure(swept, [o.format for o in chosen])
+        rounds.append(_round(1, chosen, score, 1.0, kept_bytes))
+        return chosen, rounds, met
+    budget = float(request.budget_kl or 0.0)
+    scale = 1.0
+    chosen: list[Option] = []
+    for number in range(1, MAX_ROUNDS + 1):
+        scaled = fewest_bytes(_options(results, scale), budget)
+        assert scaled is not None  # keeping every unit in bf16 (KL 0) always fits
+        chosen = [next(c for c in _options(results)[i] if c.format == o.format) for i, o in enumerate(scaled)]
+        score = _measure(swept, [o.format for o in chosen])
+        rounds.append(_round(number, chosen, score, scale, kept_bytes))
+        predicted = sum(o.kl for o in chosen)
+        say(f"  plan round {number}: predicted KL {predicted:.3e}, measured {score.kl:.3e} (budget {budget:.3e})")
+        if score.kl <= budget:
+            return chosen, rounds, True
+        scale *= score.kl / predicted if predicted > 0 else 2.0
+    return chosen, rounds, False
+
+
+def _round(number: int, chosen: list[Option], score: Any, scale: float, kept_bytes: float) -> dict[str, Any]:
+    return {"round": number, "kl_scale": scale, "predicted_kl": sum(o.kl for o in chosen), "measured_kl": score.kl,
+            "top1": score.top1, "bytes": math.ceil(kept_bytes + sum(o.bytes for o in chosen)),
+            "formats": [o.format for o in chosen]}  # fmt: skip
+
+
+def _uniforms(swept: Swept, candidates: list[Format], say: Any) -> list[dict[str, Any]]:
+    """Every candidate on every unit it applies to (the rest in bf16), measured. `complete`: it covers every unit
+    of the kinds its engine quantizes (only complete ones compete as the best uniform format)."""
+    rows = []
+    units = swept.units
+    for fmt in candidates:
+        formats = [fmt.name if u.applies(fmt) else BF16 for u in units]
+        if all(name == BF16 for name in formats):
+            continue
+        score = _measure(swept, formats)
+        predicted = sum(r.costs.get(fmt.name, r.costs[BF16]).kl for r in swept.results)
+        rows.append({
+            "format": fmt.name,
+            "bytes": math.ceil(swept.kept_bytes + sum(u.nbytes(FORMATS[n]) for u, n in zip(units, formats))),
+            "measured_kl": score.kl, "predicted_kl": predicted, "top1": score.top1,
+            "complete": all(u.applies(fmt) for u in units if u.kind in fmt.kinds),
+            "kept_bf16": [u.name for u, n in zip(units, formats) if n == BF16 and u.kind in fmt.kinds],
+        })  # fmt: skip
+        say(f"  uniform {fmt.name}: {rows[-1]['bytes']} bytes, measured KL {score.kl:.3e}")
+    return rows
+
+
+def _uniform_best(uniforms: list[dict[str, Any]], request: Request) -> dict[str, Any] | None:
+    """--budget-kl: the complete uniform format with the fewest bytes within the budget; --target-bytes: the
+    complete uniform format with the least measured KL within the target."""
+    complete = [u for u in uniforms if u["complete"]]
+    if request.budget_kl is not None:
+        within = [u for u in complete if u["measured_kl"] <= request.budget_kl]
+        return min(within, key=lambda u: u["bytes"]) if within else None
+    within = [u for u in complete if u["bytes"] <= (request.target_bytes or 0)]
+    return min(within, key=lambda u: u["measured_kl"]) if within else None
+
+
+def _same_bytes(uniforms: list[dict[str, Any]], plan_bytes: float, measured: float | None) -> dict[str, Any] | None:
+    complete = [u for u in uniforms if u["complete"]]
+    if not complete or measured is None:
+        return None
+    nearest = min(complete, key=lambda u: abs(u["bytes"] - plan_bytes))
+    ratio = measured / nearest["measured_kl"] if nearest["measured_kl"] > 0 else None
+    return {"format": nearest["format"], "bytes": nearest["bytes"], "measured_kl": nearest["measured_kl"],
+            "plan_over_uniform_kl": ratio}  # fmt: skip
+
+
+def _describe(result: Sensitivity) -> dict[str, Any]:
+    return {
+        "unit": result.unit.name, "layer": result.unit.layer, "kind": result.unit.kind,
+        "elements": result.unit.elements, "probe": result.probe,
+        "weight_outlier": result.weight_outlier, "activation_outlier": result.activation_outlier,
+        "activations_simulated": result.activations_simulated,
+        "formats": {name: {"bytes": math.ceil(c.bytes), "kl": c.kl, "measured": c.measured, "top1": c.top1}
+                    for name, c in result.costs.items()},
+    }  # fmt: skip
+
+
+def _write(out: Path, detail: dict[str, Any], folder: Path, source: str) -> list[Path]:
+    from onboard.promote.fsutil import atomic_write_json, atomic_write_text
+    from onboard.quantize import emit
+
+    by_unit = emit.tensors_by_unit(emit.checkpoint_tensors(folder))
+    plan = {u["unit"]: u["format"] for u in detail["units"]}
+    forms = (emit.llama_cpp(plan, by_unit, source), emit.llm_compressor(plan, by_unit, source))
+    names = {forms[0].engine: "llama-quantize.sh", forms[1].engine: "llmcompressor-recipe.yaml"}
+    detail["engines"] = {f.engine: {"file": names[f.engine], "unsupported": f.unsupported, "unmapped": f.unmapped}
+                         for f in forms}  # fmt: skip
+    files = [out / names[f.engine] for f in forms]
+    for form, path in zip(forms, files):
+        atomic_write_text(path, form.text)
+    atomic_write_json(out / PLAN_FILE, detail)
+    return [out / PLAN_FILE, *files]

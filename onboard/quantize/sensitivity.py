@@ -1,0 +1,153 @@
+"""The sensitivity sweep: what each format costs at each unit, quantized alone.
+
+Per unit, every applicable format is applied once and its error energy measured cheaply: on the residual stream at
+the unit's own layer (that layer rerun alone from its recorded inputs) or, for an untied embedding, on the rows the
+prompts look up. The format with the most energy (the coarsest) is then MEASURED: KL to the reference over the
+prompt suite, resuming at the unit's layer. The others are predicted from it in proportion to their energy (KL
+is quadratic in small perturbations, and so is the energy). The head, and an embedding tied to it, move the logits
+directly: every format is measured there. Cost: about one forward over the suite per unit (see the benchmark).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from onboard.quantize.apply import QuantizedWeights, activation_modules, activations_simulated, quantized
+from onboard.quantize.formats import BF16, FORMATS, Format
+from onboard.quantize.forward import Runner
+from onboard.quantize.units import Unit
+
+
+@dataclass(frozen=True)
+class Cost:
+    format: str
+    bytes: float
+    kl: float
+    measured: bool
+    top1: float | None = None
+    energy: float | None = None
+
+
+@dataclass
+class Sensitivity:
+    unit: Unit
+    costs: dict[str, Cost] = field(default_factory=dict)
+    probe: str | None = None
+    weight_outlier: float = 0.0
+    """max |w| / rms(w) over the unit's tensors."""
+    activation_outlier: float | None = None
+    """max |x| / rms(x) of the inputs its matmuls saw in the reference run (None: not observable)."""
+    activations_simulated: bool = True
+
+
+def start_layer(unit: Unit, runner: Runner) -> int:
+    """First decoder layer whose output a change to `unit` can move."""
+    if unit.kind == "embedding":
+        return 0
+    if unit.kind == "head" or unit.layer is None:
+        return len(runner.layers)
+    return unit.layer
+
+
+def matmul_modules(model: Any, units: list[Unit]) -> list[Any]:
+    """Modules whose inputs tell a unit's activation outliers: holders of its 2-D weights, owners of 3-D ones."""
+    found: dict[int, Any] = {}
+    for unit in units:
+        for tensor in unit.tensors:
+            holders = activation_modules(model, tensor) or [
+                m for m in model.modules() if any(p is tensor.param for p in m.parameters(recurse=False))
+            ]
+            found.update((id(m), m) for m in holders if "Embedding" not in type(m).__name__)
+    return list(found.values())
+
+
+def sweep(
+    model: Any, runner: Runner, units: list[Unit], candidates: list[Format], weights: QuantizedWeights, say: Any
+) -> tuple[list[Sensitivity], float]:
+    """Per-unit costs of every applicable candidate; (results in unit order, seconds spent)."""
+    started = time.perf_counter()
+    results = []
+    for number, unit in enumerate(units, start=1):
+        result = Sensitivity(
+            unit, weight_outlier=_weight_outlier(unit), activations_simulated=activations_simulated(unit)
+        )
+        result.activation_outlier = _activation_outlier(model, runner, unit)
+        bf16 = FORMATS[BF16]
+        result.costs[BF16] = Cost(BF16, unit.nbytes(bf16), 0.0, True, 1.0, 0.0)
+        usable = [f for f in candidates if unit.applies(f)]
+        start = start_layer(unit, runner)
+        if unit.kind == "head" or unit.name == "embedding+head":
+            for fmt in usable:
+                with quantized(model, {unit: fmt}, weights):
+                    score = runner.score(start)
+                result.costs[fmt.name] = Cost(fmt.name, unit.nbytes(fmt), score.kl, True, score.top1)
+        elif usable:
+            energies = {f.name: _energy(model, runner, unit, f, weights) for f in usable}
+            probe = max(usable, key=lambda f: (energies[f.name], -unit.nbytes(f)))
+            with quantized(model, {unit: probe}, weights):
+                score = runner.score(start)
+            result.probe = probe.name
+            for fmt in usable:
+                ratio = energies[fmt.name] / energies[probe.name] if energies[probe.name] > 0 else 0.0
+                measured = fmt is probe
+                result.costs[fmt.name] = Cost(
+                    fmt.name, unit.nbytes(fmt), score.kl if measured else score.kl * ratio, measured,
+                    score.top1 if measured else None, energies[fmt.name],
+                )  # fmt: skip
+        say(f"  sensitivity {number}/{len(units)} {unit.name}: " + _summary(result))
+        results.append(result)
+    return results, time.perf_counter() - started
+
+
+def unit_module(model: Any, unit: Unit) -> Any:
+    """The smallest module holding all of the unit's tensors (its attention, MLP, experts or shared-experts block)."""
+    common: list[str] = []
+    for parts in zip(*(t.name.split(".")[:-1] for t in unit.tensors)):
+        if len(set(parts)) != 1:
+            break
+        common.append(parts[0])
+    return model.get_submodule(".".join(common))
+
+
+def unit_modules(model: Any, units: list[Unit]) -> list[Any]:
+    return [unit_module(model, u) for u in units if u.kind != "embedding" and u.kind != "head"]
+
+
+def _energy(model: Any, runner: Runner, unit: Unit, fmt: Format, weights: QuantizedWeights) -> float:
+    if unit.kind == "embedding":
+        return _lookup_energy(runner, unit, fmt, weights)
+    with quantized(model, {unit: fmt}, weights):
+        return runner.module_delta(unit_module(model, unit))
+
+
+def _lookup_energy(runner: Runner, unit: Unit, fmt: Format, weights: QuantizedWeights) -> float:
+    """Squared change of the embedding rows the prompts look up (an untied embedding feeds layer 0 only)."""
+    import torch
+
+    tokens = torch.tensor([t for seq in runner.sequences for t in seq])
+    tensor = unit.tensors[0]
+    delta = weights.get(tensor, fmt).float()[tokens] - weights.original(tensor).float()[tokens]
+    return float((delta * delta).sum())
+
+
+def _weight_outlier(unit: Unit) -> float:
+    peak = 0.0
+    for tensor in unit.tensors:
+        w = tensor.param.detach().float()
+        rms = float(w.pow(2).mean().sqrt())
+        if rms > 0:
+            peak = max(peak, float(w.abs().max()) / rms)
+    return peak
+
+
+def _activation_outlier(model: Any, runner: Runner, unit: Unit) -> float | None:
+    ratios = [runner.input_outlier(m) for m in matmul_modules(model, [unit])]
+    known = [r for r in ratios if r is not None]
+    return max(known) if known else None
+
+
+def _summary(result: Sensitivity) -> str:
+    parts = [f"{c.format} {c.kl:.2e}{'' if c.measured else '~'}" for c in result.costs.values() if c.format != BF16]
+    return ", ".join(parts) or "no format applies"

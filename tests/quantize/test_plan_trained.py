@@ -1,0 +1,108 @@
+"""quantize-plan on the trained tiny fixture (tests/fixtures/trained-qwen3: trained-like magnitudes, stored in bf16,
+run in bf16), through the generated qwen3 adapter. Issue 13's acceptance: at a size the uniform formats leave
+between them, the plan's measured KL is at most half the best uniform format's that fits the same size; a plan
+for a KL budget is measured within it; a layer seeded with heavy weight outliers ranks most sensitive and keeps
+more bits than the rest of the plan."""
+
+from __future__ import annotations
+
+import shutil
+import statistics
+from pathlib import Path
+
+import pytest
+
+from onboard.quantize import plan as quantize_plan
+from onboard.quantize.formats import BF16, FORMATS
+
+TRAINED = Path(__file__).resolve().parents[1] / "fixtures" / "trained-qwen3"
+MAX_TOKENS = 256  # the long prompt cut to 256 tokens: the sweep stays around 15 s on 2 cores
+
+
+def _quiet(_message: str) -> None:
+    return None
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _one_thread():  # type: ignore[no-untyped-def]
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def _request(path: Path, **kwargs) -> quantize_plan.Request:  # type: ignore[no-untyped-def]
+    return quantize_plan.Request(str(path), max_tokens=MAX_TOKENS, **kwargs)
+
+
+@pytest.fixture(scope="module")
+def swept() -> quantize_plan.Swept:
+    return quantize_plan.prepare(_request(TRAINED, budget_kl=1.0), _quiet)
+
+
+def _uniform_bytes(swept: quantize_plan.Swept, name: str) -> float:
+    fmt = FORMATS[name]
+    return swept.kept_bytes + sum(u.nbytes(fmt if u.applies(fmt) else FORMATS[BF16]) for u in swept.units)
+
+
+def test_plan_between_uniform_sizes_halves_the_best_uniform_kl(swept: quantize_plan.Swept) -> None:
+    # Halfway between uniform Q4_K and uniform Q6_K: the best uniform format that fits is Q4_K.
+    target = int((_uniform_bytes(swept, "q4_k") + _uniform_bytes(swept, "q6_k")) / 2)
+    outcome = quantize_plan.plan(swept, _request(TRAINED, target_bytes=target), _quiet)
+    s = outcome.summary
+    assert outcome.met and s["bytes"] <= target
+    assert s["uniform_best"]["format"] == "q4_k" and s["uniform_best"]["bytes"] <= target
+    assert s["measured_kl"] <= 0.5 * s["uniform_best"]["measured_kl"], (s["measured_kl"], s["uniform_best"])
+    assert 0.5 < s["measured_kl"] / s["predicted_kl"] < 2.0  # the sum of units alone predicts the whole plan
+
+
+def test_plan_within_a_kl_budget_is_measured_within_it(swept: quantize_plan.Swept) -> None:
+    budget = 2e-3
+    outcome = quantize_plan.plan(swept, _request(TRAINED, budget_kl=budget), _quiet)
+    s = outcome.summary
+    assert outcome.met and s["measured_kl"] <= budget
+    assert set(s) == {"budget_kl", "predicted_kl", "measured_kl", "bytes", "bf16_bytes", "uniform_best", "units"}
+    # The best uniform format within the budget needs more bytes than the plan.
+    assert s["uniform_best"]["measured_kl"] <= budget and s["bytes"] < s["uniform_best"]["bytes"]
+    uniform = {u["format"]: u for u in outcome.detail["uniform"]}
+    assert uniform["q4_k"]["measured_kl"] > budget  # the cheaper uniform format would not have met it
+
+
+def _seed_outliers(src: Path, dst: Path, layer: int, factor: float = 256.0, columns: int = 32) -> Path:
+    """Heavy weight outliers in layer `layer`'s MLP without changing its function: `columns` input columns of
+    down_proj x factor, the matching rows of up_proj / factor (a power of two: exact in bf16)."""
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    shutil.copytree(src, dst)
+    tensors = load_file(str(dst / "model.safetensors"))
+    up, down = f"model.layers.{layer}.mlp.up_proj.weight", f"model.layers.{layer}.mlp.down_proj.weight"
+    cols = torch.randperm(tensors[down].shape[1], generator=torch.Generator().manual_seed(0))[:columns]
+    tensors[up], tensors[down] = tensors[up].clone(), tensors[down].clone()
+    tensors[up][cols] = (tensors[up][cols].float() / factor).to(tensors[up].dtype)
+    tensors[down][:, cols] = (tensors[down][:, cols].float() * factor).to(tensors[down].dtype)
+    save_file(tensors, str(dst / "model.safetensors"), metadata={"format": "pt"})
+    return dst
+
+
+def test_seeded_outlier_layer_ranks_most_sensitive_and_keeps_precision(tmp_path: Path) -> None:
+    seeded = _seed_outliers(TRAINED, tmp_path / "seeded", layer=2)
+    request = _request(seeded, budget_kl=2e-3)
+    swept = quantize_plan.prepare(request, _quiet)
+    outcome = quantize_plan.plan(swept, request, _quiet)
+    rows = {r["unit"]: r for r in outcome.detail["sensitivity"]}
+    coarsest = {name: max(f["kl"] for n, f in row["formats"].items() if n != BF16) for name, row in rows.items()}
+    assert max(coarsest, key=coarsest.get) == "layer.2.mlp", coarsest
+    assert max(rows, key=lambda n: rows[n]["weight_outlier"]) == "layer.2.mlp"
+    assert outcome.met and outcome.summary["measured_kl"] <= 2e-3
+    units = {u.name: u for u in swept.units}
+
+    def bits(unit: str, fmt: str) -> float:
+        return units[unit].nbytes(FORMATS[fmt]) * 8 / units[unit].elements
+
+    chosen = {u["unit"]: u["format"] for u in outcome.summary["units"]}
+    seeded_bits = bits("layer.2.mlp", chosen["layer.2.mlp"])
+    others = [bits(u, f) for u, f in chosen.items() if u != "layer.2.mlp"]
+    assert seeded_bits >= 8 and seeded_bits > statistics.median(others), chosen

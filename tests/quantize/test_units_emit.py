@@ -1,0 +1,96 @@
+"""Units found by name in transformers models and generated adapters, and the engine-ready files of a plan."""
+
+from __future__ import annotations
+
+import re
+import shlex
+from pathlib import Path
+
+import pytest
+import yaml
+
+from onboard.quantize import emit
+from onboard.quantize.units import find_units
+from onboard.validate_serving.candidates import load_candidate
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+    from tests.tiny.factory import make_tiny_checkpoint
+
+    root = tmp_path_factory.mktemp("quantize-tiny")
+    return {mt: make_tiny_checkpoint(mt, root / mt) for mt in ("qwen3", "qwen2_moe")}
+
+
+@pytest.mark.parametrize("runtime", ["adapter", "reference"])
+def test_units_of_a_moe_model_with_shared_experts(tiny, runtime: str) -> None:  # type: ignore[no-untyped-def]
+    model = load_candidate(tiny["qwen2_moe"], "float32", runtime=runtime).model
+    units, kept = find_units(model)
+    names = [u.name for u in units]
+    assert names == ["embedding", "layer.0.attn", "layer.0.experts", "layer.0.shared_experts", "layer.1.attn",
+                     "layer.1.experts", "layer.1.shared_experts", "head"]  # fmt: skip
+    experts = units[2].tensors
+    assert all(t.param.ndim == 3 for t in experts)  # routers (mlp.gate, shared_expert_gate) are not in any unit
+    assert not any("gate.weight" in t.name and "gate_proj" not in t.name for u in units for t in u.tensors)
+    total = sum(p.numel() for p in model.parameters())
+    assert sum(u.elements for u in units) + kept == total
+
+
+def test_tied_embedding_is_one_unit_with_the_head(tmp_path: Path) -> None:
+    from tests.tiny.factory import make_tiny_checkpoint
+
+    path = make_tiny_checkpoint("qwen3", tmp_path / "tied", overrides={"tie_word_embeddings": True})
+    for runtime in ("adapter", "reference"):
+        units, _ = find_units(load_candidate(path, "float32", runtime=runtime).model)
+        assert units[0].name == "embedding+head" and units[-1].kind != "head"
+
+
+def _gguf_names(layers: int) -> list[str]:
+    per_layer = ("attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate_exps", "ffn_up_exps", "ffn_down_exps",
+                 "ffn_gate_shexp", "ffn_up_shexp", "ffn_down_shexp", "ffn_gate_inp", "attn_norm")  # fmt: skip
+    return [f"blk.{i}.{n}.weight" for i in range(layers) for n in per_layer]
+
+
+def test_llama_quantize_overrides_cover_each_tensor_once(tiny) -> None:  # type: ignore[no-untyped-def]
+    units = emit.tensors_by_unit(emit.checkpoint_tensors(tiny["qwen2_moe"]))
+    plan = {"embedding": "q8_0", "layer.0.attn": "q4_k", "layer.0.experts": "q6_k", "layer.0.shared_experts": "bf16",
+            "layer.1.attn": "mxfp4", "layer.1.experts": "q4_k", "layer.1.shared_experts": "q8_0", "head": "q6_k"}  # fmt: skip
+    form = emit.llama_cpp(plan, units, "tiny")
+    words = shlex.split(form.text.replace("\\\n", " ").split("llama-quantize", 1)[1].split("\n")[0])
+    overrides = [words[i + 1] for i, w in enumerate(words) if w == "--tensor-type"]
+    assert words[words.index("--token-embedding-type") + 1] == "q8_0"
+    assert words[words.index("--output-tensor-type") + 1] == "q8_0"  # Q6_K on rows of 64: llama.cpp's fallback
+    rules = [(re.compile(o.rsplit("=", 1)[0].lower()), o.rsplit("=", 1)[1]) for o in overrides]
+    expected = {"attn_q": "q5_0", "attn_output": "q5_0", "ffn_down_exps": "q8_0", "ffn_gate_shexp": "bf16"}
+    for name in _gguf_names(2):
+        hits = [t for pattern, t in rules if pattern.search(name)]
+        base = name.split(".")[2]
+        if base in ("ffn_gate_inp", "attn_norm"):
+            assert hits == []  # the router and norms stay as converted
+            continue
+        assert len(hits) == 1, (name, hits)
+        if name.startswith("blk.0.") and base in expected:
+            assert hits[0] == expected[base]
+        if name.startswith("blk.1.attn"):
+            assert hits[0] == "mxfp4"
+    assert form.unsupported == [] and form.unmapped == []
+
+
+def test_llm_compressor_recipe_targets_and_ignores(tiny) -> None:  # type: ignore[no-untyped-def]
+    units = emit.tensors_by_unit(emit.checkpoint_tensors(tiny["qwen3"]))
+    plan = {"embedding": "bf16", "layer.0.attn": "int8", "layer.0.mlp": "bf16", "layer.1.attn": "fp8-block",
+            "layer.1.mlp": "q4_k", "head": "bf16"}  # fmt: skip
+    form = emit.llm_compressor(plan, units, "tiny")
+    assert form.unsupported == ["layer.1.mlp"]  # a llama.cpp format: vLLM would run it unquantized
+    recipe = yaml.safe_load(form.text)["quant_stage"]["quant_modifiers"]["QuantizationModifier"]
+    modules = [n.removesuffix(".weight") for names in units.values() for n, _ in names]
+
+    def matched(pattern: str) -> set[str]:
+        return {m for m in modules if (re.fullmatch(pattern[3:], m) if pattern.startswith("re:") else m == pattern)}
+
+    ignored = set().union(*(matched(p) for p in recipe["ignore"]))
+    assert {"lm_head", "model.layers.0.mlp.down_proj", "model.layers.1.mlp.up_proj"} <= ignored
+    groups = {g["weights"]["strategy"]: matched(g["targets"][0]) for g in recipe["config_groups"].values()}
+    assert groups["channel"] == {f"model.layers.0.self_attn.{p}_proj" for p in "qkvo"}
+    assert groups["block"] == {f"model.layers.1.self_attn.{p}_proj" for p in "qkvo"}
+    assert not ignored & (groups["channel"] | groups["block"])
