@@ -17,6 +17,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from onboard.quantize.formats import BF16, FORMATS, LLAMA_CPP, VLLM
 from onboard.quantize.units import LAYER, classify, unit_name
@@ -189,3 +190,23 @@ def llm_compressor(
             lines.append(f"          input_activations: {activations}")
     form.text = "\n".join(lines) + "\n"
     return form
+
+
+ENGINE_FILES = {LLAMA_CPP: "llama-quantize.sh", VLLM: "llmcompressor-recipe.yaml"}
+
+
+def write_files(out: Path, detail: dict[str, Any], folder: Path, source: str) -> list[Path]:
+    """quantize-plan.json and the engine files into `out` (each written atomically); `detail` gains `engines`."""
+    from onboard.promote.fsutil import atomic_write_json, atomic_write_text
+    from onboard.quantize.report import PLAN_FILE
+
+    by_unit = tensors_by_unit(checkpoint_tensors(folder))
+    plan = {u["unit"]: u["format"] for u in detail["units"]}
+    forms = (llama_cpp(plan, by_unit, source), llm_compressor(plan, by_unit, source))
+    detail["engines"] = {
+        f.engine: {"file": ENGINE_FILES[f.engine], "unsupported": f.unsupported, "unmapped": f.unmapped} for f in forms
+    }
+    for form in forms:
+        atomic_write_text(out / ENGINE_FILES[form.engine], form.text)
+    atomic_write_json(out / PLAN_FILE, detail)
+    return [out / PLAN_FILE, *(out / ENGINE_FILES[f.engine] for f in forms)]

@@ -19,10 +19,10 @@ from pathlib import Path
 from typing import Any
 
 from onboard.errors import InputError
+from onboard.quantize import emit, uniform
 from onboard.quantize.apply import QuantizedWeights, quantized
-from onboard.quantize.formats import BF16, CANDIDATES, FORMATS, Format
-from onboard.quantize.forward import Runner
-from onboard.quantize.report import PLAN_FILE
+from onboard.quantize.formats import CANDIDATES, FORMATS
+from onboard.quantize.forward import Runner, Score
 from onboard.quantize.search import Option, fewest_bytes, least_kl
 from onboard.quantize.sensitivity import Sensitivity, matmul_modules, sweep, unit_modules
 from onboard.quantize.units import Unit, find_units
@@ -78,10 +78,15 @@ class Swept:
     def bf16_bytes(self) -> float:
         return sum(u.elements for u in self.units) * 2.0 + self.kept_bytes
 
+    def measure(self, formats: list[str]) -> Score:
+        """KL and top-1 of the model with unit i in formats[i], all at once (one forward over the suite)."""
+        assignment = {r.unit: FORMATS[name] for r, name in zip(self.results, formats)}
+        with quantized(self.model, assignment, self.weights):
+            return self.runner.score(0)
+
     def uniforms(self, say: Any) -> list[dict[str, Any]]:
         if self.uniform_rows is None:
-            candidates = [FORMATS[name] for name in self.request.formats]
-            self.uniform_rows = _uniforms(self, candidates, say)
+            self.uniform_rows = uniform.measure_all(self, [FORMATS[name] for name in self.request.formats], say)
         return self.uniform_rows
 
 
@@ -110,7 +115,7 @@ def plan(swept: Swept, request: Request, say: Any) -> Outcome:
     chosen, rounds, met = _choose(request, swept, say)
     plan_bytes = swept.kept_bytes + sum(c.bytes for c in chosen)
     uniforms = swept.uniforms(say)
-    best = _uniform_best(uniforms, request)
+    best = uniform.best(uniforms, request.budget_kl, request.target_bytes)
     measured = rounds[-1]["measured_kl"]
     runner, results = swept.runner, swept.results
     summary = {
@@ -140,7 +145,7 @@ def plan(swept: Swept, request: Request, say: Any) -> Outcome:
                     "max_tokens": swept.request.max_tokens},
         "saved": {"vs_bf16_bytes": math.ceil(swept.bf16_bytes - plan_bytes),
                   "vs_uniform_best_bytes": best and best["bytes"] - math.ceil(plan_bytes)},
-        "same_bytes_uniform": _same_bytes(uniforms, plan_bytes, measured),
+        "same_bytes_uniform": uniform.nearest_size(uniforms, plan_bytes, measured),
         "uniform": uniforms,
         "rounds": rounds,
         "sensitivity": [_describe(r) for r in results],
@@ -160,7 +165,7 @@ def run(request: Request, say: Any) -> Outcome:
     swept = prepare(request, say)
     outcome = plan(swept, request, say)
     out = request.out or Path("quantize") / slug(request.source)
-    outcome.files = _write(out, outcome.detail, swept.folder, request.source)
+    outcome.files = emit.write_files(out, outcome.detail, swept.folder, request.source)
     return outcome
 
 
@@ -207,12 +212,6 @@ def _options(results: list[Sensitivity], scale: float = 1.0) -> list[list[Option
     return [[Option(c.format, c.bytes, c.kl * scale) for c in r.costs.values()] for r in results]
 
 
-def _measure(swept: Swept, formats: list[str]) -> Any:
-    assignment = {r.unit: FORMATS[name] for r, name in zip(swept.results, formats)}
-    with quantized(swept.model, assignment, swept.weights):
-        return swept.runner.score(0)
-
-
 def _choose(request: Request, swept: Swept, say: Any) -> tuple[list[Option], list[dict[str, Any]], bool]:
     """(chosen option per unit, rounds measured, met?)."""
     results, kept_bytes = swept.results, swept.kept_bytes
@@ -224,7 +223,7 @@ def _choose(request: Request, swept: Swept, say: Any) -> tuple[list[Option], lis
             chosen = [min(options, key=lambda o: (o.bytes, o.kl)) for options in _options(results)]
             smallest = math.ceil(kept_bytes + sum(o.bytes for o in chosen))
             say(f"quantize-plan: no plan fits {request.target_bytes} bytes (the smallest is {smallest})")
-        score = _measure(swept, [o.format for o in chosen])
+        score = swept.measure([o.format for o in chosen])
         rounds.append(_round(1, chosen, score, 1.0, kept_bytes))
         return chosen, rounds, met
     budget = float(request.budget_kl or 0.0)
@@ -234,7 +233,7 @@ def _choose(request: Request, swept: Swept, say: Any) -> tuple[list[Option], lis
         scaled = fewest_bytes(_options(results, scale), budget)
         assert scaled is not None  # keeping every unit in bf16 (KL 0) always fits
         chosen = [next(c for c in _options(results)[i] if c.format == o.format) for i, o in enumerate(scaled)]
-        score = _measure(swept, [o.format for o in chosen])
+        score = swept.measure([o.format for o in chosen])
         rounds.append(_round(number, chosen, score, scale, kept_bytes))
         predicted = sum(o.kl for o in chosen)
         say(f"  plan round {number}: predicted KL {predicted:.3e}, measured {score.kl:.3e} (budget {budget:.3e})")
@@ -250,49 +249,6 @@ def _round(number: int, chosen: list[Option], score: Any, scale: float, kept_byt
             "formats": [o.format for o in chosen]}  # fmt: skip
 
 
-def _uniforms(swept: Swept, candidates: list[Format], say: Any) -> list[dict[str, Any]]:
-    """Every candidate on every unit it applies to (the rest in bf16), measured. `complete`: it covers every unit
-    of the kinds its engine quantizes (only complete ones compete as the best uniform format)."""
-    rows = []
-    units = swept.units
-    for fmt in candidates:
-        formats = [fmt.name if u.applies(fmt) else BF16 for u in units]
-        if all(name == BF16 for name in formats):
-            continue
-        score = _measure(swept, formats)
-        predicted = sum(r.costs.get(fmt.name, r.costs[BF16]).kl for r in swept.results)
-        rows.append({
-            "format": fmt.name,
-            "bytes": math.ceil(swept.kept_bytes + sum(u.nbytes(FORMATS[n]) for u, n in zip(units, formats))),
-            "measured_kl": score.kl, "predicted_kl": predicted, "top1": score.top1,
-            "complete": all(u.applies(fmt) for u in units if u.kind in fmt.kinds),
-            "kept_bf16": [u.name for u, n in zip(units, formats) if n == BF16 and u.kind in fmt.kinds],
-        })  # fmt: skip
-        say(f"  uniform {fmt.name}: {rows[-1]['bytes']} bytes, measured KL {score.kl:.3e}")
-    return rows
-
-
-def _uniform_best(uniforms: list[dict[str, Any]], request: Request) -> dict[str, Any] | None:
-    """--budget-kl: the complete uniform format with the fewest bytes within the budget; --target-bytes: the
-    complete uniform format with the least measured KL within the target."""
-    complete = [u for u in uniforms if u["complete"]]
-    if request.budget_kl is not None:
-        within = [u for u in complete if u["measured_kl"] <= request.budget_kl]
-        return min(within, key=lambda u: u["bytes"]) if within else None
-    within = [u for u in complete if u["bytes"] <= (request.target_bytes or 0)]
-    return min(within, key=lambda u: u["measured_kl"]) if within else None
-
-
-def _same_bytes(uniforms: list[dict[str, Any]], plan_bytes: float, measured: float | None) -> dict[str, Any] | None:
-    complete = [u for u in uniforms if u["complete"]]
-    if not complete or measured is None:
-        return None
-    nearest = min(complete, key=lambda u: abs(u["bytes"] - plan_bytes))
-    ratio = measured / nearest["measured_kl"] if nearest["measured_kl"] > 0 else None
-    return {"format": nearest["format"], "bytes": nearest["bytes"], "measured_kl": nearest["measured_kl"],
-            "plan_over_uniform_kl": ratio}  # fmt: skip
-
-
 def _describe(result: Sensitivity) -> dict[str, Any]:
     return {
         "unit": result.unit.name, "layer": result.unit.layer, "kind": result.unit.kind,
@@ -302,20 +258,3 @@ def _describe(result: Sensitivity) -> dict[str, Any]:
         "formats": {name: {"bytes": math.ceil(c.bytes), "kl": c.kl, "measured": c.measured, "top1": c.top1}
                     for name, c in result.costs.items()},
     }  # fmt: skip
-
-
-def _write(out: Path, detail: dict[str, Any], folder: Path, source: str) -> list[Path]:
-    from onboard.promote.fsutil import atomic_write_json, atomic_write_text
-    from onboard.quantize import emit
-
-    by_unit = emit.tensors_by_unit(emit.checkpoint_tensors(folder))
-    plan = {u["unit"]: u["format"] for u in detail["units"]}
-    forms = (emit.llama_cpp(plan, by_unit, source), emit.llm_compressor(plan, by_unit, source))
-    names = {forms[0].engine: "llama-quantize.sh", forms[1].engine: "llmcompressor-recipe.yaml"}
-    detail["engines"] = {f.engine: {"file": names[f.engine], "unsupported": f.unsupported, "unmapped": f.unmapped}
-                         for f in forms}  # fmt: skip
-    files = [out / names[f.engine] for f in forms]
-    for form, path in zip(forms, files):
-        atomic_write_text(path, form.text)
-    atomic_write_json(out / PLAN_FILE, detail)
-    return [out / PLAN_FILE, *files]
