@@ -128,8 +128,11 @@ def _report(outcome, say) -> None:  # type: ignore[no-untyped-def]
     if same and same.get("plan_over_uniform_kl") is not None:
         say(f"nearest uniform size: {same['format']} ({same['bytes']:,} bytes): measured KL {same['measured_kl']:.3e}, "
             f"plan / uniform = {same['plan_over_uniform_kl']:.2f}")  # fmt: skip
+    from onboard.quantize.formats import FORMATS
+
+    targeted = {FORMATS[name].engine for name in d["formats"]}  # engines the user chose formats of
     for engine, info in d.get("engines", {}).items():
-        if info["unsupported"]:
+        if info["unsupported"] and engine in targeted:
             say(f"{engine}: cannot serve the planned formats of {', '.join(info['unsupported'])} (see {info['file']})")
     say("wrote " + ", ".join(str(f) for f in outcome.files))
     if not outcome.met and s["budget_kl"] is not None:

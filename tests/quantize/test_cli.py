@@ -103,3 +103,17 @@ def test_plan_section_in_the_onboarding_report(tiny: Path, tmp_path: Path, capsy
     assert 'id="plot-quantize-sensitivity"' in html and 'id="table-quantization-plan"' in html
     assert html.count("<polyline") >= 2  # attention and MLP series over the layers
     assert "| layer.1.mlp |" in paths.markdown.read_text()
+
+
+def test_plan_measured_over_budget_exits_1(
+    tiny: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Interactions the sweep cannot see: every whole-model measurement comes out at 1.0, whatever the plan.
+    from onboard.quantize import plan
+    from onboard.quantize.forward import Score
+
+    monkeypatch.setattr(plan.Swept, "measure", lambda self, formats: Score(1.0, 0.5, 10))
+    code, out, err = _run(capsys, str(tiny), "--budget-kl", "0.01", "--out", str(tmp_path), "--json", *FAST)
+    assert code == 1 and "exceeds --budget-kl 1.000e-02 after 3 rounds" in err and "Hint:" in err
+    detail = json.loads((tmp_path / "quantize-plan.json").read_text())
+    assert detail["passed"] is False and len(detail["rounds"]) == 3 and json.loads(out)["measured_kl"] == 1.0
