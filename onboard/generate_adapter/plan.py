@@ -85,7 +85,12 @@ def plan_for_family(model_type: str) -> AdapterPlan:
 
 def _feature_stubs(profile: ModelProfile, spec: ArchSpec) -> list[KernelStub]:
     out = []
-    for feature in profile.features:
+    features = list(profile.features)
+    if profile.quantization and f"quantized:{profile.quantization.method}" not in features:
+        # A config fact (quantization_config), kept when inspect withholds the tensor-derived features (weights
+        # missing or unreadable): the adapter still needs the dequant stub.
+        features.append(f"quantized:{profile.quantization.method}")
+    for feature in features:
         kind, _, arg = feature.partition(":")
         if feature in GENERIC_FEATURES or feature in spec.features:
             continue
