@@ -230,7 +230,9 @@ def _who_raised(traceback_text: str) -> str:
     files = re.findall(r'File "([^"]+)"', traceback_text)
     innermost = os.path.realpath(files[-1]) if files else ""
     if innermost.startswith(os.path.realpath(Path(onboard.__file__).parent) + os.sep):
-        return "onboard's own code raised inside the worker (a bug in onboard, not in the repository): see the traceback"
+        return (
+            "onboard's own code raised inside the worker (a bug in onboard, not in the repository): see the traceback"
+        )
     if "site-packages" in innermost or "dist-packages" in innermost:
         return "a library raised while loading or running the repository's model: see the traceback above"
     return "the repository's code raised: see the traceback above"
