@@ -69,11 +69,23 @@ def _mask_candidates() -> list[Path]:
     return out
 
 
+def code_paths(entries: list[str]) -> list[str]:
+    """The parent's sys.path entries the worker may import from: existing folders, never a Hugging Face modules
+    cache (transformers appends one to sys.path after any remote-code load in the parent). Passing it on would show
+    other repositories' code to the worker and shadow the worker's own `transformers_modules` package, so the
+    repository's relative imports fail ("No module named 'transformers_modules.<repo>'")."""
+    import os
+
+    return [
+        p for p in entries if p and os.path.exists(p) and not os.path.isdir(os.path.join(p, "transformers_modules"))
+    ]
+
+
 def _python_paths() -> list[Path]:
     paths = [Path(sys.prefix), Path(sys.base_prefix), Path(sys.exec_prefix), Path(sys.executable).resolve().parent]
     # sys.path[0] is the parent's script folder or working directory (unless python -P): not the worker's business
     entries = sys.path if sys.flags.safe_path else sys.path[1:]
-    paths += [Path(p) for p in entries if p]
+    paths += [Path(p) for p in code_paths(entries)]
     import onboard
 
     paths.append(Path(onboard.__file__).resolve().parent)

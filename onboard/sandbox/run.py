@@ -151,7 +151,7 @@ def worker_env(workdir: Path, threads: int | None) -> dict[str, str]:
         "HF_MODULES_CACHE": str(cache / "huggingface" / "modules"), "TORCH_HOME": str(cache / "torch"),
         "TRITON_CACHE_DIR": str(cache / "triton"), "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
         "HF_DATASETS_OFFLINE": "1", "HF_HUB_DISABLE_TELEMETRY": "1", "HF_HUB_DISABLE_UPDATE_CHECK": "1",
-        "PYTHONNOUSERSITE": "1", "PYTHONPATH": os.pathsep.join(p for p in sys.path if p and os.path.exists(p)),
+        "PYTHONNOUSERSITE": "1", "PYTHONPATH": os.pathsep.join(isolation.code_paths(sys.path)),
     })  # fmt: skip
     threads = threads if threads is not None else _parent_threads()
     if threads is not None:

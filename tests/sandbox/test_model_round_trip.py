@@ -72,3 +72,21 @@ def test_worker_only_function_refuses_to_run_in_process() -> None:
 
     with pytest.raises(RuntimeError, match="run_isolated only"):
         logits(checkpoint="unused", input_ids=[[1]])
+
+
+def test_a_modules_cache_on_the_parents_sys_path_does_not_reach_the_worker(
+    default_method: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After any remote-code load in the parent, transformers has appended its modules cache to sys.path. Passed on to
+    the worker, it showed other repositories' code there and shadowed the worker's own `transformers_modules`, so
+    this round trip failed with "No module named 'transformers_modules.repo'" whenever it ran after such a test."""
+    import sys
+
+    from onboard.sandbox.isolation import code_paths
+
+    parent_cache = tmp_path / "parent-modules"
+    (parent_cache / "transformers_modules").mkdir(parents=True)
+    (parent_cache / "transformers_modules" / "__init__.py").write_text("")
+    monkeypatch.setattr(sys, "path", [*sys.path, str(parent_cache)])
+    assert str(parent_cache) not in code_paths(sys.path)
+    test_remote_code_logits_equal_in_process_transformers(default_method, tmp_path / "run")
