@@ -92,10 +92,11 @@ def parity_divergence(
 ) -> dict[str, Any]:
     """The bisect for generate's failed parity: the adapter class reloaded per dtype, the parity's own float32
     reference when it is a model in memory."""
-    from onboard.generate_adapter.parity import DTYPES
 
     def adapter_at(name: str) -> nn.Module:
-        return model_cls.from_pretrained(checkpoint, dtype=DTYPES.get(name, torch.float32))
+        # torch's own dtype names (not parity.DTYPES: parity imports this module, and the table is the same names)
+        dtype = getattr(torch, name, None)
+        return model_cls.from_pretrained(checkpoint, dtype=dtype if isinstance(dtype, torch.dtype) else torch.float32)
 
     try:
         return bisect(adapter_at, reference_at(checkpoint, input_ids, policy, reference, rerun), input_ids, dtype)
