@@ -6,6 +6,14 @@ format. Target (issue 13): sweep seconds <= 2 x units x forward seconds.
 
     .venv/bin/python benchmarks/bench_quantize_plan.py            # ~100M parameters, 26 units
     .venv/bin/python benchmarks/bench_quantize_plan.py --quick    # a tiny model (smoke test)
+
+--same-bytes [FORMATS] instead: on the trained fixture (tests/fixtures/trained-qwen3, bf16, prompts cut to 256
+tokens), a plan at exactly each complete uniform format's size, its measured KL over that uniform's (issue 13:
+<= 0.5), before refinement (the knapsack's plan, measured) and after, and the largest unit's KL alone at that
+uniform format over the uniform's KL (a unit that alone costs more than half leaves a plan of the same bytes
+little room).
+
+    .venv/bin/python benchmarks/bench_quantize_plan.py --same-bytes llama.cpp
 """
 
 from __future__ import annotations
@@ -31,12 +39,50 @@ def build(dims: dict, seed: int = 0):  # type: ignore[no-untyped-def]
     return model.eval()
 
 
+def same_bytes(formats: str) -> list[dict]:
+    """Per complete uniform format of the trained fixture: the plan at its exact size against it."""
+    from pathlib import Path
+
+    from onboard.quantize import plan as quantize_plan
+    from onboard.quantize.formats import parse_formats
+
+    fixture = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "trained-qwen3"
+    request = quantize_plan.Request(str(fixture), budget_kl=1.0, max_tokens=256, formats=parse_formats(formats))
+    swept = quantize_plan.prepare(request, lambda _m: None)
+    rows = []
+    print(f"{'uniform':<10} {'bytes':>9} {'its KL':>9} {'plan KL':>9} {'before':>7} {'after':>7}  largest unit alone")
+    for row in sorted(swept.uniforms(lambda _m: None), key=lambda r: r["bytes"]):
+        if not row["complete"]:
+            continue
+        sized = quantize_plan.Request(str(fixture), target_bytes=row["bytes"], max_tokens=256, formats=request.formats)
+        outcome = quantize_plan.plan(swept, sized, lambda _m: None)
+        s, rounds = outcome.summary, outcome.detail["rounds"]
+        best = s["uniform_best"]
+        alone = max(swept.results, key=lambda r: r.costs.get(row["format"], r.costs["bf16"]).kl)
+        alone_kl = alone.costs[row["format"]].kl
+        rows.append({"format": row["format"], "bytes": row["bytes"], "uniform_kl": best["measured_kl"],
+                     "plan_kl": s["measured_kl"], "before": rounds[0]["measured_kl"] / best["measured_kl"],
+                     "after": s["measured_kl"] / best["measured_kl"], "largest_unit": alone.unit.name,
+                     "largest_alone": alone_kl / best["measured_kl"]})  # fmt: skip
+        r = rows[-1]
+        print(f"{r['format']:<10} {r['bytes']:>9} {r['uniform_kl']:>9.2e} {r['plan_kl']:>9.2e} {r['before']:>7.3f} "
+              f"{r['after']:>7.3f}  {r['largest_unit']} {r['largest_alone']:.2f}x")  # fmt: skip
+    return rows
+
+
 def main(argv: list[str] | None = None) -> dict[str, float]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="a tiny model (smoke test)")
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
+    parser.add_argument("--same-bytes", nargs="?", const="all", metavar="FORMATS",
+                        help="the plan at each uniform format's size on the trained fixture (formats: all)")  # fmt: skip
     args = parser.parse_args(argv)
     import torch
+
+    if args.same_bytes:
+        if args.threads:
+            torch.set_num_threads(args.threads)
+        return {"rows": same_bytes(args.same_bytes)}  # type: ignore[dict-item]
 
     from onboard.quantize.apply import QuantizedWeights
     from onboard.quantize.formats import CANDIDATES, FORMATS

@@ -31,7 +31,8 @@ DRAWS, RERUNS = 8, 100
 
 
 def _candidate(fidelity, golden, kind: str, factor: float, dtype: str):
-    from onboard.validate_serving.runtime import InProcessCandidate, load_transformers
+    from onboard.reference import load_transformers
+    from onboard.validate_serving.runtime import InProcessCandidate
     from tests.fidelity.defects import Defect, scale_logits
     from tests.fidelity.reruns import TeacherForced
 

@@ -52,7 +52,7 @@ def parse_size(text: str) -> int:
     default="all",
     show_default=True,
     help="Formats to choose from: all, llama.cpp, vllm, or a comma list of int8, fp8, fp8-block, int4-g128, "
-    "mxfp4, q8_0, q6_k, q4_k.",
+    "mxfp4, q8_0, q6_k, q5_1, q4_k, q4_1, q4_0.",
 )
 @click.option(
     "--dtype",

@@ -10,6 +10,7 @@ Modules, one concern each:
   forward.py      the reference run and the quantized reruns: KL and top-1 agreement, resuming at the unit's layer
   sensitivity.py  the sweep: one measured probe per unit, the other formats predicted from output-error energy
   search.py       the plan: the fewest bytes within a KL budget (or the least KL within a byte target)
+  refine.py       after the search: neighbouring plans measured whole, the best measured kept
   plan.py         orchestration: sweep, search, measure the whole plan and the uniform formats, the result
   emit.py         engine-ready files: llama-quantize --tensor-type overrides, an llm-compressor recipe with `ignore`
   report.py       the onboarding report's section (sensitivity-per-layer plot and table)

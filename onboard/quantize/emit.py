@@ -197,7 +197,7 @@ ENGINE_FILES = {LLAMA_CPP: "llama-quantize.sh", VLLM: "llmcompressor-recipe.yaml
 
 def write_files(out: Path, detail: dict[str, Any], folder: Path, source: str) -> list[Path]:
     """quantize-plan.json and the engine files into `out` (each written atomically); `detail` gains `engines`."""
-    from onboard.promote.fsutil import atomic_write_json, atomic_write_text
+    from onboard.fsutil import atomic_write, atomic_write_json
     from onboard.quantize.report import PLAN_FILE
 
     by_unit = tensors_by_unit(checkpoint_tensors(folder))
@@ -207,6 +207,6 @@ def write_files(out: Path, detail: dict[str, Any], folder: Path, source: str) ->
         f.engine: {"file": ENGINE_FILES[f.engine], "unsupported": f.unsupported, "unmapped": f.unmapped} for f in forms
     }
     for form in forms:
-        atomic_write_text(out / ENGINE_FILES[form.engine], form.text)
+        atomic_write(out / ENGINE_FILES[form.engine], form.text)
     atomic_write_json(out / PLAN_FILE, detail)
     return [out / PLAN_FILE, *(out / ENGINE_FILES[f.engine] for f in forms)]

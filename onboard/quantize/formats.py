@@ -104,13 +104,21 @@ FORMATS: dict[str, Format] = {
                fallback="q8_0"),
         Format("q4_k", LLAMA_CPP, 256, 144.0, ggml.q4_k, ggml.q8_k_activation, _ALL_KINDS, ggml_type="q4_K",
                fallback="q5_0"),
+        # Q4_1 / Q5_1 multiply with Q8_1 activations: Q8_0's rounding plus a block sum (its fp16 rounding is not
+        # simulated).
+        Format("q5_1", LLAMA_CPP, 32, 24.0, lambda w: ggml.via_gguf(w, "Q5_1"), ggml.q8_0_activation, _ALL_KINDS,
+               ggml_type="q5_1"),
+        Format("q4_1", LLAMA_CPP, 32, 20.0, lambda w: ggml.via_gguf(w, "Q4_1"), ggml.q8_0_activation, _ALL_KINDS,
+               ggml_type="q4_1"),
+        Format("q4_0", LLAMA_CPP, 32, 18.0, lambda w: ggml.via_gguf(w, "Q4_0"), ggml.q8_0_activation, _ALL_KINDS,
+               ggml_type="q4_0"),
         # Fallbacks only (never offered on their own): what llama.cpp stores when a K-quant does not fit the row.
         Format("q5_0", LLAMA_CPP, 32, 22.0, lambda w: ggml.via_gguf(w, "Q5_0"), ggml.q8_0_activation, _ALL_KINDS,
                ggml_type="q5_0"),
         Format("f16", LLAMA_CPP, 1, 2.0, _to_fp16, _to_fp16, _ALL_KINDS, ggml_type="f16"),
     )
 }  # fmt: skip
-CANDIDATES = ("int8", "fp8", "fp8-block", "int4-g128", "mxfp4", "q8_0", "q6_k", "q4_k")
+CANDIDATES = ("int8", "fp8", "fp8-block", "int4-g128", "mxfp4", "q8_0", "q6_k", "q5_1", "q4_k", "q4_1", "q4_0")
 PRESETS = {
     "all": CANDIDATES,
     LLAMA_CPP: tuple(n for n in CANDIDATES if FORMATS[n].engine == LLAMA_CPP),

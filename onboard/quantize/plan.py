@@ -8,7 +8,8 @@ record would use (prompts only). Sequences are cut to `max_tokens` (default MAX_
 A plan's predicted KL is the sum of its units' KLs measured (or predicted) alone; its measured KL is one forward
 with every unit quantized at once. With --budget-kl, a plan measured over budget is re-chosen with the per-unit
 KLs scaled by measured / predicted, up to MAX_ROUNDS times; a plan that still exceeds the budget is reported as
-such (exit 1), never passed off as within it.
+such (exit 1), never passed off as within it. A plan that meets its budget or size is then refined: a few
+neighbouring plans are measured whole and the best measured kept (refine.py).
 """
 
 from __future__ import annotations
@@ -19,9 +20,9 @@ from pathlib import Path
 from typing import Any
 
 from onboard.errors import InputError
-from onboard.quantize import emit, uniform
+from onboard.quantize import emit, refine, uniform
 from onboard.quantize.apply import QuantizedWeights, quantized
-from onboard.quantize.formats import CANDIDATES, FORMATS
+from onboard.quantize.formats import BF16, CANDIDATES, FORMATS
 from onboard.quantize.forward import Runner, Score
 from onboard.quantize.search import Option, fewest_bytes, least_kl
 from onboard.quantize.sensitivity import Sensitivity, matmul_modules, sweep, unit_modules
@@ -83,6 +84,9 @@ class Swept:
         assignment = {r.unit: FORMATS[name] for r, name in zip(self.results, formats)}
         with quantized(self.model, assignment, self.weights):
             return self.runner.score(0)
+
+    def measure_options(self, chosen: list[Option]) -> Score:
+        return self.measure([o.format for o in chosen])
 
     def uniforms(self, say: Any) -> list[dict[str, Any]]:
         if self.uniform_rows is None:
@@ -172,7 +176,7 @@ def run(request: Request, say: Any) -> Outcome:
 def _load(folder: Path, dtype: str) -> tuple[Any, str, bool]:
     """(model, runtime in words, transformers calling convention?)."""
     from onboard.reference import BUILTIN, reference_for
-    from onboard.validate_serving.candidates import load_candidate
+    from onboard.validate_serving.runtime import load_candidate
 
     reference = reference_for(folder)
     runtime = "auto" if reference.kind == BUILTIN else "adapter"
@@ -199,7 +203,7 @@ def _sequences(folder: Path, golden: Path | None, model: Any, max_tokens: int) -
         assert_same_checkpoint(goldens, folder)
         return [p.sequence[:max_tokens] for p in goldens.prompts], f"goldens {golden}"
     from onboard.validate_serving.prompts import build_suite
-    from onboard.validate_serving.runtime import load_tokenizer
+    from onboard.verify_tokenizer.subject import load_tokenizer
 
     vocab = int(model.get_input_embeddings().weight.shape[0]) if hasattr(model, "get_input_embeddings") else None
     if vocab is None:
@@ -225,6 +229,11 @@ def _choose(request: Request, swept: Swept, say: Any) -> tuple[list[Option], lis
             say(f"quantize-plan: no plan fits {request.target_bytes} bytes (the smallest is {smallest})")
         score = swept.measure([o.format for o in chosen])
         rounds.append(_round(1, chosen, score, 1.0, kept_bytes))
+        if met:
+            chosen, score = _no_worse_than_uniform(swept, request, chosen, score, rounds, say)
+            cap = float(request.target_bytes) - kept_bytes
+            refined = refine.least_kl_within(_options(results), chosen, score, cap, swept.measure_options)
+            chosen = _refined_round(refined, rounds, swept, say)
         return chosen, rounds, met
     budget = float(request.budget_kl or 0.0)
     scale = 1.0
@@ -238,9 +247,47 @@ def _choose(request: Request, swept: Swept, say: Any) -> tuple[list[Option], lis
         predicted = sum(o.kl for o in chosen)
         say(f"  plan round {number}: predicted KL {predicted:.3e}, measured {score.kl:.3e} (budget {budget:.3e})")
         if score.kl <= budget:
-            return chosen, rounds, True
+            chosen, score = _no_worse_than_uniform(swept, request, chosen, score, rounds, say)
+            refined = refine.fewest_bytes_within(_options(results), chosen, score, budget, swept.measure_options)
+            return _refined_round(refined, rounds, swept, say), rounds, True
         scale *= score.kl / predicted if predicted > 0 else 2.0
     return chosen, rounds, False
+
+
+def _no_worse_than_uniform(
+    swept: Swept, request: Request, chosen: list[Option], score: Score, rounds: list[dict[str, Any]], say: Any
+) -> tuple[list[Option], Score]:
+    """A uniform format within the size (or the budget) is a plan too, already measured: the search goes on from it
+    when it measures less KL within the size (fewer bytes within the budget), so no plan is worse than it."""
+    best = uniform.best(swept.uniforms(say), request.budget_kl, request.target_bytes)
+    if best is None:
+        return chosen, score
+    if request.target_bytes is not None:
+        better = best["measured_kl"] < score.kl
+    else:
+        better = best["bytes"] < math.ceil(swept.kept_bytes + sum(o.bytes for o in chosen))
+    if not better:
+        return chosen, score
+    fmt = FORMATS[best["format"]]
+    names = [fmt.name if r.unit.applies(fmt) else BF16 for r in swept.results]
+    chosen = [next(o for o in options if o.format == n) for options, n in zip(_options(swept.results), names)]
+    score = Score(best["measured_kl"], best["top1"], swept.runner.positions)
+    rounds.append({**_round(len(rounds) + 1, chosen, score, 1.0, swept.kept_bytes), "from_uniform": fmt.name})
+    say(f"  the uniform {fmt.name} measures better than the search's plan: refining from it")
+    return chosen, score
+
+
+def _refined_round(refined: refine.Refined, rounds: list[dict[str, Any]], swept: Swept, say: Any) -> list[Option]:
+    """Record the measured neighbours as one more round; the plan is the best one measured."""
+    if not refined.tried:
+        return refined.chosen
+    names = [u.name for u in swept.units]
+    tried = [{**t, "changes": {names[i]: f for i, f in t["changes"].items()}} for t in refined.tried]
+    entry = _round(len(rounds) + 1, refined.chosen, refined.score, rounds[-1]["kl_scale"], swept.kept_bytes)
+    rounds.append({**entry, "refined": tried})
+    kept = sum(t["kept"] for t in tried)
+    say(f"  refinement: {len(tried)} neighbouring plans measured, {kept} kept; measured {refined.score.kl:.3e}")
+    return refined.chosen
 
 
 def _round(number: int, chosen: list[Option], score: Any, scale: float, kept_bytes: float) -> dict[str, Any]:

@@ -6,9 +6,10 @@ Plain tuples out (the report wraps them in its Plot / Table), so this module nev
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
+
+import msgspec
 
 from onboard.promote import svg
 
@@ -20,34 +21,66 @@ TableParts = tuple[str, tuple[str, ...], tuple[tuple[str, ...], ...]]
 """(title, header, rows)"""
 
 
+class _Cost(msgspec.Struct):
+    kl: float
+
+
+class _Unit(msgspec.Struct):
+    unit: str
+    kind: str
+    layer: int | None = None
+    formats: dict[str, _Cost] = {}
+    weight_outlier: float | None = None
+    activation_outlier: float | None = None
+
+
+class _Chosen(msgspec.Struct):
+    unit: str
+    format: str | None = None
+    kl_alone: float | None = None
+
+
+class _Uniform(msgspec.Struct):
+    format: str | None = None
+    bytes: int | float | None = None
+    measured_kl: float | None = None
+
+
+class _Plan(msgspec.Struct):
+    """The fields of quantize-plan.json the report reads (plan.py writes more)."""
+
+    sensitivity: list[_Unit]
+    units: list[_Chosen] = []
+    bytes: int = 0
+    bf16_bytes: int = 0
+    predicted_kl: float | None = None
+    measured_kl: float | None = None
+    uniform_best: _Uniform | None = None
+
+
 def section(rev_dir: Path) -> tuple[list[PlotParts], list[TableParts], list[str]]:
     """(plots, tables, missing lines) for the report; nothing when no plan was written for this revision."""
     path = rev_dir / PLAN_FILE
     if not path.is_file():
         return [], [], []
     try:
-        plan = json.loads(path.read_text(encoding="utf-8"))
-        units = plan["sensitivity"]
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        return (
-            [],
-            [],
-            [f"quantization plan: {path} unreadable ({type(exc).__name__}: {exc}); rerun onboard quantize-plan"],
-        )
-    return [_plot(units)], [_table(plan)], []
+        plan = msgspec.json.decode(path.read_bytes(), type=_Plan)
+    except (OSError, msgspec.DecodeError) as exc:  # a wrong shape names the field: `$.sensitivity[2].kind`
+        return [], [], [f"quantization plan: {path} unreadable ({exc}); rerun onboard quantize-plan"]
+    return [_plot(plan.sensitivity)], [_table(plan)], []
 
 
-def _coarsest_kl(unit: dict[str, Any]) -> float | None:
-    values = [f["kl"] for name, f in unit.get("formats", {}).items() if name != "bf16"]
+def _coarsest_kl(unit: _Unit) -> float | None:
+    values = [f.kl for name, f in unit.formats.items() if name != "bf16"]
     return max(values) if values else None
 
 
-def _plot(units: list[dict[str, Any]]) -> PlotParts:
+def _plot(units: list[_Unit]) -> PlotParts:
     series: dict[str, list[tuple[float, float]]] = {}
     for unit in units:
         kl = _coarsest_kl(unit)
-        if unit.get("layer") is not None and kl is not None:
-            series.setdefault(unit["kind"], []).append((float(unit["layer"]), kl))
+        if unit.layer is not None and kl is not None:
+            series.setdefault(unit.kind, []).append((float(unit.layer), kl))
     chart = svg.line_chart(
         "Sensitivity per layer", [svg.Series(kind, tuple(points)) for kind, points in series.items()],
         "layer", "KL alone, coarsest format", log_y=True,
@@ -63,23 +96,23 @@ def _fmt(value: Any) -> str:
     return f"{value:.3g}" if isinstance(value, (int, float)) and not isinstance(value, bool) else "—"
 
 
-def _table(plan: dict[str, Any]) -> TableParts:
-    chosen = {u["unit"]: u for u in plan.get("units", [])}
+def _table(plan: _Plan) -> TableParts:
+    chosen = {u.unit: u for u in plan.units}
     rows = []
-    for unit in plan["sensitivity"]:
-        pick = chosen.get(unit["unit"], {})
+    for unit in plan.sensitivity:
+        pick = chosen.get(unit.unit) or _Chosen(unit.unit)
         rows.append((
-            unit["unit"], str(pick.get("format", "—")), _fmt(pick.get("kl_alone")), _fmt(_coarsest_kl(unit)),
-            _fmt(unit.get("weight_outlier")), _fmt(unit.get("activation_outlier")),
+            unit.unit, pick.format or "—", _fmt(pick.kl_alone), _fmt(_coarsest_kl(unit)),
+            _fmt(unit.weight_outlier), _fmt(unit.activation_outlier),
         ))  # fmt: skip
-    best = plan.get("uniform_best") or {}
+    best = plan.uniform_best or _Uniform()
     rows.append((
-        "whole plan, measured", f"{plan.get('bytes', 0):,} B of {plan.get('bf16_bytes', 0):,} (bf16)",
-        f"predicted {_fmt(plan.get('predicted_kl'))}", f"measured {_fmt(plan.get('measured_kl'))}", "", "",
+        "whole plan, measured", f"{plan.bytes:,} B of {plan.bf16_bytes:,} (bf16)",
+        f"predicted {_fmt(plan.predicted_kl)}", f"measured {_fmt(plan.measured_kl)}", "", "",
     ))  # fmt: skip
     rows.append((
-        "best uniform format", str(best.get("format", "none")), "", f"measured {_fmt(best.get('measured_kl'))}",
-        f"{best['bytes']:,} B" if "bytes" in best else "", "",
+        "best uniform format", best.format or "none", "", f"measured {_fmt(best.measured_kl)}",
+        f"{best.bytes:,} B" if best.bytes is not None else "", "",
     ))  # fmt: skip
     header = ("unit", "format", "KL alone", "KL at coarsest format", "max|w|/rms", "max|x|/rms")
     return ("Quantization plan", header, tuple(rows))

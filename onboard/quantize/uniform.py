@@ -9,12 +9,22 @@ cover the embedding; int4-g128 and fp8-block need input widths divisible by 128)
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from onboard.quantize.formats import BF16, FORMATS, Format
+from onboard.quantize.forward import Score
+from onboard.quantize.sensitivity import Sensitivity
+from onboard.quantize.units import Unit
 
-if TYPE_CHECKING:
-    from onboard.quantize.plan import Swept
+
+class Swept(Protocol):
+    """What a uniform baseline reads of plan.Swept (a Protocol, not an import: plan imports this module)."""
+
+    units: list[Unit]
+    results: list[Sensitivity]
+    kept_bytes: float
+
+    def measure(self, formats: list[str]) -> Score: ...
 
 
 def measure_all(swept: Swept, candidates: list[Format], say: Any) -> list[dict[str, Any]]:

@@ -8,16 +8,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from onboard.errors import InputError
 from onboard.verify_tokenizer.bpe import Encoder, MergesBPE
 from onboard.verify_tokenizer.gguf_reader import read_gguf_metadata
 from onboard.verify_tokenizer.patterns import patterns_for
 from onboard.verify_tokenizer.spm import SPACE, ScoreSPM
-
-# llama.cpp token types (llama_token_type): 3 control, 4 user-defined: these are matched as whole strings in text.
-_SPLIT_TYPES = (3, 4)
 
 
 @dataclass(frozen=True)
@@ -32,29 +28,32 @@ class GgufVocab:
 
 
 def read_gguf_vocab(path: Path) -> GgufVocab:
-    """Read the tokenizer.ggml.* keys. Raises InputError when the file is not a readable GGUF."""
+    """Read the tokenizer.ggml.* keys (names from gguf.Keys). Raises InputError when the file is not a readable GGUF."""
+    from gguf import Keys, TokenType
+
     fields = read_gguf_metadata(path)
-
-    def value(key: str, default: Any = None) -> Any:
-        return fields.get(key, default)
-
-    tokens = value("tokenizer.ggml.tokens")
+    key = Keys.Tokenizer
+    tokens = fields.get(key.LIST)
     if not tokens:
-        raise InputError(f"{path.name}: GGUF file has no tokenizer.ggml.tokens", "it is not a vocabulary GGUF")
+        raise InputError(f"{path.name}: GGUF file has no {key.LIST}", "it is not a vocabulary GGUF")
     return GgufVocab(
-        model=value("tokenizer.ggml.model", ""),
-        pre=value("tokenizer.ggml.pre"),
+        model=fields.get(key.MODEL, ""),
+        pre=fields.get(key.PRE),
         tokens=list(tokens),
-        token_types=list(value("tokenizer.ggml.token_type", [1] * len(tokens))),
-        scores=value("tokenizer.ggml.scores"),
-        merges=value("tokenizer.ggml.merges"),
-        add_space_prefix=bool(value("tokenizer.ggml.add_space_prefix", True)),
+        token_types=list(fields.get(key.TOKEN_TYPE, [int(TokenType.NORMAL)] * len(tokens))),
+        scores=fields.get(key.SCORES),
+        merges=fields.get(key.MERGES),
+        add_space_prefix=bool(fields.get(key.ADD_PREFIX, True)),
     )
 
 
 def gguf_encoder(vocab: GgufVocab) -> tuple[Encoder | None, str]:
     """An encode function for the vocabulary, or (None, reason) when its kind is not supported here."""
-    special = {t: i for i, (t, kind) in enumerate(zip(vocab.tokens, vocab.token_types)) if kind in _SPLIT_TYPES}
+    from gguf import TokenType
+
+    # control and user-defined tokens are matched as whole strings in text (llama.cpp's tokenizer does the same)
+    split_types = (int(TokenType.CONTROL), int(TokenType.USER_DEFINED))
+    special = {t: i for i, (t, kind) in enumerate(zip(vocab.tokens, vocab.token_types)) if kind in split_types}
     if vocab.model == "gpt2":
         patterns = patterns_for(vocab.pre or "default")
         if patterns is None:

@@ -57,7 +57,10 @@ def test_k_quants_on_a_constant_block_stay_within_a_step_of_the_c_reference() ->
         assert np.abs(ours.reshape(-1).numpy() - reference).max() < 0.01 / 16
 
 
-@pytest.mark.parametrize("name,qtype", [("q8_0", "Q8_0"), ("mxfp4", "MXFP4"), ("q5_0", "Q5_0")])
+@pytest.mark.parametrize(
+    "name,qtype",
+    [("q8_0", "Q8_0"), ("mxfp4", "MXFP4"), ("q5_0", "Q5_0"), ("q5_1", "Q5_1"), ("q4_1", "Q4_1"), ("q4_0", "Q4_0")],
+)
 def test_block_formats_equal_gguf_quantize_dequantize(name: str, qtype: str) -> None:
     w = _rows(2, cols=256)
     w[0, :32] = torch.tensor([0.25, 0.75, 1.25, -1.75, 2.5, -3.5, 5.0, 0.0] * 4)  # MXFP4 ties at amax 5 -> scale 1
@@ -110,13 +113,14 @@ def test_bytes_and_llama_cpp_fallbacks() -> None:
     assert FORMATS["q6_k"].resolve((10, 192)).name == "q8_0"
     assert FORMATS["q6_k"].resolve((10, 48)).name == "f16"
     assert FORMATS["mxfp4"].nbytes((4, 64)) == 4 * 2 * 17
+    assert [FORMATS[n].nbytes((1, 32)) for n in ("q5_1", "q4_1", "q4_0")] == [24, 20, 18]
     assert FORMATS["int4-g128"].nbytes((2, 256)) == 2 * 2 * 66.5
     assert FORMATS["fp8-block"].nbytes((130, 256)) == 130 * 256 + 2 * 2 * 4
     assert not FORMATS["int4-g128"].applies((8, 192)) and not FORMATS["q8_0"].applies((8, 48))
 
 
 def test_parse_formats() -> None:
-    assert parse_formats("llama.cpp") == ("mxfp4", "q8_0", "q6_k", "q4_k")
+    assert parse_formats("llama.cpp") == ("mxfp4", "q8_0", "q6_k", "q5_1", "q4_k", "q4_1", "q4_0")
     assert parse_formats("q4_k, int8") == ("int8", "q4_k")
     from onboard.errors import InputError
 

@@ -11,7 +11,7 @@ import yaml
 
 from onboard.quantize import emit
 from onboard.quantize.units import find_units
-from onboard.validate_serving.candidates import load_candidate
+from onboard.validate_serving.runtime import load_candidate
 
 
 @pytest.fixture(scope="module")

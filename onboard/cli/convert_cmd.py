@@ -1,0 +1,58 @@
+"""`onboard convert gguf`: llama.cpp's own converter, then its quantizer with a quantize-plan's per-tensor types."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+TYPES = ("f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q2_k", "q3_k_s", "q3_k_m", "q3_k_l", "q4_k_s",
+         "q4_k_m", "q5_k_s", "q5_k_m", "q6_k", "mxfp4_moe")  # fmt: skip
+
+
+@click.group("convert")
+def convert_group() -> None:
+    """Convert a checkpoint for another engine."""
+
+
+@convert_group.command("gguf")
+@click.argument("source")
+@click.option("--type", "outtype", type=click.Choice(TYPES), default="f16", show_default=True,
+              help="GGUF file type (llama.cpp's names). With --plan: the base type; the plan sets every unit's type.")  # fmt: skip
+@click.option("--plan", "plan_file", type=click.Path(path_type=Path),
+              help="quantize-plan.json (onboard quantize-plan): per-tensor types through llama.cpp's quantizer.")  # fmt: skip
+@click.option(
+    "--out", type=click.Path(path_type=Path), help="GGUF path (default: onboarding/<slug>/<name>-<TYPE>.gguf)."
+)
+@click.option("--pre-tokenizer", help="llama.cpp pre-tokenizer name to write when the converter does not know the "
+              "tokenizer's hash (the fix gguf-unknown-pre-tokenizer names; validate --engine llama.cpp checks it).")  # fmt: skip
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON on stdout.")
+def convert_gguf_command(
+    source: str, outtype: str, plan_file: Path | None, out: Path | None, pre_tokenizer: str | None, as_json: bool
+) -> None:
+    """Convert the checkpoint folder SOURCE to GGUF with llama.cpp's converter (and quantizer).
+
+    Needs .venv-llamacpp (scripts/install_llama_cpp.sh). The converter's refusals (an unknown pre-tokenizer, an
+    unsupported architecture) are findings with the fix, exit 2. The GGUF appears at its path only when complete.
+
+    \b
+    Examples:
+      onboard convert gguf ./checkpoint --type f16
+      onboard convert gguf ./checkpoint --type q8_0 --plan onboarding/checkpoint/quantize-plan.json
+    """
+    from onboard.cli.output import emit_json, say
+    from onboard.engines.convert import convert_gguf
+
+    result, code = convert_gguf(source, outtype, plan_file, out, pre_tokenizer)
+    if as_json:
+        emit_json(result)
+    for f in result["findings"]:
+        click.echo(f"{f['severity']}: {f['code']}: {f['message']}", err=True)
+        if f.get("hint"):
+            click.echo(f"  fix: {f['hint']}", err=True)
+    if result["gguf"]:
+        say(f"written: {result['gguf']} ({result['bytes']} bytes, {result['file_type']}"
+            f"{', ' + str(len(result['tensor_types'])) + ' tensor-type overrides' if result['tensor_types'] else ''})")  # fmt: skip
+    if code:
+        sys.exit(code)

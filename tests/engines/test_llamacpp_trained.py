@@ -1,0 +1,125 @@
+"""llama.cpp for real on the trained tiny Qwen3 (tests/fixtures/trained-qwen3: peaked, not near-uniform outputs):
+llama.cpp's converter, quantizer and runtime through `onboard convert gguf` and `onboard validate --engine llama.cpp`.
+
+- Its own BPE tokenizer has a pre-tokenizer hash llama.cpp does not know: the refusal is a finding with the chkhsh.
+- With the fix applied (--pre-tokenizer qwen2), F16 passes the usual parity checks (float16 tolerances) and the
+  GGUF tokenizer check; prefill and decode land in validation.json. The wrong fix (--pre-tokenizer gpt-2: another
+  regex) is a gguf-tokenizer-drift.
+- Q8_0 passes a 0.002 KL budget (measured reported); the same measurement fails a budget below it.
+- A GGUF whose rope_freq_base was edited with the gguf package fails logit_parity.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from onboard.cli import main
+
+pytestmark = [pytest.mark.llamacpp, pytest.mark.usefixtures("_llamacpp_installed", "_one_torch_thread")]
+FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "trained-qwen3"
+
+
+def onboard(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    with pytest.raises(SystemExit) as exit_info:
+        main(list(args))
+    out = capsys.readouterr()
+    return int(exit_info.value.code or 0), out.out, out.err
+
+
+@pytest.fixture(scope="module")
+def work(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """The fixture (corpus left out), its goldens (float16 calibrated) and its F16 and Q8_0 GGUFs."""
+    from onboard.engines.convert import convert_gguf
+    from onboard.validate_serving.golden import record
+
+    root = tmp_path_factory.mktemp("llamacpp")
+    model = root / "trained-qwen3"
+    shutil.copytree(FIXTURE, model, ignore=shutil.ignore_patterns("corpus.txt.gz"))
+    record(str(model), root / "golden", max_new_tokens=4, calibrate=("float16",), max_long_tokens=96)
+    out = {"model": model, "golden": root / "golden"}
+    for kind in ("f16", "q8_0"):
+        result, code = convert_gguf(str(model), kind, None, root / f"model-{kind}.gguf", "qwen2")
+        assert code == 0 and result["gguf"], result["findings"]
+        out[kind] = Path(result["gguf"])
+    return out
+
+
+def test_unknown_pre_tokenizer_is_a_finding_with_chkhsh(work, capsys, tmp_path: Path) -> None:
+    from onboard.verify_tokenizer.fingerprint import fingerprint
+    from onboard.verify_tokenizer.subject import load_subject
+
+    target = tmp_path / "refused.gguf"
+    code, out, err = onboard(capsys, "convert", "gguf", str(work["model"]), "--type", "f16", "--out", str(target),
+                             "--json")  # fmt: skip
+    assert code == 2, err
+    finding = json.loads(out)["findings"][0]
+    assert finding["code"] == "gguf-unknown-pre-tokenizer"
+    ours = fingerprint(load_subject(work["model"])).chkhsh  # llama.cpp's hash equals onboard's fingerprint
+    assert f"chkhsh {ours}" in finding["message"] and "Qwen2Tokenizer implies qwen2" in finding["message"]
+    assert "get_vocab_base_pre" in finding["hint"]
+    assert not target.exists() and not list(tmp_path.glob("*.partial")), "a refused conversion leaves no file"
+
+
+def test_f16_passes_parity_tokenizer_and_measures_performance(work, capsys, tmp_path: Path) -> None:
+    out_json = tmp_path / "validation.json"
+    code, _, err = onboard(capsys, "validate", str(work["model"]), "--golden", str(work["golden"]), "--engine",
+                           "llama.cpp", "--gguf", str(work["f16"]), "--out", str(out_json))  # fmt: skip
+    result = json.loads(out_json.read_text())
+    checks = {c["name"]: c for c in result["checks"]}
+    assert code == 0 and result["passed"], [c for c in result["checks"] if c["required"] and not c["passed"]]
+    assert result["candidate"]["dtype"] == "float16" and "llama-cpp-python" in result["candidate"]["versions"]["engine"]
+    assert checks["logit_parity"]["required"] and not checks["logit_parity"]["skipped"]
+    assert checks["gguf_tokenizer"]["passed"] and checks["gguf_tokenizer"]["required"]
+    perf = result["performance"]
+    assert perf["prefill_by_length"] and perf["tpot_ms"] > 0, perf
+
+
+def test_q8_0_is_judged_by_its_kl_budget(work, capsys, tmp_path: Path) -> None:
+    base = ["validate", str(work["model"]), "--golden", str(work["golden"]), "--engine", "llama.cpp", "--gguf",
+            str(work["q8_0"]), "--no-performance"]  # fmt: skip
+    code, _, err = onboard(capsys, *base)
+    assert code == 2 and "judged against a KL budget" in err  # refused before the engine starts
+    code, _, err = onboard(capsys, *base, "--budget-kl", "0.002", "--out", str(tmp_path / "ok.json"))
+    result = json.loads((tmp_path / "ok.json").read_text())
+    budget = result["check_data"]["quantized_kl_budget"]
+    assert code == 0 and result["passed"], err
+    assert 0 < budget["measured_kl"] <= 0.002, budget
+    assert not {c["name"]: c for c in result["checks"]}["logit_parity"]["required"]  # information for a quant
+    print("Q8_0:", next(c["detail"] for c in result["checks"] if c["name"] == "quantized_kl_budget"))  # -s: figure
+    # The same measurement against half of it fails (judged on this run's positions: no second engine run).
+    from onboard.engines.served import kl_budget_check
+
+    tight = kl_budget_check(result, budget["measured_kl"] / 2, None)
+    assert not tight.passed and tight.required and "> budget" in tight.detail
+
+
+def test_edited_rope_freq_base_fails_parity(work, capsys, tmp_path: Path) -> None:
+    import gguf
+
+    edited = tmp_path / "rope.gguf"
+    shutil.copy(work["f16"], edited)
+    reader = gguf.GGUFReader(str(edited), "r+")
+    field = reader.fields["qwen3.rope.freq_base"]
+    field.parts[field.data[0]][0] = 10000.0  # the converter wrote 1e6 (rope_theta); a 100x smaller base
+    del reader
+    out_json = tmp_path / "validation.json"
+    code, _, _ = onboard(capsys, "validate", str(work["model"]), "--golden", str(work["golden"]), "--engine",
+                         "llama.cpp", "--gguf", str(edited), "--no-performance", "--out", str(out_json))  # fmt: skip
+    result = json.loads(out_json.read_text())
+    assert code == 1 and "logit_parity" in result["failed"], result["failed"]
+
+
+def test_wrong_pre_tokenizer_is_gguf_tokenizer_drift(work, tmp_path: Path) -> None:
+    from onboard.engines import llamacpp
+    from onboard.engines.served import Served, gguf_tokenizer_checks
+
+    converted = llamacpp.convert(work["model"], tmp_path / "gpt2.gguf", "f16", pre_tokenizer="gpt-2")
+    assert converted.path is not None, converted.findings
+    with llamacpp.serve(converted.path, "q3", tmp_path / "server.log") as url:
+        check = gguf_tokenizer_checks(Served(url, "q3", "float16", converted.path), work["model"])[0]
+    assert not check.passed and check.required and check.detail.startswith("gguf-tokenizer-drift: ")
+    assert check.data["text"] in check.detail or repr(check.data["text"][:80]) in check.detail
