@@ -15,6 +15,10 @@ thread, deterministic algorithms, a fixed number of steps (not a time budget).
     .venv/bin/python scripts/train_tiny_reference.py            # rebuild tests/fixtures/trained-qwen3/ (~4 min)
     .venv/bin/python scripts/train_tiny_reference.py --tokenizer-only --out /tmp/t   # config + tokenizer only
     .venv/bin/python scripts/train_tiny_reference.py --refresh-corpus                # re-extract the corpus
+    .venv/bin/python scripts/train_tiny_reference.py --draft     # tests/fixtures/trained-qwen3-draft/ (~1 min)
+
+`--draft` trains a much smaller model of the same family on the same corpus with the same tokenizer (copied from
+the built reference): the draft model of speculative-decoding tests (`onboard draft-check`, issue 15).
 
 Bit-identical weights need the same torch version and CPU instruction set (float summation order differs between
 AVX2 and AVX-512 kernels): compare `sha256sum model.safetensors` with PROVENANCE.md on such a machine.
@@ -72,6 +76,12 @@ CONFIG: dict[str, Any] = dict(  # shrunk from Qwen/Qwen3-1.7B (real values in co
     rms_norm_eps=1e-6,
     tie_word_embeddings=True,
 )
+# The draft: same vocabulary and tokenizer, ~6% of the reference's parameters (a real draft is 5-15% of its target,
+# e.g. Qwen3-0.6B for Qwen3-8B), small enough to commit (a few hundred KB in bfloat16).
+DRAFT_OUT = REPO / "tests" / "fixtures" / "trained-qwen3-draft"
+DRAFT_CONFIG: dict[str, Any] = dict(CONFIG, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                                    num_key_value_heads=1, head_dim=16, intermediate_size=96)  # fmt: skip
+TOKENIZER_FILES = ("vocab.json", "merges.txt", "tokenizer_config.json", "added_tokens.json", "special_tokens_map.json")
 SEQ_LEN = 128
 BATCH = 16
 STEPS = 320
@@ -208,11 +218,11 @@ def _write_json(path: Path, doc: Any) -> None:
     path.write_text(json.dumps(doc, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
 
 
-def model_config(tokenizer: Any) -> Any:
+def model_config(tokenizer: Any, shape: dict[str, Any] = CONFIG) -> Any:
     from transformers import Qwen3Config
 
     eot, eos = tokenizer.convert_tokens_to_ids("<|endoftext|>"), tokenizer.convert_tokens_to_ids("<|im_end|>")
-    config = Qwen3Config(**CONFIG, bos_token_id=eot, eos_token_id=eos, pad_token_id=eot)
+    config = Qwen3Config(**shape, bos_token_id=eot, eos_token_id=eos, pad_token_id=eot)
     config.architectures = ["Qwen3ForCausalLM"]
     return config
 
@@ -439,6 +449,65 @@ def build(out: Path, *, tokenizer_only: bool = False, refresh_corpus: bool = Fal
     return info
 
 
+DRAFT_PROVENANCE = """# trained-qwen3-draft: a small draft model for the trained tiny reference (speculative decoding tests)
+
+Built by `scripts/train_tiny_reference.py --draft` (deterministic, offline) from the reference in
+`tests/fixtures/trained-qwen3/` (model sha256 `{target_sha}`): the same corpus (`corpus.txt.gz` there, sha256
+`{corpus_sha}`), the same tokenizer files (copied: `vocab.json`, `merges.txt`, `tokenizer_config.json`,
+`added_tokens.json`, `special_tokens_map.json`), the same training recipe ({steps} steps, batch {batch} x {seq},
+AdamW lr {lr:g}, seed 0, one thread, deterministic algorithms), and a much smaller Qwen3: {layers} layers, hidden
+{hidden}, {heads} heads / {kv} KV heads of {head_dim}, MLP {inter}, vocabulary {vocab}, tied embeddings; {params:,}
+parameters ({ratio:.1%} of the reference's) stored in bfloat16 (`model.safetensors`, sha256 `{model_sha}`).
+Why: `onboard draft-check` measures how often a draft's tokens are accepted by its target (issue 15); a draft of the
+same family trained on the same text is what teams serve next to a new model, and its acceptance is neither 0 nor 1.
+
+Held-out loss {loss} nats (reference: {target_loss}), mean max next-token probability {max_prob} (reference:
+{target_max_prob}). {train_cpu} s of CPU time. Built with Python {python}, torch {torch}, transformers
+{transformers}; bit-identical weights need the same torch version and CPU instruction set.
+"""
+
+
+def build_draft(out: Path, reference: Path = OUT) -> dict[str, Any]:
+    """The draft fixture: DRAFT_CONFIG trained like the reference, on its corpus, with its tokenizer."""
+    import torch
+    import transformers
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    torch.set_num_threads(1)
+    torch.use_deterministic_algorithms(True)
+    docs = read_corpus(reference / CORPUS_FILE)
+    tmp = out.with_name(out.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    for name in TOKENIZER_FILES:
+        shutil.copy2(reference / name, tmp / name)
+    tokenizer = AutoTokenizer.from_pretrained(tmp, trust_remote_code=False)
+    config = model_config(tokenizer, DRAFT_CONFIG)
+    train_windows, held = token_batches(docs, tokenizer)
+    cpu = time.process_time()
+    model = train(config, train_windows, log=lambda s: print(s, file=sys.stderr)).to(torch.bfloat16)
+    model.save_pretrained(tmp, safe_serialization=True)
+    write_config(config, tmp)
+    target = AutoModelForCausalLM.from_pretrained(reference, dtype=torch.float32, trust_remote_code=False)
+    mine, theirs = measure(model.float(), held[:BATCH]), measure(target, held[:BATCH])
+    params = sum(p.numel() for p in model.parameters())
+    info = {"parameters": params, "model_sha256": sha256(tmp / "model.safetensors"), "draft": mine, "reference": theirs}
+    text = DRAFT_PROVENANCE.format(
+        target_sha=sha256(reference / "model.safetensors"), corpus_sha=sha256(reference / CORPUS_FILE), steps=STEPS,
+        batch=BATCH, seq=SEQ_LEN, lr=LR, layers=config.num_hidden_layers, hidden=config.hidden_size,
+        heads=config.num_attention_heads, kv=config.num_key_value_heads, head_dim=config.head_dim,
+        inter=config.intermediate_size, vocab=config.vocab_size, params=params,
+        ratio=params / sum(p.numel() for p in target.parameters()), model_sha=info["model_sha256"],
+        loss=mine["loss"], target_loss=theirs["loss"], max_prob=mine["mean_max_prob"],
+        target_max_prob=theirs["mean_max_prob"], train_cpu=round(time.process_time() - cpu),
+        python=".".join(map(str, sys.version_info[:3])), torch=torch.__version__, transformers=transformers.__version__,
+    )  # fmt: skip
+    (tmp / "PROVENANCE.md").write_text(text, encoding="utf-8")
+    shutil.rmtree(out, ignore_errors=True)
+    os.replace(tmp, out)
+    return info
+
+
 def _random_model(config: Any) -> Any:
     """The same architecture untrained (transformers' init, seed 0): what the tiny test checkpoints look like."""
     import torch
@@ -453,8 +522,12 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=OUT)
     parser.add_argument("--tokenizer-only", action="store_true", help="Write config and tokenizer only (no training).")
     parser.add_argument("--refresh-corpus", action="store_true", help="Re-extract the corpus from stdlib and docs.")
+    parser.add_argument("--draft", action="store_true", help=f"Build the draft model ({DRAFT_OUT.name}) instead.")
     args = parser.parse_args()
-    info = build(args.out, tokenizer_only=args.tokenizer_only, refresh_corpus=args.refresh_corpus)
+    if args.draft:
+        info = build_draft(DRAFT_OUT if args.out == OUT else args.out)
+    else:
+        info = build(args.out, tokenizer_only=args.tokenizer_only, refresh_corpus=args.refresh_corpus)
     print(json.dumps(info, indent=2))
 
 

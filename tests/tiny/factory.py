@@ -12,7 +12,7 @@ from typing import Any
 
 from tests.tiny.configs import TINY, WINDOW
 
-__all__ = ["TINY", "WINDOW", "TOKENIZER_FILES", "make_tiny_config", "make_tiny_checkpoint"]
+__all__ = ["TINY", "WINDOW", "TOKENIZER_FILES", "make_tiny_config", "make_tiny_checkpoint", "make_tiny_mtp_checkpoint"]
 
 # Files copied from a tokenizer folder when one is given (a real tokenizer from ../shared/data).
 TOKENIZER_FILES = (
@@ -92,3 +92,39 @@ def make_tiny_checkpoint(
             if src.is_file():
                 shutil.copyfile(src, out_dir / name)
     return out_dir
+
+
+def make_tiny_mtp_checkpoint(
+    model_type: str, out_dir: Path, *, mtp_layers: int = 1, seed: int = 0, overrides: dict[str, Any] | None = None
+) -> Path:
+    """A tiny checkpoint with `mtp_layers` multi-token-prediction layers in DeepSeek-V3's layout (float32).
+
+    transformers saves no MTP tensors, so the model is built with `mtp_layers` extra decoder layers (their tensors
+    get the family's real names and MoE/dense choice at those indices), then each extra layer N gains `enorm`,
+    `hnorm`, `eh_proj`, `shared_head.norm` (random, not the init's ones: a swapped norm must show) and copies of the
+    LM head and embedding (`shared_head.head`, `embed_tokens`, as DeepSeek-V3 ships them); config.json is rewritten
+    to the main layer count with `num_nextn_predict_layers`."""
+    import json
+
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    main_layers = make_tiny_config(model_type, overrides).num_hidden_layers
+    total = {**(overrides or {}), "num_hidden_layers": main_layers + mtp_layers, "num_mtp_layers": mtp_layers}
+    make_tiny_checkpoint(model_type, out_dir, seed=seed, overrides=total)
+    weights = load_file(str(Path(out_dir) / "model.safetensors"))
+    hidden = weights["model.embed_tokens.weight"].shape[1]
+    gen = torch.Generator().manual_seed(seed + 1)
+    for index in range(main_layers, main_layers + mtp_layers):
+        prefix = f"model.layers.{index}."
+        for norm in ("enorm", "hnorm", "shared_head.norm"):
+            weights[f"{prefix}{norm}.weight"] = 1.0 + 0.2 * torch.randn(hidden, generator=gen)
+        weights[prefix + "eh_proj.weight"] = torch.randn(hidden, 2 * hidden, generator=gen) / (2 * hidden) ** 0.5
+        weights[prefix + "shared_head.head.weight"] = weights["lm_head.weight"].clone()
+        weights[prefix + "embed_tokens.weight"] = weights["model.embed_tokens.weight"].clone()
+    save_file(weights, str(Path(out_dir) / "model.safetensors"), metadata={"format": "pt"})
+    config_file = Path(out_dir) / "config.json"
+    config = json.loads(config_file.read_text())
+    config["num_hidden_layers"] = main_layers
+    config_file.write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
+    return Path(out_dir)

@@ -1,0 +1,252 @@
+"""`onboard draft-check`: compatibility, measured acceptance and expected speedup of a draft for a target.
+
+The target runs in process in the served dtype: the generated adapter when one exists for its model_type, else
+transformers (trust_remote_code=False; a model only the repository's code implements needs its adapter generated
+first). Its trajectories are the goldens' (prompt + recorded greedy continuation, --golden) or its own greedy
+continuations of the golden prompt suite, stopped by its stop set. The target and a draft model each run one
+teacher-forced forward per trajectory; everything else is computed from those logits (acceptance.py, drafts.py).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from onboard.errors import InputError
+from onboard.findings import Finding, error
+from onboard.speculative import acceptance, drafts, speedup
+from onboard.speculative.acceptance import MAX_K, Windows
+
+RESULT_FILE = "draft-check.json"
+SPECIAL_DRAFTS = ("ngram", "mtp")
+
+
+@dataclass(frozen=True)
+class Request:
+    target: str
+    draft: str
+    """A checkpoint folder or hub repo, or `ngram` / `mtp`."""
+    ks: tuple[int, ...] = tuple(range(1, MAX_K + 1))
+    temperature: float = 1.0
+    """0: greedy only."""
+    dtype: str = "bfloat16"
+    golden: Path | None = None
+    max_new_tokens: int = 32
+    out: Path | None = None
+    revision: str | None = None
+
+
+@dataclass(frozen=True)
+class Trajectory:
+    name: str
+    prompt: tuple[int, ...]
+    continuation: tuple[int, ...]
+    logits: Any = None
+    """(N, V) float32: the target's logits that chose each continuation token, kept from its own generation (the
+    KV-cached steps a verifying engine runs); None for goldens' continuations (a teacher-forced forward then)."""
+
+
+def run(request: Request, say: Any) -> dict[str, Any]:
+    """The draft-check result (also written to OUT/draft-check.json); IncompatibleDraft after writing it."""
+    from onboard.speculative.compat import IncompatibleDraft, check_compatibility
+    from onboard.validate_serving.env import resolve_local, slug
+
+    started = time.perf_counter()
+    folder = resolve_local(request.target, request.revision)
+    out = request.out or Path("draft-check") / slug(request.target)
+    kind = request.draft if request.draft in SPECIAL_DRAFTS else "model"
+    draft_folder = resolve_local(request.draft) if kind == "model" else None
+    result: dict[str, Any] = {"stage": "draft-check", "target": request.target, "draft": request.draft,
+                              "draft_kind": kind, "dtype": request.dtype, "temperature": request.temperature}  # fmt: skip
+    findings: list[Finding] = []
+    if draft_folder is not None:
+        try:
+            compat = check_compatibility(folder, draft_folder)
+        except IncompatibleDraft as exc:
+            _finish(result, [error(exc.code, exc.message, exc.hint)], None, out)
+            raise
+        findings += compat.findings
+        result["compatibility"] = {"corpus_strings": compat.corpus_strings, "target_rows": compat.target_rows,
+                                   "draft_rows": compat.draft_rows,
+                                   "vocab_mapping": {str(d): t for d, t in compat.vocab_mapping.items()}}  # fmt: skip
+    target = _load(folder, request.dtype)
+    mtp_draft = _open_mtp(target, folder) if kind == "mtp" else None
+    if isinstance(mtp_draft, Finding):  # before any generation: nothing to measure
+        return _finish(result, [*findings, mtp_draft], None, out)
+    trajectories, source = _trajectories(folder, request, target)
+    if not trajectories:
+        raise InputError(
+            f"{folder}: no continuation to measure along ({source}): every one is empty",
+            "record goldens with --max-new-tokens >= 2, or run without --golden",
+        )
+    say(f"draft-check: {len(trajectories)} trajectories ({source}), target {target.info.kind}, {request.dtype}")
+    rows = [drafts.TargetRows(t.prompt + t.continuation, len(t.prompt), t.logits if t.logits is not None else
+            _logits(target, t)) for t in trajectories]  # fmt: skip
+    if mtp_draft is not None:
+        from onboard.speculative.mtp_windows import mtp_windows
+
+        windows, draft_step = mtp_windows(target, mtp_draft, rows, request.temperature)
+    else:
+        windows, draft_step = _measure(kind, draft_folder, rows, request, say)
+    result["prompts"] = {"count": len(trajectories), "from": source,
+                         "generated_tokens": sum(len(t.continuation) for t in trajectories)}  # fmt: skip
+    result.update(_acceptance(windows, request, draft_step, _step_seconds(target, trajectories)))
+    result["trajectories"] = [{"name": t.name, "prompt_ids": list(t.prompt), "continuation_ids": list(t.continuation),
+                               "greedy_runs": list(w.runs)} for t, w in zip(trajectories, windows)]  # fmt: skip
+    result["seconds"] = round(time.perf_counter() - started, 3)
+    return _finish(result, findings, windows, out)
+
+
+def _load(folder: Path, dtype: str) -> Any:
+    """The in-process target or draft (InProcessCandidate): adapter, else transformers; never repository code."""
+    from onboard.reference import BUILTIN, reference_for
+    from onboard.validate_serving.runtime import load_candidate
+
+    reference = reference_for(folder)
+    if reference.kind == BUILTIN:
+        return load_candidate(folder, dtype, runtime="auto")
+    try:
+        return load_candidate(folder, dtype, runtime="adapter")
+    except InputError as exc:
+        raise InputError(
+            f"{folder}: {reference.detail}; draft-check runs the generated adapter or transformers, never the "
+            "repository's code", f"generate the adapter first (onboard generate {folder}), then rerun",
+        ) from exc  # fmt: skip
+
+
+def _trajectories(folder: Path, request: Request, target: Any) -> tuple[list[Trajectory], str]:
+    if request.golden is not None:
+        from onboard.validate_serving.golden import assert_same_checkpoint, read_golden
+
+        goldens = read_golden(request.golden)
+        assert_same_checkpoint(goldens, folder)
+        found = [Trajectory(p.name, p.prompt_ids, p.generated_ids) for p in goldens.prompts if p.generated_ids]
+        return found, f"goldens {request.golden}"
+    from onboard.validate_serving.prompts import build_suite
+    from onboard.verify_tokenizer.subject import load_tokenizer
+
+    vocab = int(target.model.get_input_embeddings().weight.shape[0]) if target.hf else None
+    vocab = vocab or _rows_of(folder)
+    suite = build_suite(load_tokenizer(folder), None, vocab_size=vocab, max_new_tokens=request.max_new_tokens)
+    out = [_generate(target, spec.name, spec.ids, request.max_new_tokens) for spec in suite]
+    found = [t for t in out if t.continuation]
+    return found, f"the golden prompt suite, the target's greedy continuations (up to {request.max_new_tokens} tokens)"
+
+
+def _generate(target: Any, name: str, prompt: tuple[int, ...], max_new_tokens: int) -> Trajectory:
+    """The target's greedy continuation (stopped by its stop set), with the logits of every step: a forward hook
+    keeps the last position's logits of each call the decode loop makes (the prompt, then one per token)."""
+    import torch
+
+    steps: list[Any] = []
+
+    def keep(_module: Any, _args: Any, output: Any) -> None:
+        logits = output.logits if hasattr(output, "logits") else output
+        steps.append(logits[0, -1].float())
+
+    handle = target.model.register_forward_hook(keep)
+    try:
+        generation = target.generate([prompt], max_new_tokens, 1, ignore_eos=False)[0]
+    finally:
+        handle.remove()
+    n = len(generation.ids)
+    return Trajectory(name, prompt, generation.ids, torch.stack(steps[:n]) if n else None)
+
+
+def _rows_of(folder: Path) -> int:
+    from onboard.speculative.compat import embedding_rows
+
+    return embedding_rows(folder)
+
+
+def _logits(candidate: Any, trajectory: Trajectory) -> Any:
+    """The candidate's float32 logits at the positions predicting the continuation (one teacher-forced forward)."""
+    return _forward(candidate, trajectory.prompt + trajectory.continuation)[len(trajectory.prompt) - 1 : -1]
+
+
+def _forward(candidate: Any, sequence: tuple[int, ...]) -> Any:
+    import torch
+
+    ids = torch.tensor([list(sequence)], device=candidate.device)
+    with torch.no_grad():
+        out = candidate.model(input_ids=ids, use_cache=False).logits if candidate.hf else candidate.model(ids)
+    return out[0].float()
+
+
+def _open_mtp(target: Any, folder: Path) -> Any:
+    from onboard.speculative.mtp_windows import open_mtp
+
+    return open_mtp(target, folder)
+
+
+def _measure(kind: str, draft_folder: Path | None, rows: list[drafts.TargetRows], request: Request,
+             say: Any) -> tuple[list[Windows], float]:  # fmt: skip
+    """(windows per trajectory, seconds per draft step) of a draft model or n-gram lookup."""
+    temperature = request.temperature
+    if kind == "ngram":
+        proposals: list[list[list[int]]] = []
+        seconds = speedup.call_seconds(
+            lambda: proposals.extend(drafts.ngram_proposals(r.sequence, r.prompt_len) for r in rows),
+            sum(len(r.next_ids) for r in rows),
+        )  # fmt: skip
+        return [drafts.proposal_windows(r, p, temperature) for r, p in zip(rows, proposals)], seconds
+    assert draft_folder is not None
+    draft = _load(draft_folder, request.dtype)
+    say(f"draft-check: draft {draft_folder.name} ({draft.info.kind})")
+    windows = [drafts.model_windows(r, _forward(draft, r.sequence)[r.prompt_len - 1 : -1], temperature) for r in rows]
+    return windows, speedup.decode_step_seconds(draft, rows[0].sequence[: rows[0].prompt_len])
+
+
+def _step_seconds(target: Any, trajectories: list[Trajectory]) -> float:
+    return speedup.decode_step_seconds(target, trajectories[0].prompt)
+
+
+def _acceptance(windows: list[Windows], request: Request, draft_step: float, target_step: float) -> dict[str, Any]:
+    c = draft_step / target_step if target_step > 0 else 0.0
+    greedy = acceptance.greedy_table(windows, request.ks)
+    alpha = acceptance.greedy_alpha(windows)
+    greedy_speed = speedup.speedup_rows(alpha, {r["k"]: r["tokens_per_step"] for r in greedy}, c)
+    out: dict[str, Any] = {
+        "cost": {"draft_step_seconds": draft_step, "target_step_seconds": target_step, "ratio": c},
+        "greedy": {"alpha": alpha, "by_k": greedy, "by_position": acceptance.greedy_by_position(windows),
+                   "speedup": greedy_speed, "recommended_k": speedup.recommended_k(greedy_speed),
+                   "departures": sum(w.departures for w in windows)},
+        "sampled": None,
+    }  # fmt: skip
+    if request.temperature > 0:
+        sampled = acceptance.sampled_table(windows, request.ks)
+        s_alpha = acceptance.sampled_alpha(windows)
+        s_speed = speedup.speedup_rows(s_alpha, {r["k"]: r["tokens_per_step"] for r in sampled}, c)
+        out["sampled"] = {"temperature": request.temperature, "alpha": s_alpha, "by_k": sampled,
+                          "by_position": acceptance.sampled_by_position(windows), "speedup": s_speed,
+                          "recommended_k": speedup.recommended_k(s_speed)}  # fmt: skip
+    return out
+
+
+def _finish(
+    result: dict[str, Any], findings: list[Finding], windows: list[Windows] | None, out: Path
+) -> dict[str, Any]:
+    from onboard.fsutil import atomic_write_json
+    from onboard.serde import to_dict
+
+    compatible = not any(f.code == "incompatible-draft" for f in findings)
+    measured = windows is not None
+    greedy = result.get("greedy") or {}
+    detail = (f"greedy alpha {greedy['alpha']:.3f}, recommended k {greedy['recommended_k']}" if measured
+              else "; ".join(f.message for f in findings if f.severity in ("error", "fatal"))[:300])  # fmt: skip
+    result["findings"] = [to_dict(f) for f in findings]
+    result["checks"] = [
+        # Not required: speculative decoding is optional, so its checks never block a promotion on their own.
+        {"name": "draft_compatible", "passed": compatible, "required": False,
+         "detail": "tokenizer ids, special tokens and vocabulary checked" if compatible else detail,
+         "not_applicable": result["draft_kind"] != "model"},
+        {"name": "draft_acceptance_measured", "passed": measured, "required": False, "detail": detail,
+         "skipped": not measured},
+    ]  # fmt: skip
+    result["passed"] = compatible and measured
+    out.mkdir(parents=True, exist_ok=True)
+    atomic_write_json(out / RESULT_FILE, result)
+    result["written"] = str(out / RESULT_FILE)
+    return result

@@ -1,0 +1,51 @@
+"""Expected speedup of speculative decoding per window k, on this machine.
+
+The standard model (Leviathan et al. 2023): with per-token acceptance alpha and a draft step costing c target steps,
+one target step yields (1 - alpha^(k+1)) / (1 - alpha) tokens for c*k + 1 target-step times, so
+speedup(k) = (1 - alpha^(k+1)) / ((1 - alpha) (c k + 1)). The model assumes every position is accepted alike;
+`measured` replaces its token count with the simulated one (acceptance.py), which keeps the real run structure.
+c is measured: one KV-cached decode step of each model, the fastest of REPEATS timings of STEPS steps.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+STEPS, REPEATS = 8, 2
+
+
+def model_speedup(alpha: float, k: int, c: float) -> float:
+    tokens = k + 1.0 if alpha >= 1.0 else (1.0 - alpha ** (k + 1)) / (1.0 - alpha)
+    return tokens / (c * k + 1.0)
+
+
+def speedup_rows(alpha: float, tokens_per_step: dict[int, float | None], c: float) -> list[dict[str, Any]]:
+    """Per k: the model's speedup and the measured one (None where k was not measured)."""
+    return [{"k": k, "model": model_speedup(alpha, k, c), "measured": None if tokens is None else tokens / (c * k + 1)}
+            for k, tokens in sorted(tokens_per_step.items())]  # fmt: skip
+
+
+def recommended_k(rows: Sequence[dict[str, Any]]) -> int | None:
+    """The k with the largest measured speedup (the smaller k on a tie); None when no k is faster than plain decoding."""
+    measured = [r for r in rows if r["measured"] is not None]
+    best = max(measured, key=lambda r: (round(r["measured"], 6), -r["k"]), default=None)
+    return best["k"] if best is not None and best["measured"] > 1.0 else None
+
+
+def decode_step_seconds(candidate: Any, prompt: Sequence[int]) -> float:
+    """One KV-cached greedy decode step of an in-process candidate (prefill excluded)."""
+    best = float("inf")
+    for _ in range(REPEATS):
+        _, first = candidate.timed_batch([prompt], 1)
+        _, more = candidate.timed_batch([prompt], 1 + STEPS)
+        best = min(best, max(more - first, 0.0) / STEPS)
+    return best
+
+
+def call_seconds(call: Callable[[], Any], calls: int) -> float:
+    """Seconds per call of a CPU-side draft (n-gram lookup): `call` makes `calls` of them."""
+    start = time.perf_counter()
+    call()
+    return (time.perf_counter() - start) / max(calls, 1)
