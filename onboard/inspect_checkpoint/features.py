@@ -7,6 +7,7 @@ key on (a kernel per feature the block library lacks). `FEATURES` documents each
 from __future__ import annotations
 
 from onboard.inspect_checkpoint.architecture import ArchFacts
+from onboard.profile import quantized_feature, rope_feature
 
 FEATURES: dict[str, str] = {
     "gqa": "grouped-query attention: 1 < kv heads < attention heads",
@@ -124,7 +125,7 @@ def derive(facts: ArchFacts) -> tuple[str, ...]:
     if facts.parallel_residual:
         out.append("parallel_residual")
     if facts.rope:
-        out.append(f"rope:{facts.rope.type}")
+        out.append(rope_feature(facts.rope.type))
         if facts.rope.partial_rotary_factor < 1.0 or (facts.rope.rotary_dim and facts.rope.rotary_dim < d.head_dim):
             out.append("partial_rotary")
     elif facts.position_encoding == "alibi":
@@ -136,5 +137,5 @@ def derive(facts: ArchFacts) -> tuple[str, ...]:
     if facts.mlp_gated is False:
         out.append("plain_mlp")
     if facts.quantization:
-        out.append(f"quantized:{facts.quantization.method}")
+        out.append(quantized_feature(facts.quantization.method))
     return tuple(out)

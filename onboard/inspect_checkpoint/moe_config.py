@@ -13,9 +13,20 @@ SIGMOID_ROUTER_TYPES = {"deepseek_v3", "glm4_moe", "dots1", "llama4_text", "llam
                         "flint", "sarvam_moe", "sarvam_mla"}  # fmt: skip
 
 
+def _int_or_text_entry(cv: ConfigView, *names: str) -> int | None:
+    """cv.int, except that a per-modality list (ERNIE-4.5-VL's remote-code config: `moe_num_experts: [64, 64]`, text
+    experts first, then vision) gives its first entry: the experts a text token is routed among."""
+    value = cv.get(*names)
+    if isinstance(value, list) and value and all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+        return value[0]
+    return cv.int(*names)
+
+
 def moe_from_config(cv: ConfigView, lm: dict[str, TensorInfo] | None) -> Moe | None:
     ffn_config = cv.get("ffn_config") if isinstance(cv.get("ffn_config"), dict) else {}
-    experts = cv.int("num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts", "num_routed_experts")
+    experts = _int_or_text_entry(
+        cv, "num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts", "num_routed_experts"
+    )
     experts = experts or ffn_config.get("moe_num_experts")
     top_k = cv.int("num_experts_per_tok", "moe_k", "experts_per_token", "moe_top_k", "num_selected_experts", "moe_topk",
                    "num_experts_per_token", "top_k_experts")  # fmt: skip
@@ -43,7 +54,9 @@ def moe_from_config(cv: ConfigView, lm: dict[str, TensorInfo] | None) -> Moe | N
     return Moe(
         num_experts=int(experts),
         top_k=int(top_k or 1),
-        expert_intermediate_size=cv.int("moe_intermediate_size", "expert_intermediate_size", "intermediate_size"),
+        expert_intermediate_size=_int_or_text_entry(
+            cv, "moe_intermediate_size", "expert_intermediate_size", "intermediate_size"
+        ),
         num_shared_experts=int(shared or 0),
         shared_expert_intermediate_size=shared_size,
         scoring=scoring,
@@ -55,20 +68,33 @@ def moe_from_config(cv: ConfigView, lm: dict[str, TensorInfo] | None) -> Moe | N
     )
 
 
+def _in_moe_period(i: int, freq: int | None, step: int | None) -> bool:
+    """DeepSeek's `moe_layer_freq` counts from layer 0 (`i % freq == 0`); Qwen's `decoder_sparse_step`, Llama 4's
+    `interleave_moe_layer_step` and ERNIE's `moe_layer_interval` end each period (`(i + 1) % step == 0`), as their
+    modelling code reads them. 0 (which their code would divide by) means no layer is MoE."""
+    if freq is not None and (freq <= 0 or i % freq != 0):
+        return False
+    return step is None or (step > 0 and (i + 1) % step == 0)
+
+
 def moe_layers_from_config(cv: ConfigView, n: int) -> dict[int, bool]:
     first_dense = cv.int("first_k_dense_replace", "moe_layer_start_index", "num_dense_layers", default=0) or 0
-    freq = cv.int("moe_layer_freq", "decoder_sparse_step", "interleave_moe_layer_step", "moe_layer_interval", default=1)
+    last = cv.int("moe_layer_end_index")  # ERNIE: the last MoE layer, inclusive; -1 = the last layer
+    freq = cv.int("moe_layer_freq")
+    step = cv.int("decoder_sparse_step", "interleave_moe_layer_step", "moe_layer_interval")
     only_dense = cv.get("mlp_only_layers") or []
+    listed = cv.get("moe_layers")  # Llama 4: explicit MoE layer indices, which override the interleave step
     period = cv.int("expert_layer_period")
     offset = cv.int("expert_layer_offset", default=0) or 0
     out = {}
     for i in range(n):
         if period:
             out[i] = i % period == offset
+        elif isinstance(listed, list):
+            out[i] = i in listed
         else:
-            out[i] = (
-                i >= first_dense and (freq or 1) > 0 and (i - first_dense) % (freq or 1) == 0 and i not in only_dense
-            )
+            in_range = i >= first_dense and (last is None or last < 0 or i <= last)
+            out[i] = in_range and _in_moe_period(i, freq, step) and i not in only_dense
     mlp_types = cv.get("mlp_layer_types")
     if isinstance(mlp_types, list) and len(mlp_types) >= n:
         out = {i: str(mlp_types[i]).lower() in ("sparse", "moe", "hash_moe") for i in range(n)}
