@@ -1,15 +1,19 @@
-"""Hub inspect of 100 shards behind the loopback hub server (50 ms per request) vs huggingface_hub's own reader.
+"""Hub inspect of a 671B, 163-shard checkpoint behind the loopback hub (50 ms per request) vs huggingface_hub's reader.
 
-Serves a synthetic 100-shard DeepSeek-V3-like checkpoint (sparse files) with tests/hubserver.py, 50 ms injected
-latency on every request, and times in one run (fresh caches for every repeat, best of N):
+Serves a synthetic DeepSeek-V3-sized checkpoint (256 experts, 61 layers, fp8 with block scales, ~93k tensors over 163
+sparse shards) with tests/hubserver.py, 50 ms injected latency on every request, and times in one run (fresh caches
+for every repeat, best of N):
 
   hf        HfApi(endpoint=...).get_safetensors_metadata(repo)    (huggingface_hub's safetensors reader)
   headers   onboard: open_source(repo) + read_headers(all shards)  (listing + every header)
   inspect   onboard.inspect_checkpoint.inspect(repo)               (the whole profile, config files included)
 
-Prints hf/headers and hf/inspect (target >= 5) and the bytes each one fetched (the server's count of body bytes).
+Prints hf/headers and hf/inspect (target >= 5), the bytes each one fetched (the server's count of body bytes: the
+listing, the index, the small files and the headers), the range-request bytes over the headers' own bytes (target
+<= 1.5), range requests per shard (target <= 1.1), the most requests in flight at once, and the parameter count
+(huggingface_hub's and inspect's).
 
-    .venv/bin/python benchmarks/bench_inspect_hub.py           # 100 shards, 50 ms
+    .venv/bin/python benchmarks/bench_inspect_hub.py           # 163 shards, 50 ms
     .venv/bin/python benchmarks/bench_inspect_hub.py --quick   # 8 small shards, 10 ms
 """
 
@@ -18,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -54,14 +59,18 @@ def _get(url: str) -> dict:
         return json.loads(response.read())
 
 
-def timed(url: str, fn: Callable[[], object]) -> tuple[float, int, int]:
+def _cpu_s() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)  # this process, every thread (the server runs in another)
+    return usage.ru_utime + usage.ru_stime
+
+
+def timed(url: str, fn: Callable[[], object]) -> tuple[float, dict]:
     fresh_caches()
     _get(url + "/_reset")
-    start = time.perf_counter()
+    cpu, start = _cpu_s(), time.perf_counter()
     fn()
     elapsed = time.perf_counter() - start
-    stats = _get(url + "/_stats")
-    return elapsed, stats["bytes_served"], stats["requests"]
+    return elapsed, {**_get(url + "/_stats"), "cpu_s": _cpu_s() - cpu}
 
 
 def main(argv: list[str] | None = None) -> dict[str, float]:
@@ -74,7 +83,7 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     latency = (args.latency_ms if args.latency_ms is not None else (10 if args.quick else 50)) / 1000
     root = REPO_ROOT / ".bench" / ("hub-quick" if args.quick else "hub-deepseek-like")
     # DeepSeek-V3 sizes (256 experts, 61 layers) over 100 shards: ~900 tensors, ~110 KB of header per shard.
-    _synthetic.build(root, quick=args.quick, shards=8 if args.quick else 100, experts=None if args.quick else 256)
+    _synthetic.build(root, quick=args.quick, shards=8 if args.quick else 163, experts=None if args.quick else 256)
     n_shards = len(_synthetic.shard_paths(root))
 
     from huggingface_hub import HfApi
@@ -89,18 +98,24 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
         url = server.stdout.readline().strip()  # type: ignore[union-attr]
         os.environ["HF_ENDPOINT"] = url  # onboard reads it at call time
 
+        seen: dict[str, object] = {}
+
         def hf() -> object:
-            return HfApi(endpoint=url).get_safetensors_metadata(REPO)
+            seen["hf"] = HfApi(endpoint=url).get_safetensors_metadata(REPO)
+            return seen["hf"]
 
         def headers() -> object:
             src = open_source(REPO)
-            return src.read_headers(src.safetensors_files())
+            seen["headers"] = src.read_headers(src.safetensors_files())
+            seen["range_bytes"] = src.bytes_fetched
+            return seen["headers"]
 
         def full() -> object:
-            return inspect(REPO)
+            seen["inspect"] = inspect(REPO)
+            return seen["inspect"]
 
         contenders = {"hf": hf, "headers": headers, "inspect": full}
-        runs: dict[str, list[tuple[float, int, int]]] = {k: [] for k in contenders}
+        runs: dict[str, list[tuple[float, dict]]] = {k: [] for k in contenders}
         for _ in range(repeats):
             for name, fn in contenders.items():
                 runs[name].append(timed(url, fn))
@@ -108,16 +123,29 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
         server.terminate()
         server.wait(timeout=10)
     shutil.rmtree(_CACHE, ignore_errors=True)
-    best = {k: min(v) for k, v in runs.items()}
+    best = {k: min(v, key=lambda run: run[0]) for k, v in runs.items()}
     print(f"{n_shards} shards behind the loopback hub, {latency * 1e3:.0f} ms per request, best of {repeats}")
     for name, label in (("hf", "huggingface_hub get_safetensors_metadata"), ("headers", "onboard listing + headers"),
                         ("inspect", "onboard inspect (whole profile)")):  # fmt: skip
-        t, nbytes, nreq = best[name]
-        print(f"  {label:42s} {t * 1e3:8.0f} ms  {nbytes / 1e6:7.2f} MB  {nreq:4d} requests")
+        t, stats = best[name]
+        print(f"  {label:42s} {t * 1e3:8.0f} ms ({stats['cpu_s']:.2f} s CPU)  {stats['bytes_served'] / 1e6:7.2f} MB  {stats['requests']:4d} "
+              f"requests ({stats['range_requests']} ranged, {stats['list_requests']} listing), "
+              f"{stats['max_in_flight']} in flight at most")  # fmt: skip
+    header_bytes = sum(8 + h.header_len for h in seen["headers"].values())  # type: ignore[union-attr]
+    ranged = best["headers"][1]["shard_requests"]
+    print(f"headers {header_bytes / 1e6:.2f} MB; onboard's range requests fetched {seen['range_bytes'] / 1e6:.2f} MB "
+          f"= {seen['range_bytes'] / header_bytes:.2f}x the headers (target <= 1.5), in {ranged} requests for "
+          f"{n_shards} shards = {ranged / n_shards:.2f} per shard (target <= 1.1)")  # fmt: skip
+    hf_params = sum(seen["hf"].parameter_count.values())  # type: ignore[attr-defined]
+    ours = sum(t.numel for h in seen["headers"].values() for t in h.tensors.values())  # type: ignore[union-attr]
+    profile = seen["inspect"]
+    print(f"parameters: huggingface_hub {hf_params:,}, onboard headers {ours:,} (equal: {hf_params == ours}), "
+          f"inspect's model total {profile.parameters.total:,}")  # type: ignore[attr-defined]  # fmt: skip
     ratio_h = best["hf"][0] / best["headers"][0]
     ratio_i = best["hf"][0] / best["inspect"][0]
     print(f"speed-up hf/headers = {ratio_h:.1f}x, hf/inspect = {ratio_i:.1f}x  (target >= 5)")
-    return {"hf": best["hf"][0], "headers": best["headers"][0], "inspect": best["inspect"][0]}
+    return {"hf": best["hf"][0], "headers": best["headers"][0], "inspect": best["inspect"][0],
+            "range_ratio": seen["range_bytes"] / header_bytes, "requests_per_shard": ranged / n_shards}  # fmt: skip
 
 
 if __name__ == "__main__":

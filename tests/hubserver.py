@@ -41,6 +41,8 @@ class Fault:
     times: int | None = None
     drop: bool = False
     method: str | None = None
+    retry_after: int | None = None
+    """Seconds sent as `Retry-After` with the fault (a 429 or 503 that asks the client to wait)."""
 
 
 @dataclass
@@ -54,6 +56,10 @@ class Stats:
     requests: list[tuple[str, str, str | None]] = field(default_factory=list)
     """(method, path, Range header) per request, in arrival order."""
     bytes_served: int = 0
+    times: list[float] = field(default_factory=list)
+    """time.monotonic() at each request's arrival, parallel to `requests`."""
+    max_in_flight: int = 0
+    """The most requests the server was handling at once (latency included)."""
 
     def count(self, method: str | None = None, contains: str = "") -> int:
         return sum(1 for m, p, _ in self.requests if (method is None or m == method) and contains in p)
@@ -79,6 +85,7 @@ class HubServer:
         self.latency = latency
         self.honour_range = True  # False: answer Range requests with the whole file (some proxies do)
         self.stats = Stats()
+        self.in_flight = 0
         self.routes: list[tuple[str, re.Pattern[str], RouteHandler]] = []
         self._lock = threading.Lock()
         self._httpd: ThreadingHTTPServer | None = None
@@ -157,6 +164,16 @@ class HubServer:
     def _record(self, method: str, path: str, rng: str | None) -> None:
         with self._lock:
             self.stats.requests.append((method, path, rng))
+            self.stats.times.append(time.monotonic())
+
+    def _enter(self) -> None:
+        with self._lock:
+            self.in_flight += 1
+            self.stats.max_in_flight = max(self.stats.max_in_flight, self.in_flight)
+
+    def _leave(self) -> None:
+        with self._lock:
+            self.in_flight -= 1
 
     def _add_bytes(self, n: int) -> None:
         with self._lock:
@@ -191,14 +208,24 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.write(body)
             self.hub._add_bytes(len(body))
 
-    def send_error_code(self, status: int, error_code: str | None, message: str = "") -> None:
+    def send_error_code(
+        self, status: int, error_code: str | None, message: str = "", extra: dict[str, str] | None = None
+    ) -> None:
         headers = {"X-Error-Code": error_code} if error_code else {}
+        headers.update(extra or {})
         if message:
             headers["X-Error-Message"] = message
         self.send_json({"error": message or error_code or "error"}, status, headers)
 
     # -- routing ---------------------------------------------------------------------------------------------------
     def _dispatch(self, method: str) -> None:
+        self.hub._enter()
+        try:
+            self._dispatch_counted(method)
+        finally:
+            self.hub._leave()
+
+    def _dispatch_counted(self, method: str) -> None:
         split = urlsplit(self.path)
         path = unquote(split.path)
         self.hub._record(method, path, self.headers.get("Range"))
@@ -209,7 +236,8 @@ class _Handler(BaseHTTPRequestHandler):
             if fault.drop:
                 self._drop()
                 return
-            self.send_error_code(fault.status, fault.error_code, f"injected {fault.status}")
+            extra = {"Retry-After": str(fault.retry_after)} if fault.retry_after is not None else None
+            self.send_error_code(fault.status, fault.error_code, f"injected {fault.status}", extra)
             return
         for m, pattern, handler in self.hub.routes:
             match = pattern.fullmatch(path)
@@ -349,7 +377,12 @@ def serve_main(argv: list[str] | None = None) -> None:
     def stats(handler: _Handler, match: re.Match[str]) -> None:
         with server._lock:
             server.stats.requests.pop()  # the stats request itself does not count
-            body = {"bytes_served": server.stats.bytes_served, "requests": len(server.stats.requests)}
+            server.stats.times.pop()
+            body = {"bytes_served": server.stats.bytes_served, "requests": len(server.stats.requests),
+                    "max_in_flight": server.stats.max_in_flight,
+                    "range_requests": sum(1 for r in server.stats.requests if r[2]),
+                    "shard_requests": sum(1 for r in server.stats.requests if r[1].endswith(".safetensors")),
+                    "list_requests": sum(1 for r in server.stats.requests if r[1].startswith("/api/models/"))}  # fmt: skip
         handler.send_json(body)
 
     def reset(handler: _Handler, match: re.Match[str]) -> None:
@@ -388,7 +421,7 @@ def hub_env(hub_server: HubServer, tmp_path: Path, monkeypatch: pytest.MonkeyPat
     monkeypatch.delenv("ONBOARD_CACHE", raising=False)
     monkeypatch.setenv("HF_HUB_OFFLINE", "0")
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)  # read by huggingface_hub at import time
-    monkeypatch.setattr(hub, "RETRY_DELAYS", (0.0, 0.0, 0.0))
+    monkeypatch.setattr(hub, "RETRY_BASE_S", 0.0)
     return hub_server
 
 

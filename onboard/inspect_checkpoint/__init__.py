@@ -15,7 +15,7 @@ from onboard.errors import ConfigError
 from onboard.findings import Finding, info, warning
 from onboard.inspect_checkpoint import tensor_names as tn
 from onboard.inspect_checkpoint.architecture import analyze
-from onboard.inspect_checkpoint.checkpoint_types import SafetensorsHeader, TensorInfo
+from onboard.inspect_checkpoint.checkpoint_types import RepoListing, SafetensorsHeader, TensorInfo
 from onboard.inspect_checkpoint.config_lint import comparable_keys, lint_config
 from onboard.inspect_checkpoint.config_view import ConfigView
 from onboard.inspect_checkpoint.consistency import check_dtype, check_shapes, check_vocab
@@ -40,15 +40,18 @@ def inspect(
     target: str | None = None,
     max_model_len: int | None = None,
     kv_dtype: str | None = None,
+    listing: RepoListing | None = None,
 ) -> ModelProfile:
-    """Inspect a local folder or hub repo id. Problems are findings in the profile; unusable input raises."""
+    """Inspect a local folder or hub repo id. Problems are findings in the profile; unusable input raises.
+
+    `listing`: the hub repo's listing made earlier in the run (new-model's), so the repo is not listed twice."""
     from onboard.inspect_checkpoint.integrity import check_integrity
     from onboard.inspect_checkpoint.remote_code import find_remote_code
     from onboard.inspect_checkpoint.source import open_source
     from onboard.inspect_checkpoint.withheld import finish
 
     parsed_target = parse_target(target) if target else None
-    src = open_source(source, revision)
+    src = open_source(source, revision, listing=listing)
     config = src.read_json("config.json")
     if config is None:
         raise ConfigError(

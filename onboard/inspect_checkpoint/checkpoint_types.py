@@ -52,3 +52,16 @@ class RepoFile:
     path: str
     """Relative to the repo root, forward slashes."""
     size: int | None
+
+
+@dataclass(frozen=True)
+class RepoListing:
+    """A hub repo's files at one commit: listed once per run and handed to whatever reads the repo next (new-model
+    names its run folder with `sha`, then inspect reads from the same listing instead of asking the hub again)."""
+
+    repo_id: str
+    revision: str | None
+    """What was asked for (branch, tag, sha; None: the default branch)."""
+    sha: str
+    """The commit it resolved to."""
+    files: tuple[RepoFile, ...]

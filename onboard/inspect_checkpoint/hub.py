@@ -1,14 +1,23 @@
-"""Hub access for `onboard inspect`, only through huggingface_hub (its endpoint, token, offline switch and cache).
+"""Hub access for `onboard inspect`, only through huggingface_hub (its endpoint, token, offline switch, session,
+backoff and cache).
 
-* `resolve_repo`: one `model_info(files_metadata=True)` call gives the commit sha and every file with its size.
-* `download`: small files (config, tokenizer, index, chat template, .py) through `hf_hub_download` into the HF
-  cache. Never weights.
-* `header_of`: one safetensors header with HTTP range requests over huggingface_hub's own session and auth
-  headers; the Source runs one per shard, all at once (up to 128 threads, not huggingface_hub's 6). The first range is
-  sized from the index so that one request per shard is the common case; a second one fetches only the rest.
+* `list_repo`: one model-info request (with file sizes) gives the commit sha and every file: a `RepoListing`, made
+  once per run and passed down (new-model names its run folder with it, inspect reads from it).
+* `fetch_file`: a small file (config, tokenizer, index, chat template, .py; never weights) in a single GET into
+  onboard's cache, immutable per commit (hf_hub_download would send a HEAD first: a round trip more on the critical
+  path, since the index sizes the header requests). `download` (hf_hub_download) finds files in huggingface_hub's
+  cache offline, and fetches a file whose size the listing does not give.
+* `header_bytes_of`: one safetensors header with HTTP range requests. The Source runs one per shard, all at once,
+  at most `concurrency()` in flight (`ONBOARD_HUB_CONCURRENCY`, default 96; huggingface_hub's own reader uses 6).
+  Each shard's range is sized from the index (`header_ranges`: its tensor names and the shard's size give the
+  header length to a few percent), so one request per shard is the rule; a second fetches only the rest when the
+  estimate was short.
+* Every request of ours goes through huggingface_hub's `http_backoff` / `http_stream_backoff`: 5xx, 429 and dropped
+  connections are retried with exponential backoff, and a `Retry-After` (429 or 503) is waited out.
 
-Headers and listings are immutable per commit, so they are cached next to the HF cache (`$ONBOARD_CACHE` or
-`<HF_HUB_CACHE>/../onboard`): with HF_HUB_OFFLINE=1 everything inspected once online is inspected again offline.
+Listings, small files and headers are immutable per commit, so they are cached next to the HF cache
+(`$ONBOARD_CACHE` or `<HF_HUB_CACHE>/../onboard`): with HF_HUB_OFFLINE=1 everything inspected once online is
+inspected again offline.
 Environment variables are read at call time (huggingface_hub reads HF_ENDPOINT and HF_HUB_OFFLINE at import).
 """
 
@@ -20,21 +29,33 @@ import re
 import struct
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
-from onboard.errors import CheckpointError, HubError, OnboardError, SourceNotFound
-from onboard.inspect_checkpoint.checkpoint_types import RepoFile, SafetensorsHeader
+from onboard.errors import CheckpointError, HubError, InputError, OnboardError, SourceNotFound
+from onboard.fsutil import atomic_write
+from onboard.inspect_checkpoint.checkpoint_types import RepoFile, RepoListing, SafetensorsHeader
 from onboard.inspect_checkpoint.safetensors_header import PREFIX_LEN, check_header_len, parse_header
 
-FIRST_RANGE = 100_000  # bytes asked for first, at least: the whole header of most shards
+FIRST_RANGE = 100_000  # bytes asked for first when the index cannot size the range (no index, shard not in it)
 MAX_FIRST_RANGE = 4_000_000
 INDEX_FILE = "model.safetensors.index.json"
-MAX_WORKERS = 128
-RETRY_DELAYS: tuple[float, ...] = (0.25, 1.0, 2.0)  # after each failed try on 5xx / 429 / network errors
+CONCURRENCY_ENV = "ONBOARD_HUB_CONCURRENCY"
+# Requests in flight at once: below the 100 connections huggingface_hub's httpx client pools (so the limit is ours),
+# and a 163-shard checkpoint costs two round trips of headers.
+DEFAULT_CONCURRENCY = 96
+RETRIES = 3  # after the first try, on 5xx / 429 / timeouts / dropped connections
+RETRY_BASE_S = 0.25  # first backoff wait, doubled each retry (huggingface_hub's http_backoff); Retry-After wins
 TIMEOUT_S = float(os.environ.get("ONBOARD_HUB_TIMEOUT", "30"))
-_RETRY_STATUS = {408, 429, 500, 502, 503, 504}
+_RETRY_STATUS = (408, 429, 500, 502, 503, 504)
+# Header length per tensor, besides its name: `"":{"dtype":"","shape":[],"data_offsets":[,]},` is 46 characters;
+# the dtype (3-7), the shape's digits (a 2-D weight: ~10) and the two offsets (each at most as many digits as the
+# shard's size) make the rest. Calibrated on safetensors-written headers (tiny transformers checkpoints, the trained
+# fixture, a DeepSeek-V3-sized synthetic): 51-58 characters + two offsets' digits; 60 errs on the long side.
+ENTRY_CHARS = 60
+HEADER_OVERHEAD = 8 + 64  # the length prefix, `{"__metadata__":{"format":"pt"}}` and up to 7 bytes of padding
+ESTIMATE_MARGIN = 1.08  # shards with wider shapes than average: a miss costs a round trip, 8% costs bytes only
 _SHA_RE = re.compile(r"[0-9a-f]{40}")
 T = TypeVar("T")
 
@@ -82,42 +103,62 @@ class ByteCounter:
             self.value += n
 
 
-# -- resolving a repo ------------------------------------------------------------------------------------------------
+def concurrency() -> int:
+    """Requests in flight at once: $ONBOARD_HUB_CONCURRENCY, else DEFAULT_CONCURRENCY."""
+    raw = os.environ.get(CONCURRENCY_ENV, "").strip()
+    if not raw:
+        return DEFAULT_CONCURRENCY
+    if not raw.isdigit() or int(raw) < 1:
+        raise InputError(f"{CONCURRENCY_ENV}={raw!r} is not a positive whole number",
+                         f"set {CONCURRENCY_ENV} to the number of hub requests allowed in flight, e.g. 64, or unset it")  # fmt: skip
+    return int(raw)
 
 
-def resolve_repo(repo_id: str, revision: str | None) -> tuple[str, tuple[RepoFile, ...]]:
-    """(commit sha, every file with its size) for `repo_id` at `revision` (default branch when None)."""
-    if offline():
+# -- listing a repo ---------------------------------------------------------------------------------------------------
+
+
+def list_repo(repo_id: str, revision: str | None) -> RepoListing:
+    """The commit sha and every file with its size for `repo_id` at `revision` (default branch when None).
+
+    A commit's files never change: asked by its 40-hex sha, a listing cached earlier (this run's, or any before) is
+    used without asking the hub, so the stages after new-model's first listing (they all pass the resolved sha)
+    do not list the repo again. A branch or tag can move, so it is always asked for online."""
+    if offline() or (
+        revision and _SHA_RE.fullmatch(revision) and (_repo_cache(repo_id) / f"{revision}.json").is_file()
+    ):
         return _resolve_offline(repo_id, revision)
-    from huggingface_hub import HfApi
+    from urllib.parse import quote
 
-    api = HfApi(endpoint=endpoint(), library_name="onboard")
+    from huggingface_hub.hf_api import ModelInfo
+
     what = f"hub repo {repo_id!r}" + (f" at revision {revision!r}" if revision else "")
-    info = with_retries(
-        lambda: api.model_info(repo_id, revision=revision, files_metadata=True, timeout=TIMEOUT_S), what
-    )
+    url = f"{endpoint()}/api/models/{repo_id}" + (f"/revision/{quote(revision, safe='')}" if revision else "")
+    response = _request("GET", url, what, params={"blobs": True})  # blobs: file sizes (what model_info sends)
+    info = ModelInfo(**response.json())
     if not info.sha:
         raise HubError(f"{what}: the hub did not report a commit sha", "retry; if it persists, pass --revision <sha>")
-    files = tuple(RepoFile(s.rfilename, s.size) for s in info.siblings or ())
-    _save_listing(repo_id, revision, info.sha, files)
-    return info.sha, files
+    listing = RepoListing(
+        repo_id, revision, info.sha, tuple(RepoFile(s.rfilename, s.size) for s in info.siblings or ())
+    )
+    _save_listing(listing)
+    return listing
 
 
 def _repo_cache(repo_id: str) -> Path:
     return onboard_cache_dir() / "repos" / repo_id.replace("/", "--")
 
 
-def _save_listing(repo_id: str, revision: str | None, sha: str, files: tuple[RepoFile, ...]) -> None:
-    root = _repo_cache(repo_id)
-    _atomic_write(root / f"{sha}.json", json.dumps([[f.path, f.size] for f in files]).encode())
-    _atomic_write(root / "refs" / _ref_name(revision), sha.encode())
+def _save_listing(listing: RepoListing) -> None:
+    root = _repo_cache(listing.repo_id)
+    _atomic_write(root / f"{listing.sha}.json", json.dumps([[f.path, f.size] for f in listing.files]).encode())
+    _atomic_write(root / "refs" / _ref_name(listing.revision), listing.sha.encode())
 
 
 def _ref_name(revision: str | None) -> str:
     return (revision or "main").replace("/", "--")
 
 
-def _resolve_offline(repo_id: str, revision: str | None) -> tuple[str, tuple[RepoFile, ...]]:
+def _resolve_offline(repo_id: str, revision: str | None) -> RepoListing:
     hint = "run the same command once with network access (it caches what it reads), or unset HF_HUB_OFFLINE"
     sha = revision if revision and _SHA_RE.fullmatch(revision) else None
     for ref in (_repo_cache(repo_id) / "refs" / _ref_name(revision),
@@ -130,11 +171,12 @@ def _resolve_offline(repo_id: str, revision: str | None) -> tuple[str, tuple[Rep
         )
     listing = _repo_cache(repo_id) / f"{sha}.json"
     if listing.is_file():
-        return sha, tuple(RepoFile(p, s) for p, s in json.loads(listing.read_text()))
+        return RepoListing(repo_id, revision, sha, tuple(RepoFile(p, s) for p, s in json.loads(listing.read_text())))
     snapshot = hf_cache_dir() / f"models--{repo_id.replace('/', '--')}" / "snapshots" / sha
     if snapshot.is_dir():  # downloaded by other tools: list what is there
         files = sorted(p for p in snapshot.rglob("*") if p.is_file())
-        return sha, tuple(RepoFile(p.relative_to(snapshot).as_posix(), p.stat().st_size) for p in files)
+        return RepoListing(repo_id, revision, sha,
+                           tuple(RepoFile(p.relative_to(snapshot).as_posix(), p.stat().st_size) for p in files))  # fmt: skip
     raise SourceNotFound(f"the file listing of {repo_id!r} at {sha} is not in the cache and HF_HUB_OFFLINE=1", hint)
 
 
@@ -168,44 +210,117 @@ def download(repo_id: str, sha: str, filename: str) -> Path | None:
         raise
 
 
+def fetch_file(repo_id: str, sha: str, name: str, size: int | None, counter: ByteCounter) -> Path | None:
+    """One whole (small) file in a single GET, cached in onboard's cache (immutable per commit); None when the hub
+    does not have it. Offline, or when the listing gives no size: huggingface_hub's cache and `download`."""
+    cached = _repo_cache(repo_id) / "files" / sha / name
+    if cached.is_file():
+        return cached
+    if offline() or not size:
+        return download(repo_id, sha, name)
+    from huggingface_hub.errors import EntryNotFoundError
+
+    url = f"{endpoint()}/{repo_id}/resolve/{sha}/{name}"
+    what = f"{name} of hub repo {repo_id!r}"
+    try:
+        data = _get_range(url, 0, size - 1, what, counter)
+    except SourceNotFound as exc:
+        if isinstance(exc.__cause__, EntryNotFoundError):
+            return None
+        raise
+    if len(data) != size:  # never cache a short read as the file
+        raise HubError(f"{what}: the hub sent {len(data):,} of its {size:,} bytes", "retry; the connection was cut")
+    _atomic_write(cached, data)
+    return cached if cached.is_file() else _write_temp(cached, data)
+
+
+def _write_temp(path: Path, data: bytes) -> Path:
+    """A read-only cache: the file still has to be read once, from a private temporary folder (under its own name,
+    so callers that strip the name to find the repo's folder still can)."""
+    import tempfile
+
+    tmp = Path(tempfile.mkdtemp(prefix="onboard-hub-")) / path.name
+    tmp.write_bytes(data)
+    return tmp
+
+
+def download_snapshot(listing: RepoListing, patterns: Sequence[str]) -> Path:
+    """The listed files matching `patterns` (fnmatch on the path, as snapshot_download's allow_patterns) in
+    huggingface_hub's cache, fetched as snapshot_download would but without listing the repo again; returns the
+    snapshot folder. Weights included: this is for the stages that run the model, never for inspect."""
+    from concurrent.futures import ThreadPoolExecutor
+    from fnmatch import fnmatch
+
+    names = [f.path for f in listing.files if any(fnmatch(f.path, p) for p in patterns)]
+    if "config.json" not in names:
+        raise SourceNotFound(f"hub repo {listing.repo_id!r} at {listing.sha[:12]} has no config.json",
+                             "point SOURCE at a transformers checkpoint repo")  # fmt: skip
+    with ThreadPoolExecutor(max_workers=8, thread_name_prefix="onboard-snapshot") as pool:  # snapshot_download's 8
+        paths = dict(zip(names, pool.map(lambda name: download(listing.repo_id, listing.sha, name), names)))
+    config = paths["config.json"]
+    if config is None:
+        raise SourceNotFound(f"config.json of {listing.repo_id!r} is listed but not on the hub", "retry later")
+    return config.parent
+
+
 # -- safetensors headers ----------------------------------------------------------------------------------------------
 
 
-def first_range_for(files: tuple[RepoFile, ...]) -> int:
-    """How many bytes to ask for first so that one request usually holds a whole header.
+def header_ranges(weight_map: dict[str, str], sizes: Mapping[str, int | None]) -> dict[str, int]:
+    """Bytes to ask for first per shard (length prefix + estimated header + margin), from the index's tensor names.
 
-    A header spends ~1.3x the bytes per tensor of the index's weight_map entry, so the index size (known from the
-    listing) over the shard count estimates a shard's header; 1.5x that covers shards with more tensors than
-    average. Huge MoE checkpoints (DeepSeek-V3: ~120 KB per shard) then need one request per shard, not two.
+    A header entry is the tensor's name plus ENTRY_CHARS plus its two data offsets, whose digits the shard's size
+    bounds. Grouping 100k names by shard runs in C (a sort and a groupby), not a Python loop per tensor.
     """
-    shards = sum(1 for f in files if f.path.endswith(".safetensors") and "/" not in f.path)
-    index_size = next((f.size for f in files if f.path == INDEX_FILE), None)
-    if not shards or not index_size:
-        return FIRST_RANGE
-    return min(MAX_FIRST_RANGE, max(FIRST_RANGE, index_size * 3 // 2 // shards + 8192))
+    from onboard.inspect_checkpoint.tensor_index import positions_by_key
+
+    shards = list(weight_map.values())
+    lengths = list(map(len, weight_map))
+    out: dict[str, int] = {}
+    for shard, members in positions_by_key(shards).items():
+        if not isinstance(shard, str):
+            continue
+        size = sizes.get(shard)
+        offset_digits = 2 * len(str(size)) if size else 22
+        estimate = (
+            HEADER_OVERHEAD + sum(map(lengths.__getitem__, members)) + len(members) * (ENTRY_CHARS + offset_digits)
+        )
+        out[shard] = min(MAX_FIRST_RANGE, int(estimate * ESTIMATE_MARGIN) + 256)
+    return out
 
 
-def _header_cache_path(repo_id: str, sha: str, name: str) -> Path:
-    return _repo_cache(repo_id) / "headers" / sha / (name + ".header")
+def _header_pack_path(repo_id: str, sha: str) -> Path:
+    return _repo_cache(repo_id) / "headers" / f"{sha}.msgpack"
 
 
-def header_of(
-    repo_id: str, sha: str, name: str, size: int | None, counter: ByteCounter, first_range: int = FIRST_RANGE
-) -> SafetensorsHeader:
-    """One shard's header: from the header cache, else one or two range requests (then cached)."""
-    return parse_header_blob(name, header_bytes_of(repo_id, sha, name, size, counter, first_range), size)
+def read_header_pack(repo_id: str, sha: str) -> dict[str, bytes]:
+    """The headers of `repo_id` at `sha` read before (shard -> prefix + header bytes); {} when none or unreadable (a
+    damaged cache only costs the requests)."""
+    import msgspec
+
+    path = _header_pack_path(repo_id, sha)
+    try:
+        return msgspec.msgpack.decode(path.read_bytes(), type=dict[str, bytes]) if path.is_file() else {}
+    except (OSError, msgspec.DecodeError, msgspec.ValidationError):
+        return {}
+
+
+def write_header_pack(repo_id: str, sha: str, blobs: dict[str, bytes]) -> None:
+    """One file per commit for all its headers: one write instead of one per shard (163 atomic writes cost ~0.1 s of
+    CPU in a hub inspect of DeepSeek-V3)."""
+    import msgspec
+
+    _atomic_write(_header_pack_path(repo_id, sha), msgspec.msgpack.encode(blobs))
 
 
 def header_bytes_of(
     repo_id: str, sha: str, name: str, size: int | None, counter: ByteCounter, first_range: int = FIRST_RANGE
 ) -> bytes:
-    """Prefix + header bytes of one shard (cache, else network). Pure I/O: worker threads run this and leave the
-    parsing to the caller, so 100 workers do not fight over the GIL while new ones are still starting."""
+    """Prefix + header bytes of one shard from the hub (the caller caches them: HubSource, in one pack per commit).
+    Pure I/O: worker threads run this and leave the parsing to the caller, so 100 workers do not fight over the GIL
+    while new ones are still starting."""
     if name.startswith("/") or ".." in name.split("/"):
         raise CheckpointError("path-traversal", f"{name}: path leaves the repo", "fix the index's weight_map", name)
-    cached = _header_cache_path(repo_id, sha, name)
-    if cached.is_file():
-        return cached.read_bytes()
     if offline():
         raise SourceNotFound(
             f"the safetensors header of {name} ({repo_id} at {sha[:12]}) is not cached and HF_HUB_OFFLINE=1",
@@ -219,7 +334,6 @@ def header_bytes_of(
         if isinstance(exc.__cause__, EntryNotFoundError):
             raise CheckpointError("missing-shard", f"{name}: not found in {repo_id} at {sha[:12]}", None, name) from exc
         raise
-    _atomic_write(cached, blob)
     return blob
 
 
@@ -250,19 +364,19 @@ def _fetch_header_bytes(
 
 
 def _get_range(url: str, start: int, end: int, what: str, counter: ByteCounter) -> bytes:
-    from huggingface_hub.utils import build_hf_headers, get_session, hf_raise_for_status
+    from huggingface_hub.utils import build_hf_headers, hf_raise_for_status, http_stream_backoff
 
     headers = build_hf_headers(library_name="onboard", headers={"Range": f"bytes={start}-{end}"})
     want = end - start + 1
-
-    def call() -> bytes:
+    try:
         # Stream and stop at `want` bytes: a server that ignores Range must not make us read a 5 GB shard.
-        with get_session().stream("GET", url, headers=headers, timeout=TIMEOUT_S) as response:
+        with http_stream_backoff("GET", url, headers=headers, timeout=TIMEOUT_S, **_backoff()) as response:
             if response.status_code >= 400:
                 response.read()
                 hf_raise_for_status(response)
             chunks, got = [], 0
-            skip = start if response.status_code == 200 else 0  # full body: drop what precedes the range
+            skip_full = response.status_code == 200  # Range ignored: the whole file comes, stop after the range
+            skip = start if skip_full else 0  # full body: drop what precedes the range
             for chunk in response.iter_bytes():
                 counter.add(len(chunk))
                 if skip:
@@ -270,29 +384,61 @@ def _get_range(url: str, start: int, end: int, what: str, counter: ByteCounter) 
                     chunk, skip = chunk[cut:], skip - cut
                 chunks.append(chunk)
                 got += len(chunk)
-                if got >= want:
+                if got >= want and skip_full:  # a 206 body is read to its end: the connection then stays reusable
                     break
             return b"".join(chunks)[:want]
-
-    return with_retries(call, what)
+    except Exception as exc:  # noqa: BLE001 - mapped to a clean error below, anything unknown re-raised
+        raise _mapped(exc, what) from exc
 
 
 # -- errors and retries -----------------------------------------------------------------------------------------------
 
 
+def _backoff() -> dict[str, Any]:
+    """huggingface_hub's backoff settings for our requests (read at call time: tests shorten RETRY_BASE_S)."""
+    return {"max_retries": RETRIES, "base_wait_time": RETRY_BASE_S, "max_wait_time": 8.0,
+            "retry_on_status_codes": _RETRY_STATUS}  # fmt: skip
+
+
+def _request(method: str, url: str, what: str, **kwargs: Any) -> Any:
+    """One request through huggingface_hub's session, auth headers and `http_backoff`; failures mapped."""
+    from huggingface_hub.utils import build_hf_headers, hf_raise_for_status, http_backoff
+
+    try:
+        response = http_backoff(method, url, headers=build_hf_headers(library_name="onboard"), timeout=TIMEOUT_S,
+                                **_backoff(), **kwargs)  # fmt: skip
+        hf_raise_for_status(response)
+        return response
+    except Exception as exc:  # noqa: BLE001 - mapped to a clean error below, anything unknown re-raised
+        raise _mapped(exc, what) from exc
+
+
+def _mapped(exc: Exception, what: str) -> Exception:
+    attempts = RETRIES + 1 if _retryable(exc) else 1  # the backoff gives up on a retryable error only when spent
+    return map_hub_error(exc, what, attempts=attempts) or exc
+
+
 def with_retries(call: Callable[[], T], what: str) -> T:
-    """Run a hub call, retrying 5xx/429/timeouts/dropped connections; map every failure to an OnboardError."""
-    for attempt in range(len(RETRY_DELAYS) + 1):
+    """Run a huggingface_hub function (hf_hub_download) with the backoff our own requests get: RETRIES retries on
+    5xx/429/timeouts/dropped connections, waits doubling from RETRY_BASE_S, a Retry-After header waited out."""
+    for attempt in range(RETRIES + 1):
         try:
             return call()
         except Exception as exc:  # noqa: BLE001 - classified below, anything unknown re-raised
-            if not _retryable(exc) or attempt == len(RETRY_DELAYS):
+            if not _retryable(exc) or attempt == RETRIES:
                 mapped = map_hub_error(exc, what, attempts=attempt + 1)
                 if mapped is None:
                     raise
                 raise mapped from exc
-            time.sleep(RETRY_DELAYS[attempt])
+            time.sleep(max(RETRY_BASE_S * 2**attempt, _retry_after(exc)))
     raise AssertionError("unreachable")
+
+
+def _retry_after(exc: BaseException) -> float:
+    """Seconds a 429/503 answer asked us to wait (its Retry-After header, in seconds), else 0."""
+    response = getattr(exc, "response", None)
+    value = str(getattr(response, "headers", {}).get("Retry-After", "")).strip()
+    return float(value) if value.isdigit() else 0.0
 
 
 def _status(exc: BaseException) -> int | None:
@@ -301,7 +447,7 @@ def _status(exc: BaseException) -> int | None:
 
 
 def _retryable(exc: BaseException) -> bool:
-    import httpx2
+    import httpx2  # huggingface_hub's HTTP client (a dependency of it, declared in pyproject: we catch its errors)
 
     if isinstance(exc, (httpx2.TimeoutException, httpx2.NetworkError, httpx2.RemoteProtocolError)):
         return True
@@ -349,11 +495,9 @@ def map_hub_error(exc: BaseException, what: str, attempts: int = 1) -> OnboardEr
 
 
 def _atomic_write(path: Path, data: bytes) -> None:
-    """Write via a temp file + os.replace: concurrent inspects never see a half-written cache entry."""
+    """Concurrent inspects never see a half-written cache entry; a cache needs no fsync, and a failed write is no
+    error."""
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-        tmp.write_bytes(data)
-        os.replace(tmp, path)
-    except OSError:
+        atomic_write(path, data, durable=False)
+    except InputError:
         pass  # a read-only cache only costs speed

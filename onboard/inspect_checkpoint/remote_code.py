@@ -7,7 +7,6 @@ would do harm on import does nothing here. The report tells people what `trust_r
 from __future__ import annotations
 
 import ast
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from onboard.findings import Finding, info, warning
@@ -31,7 +30,10 @@ def find_remote_code(source: Source, config: dict[str, Any]) -> RemoteCode | Non
     if not auto_map and not py_files:
         return None
     small = [p for p in py_files if (source.file_size(p) or 0) <= MAX_PY_BYTES]
-    # Hub sources download each file: do it concurrently (local reads are instant either way).
+    # Hub sources download each file: do it concurrently (local reads are instant either way). Imported here: most
+    # checkpoints have no .py file, and inspect's start-up should not pay for the thread pool's imports.
+    from concurrent.futures import ThreadPoolExecutor
+
     with ThreadPoolExecutor(max_workers=min(16, max(1, len(small)))) as pool:
         texts = dict(zip(small, pool.map(_read_quietly, [source] * len(small), small)))
     classes: list[str] = []

@@ -190,7 +190,8 @@ def _fast_parse(
     sizes = DTYPE_BYTES
     pos = 0
     # Writers lay tensors out in the order of the header's keys, so one pass checks contiguity; a file written in
-    # another order takes the slow path (still correct, just slower).
+    # another order takes the slow path (still correct, just slower). A plain loop: measured faster than the same
+    # checks as C-level maps and list comparisons (the intermediate lists cost more than the loop body).
     for e in raw.values():
         begin, end = e.data_offsets
         size = sizes.get(e.dtype)

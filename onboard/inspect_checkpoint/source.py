@@ -13,14 +13,13 @@ from __future__ import annotations
 import json
 import os
 import re
-from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from onboard.errors import CheckpointError, ConfigError, InputError, SourceNotFound
+from onboard.errors import CheckpointError, ConfigError, InputError, OnboardError, SourceNotFound
 from onboard.findings import Finding, fatal, warning
 from onboard.inspect_checkpoint import hub
-from onboard.inspect_checkpoint.checkpoint_types import RepoFile, SafetensorsHeader
+from onboard.inspect_checkpoint.checkpoint_types import RepoFile, RepoListing, SafetensorsHeader
 from onboard.inspect_checkpoint.safetensors_header import read_local_header
 from onboard.lfs import CODE as LFS_CODE
 from onboard.lfs import (
@@ -31,6 +30,9 @@ from onboard.lfs import (
     pointer_message,
     read_pointer,
 )
+
+if TYPE_CHECKING:
+    from concurrent.futures import Future
 
 try:
     from msgspec.json import decode as _msgspec_decode
@@ -50,10 +52,13 @@ MAX_FILES = 200_000  # a checkpoint has tens of files; walking "/" or a home fol
 _REPO_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9._-]{0,95}")
 
 
-def open_source(source: str, revision: str | None = None, *, prefetch: bool = True) -> Source:
+def open_source(
+    source: str, revision: str | None = None, *, prefetch: bool = True, listing: RepoListing | None = None
+) -> Source:
     """A local folder if it exists (or looks like a path), else a hub repo id `org/name`.
 
-    `prefetch` (hub only): start fetching the small files and every safetensors header right away.
+    `prefetch` (hub only): start fetching the small files (and the index, which sizes the header requests) right
+    away. `listing` (hub only): the repo's listing made earlier in this run, used instead of listing it again.
     """
     looks_local = source.startswith(("./", "../", "/", "~", ".\\")) or source in (".", "..")
     path = Path(source).expanduser()
@@ -73,7 +78,12 @@ def open_source(source: str, revision: str | None = None, *, prefetch: bool = Tr
             f"{source!r} is neither an existing local folder nor a hub repo id (org/name)",
             "for a local folder check the path (prefix ./ for a relative one); a hub id looks like Qwen/Qwen3-8B",
         )
-    return HubSource(source, revision, prefetch=prefetch)
+    return HubSource(source, revision, prefetch=prefetch, listing=listing)
+
+
+def _same_repo(listing: RepoListing | None, repo_id: str, revision: str | None) -> bool:
+    """Does `listing` answer for `repo_id` at `revision` (as asked, or by its resolved commit)?"""
+    return listing is not None and listing.repo_id == repo_id and revision in (listing.revision, listing.sha)
 
 
 def is_safe_relpath(name: str) -> bool:
@@ -194,7 +204,7 @@ class LocalSource(Source):
         self.revision = git_head(root)
         # An HF cache snapshot links every file into ../../blobs: that folder counts as inside the repo.
         self._allowed = root.parent.parent if root.parent.name == "snapshots" else root
-        files, findings = _list_local(root, self._allowed)
+        files, findings, self._links = _list_local(root, self._allowed)
         self.files = tuple(files)
         # A clone without git-lfs: every pointer is named once here (size, oid, the fetch command), never parsed.
         small = [f.path for f in files if f.size is not None and f.size < POINTER_MAX_BYTES]
@@ -206,6 +216,8 @@ class LocalSource(Source):
         if not is_safe_relpath(name) or name not in self._sizes:
             return None
         path = self.local_dir / name  # type: ignore[operator]
+        if name not in self._links:  # a regular file the walk found under the resolved root: already its real path
+            return path
         real = path.resolve()
         if not real.is_relative_to(self._allowed.resolve()):  # reported as a finding at listing time
             return None
@@ -230,10 +242,12 @@ class LocalSource(Source):
         return out
 
 
-def _list_local(root: Path, allowed: Path) -> tuple[list[RepoFile], list[Finding]]:
-    """Every regular file under root (relative paths), and findings for symlinks that leave the repo."""
+def _list_local(root: Path, allowed: Path) -> tuple[list[RepoFile], list[Finding], set[str]]:
+    """Every regular file under root (relative paths), findings for symlinks that leave the repo, and the listed
+    files that are symlinks (inside the repo; only those need resolving when read)."""
     files: list[RepoFile] = []
     findings: list[Finding] = []
+    links: set[str] = set()
     allowed_real = allowed.resolve()
     for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
         dirnames[:] = sorted(d for d in dirnames if d not in SKIP_DIRS)
@@ -246,10 +260,13 @@ def _list_local(root: Path, allowed: Path) -> tuple[list[RepoFile], list[Finding
                 _check_link(base / entry, root, allowed_real, findings)
         for entry in sorted(filenames):
             path = base / entry
-            if path.is_symlink() and not _check_link(path, root, allowed_real, findings):
-                continue
-            files.append(RepoFile(path.relative_to(root).as_posix(), path.stat().st_size))
-    return files, findings
+            rel = path.relative_to(root).as_posix()
+            if path.is_symlink():
+                if not _check_link(path, root, allowed_real, findings):
+                    continue
+                links.add(rel)
+            files.append(RepoFile(rel, path.stat().st_size))
+    return files, findings, links
 
 
 def _check_link(path: Path, root: Path, allowed_real: Path, findings: list[Finding]) -> bool:
@@ -294,13 +311,20 @@ def git_head(root: Path) -> str | None:
 
 
 class HubSource(Source):
-    def __init__(self, repo_id: str, revision: str | None, *, prefetch: bool = True) -> None:
+    def __init__(
+        self, repo_id: str, revision: str | None, *, prefetch: bool = True, listing: RepoListing | None = None
+    ) -> None:
+        from concurrent.futures import ThreadPoolExecutor
+
         self.display = repo_id
         self.repo_id = repo_id
         self.local_dir = None
-        sha, files = hub.resolve_repo(repo_id, revision)
-        self.revision = sha
-        self.files = files
+        if not _same_repo(listing, repo_id, revision):  # the caller's listing is reused, never asked for again
+            listing = hub.list_repo(repo_id, revision)
+        assert listing is not None
+        self.listing = listing
+        self.revision = listing.sha
+        files = self.files = listing.files
         bad = [f.path for f in files if not is_safe_relpath(f.path)]
         self.findings = tuple(
             fatal(
@@ -309,18 +333,22 @@ class HubSource(Source):
             for p in bad
         )
         super().__init__()
-        self._counter = hub.ByteCounter()
-        self._first_range = hub.first_range_for(files)
-        self._pool = ThreadPoolExecutor(max_workers=hub.MAX_WORKERS, thread_name_prefix="onboard-hub")
+        self._counter = hub.ByteCounter()  # header bytes (bytes_fetched)
+        self._file_counter = hub.ByteCounter()  # small files and the index
+        # Every request (small files, the index, headers) runs on this pool: its size bounds what is in flight.
+        self._pool = ThreadPoolExecutor(max_workers=hub.concurrency(), thread_name_prefix="onboard-hub")
         self._downloads: dict[str, Future[Path | None]] = {}
         self._headers: dict[str, Future[bytes]] = {}  # raw bytes: parsed by the caller, see hub.header_bytes_of
+        self._ranges: dict[str, int] | None = None  # first range per shard, sized from the index
+        self._pack = hub.read_header_pack(repo_id, listing.sha)  # headers read before (immutable per commit)
         if prefetch:
             for name in PREFETCH_FILES:
                 if name in self._sizes:
                     self._download_future(name)
-            for f in files:
-                if f.path.endswith(".safetensors") and is_safe_relpath(f.path):
-                    self._header_future(f.path)
+            if INDEX_FILE not in self._sizes:  # nothing to size the ranges with: ask for FIRST_RANGE right away
+                for f in files:
+                    if f.path.endswith(".safetensors") and is_safe_relpath(f.path):
+                        self._header_future(f.path)
 
     @property
     def bytes_fetched(self) -> int:
@@ -333,17 +361,38 @@ class HubSource(Source):
     def _download_future(self, name: str) -> Future[Path | None]:
         fut = self._downloads.get(name)
         if fut is None:
-            fut = self._pool.submit(hub.download, self.repo_id, self.revision, name)  # type: ignore[arg-type]
+            # One GET through huggingface_hub's backoff (hf_hub_download: a HEAD first, a round trip more, and its
+            # retried HEAD ignores a 429's Retry-After); the index sizes the header ranges, config.json is read first.
+            args = (self.repo_id, self.revision, name, self._sizes.get(name), self._file_counter)
+            fut = self._pool.submit(hub.fetch_file, *args)  # type: ignore[arg-type]
             self._downloads[name] = fut
         return fut
 
     def _header_future(self, name: str) -> Future[bytes]:
         fut = self._headers.get(name)
+        if fut is None and name in self._pack:
+            from concurrent.futures import Future
+
+            fut = self._headers[name] = Future()
+            fut.set_result(self._pack[name])
         if fut is None:
-            args = (self.repo_id, self.revision, name, self._sizes.get(name), self._counter, self._first_range)
+            first_range = (self._ranges or {}).get(name, hub.FIRST_RANGE)
+            args = (self.repo_id, self.revision, name, self._sizes.get(name), self._counter, first_range)
             fut = self._pool.submit(hub.header_bytes_of, *args)  # type: ignore[arg-type]
             self._headers[name] = fut
         return fut
+
+    def _size_ranges(self) -> None:
+        """Each shard's first range from the index's tensor names (once, before any header request is sent)."""
+        if self._ranges is not None:
+            return
+        try:
+            index = self.index()
+        except OnboardError:  # reported by whoever reads the index; the headers still come, at FIRST_RANGE
+            index = None
+        weight_map = index.get("weight_map") if index else None
+        usable = isinstance(weight_map, dict) and weight_map and set(map(type, weight_map.values())) == {str}
+        self._ranges = hub.header_ranges(weight_map, self._sizes) if usable else {}  # type: ignore[arg-type]
 
     def path_of(self, name: str) -> Path | None:
         if not is_safe_relpath(name) or name not in self._sizes:
@@ -355,11 +404,13 @@ class HubSource(Source):
         return self._download_future(name).result()
 
     def read_headers(self, names: list[str]) -> dict[str, SafetensorsHeader | CheckpointError]:
+        self._size_ranges()
         futures = {}
         for name in names:
             if name in self._sizes:
                 futures[name] = self._header_future(name)
         out: dict[str, SafetensorsHeader | CheckpointError] = {}
+        fetched: dict[str, bytes] = {}
         for name in names:
             fut = futures.get(name)
             if fut is None:
@@ -368,7 +419,12 @@ class HubSource(Source):
                 )
                 continue
             try:
-                out[name] = hub.parse_header_blob(name, fut.result(), self._sizes.get(name))
+                blob = fut.result()
+                fetched[name] = blob
+                out[name] = hub.parse_header_blob(name, blob, self._sizes.get(name))
             except CheckpointError as exc:
                 out[name] = exc
+        if fetched.keys() - self._pack.keys():  # what came from the hub: cached for the next inspect of this commit
+            self._pack.update(fetched)
+            hub.write_header_pack(self.repo_id, self.revision, self._pack)  # type: ignore[arg-type]
         return out

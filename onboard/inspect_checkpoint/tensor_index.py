@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_right
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from itertools import compress, count
-from operator import attrgetter, itemgetter
+from itertools import compress, count, repeat
+from operator import attrgetter, itemgetter, ne, sub
 
 from onboard.inspect_checkpoint import tensor_names as tn
 from onboard.inspect_checkpoint.checkpoint_types import DTYPE_BYTES, SafetensorsHeader, TensorInfo
@@ -78,49 +79,39 @@ class TensorIndex:
 
     @classmethod
     def _build(cls, names: list[str], entries: list, bounds: list[tuple[int, str]]) -> TensorIndex:
-        import numpy as np  # bincount: per-group byte sums without a Python loop body per tensor
-
         if not names:
             return cls([])
-        n = len(names)
         dtypes = list(map(attrgetter("dtype"), entries))
         offsets = list(map(attrgetter("data_offsets"), entries))
+        nbytes = list(map(sub, map(itemgetter(1), offsets), map(itemgetter(0), offsets)))
         # Group key: the name with digits masked. Translating one joined string is one C call.
         masked = "\n".join(names).translate(_DIGITS).split("\n")
         first_index: dict[str, int] = {}
         firsts = list(map(first_index.setdefault, masked, count()))  # each tensor → index of its group's first tensor
-        ends = np.fromiter(map(itemgetter(1), offsets), np.int64, n)
-        begins = np.fromiter(map(itemgetter(0), offsets), np.int64, n)
-        first_arr = np.fromiter(firsts, np.int64, n)
-        nbytes = (ends - begins).astype(np.float64)
-        totals = np.bincount(first_arr, weights=nbytes)
-        counts = np.bincount(first_arr)
+        members_of = positions_by_key(firsts)
         # A raw group is split when its dtypes are mixed (rare: one layer kept in higher precision) or when it
         # masked digits inside a name component (`w1`/`w3`, `fc1`/`fc2` share a masked key).
-        codes = {d: i for i, d in enumerate(dict.fromkeys(dtypes))}
-        dtype_arr = np.fromiter(map(codes.__getitem__, dtypes), np.int64, n)
-        mixed = set(np.unique(first_arr[dtype_arr != dtype_arr[first_arr]]).tolist()) if len(codes) > 1 else set()
+        mixed = set(compress(firsts, map(ne, dtypes, map(dtypes.__getitem__, firsts))))
         ends_of_files = [b[0] for b in bounds]
+
+        def group(template: str, first: int, members: list[int]) -> TensorGroup:
+            return TensorGroup(template, dtypes[first], len(members), sum(map(nbytes.__getitem__, members)),
+                               names[first], tuple(entries[first].shape),
+                               bounds[bisect_right(ends_of_files, first)][1])  # fmt: skip
+
         groups = []
         for key, i in first_index.items():
+            members = members_of[i]
             inner = _inner_digit_positions(key)
-            if i in mixed or inner:
-                members = np.nonzero(first_arr == i)[0]
-                member_names = [names[j] for j in members]
-                digits = map(itemgetter(*inner), member_names) if inner else [()] * len(members)
-                sub_first: dict[tuple, int] = {}
-                sub_ids = list(map(sub_first.setdefault, zip(digits, dtype_arr[members].tolist()), count()))
-                sub_arr = np.asarray(sub_ids, np.int64)
-                sub_bytes = np.bincount(sub_arr, weights=nbytes[members])
-                sub_counts = np.bincount(sub_arr)
-                for k in sub_first.values():
-                    j = int(members[k])
-                    groups.append(TensorGroup(tn.template(names[j]), dtypes[j], int(sub_counts[k]), int(sub_bytes[k]),
-                                              names[j], tuple(entries[j].shape),
-                                              bounds[bisect_right(ends_of_files, j)][1]))  # fmt: skip
+            if i not in mixed and not inner:
+                groups.append(group(_RUNS.sub("{}", key), i, members))
                 continue
-            groups.append(TensorGroup(_RUNS.sub("{}", key), dtypes[i], int(counts[i]), int(totals[i]), names[i],
-                                      tuple(entries[i].shape), bounds[bisect_right(ends_of_files, i)][1]))  # fmt: skip
+            member_names = list(map(names.__getitem__, members))
+            digits = map(itemgetter(*inner), member_names) if inner else repeat(())
+            sub_keys = list(zip(digits, map(dtypes.__getitem__, members)))
+            for sub_members in positions_by_key(sub_keys).values():
+                positions = list(map(members.__getitem__, sub_members))
+                groups.append(group(tn.template(names[positions[0]]), positions[0], positions))
         index = cls(_merge(groups))
         index._names_list = names
         index._entries = entries
@@ -144,6 +135,19 @@ class TensorIndex:
         ids = {i for i in set(self._firsts) if names[i] in firsts_wanted}
         picked = compress(zip(names, self._entries), map(ids.__contains__, self._firsts))
         return [(name, tuple(entry.shape)) for name, entry in picked]
+
+
+def positions_by_key(keys: list) -> dict:
+    """key -> positions holding it (ascending), in order of first appearance. The per-element steps run in C (a
+    count, a stable sort of the positions by key, slices), so 100k tensors cost no Python loop body each; keys must
+    be sortable among themselves."""
+    counts = Counter(keys)
+    order = sorted(range(len(keys)), key=keys.__getitem__)
+    by_key, start = {}, 0
+    for key in sorted(counts):
+        by_key[key] = order[start : start + counts[key]]
+        start += counts[key]
+    return {key: by_key[key] for key in counts}  # a Counter keeps first-appearance order
 
 
 def _inner_digit_positions(key: str) -> tuple[int, ...]:
