@@ -202,6 +202,16 @@ class TensorGroupStat:
     """Shape of the group's first tensor (layer 0, expert 0): tells fused from separate and Conv1D from Linear."""
 
 
+def rope_feature(rope_type: str) -> str:
+    """The `features` entry naming the rope type (for people and the novelty diff); code reads `ModelProfile.rope`."""
+    return f"rope:{rope_type}"
+
+
+def quantized_feature(method: str) -> str:
+    """The `features` entry naming the quantization; code reads `ModelProfile.quantization`."""
+    return f"quantized:{method}"
+
+
 @dataclass(frozen=True)
 class ModelProfile:
     source: str

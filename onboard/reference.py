@@ -7,12 +7,14 @@
   process without network, the checkpoint read-only, CPU / memory / wall-time limits).
 - neither: there is no reference, and the stages that need one say so instead of crashing.
 
-Deciding reads config.json only: nothing from the repository is imported here.
+Deciding reads config.json only: nothing from the repository is imported here. `load_transformers` is the one
+loader of the transformers reference (goldens, generate's parity, divergence, the sandbox worker's reference).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import shlex
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -20,6 +22,8 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from onboard.errors import InputError
 
 BUILTIN = "transformers"
 REPO_CODE = "repository-code"
@@ -200,3 +204,36 @@ def tokenizer_needs_code(folder: Path | str) -> str | None:
         if tokenizer_class_from_name(name) is not None:
             return None
     return f"the tokenizer exists only as the repository's code (tokenizer_class {name!r}, auto_map: AutoTokenizer -> {entry})"
+
+
+def torch_dtype(name: str) -> Any:
+    import torch
+
+    return {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16, "float64": torch.float64}[
+        name
+    ]
+
+
+def load_transformers(path: Path, dtype: str, device: str = "cpu", attn: str = "eager") -> Any:
+    """transformers' model for a local folder, eager attention and eager experts (the reference implementation).
+
+    trust_remote_code is always passed: False, except inside the sandbox worker's `remote_code_allowed()` block
+    (above). So the repository's code is never imported outside the worker and transformers never prompts.
+    """
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    import transformers
+    from transformers import AutoModelForCausalLM
+
+    transformers.utils.logging.disable_progress_bar()
+    kwargs: dict[str, Any] = {"dtype": torch_dtype(dtype), "attn_implementation": attn}
+    if int(transformers.__version__.split(".")[0]) >= 5:
+        # Eager experts: the reference loop, and the only one that runs in float64 (grouped_mm has no double).
+        kwargs["experts_implementation"] = "eager"
+    try:
+        model = AutoModelForCausalLM.from_pretrained(path, trust_remote_code=trust_remote_code(), **kwargs)
+    except (OSError, ValueError, KeyError) as exc:
+        raise InputError(
+            f"{path}: transformers cannot load this checkpoint ({type(exc).__name__}: {exc})",
+            f"{reference_for(path).detail}; check that the weights are present",
+        ) from exc
+    return model.to(device).eval()

@@ -1,11 +1,17 @@
 """JSON round trip for the frozen dataclasses that pass between stages.
 
-`to_dict` is `dataclasses.asdict` with tuples as lists; `from_dict` follows the type hints back, so a profile
-written by one stage is read by the next with the same types (nested dataclasses, tuples, optional fields).
+`to_dict` is `dataclasses.asdict` with tuples as lists; `from_dict` follows the type hints back (msgspec.convert),
+so a profile written by one stage is read by the next with the same types (nested dataclasses, tuples, optional
+fields), and a wrong type names its JSON path.
 
 A dataclass with a field `unknown` (names of fields it could not establish) writes each of those fields as the
 string "unknown", never as a value taken from a default; reading it back gives the field's empty placeholder (None,
 empty collection, False, or the all-defaults dataclass).
+
+Documents read from disk or the network (goldens, stage results, sign-offs, webhook payloads) are decoded by msgspec
+into typed structs (`decode_json`, `convert`; files through `fsutil.read_json`): a wrong shape is an InputError
+naming the file and the field (`golden.json: Expected `str`, got `int` - at `$.prompts[3].text``), never a
+KeyError later.
 """
 
 from __future__ import annotations
@@ -16,6 +22,10 @@ import types
 import typing
 from functools import cache
 from typing import Any, TypeVar
+
+import msgspec
+
+from onboard.errors import InputError, OnboardError
 
 T = TypeVar("T")
 UNKNOWN = "unknown"
@@ -38,78 +48,78 @@ def to_json(obj: Any, indent: int | None = 2) -> str:
     return json.dumps(to_dict(obj), indent=indent, sort_keys=False, ensure_ascii=False)
 
 
+def decode_json(raw: bytes | str, kind: Any, source: str, hint: str, error: type[OnboardError] = InputError) -> Any:
+    """JSON text -> `kind` (a msgspec Struct, dataclass or typing form). `source` names the file or request."""
+    try:
+        return msgspec.json.decode(raw, type=kind)
+    except msgspec.ValidationError as exc:
+        raise error(f"{source}: {exc}", hint) from exc
+    except msgspec.DecodeError as exc:
+        raise error(f"{source}: not JSON ({exc})", hint) from exc
+
+
+def convert(data: Any, kind: Any, source: str, hint: str, error: type[OnboardError] = InputError) -> Any:
+    """Already-parsed data (YAML, a dict from a caller) -> `kind`, with the same field-naming errors."""
+    try:
+        return msgspec.convert(data, type=kind)
+    except msgspec.ValidationError as exc:
+        raise error(f"{source}: {exc}", hint) from exc
+
+
 @cache
 def _hints(cls: type) -> dict[str, Any]:
     return typing.get_type_hints(cls)
 
 
 def from_dict(cls: type[T], data: Any) -> T:
-    """Build `cls` from plain JSON data, following its type hints. Unknown keys are an error."""
-    return _convert(cls, data, cls.__name__)
+    """Build `cls` from plain JSON data with msgspec, following its type hints (tuples from lists, nested
+    dataclasses, optional fields). Unknown keys are an error (msgspec ignores them in dataclasses, so they are
+    looked for first); a wrong type names the field (`ModelProfile: Expected `int`, got `str` - at `$.layers[3]``)."""
+    _refuse_unknown_keys(cls, data, cls.__name__)
+    try:
+        return msgspec.convert(_with_placeholders(cls, data), type=cls)
+    except msgspec.ValidationError as exc:
+        raise TypeError(f"{cls.__name__}: {exc}") from exc
 
 
-def _convert(tp: Any, value: Any, where: str) -> Any:
-    origin = typing.get_origin(tp)
-    args = typing.get_args(tp)
-    if tp is Any:
-        return value
-    if origin in (typing.Union, types.UnionType):
-        if value is None and type(None) in args:
-            return None
-        errors = []
-        for arg in args:
-            if arg is type(None):
-                continue
-            try:
-                return _convert(arg, value, where)
-            except (TypeError, ValueError) as exc:
-                errors.append(str(exc))
-        raise TypeError(f"{where}: {value!r} matches none of {args}: {errors}")
-    if dataclasses.is_dataclass(tp):
-        if not isinstance(value, dict):
-            raise TypeError(f"{where}: expected an object for {tp.__name__}, got {type(value).__name__}")
+def _with_placeholders(cls: Any, data: Any) -> Any:
+    """Fields written as "unknown" (see the module docstring) replaced by their empty placeholder's JSON form."""
+    if not (isinstance(data, dict) and dataclasses.is_dataclass(cls) and _declares_unknown(cls)):
+        return data
+    withheld = set(data.get(UNKNOWN) or ())
+    hints = _hints(cls)
+    return {
+        k: to_dict(_placeholder(hints[k], f"{cls.__name__}.{k}")) if k in withheld and v == UNKNOWN else v
+        for k, v in data.items()
+    }
+
+
+def _refuse_unknown_keys(tp: Any, value: Any, where: str) -> None:
+    """msgspec drops keys a dataclass does not declare; a profile with keys we do not know is from another
+    version of onboard (or hand-edited), and is refused rather than half-read."""
+    if dataclasses.is_dataclass(tp) and isinstance(value, dict):
         hints = _hints(tp)
-        names = {f.name for f in dataclasses.fields(tp)}
-        unknown = set(value) - names
+        unknown = set(value) - {f.name for f in dataclasses.fields(tp)}
         if unknown:
             raise ValueError(f"{where}: unknown keys {sorted(unknown)} for {tp.__name__}")
-        withheld = set(value.get(UNKNOWN) or ()) if UNKNOWN in names else set()
-        kwargs = {
-            k: _placeholder(hints[k], f"{where}.{k}")
-            if k in withheld and v == UNKNOWN
-            else _convert(hints[k], v, f"{where}.{k}")
-            for k, v in value.items()
-        }
-        return tp(**kwargs)
-    if origin is tuple:
-        if not isinstance(value, (list, tuple)):
-            raise TypeError(f"{where}: expected a list, got {type(value).__name__}")
-        if len(args) == 2 and args[1] is Ellipsis:
-            return tuple(_convert(args[0], v, f"{where}[{i}]") for i, v in enumerate(value))
-        return tuple(_convert(a, v, f"{where}[{i}]") for i, (a, v) in enumerate(zip(args, value)))
-    if origin is list:
-        return [_convert(args[0], v, f"{where}[{i}]") for i, v in enumerate(value)]
-    if origin is dict:
-        if not isinstance(value, dict):
-            raise TypeError(f"{where}: expected an object, got {type(value).__name__}")
-        return {_convert(args[0], k, where): _convert(args[1], v, f"{where}.{k}") for k, v in value.items()}
-    if tp is float:
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise TypeError(f"{where}: expected a number, got {value!r}")
-        return float(value)
-    if tp is int:
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise TypeError(f"{where}: expected an integer, got {value!r}")
-        return value
-    if tp in (str, bool):
-        if not isinstance(value, tp):
-            raise TypeError(f"{where}: expected {tp.__name__}, got {value!r}")
-        return value
-    if tp is type(None):
-        if value is not None:
-            raise TypeError(f"{where}: expected null, got {value!r}")
-        return None
-    return value
+        for key, item in value.items():
+            _refuse_unknown_keys(hints[key], item, f"{where}.{key}")
+        return
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if origin in (typing.Union, types.UnionType):
+        classes = [arg for arg in args if dataclasses.is_dataclass(arg)]
+        if len(classes) == 1:  # Optional[SomeDataclass]; a union of several is left to msgspec
+            _refuse_unknown_keys(classes[0], value, where)
+    elif origin in (list, tuple) and isinstance(value, list) and args:
+        for i, item in enumerate(value):
+            _refuse_unknown_keys(
+                args[0] if origin is list or args[-1] is Ellipsis else args[min(i, len(args) - 1)],
+                item,
+                f"{where}[{i}]",
+            )
+    elif origin is dict and isinstance(value, dict) and len(args) == 2:
+        for key, item in value.items():
+            _refuse_unknown_keys(args[1], item, f"{where}.{key}")
 
 
 @cache

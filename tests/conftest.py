@@ -23,7 +23,12 @@ SHARED_DATA = Path(os.environ.get("ONBOARD_SHARED_DATA", REPO_ROOT.parent / "sha
 
 @pytest.fixture(scope="session")
 def shared_data() -> Path:
-    """../shared/data: real third-party configs and tokenizers (read-only). Skips when absent (a user's clone)."""
+    """../shared/data: real third-party configs and tokenizers (read-only, not part of the repository). Skips when
+    absent, in CI too: a clone is not promised that folder, and we never commit its files. The skip names what
+    would run these tests."""
     if not SHARED_DATA.is_dir():
-        pytest.skip(f"shared test data not found at {SHARED_DATA} (set ONBOARD_SHARED_DATA to its path)")
+        pytest.skip(
+            f"shared test data not found at {SHARED_DATA}: put the shared/ folder beside the clone "
+            "(or set ONBOARD_SHARED_DATA to its data/ path) to run the real-data tests"
+        )
     return SHARED_DATA

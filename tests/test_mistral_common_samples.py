@@ -26,17 +26,13 @@ from typing import Any
 import pytest
 
 from onboard.errors import InputError
-
-pytest.importorskip("mistral_common")
-pytest.importorskip("sentencepiece")
-
-from onboard.verify_tokenizer.mistral_chat import load_mistral_chat, plain_text  # noqa: E402
-from onboard.verify_tokenizer.references import (  # noqa: E402
+from onboard.verify_tokenizer.mistral_chat import load_mistral_chat, plain_text
+from onboard.verify_tokenizer.references import (
     RepoTokenizerInfo,
     load_mistral_common,
     load_sentencepiece,
 )
-from onboard.verify_tokenizer.sandbox import render_many  # noqa: E402
+from onboard.verify_tokenizer.sandbox import render_many
 
 BASE = "mistral/mistral-common"
 TOKENIZERS = {1: "tokenizer.model.v1", 2: "mistral_instruct_tokenizer_240216.model.v2",

@@ -96,7 +96,6 @@ def llama2(shared_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_legacy_flipped_is_caught(llama2: Path) -> None:
-    pytest.importorskip("sentencepiece")
     texts = list(special_token_strings(["<s>", "</s>"]))
     results = {}
     for legacy in (False, True):

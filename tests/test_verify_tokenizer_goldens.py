@@ -49,3 +49,19 @@ def test_corrupt_golden_is_input_error(shared_data: Path, tmp_path: Path) -> Non
     (tmp_path / "g" / "m" / "tokenizer.json").write_text("{", encoding="utf-8")
     with pytest.raises(InputError, match="golden"):
         verify_tokenizer(str(repo), golden_dir=tmp_path / "g")
+
+
+def test_a_wrong_type_in_the_golden_names_its_json_path(tmp_path: Path) -> None:
+    import pytest
+
+    from onboard.errors import InputError
+    from onboard.verify_tokenizer.goldens import read_golden
+
+    doc = {"format": 1, "corpus": [{"text": "a", "ids": [1]}, {"text": "b", "ids": [2, "3"]}], "stop_ids": [0]}
+    path = tmp_path / "tokenizer.json"
+    path.write_text(json.dumps(doc))
+    with pytest.raises(InputError, match=r"tokenizer.json: malformed golden file: .* at `\$\.corpus\[1\]\.ids\[1\]`"):
+        read_golden(path)
+    doc["corpus"][1]["ids"] = [2, 3]
+    path.write_text(json.dumps(doc))
+    assert read_golden(path)["corpus"][1]["ids"] == [2, 3]

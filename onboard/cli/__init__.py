@@ -33,6 +33,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "queue": ("onboard.cli.queue_cmd", "queue_group"),
     "signoff": ("onboard.cli.signoff_cmd", "signoff_command"),
     "quantize-plan": ("onboard.cli.quantize_plan_cmd", "quantize_plan_command"),
+    "convert": ("onboard.cli.convert_cmd", "convert_group"),
+    "draft-check": ("onboard.cli.draft_check_cmd", "draft_check_command"),
 }
 
 

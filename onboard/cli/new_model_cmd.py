@@ -100,11 +100,9 @@ def new_model_command(
 
 def _why_unusable(result: PipelineResult) -> str:
     """The inspect stage's fatal findings (e.g. `lfs-pointer: …`), from its result in the run folder."""
-    import json
+    from onboard.promote.stage_results import load_stage_results
 
-    try:
-        checks = json.loads((result.run_dir / "inspect.json").read_text()).get("checks", [])
-    except (OSError, ValueError, AttributeError):
-        checks = []
-    detail = next((c.get("detail") for c in checks if c.get("name") == "inspect_no_errors"), None)
+    inspect_result = load_stage_results(result.run_dir).get("inspect")
+    check = inspect_result.check("inspect_no_errors") if inspect_result else None
+    detail = check.detail if check else None
     return detail or result.stages.get("inspect", {}).get("detail") or "see the inspect findings in the report"

@@ -1,121 +1,13 @@
-"""`onboard queue list|retry|add|work`: inspect and drive the durable job queue of `watch` and `webhook serve`.
-
-Also home of the worker options shared by `watch`, `webhook serve` and `queue work` (one definition, one meaning).
-"""
+"""`onboard queue list|retry|add|work`: inspect and drive the durable job queue of `watch` and `webhook serve`."""
 
 from __future__ import annotations
 
-import functools
-import logging
 import sys
-from collections.abc import Callable
 from typing import Any
 
 import click
 
-DB_OPTION = click.option(
-    "--db", "db_path", type=click.Path(dir_okay=False), envvar="ONBOARD_QUEUE_DB",
-    help="Queue database (SQLite). Default: $ONBOARD_QUEUE_DB, else ~/.local/state/onboard/queue.sqlite.",
-)  # fmt: skip
-
-
-def worker_options(func: Callable[..., Any]) -> Callable[..., Any]:
-    """How jobs run: a local command (default) or a GitHub repository_dispatch; retries; dedupe registry."""
-    options = [
-        click.option("--run-command", envvar="ONBOARD_RUN_COMMAND", show_envvar=True,
-                     help="Command run per job; {repo} {revision} {slug} are replaced. "
-                          "Default: onboard new-model {repo} --revision {revision} --json"),
-        click.option("--workdir", type=click.Path(file_okay=False), help="Working directory of the run command."),
-        click.option("--job-timeout", type=click.FloatRange(min=1), default=3600.0, show_default=True,
-                     help="Seconds before a run is killed (and retried)."),
-        click.option("--max-attempts", type=click.IntRange(min=1), default=3, show_default=True,
-                     help="Runs per job before it is marked failed."),
-        click.option("--retry-delay", type=click.FloatRange(min=0), default=30.0, show_default=True,
-                     help="First retry delay in seconds (doubles each attempt, capped at 15 min)."),
-        click.option("--dispatch-github", metavar="OWNER/REPO", envvar="ONBOARD_DISPATCH_REPO",
-                     help="Forward jobs as repository_dispatch events to this GitHub repository instead of running "
-                          "them here."),
-        click.option("--github-token-env", default="GITHUB_TOKEN", show_default=True,
-                     help="Environment variable holding the GitHub token (needs contents: write)."),
-        click.option("--github-api-url", envvar="GITHUB_API_URL", default="https://api.github.com",
-                     show_default=True, help="GitHub API base URL (GitHub Enterprise: https://HOST/api/v3)."),
-        click.option("--registry", "registry_path", type=click.Path(dir_okay=False), envvar="ONBOARD_REGISTRY",
-                     help="Promotion registry: promoted revisions are not run again."),
-    ]  # fmt: skip
-    return functools.reduce(lambda f, option: option(f), reversed(options), func)
-
-
-def open_queue(db_path: str | None) -> Any:
-    from onboard.watch.queue import Queue, default_db_path
-
-    return Queue(db_path or default_db_path())
-
-
-def build_worker(queue: Any, opts: dict[str, Any]) -> Any:
-    """A Worker from the `worker_options` values (extra keys in `opts` are ignored)."""
-    import os
-
-    from onboard.errors import InputError
-    from onboard.watch.backoff import Backoff
-    from onboard.watch.dedupe import registry_check
-    from onboard.watch.dispatch import GitHubDispatch
-    from onboard.watch.worker import DEFAULT_RUN_COMMAND, CommandExecutor, Worker
-
-    executor: Any
-    if opts["dispatch_github"]:
-        token_env = opts["github_token_env"]
-        token = os.environ.get(token_env, "")
-        if not token:
-            raise InputError(f"${token_env} is empty: no token for repository_dispatch", f"export {token_env}=…")
-        executor = GitHubDispatch(opts["dispatch_github"], token, api_url=opts["github_api_url"])
-    else:
-        executor = CommandExecutor(
-            opts["run_command"] or DEFAULT_RUN_COMMAND, timeout_s=opts["job_timeout"], cwd=opts["workdir"]
-        )
-    base = opts["retry_delay"]
-    registry = opts["registry_path"]
-    if registry is None and opts["workdir"] and not os.environ.get("ONBOARD_REGISTRY"):
-        # new-model runs in --workdir, so its promotions land in that workspace's registry
-        registry = os.path.join(opts["workdir"], "onboarding", "registry.sqlite3")
-    return Worker(
-        queue, executor, max_attempts=opts["max_attempts"],
-        backoff=Backoff(base_s=base, cap_s=max(base, 900.0)), is_promoted=registry_check(registry),
-    )  # fmt: skip
-
-
-def serve_until_signalled(stop: Any, threads: list[Any]) -> None:
-    """Start `threads`, wait for SIGINT/SIGTERM (which set `stop`), then stop runs in progress and join."""
-    import signal
-
-    from onboard.watch.worker import kill_running
-
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: stop.set())
-    for thread in threads:
-        thread.start()
-    stop.wait()
-    if killed := kill_running():
-        logging.getLogger("onboard.watch").warning("stopped %d run(s) in progress; their jobs will be retried", killed)
-    for thread in threads:
-        thread.join(timeout=15)
-
-
-def setup_logging() -> None:
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-    logger = logging.getLogger("onboard.watch")
-    logger.addHandler(handler)
-    logger.setLevel(logging.INFO)
-
-
-def render_jobs(jobs: list[Any]) -> str:
-    if not jobs:
-        return "no jobs"
-    lines = [f"{'ID':>5}  {'STATE':8} {'TRIES':>5}  {'EXIT':>4}  {'REPO':40} {'REVISION':12}  NOTE"]
-    for j in jobs:
-        code = "" if j.exit_code is None else str(j.exit_code)
-        lines.append(f"{j.id:>5}  {j.state:8} {j.attempts:>5}  {code:>4}  {j.repo:40} {j.revision[:12]:12}  {j.note}")
-    return "\n".join(lines)
+from onboard.cli.worker_options import DB_OPTION, worker_options
 
 
 @click.group("queue")
@@ -137,6 +29,7 @@ def queue_group() -> None:
 def list_command(db_path: str | None, state: str | None, as_json: bool) -> None:
     """List jobs, oldest first, with their attempts, exit code and note."""
     from onboard.cli.output import emit_json, say
+    from onboard.watch.service import open_queue, render_jobs
 
     with open_queue(db_path) as queue:
         jobs = queue.jobs(state)
@@ -153,6 +46,7 @@ def list_command(db_path: str | None, state: str | None, as_json: bool) -> None:
 def retry_command(db_path: str | None, job_ids: tuple[int, ...], all_failed: bool) -> None:
     """Put failed jobs back in the queue with a fresh attempt budget."""
     from onboard.cli.output import say
+    from onboard.watch.service import open_queue
 
     if bool(job_ids) == all_failed:
         raise click.UsageError("give JOB_IDS or --all-failed (not both)")
@@ -168,6 +62,7 @@ def retry_command(db_path: str | None, job_ids: tuple[int, ...], all_failed: boo
 def add_command(db_path: str | None, repo: str, revision: str) -> None:
     """Enqueue REPO at REVISION by hand (no-op when that job exists)."""
     from onboard.cli.output import say
+    from onboard.watch.service import open_queue
     from onboard.watch.types import job_key
 
     with open_queue(db_path) as queue:
@@ -185,6 +80,7 @@ def work_command(db_path: str | None, once: bool, as_json: bool, **opts: Any) ->
     import threading
 
     from onboard.cli.output import emit_json, say
+    from onboard.watch.service import build_worker, open_queue, render_jobs, serve_until_signalled, setup_logging
 
     setup_logging()
     with open_queue(db_path) as queue:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from datetime import datetime
 from pathlib import Path
@@ -60,15 +59,10 @@ def render_template_command(
 
 
 def _read_context(path: Path) -> dict:
-    from onboard.errors import InputError
+    """The render variables: a JSON object (msgspec-decoded; errors name the file and what was found)."""
+    from typing import Any
 
-    try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError as exc:
-        raise InputError(f"--context {path}: no such file", "write the render variables as a JSON object") from exc
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise InputError(f"--context {path}: not valid JSON ({exc})", "fix the JSON (a validator shows where)") from exc
-    if not isinstance(doc, dict):
-        raise InputError(f"--context {path}: expected a JSON object, found {type(doc).__name__}",
-                         'e.g. {"messages": [{"role": "user", "content": "Hi"}], "add_generation_prompt": true}')  # fmt: skip
-    return doc
+    from onboard.fsutil import read_json
+
+    example = 'a JSON object, e.g. {"messages": [{"role": "user", "content": "Hi"}], "add_generation_prompt": true}'
+    return read_json(path, dict[str, Any], f"--context takes {example}")

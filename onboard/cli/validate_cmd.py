@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from onboard.cli.remote_code_options import policy_from, remote_code_options
+from onboard.engines.options import engine_options, judge_served, started_engine
 
 
 @click.command("validate")
@@ -35,6 +36,14 @@ from onboard.cli.remote_code_options import policy_from, remote_code_options
     "--timeout", "timeout_s", type=click.FloatRange(0.1), default=120.0, show_default=True, help="Per request, seconds."
 )
 @click.option("--no-performance", is_flag=True, help="Skip the performance measurements.")
+@engine_options
+@click.option(
+    "--speculative",
+    help="Also run the greedy prompt suite with speculative decoding on and check its tokens equal the goldens': "
+    "`ngram`, `mtp` (the checkpoint's MTP layers) or a draft model folder. --engine vllm starts vLLM with it; an "
+    "--endpoint must already run it. Reports the engine's acceptance counters (and ours for ngram).",
+)
+@click.option("--speculative-k", type=click.IntRange(1, 8), default=3, show_default=True, help="Draft tokens per step.")
 @remote_code_options
 @click.option("--json", "as_json", is_flag=True, help="Print the stage result as JSON on stdout.")
 def validate_command(
@@ -47,6 +56,13 @@ def validate_command(
     out: Path | None,
     timeout_s: float,
     no_performance: bool,
+    engine_name: str | None,
+    gguf: Path | None,
+    engine_port: int | None,
+    budget_kl: float | None,
+    plan_file: Path | None,
+    speculative: str | None,
+    speculative_k: int,
     trust_remote_code: bool,
     unsafe_no_sandbox: bool,
     as_json: bool,
@@ -74,6 +90,7 @@ def validate_command(
     from onboard.validate_serving.remote_candidate import validate_in_sandbox
     from onboard.validate_serving.report import summary, write_result
     from onboard.validate_serving.run import checkpoint_of, default_golden_dir, open_candidate, validate
+    from onboard.validate_serving.speculative import add_speculative_check, speculative_args
 
     if dtype not in DTYPES:
         raise InputError(f"--dtype {dtype!r} is not a dtype", f"use one of {', '.join(DTYPES)}")
@@ -81,24 +98,32 @@ def validate_command(
         raise InputError("--served-model needs --endpoint", "pass the server URL with --endpoint")
     if endpoint and candidate != "adapter":
         raise InputError("--candidate is for in-process validation", "drop --candidate when using --endpoint")
+    spec_args = speculative_args(speculative, speculative_k, engine_name, endpoint)  # before goldens or an engine
     golden = read_golden(golden_dir or default_golden_dir(source))
     checkpoint = checkpoint_of(source, endpoint)
     if checkpoint is not None:
         assert_same_checkpoint(golden, checkpoint)  # before loading a model: goldens of another checkpoint are an error
     policy = policy_from(trust_remote_code, unsafe_no_sandbox)
+    path = out if out and out.suffix == ".json" else (out or Path("onboarding") / slug(source)) / "validation.json"
     if candidate == "reference" and checkpoint is not None and reference_for(checkpoint).kind == REPO_CODE:
         # The self-check's candidate would be the repository's code: it runs in the sandbox worker, or not at all.
         rerun = rerun_command("validate", source, "--golden", str(golden.folder), "--candidate", "reference",
                               policy=policy)  # fmt: skip
         result = validate_in_sandbox(golden, checkpoint, dtype, policy, rerun, performance=not no_performance)
     else:
-        engine = open_candidate(source, dtype, endpoint, served_model, timeout_s, candidate)
-        try:
-            result = validate(golden, engine, source=source, performance=not no_performance, checkpoint=checkpoint,
-                              policy=policy)  # fmt: skip
-        finally:
-            engine.close()
-    path = out if out and out.suffix == ".json" else (out or Path("onboarding") / slug(source)) / "validation.json"
+        with started_engine(engine_name, source, dtype, gguf, engine_port, path.parent / "engine", endpoint,
+                            budget_kl, plan_file, engine_args=spec_args) as served:  # fmt: skip
+            if served is not None:  # --engine: the started engine is the endpoint
+                endpoint, served_model, dtype = served.url, served.name, served.dtype
+            engine = open_candidate(source, dtype, endpoint, served_model, timeout_s, candidate)
+            try:
+                result = validate(golden, engine, source=source, performance=not no_performance,
+                                  checkpoint=checkpoint, policy=policy)  # fmt: skip
+                if speculative:
+                    add_speculative_check(result, golden, engine, endpoint, speculative, speculative_k)
+            finally:
+                engine.close()
+            judge_served(result, served, source, budget_kl, plan_file)
     write_result(result, path)
     if as_json:
         emit_json(result)

@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from onboard.cli.queue_cmd import DB_OPTION, worker_options
+from onboard.cli.worker_options import DB_OPTION, worker_options
 
 
 @click.command("watch")
@@ -48,8 +48,8 @@ def watch_command(
     import threading
 
     from onboard.cli.output import emit_json, say
-    from onboard.cli.queue_cmd import build_worker, open_queue, render_jobs, serve_until_signalled, setup_logging
     from onboard.watch.poller import Watcher, hub_api
+    from onboard.watch.service import build_worker, open_queue, render_jobs, serve_until_signalled, setup_logging
 
     setup_logging()
     authors = tuple(a for value in authors for a in value.split())

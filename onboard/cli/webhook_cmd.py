@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from onboard.cli.queue_cmd import DB_OPTION, worker_options
+from onboard.cli.worker_options import DB_OPTION, worker_options
 
 
 @click.group("webhook")
@@ -18,29 +18,14 @@ def webhook_group() -> None:
 @webhook_group.command("serve")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind (0.0.0.0 behind a proxy).")
 @click.option("--port", type=click.IntRange(0, 65535), default=8080, show_default=True, help="0 picks a free port.")
-@click.option(
-    "--secret-env",
-    required=True,
-    metavar="VAR",
-    help="Environment variable holding the webhook secret (compared with X-Webhook-Secret).",
-)
-@click.option(
-    "--max-body-bytes", type=click.IntRange(min=1024), default=1 << 20, show_default=True, help="Larger bodies get 413."
-)
-@click.option(
-    "--replay-window",
-    type=click.FloatRange(min=0),
-    default=86400.0,
-    show_default=True,
-    help="Seconds during which an identical payload is a replay (answered, not stored again).",
-)
-@click.option(
-    "--workers",
-    type=click.IntRange(min=0),
-    default=1,
-    show_default=True,
-    help="Worker threads running jobs; 0 stores only (run `onboard queue work` elsewhere).",
-)
+@click.option("--secret-env", required=True, metavar="VAR",
+              help="Environment variable holding the webhook secret (compared with X-Webhook-Secret).")  # fmt: skip
+@click.option("--max-body-bytes", type=click.IntRange(min=1024), default=1 << 20, show_default=True,
+              help="Larger bodies get 413.")  # fmt: skip
+@click.option("--replay-window", type=click.FloatRange(min=0), default=86400.0, show_default=True,
+              help="Seconds during which an identical payload is a replay (answered, not stored again).")  # fmt: skip
+@click.option("--workers", type=click.IntRange(min=0), default=1, show_default=True,
+              help="Worker threads running jobs; 0 stores only (run `onboard queue work` elsewhere).")  # fmt: skip
 @DB_OPTION
 @worker_options
 def serve_command(
@@ -60,8 +45,8 @@ def serve_command(
     import threading
 
     from onboard.cli.output import say
-    from onboard.cli.queue_cmd import build_worker, open_queue, serve_until_signalled, setup_logging
     from onboard.errors import InputError
+    from onboard.watch.service import build_worker, open_queue, serve_until_signalled, setup_logging
     from onboard.watch.webhook import WebhookConfig, WebhookServer
 
     secret = os.environ.get(secret_env, "")

@@ -10,12 +10,12 @@ import importlib.util
 import json
 import os
 import sys
-import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from onboard.errors import InputError
+from onboard.fsutil import atomic_write
 from onboard.profile import ModelProfile
 from onboard.reference import RemoteCodePolicy
 
@@ -120,20 +120,6 @@ def _shell_lines(argv: tuple[str, ...]) -> list[str]:
     return [" ".join(words) for words in lines if words]
 
 
-def _write_atomic(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
-            f.write(text)
-        if path.suffix == ".sh":
-            os.chmod(tmp, 0o755)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def _imports_cleanly(path: Path) -> tuple[bool, str]:
     name = f"_onboard_generated_{path.stem}"
     previous, sys.dont_write_bytecode = sys.dont_write_bytecode, True  # leave no __pycache__ in the output
@@ -157,11 +143,13 @@ def generate(
     parity: bool = False,
     policy: RemoteCodePolicy | None = None,
     rerun: str | None = None,
+    checkpoint: str | os.PathLike | None = None,
 ) -> GenerateResult:
     """Write the adapter, kernel stubs and engine configs for a checkpoint (path / repo id), a profile JSON file or
     a ModelProfile into `out_dir`. Refuses to overwrite existing files unless `force`. `parity=True` (local
-    checkpoints only) also runs the adapter against the reference and records `adapter_parity`: transformers, or
-    the repository's own code in the sandbox when `policy` trusts it ("unverified", naming `rerun`, otherwise)."""
+    checkpoints only: SOURCE itself, or `checkpoint` when SOURCE is a profile) also runs the adapter against the
+    reference and records `adapter_parity`: transformers, or the repository's own code in the sandbox when `policy`
+    trusts it ("unverified", naming `rerun`, otherwise)."""
     profile = load_profile(source_or_profile)
     the_plan, files = render_files(profile)
     out = Path(out_dir)
@@ -172,7 +160,7 @@ def generate(
             "pass --force to replace them (generation is deterministic: unchanged inputs give identical files)",
         )
     for rel, text in files.items():
-        _write_atomic(out / rel, text)
+        atomic_write(out / rel, text, mode=0o755 if rel.endswith(".sh") else None)
     adapter = out / f"adapters/{the_plan.model_type}.py"
     ok, detail = _imports_cleanly(adapter)
     stub_ops = ", ".join(f"kernels/{s.op}.py" for s in the_plan.stubs)
@@ -193,7 +181,9 @@ def generate(
         checks.append(Check("adapter_parity", False, False, "unverified: no reference run; `onboard generate "
                             "CHECKPOINT_DIR --parity` compares the adapter's logits with the reference model"))  # fmt: skip
     else:
-        checkpoint = Path(str(source_or_profile)) if not isinstance(source_or_profile, ModelProfile) else None
+        if checkpoint is None and not isinstance(source_or_profile, ModelProfile):
+            checkpoint = source_or_profile
+        checkpoint = Path(checkpoint) if checkpoint is not None else None
         if checkpoint is None or not (checkpoint / "config.json").is_file():
             checks.append(Check("adapter_parity", False, True, "parity needs a local checkpoint folder as SOURCE"))
         elif not (the_plan.runnable and ok):

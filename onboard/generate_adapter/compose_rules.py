@@ -20,7 +20,7 @@ from onboard.generate_adapter.compose_knowledge import (
 )
 from onboard.generate_adapter.config_values import aliases_of
 from onboard.generate_adapter.weight_rule import WeightRule
-from onboard.profile import ModelProfile
+from onboard.profile import ModelProfile, quantized_feature, rope_feature
 
 # Features the composer handles (beyond rope types, checked against the rotary block's table).
 HANDLED_FEATURES = frozenset({
@@ -82,13 +82,16 @@ def feature_stubs(profile: ModelProfile) -> list[Stub]:
             sorted({la.attention for la in profile.layers if la.attention.startswith("unknown:")})]  # fmt: skip
     if any(layer.parallel_ssm for layer in profile.layers):
         out.append(Stub("parallel_ssm", "an SSM mixer beside attention in the same layer is not in the block library"))
+    # The rope type and the quantization come from the profile's typed fields, never parsed from feature strings.
+    rope = rope_feature(profile.rope.type) if profile.rope else None
+    quantized = quantized_feature(profile.quantization.method) if profile.quantization else None
     for feature in profile.features:
-        kind, _, arg = feature.partition(":")
-        if kind == "rope":
-            if arg not in ROPE_TYPE_NAMES:
-                out.append(Stub(f"rope_{arg}", f"rope type {arg!r} is not in onboard.blocks.rotary"))
-        elif kind == "quantized":
-            out.append(Stub(f"dequant_{arg}", f"weights are quantized ({arg}); adapters load dense"))
+        if profile.rope and feature == rope:
+            if (kind := profile.rope.type) not in ROPE_TYPE_NAMES:
+                out.append(Stub(f"rope_{kind}", f"rope type {kind!r} is not in onboard.blocks.rotary"))
+        elif profile.quantization and feature == quantized:
+            method = profile.quantization.method
+            out.append(Stub(f"dequant_{method}", f"weights are quantized ({method}); adapters load dense"))
         elif feature in FEATURE_STUBS:
             out.append(Stub(feature, FEATURE_STUBS[feature]))
         elif feature not in HANDLED_FEATURES and feature not in MIXER_FEATURES:

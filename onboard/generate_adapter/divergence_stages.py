@@ -30,8 +30,7 @@ ReferenceAt = Callable[[str, Sequence[str]], Mapping[str, torch.Tensor]]
 
 def capture_in_worker(checkpoint: str, input_ids: list[int], dtype: str, extra: list[str]) -> dict[str, Any]:
     """Worker side (onboard.sandbox): the repository's model, hooked; {"points": [[key, tensor], ...]} in order."""
-    from onboard.reference import remote_code_allowed
-    from onboard.validate_serving.runtime import load_transformers
+    from onboard.reference import load_transformers, remote_code_allowed
 
     with remote_code_allowed():
         model = load_transformers(Path(checkpoint), dtype)
@@ -58,7 +57,7 @@ def reference_at(
             kwargs = {"checkpoint": str(checkpoint), "input_ids": input_ids[0].tolist(), "dtype": dtype,
                       "extra": list(extra)}  # fmt: skip
             return dict(run_in_sandbox(WORKER, kwargs, checkpoint, allowed)["points"])
-        from onboard.validate_serving.runtime import load_transformers
+        from onboard.reference import load_transformers
 
         return capture(load_transformers(checkpoint, dtype), input_ids, extra)
 
@@ -96,7 +95,8 @@ def parity_divergence(
     def adapter_at(name: str) -> nn.Module:
         # torch's own dtype names (not parity.DTYPES: parity imports this module, and the table is the same names)
         dtype = getattr(torch, name, None)
-        return model_cls.from_pretrained(checkpoint, dtype=dtype if isinstance(dtype, torch.dtype) else torch.float32)
+        dtype = dtype if isinstance(dtype, torch.dtype) else torch.float32
+        return model_cls.from_pretrained(checkpoint, dtype=dtype, trust_remote_code=False)
 
     try:
         return bisect(adapter_at, reference_at(checkpoint, input_ids, policy, reference, rerun), input_ids, dtype)

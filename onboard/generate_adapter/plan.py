@@ -21,7 +21,7 @@ from onboard.generate_adapter.compose_knowledge import IGNORED_CONFIG_KEYS, ROPE
 from onboard.generate_adapter.compose_rules import op_name
 from onboard.generate_adapter.weight_maps import CHECKPOINT_TENSORS, DROPPED, WEIGHT_MAPS
 from onboard.generate_adapter.weight_rule import WeightRule
-from onboard.profile import ModelProfile
+from onboard.profile import ModelProfile, quantized_feature, rope_feature
 
 # Features every adapter handles through config values alone. "plain_mlp" is also derived by inspect for MoE
 # checkpoints whose experts are stored as w1/w2/w3 or stacked input_linear (no gate_proj name): the family's own
@@ -85,23 +85,28 @@ def plan_for_family(model_type: str) -> AdapterPlan:
 
 def _feature_stubs(profile: ModelProfile, spec: ArchSpec) -> list[KernelStub]:
     out = []
+    # The rope type and the quantization come from the profile's typed fields, never parsed from feature strings.
+    rope = rope_feature(profile.rope.type) if profile.rope else None
+    quantized = quantized_feature(profile.quantization.method) if profile.quantization else None
     features = list(profile.features)
-    if profile.quantization and f"quantized:{profile.quantization.method}" not in features:
+    if quantized and quantized not in features:
         # A config fact (quantization_config), kept when inspect withholds the tensor-derived features (weights
         # missing or unreadable): the adapter still needs the dequant stub.
-        features.append(f"quantized:{profile.quantization.method}")
+        features.append(quantized)
     for feature in features:
-        kind, _, arg = feature.partition(":")
         if feature in GENERIC_FEATURES or feature in spec.features:
             continue
         if feature in MOE_NAMING_FEATURES and ("moe" in spec.features or not profile.tensor_templates):
             continue  # MoE expert naming, or a config-only profile (no tensor names to tell gated from plain)
-        if kind == "rope":
-            if arg not in ROPE_TYPE_NAMES:
-                out.append(KernelStub(op_name(f"rope_{arg}"), f"rope type {arg!r} is not in onboard.blocks.rotary"))
+        if profile.rope and feature == rope:
+            if (kind := profile.rope.type) not in ROPE_TYPE_NAMES:
+                out.append(KernelStub(op_name(f"rope_{kind}"), f"rope type {kind!r} is not in onboard.blocks.rotary"))
             continue
-        if kind == "quantized":
-            out.append(KernelStub(op_name(f"dequant_{arg}"), f"weights are quantized ({arg}); adapters load dense"))
+        if profile.quantization and feature == quantized:
+            method = profile.quantization.method
+            out.append(
+                KernelStub(op_name(f"dequant_{method}"), f"weights are quantized ({method}); adapters load dense")
+            )
             continue
         out.append(
             KernelStub(op_name(feature), f"feature {feature!r} is not implemented by the {spec.model_type} adapter")

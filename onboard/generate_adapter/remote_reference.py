@@ -21,7 +21,7 @@ def reference_logits(checkpoint: str, prompts: list[list[int]], dtype: str) -> d
     """Worker side: the repo's model (eager attention, eager experts) on each prompt; {"logits": [tensor, ...]}."""
     import torch
 
-    from onboard.validate_serving.runtime import load_transformers
+    from onboard.reference import load_transformers
 
     with remote_code_allowed():
         model = load_transformers(Path(checkpoint), dtype)

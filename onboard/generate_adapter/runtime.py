@@ -126,9 +126,19 @@ class AdapterModel(nn.Module):
 
     @classmethod
     def from_pretrained(
-        cls, path: str | Path, dtype: torch.dtype = torch.float32, device: str | torch.device = "cpu"
+        cls,
+        path: str | Path,
+        dtype: torch.dtype = torch.float32,
+        device: str | torch.device = "cpu",
+        *,
+        trust_remote_code: bool = False,
     ) -> AdapterModel:
-        """Build from `path/config.json` and fill every parameter from `path/*.safetensors` (strict)."""
+        """Build from `path/config.json` and fill every parameter from `path/*.safetensors` (strict).
+
+        `trust_remote_code` mirrors transformers' keyword so every load site states it: an adapter only reads
+        config.json and safetensors, never the repository's code, so True is refused rather than ignored."""
+        if trust_remote_code:
+            raise ValueError("generated adapters never run repository code: call with trust_remote_code=False")
         path = Path(path)
         config_file = path / "config.json"
         try:

@@ -15,12 +15,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from onboard.checkpoint_id import checkpoint_fingerprint
 from onboard.errors import OnboardError
-from onboard.pipeline.cache import cached, fingerprint_local, forget, remember, stage_key
+from onboard.fsutil import atomic_write_json
+from onboard.inspect_checkpoint.checkpoint_types import RepoListing
+from onboard.pipeline.cache import cached, forget, remember, stage_key
 from onboard.pipeline.progress import Progress
 from onboard.pipeline.remote_code import write_refused
 from onboard.pipeline.stages import STAGES, RunContext
-from onboard.promote.fsutil import atomic_write_json
 from onboard.reference import RemoteCodePolicy
 
 __all__ = ["PipelineResult", "run_new_model"]
@@ -56,16 +58,18 @@ class PipelineResult:
         }
 
 
-def _identify(source: str, revision: str | None) -> tuple[str, Path | None, str]:
-    """(revision id of the run folder, local folder or None, checkpoint fingerprint)."""
+def _identify(source: str, revision: str | None) -> tuple[str, Path | None, str, RepoListing | None]:
+    """(revision id of the run folder, local folder or None, checkpoint fingerprint, the hub listing or None).
+
+    The hub listing is made here once and handed to the stages (RunContext.listing): inspect does not list again."""
     from onboard.inspect_checkpoint.source import open_source
 
-    src = open_source(source, revision)
+    src = open_source(source, revision, prefetch=False)  # only the listing: inspect fetches what it reads
     try:
         if src.local_dir is not None:
-            fp = fingerprint_local(src.local_dir)
-            return (src.revision or f"local-{fp[:12]}"), src.local_dir, fp
-        return src.revision or (revision or "main"), None, src.revision or ""
+            fp = checkpoint_fingerprint(src.local_dir)
+            return (src.revision or f"local-{fp[:12]}"), src.local_dir, fp, None
+        return src.revision or (revision or "main"), None, src.revision or "", getattr(src, "listing", None)
     finally:
         close = getattr(src, "close", None)
         if close:
@@ -91,12 +95,13 @@ def run_new_model(
 
     workspace = Path(workspace).resolve()
     slug = slug_for(source)
-    rev, local_dir, fingerprint = _identify(source, revision)
+    rev, local_dir, fingerprint, listing = _identify(source, revision)
     run_dir = workspace / "onboarding" / slug / rev
     run_dir.mkdir(parents=True, exist_ok=True)
     ctx = RunContext(source, revision or (rev if local_dir is None else None), slug, run_dir, workspace, target,
                      endpoint, served_model, local_dir=local_dir, run_id=rev,
-                     policy=policy or RemoteCodePolicy(), max_long_tokens=max_long_tokens, dtype=dtype)  # fmt: skip
+                     policy=policy or RemoteCodePolicy(), max_long_tokens=max_long_tokens, dtype=dtype,
+                     listing=listing)  # fmt: skip
     result = PipelineResult(slug, rev, run_dir)
     names = [s.name for s in STAGES] + ["checklist", "report"] + (["promote"] if promote else [])
     progress = Progress(names, quiet)
@@ -113,7 +118,7 @@ def run_new_model(
             if refused:  # the checklist and the report say why, and what to run
                 write_refused(run_dir, stage.name, stage.outputs[-1], refused)
             continue
-        key = stage_key(stage.name, fingerprint, stage.params(ctx), [keys[n] for n in stage.needs])
+        key = stage_key(stage.name, fingerprint, stage.params(ctx), [keys[n] for n in stage.needs], stage.code)
         keys[stage.name] = key
         progress.start(stage.name)
         if resume and cached(run_dir, stage.name, key, list(stage.outputs)):

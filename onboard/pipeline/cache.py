@@ -1,32 +1,66 @@
 """Stage cache: a stage's result is reused when the hash of everything it read is unchanged.
 
-The key of a stage hashes the tool version, the checkpoint fingerprint (hub commit, or the content fingerprint of a
-local folder: onboard/checkpoint_id.py, the one the goldens record), the stage's parameters and the keys of the
-stages it depends on — so a changed profile reruns generate, and an unchanged checkpoint resumes instantly. Keys
-live in `<run>/.cache/<stage>.key`, written after the stage's outputs, so a crash mid-stage leaves no key and the
-stage reruns.
+The key of a stage hashes the checkpoint fingerprint (hub commit, or the content fingerprint of a local folder:
+onboard/checkpoint_id.py, the one the goldens record), the stage's parameters, the keys of the stages it depends
+on, the versions of the libraries that shape the numbers (onboard, torch, transformers, tokenizers, safetensors:
+onboard/versions.py) and a hash of the stage's own code (the source files of its packages) — so a changed
+profile reruns generate, an upgraded transformers or an edited stage reruns what it affects, and an unchanged
+checkpoint resumes instantly. Keys live in `<run>/.cache/<stage>.key`, written after the stage's outputs, so a
+crash mid-stage leaves no key and the stage reruns.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
-import os
 from pathlib import Path
 from typing import Any
 
-from onboard import __version__
+from onboard.fsutil import atomic_write
+from onboard.versions import NUMERIC_LIBRARIES, library_versions
+
+ONBOARD_ROOT = Path(__file__).resolve().parents[1]
+CODE_SUFFIXES = frozenset({".py", ".j2", ".jinja", ".json", ".yaml", ".yml", ".toml"})
+"""Files of a stage package that decide its results: code, templates and the data tables it reads."""
 
 
-def fingerprint_local(folder: Path) -> str:
-    """The checkpoint's content fingerprint: the one the goldens record (onboard/checkpoint_id.py)."""
-    from onboard.checkpoint_id import checkpoint_fingerprint
+def code_path(name: str) -> Path:
+    """Where the code named `name` lives: a package or module of onboard (`validate_serving`, `profile.py`), else a
+    data folder shipped with it (`templates`)."""
+    if (ONBOARD_ROOT / name).exists():
+        return ONBOARD_ROOT / name
+    from onboard.resources import data_dir
 
-    return checkpoint_fingerprint(folder)
+    return data_dir(name)
 
 
-def stage_key(stage: str, fingerprint: str, params: dict[str, Any], upstream: list[str]) -> str:
-    doc = {"stage": stage, "tool": __version__, "checkpoint": fingerprint, "params": params, "upstream": upstream}
+@functools.cache
+def code_hash(location: Path) -> str:
+    """sha256 over the relative path and bytes of every code file at `location` (a folder or one file)."""
+    if location.is_file():
+        files, base = [location], location.parent
+    else:
+        files = sorted(p for p in location.rglob("*") if p.suffix in CODE_SUFFIXES and "__pycache__" not in p.parts)
+        base = location
+    if not files:
+        raise ValueError(f"no code at {location}: a stage names code that does not exist")
+    digest = hashlib.sha256()
+    for path in files:
+        digest.update(path.relative_to(base).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
+def stage_key(stage: str, fingerprint: str, params: dict[str, Any], upstream: list[str], code: tuple[str, ...]) -> str:
+    """The cache key: everything the stage's result depends on. `code`: where the stage's code lives (code_path)."""
+    doc = {
+        "stage": stage,
+        "versions": library_versions(NUMERIC_LIBRARIES),
+        "code": {name: code_hash(code_path(name)) for name in code},
+        "checkpoint": fingerprint,
+        "params": params,
+        "upstream": upstream,
+    }
     return hashlib.sha256(json.dumps(doc, sort_keys=True, default=str).encode()).hexdigest()
 
 
@@ -39,11 +73,7 @@ def cached(run_dir: Path, stage: str, key: str, outputs: list[str]) -> bool:
 
 
 def remember(run_dir: Path, stage: str, key: str) -> None:
-    folder = run_dir / ".cache"
-    folder.mkdir(parents=True, exist_ok=True)
-    tmp = folder / f".{stage}.key.tmp"
-    tmp.write_text(key + "\n")
-    os.replace(tmp, folder / f"{stage}.key")
+    atomic_write(run_dir / ".cache" / f"{stage}.key", key + "\n")
 
 
 def forget(run_dir: Path, stage: str) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from onboard.promote.fsutil import atomic_write_json
+from onboard.fsutil import atomic_write_json
 from onboard.reference import RemoteCodePolicy, classify
 
 

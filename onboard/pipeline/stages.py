@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from onboard.promote.fsutil import atomic_write_json
+from onboard.fsutil import atomic_write, atomic_write_json
+from onboard.inspect_checkpoint.checkpoint_types import RepoListing
 from onboard.reference import RemoteCodePolicy, rerun_command
 
 
@@ -36,6 +37,8 @@ class RunContext:
     policy: RemoteCodePolicy = field(default_factory=RemoteCodePolicy)
     """--trust-remote-code / --unsafe-no-sandbox: may the repository's own code be the reference (sandboxed)."""
     results: dict[str, dict[str, Any]] = field(default_factory=dict)
+    listing: RepoListing | None = None
+    """The hub repo's files at the run's commit, listed once when the run folder was named; None for a folder."""
 
     @property
     def golden_root(self) -> Path:
@@ -85,6 +88,8 @@ class Stage:
     params: Callable[[RunContext], dict[str, Any]] = lambda ctx: {}
     refuses: Callable[[RunContext], str | None] | None = None
     """Why the stage may not run in this run (e.g. its reference is repository code, not trusted), or None."""
+    code: tuple[str, ...] = ()
+    """Where its code lives (cache.code_path names): an edit there invalidates its cached result."""
 
 
 def _result(stage: str, checks: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:
@@ -95,8 +100,8 @@ def _result(stage: str, checks: list[dict[str, Any]], **extra: Any) -> dict[str,
 def run_inspect(ctx: RunContext) -> dict[str, Any]:
     from onboard.inspect_checkpoint import inspect
 
-    profile = inspect(ctx.source, revision=ctx.revision, target=ctx.target)
-    (ctx.run_dir / "profile.json").write_text(profile.to_json() + "\n")
+    profile = inspect(ctx.source, revision=ctx.revision, target=ctx.target, listing=ctx.listing)
+    atomic_write(ctx.run_dir / "profile.json", profile.to_json() + "\n")
     fatal = [f for f in profile.findings if f.severity == "fatal"]
     errors = [f for f in profile.findings if f.severity == "error"]
     unknown = [f for f in profile.findings if f.code in ("config-unknown-field", "config-unmodelled-field")]
@@ -117,17 +122,25 @@ def run_inspect(ctx: RunContext) -> dict[str, Any]:
 def _ensure_local(ctx: RunContext) -> None:
     """Stages past inspect need the weights: a hub source is downloaded once (safetensors + small files only)."""
     if ctx.local_dir is None:
-        from onboard.validate_serving.env import resolve_local
+        from onboard.validate_serving.env import SNAPSHOT_PATTERNS, resolve_local
 
-        ctx.local_dir = resolve_local(ctx.source, ctx.run_id)
+        if ctx.listing is not None:  # the run's listing says what to fetch: no second listing request
+            from onboard.inspect_checkpoint.hub import download_snapshot
+
+            ctx.local_dir = download_snapshot(ctx.listing, SNAPSHOT_PATTERNS)
+        else:
+            ctx.local_dir = resolve_local(ctx.source, ctx.run_id)
 
 
 def run_generate(ctx: RunContext) -> dict[str, Any]:
     from onboard.generate_adapter import generate
+    from onboard.profile import ModelProfile
 
     _ensure_local(ctx)
-    result = generate(ctx.local_dir, ctx.run_dir / "generated", force=True, parity=True, policy=ctx.policy,
-                      rerun=ctx.rerun).to_dict()  # fmt: skip
+    # The inspect stage's typed hand-off, not a second inspect of the download; parity runs on the download.
+    profile = ModelProfile.from_json((ctx.run_dir / "profile.json").read_text(encoding="utf-8"))
+    result = generate(profile, ctx.run_dir / "generated", force=True, parity=True, policy=ctx.policy,
+                      rerun=ctx.rerun, checkpoint=ctx.local_dir).to_dict()  # fmt: skip
     atomic_write_json(ctx.run_dir / "generate.json", result)
     return result
 
@@ -226,7 +239,8 @@ def _generated_adapter(ctx: RunContext) -> Any:
     import importlib.util
 
     from onboard.errors import InputError
-    from onboard.validate_serving.runtime import InProcessCandidate, torch_dtype
+    from onboard.reference import torch_dtype
+    from onboard.validate_serving.runtime import InProcessCandidate
 
     model_type = ctx.results["generate"]["model_type"]
     path = ctx.run_dir / "generated" / "adapters" / f"{model_type}.py"
@@ -239,7 +253,7 @@ def _generated_adapter(ctx: RunContext) -> Any:
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module  # dataclasses in the adapter look their module up while it executes
     spec.loader.exec_module(module)
-    model = module.Model.from_pretrained(ctx.local_dir, dtype=torch_dtype(ctx.served_dtype))
+    model = module.Model.from_pretrained(ctx.local_dir, dtype=torch_dtype(ctx.served_dtype), trust_remote_code=False)
     return InProcessCandidate(model, ctx.local_dir, ctx.served_dtype, kind="adapter", hf=False)
 
 
@@ -259,13 +273,19 @@ def _trust(ctx: RunContext) -> dict[str, Any]:
     return {"remote_code": ctx.policy.to_dict()}
 
 
+# The code each stage runs, besides this module and what every stage shares (the profile, findings, errors, I/O).
+_SHARED = ("pipeline/stages.py", "profile.py", "serde.py", "findings.py", "errors.py", "fsutil.py", "reference.py")
 STAGES: tuple[Stage, ...] = (
-    Stage("inspect", run_inspect, ("profile.json", "inspect.json"), params=lambda c: {"target": c.target}),
-    Stage("generate", run_generate, ("generate.json",), needs=("inspect",), params=_trust),
-    Stage("verify-tokenizer", run_verify_tokenizer, ("verify-tokenizer.json",), needs=("inspect",)),
+    Stage("inspect", run_inspect, ("profile.json", "inspect.json"), params=lambda c: {"target": c.target},
+          code=(*_SHARED, "inspect_checkpoint", "lfs.py")),
+    Stage("generate", run_generate, ("generate.json",), needs=("inspect",), params=_trust,
+          code=(*_SHARED, "generate_adapter", "blocks", "kernels", "templates")),
+    Stage("verify-tokenizer", run_verify_tokenizer, ("verify-tokenizer.json",), needs=("inspect",),
+          code=(*_SHARED, "verify_tokenizer", "lfs.py")),
     Stage("golden", run_golden, ("golden.json",), needs=("inspect",),
-          params=lambda c: {**_trust(c), "max_long_tokens": c.max_long_tokens}, refuses=_reference_refusal),
+          params=lambda c: {**_trust(c), "max_long_tokens": c.max_long_tokens}, refuses=_reference_refusal,
+          code=(*_SHARED, "validate_serving", "verify_tokenizer", "sandbox", "checkpoint_id.py")),
     Stage("validate", run_validate, ("validate.json",), needs=("generate", "golden"),
           params=lambda c: {"endpoint": c.endpoint, "served_model": c.served_model, "dtype": c.served_dtype},
-          refuses=_validate_refusal),
+          refuses=_validate_refusal, code=(*_SHARED, "validate_serving", "verify_tokenizer", "sandbox", "adapters")),
 )  # fmt: skip

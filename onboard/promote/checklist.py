@@ -8,20 +8,35 @@ renamed check can never slip a failure past promotion.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal, get_args
+
+import msgspec
 
 from onboard.errors import InputError
-from onboard.promote.signoff import Signoff
 from onboard.promote.stage_results import STAGES, StageResults
 from onboard.resources import data_dir
 
+
+@dataclass(frozen=True)
+class Signoff:
+    """One manual sign-off of a checklist item (stored by signoff.py in `<revision>/signoffs.json`)."""
+
+    item: str
+    by: str
+    at: str
+    note: str = ""
+
+
 STATUSES = ("done", "signed_off", "failed", "open", "not_applicable")
 SATISFIED = frozenset({"done", "signed_off", "not_applicable"})
-SIGNOFF_MODES = ("no", "allowed", "only")
-CONDITIONS = (None, "previously_promoted")
+SignoffMode = Literal["no", "allowed", "only"]
+Condition = Literal["previously_promoted"]
+SIGNOFF_MODES: tuple[str, ...] = get_args(SignoffMode)
+CONDITIONS: tuple[str | None, ...] = (None, *get_args(Condition))
 
 
 @dataclass(frozen=True)
@@ -100,8 +115,34 @@ def default_checklist_path() -> Path:
     return data_dir("checklists") / "day-zero.yaml"
 
 
+_NonBlank = Annotated[str, msgspec.Meta(pattern=r"\S")]
+
+
+class _RefShape(msgspec.Struct, forbid_unknown_fields=True):
+    stage: str
+    check: str
+
+
+class _ItemShape(msgspec.Struct, forbid_unknown_fields=True):
+    """One checklist item as written in the YAML (unknown keys are typos: refused)."""
+
+    id: _NonBlank
+    title: _NonBlank
+    command: _NonBlank
+    required: bool
+    owner: str | None = None
+    ticked_by: list[_RefShape] | None = None
+    signoff: SignoffMode = "no"
+    when: Condition | None = None
+
+
+class _ChecklistShape(msgspec.Struct):
+    items: list[_ItemShape]
+    version: int | str | None = None
+
+
 def load_checklist(path: Path | None = None) -> Checklist:
-    """Parse and validate a checklist YAML; every problem names the file and the item."""
+    """Parse and validate a checklist YAML (msgspec structs); every problem names the file, the item and the field."""
     import yaml
 
     path = path or default_checklist_path()
@@ -111,9 +152,11 @@ def load_checklist(path: Path | None = None) -> Checklist:
         raise InputError(f"cannot read checklist {path}: {exc.strerror or exc}", "reinstall onboard") from exc
     except yaml.YAMLError as exc:
         raise InputError(f"{path} is not valid YAML: {exc}", "fix the YAML syntax") from exc
-    if not isinstance(doc, dict) or not isinstance(doc.get("items"), list):
-        raise InputError(f"{path}: expected a mapping with an `items` list", "see checklists/day-zero.yaml")
-    items = tuple(_parse_item(raw, i, path) for i, raw in enumerate(doc["items"]))
+    try:
+        shape = msgspec.convert(doc, _ChecklistShape)
+    except msgspec.ValidationError as exc:
+        raise InputError(f"{path}: {_item_named(doc, str(exc))}{exc}", _ITEM_HINT) from exc
+    items = tuple(_item(raw, path) for raw in shape.items)
     ids = [it.id for it in items]
     dupes = sorted({i for i in ids if ids.count(i) > 1})
     if dupes:
@@ -121,38 +164,33 @@ def load_checklist(path: Path | None = None) -> Checklist:
     return Checklist(str(path), items)
 
 
-def _parse_item(raw: Any, index: int, path: Path) -> ChecklistItem:
-    where = f"{path}: items[{index}]"
-    if not isinstance(raw, dict):
-        raise InputError(f"{where} is not a mapping", "each item needs id, title, required, command")
-    for key in ("id", "title", "command"):
-        if not isinstance(raw.get(key), str) or not raw[key].strip():
-            raise InputError(f"{where} has no `{key}` string", "each item needs id, title, required, command")
-    where = f"{path}: item {raw['id']!r}"
-    if not isinstance(raw.get("required"), bool):
-        raise InputError(f"{where}: `required` must be true or false", "say whether promotion waits for it")
-    refs: list[CheckRef] = []
-    for ref in raw.get("ticked_by") or []:
-        if not isinstance(ref, dict) or ref.get("stage") not in STAGES or not isinstance(ref.get("check"), str):
-            raise InputError(f"{where}: bad ticked_by entry {ref!r}", f"use {{stage: one of {STAGES}, check: NAME}}")
-        refs.append(CheckRef(ref["stage"], ref["check"]))
-    signoff = raw.get("signoff", "no")
-    if signoff not in SIGNOFF_MODES:
-        raise InputError(f"{where}: signoff must be one of {SIGNOFF_MODES}, not {signoff!r}", "fix the item")
-    if signoff != "only" and not refs:
+_ITEM_HINT = (
+    "each item needs id, title, command (strings) and required (true/false); optional: owner, "
+    f"ticked_by ({{stage: one of {STAGES}, check: NAME}}), signoff ({', '.join(SIGNOFF_MODES)}), when "
+    "(previously_promoted); see checklists/day-zero.yaml"
+)
+
+
+def _item_named(doc: Any, message: str) -> str:
+    """'item 'x': ' when msgspec's path points into an item that has an id, so the message names it."""
+    match = re.search(r"`\$\.items\[(\d+)\]", message)
+    try:
+        return f"item {doc['items'][int(match.group(1))]['id']!r}: " if match else ""
+    except (KeyError, IndexError, TypeError):
+        return ""
+
+
+def _item(raw: _ItemShape, path: Path) -> ChecklistItem:
+    """The checks msgspec's types cannot say: known stages, and something that can tick the item."""
+    where = f"{path}: item {raw.id!r}"
+    refs = tuple(CheckRef(r.stage, r.check) for r in raw.ticked_by or ())
+    unknown = [r.stage for r in refs if r.stage not in STAGES]
+    if unknown:
+        raise InputError(f"{where}: bad ticked_by entry: unknown stage {unknown[0]!r}", f"use one of {STAGES}")
+    if raw.signoff != "only" and not refs:
         raise InputError(f"{where}: nothing ticks it", "add ticked_by checks or make it `signoff: only`")
-    if raw.get("when") not in CONDITIONS:
-        raise InputError(f"{where}: when must be one of {CONDITIONS[1:]}", "fix the item")
-    return ChecklistItem(
-        id=raw["id"],
-        title=raw["title"],
-        required=raw["required"],
-        command=raw["command"],
-        owner=str(raw.get("owner") or ""),
-        ticked_by=tuple(refs),
-        signoff=signoff,
-        when=raw.get("when"),
-    )
+    return ChecklistItem(id=raw.id, title=raw.title, required=raw.required, command=raw.command,
+                         owner=raw.owner or "", ticked_by=refs, signoff=raw.signoff, when=raw.when)  # fmt: skip
 
 
 def evaluate(
@@ -222,14 +260,15 @@ def _check_state(ref: CheckRef, results: StageResults, promoted_golden_sha256: s
         return "open", f"no {ref.stage} result yet"
     if stage.error:
         return "open", stage.error
-    check = stage.check(ref.check)
-    if check is None:
-        return "open", f"{stage.file} has no check {ref.check!r}"
+    # A self-check ticks nothing, whatever checks it holds or lacks: say so before anything else.
     if ref.stage == "validate" and _self_check(stage.data):
         return "open", (
             f"{stage.file}: {ref.check} comes from a self-check (transformers against its own goldens): it tests the "
             "harness, not the serving implementation; validate the generated adapter or an --endpoint"
         )
+    check = stage.check(ref.check)
+    if check is None:
+        return "open", f"{stage.file} has no check {ref.check!r}"
     if ref.check == "goldens_match_promoted" and promoted_golden_sha256:
         # The comparison must have been made against the goldens of the promotion now in the registry.
         against = stage.data.get("promoted_golden_sha256")

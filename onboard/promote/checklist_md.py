@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from onboard.fsutil import atomic_write, atomic_write_json
 from onboard.promote.checklist import ChecklistState, state_to_dict
-from onboard.promote.fsutil import atomic_write_json, atomic_write_text
 
 MARKS = {"done": "✅", "signed_off": "✍️", "failed": "❌", "open": "⬜", "not_applicable": "➖"}
 LABELS = {"done": "done", "signed_off": "signed off", "failed": "FAILED", "open": "open", "not_applicable": "n/a"}
@@ -56,5 +56,5 @@ def write_checklist(state: ChecklistState, rev_dir: Path, workspace: Path) -> tu
     json_path = rev_dir / "checklist.json"
     md_path = workspace / "checklists" / f"{state.slug}.md"
     atomic_write_json(json_path, state_to_dict(state))
-    atomic_write_text(md_path, render_checklist_md(state))
+    atomic_write(md_path, render_checklist_md(state))
     return json_path, md_path

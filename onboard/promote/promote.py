@@ -9,19 +9,20 @@ completes.
 from __future__ import annotations
 
 import fcntl
-import json
 import uuid
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from onboard.errors import ChecksFailed, InputError
+import msgspec
+
+from onboard.errors import ChecksFailed
+from onboard.fsutil import atomic_write_json, clean_os_errors, os_error, read_json
 from onboard.promote import hashing, provenance
 from onboard.promote.checklist import Checklist, ChecklistState, evaluate, load_checklist
 from onboard.promote.checklist_md import write_checklist
 from onboard.promote.faults import pause
-from onboard.promote.fsutil import atomic_write_json, clean_os_errors, os_error
 from onboard.promote.record import CheckRow, FileEntry, PromotionRecord, SignoffRow
 from onboard.promote.registry import AlreadyPromoted, Registry, default_registry_path
 from onboard.promote.signoff import load_signoffs
@@ -173,16 +174,20 @@ class _revision_lock:
         self.fh.close()
 
 
+class _Pending(msgspec.Struct):
+    attempt: str | None = None
+
+
 def _finish_interrupted(rev_dir: Path, reg: Registry) -> PromotionRecord | None:
     """A pending attempt from a killed run: finish it if its record was committed, else forget it."""
     pending = rev_dir / PENDING
     if not pending.is_file():
         return None
-    try:
-        attempt = json.loads(pending.read_text(encoding="utf-8")).get("attempt")
-    except (OSError, ValueError, AttributeError):
+    try:  # a pending file cut short by the crash is forgotten like one whose record never landed
+        attempt = msgspec.json.decode(pending.read_bytes(), type=_Pending).attempt
+    except (OSError, msgspec.DecodeError):
         attempt = None
-    record = reg.by_attempt(attempt) if isinstance(attempt, str) else None
+    record = reg.by_attempt(attempt) if attempt else None
     if record is None:
         pending.unlink(missing_ok=True)
         return None
@@ -258,9 +263,7 @@ def source_files(rev_dir: Path, profile: dict[str, Any], workspace: Path) -> tup
     folder, else names only with a note saying they were not hashed."""
     manifest = rev_dir / "files.json"
     if manifest.is_file():
-        from onboard.promote.fsutil import read_json
-
-        return _parse_manifest(read_json(manifest), manifest), []
+        return _parse_manifest(manifest), []
     names = [str(n) for n in profile.get("files") or []]
     source = str(profile.get("source") or "")
     for root in (Path(source), workspace / source):
@@ -277,10 +280,28 @@ def source_files(rev_dir: Path, profile: dict[str, Any], workspace: Path) -> tup
     return tuple(FileEntry(n, None) for n in names), [f"checkpoint files not hashed: {source or 'source'} not local"]
 
 
-def _parse_manifest(data: Any, path: Path) -> tuple[FileEntry, ...]:
-    files = data.get("files") if isinstance(data, dict) else None
-    if isinstance(files, dict):
-        files = [{"path": k, **(v if isinstance(v, dict) else {"sha256": v})} for k, v in files.items()]
-    if not isinstance(files, list) or not all(isinstance(f, dict) and isinstance(f.get("path"), str) for f in files):
-        raise InputError(f'{path}: expected {{"files": [{{path, sha256, size}}]}}', "rerun the pipeline to rewrite it")
-    return tuple(FileEntry(f["path"], f.get("sha256"), f.get("size")) for f in files)
+class _FileHash(msgspec.Struct):
+    sha256: str | None = None
+    size: int | None = None
+
+
+class _FileRow(msgspec.Struct):
+    path: str
+    sha256: str | None = None
+    size: int | None = None
+
+
+class _FilesManifest(msgspec.Struct):
+    """files.json: a list of {path, sha256, size}, or {path: sha256} / {path: {sha256, size}}."""
+
+    files: list[_FileRow] | dict[str, str | _FileHash]
+
+
+def _parse_manifest(path: Path) -> tuple[FileEntry, ...]:
+    """Decoded by msgspec: a wrong shape names the file and the field ($.files[2].path)."""
+    manifest = read_json(path, _FilesManifest, "rerun the pipeline to rewrite it")
+    if isinstance(manifest.files, list):
+        rows = [(f.path, f) for f in manifest.files]
+    else:
+        rows = [(name, _FileHash(v) if isinstance(v, str) else v) for name, v in manifest.files.items()]
+    return tuple(FileEntry(name, h.sha256, h.size) for name, h in rows)

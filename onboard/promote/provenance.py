@@ -8,10 +8,10 @@ from __future__ import annotations
 import getpass
 import os
 import platform
-from importlib import metadata
 from typing import Any
 
 from onboard import __version__
+from onboard.versions import library_versions
 
 # Libraries whose version changes numerics or tokenization; recorded when installed.
 LIBRARIES = (
@@ -31,13 +31,7 @@ LIBRARIES = (
 
 
 def tool_versions() -> dict[str, str]:
-    versions = {"onboard": __version__, "python": platform.python_version()}
-    for name in LIBRARIES:
-        try:
-            versions[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            continue
-    return versions
+    return {"onboard": __version__, **library_versions(LIBRARIES)}
 
 
 def host() -> dict[str, Any]:

@@ -11,13 +11,14 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 from onboard.errors import ChecksFailed, InputError
+from onboard.fsutil import os_error
 from onboard.promote.faults import pause
-from onboard.promote.fsutil import os_error
 from onboard.promote.record import PromotionRecord, PromotionSummary
 
 ENV_REGISTRY = "ONBOARD_REGISTRY"
@@ -123,7 +124,7 @@ class Registry:
         try:
             # isolation_level=None: we issue BEGIN/COMMIT ourselves so the transaction covers exactly one record.
             conn = sqlite3.connect(self.path, timeout=self.timeout_s, isolation_level=None)
-            conn.execute("PRAGMA journal_mode=WAL")
+            _switch_to_wal(conn, self.timeout_s)
             conn.execute("PRAGMA synchronous=FULL")
             conn.execute("PRAGMA foreign_keys=ON")
             conn.executescript(SCHEMA)
@@ -246,3 +247,20 @@ def _already(model: str, revision: str, record_id: int | None, by: str, at: str)
 def already_promoted(repo: str, revision: str, registry_path: Path | str | None = None) -> bool:
     """For the watch service: has `repo` at `revision` been promoted? Never creates the registry."""
     return Registry(registry_path or default_registry_path(Path.cwd())).already_promoted(repo, revision)
+
+
+def _switch_to_wal(conn: sqlite3.Connection, timeout_s: float) -> None:
+    """PRAGMA journal_mode=WAL, waiting out a concurrent switch.
+
+    Turning a new file into WAL takes a lock that SQLite's busy handler does not wait for, so two processes creating
+    the registry at the same moment made one of them fail at once with "database is locked". Retry until timeout_s.
+    """
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() >= deadline:
+                raise
+            time.sleep(0.05)

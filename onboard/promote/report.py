@@ -11,9 +11,9 @@ from datetime import datetime, timezone
 from html import escape
 from pathlib import Path
 
+from onboard.fsutil import atomic_write, clean_os_errors
 from onboard.promote.checklist import ChecklistState
 from onboard.promote.checklist_md import LABELS, MARKS
-from onboard.promote.fsutil import atomic_write_text, clean_os_errors
 from onboard.promote.report_data import ReportData, Table, gather
 from onboard.promote.stage_results import load_stage_results
 
@@ -57,8 +57,8 @@ def render_report(slug: str, workspace: Path | str = ".", *, revision: str | Non
         state = evaluate_revision(slug, workspace, revision=rev_dir.name, registry=registry).state
     data = gather(state, load_stage_results(rev_dir))
     paths = ReportPaths(rev_dir / "report.md", rev_dir / "report.html")
-    atomic_write_text(paths.markdown, render_markdown(data))
-    atomic_write_text(paths.html, render_html(data))
+    atomic_write(paths.markdown, render_markdown(data))
+    atomic_write(paths.html, render_html(data))
     return paths
 
 

@@ -14,6 +14,7 @@ from onboard.promote import report_layers, svg
 from onboard.promote.checklist import ChecklistState
 from onboard.promote.stage_results import STAGE_FILES, StageResults
 from onboard.quantize import report as quantize_report
+from onboard.speculative import report as speculative_report
 
 GIB = 1024**3
 
@@ -67,6 +68,10 @@ def gather(state: ChecklistState, results: StageResults) -> ReportData:
     plots += [Plot(*p) for p in q_plots]
     tables += tuple(Table(*t) for t in q_tables)
     missing += q_missing
+    # Speculative decoding (onboard/speculative/report.py), when draft-check wrote draft-check.json here.
+    s_plots, s_tables = speculative_report.section(results.data("draft-check"))
+    plots += [Plot(*p) for p in s_plots]
+    tables += tuple(Table(*t) for t in s_tables)
     return ReportData(
         state.slug, state.revision, state.ready, state, _facts(profile), tuple(t for t in tables if t.rows),
         tuple(plots), tuple(missing),

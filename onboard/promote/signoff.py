@@ -6,53 +6,34 @@ Appends take an exclusive lock so two people signing at once both land; the file
 from __future__ import annotations
 
 import fcntl
-import json
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING
+
+import msgspec
 
 from onboard.errors import InputError
-from onboard.promote.fsutil import atomic_write_json, os_error
-
-if TYPE_CHECKING:
-    from onboard.promote.checklist import Checklist
+from onboard.fsutil import atomic_write_json, os_error, read_json
+from onboard.promote.checklist import Checklist, Signoff, load_checklist
 
 SIGNOFFS_FILE = "signoffs.json"
 
 
-@dataclass(frozen=True)
-class Signoff:
-    item: str
-    by: str
-    at: str
-    note: str = ""
+class _SignoffsFile(msgspec.Struct):
+    signoffs: list[Signoff]
 
 
 def load_signoffs(rev_dir: Path) -> tuple[Signoff, ...]:
-    """Sign-offs recorded for one revision, oldest first; a malformed file is an error naming it."""
+    """Sign-offs recorded for one revision, oldest first; a malformed file is an error naming it and the field."""
     path = rev_dir / SIGNOFFS_FILE
     if not path.is_file():
         return ()
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
-        raise InputError(f"{path} is unreadable: {exc}", "fix or delete it and record the sign-offs again") from exc
-    entries = data.get("signoffs") if isinstance(data, dict) else None
-    if not isinstance(entries, list):
-        raise InputError(f'{path}: expected {{"signoffs": [...]}}', "fix or delete it and record the sign-offs again")
-    out: list[Signoff] = []
-    for i, e in enumerate(entries):
-        if not isinstance(e, dict) or not all(isinstance(e.get(k), str) for k in ("item", "by", "at")):
-            raise InputError(f"{path}: signoffs[{i}] needs item, by and at strings", "fix or delete that entry")
-        out.append(Signoff(e["item"], e["by"], e["at"], str(e.get("note") or "")))
-    return tuple(out)
+    data = read_json(path, _SignoffsFile, "fix or delete it (or the entry named) and record the sign-offs again")
+    return tuple(data.signoffs)
 
 
 def record_signoff(rev_dir: Path, item_id: str, by: str, note: str = "", checklist: Checklist | None = None) -> Signoff:
     """Append a sign-off for `item_id` after checking the checklist allows one (and has a note for a waiver)."""
-    from onboard.promote.checklist import load_checklist
-
     checklist = checklist or load_checklist()
     item = checklist.item(item_id)
     if item.signoff == "no":

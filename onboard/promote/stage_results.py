@@ -3,14 +3,16 @@
 A missing stage is simply absent; an unreadable one is kept with its error so the checklist and the report can say
 why an item is open instead of crashing. `inspect` has no checks of its own in `profile.json` (a ModelProfile), so
 they are derived here from its findings unless the pipeline stored an `inspect.json` with a `checks` list.
+Files and checks are decoded by msgspec; a malformed check is reported with its JSON path (`$.checks[2].passed`).
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import msgspec
 
 # stage -> files that may hold its result, first found wins.
 STAGE_FILES: dict[str, tuple[str, ...]] = {
@@ -19,6 +21,7 @@ STAGE_FILES: dict[str, tuple[str, ...]] = {
     "verify-tokenizer": ("verify-tokenizer.json",),
     "golden": ("golden.json",),
     "validate": ("validate.json",),
+    "draft-check": ("draft-check.json",),  # onboard draft-check --out onboarding/<slug>/<revision>
 }
 STAGES = tuple(STAGE_FILES)
 
@@ -79,11 +82,13 @@ def load_stage_results(rev_dir: Path) -> StageResults:
 
 def _load_one(stage: str, path: Path) -> StageResult:
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        data = msgspec.json.decode(path.read_bytes(), type=dict[str, Any])
+    except OSError as exc:
         return StageResult(stage, path.name, None, (), {}, f"{path.name} is unreadable: {exc}")
-    if not isinstance(data, dict):
-        return StageResult(stage, path.name, None, (), {}, f"{path.name} is not a JSON object")
+    except msgspec.ValidationError as exc:
+        return StageResult(stage, path.name, None, (), {}, f"{path.name} is not a JSON object ({exc})")
+    except msgspec.DecodeError as exc:
+        return StageResult(stage, path.name, None, (), {}, f"{path.name} is unreadable: not JSON ({exc})")
     raw = data.get("checks")
     if raw is None and stage == "inspect":
         checks, error = derive_inspect_checks(data), None
@@ -100,23 +105,20 @@ def _load_one(stage: str, path: Path) -> StageResult:
 
 
 def _parse_checks(raw: Any, file: str) -> tuple[tuple[Check, ...], str | None]:
+    """Each item decoded into a Check by msgspec (types checked); a malformed item is named with its field and
+    left out, the others kept, so one bad entry does not hide the stage's other results."""
     if not isinstance(raw, list):
         return (), f"{file} has no `checks` list"
     checks: list[Check] = []
     bad: list[str] = []
     for i, item in enumerate(raw):
-        if (
-            not isinstance(item, dict)
-            or not isinstance(item.get("name"), str)
-            or not isinstance(item.get("passed"), bool)
-        ):
-            bad.append(f"checks[{i}]")
-            continue
-        required = item.get("required", True)
-        detail = item.get("detail") or ""
-        skipped, not_applicable = bool(item.get("skipped")), item.get("not_applicable") is True
-        checks.append(Check(item["name"], item["passed"], bool(required), str(detail), skipped, not_applicable))
-    return tuple(checks), (f"{file}: malformed {', '.join(bad)} (need name and passed)" if bad else None)
+        try:
+            checks.append(msgspec.convert(item, Check))
+        except msgspec.ValidationError as exc:
+            where = f"$.checks[{i}]"  # msgspec's path is relative to the item, and omitted at its root
+            message = str(exc)
+            bad.append(message.replace("`$", f"`{where}") if " - at `$" in message else f"{message} - at `{where}`")
+    return tuple(checks), (f"{file}: malformed checks (need name and passed): {'; '.join(bad)}" if bad else None)
 
 
 def derive_inspect_checks(profile: dict[str, Any]) -> tuple[Check, ...]:

@@ -40,9 +40,10 @@ def logits(
 
     start = time.perf_counter()
     extra = {"attn_implementation": attn_implementation} if attn_implementation else {}
-    model = AutoModelForCausalLM.from_pretrained(
-        checkpoint, trust_remote_code=True, dtype=getattr(torch, dtype), local_files_only=True, **extra
-    ).eval()
+    # trust_remote_code=True only here: this runs inside the sandbox worker (require_worker above).
+    model = AutoModelForCausalLM.from_pretrained(checkpoint, trust_remote_code=True,
+                                                 dtype=getattr(torch, dtype), local_files_only=True, **extra)  # fmt: skip
+    model = model.eval()
     load_s = time.perf_counter() - start
     ids = torch.tensor(input_ids, dtype=torch.long)
     forward_s = []

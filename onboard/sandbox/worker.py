@@ -17,6 +17,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from onboard.fsutil import atomic_write
 from onboard.sandbox.protocol import (
     IN_WORKER_ENV,
     INPUTS,
@@ -72,9 +73,7 @@ def _is_memory_error(exc: BaseException) -> bool:
 
 
 def _write_result(workdir: Path, result: dict[str, Any]) -> None:
-    tmp = workdir / (RESULT + ".tmp")
-    tmp.write_text(json.dumps(result))
-    os.replace(tmp, workdir / RESULT)
+    atomic_write(workdir / RESULT, json.dumps(result))
 
 
 def run(workdir: Path) -> dict[str, Any]:

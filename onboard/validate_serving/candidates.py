@@ -1,7 +1,7 @@
 """The Candidate interface: what is being validated against the goldens.
 
 Two kinds:
-  (a) in-process: our generated adapter runtime (`adapters/<model_type>.py`, `Model.from_pretrained(path, dtype)`,
+  (a) in-process: our generated adapter runtime (`adapters/<model_type>.py`, `Model.from_pretrained` with path and dtype,
       `model(input_ids, attention_mask, cache) -> logits`: left-padded batches, KV-cached decoding), or transformers
       itself as a labelled self-check of the harness (kind="reference-as-candidate").
   (b) any OpenAI-compatible endpoint (`onboard.validate_serving.endpoint.EndpointCandidate`).
@@ -16,20 +16,12 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Protocol, TypeVar
+
+from onboard.comparator import TopK  # the comparator's row: defined with what compares it
 
 DTYPES = ("float32", "bfloat16", "float16", "float64")
 T = TypeVar("T")
-
-
-@dataclass(frozen=True)
-class TopK:
-    """One position: the top-k next-token distribution, best first, and the logprob of the token that followed."""
-
-    ids: tuple[int, ...]
-    logprobs: tuple[float, ...]
-    token_logprob: float | None = None
 
 
 @dataclass(frozen=True)
@@ -130,52 +122,3 @@ def run_concurrently(calls: Sequence[Callable[[], T]]) -> list[T]:
     if errors:
         raise errors[0]
     return results
-
-
-def load_candidate(
-    path: Path, dtype: str, *, device: str = "cpu", wrap: object | None = None, runtime: str = "auto"
-) -> Candidate:
-    """The in-process candidate for a checkpoint folder.
-
-    runtime: "adapter" (the generated adapter, adapters/<model_type>.py), "reference" (transformers in
-    reference-as-candidate mode), or "auto" (the adapter when one exists for the model type, else the reference,
-    reported as such). `wrap` (tests, seeded defects): a callable taking the loaded torch module, returning one.
-    """
-    from onboard.errors import InputError
-    from onboard.validate_serving.runtime import InProcessCandidate, load_transformers
-
-    if dtype not in DTYPES:
-        raise InputError(f"unknown --dtype {dtype!r}", f"use one of {', '.join(DTYPES)}")
-    note = ""
-    if runtime in ("auto", "adapter"):
-        adapter, note = _adapter_model(path, dtype, device)
-        if adapter is not None:
-            model = wrap(adapter) if wrap else adapter
-            return InProcessCandidate(model, path, dtype, kind="adapter", hf=False)
-        if runtime == "adapter":
-            raise InputError(f"{path}: no usable generated adapter ({note})", "run onboard generate first")
-    model = load_transformers(path, dtype, device=device)
-    model = wrap(model) if wrap else model
-    return InProcessCandidate(model, path, dtype, kind="reference-as-candidate", hf=True, note=note)
-
-
-def _adapter_model(path: Path, dtype: str, device: str) -> tuple[object | None, str]:
-    """The generated adapter (`onboard.adapters.<model_type>.Model`) loaded from `path`, or None and why not."""
-    import importlib
-    import json
-
-    from onboard.errors import OnboardError
-    from onboard.validate_serving.runtime import torch_dtype
-
-    try:
-        model_type = json.loads((path / "config.json").read_text()).get("model_type")
-    except (OSError, ValueError):
-        return None, "config.json unreadable"
-    try:
-        module = importlib.import_module(f"onboard.adapters.{model_type}")
-    except ImportError:
-        return None, f"no generated adapter for model_type {model_type!r}"
-    try:
-        return module.Model.from_pretrained(path, dtype=torch_dtype(dtype), device=device), ""
-    except OnboardError as exc:  # e.g. kernel stubs not implemented yet (NotRunnable)
-        return None, f"adapter for {model_type} not runnable: {exc.message}"

@@ -9,8 +9,8 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+from onboard.comparator import Tolerances, compare_rows, judge
 from onboard.validate_serving.candidates import Candidate, LayerStat, TopK, run_concurrently
-from onboard.validate_serving.comparator import Tolerances, compare_rows, judge
 from onboard.validate_serving.golden import GoldenSet
 from onboard.validate_serving.parity import CheckResult, GreedyResult
 

@@ -3,22 +3,17 @@
 What the engine supports is probed once (token-id prompts and logprobs are required; prompt_logprobs or echo,
 ids-as-tokens, ignore_eos and logit_bias are optional) and recorded in Capabilities, so checks that depend on a
 missing feature are reported as not checked. Every transport problem (refused, timeout, HTTP error, truncated or
-malformed body) becomes an EndpointError naming the URL and what to do; never a traceback.
+malformed body) becomes an EndpointError naming the URL and what to do; never a traceback. The transport (the
+`openai` package: retries honouring Retry-After, timeouts, streaming) is in openai_client.py.
 """
 
 from __future__ import annotations
 
-import http.client
-import json
-import socket
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Sequence
 from typing import Any
 from urllib.parse import urlparse
 
-from onboard.errors import InputError
 from onboard.validate_serving.candidates import (
     CandidateInfo,
     Capabilities,
@@ -28,28 +23,33 @@ from onboard.validate_serving.candidates import (
     run_concurrently,
 )
 from onboard.validate_serving.env import hardware
+from onboard.validate_serving.openai_client import DEFAULT_RETRIES, EndpointError, HTTPStatusError, OpenAIClient
+
+__all__ = ["EndpointCandidate", "EndpointError"]
 
 FORCE_BIAS = 100.0  # logit_bias that makes a token win (OpenAI caps bias at 100)
 PROBE_IDS = [1, 2, 3, 4]
 
 
-class EndpointError(InputError):
-    """The endpoint cannot be used: down, too slow, or answering something that is not the OpenAI protocol."""
-
-
 class EndpointCandidate:
-    def __init__(self, url: str, served_model: str, dtype: str, *, timeout_s: float = 60.0) -> None:
+    def __init__(
+        self, url: str, served_model: str, dtype: str, *, timeout_s: float = 60.0, retries: int = DEFAULT_RETRIES
+    ) -> None:
         self.base = url.rstrip("/").removesuffix("/v1")
         self.model = served_model
         self.timeout = timeout_s
         self.stop_ids: tuple[int, ...] = ()
-        models = [m.get("id") for m in self._get("/v1/models").get("data", []) if isinstance(m, dict)]
+        self.client = OpenAIClient(self.base, timeout_s, retries)
+        try:
+            models = self.client.models()
+        except HTTPStatusError as exc:
+            raise EndpointError(str(exc), "is this an OpenAI-compatible server? (GET /v1/models failed)") from exc
         if served_model not in models:
             raise EndpointError(
-                f"{self.base}: model {served_model!r} is not served (serving: {', '.join(map(str, models)) or 'nothing'})",
+                f"{self.base}: model {served_model!r} is not served (serving: {', '.join(models) or 'nothing'})",
                 "pass --served-model with one of the served names",
             )
-        version = self._get("/version", optional=True).get("version")
+        version = self.client.version()
         host = urlparse(self.base).hostname or ""
         local = host in ("127.0.0.1", "localhost", "::1")
         self.info = CandidateInfo(
@@ -61,70 +61,12 @@ class EndpointCandidate:
         )
         self.capabilities = self._probe()
 
-    # --- transport -------------------------------------------------------------------------------------------------
-    def _request(self, path: str, body: dict[str, Any] | None = None) -> http.client.HTTPResponse:
-        url = self.base + path
-        data = json.dumps(body).encode() if body is not None else None
-        req = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json"})
-        try:
-            return urllib.request.urlopen(req, timeout=self.timeout)  # noqa: S310 (user-given URL is the point)
-        except urllib.error.HTTPError as exc:
-            detail = exc.read()[:300].decode("utf-8", "replace")
-            raise _HTTPStatus(exc.code, f"{url}: HTTP {exc.code}: {detail}") from exc
-        except urllib.error.URLError as exc:
-            reason = exc.reason
-            if isinstance(reason, (TimeoutError, socket.timeout)):
-                raise self._timeout(url) from exc
-            raise EndpointError(
-                f"cannot connect to {url}: {reason}", "start the server, or check --endpoint (scheme, host, port)"
-            ) from exc
-        except TimeoutError as exc:
-            raise self._timeout(url) from exc
-
-    def _timeout(self, url: str) -> EndpointError:
-        return EndpointError(
-            f"{url}: no answer within {self.timeout:g} s", "the server is hung or overloaded; raise --timeout"
-        )
-
-    def _read_json(self, path: str, body: dict[str, Any] | None) -> dict[str, Any]:
-        url = self.base + path
-        try:
-            with self._request(path, body) as resp:
-                raw = resp.read()
-        except http.client.IncompleteRead as exc:
-            raise EndpointError(f"{url}: truncated response ({len(exc.partial)} bytes, then the connection closed)",
-                                "the server crashed or a proxy cut the body; check its log") from exc  # fmt: skip
-        except TimeoutError as exc:
-            raise self._timeout(url) from exc
-        except (ConnectionError, http.client.HTTPException) as exc:
-            raise EndpointError(f"{url}: connection failed mid-response ({exc})", "check the server log") from exc
-        try:
-            doc = json.loads(raw)
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise EndpointError(
-                f"{url}: malformed JSON response: {raw[:120]!r}", "is this an OpenAI-compatible server?"
-            ) from exc
-        if not isinstance(doc, dict):
-            raise EndpointError(
-                f"{url}: expected a JSON object, got {type(doc).__name__}", "is this an OpenAI-compatible server?"
-            )
-        return doc
-
-    def _get(self, path: str, optional: bool = False) -> dict[str, Any]:
-        try:
-            return self._read_json(path, None)
-        except _HTTPStatus as exc:
-            if optional:
-                return {}
-            raise EndpointError(str(exc), "is this an OpenAI-compatible server? (GET /v1/models failed)") from exc
-
     def _complete(self, body: dict[str, Any]) -> dict[str, Any]:
-        doc = self._read_json("/v1/completions", {"model": self.model, "temperature": 0.0, **body})
-        choices = doc.get("choices")
-        if not isinstance(choices, list) or not choices:
-            raise EndpointError(f"{self.base}/v1/completions: response has no choices: {str(doc)[:160]}",
+        choices = self.client.complete({"model": self.model, "temperature": 0.0, **body}).choices
+        if not choices:
+            raise EndpointError(f"{self.base}/v1/completions: response has no choices",
                                 "is this an OpenAI-compatible completions endpoint?")  # fmt: skip
-        return doc
+        return {"choices": choices}
 
     # --- capability probe ------------------------------------------------------------------------------------------
     def _probe(self) -> Capabilities:
@@ -132,7 +74,7 @@ class EndpointCandidate:
         base = {"prompt": PROBE_IDS, "max_tokens": 1, "logprobs": 2}
         try:
             doc = self._complete(base)
-        except _HTTPStatus as exc:
+        except HTTPStatusError as exc:
             raise EndpointError(f"the engine rejects token-id prompts with logprobs ({exc})",
                                 "validation needs /v1/completions with a token-id prompt and logprobs") from exc  # fmt: skip
         if not (doc["choices"][0].get("logprobs") or {}).get("top_logprobs"):
@@ -169,7 +111,7 @@ class EndpointCandidate:
     def _accepts(self, body: dict[str, Any], works: Any) -> bool:
         try:
             return bool(works(self._complete(body)))
-        except _HTTPStatus:
+        except HTTPStatusError:
             return False
         except (KeyError, TypeError, IndexError, ValueError):
             return False
@@ -230,41 +172,13 @@ class EndpointCandidate:
         return self._stream(body, len(plist))
 
     def _stream(self, body: dict[str, Any], n: int) -> list[Generation]:
-        url = self.base + "/v1/completions"
+        """Token arrival times are taken as each event is decoded (TTFT and decode timing in performance.py)."""
         start = time.perf_counter()
         acc: list[dict[str, Any]] = [{"ids": [], "steps": [], "times": [], "finish": None} for _ in range(n)]
-        done = False
-        try:
-            with self._request("/v1/completions", {"model": self.model, "temperature": 0.0, **body}) as resp:
-                for raw in resp:
-                    line = raw.decode("utf-8", "replace").strip()
-                    if not line.startswith("data:"):
-                        continue
-                    payload = line[5:].strip()
-                    if payload == "[DONE]":
-                        done = True
-                        break
-                    try:
-                        event = json.loads(payload)
-                    except json.JSONDecodeError as exc:
-                        raise EndpointError(
-                            f"{url}: malformed stream event: {payload[:120]!r}", "check the server log"
-                        ) from exc
-                    now = time.perf_counter() - start
-                    for choice in event.get("choices") or []:
-                        _absorb(acc[int(choice.get("index", 0)) % n], choice, now)
-        except http.client.IncompleteRead as exc:
-            raise EndpointError(
-                f"{url}: truncated stream", "the server crashed or cut the connection; check its log"
-            ) from exc
-        except TimeoutError as exc:
-            raise self._timeout(url) from exc
-        except (ConnectionError, http.client.HTTPException) as exc:
-            raise EndpointError(f"{url}: stream failed ({exc})", "check the server log") from exc
-        if not done:
-            raise EndpointError(
-                f"{url}: stream ended without [DONE] (truncated)", "the server crashed mid-generation; check its log"
-            )
+        for event in self.client.stream({"model": self.model, "temperature": 0.0, **body}):
+            now = time.perf_counter() - start
+            for choice in event.choices:
+                _absorb(acc[int(choice.get("index", 0)) % n], choice, now)
         return [Generation(tuple(a["ids"]), tuple(a["steps"]), a["finish"], tuple(a["times"])) for a in acc]
 
     def timed_batch(self, prompts: Sequence[Sequence[int]], max_new_tokens: int) -> tuple[int, float]:
@@ -281,12 +195,6 @@ class EndpointCandidate:
 
     def close(self) -> None:
         return None
-
-
-class _HTTPStatus(EndpointError):
-    def __init__(self, code: int, message: str) -> None:
-        super().__init__(message, "check the request parameters the engine supports")
-        self.code = code
 
 
 def _token_id(key: str) -> int | None:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 import platform
 import sys
-from importlib import metadata
 from pathlib import Path
 
 from onboard.errors import InputError, SourceNotFound
@@ -17,17 +16,6 @@ from onboard.errors import InputError, SourceNotFound
 # Files a reference load needs; weights as safetensors only (never pickles).
 # *.py: a repository-code reference (auto_map) needs its files; they are only ever imported in the sandbox worker.
 SNAPSHOT_PATTERNS = ["*.json", "*.safetensors", "*.model", "*.tiktoken", "*.txt", "*.jinja", "*.py"]
-
-
-def library_versions(extra: tuple[str, ...] = ()) -> dict[str, str]:
-    """Installed versions of the libraries that shape the numbers."""
-    out = {"python": platform.python_version()}
-    for name in ("onboard", "torch", "transformers", "safetensors", *extra):
-        try:
-            out[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            continue
-    return out
 
 
 def hardware() -> dict[str, object]:

@@ -15,24 +15,36 @@ Logprobs are rounded to LOGPROB_DECIMALS places (rounding error 5e-7: forty time
 from __future__ import annotations
 
 import json
-import os
+import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
+from onboard import reference as references
+from onboard import serde
+from onboard.comparator import CALIBRATION, NoiseStats, compare_rows, noise_from, scale_ratio
 from onboard.errors import InputError
-from onboard.reference import REPO_CODE, RemoteCodePolicy, describe, reference_for, rerun_command, trust_remote_code
+from onboard.fsutil import atomic_write, read_json
+from onboard.reference import (
+    REPO_CODE,
+    Reference,
+    RemoteCodePolicy,
+    describe,
+    reference_for,
+    remote_code_allowed,
+    rerun_command,
+    trust_remote_code,
+)
 from onboard.validate_serving.candidates import TopK
-from onboard.validate_serving.comparator import NoiseStats, compare_rows, noise_from, scale_ratio
 from onboard.validate_serving.prompts import PromptSpec
 
 FORMAT = "onboard-golden/1"
 LOGPROB_DECIMALS = 6
 DEFAULT_TOP_K = 10
 DEFAULT_NEW_TOKENS = 16
-# Noise calibration: candidate dtype -> the reference dtype compared with the float32 golden to measure its spread.
-CALIBRATION = {"float32": "float64", "bfloat16": "bfloat16", "float16": "float16"}
 
 
 @dataclass(frozen=True)
@@ -94,57 +106,79 @@ def write_golden(out: Path, manifest: dict[str, Any], prompts: list[GoldenPrompt
 
     Only these two files are touched: the folder is shared with other stages' goldens (verify-tokenizer's).
     """
-    out.mkdir(parents=True, exist_ok=True)
-    files = (
-        ("prompts.jsonl", "".join(prompt_line(p) + "\n" for p in prompts)),
-        ("MANIFEST.json", json.dumps(manifest, indent=2, ensure_ascii=False) + "\n"),
-    )
-    for name, text in files:
-        tmp = out / f".{name}.tmp"
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, out / name)
+    atomic_write(out / "prompts.jsonl", "".join(prompt_line(p) + "\n" for p in prompts))
+    atomic_write(out / "MANIFEST.json", json.dumps(manifest, indent=2, ensure_ascii=False) + "\n")
+
+
+class _Generation(msgspec.Struct):
+    top_k: int
+    max_new_tokens: int
+
+
+class _ManifestShape(msgspec.Struct):
+    """The MANIFEST.json fields other code reads (the manifest itself stays a dict: it is also a record)."""
+
+    format: str
+    generation: _Generation | None = None  # absent: an error where it is used, not before an earlier check
+    weights_fingerprint: str | None = None
+    stop_token_ids: list[int] = []
+    boundaries: dict[str, int] = {}
+    noise: dict[str, dict[str, Any]] = {}
+    activation_max_abs: dict[str, float] = {}
+    long_prompt: dict[str, Any] | None = None
+
+
+class _PromptLine(msgspec.Struct):
+    """One line of prompts.jsonl, as prompt_line writes it."""
+
+    name: str
+    kind: str
+    prompt_ids: list[int]
+    generated_ids: list[int]
+    top_ids: list[list[int]]
+    top_logprobs: list[list[float]]
+    token_logprobs: list[float | None]
+    text: str | None = None
+    boundaries: dict[str, int] = {}
 
 
 def read_golden(folder: Path) -> GoldenSet:
-    """Load and validate a golden folder; malformed content is an InputError naming the file and line."""
+    """Load and validate a golden folder (msgspec structs); malformed content is an InputError naming the file,
+    the line and the field."""
     manifest_file, prompts_file = folder / "MANIFEST.json", folder / "prompts.jsonl"
     if not manifest_file.is_file() or not prompts_file.is_file():
         raise InputError(
             f"{folder}: not a golden folder (needs MANIFEST.json and prompts.jsonl)",
             "record goldens first: onboard golden record SOURCE [--out DIR]",
         )
-    try:
-        manifest = json.loads(manifest_file.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise InputError(f"{manifest_file}: invalid JSON ({exc})", "re-record the goldens") from exc
+    redo = "re-record the goldens"
+    manifest = read_json(manifest_file, dict[str, Any], redo)
     if manifest.get("format") != FORMAT:
         raise InputError(
             f"{manifest_file}: format {manifest.get('format')!r}, expected {FORMAT!r}",
             "re-record the goldens with this version of onboard",
         )
+    serde.convert(manifest, _ManifestShape, str(manifest_file), redo)
     prompts = []
     for number, line in enumerate(prompts_file.read_text(encoding="utf-8").splitlines(), start=1):
         if not line.strip():
             continue
-        try:
-            doc = json.loads(line)
-            rows = tuple(
-                TopK(tuple(ids), tuple(lps), tok)
-                for ids, lps, tok in zip(doc["top_ids"], doc["top_logprobs"], doc["token_logprobs"], strict=True)
-            )
-            prompt = GoldenPrompt(
-                doc["name"], doc["kind"], doc.get("text"), tuple(doc["prompt_ids"]), tuple(doc["generated_ids"]),
-                rows, dict(doc.get("boundaries") or {}),
-            )  # fmt: skip
-        except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
-            raise InputError(
-                f"{prompts_file}:{number}: malformed golden line ({exc})", "re-record the goldens"
-            ) from exc
+        where = f"{prompts_file}:{number}"
+        doc = serde.decode_json(line, _PromptLine, f"{where}: malformed golden line", redo)
+        if not len(doc.top_ids) == len(doc.top_logprobs) == len(doc.token_logprobs):
+            raise InputError(f"{where}: malformed golden line (top_ids, top_logprobs and token_logprobs differ "
+                             "in length)", redo)  # fmt: skip
+        rows = tuple(
+            TopK(tuple(ids), tuple(lps), tok)
+            for ids, lps, tok in zip(doc.top_ids, doc.top_logprobs, doc.token_logprobs)
+        )
+        prompt = GoldenPrompt(doc.name, doc.kind, doc.text, tuple(doc.prompt_ids), tuple(doc.generated_ids), rows,
+                              dict(doc.boundaries))  # fmt: skip
         if len(rows) != len(prompt.sequence) - 1:
-            raise InputError(f"{prompts_file}:{number}: {len(rows)} positions for a sequence of {len(prompt.sequence)}")
+            raise InputError(f"{where}: {len(rows)} positions for a sequence of {len(prompt.sequence)}")
         prompts.append(prompt)
     if not prompts:
-        raise InputError(f"{prompts_file}: no prompts", "re-record the goldens")
+        raise InputError(f"{prompts_file}: no prompts", redo)
     return GoldenSet(folder, manifest, tuple(prompts))
 
 
@@ -186,14 +220,16 @@ def record(
     """Run the reference on the prompt suite and write goldens; returns what was written.
 
     The reference is transformers (eager), or, when the model_type exists only as the repository's code and
-    `policy` trusts it, that code in the sandbox worker (golden_remote.py); refused otherwise, naming `rerun`.
+    `policy` trusts it, that code in the sandbox worker (record_in_worker); refused otherwise, naming `rerun`.
     """
     from onboard.checkpoint_id import checkpoint_fingerprint
-    from onboard.validate_serving.env import hardware, library_versions, resolve_local, slug
-    from onboard.validate_serving.golden_remote import record_in_sandbox
+    from onboard.reference import load_transformers
+    from onboard.validate_serving.env import hardware, resolve_local, slug
     from onboard.validate_serving.prompts import DEFAULT_MAX_LONG, boundaries_of, build_suite, plan_long
-    from onboard.validate_serving.runtime import InProcessCandidate, load_tokenizer, load_transformers
+    from onboard.validate_serving.runtime import InProcessCandidate
     from onboard.verify_tokenizer.special_tokens import checkpoint_stop_set
+    from onboard.verify_tokenizer.subject import load_tokenizer
+    from onboard.versions import library_versions
 
     started = time.time()
     folder = resolve_local(source, revision)
@@ -271,7 +307,8 @@ def _calibrate(folder: Path, prompts: list[GoldenPrompt], dtype: str, baseline: 
     none; re-parametrised reruns then tripped the tail rule on 1 in 12). sdpa is skipped where the model refuses it.
     """
     from onboard.errors import InputError
-    from onboard.validate_serving.runtime import InProcessCandidate, load_transformers
+    from onboard.reference import load_transformers
+    from onboard.validate_serving.runtime import InProcessCandidate
 
     metrics, ratios = [], []
     for attn in ("eager", "sdpa") if baseline in ("bfloat16", "float16") else ("eager",):
@@ -291,3 +328,44 @@ def _calibrate(folder: Path, prompts: list[GoldenPrompt], dtype: str, baseline: 
             if ratio is not None:
                 ratios.append(ratio)
     return noise_from(dtype, baseline, metrics, ratios)
+
+
+# A repository-code reference records in the sandbox worker: this function, named for the worker by module path.
+WORKER = "onboard.validate_serving.golden:record_in_worker"
+
+
+def record_in_worker(folder: str, options: dict[str, Any], unsafe_no_sandbox: bool) -> dict[str, Any]:
+    """Worker side: `record` on `folder` with the repository's code as the reference, inside remote_code_allowed(),
+    writing into the worker's temp dir and returning the two files' content as data."""
+    out = Path(tempfile.mkdtemp(prefix="golden-")) / "golden"
+    options = {**options, "calibrate": tuple(options.get("calibrate", ()))}
+    with remote_code_allowed():
+        record(folder, out, policy=RemoteCodePolicy(True, unsafe_no_sandbox), **options)
+    return {name: (out / name).read_text(encoding="utf-8") for name in ("MANIFEST.json", "prompts.jsonl")}
+
+
+def record_in_sandbox(
+    source: str, out: Path, folder: Path, ref: Reference, policy: RemoteCodePolicy, rerun: str, options: dict[str, Any]
+) -> GoldenSet:
+    """Parent side of `record` for a repository-code reference; refuses unless `policy` trusts it. What comes back
+    is checked exactly as a golden folder on disk is checked (read_golden), and the manifest names the source and
+    how the repository's code was isolated."""
+    refused = ref.refusal(policy, rerun)
+    if refused:
+        raise InputError(f"{folder}: cannot record goldens: {refused}",
+                         f"review the repository's .py files in {folder}, then: {rerun}")  # fmt: skip
+    started = time.time()
+    args = {"folder": str(folder), "options": options, "unsafe_no_sandbox": policy.unsafe_no_sandbox}
+    files = references.run_in_sandbox(WORKER, args, folder, policy)  # looked up per call: tests stand in for it
+    with tempfile.TemporaryDirectory(prefix="onboard-golden-") as tmp:
+        for name, text in files.items():
+            if name not in ("MANIFEST.json", "prompts.jsonl") or not isinstance(text, str):
+                raise InputError(f"the sandbox worker returned an unexpected golden file {name!r}",
+                                 "this is a bug in onboard's golden recording")  # fmt: skip
+            (Path(tmp) / name).write_text(text, encoding="utf-8")
+        golden = read_golden(Path(tmp))  # what crossed back is checked like any golden folder
+    identity = describe(ref, policy, folder)  # computed here: the worker cannot tell how it was isolated
+    manifest = {**golden.manifest, "source": source, "reference": {**golden.manifest["reference"], **identity},
+                "recorded_seconds": round(time.time() - started, 2)}  # fmt: skip
+    write_golden(out, manifest, list(golden.prompts))
+    return GoldenSet(out, manifest, golden.prompts)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from onboard.validate_serving.comparator import compare_rows, judge, tolerances
+from onboard.comparator import compare_rows, judge, tolerances
 from onboard.validate_serving.golden import GoldenPrompt, GoldenSet
 
 # Manifest fields that change what the goldens mean: a difference here is a difference of the model.

@@ -11,8 +11,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from onboard.validate_serving.candidates import Candidate, Generation, TopK
-from onboard.validate_serving.comparator import (
+from onboard.comparator import (
     LATE_FROM,
     PositionMetrics,
     Tolerances,
@@ -22,6 +21,7 @@ from onboard.validate_serving.comparator import (
     judge_scale,
     scale_ratio,
 )
+from onboard.validate_serving.candidates import Candidate, Generation, TopK
 from onboard.validate_serving.golden import GoldenPrompt, GoldenSet
 
 SHOW_TOP = 5

@@ -21,9 +21,9 @@ GOLDEN_FILES = ("MANIFEST.json", "prompts.jsonl")
 
 def validate_in_worker(folder: str, golden_files: dict[str, str], dtype: str, performance: bool) -> dict[str, Any]:
     """Worker side: validate transformers-with-the-repo's-code (reference-as-candidate) against the goldens."""
-    from onboard.validate_serving.candidates import load_candidate
     from onboard.validate_serving.golden import read_golden
     from onboard.validate_serving.run import validate
+    from onboard.validate_serving.runtime import load_candidate
 
     golden_dir = Path(tempfile.mkdtemp(prefix="golden-"))
     for name in GOLDEN_FILES:

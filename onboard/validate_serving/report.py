@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import json
 import math
-import os
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from onboard.comparator import Tolerances
+from onboard.fsutil import atomic_write
 from onboard.validate_serving.candidates import Candidate
-from onboard.validate_serving.comparator import Tolerances
 from onboard.validate_serving.golden import GoldenSet
 from onboard.validate_serving.parity import CheckResult, PromptParity
 
@@ -100,14 +100,8 @@ def json_safe(value: Any) -> Any:
 
 def write_result(result: dict[str, Any], path: Path) -> None:
     """validation.json and validation.md side by side, each written to a temp file then renamed."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    for target, text in (
-        (path, json.dumps(result, indent=2, default=str) + "\n"),
-        (path.with_suffix(".md"), summary(result)),
-    ):
-        tmp = target.with_name(target.name + ".tmp")
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, target)
+    atomic_write(path, json.dumps(result, indent=2, default=str) + "\n")
+    atomic_write(path.with_suffix(".md"), summary(result))
 
 
 def _mark(check: dict[str, Any]) -> str:

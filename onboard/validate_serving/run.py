@@ -6,6 +6,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from onboard.comparator import THRESHOLDS, compare_rows, tolerances
 from onboard.validate_serving.candidates import Candidate
 from onboard.validate_serving.checks import (
     degeneration,
@@ -16,7 +17,6 @@ from onboard.validate_serving.checks import (
     nan_inf_scan,
     stop_set,
 )
-from onboard.validate_serving.comparator import THRESHOLDS, compare_rows, tolerances
 from onboard.validate_serving.golden import GoldenSet, read_golden
 from onboard.validate_serving.parity import CheckResult, PromptParity, greedy_parity, logit_checks, score_prompts
 from onboard.validate_serving.report import SELF_CHECK
@@ -62,8 +62,8 @@ def open_candidate(
         from onboard.validate_serving.endpoint import EndpointCandidate
 
         return EndpointCandidate(endpoint, served_model or source, dtype, timeout_s=timeout_s)
-    from onboard.validate_serving.candidates import load_candidate
     from onboard.validate_serving.env import resolve_local
+    from onboard.validate_serving.runtime import load_candidate
 
     if candidate not in CANDIDATES:
         raise InputError(f"--candidate {candidate!r} is not a candidate", f"use one of {', '.join(CANDIDATES)}")
@@ -152,7 +152,7 @@ def validate(
 
 def _parities_from_generation(greedy: list[Any]) -> list[PromptParity]:
     """Without prompt logprobs: compare the generated positions up to the first divergence."""
-    from onboard.validate_serving.comparator import scale_ratio
+    from onboard.comparator import scale_ratio
 
     out = []
     for r in greedy:

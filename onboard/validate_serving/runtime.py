@@ -7,72 +7,29 @@ when validating, so a difference between them is the model's, not the harness's.
 from __future__ import annotations
 
 import inspect
-import os
+import json
 import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from onboard.errors import InputError
-from onboard.validate_serving.candidates import CandidateInfo, Capabilities, Generation, LayerStat, TopK
-from onboard.validate_serving.env import hardware, library_versions
+from onboard.comparator import topk_rows
+from onboard.errors import InputError, OnboardError
+from onboard.reference import load_transformers, torch_dtype
+from onboard.validate_serving.candidates import (
+    DTYPES,
+    Candidate,
+    CandidateInfo,
+    Capabilities,
+    Generation,
+    LayerStat,
+    TopK,
+)
+from onboard.validate_serving.env import hardware
+from onboard.versions import library_versions
 
 # A "block" in activation reports: everything up to and including the layer index.
 _LAYER_PREFIX = re.compile(r"^(.*?\.(?:layers|h|blocks)\.\d+)(?:\.|$)")
-
-
-def torch_dtype(name: str) -> Any:
-    import torch
-
-    return {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16, "float64": torch.float64}[
-        name
-    ]
-
-
-def load_transformers(path: Path, dtype: str, device: str = "cpu", attn: str = "eager") -> Any:
-    """transformers' model for a local folder, eager attention and eager experts (the reference implementation).
-
-    trust_remote_code is always passed: False, except inside the sandbox worker's `remote_code_allowed()` block
-    (onboard/reference.py). So the repository's code is never imported here and transformers never prompts.
-    """
-    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
-    import transformers
-    from transformers import AutoModelForCausalLM
-
-    from onboard.reference import trust_remote_code
-
-    transformers.utils.logging.disable_progress_bar()
-    kwargs: dict[str, Any] = {"dtype": torch_dtype(dtype), "attn_implementation": attn,
-                              "trust_remote_code": trust_remote_code()}  # fmt: skip
-    if int(transformers.__version__.split(".")[0]) >= 5:
-        # Eager experts: the reference loop, and the only one that runs in float64 (grouped_mm has no double).
-        kwargs["experts_implementation"] = "eager"
-    try:
-        model = AutoModelForCausalLM.from_pretrained(path, **kwargs)
-    except (OSError, ValueError, KeyError) as exc:
-        from onboard.reference import reference_for
-
-        raise InputError(
-            f"{path}: transformers cannot load this checkpoint ({type(exc).__name__}: {exc})",
-            f"{reference_for(path).detail}; check that the weights are present",
-        ) from exc
-    return model.to(device).eval()
-
-
-def load_tokenizer(path: Path) -> Any | None:
-    """The checkpoint's tokenizer, or None when the folder has none (token-id prompts are used then)."""
-    if not any((path / f).exists() for f in ("tokenizer.json", "tokenizer_config.json", "vocab.json")):
-        return None
-    from transformers import AutoTokenizer
-
-    from onboard.reference import trust_remote_code
-
-    try:
-        return AutoTokenizer.from_pretrained(path, trust_remote_code=trust_remote_code())
-    except (OSError, ValueError) as exc:
-        raise InputError(
-            f"{path}: tokenizer files present but unloadable ({exc})", "run onboard verify-tokenizer"
-        ) from exc
 
 
 def stop_ids_of(path: Path) -> tuple[int, ...]:
@@ -85,21 +42,6 @@ def stop_ids_of(path: Path) -> tuple[int, ...]:
     from onboard.verify_tokenizer.special_tokens import checkpoint_stop_set
 
     return tuple(checkpoint_stop_set(path, engine=True))
-
-
-def topk_rows(logits: Any, k: int, next_ids: Sequence[int] | None) -> list[TopK]:
-    """log_softmax in float32 over the vocabulary, top-k per row, and the logprob of each row's next token."""
-    import torch
-
-    logprobs = torch.log_softmax(logits.float(), dim=-1)
-    values, indices = logprobs.topk(min(k, logprobs.shape[-1]), dim=-1)
-    token_lp = None
-    if next_ids is not None:
-        token_lp = logprobs.gather(-1, torch.tensor(list(next_ids)).unsqueeze(-1)).squeeze(-1).tolist()
-    rows = []
-    for r, (ids, vals) in enumerate(zip(indices.tolist(), values.tolist())):
-        rows.append(TopK(tuple(ids), tuple(vals), token_lp[r] if token_lp is not None else None))
-    return rows
 
 
 class InProcessCandidate:
@@ -276,3 +218,45 @@ class InProcessCandidate:
 
     def close(self) -> None:
         self.model = None
+
+
+def load_candidate(
+    path: Path, dtype: str, *, device: str = "cpu", wrap: object | None = None, runtime: str = "auto"
+) -> Candidate:
+    """The in-process candidate for a checkpoint folder.
+
+    runtime: "adapter" (the generated adapter, adapters/<model_type>.py), "reference" (transformers in
+    reference-as-candidate mode), or "auto" (the adapter when one exists for the model type, else the reference,
+    reported as such). `wrap` (tests, seeded defects): a callable taking the loaded torch module, returning one.
+    """
+    if dtype not in DTYPES:
+        raise InputError(f"unknown --dtype {dtype!r}", f"use one of {', '.join(DTYPES)}")
+    note = ""
+    if runtime in ("auto", "adapter"):
+        adapter, note = _adapter_model(path, dtype, device)
+        if adapter is not None:
+            model = wrap(adapter) if wrap else adapter
+            return InProcessCandidate(model, path, dtype, kind="adapter", hf=False)
+        if runtime == "adapter":
+            raise InputError(f"{path}: no usable generated adapter ({note})", "run onboard generate first")
+    model = load_transformers(path, dtype, device=device)
+    model = wrap(model) if wrap else model
+    return InProcessCandidate(model, path, dtype, kind="reference-as-candidate", hf=True, note=note)
+
+
+def _adapter_model(path: Path, dtype: str, device: str) -> tuple[object | None, str]:
+    """The generated adapter (`onboard.adapters.<model_type>.Model`) loaded from `path`, or None and why not."""
+    import importlib
+
+    try:
+        model_type = json.loads((path / "config.json").read_text()).get("model_type")
+    except (OSError, ValueError):
+        return None, "config.json unreadable"
+    try:
+        module = importlib.import_module(f"onboard.adapters.{model_type}")
+    except ImportError:
+        return None, f"no generated adapter for model_type {model_type!r}"
+    try:
+        return module.Model.from_pretrained(path, dtype=torch_dtype(dtype), device=device, trust_remote_code=False), ""
+    except OnboardError as exc:  # e.g. kernel stubs not implemented yet (NotRunnable)
+        return None, f"adapter for {model_type} not runnable: {exc.message}"

@@ -79,13 +79,10 @@ def verify_tokenizer(
     except (LfsPointerError, NoVocabulary) as exc:  # nothing to build the tokenizer from: no tokenizer findings
         return without_tokenizer(repo, exc, findings, record)
     findings += subject.notes
-    golden_path = _golden_path(repo, golden_dir, golden_key(source, name) if name else repo.golden_name)
-    if golden_required and not record and not golden_path.is_file():  # before the checks: the user asked to compare
-        raise InputError(
-            f"no tokenizer golden recorded for {repo.display} (looked for {golden_path})",
-            f"record one first: onboard verify-tokenizer {repo.display} --golden {golden_dir} --record "
-            "(or pass --name ORG/NAME when the goldens were recorded under the repo id)",
-        )
+    record_first = (f"onboard verify-tokenizer {repo.display} --golden {golden_dir} --record (or pass --name "
+                    "ORG/NAME when the goldens were recorded under the repo id)")  # fmt: skip
+    golden_path = golden_path_for(repo, source, golden_dir, name, required=golden_required and not record,
+                                  record_first=record_first)  # fmt: skip
     special_strings = [t for t in subject.hf.all_special_tokens if t]
     texts = list(
         dict.fromkeys([*STRESS, *special_token_strings(special_strings), *(read_corpus(corpus) if corpus else ())])
@@ -167,13 +164,21 @@ def _embedding_rows(source: str, revision: str | None, repo: TokenizerRepo, find
     return rows if isinstance(rows, int) else None
 
 
-def _golden_path(repo: TokenizerRepo, golden_dir: Path | None, key: str) -> Path:
+def golden_path_for(
+    repo: TokenizerRepo, source: str, golden_dir: Path | None, name: str | None, *, required: bool, record_first: str
+) -> Path:
+    """Where this repo's tokenizer golden lives (`<golden_dir>/<key>/tokenizer.json`, key from --name or the repo);
+    `required`: a missing one is an InputError saying to run `record_first` (checked before any work starts)."""
+    key = golden_key(source, name) if name else repo.golden_name
     path = (golden_dir or Path("golden_outputs")) / key / GOLDEN_FILE
     if path.resolve().parent == repo.root.resolve():
         raise InputError(
             f"golden file {path} would be the source's own tokenizer.json",
             "give --golden a folder that is not the parent of the checkpoint folder",
         )
+    if required and not path.is_file():
+        raise InputError(f"no tokenizer golden recorded for {repo.display} (looked for {path})",
+                         f"record one first: {record_first}")  # fmt: skip
     return path
 
 

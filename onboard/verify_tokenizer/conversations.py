@@ -185,8 +185,6 @@ def _findings(
 
 
 def _bos_findings(renders: list[Render], subject: Subject, file: str | None) -> list[Finding]:
-    from onboard.verify_tokenizer.special_tokens import observed_insertion
-
     counted = [r for r in renders if r.bos_count is not None]
     worst = max(counted, key=lambda r: r.bos_count or 0, default=None)
     if worst is None:
@@ -195,7 +193,7 @@ def _bos_findings(renders: list[Render], subject: Subject, file: str | None) -> 
     if (worst.bos_count or 0) > 1:
         return [error("double-bos", f"{worst.name}: the rendered prompt itself contains {worst.bos_count} BOS tokens ({bos})",
                       "emit bos_token once, at the start of the conversation", file=file)]  # fmt: skip
-    if worst.bos_count == 1 and observed_insertion(subject)[0]:
+    if worst.bos_count == 1 and subject.observed_insertion()[0]:
         return [warning("double-bos", f"the template emits {bos} and the tokenizer adds another with add_special_tokens=True: "
                         "engines that tokenize the prompt that way start with 2 BOS",
                         "tokenize rendered prompts with add_special_tokens=False (or drop bos_token from the template)",

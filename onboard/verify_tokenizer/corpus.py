@@ -7,9 +7,11 @@ contractions (case-insensitive `'RE`), code, and special-token strings in the mi
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
+import msgspec
+
+from onboard import serde
 from onboard.errors import InputError
 
 # llama.cpp's chktxt (conversion/base.py): its token ids are the pre-tokenizer fingerprint.
@@ -52,6 +54,10 @@ def special_token_strings(special_tokens: list[str]) -> tuple[str, ...]:
     return tuple(out)
 
 
+class _Case(msgspec.Struct):
+    text: str
+
+
 def read_corpus(path: Path) -> tuple[str, ...]:
     """`.jsonl`: one `{"text": …}` object per line. Anything else: one string per line (newlines dropped)."""
     try:
@@ -62,17 +68,6 @@ def read_corpus(path: Path) -> tuple[str, ...]:
         raise InputError(f"--corpus {path}: not UTF-8 (byte {exc.start})", "re-save the corpus as UTF-8") from exc
     if path.suffix != ".jsonl":
         return tuple(raw.splitlines())
-    out: list[str] = []
-    for number, line in enumerate(raw.splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise InputError(
-                f"--corpus {path}: line {number} is not JSON ({exc.msg})", "one JSON object a line"
-            ) from exc
-        if not isinstance(obj, dict) or not isinstance(obj.get("text"), str):
-            raise InputError(f'--corpus {path}: line {number} has no string "text"', 'write {"text": "…"} lines')
-        out.append(obj["text"])
-    return tuple(out)
+    hint = 'one JSON object a line: {"text": "…"}'
+    lines = [(n, line) for n, line in enumerate(raw.splitlines(), 1) if line.strip()]
+    return tuple(serde.decode_json(line, _Case, f"--corpus {path}: line {n}", hint).text for n, line in lines)

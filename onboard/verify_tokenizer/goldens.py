@@ -4,14 +4,17 @@
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
+from onboard import serde
 from onboard.errors import InputError
 from onboard.findings import Finding, error, info
+from onboard.fsutil import atomic_write, read_json
+from onboard.versions import TOKENIZER_LIBRARIES, library_versions
 
 GOLDEN_FILE = "tokenizer.json"
 FORMAT = 1
@@ -25,27 +28,6 @@ class GoldenStatus:
     drift: int = 0
 
 
-def library_versions() -> dict[str, str]:
-    from importlib.metadata import PackageNotFoundError, version
-
-    out = {}
-    for name in (
-        "onboard",
-        "tokenizers",
-        "transformers",
-        "jinja2",
-        "sentencepiece",
-        "tiktoken",
-        "mistral-common",
-        "gguf",
-    ):
-        try:
-            out[name] = version(name)
-        except PackageNotFoundError:
-            continue
-    return out
-
-
 def golden_document(
     display: str, revision: str | None, texts: list[str], ids: list[list[int]], renders: dict[str, Any],
     fingerprint: str, family: str | None, stop_ids: list[int],
@@ -54,7 +36,7 @@ def golden_document(
         "format": FORMAT,
         "source": display,
         "revision": revision,
-        "libraries": library_versions(),
+        "libraries": library_versions(TOKENIZER_LIBRARIES, python=False),
         "fingerprint": {"chkhsh": fingerprint, "family": family},
         "stop_ids": stop_ids,
         "renders": renders,
@@ -64,27 +46,42 @@ def golden_document(
 
 def write_golden(path: Path, doc: dict[str, Any]) -> None:
     """Atomic write; one corpus case per line so a drift shows up as a one-line git diff."""
-    path.parent.mkdir(parents=True, exist_ok=True)
     head = {k: v for k, v in doc.items() if k != "corpus"}
     body = json.dumps(head, ensure_ascii=False, indent=1)[:-2]
     cases = ",\n".join("  " + json.dumps(c, ensure_ascii=False) for c in doc["corpus"])
     text = body + ',\n "corpus": [\n' + cases + "\n ]\n}\n"
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tokenizer-", suffix=".json")
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        fh.write(text)
-    umask = os.umask(0)
-    os.umask(umask)
-    os.chmod(tmp, 0o666 & ~umask)  # mkstemp creates 0600; goldens are shared files
-    os.replace(tmp, path)
+    atomic_write(path, text)
+
+
+class _Case(msgspec.Struct):
+    text: str
+    ids: list[int]
+
+
+class _Fingerprint(msgspec.Struct, frozen=True):
+    chkhsh: str | None = None
+    family: str | None = None
+
+
+class _GoldenShape(msgspec.Struct):
+    """What diff_golden reads (the document stays a dict: it is compared key by key with the current run)."""
+
+    format: int
+    corpus: list[_Case]
+    revision: str | None = None
+    libraries: dict[str, str | None] = {}
+    fingerprint: _Fingerprint = _Fingerprint()
+    stop_ids: list[int] = []
+    renders: dict[str, dict[str, Any]] = {}
 
 
 def read_golden(path: Path) -> dict[str, Any]:
-    try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise InputError(f"{path}: malformed golden file ({exc})", "re-record it with --record") from exc
-    if not isinstance(doc, dict) or doc.get("format") != FORMAT or not isinstance(doc.get("corpus"), list):
-        raise InputError(f"{path}: not a format-{FORMAT} tokenizer golden", "re-record it with --record")
+    """The golden as a dict, its shape checked by msgspec: errors name the file and the field."""
+    redo = "re-record it with --record"
+    doc = read_json(path, dict[str, Any], redo)
+    if doc.get("format") != FORMAT:
+        raise InputError(f"{path}: not a format-{FORMAT} tokenizer golden", redo)
+    serde.convert(doc, _GoldenShape, f"{path}: malformed golden file", redo)
     return doc
 
 
@@ -104,7 +101,7 @@ def diff_golden(golden: dict[str, Any], current: dict[str, Any], file: str) -> l
     if sorted(golden.get("stop_ids", [])) != sorted(current["stop_ids"]):
         out.append(error("golden-drift-stop-set", f"stop ids changed: {golden.get('stop_ids')} -> {current['stop_ids']}",
                          "check generation_config.json / the tokenizer's EOS; then --record", file=file))  # fmt: skip
-    recorded = {c["text"]: c["ids"] for c in golden["corpus"] if isinstance(c, dict) and "text" in c}
+    recorded = {c["text"]: c["ids"] for c in golden["corpus"]}
     drift = [(c["text"], recorded[c["text"]], c["ids"]) for c in current["corpus"]
              if c["text"] in recorded and recorded[c["text"]] != c["ids"]]  # fmt: skip
     if drift:

@@ -37,7 +37,7 @@ def verify_tokenizer_trusting(
 ) -> TokenizerReport:
     """`verify_tokenizer`, where a tokenizer that needs the repository's code runs in the sandbox (if `policy`
     allows; else InputError naming `rerun`). `options`: verify_tokenizer's keyword options (name, …)."""
-    from onboard.verify_tokenizer import verify_tokenizer
+    from onboard.verify_tokenizer import golden_path_for, verify_tokenizer
     from onboard.verify_tokenizer.corpus import read_corpus
     from onboard.verify_tokenizer.repo import open_tokenizer_repo
 
@@ -48,10 +48,9 @@ def verify_tokenizer_trusting(
     if not policy.trust_remote_code:
         raise InputError(f"{repo.display}: {needs}; onboard runs it only when asked, in a sandbox",
                          f"review the repository's tokenizer .py files, then: {rerun}")  # fmt: skip
-    golden_path = _golden_path_of(repo, source, golden_dir, options.get("name"))
-    if options.get("golden_required") and not record and not golden_path.is_file():  # before the worker starts
-        raise InputError(f"no tokenizer golden recorded for {repo.display} (looked for {golden_path})",
-                         f"record one first: {rerun} --golden {golden_dir} --record")  # fmt: skip
+    golden_path = golden_path_for(repo, source, golden_dir, options.get("name"),  # before the worker starts
+                                  required=bool(options.get("golden_required")) and not record,
+                                  record_first=f"{rerun} --golden {golden_dir} --record")  # fmt: skip
     kwargs = {"root": str(repo.root), "corpus": list(read_corpus(corpus)) if corpus else None,
               "embedding_rows": embedding_rows}  # fmt: skip
     data = reference.run_in_sandbox(WORKER, kwargs, repo.root, policy)
@@ -72,14 +71,6 @@ def verify_in_worker(root: str, corpus: list[str] | None, embedding_rows: int | 
         report = verify_tokenizer(root, None, tmp / "golden", True, corpus_file, embedding_rows)
     golden = read_golden(Path(report.golden.path)) if report.golden else None  # None: no tokenizer was built
     return {"report": serde.to_dict(report), "golden": golden}
-
-
-def _golden_path_of(repo: Any, source: str, golden_dir: Path | None, name: str | None) -> Path:
-    """Where verify_tokenizer keeps this repo's tokenizer golden (the same key it derives)."""
-    from onboard.checkpoint_id import golden_key
-    from onboard.verify_tokenizer import _golden_path
-
-    return _golden_path(repo, golden_dir, golden_key(source, name) if name else repo.golden_name)
 
 
 def _with_golden(report: TokenizerReport, doc: dict[str, Any], repo: Any, path: Path, record: bool) -> TokenizerReport:

@@ -112,17 +112,6 @@ def checkpoint_stop_set(folder: Path, *, engine: bool = False) -> list[int]:
     return declared_stop_ids(declared, eos, end_of_turn)
 
 
-def observed_insertion(subject: Subject) -> tuple[bool, bool]:
-    """Does encode(add_special_tokens=True) put BOS in front / EOS at the end?"""
-    plain = subject.encode("Hello world", add_special_tokens=False)
-    full = subject.encode("Hello world", add_special_tokens=True)
-    bos, eos = subject.hf.bos_token_id, subject.hf.eos_token_id
-    start = full.index(plain[0]) if plain and plain[0] in full else 0
-    inserts_bos = bos is not None and bos in full[:start]
-    inserts_eos = eos is not None and len(full) > len(plain) + start and full[-1] == eos
-    return inserts_bos, inserts_eos
-
-
 def analyse(
     repo: TokenizerRepo,
     subject: Subject,
@@ -136,7 +125,7 @@ def analyse(
     tokenizer = {role: getattr(hf, f"{role}_token_id", None) for role in ROLES}
     tok_config = repo.json("tokenizer_config.json") or {}
     add_bos, add_eos = tok_config.get("add_bos_token"), tok_config.get("add_eos_token")
-    inserts_bos, inserts_eos = observed_insertion(subject)
+    inserts_bos, inserts_eos = subject.observed_insertion()
     size = len(subject)
 
     gen_eos = declared.get("generation_config.json", {}).get("eos", [])

@@ -77,6 +77,16 @@ class Subject:
         unk = getattr(self.hf, "unk_token_id", None)
         return None if found is None or (found == unk and text != getattr(self.hf, "unk_token", None)) else found
 
+    def observed_insertion(self) -> tuple[bool, bool]:
+        """Does encode(add_special_tokens=True) put BOS in front / EOS at the end?"""
+        plain = self.encode("Hello world", add_special_tokens=False)
+        full = self.encode("Hello world", add_special_tokens=True)
+        bos, eos = self.hf.bos_token_id, self.hf.eos_token_id
+        start = full.index(plain[0]) if plain and plain[0] in full else 0
+        inserts_bos = bos is not None and bos in full[:start]
+        inserts_eos = eos is not None and len(full) > len(plain) + start and full[-1] == eos
+        return inserts_bos, inserts_eos
+
     def __len__(self) -> int:
         return len(self.hf)
 
@@ -108,6 +118,21 @@ def open_subject(repo: TokenizerRepo) -> Subject:
         if raw_bpe and named is None and model_type(repo) is None:
             return _raw_bpe(root)
     return load_subject(root)
+
+
+def load_tokenizer(folder: Path) -> Any | None:
+    """A checkpoint folder's transformers tokenizer for the stages that only tokenize (goldens, quantize-plan): the
+    one built the way verify-tokenizer builds it (open_subject: same files, same remote-code policy), or None when
+    the folder declares no vocabulary (they fall back to token-id prompts instead of a tokenizer transformers would
+    invent)."""
+    from onboard.verify_tokenizer.repo import open_tokenizer_repo
+
+    if not any((folder / f).is_file() for f in (*SETTINGS_FILES, "tokenizer.json", "vocab.json")):
+        return None
+    try:
+        return open_subject(open_tokenizer_repo(str(folder))).hf
+    except NoVocabulary:
+        return None
 
 
 def _raw_bpe(root: Path) -> Subject:

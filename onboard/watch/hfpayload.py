@@ -3,7 +3,8 @@
 Format (https://huggingface.co/docs/hub/webhooks): `event.action` + `event.scope`; `repo.type`, `repo.name`,
 `repo.headSha` (the latest commit on `main`, sent for `repo*` scopes); on content changes `updatedRefs`, a list of
 `{ref, oldSha, newSha}` (`oldSha` null for a new ref, `newSha` null for a deleted one). Unknown narrower scopes
-(e.g. `repo.config.dois`) are treated as updates of their broader scope, as the docs advise.
+(e.g. `repo.config.dois`) are treated as updates of their broader scope, as the docs advise. The body is decoded
+by msgspec into the structs below: a payload of the wrong shape is a PayloadError naming the field.
 """
 
 from __future__ import annotations
@@ -11,6 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import msgspec
+
+from onboard import serde
 from onboard.errors import InputError
 from onboard.watch.types import JobKey, is_repo_id, is_revision
 
@@ -26,7 +30,33 @@ BROADER_SCOPES = ("repo.content", "repo.config", "repo", "discussion.comment", "
 
 
 class PayloadError(InputError):
-    """The body is JSON but not a Hugging Face webhook payload."""
+    """The body is not a Hugging Face webhook payload."""
+
+
+class _Event(msgspec.Struct):
+    action: str
+    scope: str
+
+
+class _Repo(msgspec.Struct):
+    type: str | None = None
+    name: str | None = None
+    headSha: str | None = None  # noqa: N815 (the payload's spelling)
+
+
+class _Ref(msgspec.Struct):
+    ref: str
+    newSha: str | None = None  # noqa: N815
+    oldSha: str | None = None  # noqa: N815
+
+
+class _Payload(msgspec.Struct):
+    event: _Event
+    repo: _Repo
+    updatedRefs: list[_Ref] = []  # noqa: N815
+
+
+_HINT = "send the Hugging Face webhook payload unchanged (is this a Hugging Face webhook?)"
 
 
 @dataclass(frozen=True)
@@ -47,38 +77,28 @@ def _broad_scope(scope: str) -> str:
     return scope
 
 
-def _main_sha(payload: dict[str, Any], repo: dict[str, Any]) -> tuple[str | None, str]:
+def _main_sha(payload: _Payload) -> tuple[str | None, str]:
     """The new sha of `main` and, when there is none, why."""
-    refs = payload.get("updatedRefs")
-    if isinstance(refs, list) and refs:
-        for ref in refs:
-            if isinstance(ref, dict) and ref.get("ref") == MAIN_REF:
-                sha = ref.get("newSha")
-                return (sha, "") if isinstance(sha, str) and sha else (None, "main was deleted")
-        names = ", ".join(str(r.get("ref")) for r in refs if isinstance(r, dict))
+    if payload.updatedRefs:
+        for ref in payload.updatedRefs:
+            if ref.ref == MAIN_REF:
+                return (ref.newSha, "") if ref.newSha else (None, "main was deleted")
+        names = ", ".join(r.ref for r in payload.updatedRefs)
         return None, f"only {MAIN_REF} is onboarded (updated: {names})"
-    sha = repo.get("headSha")
-    if isinstance(sha, str) and sha:
-        return sha, ""
+    if payload.repo.headSha:
+        return payload.repo.headSha, ""
     return None, "no repo.headSha (an empty repo has nothing to onboard yet)"
 
 
-def parse_payload(payload: Any) -> ParsedEvent:
-    """Decide what one webhook payload asks for. Raises PayloadError when it is not a webhook payload at all."""
-    if not isinstance(payload, dict):
-        raise PayloadError("webhook body is not a JSON object", "send the Hugging Face webhook payload unchanged")
-    event, repo = payload.get("event"), payload.get("repo")
-    if (
-        not isinstance(event, dict)
-        or not isinstance(event.get("action"), str)
-        or not isinstance(event.get("scope"), str)
-    ):
-        raise PayloadError("webhook payload has no event.action / event.scope", "is this a Hugging Face webhook?")
-    if not isinstance(repo, dict):
-        raise PayloadError("webhook payload has no repo object", "is this a Hugging Face webhook?")
-    action, scope = event["action"], event["scope"]
-    repo_type = repo.get("type") if isinstance(repo.get("type"), str) else None
-    name = repo.get("name") if isinstance(repo.get("name"), str) else None
+def parse_payload(payload: bytes | Any) -> ParsedEvent:
+    """Decide what one webhook payload (the raw body, or already-parsed JSON) asks for. Raises PayloadError naming
+    the field when it is not a webhook payload at all."""
+    if isinstance(payload, (bytes, str)):
+        parsed: _Payload = serde.decode_json(payload, _Payload, "webhook body", _HINT, PayloadError)
+    else:
+        parsed = serde.convert(payload, _Payload, "webhook payload", _HINT, PayloadError)
+    action, scope = parsed.event.action, parsed.event.scope
+    repo_type, name = parsed.repo.type, parsed.repo.name
 
     def ignored(reason: str) -> ParsedEvent:
         return ParsedEvent(action, scope, repo_type, name, None, reason)
@@ -92,7 +112,7 @@ def parse_payload(payload: Any) -> ParsedEvent:
         return ignored(f"repo type {repo_type!r} is not a model")
     if name is None or not is_repo_id(name):
         return ignored(f"repo.name {name!r} is not a hub model id")
-    sha, why = _main_sha(payload, repo)
+    sha, why = _main_sha(parsed)
     if sha is None:
         return ignored(why)
     if not is_revision(sha):

@@ -161,10 +161,9 @@ class _Handler(BaseHTTPRequestHandler):
     def _accept(self, body: bytes) -> None:
         config = self.owner.config
         try:
-            parsed = parse_payload(json.loads(body))
-        except (ValueError, PayloadError) as exc:
-            message = exc.message if isinstance(exc, PayloadError) else f"body is not JSON: {exc}"
-            self._reply(400, {"error": message})
+            parsed = parse_payload(body)
+        except PayloadError as exc:
+            self._reply(400, {"error": exc.message})
             return
         skip, reason = False, parsed.reason
         if parsed.key is not None:

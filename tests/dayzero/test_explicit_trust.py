@@ -42,7 +42,9 @@ def test_every_transformers_load_says_trust_remote_code() -> None:
                 "trust_remote_code" in ast.get_source_segment(text, func))  # fmt: skip
             if not (named or spread):
                 missing.append(f"{path.relative_to(ONBOARD.parent)}:{call.lineno}")
-    assert seen >= 5, "the scan found too few transformers loads: it no longer recognises them"
+    # One loader each (issue 12): the reference model (reference.py), the tokenizer (verify_tokenizer/subject.py), the
+    # meta-device estimate (inspect_checkpoint/weight_estimate.py), the sandbox's causal LM (sandbox/causal_lm.py).
+    assert seen >= 4, "the scan found too few transformers loads: it no longer recognises them"
     assert not missing, f"transformers loads without an explicit trust_remote_code: {missing}"
 
 

@@ -26,7 +26,7 @@ def test_goldens_from_the_repository_code(dayzero, in_process_sandbox, tmp_path)
     out = tmp_path / "golden"
     golden = record(str(fixture.path), out, policy=RemoteCodePolicy(trust_remote_code=True), calibrate=("float32",),
                     max_long_tokens=64)  # fmt: skip
-    assert [c["target"] for c in in_process_sandbox] == ["onboard.validate_serving.golden_remote:record_in_worker"]
+    assert [c["target"] for c in in_process_sandbox] == ["onboard.validate_serving.golden:record_in_worker"]
     on_disk = read_golden(out)
     reference = on_disk.manifest["reference"]
     assert reference["identity"] == f"repository code sha256:{code_hash(fixture.path)}"

@@ -45,8 +45,11 @@ def test_repository_code_is_the_reference_with_the_flag(dayzero, in_process_sand
     result = check_parity(LLAMA_ADAPTER, fixture.path, policy=policy)
     assert result["passed"] is True and result["status"] == "passed", result["detail"]
     assert result["worst"] <= 1e-4
-    assert [c["target"] for c in in_process_sandbox] == [
-        "onboard.generate_adapter.remote_reference:reference_logits"]  # fmt: skip
+    # The repository's code runs twice, both in the worker: the float32 truth and the float64 run that measures
+    # float32's own noise (the comparator's calibration, onboard/comparator.py CALIBRATION).
+    assert [(c["target"], c["kwargs"]["dtype"]) for c in in_process_sandbox] == [
+        ("onboard.generate_adapter.remote_reference:reference_logits", "float32"),
+        ("onboard.generate_adapter.remote_reference:reference_logits", "float64")]  # fmt: skip
     assert result["reference"]["identity"].startswith("repository code sha256:")
     assert fixture.imported() == []  # the stand-in's imports went to its own canary
 

@@ -120,7 +120,8 @@ def noisy_runs(path: Path, golden: Any, dtype: str, draws: int, top_k: int) -> l
     """`draws` re-parametrised runs of the checkpoint in `dtype`: each prompt's teacher-forced rows, per run."""
     from safetensors.torch import load_file
 
-    from onboard.validate_serving.runtime import InProcessCandidate, load_transformers
+    from onboard.reference import load_transformers
+    from onboard.validate_serving.runtime import InProcessCandidate
 
     model = load_transformers(path, dtype)
     rerun = Reparametrised(model, {k: v.float() for k, v in load_file(path / "model.safetensors").items()})

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import pytest
 
-from onboard.validate_serving.candidates import load_candidate
 from onboard.validate_serving.run import validate
+from onboard.validate_serving.runtime import load_candidate
 from tests.fidelity.reruns import TeacherForced, noisy_runs, replay
 
 RERUNS = 200

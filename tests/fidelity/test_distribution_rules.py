@@ -5,8 +5,7 @@ from __future__ import annotations
 import math
 import random
 
-from onboard.validate_serving.candidates import TopK
-from onboard.validate_serving.comparator import (
+from onboard.comparator import (
     LATE_FROM,
     NoiseStats,
     compare_rows,
@@ -15,6 +14,7 @@ from onboard.validate_serving.comparator import (
     noise_from,
     tolerances,
 )
+from onboard.validate_serving.candidates import TopK
 
 VOCAB = 12
 

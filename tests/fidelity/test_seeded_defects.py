@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import pytest
 
-from onboard.validate_serving.candidates import load_candidate
+from onboard.reference import load_transformers
 from onboard.validate_serving.run import validate
-from onboard.validate_serving.runtime import InProcessCandidate, load_transformers
+from onboard.validate_serving.runtime import InProcessCandidate, load_candidate
 from tests.fidelity.defects import DEFECTS, LOW_PRECISION
 from tests.fidelity.reruns import TeacherForced
 

@@ -17,12 +17,12 @@ import pytest
 import torch
 
 from onboard.blocks import attention
+from onboard.comparator import tolerances
 from onboard.generate_adapter import runtime
 from onboard.generate_adapter.runtime import KVCache
-from onboard.validate_serving.candidates import load_candidate
 from onboard.validate_serving.checks import determinism_padding
-from onboard.validate_serving.comparator import tolerances
 from onboard.validate_serving.golden import GoldenPrompt, GoldenSet
+from onboard.validate_serving.runtime import load_candidate
 
 # Each brings one attention path: biases (llama), sliding window on some layers (qwen2), soft-capping + sliding +
 # sandwich norms (gemma2), sinks + sliding + MoE (gpt_oss), MLA + MoE (deepseek_v3).

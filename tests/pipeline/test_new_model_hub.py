@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.ci import missing
 from tests.hubserver import HubServer, hub_env, hub_server  # noqa: F401  (fixtures)
 
 DEMO = Path(__file__).resolve().parents[2] / "examples" / "demo-qwen3"
@@ -18,7 +19,7 @@ DEMO = Path(__file__).resolve().parents[2] / "examples" / "demo-qwen3"
 @pytest.mark.slow
 def test_new_model_from_the_hub(hub_env: HubServer, tmp_path: Path) -> None:
     if not (DEMO / "model.safetensors").exists():
-        pytest.skip("demo checkpoint not built (make demo / scripts/make_demo_checkpoint.py)")
+        missing("demo checkpoint not built (make demo / scripts/make_demo_checkpoint.py)")
     sha = hub_env.add_repo("acme/demo-qwen3", DEMO)
     r = subprocess.run([sys.executable, "-m", "onboard", "new-model", "acme/demo-qwen3", "--workspace",
                         str(tmp_path / "ws"), "--json"], capture_output=True, text=True, timeout=600)  # fmt: skip

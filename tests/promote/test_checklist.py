@@ -14,6 +14,7 @@ from onboard.promote import evaluate_revision, load_checklist, load_signoffs, lo
 from onboard.promote.checklist import evaluate
 from onboard.promote.checklist_md import render_checklist_md
 from onboard.promote.stage_results import derive_inspect_checks
+from tests.ci import missing
 from tests.promote.workspaces import REV_A, SLUG, make_workspace
 
 # The contract with the other stages: the exact check names each must emit. A rename must change this on purpose.
@@ -24,7 +25,8 @@ EXPECTED_CHECKS = {
     "golden": ["goldens_recorded", "goldens_match_promoted"],
     "validate": ["logit_parity", "greedy_parity", "determinism_repeat", "determinism_padding", "determinism_batch",
                  "nan_inf_scan", "degeneration", "logit_scale", "long_context_parity", "performance_recorded",
-                 "stop_set"],
+                 "stop_set", "speculative_equivalence"],
+    "draft-check": ["draft_acceptance_measured"],
 }  # fmt: skip
 
 
@@ -164,7 +166,9 @@ def test_inspect_checks_derived_from_profile_findings():
 def test_bad_checklist_yaml_names_the_file_and_item(tmp_path):
     bad = tmp_path / "bad.yaml"
     bad.write_text("items:\n  - {id: x, title: X, command: c, required: yes-please}\n")
-    with pytest.raises(InputError, match=r"bad.yaml: item 'x': `required` must be true or false"):
+    with pytest.raises(
+        InputError, match=r"bad.yaml: item 'x': Expected `bool`, got `str` - at `\$\.items\[0\]\.required`"
+    ):
         load_checklist(bad)
     bad.write_text(
         "items:\n  - {id: x, title: X, command: c, required: true, ticked_by: [{stage: deploy, check: y}]}\n"
@@ -242,7 +246,7 @@ def test_performance_recorded_is_derived_from_validate_performance(tmp_path):
 def test_real_demo_profile_ticks_the_inspect_items(tmp_path):
     demo = Path(__file__).resolve().parents[2] / "examples" / "demo-qwen3"
     if not (demo / "model.safetensors").is_file():
-        pytest.skip("demo checkpoint not built (make demo / scripts/make_demo_checkpoint.py)")
+        missing("demo checkpoint not built (make demo / scripts/make_demo_checkpoint.py)")
     from onboard.inspect_checkpoint import inspect
 
     rev = tmp_path / "onboarding" / "demo-qwen3" / "local"

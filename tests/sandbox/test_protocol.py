@@ -36,7 +36,8 @@ def test_worker_environment_is_fresh_offline_and_scrubbed(default_method: str, m
 
 
 def test_thread_count_follows_the_parent_torch(default_method: str) -> None:
-    torch = pytest.importorskip("torch")
+    import torch
+
     seen = run_isolated(f"{PROBES}:environment", method=default_method)
     assert seen["env"]["OMP_NUM_THREADS"] == str(torch.get_num_threads())
 

@@ -2,7 +2,8 @@
 
 The engine is a real in-process model (no canned answers): greedy completions with logprobs, but like some engines
 it has no prompt_logprobs, echo or logit_bias (400 Bad Request), so capability detection has something to detect.
-`mode` picks the fault: ok, slow, truncated, malformed, no_choices, http500, stream_cut.
+`mode` picks the fault: ok, slow, truncated, malformed, no_choices, http500, stream_cut, stream_stall, bad_shape (choices is not
+a list), rate_limited (the first completion is refused with 429 and Retry-After: 1; arrival times in `posts`).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ class FakeServer:
     def __init__(self, engine: Any, mode: str = "ok", served: str = "tiny") -> None:
         self.engine, self.mode, self.served = engine, mode, served
         self.lock = threading.Lock()  # the engine is one torch model: one request at a time
+        self.posts: list[float] = []  # monotonic arrival time of every POST
         server = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -36,6 +38,15 @@ class FakeServer:
             def do_POST(self) -> None:  # noqa: N802
                 body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
                 mode = server.mode
+                server.posts.append(time.monotonic())
+                if mode == "rate_limited" and len(server.posts) == 1:
+                    self.send_response(429)
+                    self.send_header("Retry-After", "1")
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
+                if mode == "bad_shape":
+                    return self._json(200, {"choices": {"index": 0}})
                 if mode == "slow":
                     time.sleep(3.0)
                 if mode == "malformed":
@@ -72,6 +83,10 @@ class FakeServer:
                         event = {"choices": [{"index": choice["index"], "finish_reason": choice["finish_reason"] if last else None,
                                               "logprobs": {k: lp[k][t : t + 1] for k in ("tokens", "token_logprobs", "top_logprobs")}}]}  # fmt: skip
                         self.wfile.write(f"data: {json.dumps(event)}\n\n".encode())
+                        if server.mode == "stream_stall":  # the first token arrives, then nothing for 3 s
+                            self.wfile.flush()
+                            time.sleep(3.0)
+                            return
                         if cut:
                             self.close_connection = True
                             return

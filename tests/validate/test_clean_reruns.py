@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from onboard.validate_serving.candidates import load_candidate
+from onboard.reference import load_transformers
 from onboard.validate_serving.golden import CALIBRATION, GoldenPrompt, GoldenSet, _calibrate
 from onboard.validate_serving.run import validate
-from onboard.validate_serving.runtime import InProcessCandidate, load_transformers
+from onboard.validate_serving.runtime import InProcessCandidate, load_candidate
 from tests.validate.tiny_models import SMALL_VOCAB, build
 
 RERUNS = 200

@@ -6,8 +6,7 @@ import math
 
 import pytest
 
-from onboard.validate_serving.candidates import TopK
-from onboard.validate_serving.comparator import (
+from onboard.comparator import (
     THRESHOLDS,
     NoiseStats,
     compare_position,
@@ -17,6 +16,7 @@ from onboard.validate_serving.comparator import (
     scale_ratio,
     tolerances,
 )
+from onboard.validate_serving.candidates import TopK
 
 
 def dist(logits: dict[int, float]) -> TopK:

@@ -6,9 +6,9 @@ import socket
 
 import pytest
 
-from onboard.validate_serving.candidates import load_candidate
 from onboard.validate_serving.endpoint import EndpointCandidate, EndpointError
 from onboard.validate_serving.run import validate
+from onboard.validate_serving.runtime import load_candidate
 from tests.validate.fake_openai import FakeServer
 
 
@@ -49,6 +49,21 @@ def test_malformed_json_is_a_clear_error(engine) -> None:
         EndpointCandidate(server.url, "tiny", "float32", timeout_s=2)
 
 
+def test_wrong_shape_names_the_field(engine) -> None:
+    # msgspec decodes the reply: the error names the JSON path, not a KeyError deep in the parser
+    with FakeServer(engine, "bad_shape") as server, pytest.raises(EndpointError, match=r"at `\$\.choices`") as info:
+        EndpointCandidate(server.url, "tiny", "float32", timeout_s=5)
+    assert "/v1/completions" in info.value.message
+
+
+def test_rate_limit_is_retried_after_the_servers_delay(engine) -> None:
+    # 429 + Retry-After: 1 is retried after 1 s (the openai client's own first backoff is at most 0.5 s)
+    with FakeServer(engine, "rate_limited") as server:
+        candidate = EndpointCandidate(server.url, "tiny", "float32", timeout_s=5)
+    assert candidate.capabilities.ignore_eos
+    assert len(server.posts) >= 2 and server.posts[1] - server.posts[0] >= 1.0
+
+
 def test_unknown_served_model_lists_what_is_served(engine) -> None:
     with FakeServer(engine) as server, pytest.raises(EndpointError, match="serving: tiny"):
         EndpointCandidate(server.url, "other", "float32", timeout_s=5)
@@ -59,6 +74,14 @@ def test_truncated_stream_is_a_clear_error(engine) -> None:
         candidate = EndpointCandidate(server.url, "tiny", "float32", timeout_s=5)
         with pytest.raises(EndpointError, match="without \\[DONE\\]"):
             candidate.generate([[1, 2, 3]], 4, 1)
+
+
+def test_stalled_stream_is_a_clear_error(engine) -> None:
+    with FakeServer(engine, "stream_stall") as server:
+        candidate = EndpointCandidate(server.url, "tiny", "float32", timeout_s=1)
+        with pytest.raises(EndpointError, match="the stream stalled for more than 1 s") as info:
+            candidate.generate([[1, 2, 3]], 4, 1)
+    assert "--timeout" in info.value.hint
 
 
 def test_engine_without_prompt_logprobs_reports_what_was_not_checked(tiny, engine) -> None:

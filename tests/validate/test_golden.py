@@ -88,6 +88,18 @@ def test_read_golden_errors_name_the_file_and_line(tiny, tmp_path: Path) -> None
     (bad / "MANIFEST.json").write_text(json.dumps({"format": "other/9"}))
     with pytest.raises(InputError, match="format 'other/9'"):
         read_golden(bad)
+    # A value of the wrong type is named by its JSON path, not found later as a TypeError deep in validate.
+    doc = json.loads(lines[0])
+    doc["prompt_ids"][1] = "7"
+    (bad / "MANIFEST.json").write_text((src / "MANIFEST.json").read_text())
+    (bad / "prompts.jsonl").write_text(json.dumps(doc) + "\n")
+    with pytest.raises(InputError, match=r"prompts.jsonl:1: .*got `str` - at `\$\.prompt_ids\[1\]`"):
+        read_golden(bad)
+    manifest = json.loads((src / "MANIFEST.json").read_text())
+    manifest["generation"]["top_k"] = "ten"
+    (bad / "MANIFEST.json").write_text(json.dumps(manifest))
+    with pytest.raises(InputError, match=r"MANIFEST.json: .*at `\$\.generation\.top_k`"):
+        read_golden(bad)
 
 
 def test_recording_keeps_other_stages_files(tiny, tmp_path: Path) -> None:

@@ -12,9 +12,9 @@ import pytest
 from onboard.errors import InputError
 from onboard.promote.checklist import evaluate, load_checklist
 from onboard.promote.stage_results import load_stage_results
-from onboard.validate_serving.candidates import load_candidate
 from onboard.validate_serving.golden import record
 from onboard.validate_serving.run import validate
+from onboard.validate_serving.runtime import load_candidate
 from tests.validate.test_cli_validate import onboard
 from tests.validate.tiny_models import ORIGINAL_MAX, WINDOW, edit_config
 

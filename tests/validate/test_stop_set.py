@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from onboard.validate_serving.candidates import load_candidate
 from onboard.validate_serving.golden import record
 from onboard.validate_serving.run import validate
+from onboard.validate_serving.runtime import load_candidate
 from onboard.verify_tokenizer import verify_tokenizer
 from tests.validate.tiny_models import build
 

@@ -7,8 +7,8 @@ import shutil
 
 import pytest
 
-from onboard.validate_serving.candidates import load_candidate
 from onboard.validate_serving.run import validate
+from onboard.validate_serving.runtime import load_candidate
 from tests.validate.defects import DEFECTS
 
 ARCHS = ("llama", "qwen3", "gemma2", "qwen3_moe")

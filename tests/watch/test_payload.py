@@ -47,3 +47,19 @@ def test_parse(payload: dict, key: JobKey | None, reason: str) -> None:
 def test_not_a_webhook_payload(payload: object) -> None:
     with pytest.raises(PayloadError):
         parse_payload(payload)
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        (b'{"event": {"action": "update"}, "repo": {}}', "`scope` - at `$.event`"),
+        (b'{"event": {"action": "update", "scope": "repo"}, "repo": {"name": 5}}', "at `$.repo.name`"),
+        (b'{"event": {"action": "update", "scope": "repo"}, "repo": {}, "updatedRefs": [{"ref": 1}]}',
+         "at `$.updatedRefs[0].ref`"),
+        (b"{\"event\": ", "not JSON"),
+    ],
+)  # fmt: skip
+def test_a_wrong_shape_names_the_field(body: bytes, field: str) -> None:
+    with pytest.raises(PayloadError, match="webhook body") as info:
+        parse_payload(body)
+    assert field in info.value.message

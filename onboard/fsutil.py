@@ -1,4 +1,8 @@
-"""File writes that never leave half a file, and OS errors turned into messages that say what to do."""
+"""File writes that never leave half a file, and OS errors turned into messages that say what to do.
+
+The one atomic write of the package: every stage, the pipeline, the registry and the caches write through
+`atomic_write`, so a crash or a full disk leaves the old file or the new one, never a half-written one.
+"""
 
 from __future__ import annotations
 
@@ -11,6 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 
+from onboard import serde
 from onboard.errors import InputError
 
 P = ParamSpec("P")
@@ -49,16 +54,39 @@ def clean_os_errors(fn: Callable[P, R]) -> Callable[P, R]:
     return wrapper
 
 
-def atomic_write_text(path: Path, text: str) -> None:
-    """Write `text` to `path` through a temp file in the same folder and os.replace: readers see old or new."""
+def _process_umask() -> int:
+    """The umask, read without changing it (os.umask sets it, which would race with threads creating files)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+_UMASK = _process_umask()
+
+
+def atomic_write(path: Path, data: str | bytes, *, mode: int | None = None, durable: bool = True) -> None:
+    """Write `data` to `path` through a temp file in the same folder and os.replace: readers see old or new.
+
+    The file gets `mode`, else the permissions a plain open() would give (mkstemp's 0600 would hide shared files
+    such as goldens from the rest of a team). `durable=False` skips the fsync, for caches that are cheap to lose.
+    An OSError becomes an InputError naming the path and the fix.
+    """
     tmp_name = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data.encode("utf-8") if isinstance(data, str) else data)
+            if durable:
+                fh.flush()
+                os.fsync(fh.fileno())
+        os.chmod(tmp_name, mode if mode is not None else 0o666 & ~_UMASK)
         os.replace(tmp_name, path)
         tmp_name = None
     except OSError as exc:
@@ -72,21 +100,19 @@ def atomic_write_text(path: Path, text: str) -> None:
 
 
 def atomic_write_json(path: Path, data: Any) -> None:
-    atomic_write_text(path, json.dumps(data, indent=2, ensure_ascii=False, sort_keys=False) + "\n")
+    atomic_write(path, json.dumps(data, indent=2, ensure_ascii=False, sort_keys=False) + "\n")
 
 
-def read_json(path: Path) -> Any:
-    """Parse a JSON file; a missing or malformed file is an InputError naming it."""
+def read_json(path: Path, kind: Any = Any, hint: str | None = None) -> Any:
+    """A JSON file decoded by msgspec into `kind` (a Struct, dataclass or typing form; plain JSON by default); a
+    missing or malformed file, or a field of the wrong type, is an InputError naming the file (and the field's
+    JSON path, `$.prompts[3].text`)."""
     try:
-        text = path.read_text(encoding="utf-8")
+        raw = path.read_bytes()
     except FileNotFoundError as exc:
-        raise InputError(f"{path} does not exist", "run the stage that writes it first") from exc
+        raise InputError(f"{path} does not exist", hint or "run the stage that writes it first") from exc
     except OSError as exc:
         raise os_error(exc, path, "read") from exc
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InputError(
-            f"{path} is not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})",
-            "rerun the stage that writes it (a crashed run can leave it broken)",
-        ) from exc
+    return serde.decode_json(
+        raw, kind, str(path), hint or "rerun the stage that writes it (a crashed run can leave it broken)"
+    )

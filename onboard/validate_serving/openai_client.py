@@ -1,0 +1,178 @@
+"""Talking to an OpenAI-compatible server: the `openai` package for transport, msgspec for the replies.
+
+The `openai` client brings what a hand-written client got wrong or lacked: retries with exponential backoff and
+jitter that honour `Retry-After` (on 408/409/429/5xx, timeouts and refused connections), per-request timeouts,
+an API key from OPENAI_API_KEY, and streaming. Its response models are not used: engines extend the protocol
+(vLLM's `prompt_logprobs`, `token_id:` tokens), so raw bodies are decoded by msgspec into the few fields we read,
+and a reply of the wrong shape is an error naming the field (`$.choices[0]`). Every failure becomes an
+EndpointError naming the URL and what to do; never a traceback.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from typing import Any
+
+import msgspec
+
+from onboard.errors import InputError
+
+DEFAULT_RETRIES = 2  # the openai package's default: 3 attempts in all
+
+
+class EndpointError(InputError):
+    """The endpoint cannot be used: down, too slow, or answering something that is not the OpenAI protocol."""
+
+
+class HTTPStatusError(EndpointError):
+    """The server answered with an error status (after retries, for the statuses worth retrying)."""
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message, "check the request parameters the engine supports")
+        self.code = code
+
+
+class ModelEntry(msgspec.Struct):
+    id: str
+
+
+class ModelList(msgspec.Struct):
+    data: list[ModelEntry] = []
+
+
+class Completion(msgspec.Struct):
+    """A /v1/completions reply or one streamed event; each choice stays a dict (engines add their own fields)."""
+
+    choices: list[dict[str, Any]] = []
+
+
+class Version(msgspec.Struct):
+    version: str | None = None
+
+
+class OpenAIClient:
+    def __init__(self, base: str, timeout_s: float, retries: int = DEFAULT_RETRIES) -> None:
+        import openai  # ~1 s to import: only when an endpoint is validated
+
+        self.base = base
+        self.timeout = timeout_s
+        self.retries = retries
+        # Servers without auth ignore the key; vLLM's --api-key and hosted endpoints read it from the environment.
+        self.client = openai.OpenAI(
+            base_url=base + "/v1",
+            api_key=os.environ.get("OPENAI_API_KEY") or "none",
+            timeout=timeout_s,
+            max_retries=retries,
+        )
+
+    # --- requests ------------------------------------------------------------------------------------------------
+    def models(self) -> list[str]:
+        url = self.base + "/v1/models"
+        with self._errors(url):
+            raw = self.client.models.with_raw_response.list().http_response.content
+        return [m.id for m in self._decode(raw, ModelList, url).data]
+
+    def version(self) -> str | None:
+        """The engine's version (vLLM's /version; not part of the OpenAI protocol): None when it has none."""
+        import httpx2
+
+        url = self.base + "/version"
+        try:
+            with self._errors(url):
+                response = self.client.with_options(max_retries=0).get(url, cast_to=httpx2.Response)
+            return self._decode(response.content, Version, url).version
+        except EndpointError:
+            return None
+
+    def complete(self, body: dict[str, Any]) -> Completion:
+        url = self.base + "/v1/completions"
+        prompt, rest = body["prompt"], {k: v for k, v in body.items() if k not in ("model", "prompt")}
+        with self._errors(url):
+            raw = self.client.completions.with_raw_response.create(
+                model=body["model"], prompt=prompt, extra_body=rest
+            ).http_response.content
+        return self._decode(raw, Completion, url)
+
+    def stream(self, body: dict[str, Any]) -> Iterator[Completion]:
+        """Server-sent events of a streamed completion, decoded as they arrive; an error unless it ends in [DONE]."""
+        url = self.base + "/v1/completions"
+        prompt, rest = body["prompt"], {k: v for k, v in body.items() if k not in ("model", "prompt", "stream")}
+        done = False
+        with self._errors(url, streaming=True):
+            with self.client.completions.with_streaming_response.create(
+                model=body["model"], prompt=prompt, stream=True, extra_body=rest
+            ) as response:
+                for line in response.iter_lines():
+                    if not line.startswith("data:"):
+                        continue
+                    payload = line[5:].strip()
+                    if payload == "[DONE]":
+                        done = True
+                        break
+                    yield self._decode(payload.encode(), Completion, url, what="stream event")
+        if not done:
+            raise EndpointError(
+                f"{url}: stream ended without [DONE] (truncated)", "the server crashed mid-generation; check its log"
+            )
+
+    # --- errors --------------------------------------------------------------------------------------------------
+    def _decode(self, raw: bytes, kind: type[Any], url: str, what: str = "JSON response") -> Any:
+        try:
+            return msgspec.json.decode(raw, type=kind)
+        except msgspec.ValidationError as exc:  # JSON of the wrong shape: msgspec names the field ($.choices[0])
+            raise EndpointError(f"{url}: unexpected {what}: {exc}", "is this an OpenAI-compatible server?") from exc
+        except msgspec.DecodeError as exc:
+            raise EndpointError(
+                f"{url}: malformed {what}: {raw[:120]!r}", "is this an OpenAI-compatible server?"
+            ) from exc
+
+    def _errors(self, url: str, streaming: bool = False) -> _ErrorMap:
+        return _ErrorMap(self, url, streaming)
+
+
+class _ErrorMap:
+    """Turns the openai package's and httpx2's exceptions into EndpointErrors (a context manager)."""
+
+    def __init__(self, client: OpenAIClient, url: str, streaming: bool) -> None:
+        self.client, self.url, self.streaming = client, url, streaming
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: object) -> bool:
+        if exc is None or isinstance(exc, EndpointError) or not isinstance(exc, Exception):
+            return False
+        mapped = self.map(exc)
+        if mapped is None:
+            return False
+        raise mapped from exc
+
+    def map(self, exc: Exception) -> EndpointError | None:
+        import httpx2
+        import openai
+
+        url, attempts = self.url, self.client.retries + 1
+        tries = f" ({attempts} attempts)" if attempts > 1 else ""
+        cause = exc.__cause__ if isinstance(exc, openai.APIConnectionError) else exc
+        if isinstance(exc, openai.APITimeoutError) or isinstance(cause, httpx2.TimeoutException):
+            if self.streaming and not isinstance(exc, openai.APIError):  # the request was answered, then stalled
+                message = f"{url}: the stream stalled for more than {self.client.timeout:g} s"
+            else:
+                message = f"{url}: no answer within {self.client.timeout:g} s{tries}"
+            return EndpointError(message, "the server is hung or overloaded; raise --timeout")
+        if isinstance(exc, openai.APIStatusError):
+            detail = exc.response.text[:300]
+            return HTTPStatusError(exc.status_code, f"{url}: HTTP {exc.status_code}: {detail}")
+        if isinstance(cause, httpx2.ConnectError):
+            return EndpointError(
+                f"cannot connect to {url}: {cause}{tries}", "start the server, or check --endpoint (scheme, host, port)"
+            )
+        if isinstance(cause, httpx2.RemoteProtocolError):
+            what = "truncated stream" if self.streaming else "truncated response"
+            return EndpointError(
+                f"{url}: {what} ({cause})", "the server crashed or a proxy cut the body; check its log"
+            )
+        if isinstance(exc, (openai.APIError, httpx2.HTTPError)):
+            return EndpointError(f"{url}: connection failed ({cause or exc}){tries}", "check the server log")
+        return None

@@ -1,0 +1,79 @@
+"""generate's parity verdict on the trained fixture (tests/fixtures/trained-qwen3: trained-like magnitudes, bf16):
+the committed qwen3 adapter passes in the served dtype, the same adapter with its logits x1.03 (a dropped or doubled
+multiplier that leaves the argmax alone) fails and says where, and a reference that may not run is never a pass."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from onboard.generate_adapter.parity import check_parity
+from onboard.generate_adapter.regenerate import ADAPTERS_DIR
+
+TRAINED = Path(__file__).resolve().parents[1] / "fixtures" / "trained-qwen3"
+
+
+def scaled_adapter(tmp_path: Path, factor: float) -> Path:
+    """The committed qwen3 adapter with its logits multiplied by `factor`."""
+    path = tmp_path / "qwen3_scaled.py"
+    path.write_text(
+        "import importlib.util\nimport sys\n"
+        f"_spec = importlib.util.spec_from_file_location('_qwen3_base', {str(ADAPTERS_DIR / 'qwen3.py')!r})\n"
+        "_base = sys.modules['_qwen3_base'] = importlib.util.module_from_spec(_spec)\n"
+        "_spec.loader.exec_module(_base)\n\n\n"
+        "class Model(_base.Model):\n"
+        "    def forward(self, *args, **kwargs):\n"
+        f"        return super().forward(*args, **kwargs) * {factor}\n"
+    )
+    return path
+
+
+@pytest.fixture(scope="module")
+def bf16_clean() -> dict:
+    return check_parity(ADAPTERS_DIR / "qwen3.py", TRAINED, dtype="bfloat16")
+
+
+def test_the_committed_adapter_passes_on_trained_weights_in_bf16(bf16_clean: dict) -> None:
+    report = bf16_clean
+    assert (report["passed"], report["status"], report["dtype"]) == (True, "passed", "bfloat16"), report["detail"]
+    assert [p["length"] for p in report["prompts"]] == [5, 19, 48]
+    assert report["reference"]["library"] == "transformers"
+    # bf16 error is real (not a comparison of a model with itself) and of transformers' own bf16 order.
+    assert 0 < report["worst"] < 0.05 and 0 < report["reference_worst"] < 0.05
+    assert report["worst"] < 4 * report["reference_worst"]
+    assert "divergence" not in report
+
+
+def test_logits_scaled_by_1_03_fail_in_bf16_on_the_logit_scale(tmp_path: Path, bf16_clean: dict) -> None:
+    report = check_parity(scaled_adapter(tmp_path, 1.03), TRAINED, dtype="bfloat16")
+    assert (report["passed"], report["status"]) == (False, "failed")
+    assert re.search(r"FAILED: .*logit scale 1\.0[23]\d\d: \|slope-1\| >", report["detail"]), report["detail"]
+    assert report["worst"] > bf16_clean["worst"]
+    assert "adapter/reference = 1.03" in report["divergence"]  # where it breaks, and that it is a scale
+
+
+def test_a_float32_adapter_within_rounding_passes_and_x1_001_fails(tmp_path: Path) -> None:
+    clean = check_parity(ADAPTERS_DIR / "qwen3.py", TRAINED)
+    assert clean["passed"] and clean["reference_worst"] is None and clean["worst"] < 1e-4, clean["detail"]
+    scaled = check_parity(scaled_adapter(tmp_path, 1.001), TRAINED)
+    assert not scaled["passed"]
+    assert re.search(r"FAILED: .*logit scale 1\.0010: \|slope-1\| >", scaled["detail"]), scaled["detail"]
+
+
+def test_repository_code_that_may_not_run_is_unverified_not_passed(tmp_path: Path) -> None:
+    folder = tmp_path / "remote"
+    shutil.copytree(TRAINED, folder)
+    config = json.loads((folder / "config.json").read_text())
+    config |= {
+        "model_type": "qwen3_custom",
+        "auto_map": {"AutoConfig": "modeling_custom.CustomConfig", "AutoModelForCausalLM": "modeling_custom.Custom"},
+    }
+    (folder / "config.json").write_text(json.dumps(config))
+    (folder / "modeling_custom.py").write_text("raise SystemExit('repository code ran')\n")  # must never run
+    report = check_parity(ADAPTERS_DIR / "qwen3.py", folder, dtype="bfloat16")
+    assert (report["passed"], report["status"], report["worst"]) == (False, "unverified", None)
+    assert "--trust-remote-code" in report["detail"]

@@ -1,0 +1,41 @@
+"""onboard.fsutil.atomic_write, the one atomic write: old or new content, never half; plain-open permissions;
+an OSError becomes an InputError naming the path."""
+
+from __future__ import annotations
+
+import os
+import stat
+
+import pytest
+
+from onboard.errors import InputError
+from onboard.fsutil import atomic_write
+
+
+def test_writes_text_and_bytes_with_plain_open_permissions(tmp_path):
+    umask = os.umask(0o022)
+    os.umask(umask)
+    target = tmp_path / "sub" / "out.json"
+    atomic_write(target, "héllo\n")
+    assert target.read_bytes() == "héllo\n".encode()
+    assert stat.S_IMODE(target.stat().st_mode) == 0o666 & ~umask  # not mkstemp's 0600: goldens are shared files
+    atomic_write(target, b"\x00\x01", durable=False)
+    assert target.read_bytes() == b"\x00\x01"
+    script = tmp_path / "run.sh"
+    atomic_write(script, "#!/bin/sh\n", mode=0o755)
+    assert stat.S_IMODE(script.stat().st_mode) == 0o755
+    assert sorted(p.name for p in tmp_path.rglob("*")) == ["out.json", "run.sh", "sub"]  # no temp file left
+
+
+def test_a_failed_write_keeps_the_old_file_and_names_the_path(tmp_path, monkeypatch):
+    target = tmp_path / "validation.json"
+    target.write_text("old\n")
+
+    def full_disk(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "replace", full_disk)
+    with pytest.raises(InputError) as info:
+        atomic_write(target, "new\n")
+    assert str(target) in info.value.message and "disk is full" in (info.value.hint or "")
+    assert target.read_text() == "old\n" and [p.name for p in tmp_path.iterdir()] == ["validation.json"]

@@ -1,0 +1,120 @@
+"""The `onboard/` import graph has no cycles (issue 12 §3).
+
+The graph is built statically with ast from every import statement that can run: module level and inside functions
+(a function-level import only hides a cycle until the function is called). Imports under `if TYPE_CHECKING:` are
+left out: they never execute, and they are the way to name a type without a runtime dependency.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parents[1] / "onboard"
+
+
+def _module_names(package: Path) -> dict[str, Path]:
+    names = {}
+    for file in package.rglob("*.py"):
+        parts = list(file.relative_to(package.parent).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        names[".".join(parts)] = file
+    return names
+
+
+def _is_type_checking(test: ast.expr) -> bool:
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def _runtime_imports(tree: ast.AST) -> list[ast.Import | ast.ImportFrom]:
+    found: list[ast.Import | ast.ImportFrom] = []
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.If) and _is_type_checking(node.test):
+            stack.extend(node.orelse)
+            continue
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            found.append(node)
+        stack.extend(ast.iter_child_nodes(node))
+    return found
+
+
+def _targets(module: str, is_package: bool, node: ast.Import | ast.ImportFrom, known: dict[str, Path]) -> set[str]:
+    """The package modules an import statement loads (the deepest known module of each imported name)."""
+    if isinstance(node, ast.Import):
+        names = [alias.name for alias in node.names]
+    else:
+        base = node.module or ""
+        if node.level:
+            parts = module.split(".") if is_package else module.split(".")[:-1]
+            parts = parts[: len(parts) - (node.level - 1)]
+            base = ".".join([*parts, *([node.module] if node.module else [])])
+        names = [f"{base}.{alias.name}" if f"{base}.{alias.name}" in known else base for alias in node.names]
+    out = set()
+    for name in names:
+        while name and name not in known:
+            name = name.rpartition(".")[0]
+        if name and name != module:
+            out.add(name)
+    return out
+
+
+def import_graph(package: Path) -> dict[str, set[str]]:
+    known = _module_names(package)
+    graph = {}
+    for module, file in known.items():
+        tree = ast.parse(file.read_text(encoding="utf-8"), filename=str(file))
+        graph[module] = set().union(
+            *(_targets(module, file.name == "__init__.py", node, known) for node in _runtime_imports(tree))
+        )
+    return graph
+
+
+def find_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """One shortest cycle through each module that is on one, as the import path `a -> b -> a`."""
+    cycles, seen = [], set()
+    for start in sorted(graph):
+        if start in seen:
+            continue
+        paths, visited = [[start]], {start}
+        while paths:  # breadth-first: the first path back to `start` is a shortest cycle
+            next_paths = []
+            for path in paths:
+                for nxt in sorted(graph[path[-1]]):
+                    if nxt == start:
+                        cycle = [*path, start]
+                        seen.update(cycle)
+                        cycles.append(cycle)
+                        next_paths = []
+                        break
+                    if nxt not in visited:
+                        visited.add(nxt)
+                        next_paths.append([*path, nxt])
+                else:
+                    continue
+                break
+            paths = next_paths
+    return cycles
+
+
+def test_onboard_has_no_import_cycles():
+    cycles = find_cycles(import_graph(PACKAGE))
+    assert not cycles, "import cycles in onboard/ (function-level imports count):\n" + "\n".join(
+        " -> ".join(c) for c in cycles
+    )
+
+
+def test_detector_sees_a_cycle_hidden_in_a_function(tmp_path):
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "a.py").write_text("from pkg.b import helper\n")
+    (pkg / "b.py").write_text("def helper():\n    from . import a\n")
+    (pkg / "c.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pkg.a import x\n")
+    graph = import_graph(pkg)
+    assert graph["pkg.a"] == {"pkg.b"} and graph["pkg.b"] == {"pkg.a"} and graph["pkg.c"] == set()
+    assert find_cycles(graph) == [["pkg.a", "pkg.b", "pkg.a"]]
