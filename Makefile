@@ -2,7 +2,7 @@
 PY := .venv/bin/python
 VENV_STAMP := .venv/.installed
 
-.PHONY: demo test test-fast lint style bench clean-venv
+.PHONY: demo test test-fast lint style bench mutation clean-venv
 
 $(VENV_STAMP): pyproject.toml
 	test -x $(PY) || python3 -m venv .venv
@@ -22,7 +22,7 @@ demo: $(VENV_STAMP) examples/demo-qwen3/model.safetensors
 
 ## The whole test suite (what CI runs).
 test: $(VENV_STAMP) examples/demo-qwen3/model.safetensors
-	.venv/bin/pytest -q
+	.venv/bin/pytest -q --durations=30
 
 test-fast: $(VENV_STAMP)
 	.venv/bin/pytest -q -m "not slow"
@@ -35,6 +35,10 @@ style: $(VENV_STAMP)
 
 bench: $(VENV_STAMP)
 	for b in benchmarks/bench_*.py; do $(PY) $$b || exit 1; done
+
+## Mutation score of the core checks (not in `make test`): one module at a time, score and survivors per module.
+mutation: $(VENV_STAMP)
+	$(PY) scripts/mutation.py
 
 clean-venv:
 	rm -rf .venv
