@@ -90,7 +90,9 @@ def run_probe(model: Any, layers: list[Any], tokens: int, vocab: int) -> Probe:
     from transformers import DynamicCache
 
     probe = Probe(tokens=tokens)
-    before = {key: id(t) for key, t in _plain_tensor_attrs(model, layers).items()}
+    # Hold the tensors themselves, not their id(): once the forward frees an old state tensor, a new one can be
+    # allocated at the same address, get the same id() and be missed (RecurrentGemma's states, seen as a flaky total).
+    before = dict(_plain_tensor_attrs(model, layers))
     gen = torch.Generator().manual_seed(1234)
     ids = torch.randint(3, max(4, min(vocab, 1000)), (BATCH, tokens), generator=gen)
     with torch.no_grad():
@@ -103,7 +105,7 @@ def run_probe(model: Any, layers: list[Any], tokens: int, vocab: int) -> Probe:
             model(input_ids=ids, use_cache=True, cache=cache)
     _collect_cache(probe, cache, len(layers))
     for key, tensor in _plain_tensor_attrs(model, layers).items():
-        if before.get(key) != id(tensor):
+        if before.get(key) is not tensor:
             probe.add(key[0], key[1], tensor)
     return probe
 
