@@ -8,7 +8,7 @@ Each module runs in its own work folder (.mutation/<module>/: links to the check
 [tool.mutmut] is the checkout's plus the module's files and tests), so its stats run and its results stay apart and
 a rerun only tests the mutants whose code changed. Prints a score per module and every surviving mutant with its
 diff. Score = detected / (mutants - listed equivalents), detected = killed, timeout or crashed. Equivalent mutants are
-listed in scripts/mutation_equivalent.toml with a reason and the changed line; an entry whose line no longer matches
+listed in scripts/mutation_equivalent/<module>.toml with a reason and the changed line; an entry whose line no longer matches
 the mutant is stale and excludes nothing. Exit 1 when a module scores under --min-score (default 85).
 Not part of `make test`: mutants cost minutes per module on 2 cores (figures: docs/mutation.md).
 """
@@ -30,7 +30,7 @@ import tomllib
 
 REPO = Path(__file__).resolve().parent.parent
 MODULES_FILE = REPO / "scripts" / "mutation.toml"
-EQUIVALENT_FILE = REPO / "scripts" / "mutation_equivalent.toml"
+EQUIVALENTS = REPO / "scripts" / "mutation_equivalent"  # <module>.toml: one list per module
 WORK = REPO / ".mutation"
 MUTMUT = Path(sys.executable).parent / "mutmut"
 # What the mutated copy needs beside the package: onboard.resources finds these next to the package folder.
@@ -150,6 +150,12 @@ def diffs_of(work: Path, mutants: list[str]) -> dict[str, str]:
     return {name: "\n".join(lines) for name, lines in json.loads(out).items()}
 
 
+def equivalents_of(module: str) -> list[dict]:
+    """The module's listed equivalent mutants (scripts/mutation_equivalent/<module>.toml; none when absent)."""
+    path = EQUIVALENTS / f"{module}.toml"
+    return tomllib.loads(path.read_text()).get("equivalent", []) if path.exists() else []
+
+
 def apply_equivalents(result: ModuleResult, work: Path, listed: list[dict]) -> None:
     present = [entry for entry in listed if entry["mutant"] in result.statuses]
     diffs = diffs_of(work, [entry["mutant"] for entry in present])
@@ -232,7 +238,6 @@ def main() -> int:
     unknown = set(args.modules) - set(modules)
     if unknown:
         parser.error(f"unknown module(s) {sorted(unknown)}; known: {', '.join(modules)}")
-    listed = tomllib.loads(EQUIVALENT_FILE.read_text()).get("equivalent", []) if EQUIVALENT_FILE.exists() else []
     results = []
     chosen = args.modules or list(modules)
     deadline = time.monotonic() + args.budget_minutes * 60
@@ -240,6 +245,7 @@ def main() -> int:
         if args.fresh:
             shutil.rmtree(WORK / (name + suffix), ignore_errors=True)
         work = prepare(name + suffix, modules[name])
+        listed = equivalents_of(name)
         result = ModuleResult(name + suffix)
         if not args.report_only:
             print(f"== {name}: mutating {', '.join(modules[name]['files'])}", flush=True)
