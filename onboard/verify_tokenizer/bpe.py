@@ -70,6 +70,21 @@ def split_special(text: str, special: dict[str, int]) -> list[tuple[str, int | N
     return out
 
 
+def encode_with_special(
+    text: str, special: dict[str, int], encode_plain: Callable[[str, bool], list[int]]
+) -> list[int]:
+    """Ids of `text`: each special/added token string its own id, the text between them through
+    `encode_plain(segment, at_start)`; `at_start` is True only for a segment that begins `text` (SentencePiece adds
+    its dummy prefix there and not after a special token)."""
+    ids: list[int] = []
+    for index, (segment, special_id) in enumerate(split_special(text, special)):
+        if special_id is not None:
+            ids.append(special_id)
+        else:
+            ids.extend(encode_plain(segment, index == 0))
+    return ids
+
+
 class MergesBPE:
     """Byte-level BPE from a `vocab.json` + `merges.txt` pair (GPT-2, Qwen, Falcon, GGUF `gpt2` vocabularies)."""
 
@@ -107,17 +122,16 @@ class MergesBPE:
         return tuple(parts)
 
     def encode(self, text: str) -> list[int]:
+        return encode_with_special(text, self.special, self._encode_plain)
+
+    def _encode_plain(self, segment: str, at_start: bool) -> list[int]:
+        """`at_start` plays no part: byte-level BPE adds no prefix."""
+        if self.normalization:
+            segment = unicodedata.normalize(self.normalization, segment)
         ids: list[int] = []
-        for segment, special_id in split_special(text, self.special):
-            if special_id is not None:
-                ids.append(special_id)
-                continue
-            if self.normalization:
-                segment = unicodedata.normalize(self.normalization, segment)
-            for piece in split_pieces(segment, self.patterns):
-                word = "".join(self._byte_map[b] for b in piece.encode("utf-8"))
-                for token in self._bpe(word):
-                    ids.append(self.vocab[token])
+        for piece in split_pieces(segment, self.patterns):
+            word = "".join(self._byte_map[b] for b in piece.encode("utf-8"))
+            ids.extend(self.vocab[token] for token in self._bpe(word))
         return ids
 
 
@@ -146,14 +160,11 @@ class RankBPE:
         return tuple(self.ranks[p] for p in parts)
 
     def encode(self, text: str) -> list[int]:
-        ids: list[int] = []
-        for segment, special_id in split_special(text, self.special):
-            if special_id is not None:
-                ids.append(special_id)
-                continue
-            for piece in split_pieces(segment, self.patterns):
-                ids.extend(self._bpe(piece.encode("utf-8")))
-        return ids
+        return encode_with_special(text, self.special, self._encode_plain)
+
+    def _encode_plain(self, segment: str, at_start: bool) -> list[int]:
+        """`at_start` plays no part: byte-level BPE adds no prefix."""
+        return [i for piece in split_pieces(segment, self.patterns) for i in self._bpe(piece.encode("utf-8"))]
 
 
 Encoder = Callable[[str], list[int]]

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from onboard.errors import InputError
 from onboard.lfs import read_pointer
-from onboard.verify_tokenizer.bpe import Encoder, MergesBPE, RankBPE, split_special
+from onboard.verify_tokenizer.bpe import Encoder, MergesBPE, RankBPE, encode_with_special
 from onboard.verify_tokenizer.patterns import (
     name_for_rank_count,
     name_for_tiktoken_file,
@@ -115,10 +115,7 @@ def load_sentencepiece(path: Path, info: RepoTokenizerInfo) -> Reference | Skipp
         return ids[len(prefix) :]
 
     def encode(text: str) -> list[int]:
-        out: list[int] = []
-        for index, (segment, special_id) in enumerate(split_special(text, info.added_tokens)):
-            out.extend([special_id] if special_id is not None else encode_segment(segment, index == 0))
-        return out
+        return encode_with_special(text, info.added_tokens, encode_segment)
 
     return Reference("sentencepiece(" + path.name + ")", "sentencepiece", path.name, encode)
 
@@ -220,10 +217,7 @@ def load_mistral_common(path: Path, info: RepoTokenizerInfo) -> Reference | Skip
         return raw.encode(unk + text, bos=False, eos=False)[len(prefix) :]
 
     def encode(text: str) -> list[int]:
-        out: list[int] = []
-        for index, (segment, special_id) in enumerate(split_special(text, info.added_tokens)):
-            out.extend([special_id] if special_id is not None else encode_segment(segment, index == 0))
-        return out
+        return encode_with_special(text, info.added_tokens, encode_segment)
 
     kind = "SentencePiece" if spm else "tekken"
     return Reference(f"mistral-common({path.name})", "mistral-common", path.name, encode, note=f"mistral-common {kind}")

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import heapq
 
-from onboard.verify_tokenizer.bpe import split_special
+from onboard.verify_tokenizer.bpe import encode_with_special
 
 SPACE = "\u2581"
 
@@ -78,10 +78,4 @@ class ScoreSPM:
         return ids
 
     def encode(self, text: str) -> list[int]:
-        ids: list[int] = []
-        for index, (segment, special_id) in enumerate(split_special(text, self.special)):
-            if special_id is not None:
-                ids.append(special_id)
-            else:
-                ids.extend(self._encode_plain(segment, prefix=index == 0))
-        return ids
+        return encode_with_special(text, self.special, self._encode_plain)
