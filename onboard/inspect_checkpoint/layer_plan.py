@@ -8,7 +8,7 @@ when an older config omits `layer_types`.
 
 from __future__ import annotations
 
-from onboard.findings import Finding, warning
+from onboard.findings import Finding, info, warning
 from onboard.inspect_checkpoint.config_view import ConfigView
 from onboard.profile import LayerInfo
 
@@ -33,9 +33,21 @@ _ALL_SLIDING_IF_WINDOW = ("mistral", "mixtral", "starcoder2", "phi3", "phimoe", 
 _WINDOW_AFTER_MAX_LAYERS = ("qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "dots1", "smollm3", "qwen2_vl", "qwen2_5_vl")
 
 
-def _window(cv: ConfigView) -> int | None:
+def _declared_window(cv: ConfigView) -> int | None:
     w = cv.int("sliding_window", "sliding_window_size", "window_size", "attention_window_size", "local_window")
     return w if w and w > 0 else None
+
+
+def _idle_window(cv: ConfigView) -> tuple[int, int] | None:
+    """(window, context) when the declared window is at least the context: a query at position p < context then
+    sees every earlier token, so the window never binds (Phi-3-mini-128k: 262,144 over 131,072)."""
+    window, context = _declared_window(cv), cv.int("max_position_embeddings")
+    return (window, context) if window and context and window >= context else None
+
+
+def _window(cv: ConfigView) -> int | None:
+    """The sliding window that binds within the model's context; None without one."""
+    return None if _idle_window(cv) else _declared_window(cv)
 
 
 def _config_kinds(cv: ConfigView, n: int, mla: bool) -> list[str]:
@@ -45,6 +57,8 @@ def _config_kinds(cv: ConfigView, n: int, mla: bool) -> list[str]:
     types = cv.get("layer_types", "layers_block_type", "block_types")
     if isinstance(types, list) and types:
         kinds = [LAYER_TYPE_NAMES.get(str(t).lower(), f"unknown:{t}") for t in types]
+        if _idle_window(cv):  # "sliding" layers whose window never binds attend like full ones
+            kinds = ["mla" if k == "sliding" and mla else "full" if k == "sliding" else k for k in kinds]
         if mt == "recurrent_gemma":  # its attention blocks are local (attention_window_size)
             kinds = ["sliding" if k == "full" else k for k in kinds]
         if len(kinds) < n:  # recurrent_gemma-style repeating block pattern
@@ -151,6 +165,11 @@ def plan_layers(
             "window-layers-assumed", f"sliding_window {_window(cv)} without layer_types on the unregistered model_type "
             f"{cv.model_type!r}: assumed on {where} (transformers' {'Qwen2' if cv.has('use_sliding_window') else 'Mistral'}"
             " convention)", "parity against the repository's code confirms it; add layer_types to config.json if not"))  # fmt: skip
+    idle = _idle_window(cv)
+    if idle:
+        findings.append(info(
+            "window-never-binds", f"sliding_window {idle[0]} >= max_position_embeddings {idle[1]}: no position can fall "
+            "outside the window, so its layers are planned as full attention (the KV cache grows with the sequence)"))  # fmt: skip
     rope_flags = _rope_layers(cv, n)
     layers: list[LayerInfo] = []
     for i, kind in enumerate(kinds):

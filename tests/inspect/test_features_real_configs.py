@@ -49,11 +49,15 @@ def test_features_of_real_configs(shared_data, rel: str) -> None:
     assert features_of(shared_data, rel) == EXPECTED[rel]
 
 
-@pytest.mark.xfail(strict=True, reason="sliding_window 262144 > max_position_embeddings 131072 never binds, yet "
-                   "inspect reports a sliding window (architecture's layer kinds, not features.py)")  # fmt: skip
 def test_phi3_window_longer_than_the_context_is_no_sliding_window(shared_data) -> None:
+    """sliding_window 262144 over max_position_embeddings 131072 never binds: full attention, a growing cache."""
     for rel in ("phi/phi-3-mini-128k-instruct_user-upload", "phi/phi-3.5-mini-instruct_user-upload"):
         assert features_of(shared_data, rel) == {"rope:longrope"}
+    # One token less than the context: every position past the window is cut off, so it binds again.
+    assert "sliding_window" in features_of_variant(shared_data, "phi/phi-3.5-mini-instruct_user-upload",
+                                                   sliding_window=131071)  # fmt: skip
+    assert "sliding_window" not in features_of_variant(shared_data, "phi/phi-3.5-mini-instruct_user-upload",
+                                                       sliding_window=131072)  # fmt: skip
 
 
 def features_of_variant(shared_data, rel: str, **changes) -> set[str]:
