@@ -6,6 +6,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from onboard import serde
+from onboard.promote.checklist import Signoff
 
 
 @dataclass(frozen=True)
@@ -25,12 +26,8 @@ class CheckRow:
     detail: str = ""
 
 
-@dataclass(frozen=True)
-class SignoffRow:
-    item: str
-    by: str
-    at: str
-    note: str = ""
+SignoffRow = Signoff
+"""A sign-off as the record keeps it: the one signoff.py stored, unchanged."""
 
 
 @dataclass(frozen=True)
@@ -52,7 +49,7 @@ class PromotionRecord:
     checks: tuple[CheckRow, ...]
     checklist: dict[str, str]
     """item id -> status at promotion time."""
-    signoffs: tuple[SignoffRow, ...]
+    signoffs: tuple[Signoff, ...]
     versions: dict[str, str]
     hardware: dict[str, Any]
     """`validated_on` (from validate.json) and `promoted_on` (this host)."""
