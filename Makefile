@@ -4,12 +4,13 @@ VENV_STAMP := .venv/.installed
 
 .PHONY: demo test test-fast lint style bench mutation clean-venv
 
-$(VENV_STAMP): pyproject.toml
+$(VENV_STAMP): pyproject.toml constraints.txt
 	test -x $(PY) || python3 -m venv .venv
 	$(PY) -m pip install -q --upgrade pip
 	# Pin torch first: the CPU build (a bare `torch` may pull a multi-GB CUDA build).
 	$(PY) -m pip install -q torch==2.13.0
-	$(PY) -m pip install -q -e '.[dev]'
+	# The tested releases of the libraries our checks depend on (constraints.txt), not whatever is newest today.
+	$(PY) -m pip install -q -c constraints.txt -e '.[dev]'
 	touch $(VENV_STAMP)
 
 examples/demo-qwen3/model.safetensors: $(VENV_STAMP) scripts/make_demo_checkpoint.py tests/fixtures/trained-qwen3/model.safetensors

@@ -93,3 +93,12 @@ def test_the_scan_sees_function_level_imports(tmp_path: Path) -> None:
     module = tmp_path / "probe.py"
     module.write_text("import os\n\ndef f():\n    import not_a_real_dist_xyz\n    from yaml import safe_load\n")
     assert set(third_party(imported_modules([module]))) == {"not_a_real_dist_xyz", "yaml"}
+
+
+def test_each_dependency_is_declared_once() -> None:
+    """Two lines for one distribution (different ranges, different reasons) leave the reader guessing which holds."""
+    names = [
+        _requirement_name(r) for r in tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    ]
+    repeated = sorted({n for n in names if names.count(n) > 1})
+    assert not repeated, f"pyproject.toml [project] dependencies lists {repeated} more than once: keep one line each"
