@@ -6,7 +6,8 @@ and costs milliseconds. Every config read goes through ConfigView, which records
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
+from typing import Any
 
 from onboard.errors import ConfigError
 from onboard.findings import Finding, info, warning
@@ -25,7 +26,7 @@ from onboard.inspect_checkpoint.numerics import (
 )
 from onboard.inspect_checkpoint.per_layer import per_layer_tensors, with_kv_widths
 from onboard.inspect_checkpoint.tensor_index import TensorIndex
-from onboard.profile import Biases, Dims, LayerInfo, Moe, Multipliers, Norms, Quantization, Rope
+from onboard.profile import Biases, Dims, LayerInfo, ModelProfile, Moe, Multipliers, Norms, Quantization, Rope
 
 PARALLEL_RESIDUAL_TYPES = {"gptj", "codegen", "phi", "cohere", "cohere2", "gpt_neox", "falcon", "stablelm"}
 
@@ -49,6 +50,12 @@ class ArchFacts:
     quantization: Quantization | None
     multimodal: tuple[str, ...]
     parallel_residual: bool
+
+    def profile_fields(self) -> dict[str, Any]:
+        """The facts a ModelProfile carries, by field name (the others, such as position_encoding, only feed
+        features.derive)."""
+        carried = {f.name for f in fields(ModelProfile)}
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.name in carried}
 
 
 def analyze(cv: ConfigView, index: TensorIndex | None) -> tuple[ArchFacts, list[Finding]]:
