@@ -47,33 +47,25 @@ def _cases(device: str, dtype, tiny: bool) -> list[Case]:
         return a.cos(), a.sin()
 
     return [
-        Case(
-            "rmsnorm(offset 0)",
-            lambda: (rand(m, hidden), rand(hidden), 1e-6, 0.0),
-            rmsnorm.rms_norm_triton,
-            rmsnorm.rms_norm_reference,
-            lambda a: 2 * nbytes(a[0]) + nbytes(a[1]),
+        *(
+            Case(
+                f"rmsnorm(offset {offset:g})",
+                lambda offset=offset: (rand(m, hidden), rand(hidden), 1e-6, offset),
+                rmsnorm.rms_norm_triton,
+                rmsnorm.rms_norm_reference,
+                lambda a: 2 * nbytes(a[0]) + nbytes(a[1]),
+            )
+            for offset in (0.0, 1.0)
         ),
-        Case(
-            "rmsnorm(offset 1)",
-            lambda: (rand(m, hidden), rand(hidden), 1e-6, 1.0),
-            rmsnorm.rms_norm_triton,
-            rmsnorm.rms_norm_reference,
-            lambda a: 2 * nbytes(a[0]) + nbytes(a[1]),
-        ),
-        Case(
-            "rope(neox)",
-            lambda: (rand(m, heads, hd), *angles(), False),
-            rope.rope_triton,
-            rope.rope_reference,
-            lambda a: 2 * nbytes(a[0]) + nbytes(a[1], a[2]),
-        ),
-        Case(
-            "rope(interleaved)",
-            lambda: (rand(m, heads, hd), *angles(), True),
-            rope.rope_triton,
-            rope.rope_reference,
-            lambda a: 2 * nbytes(a[0]) + nbytes(a[1], a[2]),
+        *(
+            Case(
+                f"rope({layout})",
+                lambda interleaved=interleaved: (rand(m, heads, hd), *angles(), interleaved),
+                rope.rope_triton,
+                rope.rope_reference,
+                lambda a: 2 * nbytes(a[0]) + nbytes(a[1], a[2]),
+            )
+            for layout, interleaved in (("neox", False), ("interleaved", True))
         ),
         Case(
             "swiglu",
