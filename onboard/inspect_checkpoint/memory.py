@@ -127,6 +127,9 @@ def state_elements(layer: LayerInfo, dims: Dims, cv: ConfigView) -> int:
     if n_heads and head_dim:  # Mamba-2: heads × head_dim × state, conv over x, B and C
         intermediate = intermediate or n_heads * head_dim
         return (intermediate + 2 * groups * d_state) * d_conv + n_heads * head_dim * d_state
+    if not intermediate and cv.has("mamba_expand"):
+        # Hybrids (Jamba, Zamba) size the mixer as mamba_expand × hidden_size: their intermediate_size is the MLP's.
+        intermediate = int(expand * hidden)
     intermediate = intermediate or cv.int("intermediate_size", default=None) or int(expand * hidden)
     return intermediate * d_conv + intermediate * d_state
 
