@@ -197,3 +197,30 @@ def state_ready_unchanged(ws: Path) -> bool:
     from tests.promote.workspaces import SLUG
 
     return evaluate_revision(SLUG, ws).state.ready
+
+
+def test_golden_trajectories_are_the_goldens_and_measure_like_the_targets_own(result: dict, tmp_path: Path) -> None:
+    """--golden: the trajectories are the goldens' prompts and recorded continuations, in order; where a golden
+    continuation equals the target's own greedy one, the draft's accepted runs along it are the same; goldens of
+    another checkpoint are refused by name."""
+    from onboard.errors import InputError
+    from onboard.speculative.check import Request, run
+    from onboard.validate_serving.golden import read_golden, record
+
+    golden = record(str(TARGET), tmp_path / "golden", max_new_tokens=16, dtype="bfloat16", calibrate=())
+    recorded = [p for p in read_golden(golden.folder).prompts if p.generated_ids]
+    request = Request(str(TARGET), str(DRAFT), dtype="bfloat16", temperature=0.0, golden=golden.folder, out=tmp_path)
+    found = run(request, lambda _m: None)
+    assert found["prompts"]["from"] == f"goldens {golden.folder}"
+    assert [(t["name"], t["prompt_ids"], t["continuation_ids"]) for t in found["trajectories"]] == [
+        (p.name, list(p.prompt_ids), list(p.generated_ids)) for p in recorded
+    ]
+    own = {t["name"]: t for t in result["trajectories"]}
+    same = [t for t in found["trajectories"] if t["name"] in own
+            and (own[t["name"]]["prompt_ids"], own[t["name"]]["continuation_ids"]) == (t["prompt_ids"], t["continuation_ids"])]  # fmt: skip
+    assert len(same) >= 3, "too few identical trajectories to compare"
+    for t in same:
+        assert t["greedy_runs"] == own[t["name"]]["greedy_runs"], t["name"]
+    draft_golden = record(str(DRAFT), tmp_path / "draft-golden", max_new_tokens=4, dtype="bfloat16", calibrate=())
+    with pytest.raises(InputError, match="goldens of another checkpoint"):
+        run(Request(str(TARGET), str(DRAFT), golden=draft_golden.folder, out=tmp_path / "x"), lambda _m: None)
