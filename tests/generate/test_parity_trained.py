@@ -46,6 +46,18 @@ def test_the_committed_adapter_passes_on_trained_weights_in_bf16(bf16_clean: dic
     assert 0 < report["worst"] < 0.05 and 0 < report["reference_worst"] < 0.05
     assert report["worst"] < 4 * report["reference_worst"]
     assert "divergence" not in report
+    # worst is the worst prompt's max|Δlogit| / max|logit|; the detail says what was judged against what
+    assert report["worst"] == max(p["relative"] for p in report["prompts"])
+    assert all(p["relative"] == pytest.approx(p["max_abs_diff"] / p["max_abs_logit"]) for p in report["prompts"])
+    assert report["detail"].startswith(
+        "adapter in bfloat16 vs transformers float32, judged against transformers in bfloat16: "
+        f"{4 + 18 + 47} positions: mean KL"  # each prompt's next-token positions
+    ), report["detail"]
+    assert report["detail"].endswith(
+        f"max|Δ|/max|logit| {report['worst']:.2e} (transformers bfloat16: {report['reference_worst']:.2e})"
+        " (prompt lengths 5, 19, 48)"
+    ), report["detail"]
+    assert "THRESHOLDS" in report["tolerance"]  # the comparator's calibrated table, not a fixed bar
 
 
 def test_logits_scaled_by_1_03_fail_in_bf16_on_the_logit_scale(tmp_path: Path, bf16_clean: dict) -> None:
@@ -59,12 +71,17 @@ def test_logits_scaled_by_1_03_fail_in_bf16_on_the_logit_scale(tmp_path: Path, b
 def test_a_float32_adapter_within_rounding_passes_and_x1_001_fails(tmp_path: Path) -> None:
     clean = check_parity(ADAPTERS_DIR / "qwen3.py", TRAINED)
     assert clean["passed"] and clean["reference_worst"] is None and clean["worst"] < 1e-4, clean["detail"]
+    assert clean["detail"].startswith(
+        "adapter in float32 vs transformers float32, judged against transformers in float64"
+    )
+    assert clean["detail"].endswith(f"max|Δ|/max|logit| {clean['worst']:.2e} (prompt lengths 5, 19, 48)")
     scaled = check_parity(scaled_adapter(tmp_path, 1.001), TRAINED)
     assert not scaled["passed"]
     assert re.search(r"FAILED: .*logit scale 1\.0010: \|slope-1\| >", scaled["detail"]), scaled["detail"]
 
 
-def test_repository_code_that_may_not_run_is_unverified_not_passed(tmp_path: Path) -> None:
+def repository_code_copy(tmp_path: Path) -> Path:
+    """The trained fixture as a checkpoint whose reference is its repository's code (which must never run)."""
     folder = tmp_path / "remote"
     shutil.copytree(TRAINED, folder)
     config = json.loads((folder / "config.json").read_text())
@@ -74,6 +91,11 @@ def test_repository_code_that_may_not_run_is_unverified_not_passed(tmp_path: Pat
     }
     (folder / "config.json").write_text(json.dumps(config))
     (folder / "modeling_custom.py").write_text("raise SystemExit('repository code ran')\n")  # must never run
-    report = check_parity(ADAPTERS_DIR / "qwen3.py", folder, dtype="bfloat16")
+    return folder
+
+
+def test_repository_code_that_may_not_run_is_unverified_not_passed(tmp_path: Path) -> None:
+    report = check_parity(ADAPTERS_DIR / "qwen3.py", repository_code_copy(tmp_path), dtype="bfloat16")
     assert (report["passed"], report["status"], report["worst"]) == (False, "unverified", None)
+    assert (report["dtype"], report["reference_worst"], report["prompts"]) == ("bfloat16", None, [])
     assert "--trust-remote-code" in report["detail"]

@@ -1,0 +1,55 @@
+"""Which reference runs parity's yardstick, on the trained fixture (tests/fixtures/trained-qwen3): transformers in
+the calibration dtype (float64 for a float32 adapter; twice in bf16, eager and sdpa attention, pooled), a reference
+given as a module is itself cast, and repository code that may not run is refused before anything loads."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from onboard.errors import InputError
+from onboard.generate_adapter.parity import _own_runs, reference_model
+from onboard.reference import RemoteCodePolicy
+from tests.generate.test_parity_trained import TRAINED, repository_code_copy
+
+
+def _attention(model) -> str:
+    return model.config._attn_implementation
+
+
+def test_the_reference_is_transformers_with_eager_attention_in_the_asked_dtype() -> None:
+    model = reference_model(TRAINED, torch.bfloat16)
+    assert type(model).__module__.startswith("transformers.")
+    assert _attention(model) == "eager" and next(model.parameters()).dtype == torch.bfloat16
+    assert _attention(reference_model(TRAINED, torch.float32, RemoteCodePolicy(), attn="sdpa")) == "sdpa"
+
+
+def test_a_float32_adapter_is_judged_against_one_float64_run() -> None:
+    runs = list(_own_runs(TRAINED, "float32", RemoteCodePolicy(), None))
+    assert [(_attention(m), next(m.parameters()).dtype) for m in runs] == [("eager", torch.float64)]
+
+
+def test_a_bf16_adapter_is_judged_against_eager_and_sdpa_runs_in_bf16() -> None:
+    runs = list(_own_runs(TRAINED, "bfloat16", RemoteCodePolicy(), None))
+    assert [(_attention(m), next(m.parameters()).dtype) for m in runs] == [
+        ("eager", torch.bfloat16),
+        ("sdpa", torch.bfloat16),
+    ]
+
+
+def test_a_given_reference_is_itself_cast_and_left_untouched() -> None:
+    given = torch.nn.Linear(3, 2)
+    runs = list(_own_runs(TRAINED, "bfloat16", RemoteCodePolicy(), given))
+    assert len(runs) == 1 and runs[0] is not given
+    assert runs[0].weight.dtype == torch.bfloat16 and given.weight.dtype == torch.float32
+    assert torch.equal(runs[0].weight.float(), given.weight.bfloat16().float())
+
+
+def test_repository_code_that_may_not_run_is_refused_before_it_loads(tmp_path: Path) -> None:
+    folder = repository_code_copy(tmp_path)
+    with pytest.raises(InputError) as refused:
+        reference_model(folder, torch.float32)
+    said = f"{refused.value.message} {refused.value.hint}"
+    assert "repository" in said and f"onboard generate {folder} --parity --trust-remote-code" in said, said
