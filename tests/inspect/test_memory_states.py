@@ -74,3 +74,68 @@ def test_recurrent_state_matches_the_cache_transformers_keeps(tmp_path, model_ty
     assert state > 0
     profile = inspect(str(folder), kv_dtype="float32", max_model_len=truth["kv_cache"]["probe_tokens"][-1])
     assert profile.memory.state_bytes_per_sequence == state
+
+
+# The config fields that size a recurrent state. A config.json may leave one out (written by hand, or by a
+# transformers release before the field existed): transformers then builds the model with its config class's default.
+STATE_FIELDS = {
+    "lru_width", "conv1d_width", "attention_hidden_size", "linear_head_dim", "linear_conv_kernel_dim",
+    "short_conv_kernel_size", "linear_num_key_heads", "linear_num_value_heads", "linear_key_head_dim",
+    "linear_value_head_dim", "conv_kernel", "conv_L_cache", "mamba_d_state", "ssm_state_size", "state_size",
+    "mamba_d_conv", "mamba_expand", "expand", "mamba_n_heads", "n_mamba_heads", "mamba_num_heads", "mamba_d_head",
+    "mamba_head_dim", "mamba_n_groups", "mamba_ngroups", "n_groups", "mamba_d_ssm", "cca_time0", "cca_time1",
+    "conv_kernel_size", "prompt_length", "loop_num_passes",
+}  # fmt: skip
+DEFAULTED = [
+    "recurrent_gemma", "kimi_linear", "bailing_hybrid", "qwen3_next", "olmo_hybrid", "lara_mini", "mamba", "mamba2",
+    "falcon_mamba", "jamba", "zamba", "zamba2", "falcon_h1", "bamba", "nemotron_h", "granitemoehybrid", "lfm2",
+]  # fmt: skip
+# Families recognised by a field of their own: without it the plan does not see their extra state.
+NOT_WITHOUT_THEIR_FIELD = {
+    "zaya": "ZAYA's conv window is recognised by cca_time0; left out, the plan counts its KV only",
+    "inkling_text": "Inkling's short convs are recognised by conv_kernel_size; left out, the plan counts KV only",
+    "lfm3": "LFM3's conv_L_cache default differs from LFM2's (the 3 the plan assumes for a short conv)",
+}
+
+
+@pytest.mark.parametrize(
+    "model_type",
+    DEFAULTED
+    + [pytest.param(m, marks=pytest.mark.xfail(strict=True, reason=r)) for m, r in NOT_WITHOUT_THEIR_FIELD.items()],
+)
+def test_state_fields_left_out_take_the_defaults_transformers_fills(tmp_path, model_type: str) -> None:
+    import json
+
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+
+    from tests.tiny.factory import make_tiny_checkpoint
+    from tests.tiny.ground_truth import ground_truth
+
+    folder = make_tiny_checkpoint(model_type, tmp_path / model_type)
+    config = json.loads((folder / "config.json").read_text())
+    defaults = CONFIG_MAPPING[model_type]().to_dict()
+    left_out = [k for k in STATE_FIELDS & set(config) if k in defaults and defaults[k] == config[k]]
+    assert left_out, f"{model_type}: no state field at its default, nothing left out"
+    (folder / "config.json").write_text(json.dumps({k: v for k, v in config.items() if k not in left_out}))
+    truth = ground_truth(model_type, folder)
+    assert truth["kv_cache"]["state_bytes_per_sequence"] > 0
+    profile = inspect(str(folder), kv_dtype="float32", max_model_len=truth["kv_cache"]["probe_tokens"][-1])
+    assert profile.memory.state_bytes_per_sequence == truth["kv_cache"]["state_bytes_per_sequence"]
+    assert profile.memory.kv_bytes_per_token == truth["kv_cache"]["kv_bytes_per_token"]
+
+
+def test_bailing_conv_kernel_named_short_conv_kernel_size(tmp_path) -> None:
+    """BailingHybridConfig takes its KDA conv width from short_conv_kernel_size (linear_conv_kernel_dim is derived):
+    a config.json naming only short_conv_kernel_size sizes the conv windows by it."""
+    import json
+
+    from tests.tiny.factory import make_tiny_checkpoint
+    from tests.tiny.ground_truth import ground_truth
+
+    folder = make_tiny_checkpoint("bailing_hybrid", tmp_path / "bailing", overrides={"short_conv_kernel_size": 3})
+    config = json.loads((folder / "config.json").read_text())
+    config.pop("linear_conv_kernel_dim", None)
+    (folder / "config.json").write_text(json.dumps(config))
+    truth = ground_truth("bailing_hybrid", folder)
+    profile = inspect(str(folder), kv_dtype="float32", max_model_len=truth["kv_cache"]["probe_tokens"][-1])
+    assert profile.memory.state_bytes_per_sequence == truth["kv_cache"]["state_bytes_per_sequence"] > 0
