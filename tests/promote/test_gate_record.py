@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import fcntl
 import json
+import re
 import sqlite3
 from contextlib import closing
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
@@ -32,7 +34,7 @@ from onboard.promote.registry import (
     RegistryError,
     default_registry_path,
 )
-from tests.promote.workspaces import REV_A, REV_B, SLUG, make_workspace
+from tests.promote.workspaces import REV_A, REV_B, SLUG, STAGE_CHECKS, make_workspace
 
 MODEL = "acme/tiny-chat"
 
@@ -200,7 +202,7 @@ def test_files_manifest_of_the_wrong_shape_names_the_file(tmp_path):
     (rev / "files.json").write_text(json.dumps({"files": [{"sha256": "x"}]}))
     with pytest.raises(InputError) as bad:
         source_files(rev, {}, tmp_path)
-    assert "files.json" in str(bad.value.message) and "rerun the pipeline" in bad.value.hint
+    assert "files.json" in str(bad.value.message) and bad.value.hint == "rerun the pipeline to rewrite it"
 
 
 def test_source_not_local_gives_names_and_a_note(tmp_path):
@@ -317,6 +319,7 @@ def test_registry_show_and_latest_by_model_or_slug(tmp_path):
     with pytest.raises(InputError) as missing:
         reg.show(MODEL, REV_B[:8])
     assert missing.value.message == f"no promotion of {MODEL} at {REV_B[:8]} in {reg.path}"
+    assert missing.value.hint == "list what is there: onboard registry list"
     with pytest.raises(InputError, match=f"no promotion of acme/other in {reg.path}"):
         reg.show("acme/other")
 
@@ -337,6 +340,7 @@ def test_conflict_when_the_latest_promotion_moved(tmp_path):
     with pytest.raises(PromotionConflict) as conflict:
         reg.add(build_record(SLUG, tmp_path, ev_b, "bob"), expect_latest=None)
     assert conflict.value.message == f"{MODEL} was promoted (record #1) while {REV_B} was being checked"
+    assert conflict.value.hint == "rerun the golden comparison against the newly promoted goldens, then promote again"
     assert reg.add(build_record(SLUG, tmp_path, ev_b, "bob"), expect_latest=1).id == 2
 
 
@@ -353,3 +357,35 @@ def test_a_file_that_is_not_a_registry_is_named_with_a_hint(tmp_path):
     with pytest.raises(RegistryError) as bad:
         Registry(bogus).list()
     assert str(bogus) in bad.value.message and bad.value.hint.startswith("that file is not an onboard registry")
+
+
+def test_record_time_attempt_and_checks_are_those_of_this_promotion(tmp_path):
+    make_workspace(tmp_path, failing={"validate": ("degeneration",)})
+    ev = evaluate_revision(SLUG, tmp_path)
+    before = datetime.now(timezone.utc).replace(microsecond=0)
+    one, two = (build_record(SLUG, tmp_path, ev, "alice") for _ in range(2))
+    at = datetime.fromisoformat(one.promoted_at)
+    assert at.utcoffset() == timedelta(0) and at.microsecond == 0  # UTC, to the second
+    assert before <= at <= datetime.now(timezone.utc)
+    assert re.fullmatch("[0-9a-f]{32}", one.attempt) and one.attempt != two.attempt  # one id per attempt
+    checks = {(c.stage, c.name): (c.passed, c.required, c.detail) for c in one.checks}
+    assert len(checks) == len(one.checks)
+    assert {(s, n) for s, names in STAGE_CHECKS.items() for n in names} <= set(checks)  # every check the stages ran
+    assert checks[("inspect", "inspect_no_errors")] == (True, True, "0 findings, no errors")  # derived from the profile
+    assert checks[("validate", "degeneration")] == (False, True, "degeneration: FAILED")
+    assert checks[("generate", "adapter_parity")] == (True, True, "adapter_parity: ok")
+    assert one.checklist["serving_parity"] == "done" and one.promoted_by == "alice"
+
+
+def test_record_of_a_profile_without_source_or_files_and_no_validated_on(tmp_path):
+    rev = make_workspace(tmp_path)
+    profile = json.loads((rev / "profile.json").read_text())
+    del profile["source"], profile["files"]
+    (rev / "profile.json").write_text(json.dumps(profile))
+    validate = json.loads((rev / "validate.json").read_text())
+    del validate["candidate"], validate["performance"]
+    (rev / "validate.json").write_text(json.dumps(validate))
+    rec = build_record(SLUG, tmp_path, evaluate_revision(SLUG, tmp_path), "alice")
+    assert (rec.source, rec.revision) == (SLUG, REV_A)  # the slug stands for a source the profile does not name
+    assert rec.files == () and rec.notes == ("checkpoint files not hashed: source not local",)
+    assert rec.hardware["validated_on"] is None and rec.hardware["promoted_on"]["hostname"]

@@ -4,6 +4,9 @@ hint a user acts on, for each SQLite failure (by its error name, and by its mess
 from __future__ import annotations
 
 import sqlite3
+import time
+from contextlib import closing
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -11,7 +14,15 @@ import pytest
 from onboard.errors import InputError
 from onboard.promote import promote
 from onboard.promote.promote import build_record, evaluate_revision
-from onboard.promote.registry import AlreadyPromoted, Registry, RegistryError, _db_error
+from onboard.promote.registry import (
+    ENV_REGISTRY,
+    AlreadyPromoted,
+    Registry,
+    RegistryError,
+    _db_error,
+    _switch_to_wal,
+    already_promoted,
+)
 from tests.promote.workspaces import REV_A, SLUG, make_workspace
 
 DB = Path("/srv/onboard/registry.sqlite3")
@@ -102,3 +113,74 @@ def test_already_promoted_names_the_record_and_how_to_see_it(tmp_path):
         f"acme/tiny-chat at {REV_A} is already promoted (record #1, by alice at {first.promoted_at})"
     )
     assert raced.value.hint == f"see it with: onboard registry show acme/tiny-chat --revision {REV_A[:12]}"
+
+
+def test_a_retried_write_of_a_landed_attempt_adds_nothing(tmp_path):
+    """One attempt id is one record: a write replayed under another revision (the attempt's UNIQUE key, not the
+    registry's own model+revision check, stops it) is refused as already promoted, and the registry keeps one."""
+    make_workspace(tmp_path)
+    reg = Registry(tmp_path / "onboarding" / "registry.sqlite3")
+    landed = reg.add(build_record(SLUG, tmp_path, evaluate_revision(SLUG, tmp_path), "alice"), expect_latest=None)
+    replay = replace(landed, revision="f" * 40)
+    with pytest.raises(AlreadyPromoted) as refused:
+        reg.add(replay, expect_latest=landed.id)
+    assert refused.value.message == f"acme/tiny-chat at {'f' * 40} is already promoted (by a concurrent promotion)"
+    assert refused.value.hint == f"see it with: onboard registry show acme/tiny-chat --revision {'f' * 12}"
+    assert [r.id for r in reg.list()] == [landed.id]
+
+
+def test_the_watch_service_asks_the_default_registry_and_never_creates_it(tmp_path, monkeypatch):
+    monkeypatch.delenv(ENV_REGISTRY, raising=False)
+    monkeypatch.chdir(tmp_path)
+    assert already_promoted("acme/tiny-chat", REV_A) is False  # <cwd>/onboarding/registry.sqlite3, absent
+    assert not (tmp_path / "onboarding").exists()
+    make_workspace(tmp_path)
+    promote(SLUG, tmp_path, by="alice")
+    assert already_promoted("acme/tiny-chat", REV_A) and already_promoted(SLUG, REV_A)
+    monkeypatch.setenv(ENV_REGISTRY, str(tmp_path / "elsewhere.sqlite3"))
+    assert already_promoted("acme/tiny-chat", REV_A) is False
+
+
+def test_the_registry_is_a_write_ahead_log_database(tmp_path):
+    """WAL: readers (`registry list`, the watch service) never block a promotion's write, nor it them."""
+    make_workspace(tmp_path)
+    promote(SLUG, tmp_path, by="alice")
+    with closing(sqlite3.connect(tmp_path / "onboarding" / "registry.sqlite3")) as conn:
+        assert conn.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+
+
+class _Switching:
+    """A connection whose `PRAGMA journal_mode=WAL` fails with `errors` first, as SQLite fails it while another
+    process is turning the same new file into WAL (its busy handler does not wait for that lock)."""
+
+    def __init__(self, *errors: str) -> None:
+        self.errors, self.calls = list(errors), 0
+
+    def execute(self, sql: str) -> None:
+        self.calls += 1
+        assert sql.upper() == "PRAGMA JOURNAL_MODE=WAL"
+        if self.errors:
+            raise sqlite3.OperationalError(self.errors.pop(0))
+
+
+def test_a_concurrent_switch_to_wal_is_waited_out_in_short_steps():
+    conn = _Switching("database is locked", "database is locked")
+    start = time.monotonic()
+    _switch_to_wal(conn, timeout_s=30.0)
+    assert conn.calls == 3
+    assert time.monotonic() - start < 1.0  # retried soon after the other switch, not after the timeout
+
+
+def test_a_switch_to_wal_locked_past_the_timeout_fails():
+    conn = _Switching(*["database is locked"] * 1000)
+    start = time.monotonic()
+    with pytest.raises(sqlite3.OperationalError, match="locked"):
+        _switch_to_wal(conn, timeout_s=0.2)
+    assert time.monotonic() - start >= 0.2 and 1 < conn.calls < 1000
+
+
+def test_any_other_error_of_the_switch_fails_at_once():
+    conn = _Switching("disk I/O error", "disk I/O error")
+    with pytest.raises(sqlite3.OperationalError, match="disk I/O error"):
+        _switch_to_wal(conn, timeout_s=30.0)
+    assert conn.calls == 1
