@@ -114,3 +114,39 @@ def test_estimated_plan_round_trips(kv_dtype):
     p = profile_from_parts(LLAMA_3B, None, target=parse_target("h100x2"), kv_dtype=kv_dtype)
     assert p.memory.weights_source == "estimated" and p.memory.weights_estimate.parameters == _transformers_count()
     assert ModelProfile.from_json(p.to_json()) == p
+
+
+# microsoft/Phi-3-medium-4k-instruct config.json: 40 heads over 10 KV heads, 17,920-wide MLP.
+PHI3_MEDIUM = {
+    "model_type": "phi3", "architectures": ["Phi3ForCausalLM"], "hidden_size": 5120, "intermediate_size": 17920,
+    "num_hidden_layers": 40, "num_attention_heads": 40, "num_key_value_heads": 10, "vocab_size": 32064,
+    "max_position_embeddings": 4096, "original_max_position_embeddings": 4096, "rope_theta": 10000.0,
+    "sliding_window": 2047, "tie_word_embeddings": False, "torch_dtype": "bfloat16",
+}  # fmt: skip
+# Qwen/Qwen3-30B-A3B-FP8 config.json: 768-wide experts, weights in 128x128 fp8 blocks.
+QWEN3_30B_A3B_FP8 = {
+    "model_type": "qwen3_moe", "architectures": ["Qwen3MoeForCausalLM"], "hidden_size": 2048,
+    "intermediate_size": 6144, "moe_intermediate_size": 768, "num_hidden_layers": 48, "num_attention_heads": 32,
+    "num_key_value_heads": 4, "head_dim": 128, "num_experts": 128, "num_experts_per_tok": 8,
+    "decoder_sparse_step": 1, "mlp_only_layers": [], "norm_topk_prob": True, "vocab_size": 151936,
+    "max_position_embeddings": 40960, "tie_word_embeddings": False, "torch_dtype": "bfloat16",
+    "quantization_config": {"quant_method": "fp8", "fmt": "e4m3", "activation_scheme": "dynamic",
+                            "weight_block_size": [128, 128]},
+}  # fmt: skip
+
+
+def test_tensor_parallel_degrees_engines_accept_on_8_gpus(shared_data):
+    """vLLM splits attention heads and KV heads (or replicates KV heads evenly) and the MLP's rows; fp8 blocks must
+    stay whole on each rank. The degrees ≤ 8 of three real configs, and why the first refused one is refused."""
+    gemma = json.loads((shared_data / "gemma/gemma-3-1b-it_user-upload/config.json").read_text())
+    fits = {
+        name: profile_from_parts(config, None, target=parse_target("h100x8"), max_model_len=4096).memory.target
+        for name, config in (("phi3", PHI3_MEDIUM), ("gemma3", gemma), ("qwen3_moe", QWEN3_30B_A3B_FP8))
+    }
+    # 10 KV heads: 4 and 8 ranks neither split nor replicate them; 5 ranks take 8 heads and 2 KV heads each.
+    assert fits["phi3"].valid_tensor_parallel == (1, 2, 5)
+    assert "tp=3: 40 attention heads do not split 3 ways" in " ".join(fits["phi3"].notes)
+    # Gemma 3 1B: 4 heads over 1 KV head (replicated); its 6,912-wide MLP would split 3, 6 and 8 ways.
+    assert fits["gemma3"].valid_tensor_parallel == (1, 2, 4)
+    # 768-wide experts over 4 ranks leave 192 rows: not whole 128-row blocks. 6,144 / 8 = 768 would be.
+    assert fits["qwen3_moe"].valid_tensor_parallel == (1, 2)
