@@ -109,3 +109,19 @@ def test_goldens_recorded_before_the_distribution_statistics_get_wider_not_narro
     tol = tolerances("bfloat16", legacy)
     assert tol.calibrated and tol.kl_tail_level >= 4 * legacy.kl_max * 0.999
     assert tol.near_tie >= 2 * 2 * legacy.max_logprob_error * 0.999
+
+
+def test_the_logit_scale_tolerance_follows_a_noisy_references_own_slope() -> None:
+    """Where the reference's own run is itself off in scale (2% here, far above the bfloat16 floor), the candidate's
+    slope may deviate 4x as much (THRESHOLDS' logit_scale multiplier): 6% passes, 10% does not."""
+    logits = sequences(300)
+    ref = [row(lg) for lg in logits]
+    noise = noise_from(
+        "bfloat16", "bfloat16", compare_rows(ref, noisy(logits, 0.001, seed=7, scale=1.02), prompt="p"), []
+    )
+    assert abs(noise.slope_deviation - 0.02) < 0.002
+    tol = tolerances("bfloat16", noise)
+    within = judge_scale(compare_rows(ref, noisy(logits, 0.001, seed=8, scale=1.06), prompt="p"), tol)
+    assert within[0] and abs(within[1] - 1.06) < 0.005
+    beyond = judge_scale(compare_rows(ref, noisy(logits, 0.001, seed=8, scale=1.10), prompt="p"), tol)
+    assert not beyond[0] and abs(beyond[1] - 1.10) < 0.005
