@@ -70,6 +70,8 @@ def test_a_composite_config_is_sized_by_its_text_part(tmp_path: Path) -> None:
     assert parity_config(tmp_path) == {"vocab_size": 5, "text_config": {"vocab_size": 9}}
     (tmp_path / "config.json").write_text('{"vocab_size": 5}')
     assert parity_config(tmp_path) == {"vocab_size": 5}
+    (tmp_path / "config.json").write_text('{"model_type": "odd", "n_vocab": 5}')  # no text part: itself
+    assert parity_config(tmp_path) == {"model_type": "odd", "n_vocab": 5}
 
 
 # The logit gap per prompt

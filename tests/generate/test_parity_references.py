@@ -10,7 +10,8 @@ import pytest
 import torch
 
 from onboard.errors import InputError
-from onboard.generate_adapter.parity import _own_runs, reference_model
+from onboard.generate_adapter.parity import _own_runs, check_parity, reference_model
+from onboard.generate_adapter.regenerate import ADAPTERS_DIR
 from onboard.reference import RemoteCodePolicy
 from tests.generate.test_parity_trained import TRAINED, repository_code_copy
 
@@ -53,3 +54,11 @@ def test_repository_code_that_may_not_run_is_refused_before_it_loads(tmp_path: P
         reference_model(folder, torch.float32)
     said = f"{refused.value.message} {refused.value.hint}"
     assert "repository" in said and f"onboard generate {folder} --parity --trust-remote-code" in said, said
+
+
+def test_a_given_reference_runs_where_the_checkpoint_reference_is_repository_code(tmp_path: Path) -> None:
+    """A caller's own reference (tests, or a reference already run elsewhere) needs no trust in the folder's code."""
+    folder = repository_code_copy(tmp_path)
+    report = check_parity(ADAPTERS_DIR / "qwen3.py", folder, reference=reference_model(TRAINED, torch.float32))
+    assert (report["passed"], report["status"]) == (True, "passed"), report["detail"]
+    assert report["worst"] < 1e-4 and report["prompts"], report["detail"]  # it ran, against the given reference

@@ -13,6 +13,7 @@ import pytest
 
 from onboard.generate_adapter.parity import check_parity
 from onboard.generate_adapter.regenerate import ADAPTERS_DIR
+from onboard.reference import RemoteCodePolicy
 
 TRAINED = Path(__file__).resolve().parents[1] / "fixtures" / "trained-qwen3"
 
@@ -44,6 +45,7 @@ def test_the_committed_adapter_passes_on_trained_weights_in_bf16(bf16_clean: dic
     assert report["reference"]["library"] == "transformers"
     # bf16 error is real (not a comparison of a model with itself) and of transformers' own bf16 order.
     assert 0 < report["worst"] < 0.05 and 0 < report["reference_worst"] < 0.05
+    assert report["worst"] > 1e-3  # rounding the largest logits to bf16 alone moves them by up to 2^-9 of their size
     assert report["worst"] < 4 * report["reference_worst"]
     assert "divergence" not in report
     # worst is the worst prompt's max|Δlogit| / max|logit|; the detail says what was judged against what
@@ -95,7 +97,11 @@ def repository_code_copy(tmp_path: Path) -> Path:
 
 
 def test_repository_code_that_may_not_run_is_unverified_not_passed(tmp_path: Path) -> None:
-    report = check_parity(ADAPTERS_DIR / "qwen3.py", repository_code_copy(tmp_path), dtype="bfloat16")
+    folder = repository_code_copy(tmp_path)
+    report = check_parity(ADAPTERS_DIR / "qwen3.py", folder, dtype="bfloat16")
     assert (report["passed"], report["status"], report["worst"]) == (False, "unverified", None)
     assert (report["dtype"], report["reference_worst"], report["prompts"]) == ("bfloat16", None, [])
-    assert "--trust-remote-code" in report["detail"]
+    assert f"onboard generate {folder} --parity --trust-remote-code" in report["detail"]  # the command that runs it
+    unsandboxed = check_parity(ADAPTERS_DIR / "qwen3.py", folder, policy=RemoteCodePolicy(unsafe_no_sandbox=True))
+    assert unsandboxed["status"] == "unverified"  # the user's --unsafe-no-sandbox is kept in the command
+    assert f"onboard generate {folder} --parity --trust-remote-code --unsafe-no-sandbox" in unsandboxed["detail"]

@@ -389,3 +389,14 @@ def test_record_of_a_profile_without_source_or_files_and_no_validated_on(tmp_pat
     assert (rec.source, rec.revision) == (SLUG, REV_A)  # the slug stands for a source the profile does not name
     assert rec.files == () and rec.notes == ("checkpoint files not hashed: source not local",)
     assert rec.hardware["validated_on"] is None and rec.hardware["promoted_on"]["hostname"]
+
+
+def test_profile_hash_is_of_the_file_that_holds_the_inspect_result(tmp_path):
+    rev = make_workspace(tmp_path)
+    (rev / "profile.json").rename(rev / "inspect.json")  # the inspect stage's other file name (STAGE_FILES)
+    rec = build_record(SLUG, tmp_path, evaluate_revision(SLUG, tmp_path), "alice")
+    assert rec.profile_sha256 == hashing.sha256_file(rev / "inspect.json") and rec.source == str(tmp_path / "tiny-chat")
+    (rev / "inspect.json").unlink()  # a run folder (its checklist.json) without an inspect result
+    assert (rev / "checklist.json").is_file()
+    rec = build_record(SLUG, tmp_path, evaluate_revision(SLUG, tmp_path), "alice")
+    assert (rec.profile_sha256, rec.source, rec.revision) == (None, SLUG, REV_A)
