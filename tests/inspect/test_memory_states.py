@@ -139,3 +139,23 @@ def test_bailing_conv_kernel_named_short_conv_kernel_size(tmp_path) -> None:
     truth = ground_truth("bailing_hybrid", folder)
     profile = inspect(str(folder), kv_dtype="float32", max_model_len=truth["kv_cache"]["probe_tokens"][-1])
     assert profile.memory.state_bytes_per_sequence == truth["kv_cache"]["state_bytes_per_sequence"] > 0
+
+
+def test_inkling_loop_each_extra_pass_keeps_its_own_states() -> None:
+    """Inkling2LoopModel.forward appends loop_layer_index_end - loop_layer_index_start cache layers per pass after
+    the first (cache.layers += loop layers x (loop_num_passes - 1)). The tiny config: 4 sliding layers, layers 1-2
+    looped, each keeping Inkling's short convs over k, v, the attention input and the MLP input:
+    (2 x 2 KV heads x 16 + 2 x 64 hidden) x conv_kernel_size 4 = 768 elements. (tests/tiny's cache measurement
+    folds the pass copies onto the model's layers and undercounts 2 passes, so this one is arithmetic.)"""
+    from onboard.inspect_checkpoint import profile_from_parts
+    from tests.tiny.factory import make_tiny_config
+
+    for passes in (2, 3):
+        config = make_tiny_config("inkling2_loop_text", {"loop_num_passes": passes}).to_dict()
+        assert (config["loop_layer_index_start"], config["loop_layer_index_end"], config["conv_kernel_size"]) == (
+            1,
+            3,
+            4,
+        )
+        memory = profile_from_parts(config, None, max_model_len=64, kv_dtype="float32").memory
+        assert memory.state_bytes_per_sequence == (4 + 2 * (passes - 1)) * 768 * 4
