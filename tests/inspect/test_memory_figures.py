@@ -74,6 +74,8 @@ def test_target_gpus_and_counts_as_users_write_them() -> None:
     with pytest.raises(InputError, match="unknown --target 'v100'") as caught:
         parse_target("v100")
     assert "h100" in str(caught.value.hint) and "mi300x" in str(caught.value.hint)
+    # The known GPUs as a user reads them: sorted, comma-separated.
+    assert "one of: a10, a100, a100-40g, a100-80g, a10g, b200, b300, gb200, h100, h100-nvl," in str(caught.value.hint)
 
 
 def test_kv_dtype_names_and_widths() -> None:
