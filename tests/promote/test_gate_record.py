@@ -43,8 +43,8 @@ def _registry(ws: Path) -> Registry:
     return Registry(ws / "onboarding" / "registry.sqlite3")
 
 
-def _rewrite(path: Path, **changes) -> None:
-    path.write_text(json.dumps({**json.loads(path.read_text()), **changes}))
+def _rewrite(file: Path, **changes) -> None:
+    file.write_text(json.dumps({**json.loads(file.read_text()), **changes}))
 
 
 # The gate: what keeps a run out
@@ -400,3 +400,47 @@ def test_profile_hash_is_of_the_file_that_holds_the_inspect_result(tmp_path):
     assert (rev / "checklist.json").is_file()
     rec = build_record(SLUG, tmp_path, evaluate_revision(SLUG, tmp_path), "alice")
     assert (rec.profile_sha256, rec.source, rec.revision) == (None, SLUG, REV_A)
+
+
+@pytest.mark.parametrize("key", ["golden_dir", "dir", "path"])
+def test_golden_stage_names_its_goldens_by_any_of_its_keys(tmp_path, key):
+    rev = make_workspace(tmp_path)
+    named = tmp_path / "goldens-named"
+    named.mkdir()
+    (named / "a.json").write_text('{"tokens": [7]}')
+    _rewrite(rev / "golden.json", **{key: str(named)})  # absolute: taken as it is
+    rec = build_record(SLUG, tmp_path, evaluate_revision(SLUG, tmp_path), "alice")
+    assert (rec.golden_dir, rec.golden_sha256) == (str(named), hashing.sha256_tree(named))
+
+
+def test_golden_dir_key_comes_first_and_a_non_text_value_is_ignored(tmp_path):
+    rev = make_workspace(tmp_path)
+    _rewrite(rev / "golden.json", golden_dir=7, dir="first-text", path="second-text")
+    rec = build_record(SLUG, tmp_path, evaluate_revision(SLUG, tmp_path), "alice")
+    assert rec.golden_dir == str(tmp_path / "first-text")
+    _rewrite(rev / "golden.json", golden_dir=None, dir=None, path=None)  # none named: the workspace's default
+    rec = build_record(SLUG, tmp_path, evaluate_revision(SLUG, tmp_path), "alice")
+    assert rec.golden_dir == str(tmp_path / "golden_outputs" / SLUG)
+
+
+def test_signoff_notes_are_kept_in_the_record(tmp_path):
+    rev = make_workspace(tmp_path)
+    entries = [
+        {"item": "licence_reviewed", "by": "alice", "at": "2026-12-01T10:00:00+00:00", "note": "Apache-2.0, checked"},
+        {"item": "model_card_read", "by": "bob", "at": "2026-12-01T11:00:00+00:00", "note": ""},
+    ]
+    (rev / "signoffs.json").write_text(json.dumps({"signoffs": entries}))
+    rec = promote(SLUG, tmp_path, by="carol").record
+    assert [(s.item, s.by, s.at, s.note) for s in rec.signoffs] == [tuple(e.values()) for e in entries]
+
+
+def test_a_checkpoint_file_that_cannot_be_read_names_the_folder(tmp_path, monkeypatch):
+    rev = make_workspace(tmp_path)
+
+    def unreadable(path):
+        raise PermissionError(13, "Permission denied", str(path))
+
+    monkeypatch.setattr(hashing, "sha256_file", unreadable)
+    with pytest.raises(InputError) as bad:
+        source_files(rev, {"source": "tiny-chat", "files": ["config.json"]}, tmp_path)
+    assert bad.value.message == f"cannot hash the checkpoint files in {tmp_path / 'tiny-chat'}: Permission denied"
