@@ -46,6 +46,12 @@ EXPECTED_KINDS = {
     "kimi_linear": ["linear", "mla"],
     "deepseek_v32": ["mla", "mla", "mla"],
     "lfm3": ["conv", "sliding", "conv", "full"],
+    # transformers 5.25: Ergo's every 4th layer is global (NoPE); Kolibri 1.1's indexed_attention layers attend like
+    # full ones (a weightless indexer masks keys); MiniCPM5-MoE and Param2-MoE (GLM-4-MoE) attend fully everywhere.
+    "ergo": ["sliding", "sliding", "sliding", "full"],
+    "kolibri1_1": ["sliding", "full", "sliding", "full"],
+    "minicpm5_moe": ["full", "full", "full"],
+    "param2moe": ["full", "full", "full"],
 }
 KV_PER_TOKEN = {  # bytes per token per sequence over growing layers, float32
     "llama": 2 * 2 * 2 * 16 * F32,  # layers * (K, V) * kv heads * head_dim
@@ -56,6 +62,10 @@ KV_PER_TOKEN = {  # bytes per token per sequence over growing layers, float32
     "gemma4_text": 1 * 2 * 2 * 32 * F32,  # full layer with its own head_dim (global_head_dim=32)
     "mistral": 0,
     "mamba2": 0,
+    "ergo": 1 * 2 * 2 * 16 * F32,  # the global layer only; head_dim = hidden / heads
+    "kolibri1_1": 1 * 2 * 2 * 16 * F32,  # layer 1: layer 3 attends to layer 1's K/V and caches none of its own
+    "minicpm5_moe": 3 * 2 * 2 * 16 * F32,  # the output gate (q_gate_proj) adds nothing to the cache
+    "param2moe": 3 * 2 * 2 * 16 * F32,
 }
 
 

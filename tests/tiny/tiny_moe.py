@@ -172,4 +172,39 @@ MOE: dict[str, dict[str, Any]] = {
         num_experts_per_tok=2,
         moe_intermediate_size=32,
     ),  # fmt: skip
+    # --- new in transformers 5.25 ------------------------------------------------------------------------------
+    # Ergo: fused qkv_proj, ungated ReLU^2 MLPs, every 4th layer global without RoPE, the others sliding; sigmoid
+    # router with correction bias, a shared expert and a per-expert output norm; gated residuals.
+    "ergo": derive(
+        NO_HEAD_DIM,  # head_dim = hidden / heads: the config has no head_dim knob
+        intermediate_size=DROP,
+        num_hidden_layers=4,  # 64: global_attention_every_n_layers=4 kept -> sliding x3 + full
+        sliding_window=WINDOW,  # 512
+        first_dense_intermediate_size=128,  # 32768: the num_dense_blocks=1 leading dense layer
+        shared_intermediate_size=32,  # 8192
+        **QWEN_MOE,  # 256 experts top-8, moe_intermediate_size 4096
+    ),  # fmt: skip
+    # Kolibri 1.1: sliding layers plus weightless-indexer sparse layers without RoPE, whose later ones reuse an
+    # earlier one's K/V (no k/v projections, nothing cached); two dense-MLP layers first, then Qwen-style MoE.
+    "kolibri1_1": derive(
+        LLAMA,
+        intermediate_size=DROP,
+        num_hidden_layers=4,  # 50: indexed every 5th layer
+        layer_types=["sliding_attention", "indexed_attention"] * 2,  # layer 3 reads layer 1's K/V
+        sliding_window=WINDOW,  # 513
+        mlp_only_intermediate_size=128,  # 3584, for the default mlp_only_layers [0, 1]
+        shared_expert_intermediate_size=32,  # 512
+        index_num_heads=2,  # 12: at most the query heads of one KV head
+        index_topk=4,  # 2048: the long probe (35 tokens) exceeds topk + local + sink, so selection runs
+        index_pool_size=8,  # 16384
+        index_compression=2,  # 16
+        index_num_local_tokens=4,  # 128
+        index_num_sink_tokens=2,  # 8
+        **QWEN_MOE,  # 384 experts top-6, moe_intermediate_size 512
+    ),  # fmt: skip
+    # MiniCPM5-MoE: Llama GQA with a fused query+output-gate projection (q_gate_proj), DeepSeek-V3 MoE.
+    "minicpm5_moe": derive(LLAMA, **THREE, **DEEPSEEK_MOE),  # 160 experts top-16; first_k_dense_replace is legacy
+    # Param2-MoE: config only; transformers builds GLM-4-MoE (Glm4MoeForCausalLM) with full rotary, QK-norm and tied
+    # embeddings.
+    "param2moe": derive(LLAMA, **THREE, **derive(DEEPSEEK_MOE, n_shared_experts=2)),  # 64 experts top-6, 2 shared
 }
