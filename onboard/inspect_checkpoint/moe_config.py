@@ -7,10 +7,15 @@ from onboard.inspect_checkpoint.config_view import ConfigView
 from onboard.profile import Moe
 
 # Routers that score with a sigmoid (DeepSeek-V3 style) rather than a softmax.
-SIGMOID_ROUTER_TYPES = {"deepseek_v3", "glm4_moe", "dots1", "llama4_text", "llama4", "kimi_k2", "longcat_flash",
-                        "deepseek_v32", "glm_moe_dsa", "ernie4_5_moe", "minimax_m2", "bailing_moe", "afmoe",
-                        "glm4_moe_lite", "exaone_moe", "hy_v3", "kolibri1", "solar_open", "mimo_v2_flash", "beam",
-                        "flint", "sarvam_moe", "sarvam_mla"}  # fmt: skip
+SIGMOID_ROUTER_TYPES = {"deepseek_v3", "glm4_moe", "dots1", "llama4_text", "llama4", "kimi_k2", "deepseek_v32",
+                        "glm_moe_dsa", "minimax_m2", "bailing_moe", "afmoe", "glm4_moe_lite", "exaone_moe", "hy_v3",
+                        "kolibri1", "solar_open", "mimo_v2_flash", "beam", "flint", "sarvam_moe",
+                        "sarvam_mla"}  # fmt: skip
+# Softmax routers that still add a selection-only correction bias: ERNIE-4.5 (`moe_statics`) and LongCat-Flash
+# score with a softmax, then rank scores + bias. Any other router with such a bias scores with a sigmoid, as every
+# one of transformers 5.25 does (DeepSeek-V3's noaux_tc and its descendants: Ergo, MiniCPM5-MoE, Kolibri, ...).
+SOFTMAX_BIAS_ROUTER_TYPES = {"ernie4_5_moe", "ernie4_5_vl_moe", "longcat_flash"}
+_CORRECTION_BIAS_LEAVES = ("expert_bias", "router_bias")  # e_score_correction_bias's names in original checkpoints
 
 
 def _int_or_text_entry(cv: ConfigView, *names: str) -> int | None:
@@ -45,11 +50,14 @@ def moe_from_config(cv: ConfigView, lm: dict[str, TensorInfo] | None) -> Moe | N
         shared = 1
     if not shared and lm and any("shared_expert" in n for n in lm):
         shared = 1
+    correction = bool(cv.get("topk_method") == "noaux_tc") or (lm is not None and any(
+        "e_score_correction_bias" in n or n.endswith(_CORRECTION_BIAS_LEAVES) or "moe_statics" in n for n in lm))  # fmt: skip
     scoring = str(cv.get("scoring_func", "router_scoring_func", default="") or "")
     if not scoring:
-        scoring = "sigmoid" if cv.model_type in SIGMOID_ROUTER_TYPES else "softmax"
-    correction = bool(cv.get("topk_method") == "noaux_tc") or (lm is not None and any(
-        "e_score_correction_bias" in n or n.endswith("expert_bias") or "moe_statics" in n for n in lm))  # fmt: skip
+        sigmoid = cv.model_type in SIGMOID_ROUTER_TYPES or (
+            correction and cv.model_type not in SOFTMAX_BIAS_ROUTER_TYPES
+        )
+        scoring = "sigmoid" if sigmoid else "softmax"
     norm_topk = cv.get("norm_topk_prob")
     return Moe(
         num_experts=int(experts),
@@ -62,7 +70,7 @@ def moe_from_config(cv: ConfigView, lm: dict[str, TensorInfo] | None) -> Moe | N
         scoring=scoring,
         correction_bias=correction,
         norm_topk_prob=bool(norm_topk) if norm_topk is not None else None,
-        routed_scaling_factor=cv.float("routed_scaling_factor"),
+        routed_scaling_factor=cv.float("routed_scaling_factor", "moe_routed_scaling_factor"),  # the latter: Ergo
         n_group=cv.int("n_group"),
         topk_group=cv.int("topk_group"),
     )

@@ -18,7 +18,7 @@ from onboard.profile import Moe, ParameterCounts
 # list their buffer templates in the catalog; this suffix list is the guess for families the catalog lacks.
 GENERIC_BUFFER_SUFFIXES = ("e_score_correction_bias",)
 # Leaf names one buffer goes by in different checkpoint formats (the original release vs transformers' own names).
-_BUFFER_ALIASES = {"e_score_correction_bias": ("expert_bias",)}
+_BUFFER_ALIASES = {"e_score_correction_bias": ("expert_bias", "router_bias")}  # router_bias: Ergo's original name
 
 _NOT_PARAMETERS = ("quant_scales", "buffers")
 

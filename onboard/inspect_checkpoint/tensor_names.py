@@ -27,13 +27,16 @@ _COMPONENT_RULES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
     for component, pattern in (
         ("quant_scales", r"(weight_scale_inv|weight_scale|input_scale|_scales|\.scales|qzeros|g_idx|weight_zero_point|activation_scale)$"),
         ("mtp", r"(^|\.)(mtp|nextn|mtp_layers|eh_proj|enorm|hnorm)(\.|$)"),
-        ("router", r"(\.router\.|\.gate\.(weight|bias|e_score_correction_bias)$|e_score_correction_bias|\.router$|expert_bias$|moe_statics|\.gate\.wg\.|\.block_sparse_moe\.gate\.)"),
-        ("shared_experts", r"(shared_expert|shared_experts|shared_mlp|\.shared\.)"),
+        # Ergo's original names: `feed_forward.gate_kernel` ([hidden, experts]) and `router_bias` (a buffer).
+        ("router", r"(\.router\.|\.gate\.(weight|bias|e_score_correction_bias)$|e_score_correction_bias|\.router$|expert_bias$|router_bias$|\.gate_kernel$|moe_statics|\.gate\.wg\.|\.block_sparse_moe\.gate\.)"),
+        ("shared_experts", r"(shared_expert|shared_experts|shared_mlp|\.shared\.|\.shared_(gate_up|gate|up|down)_proj$)"),
         # JetMoE's attention experts (MoA) add one bias after mixing them: it runs for every token, like o_proj's.
         ("attention", r"\.self_attention\.experts\.bias$"),
         # Stacked experts ([experts, out, in]) of JetMoE and Granite-MoE checkpoints: `mlp.input_linear` /
         # `block_sparse_moe.output_linear` (Granite's shared MLP uses the same names, matched by the rule above).
-        ("experts", r"(\.experts\.|\.experts$|\.expert_|\.(input_linear|output_linear)\.weight$)"),
+        # A bare (no `.weight`) projection of the MLP is a raw parameter, which only stacked experts are: Ergo's
+        # original `feed_forward.up_proj` ([experts, hidden, inter]); a dense MLP's projections are nn.Linear.
+        ("experts", r"(\.experts\.|\.experts$|\.expert_|\.(input_linear|output_linear)\.weight$|\.(feed_forward|mlp|ffn)\.(gate_up|gate|up|down)_proj$)"),
         ("embedding", r"(^|\.)(embed_tokens|wte|wpe|word_embeddings|embed_in|tok_embeddings|embed_positions|position_embeddings|embeddings|embedding|emb|embed|input_embedding|token_embedding|embed_tokens_per_layer)(\.|$)"),
         ("head", r"(^|\.)(lm_head|embed_out|output|score|lm_heads|unembed)\.(weight|bias)$"),
         ("norms", r"(norm|ln_\w*|ln\d*|layernorm|layer_norm|rms)[\w]*\.(weight|bias)$"),
