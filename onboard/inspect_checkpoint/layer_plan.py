@@ -30,6 +30,9 @@ LAYER_TYPE_NAMES = {
 _EVERY_SECOND_SLIDING = ("gemma2", "gpt_oss", "vaultgemma", "t5gemma")
 _PATTERN_KEY_FAMILIES = ("gemma3", "gemma3_text", "cohere2", "exaone4", "gemma4_text", "gemma4")
 _ALL_SLIDING_IF_WINDOW = ("mistral", "mixtral", "starcoder2", "phi3", "phimoe", "minimax", "mistral3")
+# Families whose layers other than the sliding ones skip RoPE when the model has a window (Kolibri: "global NoPE
+# for hybrid attention"; Kolibri 1.1 rotates only in its sliding layers).
+_NOPE_UNLESS_SLIDING = ("kolibri1", "kolibri1_1")
 _WINDOW_AFTER_MAX_LAYERS = ("qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "dots1", "smollm3", "qwen2_vl", "qwen2_5_vl")
 
 
@@ -134,7 +137,7 @@ def _day_zero_window(cv: ConfigView, n: int, base: str) -> list[str]:
     return ["sliding"] * n
 
 
-def _rope_layers(cv: ConfigView, n: int) -> list[bool]:
+def _rope_layers(cv: ConfigView, n: int, kinds: list[str]) -> list[bool]:
     """False where a layer skips RoPE (NoPE): `no_rope_layers` holds 1 for layers that DO use rope."""
     flags = cv.get("no_rope_layers")
     if isinstance(flags, list) and len(flags) >= n:
@@ -142,6 +145,14 @@ def _rope_layers(cv: ConfigView, n: int) -> list[bool]:
     interval = cv.int("no_rope_layer_interval")
     if interval:
         return [(i + 1) % interval != 0 for i in range(n)]
+    # RoPE parameters per layer type, None for a type without RoPE (Ergo's and Cohere Compass's global layers):
+    # transformers then passes no position embeddings to those layers.
+    params, types = cv.get("rope_parameters"), cv.get("layer_types")
+    if isinstance(params, dict) and isinstance(types, list) and len(types) >= n and None in params.values():
+        if all(v is None or isinstance(v, dict) for v in params.values()):
+            return [params.get(str(types[i])) is not None for i in range(n)]
+    if cv.model_type in _NOPE_UNLESS_SLIDING and "sliding" in kinds:
+        return [kind == "sliding" for kind in kinds]
     return [True] * n
 
 
@@ -170,7 +181,7 @@ def plan_layers(
         findings.append(info(
             "window-never-binds", f"sliding_window {idle[0]} >= max_position_embeddings {idle[1]}: no position can fall "
             "outside the window, so its layers are planned as full attention (the KV cache grows with the sequence)"))  # fmt: skip
-    rope_flags = _rope_layers(cv, n)
+    rope_flags = _rope_layers(cv, n, kinds)
     layers: list[LayerInfo] = []
     for i, kind in enumerate(kinds):
         seen = roles.get(i, set()) if roles is not None else None
