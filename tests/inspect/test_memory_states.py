@@ -1,14 +1,15 @@
 """Fixed recurrent state per sequence, from config.json, against the state transformers' model really keeps.
 
 The tiny configs use widths equal to hidden_size, where reading a width from the wrong key gives the same answer;
-these variants set every width and kernel apart, and tests/tiny/ground_truth.py weighs the real cache.
+these variants set every width and kernel apart, and tests/tiny/ground_truth.py weighs the real cache (measured once
+and kept on disk: test_memory_tiny.measured).
 """
 
 from __future__ import annotations
 
 import pytest
 
-from onboard.inspect_checkpoint import inspect
+from tests.inspect.test_memory_tiny import measured, plan_of
 
 VARIANTS = [
     ("recurrent_gemma", {"lru_width": 96, "conv1d_width": 3}),
@@ -64,16 +65,11 @@ VARIANTS = [
 
 
 @pytest.mark.parametrize(("model_type", "overrides"), VARIANTS, ids=[m for m, _ in VARIANTS])
-def test_recurrent_state_matches_the_cache_transformers_keeps(tmp_path, model_type: str, overrides: dict) -> None:
-    from tests.tiny.factory import make_tiny_checkpoint
-    from tests.tiny.ground_truth import ground_truth
-
-    folder = make_tiny_checkpoint(model_type, tmp_path / model_type, overrides=overrides)
-    truth = ground_truth(model_type, folder)
+def test_recurrent_state_matches_the_cache_transformers_keeps(model_type: str, overrides: dict) -> None:
+    folder, truth = measured(model_type, overrides)
     state = truth["kv_cache"]["state_bytes_per_sequence"]
     assert state > 0
-    profile = inspect(str(folder), kv_dtype="float32", max_model_len=truth["kv_cache"]["probe_tokens"][-1])
-    assert profile.memory.state_bytes_per_sequence == state
+    assert plan_of(folder, truth).memory.state_bytes_per_sequence == state
 
 
 # The config fields that size a recurrent state. A config.json may leave one out (written by hand, or by a
@@ -103,42 +99,28 @@ NOT_WITHOUT_THEIR_FIELD = {
     DEFAULTED
     + [pytest.param(m, marks=pytest.mark.xfail(strict=True, reason=r)) for m, r in NOT_WITHOUT_THEIR_FIELD.items()],
 )
-def test_state_fields_left_out_take_the_defaults_transformers_fills(tmp_path, model_type: str) -> None:
-    import json
-
+def test_state_fields_left_out_take_the_defaults_transformers_fills(model_type: str) -> None:
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING
 
-    from tests.tiny.factory import make_tiny_checkpoint
-    from tests.tiny.ground_truth import ground_truth
+    from tests.tiny.factory import make_tiny_config
 
-    folder = make_tiny_checkpoint(model_type, tmp_path / model_type)
-    config = json.loads((folder / "config.json").read_text())
+    config = make_tiny_config(model_type).to_dict()
     defaults = CONFIG_MAPPING[model_type]().to_dict()
-    left_out = [k for k in STATE_FIELDS & set(config) if k in defaults and defaults[k] == config[k]]
+    left_out = sorted(k for k in STATE_FIELDS & set(config) if k in defaults and defaults[k] == config[k])
     assert left_out, f"{model_type}: no state field at its default, nothing left out"
-    (folder / "config.json").write_text(json.dumps({k: v for k, v in config.items() if k not in left_out}))
-    truth = ground_truth(model_type, folder)
+    folder, truth = measured(model_type, left_out=tuple(left_out))
     assert truth["kv_cache"]["state_bytes_per_sequence"] > 0
-    profile = inspect(str(folder), kv_dtype="float32", max_model_len=truth["kv_cache"]["probe_tokens"][-1])
-    assert profile.memory.state_bytes_per_sequence == truth["kv_cache"]["state_bytes_per_sequence"]
-    assert profile.memory.kv_bytes_per_token == truth["kv_cache"]["kv_bytes_per_token"]
+    memory = plan_of(folder, truth).memory
+    assert memory.state_bytes_per_sequence == truth["kv_cache"]["state_bytes_per_sequence"]
+    assert memory.kv_bytes_per_token == truth["kv_cache"]["kv_bytes_per_token"]
 
 
-def test_bailing_conv_kernel_named_short_conv_kernel_size(tmp_path) -> None:
+def test_bailing_conv_kernel_named_short_conv_kernel_size() -> None:
     """BailingHybridConfig takes its KDA conv width from short_conv_kernel_size (linear_conv_kernel_dim is derived):
     a config.json naming only short_conv_kernel_size sizes the conv windows by it."""
-    import json
-
-    from tests.tiny.factory import make_tiny_checkpoint
-    from tests.tiny.ground_truth import ground_truth
-
-    folder = make_tiny_checkpoint("bailing_hybrid", tmp_path / "bailing", overrides={"short_conv_kernel_size": 3})
-    config = json.loads((folder / "config.json").read_text())
-    config.pop("linear_conv_kernel_dim", None)
-    (folder / "config.json").write_text(json.dumps(config))
-    truth = ground_truth("bailing_hybrid", folder)
-    profile = inspect(str(folder), kv_dtype="float32", max_model_len=truth["kv_cache"]["probe_tokens"][-1])
-    assert profile.memory.state_bytes_per_sequence == truth["kv_cache"]["state_bytes_per_sequence"] > 0
+    folder, truth = measured("bailing_hybrid", {"short_conv_kernel_size": 3}, left_out=("linear_conv_kernel_dim",))
+    assert "linear_conv_kernel_dim" not in (folder / "config.json").read_text()
+    assert plan_of(folder, truth).memory.state_bytes_per_sequence == truth["kv_cache"]["state_bytes_per_sequence"] > 0
 
 
 def test_inkling_loop_each_extra_pass_keeps_its_own_states() -> None:

@@ -1,0 +1,82 @@
+"""KV cache and recurrent state of every tiny architecture (tests/tiny) against the cache transformers really keeps.
+
+The measurement (build the checkpoint, run it with transformers, weigh its cache) does not depend on onboard's code,
+so `measured` keeps it on disk, keyed by the tiny config, the overrides, the transformers and torch versions and the
+source of tests/tiny: `make mutation` re-runs these tests for every mutant of memory.py, and each run then costs an
+`inspect` of the stored checkpoint (~10 ms) instead of a forward pass. The checks themselves are
+test_tiny_architectures.py's (compare_with_transformers), restricted to the memory plan's figures.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from onboard.inspect_checkpoint import inspect
+from onboard.inspect_checkpoint.registry import KNOWN_GAPS
+from tests.inspect.test_tiny_architectures import KV_MEASUREMENT_DIFFERS, compare_with_transformers
+from tests.tiny.configs import TINY
+
+TINY_SOURCES = Path(__file__).resolve().parent.parent / "tiny"
+MEMORY_CHECKS = ("kv_bytes_per_token", "kv_bytes_per_sequence", "state_bytes_per_sequence")
+
+
+def _cache_key(model_type: str, overrides: dict | None, left_out: tuple[str, ...]) -> str:
+    import torch
+    import transformers
+
+    digest = hashlib.sha256()
+    for source in sorted(TINY_SOURCES.glob("*.py")):
+        digest.update(source.name.encode() + source.read_bytes())
+    facts = [
+        model_type,
+        TINY[model_type],
+        overrides or {},
+        sorted(left_out),
+        transformers.__version__,
+        torch.__version__,
+    ]
+    digest.update(json.dumps(facts, sort_keys=True, default=str).encode())
+    return f"{model_type}-{digest.hexdigest()[:16]}"
+
+
+def measured(model_type: str, overrides: dict | None = None, left_out: tuple[str, ...] = ()) -> tuple[Path, dict]:
+    """(checkpoint folder, tests.tiny.ground_truth of it) for a tiny checkpoint of `model_type` with `overrides`,
+    the `left_out` keys removed from its config.json before transformers loads it; built once, then read from disk."""
+    from tests.tiny.factory import make_tiny_checkpoint
+    from tests.tiny.ground_truth import ground_truth
+
+    root = Path(os.environ.get("ONBOARD_TINY_TRUTH_CACHE", Path(tempfile.gettempdir()) / "onboard-tiny-truth"))
+    done = root / _cache_key(model_type, overrides, left_out)
+    if not (done / "truth.json").is_file():
+        work = Path(tempfile.mkdtemp(prefix=done.name + ".", dir=root.mkdir(parents=True, exist_ok=True) or root))
+        folder = make_tiny_checkpoint(model_type, work / "checkpoint", overrides=overrides)
+        config = json.loads((folder / "config.json").read_text())
+        (folder / "config.json").write_text(json.dumps({k: v for k, v in config.items() if k not in left_out}))
+        (work / "truth.json").write_text(json.dumps(ground_truth(model_type, folder)))
+        try:
+            work.rename(done)
+        except OSError:  # another run stored it first
+            shutil.rmtree(work, ignore_errors=True)
+    return done / "checkpoint", json.loads((done / "truth.json").read_text())
+
+
+def plan_of(folder: Path, truth: dict[str, Any]):
+    """inspect's profile at float32 and the measured cache's length (beyond every window)."""
+    return inspect(str(folder), kv_dtype="float32", max_model_len=truth["kv_cache"]["probe_tokens"][-1])
+
+
+@pytest.mark.parametrize("model_type", sorted(set(TINY) - set(KV_MEASUREMENT_DIFFERS)))
+def test_memory_plan_matches_the_cache_transformers_keeps(model_type: str) -> None:
+    folder, truth = measured(model_type)
+    checks = compare_with_transformers(plan_of(folder, truth), truth, model_type)
+    wrong = {name for name in MEMORY_CHECKS if not checks[name]}
+    # Exactly the documented gaps of the memory figures differ (registry.KNOWN_GAPS).
+    assert wrong == set(KNOWN_GAPS.get(model_type, {})) & set(MEMORY_CHECKS), (wrong, truth["notes"])
