@@ -153,6 +153,7 @@ def test_tail_runs_are_counted_per_prompt_and_broken_by_a_quiet_position() -> No
     level = 0.004
     # One run of three positions; a position at the level itself is not above it.
     assert tail_events([pm(0), pm(1, kl=0.01), pm(2, kl=0.01), pm(3, kl=0.01), pm(4, kl=level)], level) == 1
+    assert tail_events([pm(0, kl=level), pm(1), pm(2, kl=level)], level) == 0
     # A quiet position between two runs: two events.
     assert tail_events([pm(0, kl=0.01), pm(1), pm(2, kl=0.01)], level) == 2
     # Consecutive indices of different prompts are different runs.

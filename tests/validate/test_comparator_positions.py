@@ -71,6 +71,9 @@ def test_an_id_missing_from_the_candidates_top_k_is_bounded_by_its_kth_logprob()
     # A reference logprob below the candidate's k-th is no error: the id may sit anywhere below it.
     low = compare_position(0, probs((0, 1, 2), (0.5, 0.3, 0.05)), probs((0, 1, 5), (0.5, 0.3, 0.1)))
     assert low.max_logprob_error == pytest.approx(0.0, abs=1e-12)
+    # The bound alone can make the worst error: id 2 at 0.15 in the reference, the candidate's k-th at 0.05.
+    far = compare_position(0, ref, probs((0, 1, 5), (0.52, 0.31, 0.05)))
+    assert far.max_logprob_error == pytest.approx(ln(0.15 / 0.05))
 
 
 def test_the_next_tokens_own_logprob_replaces_the_bound_when_the_candidate_reports_it() -> None:
@@ -86,6 +89,12 @@ def test_the_next_tokens_own_logprob_replaces_the_bound_when_the_candidate_repor
     # The top-k's own value wins over the token logprob for an id the candidate lists.
     listed = compare_position(0, ref, probs((0, 1, 2), (0.6, 0.2, 0.1), token=0.5), next_id=1)
     assert listed.max_logprob_error == pytest.approx(ln(1.5))
+    # A candidate that reports no token logprob: the next id changes nothing.
+    bare = probs((0, 1, 5), (0.6, 0.2, 0.1))
+    assert compare_position(0, ref, bare, next_id=2).kl == pytest.approx(compare_position(0, ref, bare).kl)
+    # A token logprob is read for the next id only: an underflowed one (-inf) without a next id is not an error.
+    underflow = TopK(bare.ids, bare.logprobs, -math.inf)
+    assert compare_position(0, ref, underflow).kl == pytest.approx(compare_position(0, ref, bare).kl)
 
 
 def test_a_swap_reports_the_larger_of_the_two_sides_top1_gaps() -> None:
@@ -129,7 +138,8 @@ def test_the_bound_for_a_missing_id_is_the_candidates_kth_not_a_lower_next_token
 def test_a_nonfinite_candidate_is_an_infinite_error_and_a_swap() -> None:
     m = compare_position(4, probs((0, 1), (0.6, 0.3)), TopK((0, 1), (-math.inf, -1.0)), prompt="p")
     assert (m.kl, m.max_logprob_error, m.gap, m.margin_error) == (math.inf, math.inf, math.inf, 0.0)
-    assert not m.top1_agree and m.topk_overlap == 0.0 and (m.key, m.scale_num, m.scale_den) == ("p:4", 0.0, 0.0)
+    # validate's result writes top1_agree per position: false, not null.
+    assert m.top1_agree is False and m.topk_overlap == 0.0 and (m.key, m.scale_num, m.scale_den) == ("p:4", 0.0, 0.0)
 
 
 def test_compare_rows_pairs_positions_and_their_next_tokens() -> None:
@@ -225,8 +235,15 @@ def test_swaps_of_positions_compared_without_a_prompt_name_are_not_listed_as_the
     unnamed = compare_rows([ref, ref], [ref, swapped])
     assert [m.prompt for m in unnamed] == ["", ""]
     assert noise_from("bfloat16", "bfloat16", unnamed, []).swaps == ()
+    assert noise_from("bfloat16", "bfloat16", [compare_position(1, ref, swapped)], []).swaps == ()
     named = compare_rows([ref, ref], [ref, swapped], prompt="p3")
     assert noise_from("bfloat16", "bfloat16", named, []).swaps == ("p3:1",)
+
+
+def test_no_measurable_margin_is_no_margin_noise() -> None:
+    """Where the candidate never has the reference's top-1 in its top-k, no margin change can be measured."""
+    stats = noise_from("bfloat16", "bfloat16", [position(i, 0.01, 0.1, margin=math.inf) for i in range(3)], [])
+    assert stats.margin_max == 0.0
 
 
 @pytest.mark.parametrize("bad", [math.inf, math.nan])
@@ -264,14 +281,14 @@ def test_the_agreement_detail_reports_the_candidates_figures_beside_the_referenc
     assert "mean KL 1.78e-04 (reference's own run 2.50e-04)" in text
     assert "max KL 4.56e-03" in text and "max logprob error 1.23e-02 (own 3.10e-02)" in text
     assert "top-1 swaps 3 (2 near-ties)" in text and "logit scale 1.0021 (allowed |slope-1| 0.0042)" in text
-    assert "routing flips" not in text and "FAILED" not in text
+    assert text.endswith("top-1 swaps 3 (2 near-ties), logit scale 1.0021 (allowed |slope-1| 0.0042)")
 
 
 def test_the_agreement_detail_names_routing_flips_a_flat_fit_and_the_failures() -> None:
     verdict = Verdict(False, ("max KL 0.5 > 0.01",), 0.01, 0.5, 1e-4, 0, 0, 60, routing_flips=2)
     text = Agreement(False, ("max KL 0.5 > 0.01", "logit scale 1.2"), verdict, None, 0.004, noise()).detail()
     assert "logit scale too flat to fit" in text
-    assert "routing flips 2 (allowed 4)" in text
+    assert "logit scale too flat to fit, routing flips 2 (allowed 4); FAILED" in text
     assert text.endswith("; FAILED: max KL 0.5 > 0.01; logit scale 1.2")
 
 
@@ -306,7 +323,8 @@ def test_agreement_reads_the_next_tokens_logprob_outside_the_candidates_top_k() 
     assert result.verdict.max_logprob_error == pytest.approx(ln(0.15 / 0.1))
     # The reference's own run reports next tokens too: its rows are compared with them.
     own = [[probs((0, 1), (0.5, 0.3), token=0.15), probs((0, 1), (0.6, 0.25), token=0.1)]]
-    assert agreement("bfloat16", ref, ref, [own], [[2, 2]]).noise.max_logprob_error == pytest.approx(0.0, abs=1e-12)
+    exact = agreement("bfloat16", ref, ref, [own], [[2, 2]]).noise
+    assert exact.max_logprob_error == pytest.approx(0.0, abs=1e-12) and exact.kl_max == pytest.approx(0.0, abs=1e-12)
 
 
 def test_agreement_excuses_a_swap_its_own_run_makes_at_the_same_prompt_and_position() -> None:
