@@ -2,7 +2,9 @@
 
 Each seeded defect sits just past one rule's detection limit: the rule must name it (with at least 1.6x margin on
 this fixture), while a tolerance 10x looser would let it through (measured by multiplying that rule's multiplier; see
-docs/mutation.md). Next to them a clean second implementation (sdpa attention instead of eager) must pass every
+docs/mutation.md). Except the logit scale: the bfloat16 own run's slope deviation measured 1.1e-5 here (2026-12-03),
+so 4x or 40x of it sits under the 2e-3 floor and the floor alone sets that limit; test_distribution_rules.py pins the
+multiplier with a reference noisy enough for it to bind. Next to them a clean second implementation (sdpa attention instead of eager) must pass every
 rule. Logits x1.002 in bfloat16 are below every limit (not asserted: a limit is what is caught, not what is missed).
 
 The reference is the fixture in float32 (eager), teacher-forced over three 160-token windows of its held-out corpus
