@@ -62,3 +62,34 @@ def test_a_given_reference_runs_where_the_checkpoint_reference_is_repository_cod
     report = check_parity(ADAPTERS_DIR / "qwen3.py", folder, reference=reference_model(TRAINED, torch.float32))
     assert (report["passed"], report["status"]) == (True, "passed"), report["detail"]
     assert report["worst"] < 1e-4 and report["prompts"], report["detail"]  # it ran, against the given reference
+
+
+def test_trusted_repository_code_is_the_reference_through_the_sandbox(tmp_path: Path, monkeypatch) -> None:
+    """With --trust-remote-code the folder's own code is the reference: the sandbox is asked, under the user's
+    policy, for its logits in float32 (the truth) and float64 (the calibration run), and the report names it. The
+    worker here is a stand-in answering with transformers' logits of the same weights (the folder's code would be
+    Qwen3's): nothing of the folder runs."""
+    from onboard import reference
+    from onboard.generate_adapter.remote_reference import WORKER
+    from onboard.reference import load_transformers
+    from onboard.sandbox import code_hash
+
+    folder = repository_code_copy(tmp_path)
+    asked = []
+
+    def worker(target: str, kwargs: dict, checkpoint: Path, policy: RemoteCodePolicy, wall_s: float | None = None):
+        asked.append((target, kwargs["dtype"], Path(checkpoint), policy))
+        model = load_transformers(TRAINED, kwargs["dtype"])
+        with torch.no_grad():
+            return {"logits": [model(input_ids=torch.tensor([ids])).logits.float() for ids in kwargs["prompts"]]}
+
+    monkeypatch.setattr(reference, "run_in_sandbox", worker)
+    policy = RemoteCodePolicy(trust_remote_code=True)
+    report = check_parity(ADAPTERS_DIR / "qwen3.py", folder, policy=policy)
+    assert (report["passed"], report["status"]) == (True, "passed"), report["detail"]
+    assert asked == [(WORKER, "float32", folder, policy), (WORKER, "float64", folder, policy)]
+    assert report["detail"].startswith(
+        "adapter in float32 vs the repository's code float32, judged against the repository's code in float64: "
+    ), report["detail"]
+    assert report["reference"]["identity"] == f"repository code sha256:{code_hash(folder)}"
+    assert report["reference"]["library"] == "repository code" and report["reference"]["isolation"]
