@@ -68,6 +68,10 @@ def test_logits_scaled_by_1_03_fail_in_bf16_on_the_logit_scale(tmp_path: Path, b
     assert re.search(r"FAILED: .*logit scale 1\.0[23]\d\d: \|slope-1\| >", report["detail"]), report["detail"]
     assert report["worst"] > bf16_clean["worst"]
     assert "adapter/reference = 1.03" in report["divergence"]  # where it breaks, and that it is a scale
+    assert report["detail"].endswith(f"; {report['divergence']}")
+    assert report["first_divergence"]["module"] == "logits"
+    # the bisect runs on the longest prompt, the adapter reloaded in float32 (a defect stands out from rounding)
+    assert (report["input_length"], report["compared_in"]) == (48, "float32")
 
 
 def test_a_float32_adapter_within_rounding_passes_and_x1_001_fails(tmp_path: Path) -> None:
