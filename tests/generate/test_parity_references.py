@@ -93,3 +93,13 @@ def test_trusted_repository_code_is_the_reference_through_the_sandbox(tmp_path: 
     ), report["detail"]
     assert report["reference"]["identity"] == f"repository code sha256:{code_hash(folder)}"
     assert report["reference"]["library"] == "repository code" and report["reference"]["isolation"]
+
+
+def test_the_bisect_of_a_failed_parity_compares_against_the_given_reference() -> None:
+    """A reference-side defect (its head x1.03, untied from the embedding): the verdict fails, and the bisect finds
+    the same reference's logits off by the inverse scale (not transformers reloaded from the folder, which agrees)."""
+    given = reference_model(TRAINED, torch.float32)
+    given.lm_head.weight = torch.nn.Parameter(given.lm_head.weight.detach() * 1.03)
+    report = check_parity(ADAPTERS_DIR / "qwen3.py", TRAINED, reference=given)
+    assert not report["passed"] and report["first_divergence"]["module"] == "logits", report["detail"]
+    assert "adapter/reference = 0.9709" in report["divergence"]  # 1 / 1.03
