@@ -86,3 +86,18 @@ def test_kv_dtype_names_and_widths() -> None:
     with pytest.raises(InputError, match="unknown --kv-dtype 'fp4'") as caught:
         kv_dtype_bytes("fp4")
     assert "bfloat16" in str(caught.value.hint)
+
+
+def test_deepseek_mla_latent_and_v3_2_indexer_keys(shared_data) -> None:
+    """DeepSeek-R1 (no headers read): each of its 61 MLA layers caches one latent per token, kv_lora_rank 512 +
+    qk_rope_head_dim 64, not per-head K and V. DeepSeek-V3.2 has the same shape plus its sparse-attention indexer,
+    whose keys (index_head_dim 128, index_topk set, no layer_types in its config.json) are cached per token too."""
+    r1 = json.loads((shared_data / "deepseek/deepseek-r1_hf-mirror/config.json").read_text())
+    plan = profile_from_parts(r1, None, max_model_len=4096, kv_dtype="bfloat16").memory
+    assert plan.kv_bytes_per_token_by_kind == {"mla": 61 * (512 + 64) * 2} == {"mla": 70_272}
+    assert plan.kv_bytes_per_sequence == 70_272 * 4096 and plan.state_bytes_per_sequence == 0
+    v3_2 = {**r1, "model_type": "deepseek_v32", "architectures": ["DeepseekV32ForCausalLM"], "index_head_dim": 128,
+            "index_n_heads": 64, "index_topk": 2048}  # fmt: skip
+    assert "layer_types" not in v3_2
+    plan = profile_from_parts(v3_2, None, max_model_len=4096, kv_dtype="bfloat16").memory
+    assert plan.kv_bytes_per_token == 61 * (512 + 64 + 128) * 2 == 85_888
