@@ -18,8 +18,8 @@ from onboard.reference import RemoteCodePolicy
 TRAINED = Path(__file__).resolve().parents[1] / "fixtures" / "trained-qwen3"
 
 
-def scaled_adapter(tmp_path: Path, factor: float) -> Path:
-    """The committed qwen3 adapter with its logits multiplied by `factor`."""
+def scaled_adapter(tmp_path: Path, factor: float, only_in: str | None = None) -> Path:
+    """The committed qwen3 adapter with its logits multiplied by `factor` (only in dtype `only_in` when given)."""
     path = tmp_path / "qwen3_scaled.py"
     path.write_text(
         "import importlib.util\nimport sys\n"
@@ -28,7 +28,9 @@ def scaled_adapter(tmp_path: Path, factor: float) -> Path:
         "_spec.loader.exec_module(_base)\n\n\n"
         "class Model(_base.Model):\n"
         "    def forward(self, *args, **kwargs):\n"
-        f"        return super().forward(*args, **kwargs) * {factor}\n"
+        "        out = super().forward(*args, **kwargs)\n"
+        "        dtype = str(self.lm_head.weight.dtype).removeprefix('torch.')\n"
+        f"        return out * {factor} if {only_in!r} in (None, dtype) else out\n"
     )
     return path
 
@@ -72,6 +74,13 @@ def test_logits_scaled_by_1_03_fail_in_bf16_on_the_logit_scale(tmp_path: Path, b
     assert report["first_divergence"]["module"] == "logits"
     # the bisect runs on the longest prompt, the adapter reloaded in float32 (a defect stands out from rounding)
     assert (report["input_length"], report["compared_in"]) == (48, "float32")
+
+
+def test_a_defect_only_in_bf16_is_located_in_bf16(tmp_path: Path) -> None:
+    """Nothing diverges in float32, so the bisect looks again in the adapter's own dtype, and finds the scale there."""
+    report = check_parity(scaled_adapter(tmp_path, 1.03, only_in="bfloat16"), TRAINED, dtype="bfloat16")
+    assert not report["passed"], report["detail"]
+    assert (report["compared_in"], report["first_divergence"]["module"]) == ("bfloat16", "logits"), report["divergence"]
 
 
 def test_a_float32_adapter_within_rounding_passes_and_x1_001_fails(tmp_path: Path) -> None:
