@@ -21,6 +21,7 @@ _TORCH_DTYPE_NAMES = {"float32": "float32", "float": "float32", "float16": "floa
 def check_shapes(index: TensorIndex, dims: Dims, mla: bool) -> list[Finding]:
     """Compares the first tensor of each group (layer 0 for per-layer groups) with the config."""
     findings: list[Finding] = []
+    gated_query = _gated_query(index, dims)
     for g in index.groups:
         if tn.tower_of(g.template):
             continue
@@ -35,8 +36,8 @@ def check_shapes(index: TensorIndex, dims: Dims, mla: bool) -> list[Finding]:
             continue
         expected = None
         if short.endswith("self_attn.q_proj.weight"):
-            expected = dims.num_attention_heads * dims.head_dim
-            field = "num_attention_heads × head_dim"
+            expected = dims.num_attention_heads * dims.head_dim * (2 if gated_query else 1)
+            field = "num_attention_heads × head_dim" + (" × 2 (query and output gate)" if gated_query else "")
         elif short.endswith(("self_attn.k_proj.weight", "self_attn.v_proj.weight")):
             expected = dims.num_kv_heads * dims.head_dim
             field = "num_key_value_heads × head_dim"
@@ -45,6 +46,21 @@ def check_shapes(index: TensorIndex, dims: Dims, mla: bool) -> list[Finding]:
                                   f"{field} = {expected}", "check head_dim / num_key_value_heads in config.json "
                                   "(head_dim need not be hidden_size / num_attention_heads)", file=t.file, tensor=name))  # fmt: skip
     return findings
+
+
+def _gated_query(index: TensorIndex, dims: Dims) -> bool:
+    """Layer 0's q_proj holds the query and a per-channel output gate (Qwen3-Next, MiniCPM5-MoE): twice the rows
+    of num_attention_heads × head_dim, while o_proj still reads num_attention_heads × head_dim."""
+    heads = dims.num_attention_heads * dims.head_dim
+    shapes = {}
+    for g in index.groups:
+        short = tn.strip_lm_prefix(g.first_name)
+        if tn.layer_index(short) == 0 and len(g.first_shape) == 2:
+            for leaf in ("self_attn.q_proj.weight", "self_attn.o_proj.weight"):
+                if short.endswith(leaf):
+                    shapes[leaf] = g.first_shape
+    q, o = shapes.get("self_attn.q_proj.weight"), shapes.get("self_attn.o_proj.weight")
+    return bool(heads) and q is not None and o is not None and q[0] == 2 * heads and o[1] == heads
 
 
 def check_vocab(config_vocab: int | None, rows: int | None, file: str | None, tensor: str | None) -> list[Finding]:

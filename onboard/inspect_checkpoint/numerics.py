@@ -43,8 +43,10 @@ def rope_from_config(cv: ConfigView, lm: dict[str, TensorInfo] | None) -> tuple[
     local_theta = cv.float("rope_local_base_freq")
     main: dict = {}
     if isinstance(params, dict) and params:
-        if all(isinstance(v, dict) for v in params.values()):  # per layer type (Gemma 3 in transformers 5)
-            main = dict(params.get("full_attention") or next(iter(params.values())))
+        typed = [v for v in params.values() if isinstance(v, dict)]
+        # Per layer type (Gemma 3 in transformers 5); None for a type without RoPE (Ergo's global layers).
+        if typed and all(v is None or isinstance(v, dict) for v in params.values()):
+            main = dict(params.get("full_attention") or typed[0])
             local = params.get("sliding_attention")
             if isinstance(local, dict) and local.get("rope_theta") is not None:
                 local_theta = float(local["rope_theta"])
