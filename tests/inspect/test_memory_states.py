@@ -7,6 +7,8 @@ and kept on disk: test_memory_tiny.measured).
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from tests.inspect.test_memory_tiny import measured, plan_of
@@ -69,7 +71,15 @@ def test_recurrent_state_matches_the_cache_transformers_keeps(model_type: str, o
     folder, truth = measured(model_type, overrides)
     state = truth["kv_cache"]["state_bytes_per_sequence"]
     assert state > 0
-    assert plan_of(folder, truth).memory.state_bytes_per_sequence == state
+    planned = plan_of(folder, truth).memory.state_bytes_per_sequence
+    assert planned == state and isinstance(planned, int)  # whole bytes, as the JSON profile reports them
+
+
+def test_cpmant_without_prompt_tokens_keeps_no_prefix() -> None:
+    folder, truth = measured("cpmant", {"prompt_length": 0})
+    assert truth["kv_cache"]["state_bytes_per_sequence"] == 0 < truth["kv_cache"]["kv_bytes_per_token"]
+    memory = plan_of(folder, truth).memory
+    assert (memory.state_bytes_per_sequence, memory.kv_bytes_per_token) == (0, truth["kv_cache"]["kv_bytes_per_token"])
 
 
 # The config fields that size a recurrent state. A config.json may leave one out (written by hand, or by a
@@ -113,6 +123,20 @@ def test_state_fields_left_out_take_the_defaults_transformers_fills(model_type: 
     memory = plan_of(folder, truth).memory
     assert memory.state_bytes_per_sequence == truth["kv_cache"]["state_bytes_per_sequence"]
     assert memory.kv_bytes_per_token == truth["kv_cache"]["kv_bytes_per_token"]
+
+
+# One field left out where its value is the class default but the tiny config sets it apart.
+LEFT_OUT = [
+    ("zaya", {"cca_time0": 3}, ("cca_time1",)),  # ZAYA's second conv window at its default, 2
+    ("mamba", {"state_size": 16}, ("state_size",)),  # MambaConfig's state_size 16
+]
+
+
+@pytest.mark.parametrize(("model_type", "overrides", "left_out"), LEFT_OUT, ids=[m for m, _, _ in LEFT_OUT])
+def test_one_state_field_left_out(model_type: str, overrides: dict, left_out: tuple[str, ...]) -> None:
+    folder, truth = measured(model_type, overrides, left_out=left_out)
+    assert not set(left_out) & set(json.loads((folder / "config.json").read_text()))
+    assert plan_of(folder, truth).memory.state_bytes_per_sequence == truth["kv_cache"]["state_bytes_per_sequence"] > 0
 
 
 def test_bailing_conv_kernel_named_short_conv_kernel_size() -> None:
