@@ -54,6 +54,9 @@ def test_repository_code_that_may_not_run_is_refused_before_it_loads(tmp_path: P
         reference_model(folder, torch.float32)
     said = f"{refused.value.message} {refused.value.hint}"
     assert "repository" in said and f"onboard generate {folder} --parity --trust-remote-code" in said, said
+    with pytest.raises(InputError) as refused:  # the user's --unsafe-no-sandbox is kept in the command to run
+        reference_model(folder, torch.float32, RemoteCodePolicy(unsafe_no_sandbox=True))
+    assert "--parity --trust-remote-code --unsafe-no-sandbox" in f"{refused.value.message} {refused.value.hint}"
 
 
 def test_a_given_reference_runs_where_the_checkpoint_reference_is_repository_code(tmp_path: Path) -> None:
