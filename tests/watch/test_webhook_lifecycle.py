@@ -34,22 +34,24 @@ def _health(url: str) -> tuple[int, dict]:
 
 def test_a_started_server_answers_from_daemon_threads_and_stops_at_once(queue_db: Path) -> None:
     before = set(threading.enumerate())
+    stopped_in = []
     with Queue(queue_db) as queue:
-        server = WebhookServer(queue, WebhookConfig(SECRET.encode()), port=0)
-        assert server.url.startswith("http://127.0.0.1:")
-        server.start()
-        try:
-            assert _health(server.url) == (200, {"ok": True, "jobs": {"queued": 0, "running": 0, "done": 0,
-                                                                      "failed": 0, "events": 0}})  # fmt: skip
-            started = [t for t in threading.enumerate() if t not in before]
-            assert started and all(t.daemon for t in started)  # nothing here keeps the process alive
-        finally:
-            begin = time.monotonic()
-            server.stop()  # right after a request: a full poll interval of the accept loop is left to wait out
-            stopped_in = time.monotonic() - begin
-    assert stopped_in < 0.8
-    with pytest.raises(OSError):
-        _health(server.url)
+        for _ in range(3):  # three servers: one slow answer on a busy machine must not hide a slow stop
+            server = WebhookServer(queue, WebhookConfig(SECRET.encode()), port=0)
+            assert server.url.startswith("http://127.0.0.1:")
+            server.start()
+            try:
+                assert _health(server.url) == (200, {"ok": True, "jobs": {"queued": 0, "running": 0, "done": 0,
+                                                                          "failed": 0, "events": 0}})  # fmt: skip
+                started = [t for t in threading.enumerate() if t not in before]
+                assert started and all(t.daemon for t in started)  # nothing here keeps the process alive
+            finally:
+                begin = time.monotonic()
+                server.stop()  # right after a request: about one poll interval of the accept loop to wait out
+                stopped_in.append(time.monotonic() - begin)
+            with pytest.raises(OSError):
+                _health(server.url)
+    assert max(stopped_in) < 0.8, stopped_in
 
 
 def test_stop_is_not_held_by_a_client_stalled_mid_request(queue_db: Path) -> None:
