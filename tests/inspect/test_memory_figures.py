@@ -31,6 +31,7 @@ def test_llama_3_2_3b_every_layer_grows_with_every_token(shared_data, kv_dtype: 
     assert (plan.kv_bytes_per_token, plan.kv_bytes_per_token_by_kind) == (per_token, {"full": per_token})
     assert (plan.kv_bytes_per_sequence, plan.state_bytes_per_sequence) == (per_token * 8192, 0)
     assert plan.kv_dtype == kv_dtype and plan.max_model_len == 8192
+    assert plan.target is None  # no --target: no fit claimed
 
 
 @pytest.mark.parametrize("max_model_len", [300, 512, 4096])
@@ -86,6 +87,7 @@ def test_kv_dtype_names_and_widths() -> None:
     with pytest.raises(InputError, match="unknown --kv-dtype 'fp4'") as caught:
         kv_dtype_bytes("fp4")
     assert "bfloat16" in str(caught.value.hint)
+    assert "one of: bf16, bfloat16, float16, float32, float8_e4m3fn," in str(caught.value.hint)
 
 
 def test_deepseek_mla_latent_and_v3_2_indexer_keys(shared_data) -> None:

@@ -129,6 +129,9 @@ def test_state_fields_left_out_take_the_defaults_transformers_fills(model_type: 
 LEFT_OUT = [
     ("zaya", {"cca_time0": 3}, ("cca_time1",)),  # ZAYA's second conv window at its default, 2
     ("mamba", {"state_size": 16}, ("state_size",)),  # MambaConfig's state_size 16
+    # MambaConfig derives intermediate_size = expand x hidden_size; a config.json may carry only expand, or neither.
+    ("mamba", {"expand": 3}, ("intermediate_size",)),
+    ("mamba", {"conv_kernel": 3}, ("intermediate_size", "expand")),
 ]
 
 
