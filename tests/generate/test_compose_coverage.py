@@ -73,7 +73,9 @@ def outcome(model_type: str, root: Path) -> tuple[str, str]:
 
 
 def _clean(text: str) -> str:
-    return re.sub(r"\s+", " ", text.replace("|", "/")).replace(str(Path(tempfile.gettempdir())), "…").strip()
+    """One line for the table, without the run's temporary folder (its random name would change every run)."""
+    text = re.sub(r"\s+", " ", text.replace("|", "/"))
+    return re.sub(re.escape(str(Path(tempfile.gettempdir()))) + r"(/tmp[^/\s]*)?", "…", text).strip()
 
 
 def coverage_table() -> tuple[str, dict[str, str]]:
