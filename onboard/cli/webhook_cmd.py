@@ -64,7 +64,9 @@ def serve_command(
             runner = build_worker(queue, opts) if i else worker
             threads.append(threading.Thread(target=runner.run_forever, args=(stop, server.wake), daemon=True))
         say(f"listening on {server.url}/webhook (queue: {queue.path})")
-        # Stop order: stop accepting, then wake idle workers so they see `stop`; in-flight requests finish first.
+        # Stop order: stop accepting, then wake idle workers so they see `stop`. Request threads are daemons and are
+        # not waited for: an event that got no answer is retried by its sender, and one already stored comes
+        # back as a replay (tests/watch/test_webhook_lifecycle.py pins that stop() does not wait).
         stop_server = threading.Thread(target=lambda: (stop.wait(), server.stop(), server.wake.set()), daemon=True)
         serve_until_signalled(stop, [stop_server, *threads])
         say("stopped")
