@@ -11,6 +11,7 @@ import json
 import pytest
 
 from onboard.inspect_checkpoint import profile_from_parts
+from onboard.inspect_checkpoint.memory import parse_target
 from onboard.profile import MemoryPlan
 
 
@@ -103,3 +104,18 @@ def test_deepseek_mla_latent_and_v3_2_indexer_keys(shared_data) -> None:
     assert "layer_types" not in v3_2
     plan = profile_from_parts(v3_2, None, max_model_len=4096, kv_dtype="bfloat16").memory
     assert plan.kv_bytes_per_token == 61 * (512 + 64 + 128) * 2 == 85_888
+
+
+def test_concurrent_sequences_follow_the_per_sequence_figure(shared_data) -> None:
+    """On one H100, the sequences the fit claims are the KV budget left after the weights divided by the per-sequence
+    figure the plan reports, Gemma 3's sliding layers capped at their 512-token window (32k-token sequences)."""
+    from onboard.inspect_checkpoint.target_fit import per_gpu_budget
+
+    config = json.loads((shared_data / "gemma/gemma-3-1b-it_user-upload/config.json").read_text())
+    plan = profile_from_parts(config, None, max_model_len=32768, target=parse_target("h100")).memory
+    layer = kv_bytes_per_layer(1, 256, 2)
+    assert plan.kv_bytes_per_sequence == (4 * 32768 + 22 * 512) * layer
+    fit = plan.target
+    assert fit.fits and fit.recommended_tensor_parallel == 1
+    budget = per_gpu_budget(fit.memory_bytes_per_gpu, plan.weights_bytes, 1)
+    assert fit.concurrent_sequences == int(budget // plan.kv_bytes_per_sequence) > 100
