@@ -84,7 +84,10 @@ def prepare(name: str, spec: dict) -> Path:
             f"{key} = {_toml_list(value) if isinstance(value, list) else repr(value).lower() if isinstance(value, bool) else repr(value)}"
         )
     lines.append(f"only_mutate = {_toml_list(spec['files'])}")
-    lines.append(f"pytest_add_cli_args_test_selection = {_toml_list(spec['tests'])}")
+    # `deselect`: tests of a selected file that run `onboard` in a subprocess (they import the unmutated package, so
+    # they kill nothing, yet a fixture's in-process call maps them to a function and every mutant there runs them).
+    deselected = [arg for node in spec.get("deselect", []) for arg in ("--deselect", node)]
+    lines.append(f"pytest_add_cli_args_test_selection = {_toml_list([*spec['tests'], *deselected])}")
     config = "\n".join(lines).replace("'", '"') + "\n"
     target = work / "pyproject.toml"
     if not target.exists() or target.read_text() != config:
