@@ -25,8 +25,8 @@ R = TypeVar("R")
 _OS_HINTS: dict[int, str] = {
     errno.ENOSPC: "the disk is full: free space (or point --workspace/--registry elsewhere) and rerun",
     errno.EDQUOT: "the disk quota is exhausted: free space (or point --workspace/--registry elsewhere) and rerun",
-    errno.EACCES: "no permission to write there: fix the permissions or choose another path",
-    errno.EPERM: "no permission to write there: fix the permissions or choose another path",
+    errno.EACCES: "no permission to {verb} there: fix the permissions or choose another path",
+    errno.EPERM: "no permission to {verb} there: fix the permissions or choose another path",
     errno.EROFS: "that file system is read-only: choose a writable path",
     errno.ENOTDIR: "a parent of that path is a file, not a folder: choose another path",
     errno.EISDIR: "that path is a folder: give a file path",
@@ -37,7 +37,9 @@ _OS_HINTS: dict[int, str] = {
 def os_error(exc: OSError, path: Path | str, doing: str) -> InputError:
     """An InputError naming the path and the fix for a failed file operation."""
     why = exc.strerror or str(exc)
-    hint = _OS_HINTS.get(exc.errno or 0, "check the path and rerun")
+    # A refused read is not a refused write: the permission hints name what was being done (read, write, use).
+    verb = "read" if doing.startswith(("read", "hash")) else "open" if doing == "use" else "write"
+    hint = _OS_HINTS.get(exc.errno or 0, "check the path and rerun").replace("{verb}", verb)
     return InputError(f"cannot {doing} {path}: {why}", hint)
 
 

@@ -39,3 +39,18 @@ def test_a_failed_write_keeps_the_old_file_and_names_the_path(tmp_path, monkeypa
         atomic_write(target, "new\n")
     assert str(target) in info.value.message and "disk is full" in (info.value.hint or "")
     assert target.read_text() == "old\n" and [p.name for p in tmp_path.iterdir()] == ["validation.json"]
+
+
+def test_permission_hint_names_what_was_refused(tmp_path) -> None:
+    """A refused read must not be explained as a refused write (and the other way round)."""
+    import errno
+
+    from onboard.fsutil import os_error
+
+    denied = PermissionError(errno.EACCES, "Permission denied")
+    read = os_error(denied, tmp_path / "a.json", "read")
+    assert "no permission to read there" in read.hint and str(tmp_path / "a.json") in read.message
+    assert "no permission to write there" in os_error(denied, tmp_path, "create the registry folder").hint
+    assert "no permission to read there" in os_error(denied, tmp_path, "hash the checkpoint files in").hint
+    assert "no permission to open there" in os_error(PermissionError(errno.EPERM, "x"), tmp_path, "use").hint
+    assert os_error(OSError(errno.ENOSPC, "No space"), tmp_path, "write").hint.startswith("the disk is full")
