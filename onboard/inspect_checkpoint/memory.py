@@ -63,6 +63,8 @@ def kv_dtype_bytes(kv_dtype: str) -> int:
 
 def per_token_elements(layer: LayerInfo, dims: Dims, cv: ConfigView) -> int:
     """Cache elements one token adds in this layer (before any window cap)."""
+    if _reads_another_layers_kv(layer, dims, cv):
+        return 0
     if layer.attention == "mla":
         # The cached latent: kv_lora_rank + qk_rope_head_dim, read from kv_a_proj_with_mqa's rows when the headers
         # are there (kv_width), so a config that names the rank differently still sizes it.
@@ -76,6 +78,17 @@ def per_token_elements(layer: LayerInfo, dims: Dims, cv: ConfigView) -> int:
         v_dim = dims.v_head_dim or dims.head_dim
         return dims.num_kv_heads * (dims.head_dim + v_dim) + indexer
     return 0
+
+
+def _reads_another_layers_kv(layer: LayerInfo, dims: Dims, cv: ConfigView) -> bool:
+    """A layer that attends to keys and values another layer cached and caches none of its own (transformers gives
+    it a DummyLayer): Kolibri 1.1's `kv_source_layers` (layer i reads layer sources[i]'s), and the last
+    `num_kv_shared_layers` layers of Gemma 3n / Gemma 4 (they read the last earlier layer of their type)."""
+    sources = cv.get("kv_source_layers")
+    if isinstance(sources, list):
+        return layer.index < len(sources) and sources[layer.index] != layer.index
+    shared = cv.int("num_kv_shared_layers", default=0) or 0
+    return 0 < shared < dims.num_layers and layer.index >= dims.num_layers - shared
 
 
 def _indexer_elements(layer: LayerInfo, cv: ConfigView, mla: bool) -> int:

@@ -1,0 +1,29 @@
+"""Layers that attend to another layer's keys and values cache nothing of their own (transformers gives them a
+DummyLayer): Kolibri 1.1's `kv_source_layers`, Gemma 3n / Gemma 4's last `num_kv_shared_layers` layers. The plan's
+KV bytes per token against the cache transformers fills on the tiny checkpoint (tests/tiny/ground_truth.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from onboard.inspect_checkpoint import inspect
+from tests.tiny.factory import make_tiny_checkpoint
+from tests.tiny.ground_truth import ground_truth
+
+TWO_SHARED = {"num_hidden_layers": 4, "layer_types": ["sliding_attention", "full_attention"] * 2,
+              "num_kv_shared_layers": 2}  # fmt: skip
+VARIANTS = [
+    ("kolibri1_1", {}),  # layer 3 reads layer 1's K/V
+    ("gemma4_text", TWO_SHARED),
+    ("gemma3n_text", {**TWO_SHARED, "intermediate_size": [128] * 4, "activation_sparsity_pattern": [0.0] * 4}),
+]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("model_type", "overrides"), VARIANTS, ids=[m for m, _ in VARIANTS])
+def test_kv_shared_layers_cache_nothing(tmp_path, model_type: str, overrides: dict) -> None:
+    folder = make_tiny_checkpoint(model_type, tmp_path / model_type, overrides=overrides)
+    kv = ground_truth(model_type, folder)["kv_cache"]
+    assert kv["per_layer"][-1]["kv_bytes_per_token"] == 0  # the premise: transformers caches nothing there
+    plan = inspect(str(folder), kv_dtype="float32", max_model_len=kv["probe_tokens"][-1]).memory
+    assert plan.kv_bytes_per_token == kv["kv_bytes_per_token"]
