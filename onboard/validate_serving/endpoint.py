@@ -134,9 +134,9 @@ class EndpointCandidate:
                 raise EndpointError(
                     f"{self.base}/v1/completions: no choice {i} for a batch of {len(prompts)}", "check the server log"
                 )
-            out.append(
-                self._echo_rows(choice, seq, top_k) if self._echo else _prompt_rows(choice, seq, top_k, self.base)
-            )
+            rows = self._echo_rows(choice, seq, top_k) if self._echo else _prompt_rows(choice, seq, top_k, self.base)
+            _require_top_k(rows, top_k, f"{self.base}/v1/completions (sequence {i})")
+            out.append(rows)
         return out
 
     def _echo_rows(self, choice: dict[str, Any], seq: list[int], top_k: int) -> list[TopK]:
@@ -217,6 +217,19 @@ def _ids_in(doc: dict[str, Any]) -> bool:
 def _first_id(doc: dict[str, Any]) -> int | None:
     tokens = doc["choices"][0]["logprobs"]["tokens"]
     return _token_id(str(tokens[0])) if tokens else None
+
+
+def _require_top_k(rows: Sequence[TopK], top_k: int, where: str) -> None:
+    """Every scored position needs the engine's top-k: without it nothing can be compared there (the comparator would
+    fail on an empty row), so the answer is malformed, named here rather than as a crash downstream."""
+    if top_k <= 0:
+        return
+    missing = [j + 1 for j, row in enumerate(rows) if not row.ids]
+    if missing:
+        raise EndpointError(
+            f"{where}: no top-{top_k} logprobs at {len(missing)} of {len(rows)} scored positions (first: position "
+            f"{missing[0]})", "check that the engine returns logprobs for every prompt position, and its server log",
+        )  # fmt: skip
 
 
 def _prompt_rows(choice: dict[str, Any], seq: list[int], top_k: int, base: str) -> list[TopK]:

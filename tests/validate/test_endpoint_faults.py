@@ -101,3 +101,19 @@ def test_engine_without_prompt_logprobs_reports_what_was_not_checked(tiny, engin
     assert result["passed"]
     assert result["performance"]["peak_memory_bytes"] is None
     assert result["performance"]["prefill_by_length"][0]["ms"] > 0
+
+
+def test_a_scored_position_without_top_k_is_a_clear_error() -> None:
+    """vLLM-style prompt_logprobs with one position left empty: named as a malformed answer (position and count),
+    not an IndexError in the comparator."""
+    from onboard.validate_serving.endpoint import _prompt_rows, _require_top_k
+
+    seq = [5, 6, 7, 8]
+    entry = {"6": {"logprob": -0.1, "rank": 1}, "9": {"logprob": -2.5, "rank": 2}}
+    choice = {"prompt_logprobs": [None, entry, {}, {"8": {"logprob": -0.2, "rank": 1}}]}
+    rows = _prompt_rows(choice, seq, 2, "http://engine")
+    assert [row.ids for row in rows] == [(6, 9), (), (8,)]
+    with pytest.raises(EndpointError, match=r"no top-2 logprobs at 1 of 3 scored positions \(first: position 2\)"):
+        _require_top_k(rows, 2, "http://engine/v1/completions (sequence 0)")
+    _require_top_k(rows, 0, "top-k not asked for: nothing to require")
+    _require_top_k([rows[0], rows[2]], 2, "every position answered")
