@@ -3,14 +3,30 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-from onboard.generate_adapter.weight_inference import layer_target
-
-if TYPE_CHECKING:
-    from onboard.generate_adapter.compose import Composer
+from onboard.generate_adapter.compose_rules import Fields
+from onboard.generate_adapter.weight_inference import TensorRoles, WeightMapBuilder, layer_target
+from onboard.profile import ModelProfile
 
 MOE = "mlp."
+
+
+class Composer(Protocol):
+    """What the MoE part needs of compose.Composer (a Protocol here, so compose_moe does not import compose, which
+    imports it: no cycle, not even one hidden behind TYPE_CHECKING)."""
+
+    p: ModelProfile
+    roles: TensorRoles
+    wm: WeightMapBuilder
+    fields: Fields
+    words: list[str]
+
+    def stub(self, op: str, reason: str) -> None: ...
+
+    def has_key(self, name: str) -> bool: ...
+
+    def size(self, value: int, candidates: list[tuple[str, int | None]]) -> str: ...
 
 
 def moe_expression(c: Composer) -> str:

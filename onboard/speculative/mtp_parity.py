@@ -48,7 +48,9 @@ def mtp_parity(checkpoint: str | Path, adapter_cls: Any) -> dict[str, Any]:
     main._keys_to_ignore_on_load_unexpected = [
         rf"model\.layers\.{i}\..*" for i in range(first, first + mtp_depths(target.args))
     ]
-    reference_mtp = MtpModel.from_pretrained(main).eval()
+    # Loads only the MTP tensors of the folder the builtin `main` came from (transformers' own MtpModel, no
+    # repository code); trust_remote_code is stated anyway, as at every load site.
+    reference_mtp = MtpModel.from_pretrained(main, trust_remote_code=False).eval()
     worst = 0.0
     with torch.no_grad():
         for ids in prompts(parity_config(path)):
