@@ -26,10 +26,6 @@ class CheckRow:
     detail: str = ""
 
 
-SignoffRow = Signoff
-"""A sign-off as the record keeps it: the one signoff.py stored, unchanged."""
-
-
 @dataclass(frozen=True)
 class PromotionRecord:
     model: str
