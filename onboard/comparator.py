@@ -28,6 +28,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from onboard.errors import UnknownDtype
+
 CALIBRATION = {"float32": "float64", "bfloat16": "bfloat16", "float16": "float16"}
 """Candidate dtype -> the reference run compared with the float32 reference to measure that dtype's noise: float64
 for float32 (another correct rounding), the same model in the low precision itself for bfloat16/float16."""
@@ -179,19 +181,30 @@ class PositionMetrics:
         return f"{self.prompt}:{self.index}"
 
 
+def known_dtype(dtype: str, known: Iterable[str], what: str) -> str:
+    """`dtype` itself where `known` holds it; otherwise UnknownDtype naming it and the dtypes known (a dtype without
+    its own bounds is refused: judged with another's it would pass or fail by accident)."""
+    if dtype not in known:
+        names = ", ".join(known)
+        raise UnknownDtype(
+            f"dtype {dtype!r} has no {what} (known: {names})", f"give the candidate's dtype as one of {names}"
+        )
+    return dtype
+
+
 def tolerances(dtype: str, noise: NoiseStats | None) -> Tolerances:
-    """The tolerance table applied to one dtype and its calibrated noise (the uncalibrated column without one)."""
+    """The tolerance table applied to one dtype and its calibrated noise (the uncalibrated column without one).
+    A dtype outside DTYPE_COLUMNS raises UnknownDtype."""
+    known_dtype(dtype, DTYPE_COLUMNS, "column in the comparator's threshold table")
 
     def row(metric: str) -> dict[str, Any]:
         return THRESHOLDS[metric]  # type: ignore[return-value]
 
     def tol(metric: str, measured: float) -> float:
-        floor = row(metric)["floor"]
-        return max(float(floor.get(dtype, floor["float32"])), float(row(metric)["multiplier"]) * measured)
+        return max(float(row(metric)["floor"][dtype]), float(row(metric)["multiplier"]) * measured)
 
     def uncalibrated(metric: str) -> float:
-        column = row(metric)["uncalibrated"]
-        return float(column.get(dtype, column["float32"]))
+        return float(row(metric)["uncalibrated"][dtype])
 
     usable = noise is not None and not noise.nonfinite
     n = noise if usable else None
@@ -502,7 +515,9 @@ def agreement(
 ) -> Agreement:
     """The candidate's rows vs the reference's (per prompt, teacher-forced on the same sequences), with the noise of
     `dtype` measured from `own_runs`: the reference model itself run in CALIBRATION[dtype] on the same prompts (one
-    or more runs, pooled, as golden recording pools eager and sdpa attention)."""
+    or more runs, pooled, as golden recording pools eager and sdpa attention). A dtype outside CALIBRATION raises
+    UnknownDtype."""
+    calibration = CALIBRATION[known_dtype(dtype, CALIBRATION, "calibration run")]
     own, ratios, ours = [], [], []
     for run in own_runs:
         for i, (ref, mine, ids) in enumerate(zip(reference, run, next_ids)):
@@ -513,7 +528,7 @@ def agreement(
                 ratios.append(ratio)
     for i, (ref, cand, ids) in enumerate(zip(reference, candidate, next_ids)):
         ours.extend(compare_rows(ref, cand, ids, prompt=f"p{i}"))
-    noise = noise_from(dtype, CALIBRATION[dtype], own, ratios)
+    noise = noise_from(dtype, calibration, own, ratios)
     tol = tolerances(dtype, noise)
     verdict = judge(ours, tol, moe=moe)
     scale_ok, slope, limit = judge_scale(ours, tol)

@@ -69,3 +69,11 @@ class SandboxError(InputError):
         super().__init__(message, hint)
         self.kind = kind
         self.remote_traceback = remote_traceback
+
+
+# VALIDATE ERRORS
+
+
+class UnknownDtype(InputError):
+    """A dtype the parity comparator has no bounds for (onboard/comparator.py's THRESHOLDS name the dtypes it
+    knows): refused, never judged with another dtype's bounds."""

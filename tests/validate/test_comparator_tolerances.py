@@ -11,7 +11,17 @@ import sys
 import pytest
 
 import onboard.comparator
-from onboard.comparator import DTYPE_COLUMNS, SAMPLE_SIGMAS, THRESHOLDS, NoiseStats, Tolerances, tolerances
+from onboard.comparator import (
+    DTYPE_COLUMNS,
+    SAMPLE_SIGMAS,
+    THRESHOLDS,
+    NoiseStats,
+    Tolerances,
+    TopK,
+    agreement,
+    tolerances,
+)
+from onboard.errors import InputError, UnknownDtype
 
 RULES = ("kl_mean", "kl_late", "kl_tail", "kl_max", "max_logprob_error", "logit_scale", "top1_swaps", "near_tie")
 # Tolerances field -> the THRESHOLDS row that sets it.
@@ -144,13 +154,28 @@ def test_without_a_calibration_the_uncalibrated_column_applies_alone(dtype: str)
         assert tol == {name: THRESHOLDS[rule]["uncalibrated"][dtype] for name, rule in FIELD_RULE.items()}
 
 
-def test_a_dtype_without_its_own_column_gets_float32s_bounds() -> None:
-    """A server may report a dtype the table has no column for: it is held to float32's bounds (strict), not
-    refused with a KeyError and not let through."""
-    for noise in (None, full_noise(dtype="float8_e4m3fn")):
-        odd, strict = fields(tolerances("float8_e4m3fn", noise)), fields(tolerances("float32", noise))
-        assert odd.pop("dtype") == "float8_e4m3fn" and strict.pop("dtype") == "float32"
-        assert odd == strict
+@pytest.mark.parametrize("dtype", ["float8_e4m3fn", "fp16", "Float32", ""])
+def test_a_dtype_without_its_own_column_is_refused_naming_it_and_the_known_dtypes(dtype: str) -> None:
+    """A server may report, or a user type, a dtype the table has no column for: validate stops with an input error
+    (exit 2) naming it and the dtypes it could judge, with or without a calibration, rather than judging it with
+    another dtype's bounds (float32's used to apply silently: a strict bar no low-precision engine can meet)."""
+    for noise in (None, full_noise(dtype=dtype)):
+        with pytest.raises(UnknownDtype, match=f"dtype {dtype!r} has no column") as raised:
+            tolerances(dtype, noise)
+        assert isinstance(raised.value, InputError) and raised.value.exit_code == 2
+        assert raised.value.message.endswith("(known: float64, float32, float16, bfloat16)")
+        assert raised.value.hint == "give the candidate's dtype as one of float64, float32, float16, bfloat16"
+
+
+@pytest.mark.parametrize("dtype", ["float64", "fp8"])
+def test_parity_in_a_dtype_without_a_calibration_run_is_refused_naming_the_calibrated_ones(dtype: str) -> None:
+    """generate's parity measures the reference's own run in CALIBRATION[dtype]: a dtype with none (float64 has a
+    threshold column but no calibration run) is an input error naming the three it can judge, not a KeyError."""
+    row = [TopK((1, 2), (-0.1, -2.5))]
+    with pytest.raises(UnknownDtype, match=f"dtype {dtype!r} has no calibration run") as raised:
+        agreement(dtype, [row], [row], [[row]], [[1]])
+    assert raised.value.message.endswith("(known: float32, bfloat16, float16)")
+    assert agreement("float32", [row], [row], [[row]], [[1]]).passed  # the same rows in a known dtype are judged
 
 
 def test_lower_precision_never_gets_a_tighter_bound_and_the_uncalibrated_column_is_the_wider() -> None:
