@@ -8,8 +8,12 @@ smaller DeepSeek-V3-shaped checkpoint is checked too. Where transformers does no
 all) the result is "unverified" and says what would verify it (the engine's own MTP through
 `onboard validate --speculative mtp`).
 
-Metric: the first MTP depth, teacher-forced over the parity prompts (onboard.generate_adapter.parity), float32,
-max|Δlogit| / max|reference logit| within parity's float32 tolerance.
+Verdict: the one definition of "these logits agree" (onboard/comparator.py's `agreement`, as generate's adapter
+parity and validate judge): the first MTP depth, teacher-forced over the parity prompts (onboard.generate_adapter.
+parity) in float32, compared position by position with transformers' in float32 and judged against transformers'
+own run in the comparator's calibration dtype for float32 (float64), on the same machine and prompts. Row t of the
+draft is its distribution for token t+2, so the token that followed is t+2's. Reported besides, for reading:
+max|Δlogit| / max|reference logit| (`worst`).
 """
 
 from __future__ import annotations
@@ -19,7 +23,16 @@ from typing import Any
 
 import torch
 
-from onboard.generate_adapter.parity import TOLERANCES, parity_config, prompts, reference_model, unverified
+from onboard.comparator import CALIBRATION, Agreement, agreement, topk_rows
+from onboard.generate_adapter.parity import (
+    DTYPES,
+    MOE_KEYS,
+    PARITY_TOP_K,
+    parity_config,
+    prompts,
+    reference_model,
+    unverified,
+)
 from onboard.reference import BUILTIN, reference_for
 from onboard.speculative.mtp import load_mtp, mtp_depths, mtp_draft_logits, target_hidden
 
@@ -51,18 +64,40 @@ def mtp_parity(checkpoint: str | Path, adapter_cls: Any) -> dict[str, Any]:
     # Loads only the MTP tensors of the folder the builtin `main` came from (transformers' own MtpModel, no
     # repository code); trust_remote_code is stated anyway, as at every load site.
     reference_mtp = MtpModel.from_pretrained(main, trust_remote_code=False).eval()
-    worst = 0.0
+    config = parity_config(path)
+    inputs = prompts(config)
     with torch.no_grad():
-        for ids in prompts(parity_config(path)):
-            ref = _reference_logits(main, reference_mtp, ids)
-            ours = mtp_draft_logits(draft, target_hidden(target, ids)[1], ids)
-            worst = max(worst, float((ours - ref).abs().max()) / max(float(ref.abs().max()), 1e-30))
-    tolerance = TOLERANCES["float32"]
-    passed = worst <= tolerance
+        refs = [_reference_logits(main, reference_mtp, ids) for ids in inputs]
+        ours = [mtp_draft_logits(draft, target_hidden(target, ids)[1], ids) for ids in inputs]
+        # transformers' own run in float32's calibration dtype (float64): the noise the verdict is judged against.
+        # Cast in place: the float32 reference is not needed any more (no third copy of the model in memory).
+        calibration = DTYPES[CALIBRATION["float32"]]
+        main.to(calibration)
+        reference_mtp.to(calibration)
+        own = [_reference_logits(main, reference_mtp, ids) for ids in inputs]
+    verdict = mtp_agreement(refs, ours, own, inputs, moe=any(config.get(k) for k in MOE_KEYS))
+    worst = max(float((o - r).abs().max()) / max(float(r.abs().max()), 1e-30) for o, r in zip(ours, refs))
+    passed = verdict.passed
     return {"passed": passed, "status": "passed" if passed else "failed", "dtype": "float32", "worst": worst,
-            "tolerance": tolerance, "reference": "transformers MtpModel (MTP tensors at layer "
-            f"{first}, not 61)", "detail": f"MTP depth 0 vs transformers: max|Δlogit|/max|logit| {worst:.2e} "
-            f"({'<=' if passed else '>'} {tolerance:.0e})"}  # fmt: skip
+            "tolerance": "calibrated (onboard/comparator.py THRESHOLDS)", "reference": "transformers MtpModel (MTP "
+            f"tensors at layer {first}, not 61)", "detail": f"MTP depth 0 in float32 vs transformers float32, judged "
+            f"against transformers in {CALIBRATION['float32']}: {verdict.detail()}; max|Δ|/max|logit| {worst:.2e}"}  # fmt: skip
+
+
+def mtp_agreement(
+    refs: list[torch.Tensor], ours: list[torch.Tensor], own: list[torch.Tensor], inputs: list[torch.Tensor], *,
+    moe: bool,
+) -> Agreement:  # fmt: skip
+    """The comparator's verdict on first-depth MTP logits ([1, S-1, V] per prompt, row t for token t+2): the draft's
+    (`ours`) vs transformers' float32 (`refs`), with the noise of transformers' own float64 run (`own`). The last
+    row of each prompt predicts a token past its end and is left out."""
+    nexts = [ids[0, 2:].tolist() for ids in inputs]
+
+    def rows(logits: list[torch.Tensor], k: int) -> list[list[Any]]:
+        return [topk_rows(x[0, :-1], k, n) for x, n in zip(logits, nexts)]
+
+    return agreement("float32", rows(refs, PARITY_TOP_K), rows(ours, 2 * PARITY_TOP_K),
+                     [rows(own, 2 * PARITY_TOP_K)], nexts, moe=moe)  # fmt: skip
 
 
 def _reference_logits(main: Any, reference_mtp: Any, ids: torch.Tensor) -> torch.Tensor:
