@@ -148,8 +148,9 @@ class AdapterModel(nn.Module):
         except ValueError as exc:
             raise ConfigError(f"{config_file}: not valid JSON ({exc})", "fix or re-save config.json") from exc
         config = config.get("text_config", config) if "hidden_size" not in config else config
-        args = cls.Args.from_dict(config)
+        # Missing kernels first: a stubbed adapter's fields are placeholders, so their errors would hide the stubs.
         require_kernels(cls.MODEL_TYPE, cls.REQUIRED_KERNELS, cls.ADAPTER_FILE)
+        args = cls.Args.from_dict(config)
         previous = torch.get_default_dtype()
         torch.set_default_dtype(dtype)
         try:
