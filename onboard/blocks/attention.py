@@ -110,7 +110,9 @@ class Attention(nn.Module):
     """Self-attention with a fused `qkv_proj` ([q; k; v] rows: H*D, Hkv*D, Hkv*D) and `o_proj`.
 
     Optional: `sinks` [H] parameter, `q_norm` / `k_norm` (QKNorm), per-layer `sliding_window`, `softcap`,
-    `scale` (default head_dim ** -0.5; Gemma 2 passes query_pre_attn_scalar ** -0.5).
+    `scale` (default head_dim ** -0.5; Gemma 2 passes query_pre_attn_scalar ** -0.5), `output_gate`: the query rows
+    carry a gate per head ([q_h; g_h], 2*D rows per head, as Qwen3-Next and MiniCPM5-MoE store `q_proj`) and the
+    attention output is multiplied by sigmoid(g) before `o_proj`.
     """
 
     def __init__(
@@ -128,6 +130,7 @@ class Attention(nn.Module):
         sinks: bool = False,
         qk_norm: QKNormSpec | None = None,
         rope_interleaved: bool = False,
+        output_gate: bool = False,
     ) -> None:
         super().__init__()
         if num_heads % num_kv_heads:
@@ -135,7 +138,9 @@ class Attention(nn.Module):
         self.num_heads, self.num_kv_heads, self.head_dim = num_heads, num_kv_heads, head_dim
         self.scale = head_dim**-0.5 if scale is None else scale
         self.sliding_window, self.softcap, self.rope_interleaved = sliding_window, softcap, rope_interleaved
-        self.qkv_proj = nn.Linear(hidden_size, (num_heads + 2 * num_kv_heads) * head_dim, bias=qkv_bias)
+        self.q_rows = num_heads * head_dim * (2 if output_gate else 1)
+        self.output_gate = output_gate
+        self.qkv_proj = nn.Linear(hidden_size, self.q_rows + 2 * num_kv_heads * head_dim, bias=qkv_bias)
         self.o_proj = nn.Linear(num_heads * head_dim, hidden_size, bias=o_bias)
         self.sinks = nn.Parameter(torch.zeros(num_heads)) if sinks else None
         self.q_norm = self.k_norm = None
@@ -151,8 +156,11 @@ class Attention(nn.Module):
         mask and KV cache (None: an unpadded full-prefix forward)."""
         b, s, _ = x.shape
         h, hkv, d = self.num_heads, self.num_kv_heads, self.head_dim
-        q, k, v = self.qkv_proj(x).split([h * d, hkv * d, hkv * d], dim=-1)
-        q, k, v = q.view(b, s, h, d), k.view(b, s, hkv, d), v.view(b, s, hkv, d)
+        q, k, v = self.qkv_proj(x).split([self.q_rows, hkv * d, hkv * d], dim=-1)
+        gate = None
+        if self.output_gate:
+            q, gate = q.view(b, s, h, 2 * d).chunk(2, dim=-1)
+        q, k, v = q.reshape(b, s, h, d), k.view(b, s, hkv, d), v.view(b, s, hkv, d)
         if self.q_norm is not None:
             q, k = self.q_norm(q), self.k_norm(k)
         if cos is not None:
@@ -163,4 +171,7 @@ class Attention(nn.Module):
         if ctx.cache is not None:
             k, v = ctx.cache.extend(k, v)
         out = attend(q.transpose(1, 2), k, v, self.scale, self.sliding_window, self.softcap, self.sinks, ctx.key_mask)
-        return self.o_proj(out.reshape(b, s, h * d))
+        out = out.reshape(b, s, h * d)
+        if gate is not None:
+            out = out * torch.sigmoid(gate.reshape(b, s, h * d))
+        return self.o_proj(out)

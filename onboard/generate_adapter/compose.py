@@ -121,6 +121,8 @@ class Composer:
         if "stub" in self.facts:
             op, reason = self.fact("stub")  # type: ignore[misc]
             self.stub(op, reason)
+        for op, reason in self.facts.get("stubs", ()):  # type: ignore[attr-defined]
+            self.stub(op, reason)  # stubs are reported as stubs, not as facts applied
         self.unknown_tensor_stubs()
         attn = self.attention()
         mlp, moe_layer = self.feed_forward()
@@ -188,6 +190,7 @@ class Composer:
         h, kv, hd, hidden = d.num_attention_heads, d.num_kv_heads, d.head_dim, d.hidden_size
         target = layer_target("self_attn.qkv_proj")
         self.wm.fused_conv1d_first([qkv, o], [((h + 2 * kv) * hd, hidden), (hidden, h * hd)])
+        gated = q is not None and q.shape[:1] == (2 * h * hd,) and o.shape[-1:] == (h * hd,)
         if q is not None:
             self.wm.add(f"{target}.weight", (q.source, k.source, v.source), "cat")  # type: ignore[union-attr]
             biases = [r.get(role, "bias") for role in ("attn.q", "attn.k", "attn.v")]
@@ -206,6 +209,9 @@ class Composer:
         self.wm.linear(layer_target("self_attn.o_proj"), o, hidden, h * hd)
         o_bias = self.wm.bias(layer_target("self_attn.o_proj"), r.get("attn.o", "bias"))
         kw = [f"qkv_bias={qkv_bias}", f"o_bias={o_bias}"]
+        if gated:  # q_proj twice the query size ([q_h; g_h] per head), o_proj reads the query size: a gated output
+            kw.append("output_gate=True")
+            self.words.append("sigmoid output gate from the query projection")
         kw += self.attention_options()
         return attention(*kw)
 
@@ -385,7 +391,10 @@ class Composer:
             self.wm.bias(target, self.roles.get("mlp.down", "bias"))
 
     def require_activation(self, table: frozenset[str], kind: str) -> None:
-        if self.p.activation not in table:
+        if self.p.activation is None:  # Bloom, Ergo: the modelling code fixes it; a block default would be a guess
+            self.stub("activation_none", f"no {kind} MLP activation read from config.json (fixed in the family's "
+                      "modelling code, or a key the alias table lacks): the composer does not guess it")  # fmt: skip
+        elif self.p.activation not in table:
             self.stub(f"activation_{self.p.activation}", f"{kind} MLP activation {self.p.activation!r} is not in "
                       f"onboard.blocks.mlp (known: {', '.join(sorted(table))})")  # fmt: skip
 

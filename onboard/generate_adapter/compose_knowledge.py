@@ -84,6 +84,10 @@ GUARD_FIELDS = {"topk_method": (("n_group", "int", "1"), ("topk_group", "int", "
 # Modelling-code facts of known transformers families that config.json and the tensor names do not show: the
 # optional overrides. Each is a reading of the family's transformers modelling code, checked by parity on its tiny
 # checkpoint; a day-zero family gets none (parity against its reference is what catches such a difference).
+KOLIBRI_ROUTER = (
+    "experts chosen by raw router logits + bias, weighted by the sigmoid of the chosen logits (the block selects by "
+    "scores + bias)"
+)
 FAMILY_FACTS: dict[str, dict[str, object]] = {
     # rotary on interleaved (even, odd) pairs: rotate_every_two / x[..., ::2] in their modelling code
     "gptj": {"rope_interleaved": True},
@@ -110,11 +114,31 @@ FAMILY_FACTS: dict[str, dict[str, object]] = {
     "falcon": {"query_key_value": "grouped"},
     "gpt_neox_japanese": {"query_key_value": "grouped"},
     "sarvam_moe": {"query_key_value": "concat"},
+    "param2moe": {"query_key_value": "concat"},  # sarvam_moe's checkpoint names, split [q; k; v] at load
     # QK-norm applied after the rotary embedding, not before (the block's order)
     "hunyuan_v1_dense": {"stub": ("qk_norm_after_rope", "query/key norms run after the rotary embedding")},
     "hunyuan_v1_moe": {"stub": ("qk_norm_after_rope", "query/key norms run after the rotary embedding")},
-    "kolibri1": {"stub": ("router_logit_selection", "experts chosen by raw router logits + bias, weighted by the "
-                          "sigmoid of the chosen logits (the block selects by scores + bias)")},
+    "kolibri1": {"stub": ("router_logit_selection", KOLIBRI_ROUTER)},
+    # Kolibri 1.1 keeps Kolibri 1's router and adds sparse layers (`stubs`: every mechanism the blocks lack)
+    "kolibri1_1": {"stubs": (
+        ("router_logit_selection", KOLIBRI_ROUTER),
+        ("indexed_attention", "indexed_attention layers: a weightless indexer (ReLU scores of the first "
+         "index_num_heads query heads against key head 0) picks each query's index_topk keys from a pool of "
+         "index_compression-sized blocks, plus index_num_sink_tokens first and index_num_local_tokens last keys; "
+         "sparse key selection is not in the block library"),
+        ("kv_shared_layers", "later indexed layers have no k/v projections and attend over an earlier layer's "
+         "keys and values (kv_source_layers): cross-layer K/V sharing is not in the block library"),
+    )},
+    # Ergo: the attention (fused wqkv, wo) and norms map to blocks; these parts of its modelling code do not
+    "ergo": {"stubs": (
+        ("residual_gate", "each post-normed branch joins the residual through a learned per-dimension gate w: "
+         "sigmoid(w) * branch + sqrt(1 + sigmoid(w)) * exp(-softplus(w) / 2) * residual (post_attention_residual, "
+         "post_ffn_residual): not a residual of the block library"),
+        ("expert_output_norm", "an RMSNorm with one weight per expert on every routed expert's output "
+         "(expert_output_norm) and one on the shared expert's (shared_expert_output_norm): not in the MoE block"),
+        ("ungated_experts", "ReLU^2 experts without a gate projection, stored [experts, in, out], and a router "
+         "stored [hidden, experts] (gate_kernel): the MoE block reads gated experts"),
+    )},
     "deepseek_v2": {"mla_rope_interleave": True},  # complex-number rotary on interleaved pairs
     "codegen": {"stub": ("codegen_qkv_layout", "qkv_proj rows are split in mp_num=4 blocks of [q, v, k] "
                          "(CodeGen's modelling code; not a layout of the block library)")},

@@ -34,7 +34,7 @@ LAYER_PATTERNS: tuple[tuple[str, str], ...] = (
     (rf"{_ATTN}\.(?:q_proj|wq|query|Wq){_P}", "attn.q"),
     (rf"{_ATTN}\.(?:k_proj|wk|key|Wk){_P}", "attn.k"),
     (rf"{_ATTN}\.(?:v_proj|wv|value|Wv){_P}", "attn.v"),
-    (rf"{_ATTN}\.(?:qkv_proj|Wqkv|qkv|c_attn){_P}", "attn.qkv"),
+    (rf"{_ATTN}\.(?:qkv_proj|Wqkv|wqkv|qkv|c_attn){_P}", "attn.qkv"),
     (rf"{_ATTN}\.query_key_value{_P}", "attn.qkv_grouped"),
     (rf"{_ATTN}\.(?:o_proj|wo|Wo|out_proj|dense|c_proj){_P}", "attn.o"),
     (rf"{_ATTN}\.(?:q_norm|q_layernorm|query_layernorm)\.norms\.\{{\}}{_P}", "attn.q_norm_heads"),
@@ -45,7 +45,7 @@ LAYER_PATTERNS: tuple[tuple[str, str], ...] = (
     (rf"{_ATTN}\.(?P<part>q_a_proj|q_b_proj|kv_a_proj_with_mqa|kv_b_proj|q_a_layernorm|kv_a_layernorm){_P}", "mla"),
     # --- mixture of experts (before the dense MLP: expert and router names reuse gate/up/down) -----------------
     (rf"{_MOE}\.(?:gate|router|router\.layer|gate\.wg|router\.gate)\.weight", "moe.router"),
-    (rf"{_MOE}\.(?:gate\.)?(?:e_score_correction_bias|expert_bias|router\.expert_bias)", "moe.router_bias"),
+    (rf"{_MOE}\.(?:gate\.)?(?:e_score_correction_bias|expert_bias|router\.expert_bias|router_bias)", "moe.router_bias"),
     (rf"{_MOE}\.experts\.\{{\}}\.(?:gate_proj|w1|wi_0)\.weight", "moe.expert.gate"),
     (rf"{_MOE}\.experts\.\{{\}}\.(?:up_proj|w3|wi_1)\.weight", "moe.expert.up"),
     (rf"{_MOE}\.experts\.\{{\}}\.(?:down_proj|w2|wo)\.weight", "moe.expert.down"),
@@ -60,9 +60,9 @@ LAYER_PATTERNS: tuple[tuple[str, str], ...] = (
     (rf"{_MOE}\.shared_expert_gate\.weight", "moe.shared_gate"),
     # --- dense MLP ---------------------------------------------------------------------------------------------
     (rf"{_MLP}\.(?:gate_proj|w1|c_fc_0|wi_0){_P}", "mlp.gate"),
-    (rf"{_MLP}\.(?:up_proj|w3|c_fc_1|wi_1|fc1|fc_in|c_fc|dense_h_to_4h){_P}", "mlp.up"),
+    (rf"{_MLP}\.(?:up_proj|w3|c_fc_1|wi_1|fc1|fc_in|c_fc|dense_h_to_4h|up){_P}", "mlp.up"),
     (rf"(?:fc1){_P}", "mlp.up"),
-    (rf"{_MLP}\.(?:down_proj|w2|c_proj|fc2|fc_out|dense_4h_to_h|wo){_P}", "mlp.down"),
+    (rf"{_MLP}\.(?:down_proj|w2|c_proj|fc2|fc_out|dense_4h_to_h|wo|down){_P}", "mlp.down"),
     (rf"(?:fc2){_P}", "mlp.down"),
     (rf"{_MLP}\.gate_up_proj{_P}", "mlp.gate_up"),
     (rf"{_MLP}\.act_fn\.(?P<part>alpha_p|alpha_n|beta|eps)", "mlp.act"),
@@ -72,7 +72,7 @@ LAYER_PATTERNS: tuple[tuple[str, str], ...] = (
     (rf"(?:post_attention_layernorm){_P}", "norm.post_attention"),
     (rf"(?:pre_feedforward_layernorm|pre_mlp_layernorm|feedforward_layernorm|ln_2|ln_mlp|ffn_norm|final_layer_norm|"
      rf"norm_attn_norm\.norm_2){_P}", "norm.pre_mlp"),
-    (rf"(?:post_self_attn_layernorm|post_attn_norm|post_norm1){_P}", "norm.post_attn_out"),
+    (rf"(?:post_self_attn_layernorm|post_attn_norm|post_attention_norm|post_norm1){_P}", "norm.post_attn_out"),
     (rf"(?:post_feedforward_layernorm|post_mlp_layernorm|post_ffn_norm|post_norm2){_P}", "norm.post_mlp"),
     # --- multi-token-prediction layers past the last decoder layer: inference never runs them ------------------
     (r"(?:enorm|hnorm|eh_proj|embed_tokens|shared_head\.(?:norm|head))\.weight", "drop"),

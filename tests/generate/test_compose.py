@@ -99,6 +99,12 @@ def test_derived_rules_falcon_multi_query_and_gptj_rotary_dim(tiny) -> None:
         ("transformer.h.{}.attn.c_attn.weight", "attn.qkv"),
         ("gpt_neox.layers.{}.attention.query_key_value.weight", "attn.qkv_grouped"),
         ("transformer.blocks.{}.norm_attn_norm.attn.Wqkv.weight", "attn.qkv"),
+        ("layers.{}.attention.wqkv.weight", "attn.qkv"),  # Ergo's serving export
+        ("layers.{}.attention.wo.weight", "attn.o"),
+        ("layers.{}.feed_forward.up.weight", "mlp.up"),
+        ("layers.{}.feed_forward.down.weight", "mlp.down"),
+        ("layers.{}.post_attention_norm.weight", "norm.post_attn_out"),
+        ("layers.{}.feed_forward.router_bias", "moe.router_bias"),
         ("transformer.h.{}.self_attention.dense.weight", "attn.o"),
         ("model.layers.{}.self_attn.query_layernorm.weight", "attn.q_norm"),
         ("model.layers.{}.self_attn.q_layernorm.norms.{}.weight", "attn.q_norm_heads"),
