@@ -33,6 +33,9 @@ class RouterSpec:
     group_score: str = "top2_sum"
     """How a group is ranked for group-limited routing: "top2_sum" (DeepSeek-V3 noaux_tc: its two best experts) or
     "max" (DeepSeek-V2 group_limited_greedy: its best expert)."""
+    select_by: str = "scores"
+    """What the top-k (plus any correction bias) ranks: "scores" (every family but one), or "logits" (Kolibri: raw
+    router logits + bias; the weights are still the chosen experts' scores)."""
     logits_in_float32: bool = False
     """Router logits from float32 activations and weight (DeepSeek V2/V3, GLM-4 MoE, ERNIE MoE in transformers);
     False: in the activation dtype, then scored in float32 (Mixtral, Qwen MoE, OLMoE, gpt-oss in transformers and in
@@ -48,7 +51,8 @@ def route(logits: torch.Tensor, spec: RouterSpec, bias: torch.Tensor | None) -> 
         scores = torch.sigmoid(logits)
     else:
         raise ValueError(f"unknown router scoring {spec.scoring!r}; use 'softmax' or 'sigmoid'")
-    choice = scores + bias if bias is not None else scores
+    ranked = logits if spec.select_by == "logits" else scores
+    choice = ranked + bias if bias is not None else ranked
     if spec.n_group > 1:
         # Group-limited routing (DeepSeek-V3 noaux_tc): keep the topk_group groups whose two best experts score
         # highest (DeepSeek-V2 group_limited_greedy: whose best expert does), mask the rest out of the selection.

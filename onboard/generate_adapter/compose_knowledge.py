@@ -84,10 +84,6 @@ GUARD_FIELDS = {"topk_method": (("n_group", "int", "1"), ("topk_group", "int", "
 # Modelling-code facts of known transformers families that config.json and the tensor names do not show: the
 # optional overrides. Each is a reading of the family's transformers modelling code, checked by parity on its tiny
 # checkpoint; a day-zero family gets none (parity against its reference is what catches such a difference).
-KOLIBRI_ROUTER = (
-    "experts chosen by raw router logits + bias, weighted by the sigmoid of the chosen logits (the block selects by "
-    "scores + bias)"
-)
 FAMILY_FACTS: dict[str, dict[str, object]] = {
     # rotary on interleaved (even, odd) pairs: rotate_every_two / x[..., ::2] in their modelling code
     "gptj": {"rope_interleaved": True},
@@ -118,10 +114,10 @@ FAMILY_FACTS: dict[str, dict[str, object]] = {
     # QK-norm applied after the rotary embedding, not before (the block's order)
     "hunyuan_v1_dense": {"stub": ("qk_norm_after_rope", "query/key norms run after the rotary embedding")},
     "hunyuan_v1_moe": {"stub": ("qk_norm_after_rope", "query/key norms run after the rotary embedding")},
-    "kolibri1": {"stub": ("router_logit_selection", KOLIBRI_ROUTER)},
+    # experts ranked by raw router logits + bias, weighted by the sigmoid of the chosen logits
+    "kolibri1": {"router_select_by": "logits"},
     # Kolibri 1.1 keeps Kolibri 1's router and adds sparse layers (`stubs`: every mechanism the blocks lack)
-    "kolibri1_1": {"stubs": (
-        ("router_logit_selection", KOLIBRI_ROUTER),
+    "kolibri1_1": {"router_select_by": "logits", "stubs": (
         ("indexed_attention", "indexed_attention layers: a weightless indexer (ReLU scores of the first "
          "index_num_heads query heads against key head 0) picks each query's index_topk keys from a pool of "
          "index_compression-sized blocks, plus index_num_sink_tokens first and index_num_local_tokens last keys; "

@@ -24,6 +24,8 @@ class Composer(Protocol):
 
     def stub(self, op: str, reason: str) -> None: ...
 
+    def fact(self, name: str, default: object = None) -> object: ...
+
     def has_key(self, name: str) -> bool: ...
 
     def size(self, value: int, candidates: list[tuple[str, int | None]]) -> str: ...
@@ -54,6 +56,9 @@ def moe_expression(c: Composer) -> str:
         spec.append(f"routed_scaling_factor={f.need('routed_scaling_factor', 'float', '1.0')}")
     if bias is not None:
         spec.append("correction_bias=True")
+    if c.fact("router_select_by") == "logits":
+        spec.append('select_by="logits"')
+        c.words.append("experts ranked by router logits + bias")
     if (moe.n_group or 1) > 1 or c.has_key("n_group"):
         n_group, topk_group = f.need("n_group", "int", "1"), f.need("topk_group", "int", "1")
         if "topk_method" in p.config_keys:  # DeepSeek-V2: greedy ignores the groups, group_limited_greedy ranks by max

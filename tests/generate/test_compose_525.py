@@ -16,7 +16,7 @@ from onboard.generate_adapter.plan import plan
 from onboard.generate_adapter.runtime import NotRunnable
 from onboard.inspect_checkpoint import inspect
 
-COMPOSED = ["minicpm5_moe", "param2moe"]
+COMPOSED = ["minicpm5_moe", "param2moe", "kolibri1"]  # kolibri1 (5.24): the router Kolibri 1.1 shares
 
 
 @pytest.mark.parametrize("model_type", COMPOSED)
@@ -74,32 +74,41 @@ def test_gated_attention_decodes_with_a_kv_cache(tiny, tmp_path: Path) -> None:
     assert float((cached - full).abs().max() / full.abs().max()) <= 1e-5
 
 
-def test_param2moe_query_key_value_rows_are_concatenated(tiny, tmp_path: Path, monkeypatch) -> None:
-    """Param2-MoE's `query_key_value` is [all q; all k; all v] (transformers splits it by sizes at load). Two KV heads
-    make the other reading (grouped per KV head, GPT-NeoX) a different model, which parity rejects: the fact matters."""
+@pytest.mark.parametrize(
+    ("model_type", "fact", "other"),
+    [
+        # [all q; all k; all v] (transformers splits Sarvam's names by sizes at load), not grouped per KV head
+        ("param2moe", {"query_key_value": "concat"}, {"query_key_value": "grouped"}),
+        # Kolibri's router ranks raw logits + bias (the weights are still sigmoid scores), not scores + bias
+        ("kolibri1", {"router_select_by": "logits"}, {}),
+    ],
+)
+def test_family_facts_matter(tiny, tmp_path: Path, monkeypatch, model_type: str, fact: dict, other: dict) -> None:
+    """The modelling-code fact each family needs is applied, and the tiny checkpoint tells it from the other reading:
+    the other reading's adapter is a different model, which parity rejects."""
     from onboard.generate_adapter.adapter_source import adapter_source
 
-    ckpt = tiny("param2moe")
-    concat = plan(inspect(str(ckpt)), compose_only=True)
-    assert concat.overrides == ("query_key_value='concat'",) and not concat.stubs
-    monkeypatch.setitem(compose_knowledge.FAMILY_FACTS, "param2moe", {"query_key_value": "grouped"})
-    grouped = plan(inspect(str(ckpt)), compose_only=True)
-    assert any(rule.op == "deinterleave_heads" for rule in grouped.weight_rules)
+    ckpt = tiny(model_type)
+    right = plan(inspect(str(ckpt)), compose_only=True)
+    assert right.overrides == tuple(f"{k}={v!r}" for k, v in fact.items()) and not right.stubs
+    monkeypatch.setitem(compose_knowledge.FAMILY_FACTS, model_type, other)
+    wrong = plan(inspect(str(ckpt)), compose_only=True)
+    assert not wrong.stubs
     reference = reference_model(ckpt, torch.float32)
     ids = [torch.randint(0, 1000, (1, 40), generator=torch.Generator().manual_seed(0))]
     errors = {}
-    for name, the_plan in (("concat", concat), ("grouped", grouped)):
+    for name, the_plan in (("right", right), ("wrong", wrong)):
         (tmp_path / f"{name}.py").write_text(adapter_source(the_plan))
         adapter = load_adapter(tmp_path / f"{name}.py").Model.from_pretrained(ckpt)
         errors[name] = compare(adapter, reference, ids)[0].relative
-    assert errors["concat"] <= 1e-4 and errors["grouped"] > 1e-3, errors
+    assert errors["right"] <= 1e-4 and errors["wrong"] > 1e-3, errors
 
 
 @pytest.mark.parametrize(
     ("model_type", "mechanisms"),
     [
         ("ergo", {"residual_gate", "expert_output_norm", "ungated_experts"}),
-        ("kolibri1_1", {"router_logit_selection", "indexed_attention", "kv_shared_layers"}),
+        ("kolibri1_1", {"indexed_attention", "kv_shared_layers"}),
     ],
 )
 def test_new_mechanisms_are_named_and_the_adapter_refuses(tiny, tmp_path: Path, model_type: str, mechanisms) -> None:
@@ -130,3 +139,17 @@ def test_ergo_attention_and_norms_map_to_blocks(tiny) -> None:
     ops = {s.op for s in the_plan.stubs}
     assert not ops & {"attention_projections", "attention_wqkv", "norm_layout", "post_attention_norm", "mlp"}
     assert not ops & {"feed_forward_up", "feed_forward_down", "feed_forward_router_bias"}
+
+
+def test_router_ranks_logits_or_scores_with_the_correction_bias() -> None:
+    """Kolibri ranks raw logits + bias, every other family sigmoid scores + bias: with logits (2, 0) and bias (0, 0.5)
+    they pick different experts; the weight is the chosen expert's sigmoid score either way."""
+    from onboard.blocks.moe import RouterSpec, route
+
+    logits, bias = torch.tensor([[2.0, 0.0]]), torch.tensor([0.0, 0.5])
+    spec = {"top_k": 1, "scoring": "sigmoid", "norm_topk_prob": False}
+    by_logits = route(logits, RouterSpec(**spec, select_by="logits"), bias)
+    by_scores = route(logits, RouterSpec(**spec), bias)
+    assert by_logits[1].tolist() == [[0]] and by_scores[1].tolist() == [[1]]
+    assert torch.allclose(by_logits[0], torch.sigmoid(torch.tensor([[2.0]])))
+    assert torch.allclose(by_scores[0], torch.tensor([[0.5]]))
