@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from onboard.inspect_checkpoint.checkpoint_types import TensorInfo
 from onboard.inspect_checkpoint.config_view import ConfigView
 from onboard.profile import Moe
@@ -10,11 +12,20 @@ from onboard.profile import Moe
 SIGMOID_ROUTER_TYPES = {"deepseek_v3", "glm4_moe", "dots1", "llama4_text", "llama4", "kimi_k2", "deepseek_v32",
                         "glm_moe_dsa", "minimax_m2", "bailing_moe", "afmoe", "glm4_moe_lite", "exaone_moe", "hy_v3",
                         "kolibri1", "solar_open", "mimo_v2_flash", "beam", "flint", "sarvam_moe",
-                        "sarvam_mla"}  # fmt: skip
+                        "sarvam_mla",
+                        # transformers 5.25's families whose config.json names no scoring rule (their routers call
+                        # sigmoid; checked by running each tiny router in tests/inspect/test_moe_placement.py):
+                        "axk1", "axk2", "bailing_hybrid", "dots3_note", "dots3_note_text", "ergo", "hy_v4",
+                        "inkling", "inkling_text", "kimi_linear", "kolibri1_1", "laguna", "lfm2_moe", "minicpm5_moe",
+                        "minimax_m3_vl", "minimax_m3_vl_text", "nemotron_h", "param2moe", "step3p5", "step3p7"}  # fmt: skip
 # Softmax routers that still add a selection-only correction bias: ERNIE-4.5 (`moe_statics`) and LongCat-Flash
 # score with a softmax, then rank scores + bias. Any other router with such a bias scores with a sigmoid, as every
 # one of transformers 5.25 does (DeepSeek-V3's noaux_tc and its descendants: Ergo, MiniCPM5-MoE, Kolibri, ...).
 SOFTMAX_BIAS_ROUTER_TYPES = {"ernie4_5_moe", "ernie4_5_vl_moe", "longcat_flash"}
+# The routed experts' output multiplier, by the names families give it: moe_routed_scaling_factor (Ergo, Laguna),
+# route_scale (AFMoE, Inkling), router_scaling_factor (HY-V3, dots.llm3), moe_router_scaling_factor (Step-3.5/3.7).
+ROUTED_SCALING_KEYS = ("routed_scaling_factor", "moe_routed_scaling_factor", "route_scale", "router_scaling_factor",
+                       "moe_router_scaling_factor")  # fmt: skip
 _CORRECTION_BIAS_LEAVES = ("expert_bias", "router_bias")  # e_score_correction_bias's names in original checkpoints
 
 
@@ -52,7 +63,7 @@ def moe_from_config(cv: ConfigView, lm: dict[str, TensorInfo] | None) -> Moe | N
         shared = 1
     correction = bool(cv.get("topk_method") == "noaux_tc") or (lm is not None and any(
         "e_score_correction_bias" in n or n.endswith(_CORRECTION_BIAS_LEAVES) or "moe_statics" in n for n in lm))  # fmt: skip
-    scoring = str(cv.get("scoring_func", "router_scoring_func", default="") or "")
+    scoring = str(cv.get("scoring_func", "router_scoring_func", "expert_selection_fn") or "")  # the last: Cohere2-MoE
     if not scoring:
         sigmoid = cv.model_type in SIGMOID_ROUTER_TYPES or (
             correction and cv.model_type not in SOFTMAX_BIAS_ROUTER_TYPES
@@ -70,40 +81,81 @@ def moe_from_config(cv: ConfigView, lm: dict[str, TensorInfo] | None) -> Moe | N
         scoring=scoring,
         correction_bias=correction,
         norm_topk_prob=bool(norm_topk) if norm_topk is not None else None,
-        routed_scaling_factor=cv.float("routed_scaling_factor", "moe_routed_scaling_factor"),  # the latter: Ergo
+        routed_scaling_factor=cv.float(*ROUTED_SCALING_KEYS),
         n_group=cv.int("n_group"),
         topk_group=cv.int("topk_group"),
     )
 
 
-def _in_moe_period(i: int, freq: int | None, step: int | None) -> bool:
+# What transformers 5.25 assumes when config.json leaves a placement key out: the config class's default, or the
+# layout its __post_init__ derives when no per-layer list is given (GLM-4.7-Flash, HY-V3, Laguna, MiMo-V2-Flash: one
+# dense layer first; Beam: three). A hub config.json written for the original modelling code may leave them out; read
+# without these, every layer looked MoE (ERNIE-4.5's dense layer 0, DeepSeek-V3's first 3, all of Jamba's instead of
+# every second). "first_k_dense_replace" stands for its aliases (moe_layer_start_index, num_dense_layers, ...).
+# tests/inspect/test_moe_placement.py checks each entry, and every family without one, against transformers' models.
+PLACEMENT_DEFAULTS: dict[str, dict[str, Any]] = {
+    **dict.fromkeys(("axk1", "axk2", "dots3_note_text", "ergo", "ernie4_5_moe", "exaone_moe", "glm4_moe",
+                     "glm4_moe_lite", "hy_v3", "hy_v4", "kimi_linear", "laguna", "mimo_v2_flash", "minicpm5_moe",
+                     "param2moe", "sarvam_mla", "sarvam_moe", "afmoe"), {"first_k_dense_replace": 1}),
+    **dict.fromkeys(("bailing_hybrid", "lfm2_moe"), {"first_k_dense_replace": 2}),
+    **dict.fromkeys(("deepseek_v3", "deepseek_v32", "glm_moe_dsa", "beam", "step3p5"), {"first_k_dense_replace": 3}),
+    **dict.fromkeys(("flint", "kolibri1_1"), {"mlp_only_layers": [0, 1]}),
+    "jamba": {"expert_layer_period": 2, "expert_layer_offset": 1},
+}  # fmt: skip
+_FIRST_DENSE_KEYS = ("first_k_dense_replace", "moe_layer_start_index", "num_dense_layers", "num_dense_blocks",
+                     "dense_mlp_idx")  # num_dense_blocks: Ergo; dense_mlp_idx: Inkling  # fmt: skip
+
+
+def _in_moe_period(i: int, freq: int | list | None, step: int | None) -> bool:
     """DeepSeek's `moe_layer_freq` counts from layer 0 (`i % freq == 0`); Qwen's `decoder_sparse_step`, Llama 4's
     `interleave_moe_layer_step` and ERNIE's `moe_layer_interval` end each period (`(i + 1) % step == 0`), as their
-    modelling code reads them. 0 (which their code would divide by) means no layer is MoE."""
-    if freq is not None and (freq <= 0 or i % freq != 0):
+    modelling code reads them. 0 (which their code would divide by) means no layer is MoE. A list `moe_layer_freq`
+    (MiniMax-M3, dots.llm3) flags each layer: 1 MoE, 0 dense."""
+    if isinstance(freq, list):
+        if not (i < len(freq) and freq[i]):
+            return False
+    elif freq is not None and (freq <= 0 or i % freq != 0):
         return False
     return step is None or (step > 0 and (i + 1) % step == 0)
 
 
+def _layer_list(value: Any) -> list[int] | None:
+    """Explicit MoE layer indices: Llama 4's `moe_layers` list, Step-3.5's `moe_layers_enum` ("3,4,5" or a list)."""
+    if isinstance(value, str):
+        value = [part for part in value.split(",") if part.strip()]
+    if isinstance(value, list) and all(str(v).strip().isdigit() for v in value):
+        return [int(v) for v in value]
+    return None
+
+
 def moe_layers_from_config(cv: ConfigView, n: int) -> dict[int, bool]:
-    first_dense = cv.int("first_k_dense_replace", "moe_layer_start_index", "num_dense_layers", default=0) or 0
+    defaults = PLACEMENT_DEFAULTS.get(cv.model_type, {})
+    first_dense = cv.int(*_FIRST_DENSE_KEYS, default=defaults.get("first_k_dense_replace", 0))
     last = cv.int("moe_layer_end_index")  # ERNIE: the last MoE layer, inclusive; -1 = the last layer
-    freq = cv.int("moe_layer_freq")
+    freq = cv.get("moe_layer_freq")
+    freq = freq if isinstance(freq, list) else cv.int("moe_layer_freq")
     step = cv.int("decoder_sparse_step", "interleave_moe_layer_step", "moe_layer_interval")
-    only_dense = cv.get("mlp_only_layers") or []
-    listed = cv.get("moe_layers")  # Llama 4: explicit MoE layer indices, which override the interleave step
-    period = cv.int("expert_layer_period")
-    offset = cv.int("expert_layer_offset", default=0) or 0
+    only_dense = cv.get("mlp_only_layers", default=defaults.get("mlp_only_layers", []))
+    # Llama 4: explicit MoE layer indices, which override the interleave step; Step-3.5's legacy spelling of them
+    listed = _layer_list(cv.get("moe_layers", "moe_layers_enum"))
+    period = cv.int("expert_layer_period", default=defaults.get("expert_layer_period"))
+    offset = cv.int("expert_layer_offset", default=defaults.get("expert_layer_offset", 0))
     out = {}
     for i in range(n):
         if period:
             out[i] = i % period == offset
-        elif isinstance(listed, list):
+        elif listed is not None:
             out[i] = i in listed
         else:
-            in_range = i >= first_dense and (last is None or last < 0 or i <= last)
+            in_range = i >= first_dense and (last is None or last == -1 or i <= last)
             out[i] = in_range and _in_moe_period(i, freq, step) and i not in only_dense
     mlp_types = cv.get("mlp_layer_types")
     if isinstance(mlp_types, list) and len(mlp_types) >= n:
         out = {i: str(mlp_types[i]).lower() in ("sparse", "moe", "hash_moe") for i in range(n)}
+    blocks = cv.get("layers_block_type", "hybrid_override_pattern")
+    if isinstance(blocks, str):  # Nemotron-H's original spelling: M Mamba, * attention, - MLP, E MoE
+        blocks = [{"E": "moe", "-": "mlp"}.get(ch, ch) for ch in blocks]
+    if isinstance(blocks, list) and "moe" in blocks:
+        # Nemotron-H: MoE and MLP are blocks of their own; a Mamba or attention block has no MLP (left out: "none")
+        out = {i: blocks[i] == "moe" for i in range(min(n, len(blocks))) if blocks[i] in ("moe", "mlp")}
     return out
