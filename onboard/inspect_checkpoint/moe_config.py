@@ -33,7 +33,7 @@ def _int_or_text_entry(cv: ConfigView, *names: str) -> int | None:
     """cv.int, except that a per-modality list (ERNIE-4.5-VL's remote-code config: `moe_num_experts: [64, 64]`, text
     experts first, then vision) gives its first entry: the experts a text token is routed among."""
     value = cv.get(*names)
-    if isinstance(value, list) and value and all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+    if isinstance(value, list) and value and all(type(v) is int for v in value):
         return value[0]
     return cv.int(*names)
 
@@ -47,12 +47,9 @@ def moe_from_config(cv: ConfigView, lm: dict[str, TensorInfo] | None) -> Moe | N
     top_k = cv.int("num_experts_per_tok", "moe_k", "experts_per_token", "moe_top_k", "num_selected_experts", "moe_topk",
                    "num_experts_per_token", "top_k_experts")  # fmt: skip
     top_k = top_k or ffn_config.get("moe_top_k")
-    if isinstance(experts, list) and experts:  # ernie-style per-modality list
-        experts = experts[0]
     if not isinstance(experts, int) or experts <= 1:
         return None
-    if not isinstance(top_k, int) or top_k < 1:
-        top_k = 1
+    top_k = max(top_k, 1) if isinstance(top_k, int) else 1
     shared = cv.int(
         "n_shared_experts", "num_shared_experts", "moe_num_shared_experts", "shared_expert_count", default=0
     )
@@ -71,12 +68,12 @@ def moe_from_config(cv: ConfigView, lm: dict[str, TensorInfo] | None) -> Moe | N
         scoring = "sigmoid" if sigmoid else "softmax"
     norm_topk = cv.get("norm_topk_prob")
     return Moe(
-        num_experts=int(experts),
-        top_k=int(top_k or 1),
+        num_experts=experts,
+        top_k=top_k,
         expert_intermediate_size=_int_or_text_entry(
             cv, "moe_intermediate_size", "expert_intermediate_size", "intermediate_size"
         ),
-        num_shared_experts=int(shared or 0),
+        num_shared_experts=shared,
         shared_expert_intermediate_size=shared_size,
         scoring=scoring,
         correction_bias=correction,

@@ -36,7 +36,7 @@ def count_parameters(index: TensorIndex, moe: Moe | None, buffer_leaves: tuple[s
         leaves.update(_BUFFER_ALIASES.get(leaf, ()))
     templates = {leaf for leaf in leaves if "." in leaf}
     for g in index.groups:
-        is_buffer = g.template.rsplit(".", 1)[-1] in leaves or g.template in templates
+        is_buffer = g.template.rpartition(".")[2] in leaves or g.template in templates
         comp = "buffers" if is_buffer else tn.component_of_template(g.template)
         n = g.numel
         by_component[comp] += n

@@ -171,3 +171,25 @@ def test_granite_moe_checkpoint_names_count_stacked_experts_as_routed() -> None:
     counts = count_parameters(TensorIndex.from_tensors(stored), Moe(num_experts=4, top_k=1), None)
     assert counts.by_component == {"experts": 768, "router": 32, "shared_experts": 192}
     assert (counts.total, counts.active) == (992, 992 - 768 + 768 // 4)
+
+
+def test_a_moe_checkpoint_without_routed_expert_tensors_discounts_nothing() -> None:
+    """A MoE config whose checkpoint stores no tensor of the routed experts (only a router and a shared MLP, e.g.
+    experts under names onboard does not know): nothing is discounted, active equals total, and the counts stay
+    integers as profile.json writes them."""
+    from onboard.inspect_checkpoint.params import count_parameters
+    from onboard.inspect_checkpoint.tensor_index import TensorIndex
+    from onboard.profile import Moe
+
+    stored = {t.name: t for t in (
+        tensor("model.layers.0.mlp.router.layer.weight", (4, 8)),
+        tensor("model.layers.0.shared_mlp.input_linear.weight", (16, 8)),
+    )}  # fmt: skip
+    counts = count_parameters(TensorIndex.from_tensors(stored), Moe(num_experts=4, top_k=1), None)
+    assert counts.by_component == {"router": 32, "shared_experts": 128}
+    assert counts.active == counts.total == 160
+    routed = count_parameters(TensorIndex.from_tensors({
+        "model.layers.0.mlp.experts.gate_up_proj": tensor("model.layers.0.mlp.experts.gate_up_proj", (4, 6, 8)),
+    }), Moe(num_experts=4, top_k=2), None)  # fmt: skip
+    assert (routed.total, routed.active) == (192, 96)
+    assert isinstance(routed.active, int) and isinstance(counts.active, int)
