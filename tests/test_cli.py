@@ -59,6 +59,19 @@ def test_inspect_json_contract(demo):
     assert r.stderr == ""  # nothing but data on stdout, no messages when all is well
 
 
+def test_local_inspect_loads_no_hub_client(demo):
+    """A local folder never needs the hub: neither onboard's hub module nor huggingface_hub or httpx is imported."""
+    code = ("import sys; from onboard.cli import main\ntry:\n    main(['inspect', sys.argv[1], '--json'])\n"
+            "except SystemExit as e:\n    assert e.code == 0, e.code\n"
+            "print(sorted(m for m in ('onboard.inspect_checkpoint.hub', 'huggingface_hub', 'httpx', 'numpy') "
+            "if m in sys.modules), file=sys.stderr)")  # fmt: skip
+    r = subprocess.run([sys.executable, "-c", code, str(demo)], capture_output=True, text=True, cwd=REPO, timeout=120,
+                       env={**os.environ, "HF_HUB_OFFLINE": "1"})  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["model_type"] == "qwen3"
+    assert r.stderr.strip() == "[]"
+
+
 def test_human_summary_goes_to_stderr(demo):
     r = run("inspect", str(demo))
     assert r.returncode == 0 and r.stdout == ""

@@ -74,6 +74,10 @@ def test_malformed_json_names_file_and_line(tmp_path: Path) -> None:
     (root / "config.json").write_bytes(b'{"a": "\xff"}')
     with pytest.raises(ConfigError, match="UTF-8"):
         open_source(str(root)).read_json("config.json")
+    (root / "config.json").write_bytes(
+        b'{\r\n  "model_type": "llama",\r\n  "name": "caf\xc3\xa9"\r\n}\r\n'
+    )  # Windows-saved
+    assert open_source(str(root)).read_json("config.json") == {"model_type": "llama", "name": "café"}
 
 
 @pytest.mark.parametrize("spec", ["./does-not-exist", "/no/such/folder", "~/no-such-onboard-folder"])
@@ -144,5 +148,6 @@ def test_huge_folder_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
 
 def test_is_safe_relpath() -> None:
     assert is_safe_relpath("a/b.safetensors") and is_safe_relpath("model.safetensors")
-    for bad in ("", "../x", "a/../../x", "/etc/x", "C:/x", "a\\..\\x", "\\x"):
+    assert is_safe_relpath("a/./b.safetensors") and is_safe_relpath("x/..y.safetensors") and is_safe_relpath("a//b")
+    for bad in ("", "../x", "a/../../x", "/etc/x", "C:/x", "a\\..\\x", "\\x", "a/..", "..", "a/../b"):
         assert not is_safe_relpath(bad), bad

@@ -38,12 +38,13 @@ def inspect_command(
     from onboard.cli.output import emit_json, say
     from onboard.findings import exit_code_for
     from onboard.inspect_checkpoint import inspect
-    from onboard.inspect_checkpoint.summary import render_summary
 
     profile = inspect(source, revision=revision, target=target, max_model_len=max_model_len, kv_dtype=kv_dtype)
     if as_json:
         emit_json(profile)
     else:
+        from onboard.inspect_checkpoint.summary import render_summary  # the text view only
+
         say(render_summary(profile))
     code = exit_code_for(profile.findings)
     if code == 2:

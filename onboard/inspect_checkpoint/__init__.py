@@ -8,7 +8,10 @@ remote_code (what the repo would execute: reported, never run).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import functools
+import gc
+from collections.abc import Callable, Mapping
+from typing import TypeVar
 
 from onboard import __version__
 from onboard.errors import ConfigError
@@ -32,8 +35,30 @@ from onboard.profile import ModelProfile, RemoteCode, TensorGroupStat, WeightsEs
 __all__ = ["inspect", "profile_from_parts"]
 
 DEFAULT_MAX_MODEL_LEN = 4096
+_F = TypeVar("_F", bound=Callable)
 
 
+def _gc_paused(fn: _F) -> _F:
+    """Run `fn` with the cyclic garbage collector paused (then restored as it was).
+
+    Reading a checkpoint allocates several objects per tensor (record, name, shape, offsets: close to a million for
+    93k tensors), none in a reference cycle; the collector would walk them again and again as they pile up (about a
+    fifth of inspect's time). Reference counting still frees everything as usual."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: object, **kwargs: object) -> object:
+        enabled = gc.isenabled()
+        gc.disable()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            if enabled:
+                gc.enable()
+
+    return wrapper  # type: ignore[return-value]
+
+
+@_gc_paused
 def inspect(
     source: str,
     revision: str | None = None,

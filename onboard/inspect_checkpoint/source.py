@@ -13,12 +13,11 @@ from __future__ import annotations
 import json
 import os
 import re
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from onboard.errors import CheckpointError, ConfigError, InputError, OnboardError, SourceNotFound
 from onboard.findings import Finding, fatal, warning
-from onboard.inspect_checkpoint import hub
 from onboard.inspect_checkpoint.checkpoint_types import RepoFile, RepoListing, SafetensorsHeader
 from onboard.inspect_checkpoint.safetensors_header import read_local_header
 from onboard.lfs import CODE as LFS_CODE
@@ -49,6 +48,7 @@ WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".ckpt", ".pkl", ".ggu
 SMALL_FILE_LIMIT = 256 * 2**20  # tokenizer.json of large-vocab models is ~30 MB; weights are refused by suffix
 SKIP_DIRS = {".git", ".cache"}
 MAX_FILES = 200_000  # a checkpoint has tens of files; walking "/" or a home folder by mistake must stop early  # git metadata, huggingface_hub's local_dir bookkeeping
+_DRIVE_RE = re.compile(r"[A-Za-z]:")
 _REPO_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9._-]{0,95}")
 
 
@@ -88,9 +88,9 @@ def _same_repo(listing: RepoListing | None, repo_id: str, revision: str | None) 
 
 def is_safe_relpath(name: str) -> bool:
     """Relative, forward slashes, no `..`, no drive or absolute part: stays inside the repo."""
-    if not name or name.startswith(("/", "\\")) or "\\" in name or re.match(r"[A-Za-z]:", name):
+    if not name or name.startswith(("/", "\\")) or "\\" in name or _DRIVE_RE.match(name):
         return False
-    return ".." not in PurePosixPath(name).parts
+    return ".." not in name.split("/")  # PurePosixPath(name).parts, without building a path (called per shard)
 
 
 class Source:
@@ -124,32 +124,45 @@ class Source:
         """A local path for a small file (downloaded into the HF cache for hub sources); None if absent."""
         raise NotImplementedError
 
-    def read_text(self, name: str) -> str | None:
+    def _readable_path(self, name: str) -> Path | None:
+        """The local path of `name` (None if absent), refused if it is a git-lfs pointer instead of the file."""
         path = self.path_of(name)
         if path is None:
             return None
         pointer = read_pointer(path, name)
         if pointer is not None:  # before any parse: a pointer read as JSON is only "malformed JSON"
             raise LfsPointerError([pointer], self.local_dir or path.parent, self.repo_id)
+        return path
+
+    def read_text(self, name: str) -> str | None:
+        path = self._readable_path(name)
+        if path is None:
+            return None
         try:
             return path.read_text(encoding="utf-8")
-        except UnicodeDecodeError as exc:
-            raise ConfigError(f"{name}: not UTF-8 text (byte {exc.start})", f"re-save {name} as UTF-8") from exc
-        except OSError as exc:
-            raise ConfigError(f"{name}: cannot read ({exc.strerror or exc})", "check the file's permissions") from exc
+        except (UnicodeDecodeError, OSError) as exc:
+            raise _unreadable(name, exc) from exc
 
     def read_json(self, name: str) -> dict[str, Any] | None:
         """The JSON object in `name`; None if the repo has no such file; ConfigError naming file+line if malformed."""
-        text = self.read_text(name)
-        if text is None:
+        path = self._readable_path(name)
+        if path is None:
             return None
+        try:
+            data = path.read_bytes()  # msgspec reads (and checks) UTF-8 bytes itself: no text copy of a 9 MB index
+        except OSError as exc:
+            raise _unreadable(name, exc) from exc
         if _msgspec_decode is not None:  # ~2x faster than json on a 100k-entry index; json explains errors
             try:
-                doc = _msgspec_decode(text)
+                doc = _msgspec_decode(data)
             except Exception:  # noqa: BLE001 - re-parsed below with json for a precise message
                 doc = None
             if isinstance(doc, dict):
                 return doc
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise _unreadable(name, exc) from exc
         try:
             doc = json.loads(text)
         except json.JSONDecodeError as exc:
@@ -242,6 +255,12 @@ class LocalSource(Source):
         return out
 
 
+def _unreadable(name: str, exc: UnicodeDecodeError | OSError) -> ConfigError:
+    if isinstance(exc, UnicodeDecodeError):
+        return ConfigError(f"{name}: not UTF-8 text (byte {exc.start})", f"re-save {name} as UTF-8")
+    return ConfigError(f"{name}: cannot read ({exc.strerror or exc})", "check the file's permissions")
+
+
 def _list_local(root: Path, allowed: Path) -> tuple[list[RepoFile], list[Finding], set[str]]:
     """Every regular file under root (relative paths), findings for symlinks that leave the repo, and the listed
     files that are symlinks (inside the repo; only those need resolving when read)."""
@@ -311,10 +330,15 @@ def git_head(root: Path) -> str | None:
 
 
 class HubSource(Source):
+    # `hub` (huggingface_hub, its HTTP client, the header pack cache) is imported in these methods only: a local
+    # inspect never loads it.
+
     def __init__(
         self, repo_id: str, revision: str | None, *, prefetch: bool = True, listing: RepoListing | None = None
     ) -> None:
         from concurrent.futures import ThreadPoolExecutor
+
+        from onboard.inspect_checkpoint import hub
 
         self.display = repo_id
         self.repo_id = repo_id
@@ -359,6 +383,8 @@ class HubSource(Source):
         self._pool.shutdown(wait=False, cancel_futures=True)
 
     def _download_future(self, name: str) -> Future[Path | None]:
+        from onboard.inspect_checkpoint import hub
+
         fut = self._downloads.get(name)
         if fut is None:
             # One GET through huggingface_hub's backoff (hf_hub_download: a HEAD first, a round trip more, and its
@@ -369,6 +395,8 @@ class HubSource(Source):
         return fut
 
     def _header_future(self, name: str) -> Future[bytes]:
+        from onboard.inspect_checkpoint import hub
+
         fut = self._headers.get(name)
         if fut is None and name in self._pack:
             from concurrent.futures import Future
@@ -384,6 +412,8 @@ class HubSource(Source):
 
     def _size_ranges(self) -> None:
         """Each shard's first range from the index's tensor names (once, before any header request is sent)."""
+        from onboard.inspect_checkpoint import hub
+
         if self._ranges is not None:
             return
         try:
@@ -405,6 +435,8 @@ class HubSource(Source):
 
     def read_headers(self, names: list[str]) -> dict[str, SafetensorsHeader | CheckpointError]:
         self._size_ranges()
+        from onboard.inspect_checkpoint import hub
+
         futures = {}
         for name in names:
             if name in self._sizes:

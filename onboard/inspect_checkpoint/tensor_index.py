@@ -86,32 +86,45 @@ class TensorIndex:
         nbytes = list(map(sub, map(itemgetter(1), offsets), map(itemgetter(0), offsets)))
         # Group key: the name with digits masked. Translating one joined string is one C call.
         masked = "\n".join(names).translate(_DIGITS).split("\n")
+        if len(masked) != len(names):  # a name holding a newline (legal JSON): mask one by one
+            masked = [name.translate(_DIGITS) for name in names]
         first_index: dict[str, int] = {}
         firsts = list(map(first_index.setdefault, masked, count()))  # each tensor → index of its group's first tensor
-        members_of = positions_by_key(firsts)
-        # A raw group is split when its dtypes are mixed (rare: one layer kept in higher precision) or when it
-        # masked digits inside a name component (`w1`/`w3`, `fc1`/`fc2` share a masked key).
-        mixed = set(compress(firsts, map(ne, dtypes, map(dtypes.__getitem__, firsts))))
+        counts = Counter(firsts)
+        # Most groups hold tensors of one dtype and one size (every layer's q_proj, every expert's w1): their bytes
+        # are count × the first one's. Only the groups where a tensor differs from its first are summed member by
+        # member, and split by dtype when their dtypes are mixed (rare: one layer kept in higher precision).
+        mixed = _differs_from_first(dtypes, firsts)
+        uneven = _differs_from_first(nbytes, firsts)
         ends_of_files = [b[0] for b in bounds]
 
-        def group(template: str, first: int, members: list[int]) -> TensorGroup:
-            return TensorGroup(template, dtypes[first], len(members), sum(map(nbytes.__getitem__, members)),
-                               names[first], tuple(entries[first].shape),
+        def group(template: str, first: int, n: int, size: int) -> TensorGroup:
+            return TensorGroup(template, dtypes[first], n, size, names[first], tuple(entries[first].shape),
                                bounds[bisect_right(ends_of_files, first)][1])  # fmt: skip
 
         groups = []
+        members_of: dict | None = None
         for key, i in first_index.items():
-            members = members_of[i]
             inner = _inner_digit_positions(key)
             if i not in mixed and not inner:
-                groups.append(group(_RUNS.sub("{}", key), i, members))
+                if i in uneven:
+                    members_of = members_of or positions_by_key(firsts)
+                    size = sum(map(nbytes.__getitem__, members_of[i]))
+                else:
+                    size = counts[i] * nbytes[i]
+                groups.append(group(_RUNS.sub("{}", key), i, counts[i], size))
                 continue
+            # A raw group is split when its dtypes are mixed or when it masked digits inside a name component
+            # (`w1`/`w3`, `fc1`/`fc2` share a masked key).
+            members_of = members_of or positions_by_key(firsts)
+            members = members_of[i]
             member_names = list(map(names.__getitem__, members))
             digits = map(itemgetter(*inner), member_names) if inner else repeat(())
             sub_keys = list(zip(digits, map(dtypes.__getitem__, members)))
             for sub_members in positions_by_key(sub_keys).values():
                 positions = list(map(members.__getitem__, sub_members))
-                groups.append(group(tn.template(names[positions[0]]), positions[0], positions))
+                size = sum(map(nbytes.__getitem__, positions))
+                groups.append(group(tn.template(names[positions[0]]), positions[0], len(positions), size))
         index = cls(_merge(groups))
         index._names_list = names
         index._entries = entries
@@ -148,6 +161,12 @@ def positions_by_key(keys: list) -> dict:
         by_key[key] = order[start : start + counts[key]]
         start += counts[key]
     return {key: by_key[key] for key in counts}  # a Counter keeps first-appearance order
+
+
+def _differs_from_first(values: list, firsts: list[int]) -> set[int]:
+    """The groups (by first position) holding a value unlike their first one's, compared in C."""
+    of_first = list(map(values.__getitem__, firsts))
+    return set() if of_first == values else set(compress(firsts, map(ne, values, of_first)))
 
 
 def _inner_digit_positions(key: str) -> tuple[int, ...]:
