@@ -151,7 +151,7 @@ def moe_layers_from_config(cv: ConfigView, n: int) -> dict[int, bool]:
         out = {i: str(mlp_types[i]).lower() in ("sparse", "moe", "hash_moe") for i in range(n)}
     blocks = cv.get("layers_block_type", "hybrid_override_pattern")
     if isinstance(blocks, str):  # Nemotron-H's original spelling: M Mamba, * attention, - MLP, E MoE
-        blocks = [{"E": "moe", "-": "mlp"}.get(ch, ch) for ch in blocks]
+        blocks = [{"E": "moe", "-": "mlp"}.get(ch) for ch in blocks]  # M and * (no MLP) need no name
     if isinstance(blocks, list) and "moe" in blocks:
         # Nemotron-H: MoE and MLP are blocks of their own; a Mamba or attention block has no MLP (left out: "none")
         out = {i: blocks[i] == "moe" for i in range(min(n, len(blocks))) if blocks[i] in ("moe", "mlp")}

@@ -95,6 +95,7 @@ BINDING = [
     # Llama 4: an explicit list wins over the interleave step; the step alone ends each period
     ("llama4_text", {"moe_layers": [0, 5], "interleave_moe_layer_step": 2}, [0, 5]),
     ("llama4_text", {"moe_layers": None, "interleave_moe_layer_step": 3}, [2, 5]),
+    ("llama4_text", {"moe_layers": [1, 2, 5], "num_experts_per_tok": 1}, [1, 2, 5]),  # Scout/Maverick route top-1
     # Jamba: one MoE layer per period, at the offset
     ("jamba", {"expert_layer_period": 3, "expert_layer_offset": 1}, [1, 4, 7]),
     ("jamba", {"expert_layer_period": 4, "expert_layer_offset": 0}, [0, 4]),
@@ -173,6 +174,10 @@ def test_a_per_layer_frequency_list_is_not_a_type_error() -> None:
     view = ConfigView({"model_type": "minimax_m3_vl_text", "moe_layer_freq": [0, 1, 1]})
     assert moe_layers_from_config(view, 4) == {0: False, 1: True, 2: True, 3: False}
     assert view.type_errors == {}
+    # Any other type is one (reported as a config-field-type warning), and ignored rather than crashing inspect.
+    view = ConfigView({"model_type": "deepseek_v2", "moe_layer_freq": "2"})
+    assert moe_layers_from_config(view, 3) == {0: True, 1: True, 2: True}
+    assert view.type_errors == {"moe_layer_freq": "an integer"}
 
 
 @contextlib.contextmanager
