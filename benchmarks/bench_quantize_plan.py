@@ -11,7 +11,10 @@ format. Target (issue 13): sweep seconds <= 2 x units x forward seconds.
 tokens), a plan at exactly each complete uniform format's size, its measured KL over that uniform's (issue 13:
 <= 0.5), before refinement (the knapsack's plan, measured) and after, and the largest unit's KL alone at that
 uniform format over the uniform's KL (a unit that alone costs more than half leaves a plan of the same bytes
-little room).
+little room). `bound`: the least KL that the most costly unit of any plan within the size measures alone (every
+unit measured alone at every format, then the smallest threshold whose cheapest formats fit), over the uniform's
+KL. A plan measures at least its worst unit alone (quantizing more does not undo an error; every plan measured
+here does), so where `bound` > 0.5 no plan of that size reaches 0.5.
 
     .venv/bin/python benchmarks/bench_quantize_plan.py --same-bytes llama.cpp
 """
@@ -49,8 +52,10 @@ def same_bytes(formats: str) -> list[dict]:
     fixture = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "trained-qwen3"
     request = quantize_plan.Request(str(fixture), budget_kl=1.0, max_tokens=256, formats=parse_formats(formats))
     swept = quantize_plan.prepare(request, lambda _m: None)
+    alone = _alone(swept)
     rows = []
-    print(f"{'uniform':<10} {'bytes':>9} {'its KL':>9} {'plan KL':>9} {'before':>7} {'after':>7}  largest unit alone")
+    print(f"{'uniform':<10} {'bytes':>9} {'its KL':>9} {'plan KL':>9} {'before':>7} {'after':>7} {'bound':>7}  "
+          "largest unit alone")  # fmt: skip
     for row in sorted(swept.uniforms(lambda _m: None), key=lambda r: r["bytes"]):
         if not row["complete"]:
             continue
@@ -58,16 +63,54 @@ def same_bytes(formats: str) -> list[dict]:
         outcome = quantize_plan.plan(swept, sized, lambda _m: None)
         s, rounds = outcome.summary, outcome.detail["rounds"]
         best = s["uniform_best"]
-        alone = max(swept.results, key=lambda r: r.costs.get(row["format"], r.costs["bf16"]).kl)
-        alone_kl = alone.costs[row["format"]].kl
+        largest = max(swept.results, key=lambda r: r.costs.get(row["format"], r.costs["bf16"]).kl)
+        largest_kl = largest.costs[row["format"]].kl
         rows.append({"format": row["format"], "bytes": row["bytes"], "uniform_kl": best["measured_kl"],
                      "plan_kl": s["measured_kl"], "before": rounds[0]["measured_kl"] / best["measured_kl"],
-                     "after": s["measured_kl"] / best["measured_kl"], "largest_unit": alone.unit.name,
-                     "largest_alone": alone_kl / best["measured_kl"]})  # fmt: skip
+                     "after": s["measured_kl"] / best["measured_kl"], "largest_unit": largest.unit.name,
+                     "largest_alone": largest_kl / best["measured_kl"],
+                     "bound": _minimax(alone, row["bytes"] - swept.kept_bytes) / best["measured_kl"],
+                     "worst_alone_over_plan": _worst_alone(alone, swept, s["units"]) / s["measured_kl"]})  # fmt: skip
         r = rows[-1]
         print(f"{r['format']:<10} {r['bytes']:>9} {r['uniform_kl']:>9.2e} {r['plan_kl']:>9.2e} {r['before']:>7.3f} "
-              f"{r['after']:>7.3f}  {r['largest_unit']} {r['largest_alone']:.2f}x")  # fmt: skip
+              f"{r['after']:>7.3f} {r['bound']:>7.3f}  {r['largest_unit']} {r['largest_alone']:.2f}x")  # fmt: skip
+    worst = max(r["worst_alone_over_plan"] for r in rows)
+    print(f"the plans' worst unit alone over the plan's KL: at most {worst:.3f} (<= 1: the bound's premise holds)")
     return rows
+
+
+def _worst_alone(alone: list[list[tuple[float, float]]], swept, units: list[dict]) -> float:  # type: ignore[no-untyped-def]
+    """The largest KL alone of a plan's units at their chosen formats."""
+    names = [list(r.costs) for r in swept.results]
+    return max(costs[names[i].index(u["format"])][1] for i, (costs, u) in enumerate(zip(alone, units)))
+
+
+def _alone(swept) -> list[list[tuple[float, float]]]:  # type: ignore[no-untyped-def]
+    """Per unit, (bytes, KL measured with only this unit quantized) for every format it takes (bf16: 0)."""
+    from onboard.quantize.apply import quantized
+    from onboard.quantize.formats import FORMATS
+    from onboard.quantize.sensitivity import start_layer
+
+    out = []
+    for result in swept.results:
+        costs = []
+        for name, cost in result.costs.items():
+            if not cost.measured:
+                with quantized(swept.model, {result.unit: FORMATS[name]}, swept.weights):
+                    cost = type(cost)(
+                        name, cost.bytes, swept.runner.score(start_layer(result.unit, swept.runner)).kl, True
+                    )
+            costs.append((cost.bytes, cost.kl))
+        out.append(costs)
+    return out
+
+
+def _minimax(alone: list[list[tuple[float, float]]], cap: float) -> float:
+    """The least t such that every unit's cheapest format with KL alone <= t fits within `cap` bytes together."""
+    for threshold in sorted({kl for costs in alone for _, kl in costs}):
+        if sum(min(b for b, kl in costs if kl <= threshold) for costs in alone) <= cap:
+            return threshold
+    return float("inf")
 
 
 def main(argv: list[str] | None = None) -> dict[str, float]:

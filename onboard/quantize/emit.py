@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from onboard.quantize.formats import BF16, FORMATS, LLAMA_CPP, VLLM
-from onboard.quantize.units import LAYER, classify, unit_name
+from onboard.quantize.units import LAYER, classify, component, part, unit_name
 
 # Last name component (per unit kind) -> GGUF tensor base names (llama.cpp's tensor_mapping.py conventions).
 GGUF_NAMES: dict[str, dict[str, tuple[str, ...]]] = {
@@ -81,7 +81,7 @@ def checkpoint_tensors(folder: Path) -> list[tuple[str, tuple[int, ...]]]:
 
 
 def tensors_by_unit(tensors: Sequence[tuple[str, tuple[int, ...]]]) -> dict[str, list[tuple[str, tuple[int, ...]]]]:
-    """Checkpoint tensors grouped by plan unit (`embedding`, `layer.3.mlp`, `head`, ...)."""
+    """Checkpoint tensors grouped by plan unit (`embedding`, `layer.3.attn.qkv`, `layer.3.mlp.down`, `head`, ...)."""
     grouped: dict[str, list[tuple[str, tuple[int, ...]]]] = {}
     for name, shape in tensors:
         kind = classify(name, len(shape))
@@ -89,13 +89,8 @@ def tensors_by_unit(tensors: Sequence[tuple[str, tuple[int, ...]]]) -> dict[str,
             continue
         match = LAYER.search(name)
         layer = int(match.group(1)) if match and kind not in ("embedding", "head") else None
-        grouped.setdefault(unit_name(layer, kind), []).append((name, shape))
+        grouped.setdefault(unit_name(layer, kind, part(name, kind)), []).append((name, shape))
     return grouped
-
-
-def _component(name: str) -> str:
-    parts = name.removesuffix(".weight").split(".")
-    return parts[-1] if not parts[-1].isdigit() else parts[-2]
 
 
 def llama_cpp(
@@ -120,7 +115,7 @@ def llama_cpp(
         by_type: dict[str, set[str]] = {}
         for name, shape in tensors:
             kind = unit.split(".")[2]
-            names = GGUF_NAMES.get(kind, {}).get(_component(name))
+            names = GGUF_NAMES.get(kind, {}).get(component(name))
             if not names:
                 form.unmapped.append(name)
                 continue

@@ -1,8 +1,8 @@
 """The reference run over the prompt suite, and reruns of a (partly quantized) model compared with it.
 
 The reference run records, per prompt: the logits, every decoder layer's output, the inputs and output of each
-unit's module (its attention, MLP or experts block) and the inputs of every matmul (for activation outliers). A
-rerun after quantizing a unit of layer i resumes there: layers before i return their recorded outputs (nothing
+unit's module (its projection, fused or not, or its experts block) and the inputs of every matmul (for activation
+outliers). A rerun after quantizing a unit of layer i resumes there: layers before i return their recorded outputs (nothing
 before them changed), so a unit deep in the model costs a fraction of a forward. `module_delta(m)` reruns one
 unit's module alone from its recorded inputs: the error energy a format puts on its output, which the sweep uses to
 rank formats between measured probes.

@@ -8,8 +8,10 @@ record would use (prompts only). Sequences are cut to `max_tokens` (default MAX_
 A plan's predicted KL is the sum of its units' KLs measured (or predicted) alone; its measured KL is one forward
 with every unit quantized at once. With --budget-kl, a plan measured over budget is re-chosen with the per-unit
 KLs scaled by measured / predicted, up to MAX_ROUNDS times; a plan that still exceeds the budget is reported as
-such (exit 1), never passed off as within it. A plan that meets its budget or size is then refined: a few
-neighbouring plans are measured whole and the best measured kept (refine.py).
+such (exit 1), never passed off as within it. With --target-bytes the knapsack runs twice: over the sweep's KLs
+and over the calibrated ones (each unit's finest format measured alone too, sensitivity.calibrate), and the plan
+measured lower is kept. A plan that meets its budget or size is then refined: a few neighbouring plans are
+measured whole and the best measured kept (refine.py).
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from onboard.quantize.apply import QuantizedWeights, quantized
 from onboard.quantize.formats import BF16, CANDIDATES, FORMATS
 from onboard.quantize.forward import Runner, Score
 from onboard.quantize.search import Option, fewest_bytes, least_kl
-from onboard.quantize.sensitivity import Sensitivity, matmul_modules, sweep, unit_modules
+from onboard.quantize.sensitivity import Sensitivity, calibrate, matmul_modules, sweep, unit_modules
 from onboard.quantize.units import Unit, find_units
 
 MAX_SEQUENCE_TOKENS = 1024
@@ -74,6 +76,8 @@ class Swept:
     prompts_from: str
     weights: QuantizedWeights
     uniform_rows: list[dict[str, Any]] | None = None
+    calibrated: list[dict[str, float]] | None = None
+    """Per unit, format -> KL alone with the finest predicted format measured too (sensitivity.calibrate)."""
 
     @property
     def bf16_bytes(self) -> float:
@@ -87,6 +91,12 @@ class Swept:
 
     def measure_options(self, chosen: list[Option]) -> Score:
         return self.measure([o.format for o in chosen])
+
+    def calibrated_options(self) -> list[list[Option]]:
+        if self.calibrated is None:
+            self.calibrated = calibrate(self.model, self.runner, self.results, self.weights)
+        return [[Option(c.format, c.bytes, kls[c.format]) for c in r.costs.values()]
+                for r, kls in zip(self.results, self.calibrated)]  # fmt: skip
 
     def uniforms(self, say: Any) -> list[dict[str, Any]]:
         if self.uniform_rows is None:
@@ -221,18 +231,24 @@ def _choose(request: Request, swept: Swept, say: Any) -> tuple[list[Option], lis
     results, kept_bytes = swept.results, swept.kept_bytes
     rounds: list[dict[str, Any]] = []
     if request.target_bytes is not None:
-        chosen = least_kl(_options(results), request.target_bytes - kept_bytes)
-        met = chosen is not None
-        if chosen is None:  # report the smallest plan there is, measured, and say it does not fit
+        cap = float(request.target_bytes) - kept_bytes
+        chosen = least_kl(_options(results), cap)
+        if chosen is None:  # the knapsack rounds bytes up: the smallest plan may still fit exactly
             chosen = [min(options, key=lambda o: (o.bytes, o.kl)) for options in _options(results)]
-            smallest = math.ceil(kept_bytes + sum(o.bytes for o in chosen))
-            say(f"quantize-plan: no plan fits {request.target_bytes} bytes (the smallest is {smallest})")
+            met = sum(o.bytes for o in chosen) <= cap
+            if not met:  # report the smallest plan there is, measured, and say it does not fit
+                smallest = math.ceil(kept_bytes + sum(o.bytes for o in chosen))
+                say(f"quantize-plan: no plan fits {request.target_bytes} bytes (the smallest is {smallest})")
+        else:
+            met = True
         score = swept.measure([o.format for o in chosen])
         rounds.append(_round(1, chosen, score, 1.0, kept_bytes))
         if met:
-            chosen, score = _no_worse_than_uniform(swept, request, chosen, score, rounds, say)
-            cap = float(request.target_bytes) - kept_bytes
-            refined = refine.least_kl_within(_options(results), chosen, score, cap, swept.measure_options)
+            options = _options(results)
+            chosen, score = _calibrated_start(swept, swept.calibrated_options(), cap, chosen, score, rounds, say)
+            chosen = _same_formats(options, chosen)
+            chosen, score = _no_worse_than_uniform(swept, request, chosen, score, rounds, say, options)
+            refined = refine.least_kl_within(options, chosen, score, cap, swept.measure_options, _measurements(swept))
             chosen = _refined_round(refined, rounds, swept, say)
         return chosen, rounds, met
     budget = float(request.budget_kl or 0.0)
@@ -254,8 +270,44 @@ def _choose(request: Request, swept: Swept, say: Any) -> tuple[list[Option], lis
     return chosen, rounds, False
 
 
+def _measurements(swept: Swept) -> int:
+    """Whole plans the refinement may measure: refine.MEASUREMENTS, or two per unit where that is more (about the
+    sweep's own cost: one forward per unit, resumed at its layer)."""
+    return max(refine.MEASUREMENTS, 2 * len(swept.units))
+
+
+def _same_formats(options: list[list[Option]], chosen: list[Option]) -> list[Option]:
+    return [next(o for o in unit if o.format == c.format) for unit, c in zip(options, chosen)]
+
+
+def _calibrated_start(
+    swept: Swept,
+    options: list[list[Option]],
+    cap: float,
+    chosen: list[Option],
+    score: Score,
+    rounds: list[dict[str, Any]],
+    say: Any,
+) -> tuple[list[Option], Score]:
+    """The knapsack again over the calibrated KLs (sensitivity.calibrate); its plan, measured, is where the refinement
+    starts when it measures less than the first one."""
+    other = least_kl(options, cap)
+    if other is None or [o.format for o in other] == [o.format for o in chosen]:
+        return chosen, score
+    measured = swept.measure_options(other)
+    rounds.append({**_round(len(rounds) + 1, other, measured, 1.0, swept.kept_bytes), "calibrated": True})
+    say(f"  calibrated knapsack: measured {measured.kl:.3e} (the first plan {score.kl:.3e})")
+    return (other, measured) if measured.kl < score.kl else (chosen, score)
+
+
 def _no_worse_than_uniform(
-    swept: Swept, request: Request, chosen: list[Option], score: Score, rounds: list[dict[str, Any]], say: Any
+    swept: Swept,
+    request: Request,
+    chosen: list[Option],
+    score: Score,
+    rounds: list[dict[str, Any]],
+    say: Any,
+    options: list[list[Option]] | None = None,
 ) -> tuple[list[Option], Score]:
     """A uniform format within the size (or the budget) is a plan too, already measured: the search goes on from it
     when it measures less KL within the size (fewer bytes within the budget), so no plan is worse than it."""
@@ -270,7 +322,7 @@ def _no_worse_than_uniform(
         return chosen, score
     fmt = FORMATS[best["format"]]
     names = [fmt.name if r.unit.applies(fmt) else BF16 for r in swept.results]
-    chosen = [next(o for o in options if o.format == n) for options, n in zip(_options(swept.results), names)]
+    chosen = [next(o for o in unit if o.format == n) for unit, n in zip(options or _options(swept.results), names)]
     score = Score(best["measured_kl"], best["top1"], swept.runner.positions)
     rounds.append({**_round(len(rounds) + 1, chosen, score, 1.0, swept.kept_bytes), "from_uniform": fmt.name})
     say(f"  the uniform {fmt.name} measures better than the search's plan: refining from it")

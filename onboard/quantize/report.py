@@ -80,7 +80,7 @@ def _plot(units: list[_Unit]) -> PlotParts:
     for unit in units:
         kl = _coarsest_kl(unit)
         if unit.layer is not None and kl is not None:
-            series.setdefault(unit.kind, []).append((float(unit.layer), kl))
+            series.setdefault(unit.unit.split(".", 2)[-1], []).append((float(unit.layer), kl))  # attn.qkv, mlp.down
     chart = svg.line_chart(
         "Sensitivity per layer", [svg.Series(kind, tuple(points)) for kind, points in series.items()],
         "layer", "KL alone, coarsest format", log_y=True,

@@ -101,8 +101,36 @@ def sweep(
     return results, time.perf_counter() - started
 
 
+def calibrate(
+    model: Any, runner: Runner, results: list[Sensitivity], weights: QuantizedWeights
+) -> list[dict[str, float]]:
+    """Per unit, KL alone per format with a second point measured: the finest predicted format (least energy).
+
+    The sweep's proportional prediction (KL ~ energy) misses a floor: in a bf16 model any perturbation moves the
+    downstream roundings, and an engine that quantizes a matmul's input (llama.cpp's Q8_0 / Q8_K) adds that rounding
+    whatever the weight's format, so the finest formats measure well above their share of the energy. The other
+    predicted formats lie between the two measured points in energy (the probe has the most): their KL is
+    interpolated linearly in energy, never falling with it. About one more resumed forward per unit, measured once
+    per sweep (plan.Swept caches it)."""
+    calibrated = []
+    for result in results:
+        kls = {name: c.kl for name, c in result.costs.items()}
+        probe = result.costs.get(result.probe) if result.probe else None
+        predicted = [c for c in result.costs.values() if not c.measured and c.energy is not None]
+        if probe is not None and probe.energy and predicted:
+            finest = min(predicted, key=lambda c: c.energy or 0.0)
+            with quantized(model, {result.unit: FORMATS[finest.format]}, weights):
+                low = runner.score(start_layer(result.unit, runner)).kl
+            span = probe.energy - (finest.energy or 0.0)
+            slope = max(probe.kl - low, 0.0) / span if span > 0 else 0.0
+            for c in predicted:
+                kls[c.format] = low + slope * ((c.energy or 0.0) - (finest.energy or 0.0))
+        calibrated.append(kls)
+    return calibrated
+
+
 def unit_module(model: Any, unit: Unit) -> Any:
-    """The smallest module holding all of the unit's tensors (its attention, MLP, experts or shared-experts block)."""
+    """The smallest module holding all of the unit's tensors (a projection, fused or not, or an experts block)."""
     common: list[str] = []
     for parts in zip(*(t.name.split(".")[:-1] for t in unit.tensors)):
         if len(set(parts)) != 1:

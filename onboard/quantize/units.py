@@ -1,5 +1,10 @@
-"""Units of a plan: the weights that share one format (a layer's attention, its MLP, its routed experts, its shared
-experts, the token embedding, the head), found by parameter name in transformers models and generated adapters.
+"""Units of a plan: the weights that share one format, found by parameter name in transformers models and generated
+adapters. Per layer and block (attention, MLP, routed experts, shared experts) there are two units, the matmuls
+that read the block's input and the one that writes its output: `layer.3.attn.qkv` (q/k/v, fused or not, and
+MLA's down/up projections) and `layer.3.attn.o`, `layer.3.mlp.gate_up` and `layer.3.mlp.down` (the same for
+`experts` and `shared_experts`). llama.cpp types each GGUF tensor on its own and vLLM each module, so either
+engine can store every unit in its own format; what shares an input shares a format (one activation rounding).
+Then the token embedding and the head.
 
 Routers (MoE gates), norms, biases and other 1-D tensors are never quantized by the engines: they stay in the model
 dtype and count at 2 bytes per element. A tied head is one unit with the embedding ("embedding+head").
@@ -20,6 +25,11 @@ MLP = re.compile(r"\.mlp\.|feed_forward|\.ffn\.")
 EMBEDDING = re.compile(r"embed_tokens|\.wte\.|word_embeddings|tok_embeddings")
 HEAD = re.compile(r"(?:^|\.)(?:lm_head|output|embed_out)\.weight$")
 KIND_ORDER = ("embedding", "attn", "mlp", "experts", "shared_experts", "head")
+OUTPUT_PROJECTION = re.compile(r"^(?:o_proj|out_proj|dense|c_proj|down_proj|fc2|w2|wo|dense_4h_to_h|experts_down)$")
+"""The matmul that writes a block's output (the last name component before `.weight`, or of a 3-D parameter)."""
+PARTS = {"attn": ("qkv", "o"), "mlp": ("gate_up", "down"), "experts": ("gate_up", "down"),
+         "shared_experts": ("gate_up", "down")}  # fmt: skip
+"""Per block kind: (the unit of the matmuls reading the block's input, the unit of the one writing its output)."""
 
 
 @dataclass
@@ -43,6 +53,8 @@ class Unit:
     layer: int | None
     kind: str
     tensors: list[Tensor] = field(default_factory=list)
+    part: str | None = None
+    """Within a layer's block, `PARTS[kind]`: its input matmuls or its output one (None: the embedding, the head)."""
 
     @property
     def elements(self) -> int:
@@ -64,7 +76,7 @@ def find_units(model: Any) -> tuple[list[Unit], int]:
         for p in m.parameters(recurse=False)
         if p.ndim == 3
     }
-    units: dict[tuple[int | None, str], Unit] = {}
+    units: dict[tuple[int | None, str, str | None], Unit] = {}
     kept = 0
     for name, param in model.named_parameters():  # shared (tied) parameters are listed once
         kind = classify(name, param.ndim, param.is_floating_point())
@@ -73,11 +85,12 @@ def find_units(model: Any) -> tuple[list[Unit], int]:
             continue
         match = LAYER.search(name)
         layer = int(match.group(1)) if match and kind not in ("embedding", "head") else None
-        key = (layer, kind)
+        piece = part(name, kind)
+        key = (layer, kind, piece)
         if key not in units:
-            units[key] = Unit(unit_name(layer, kind), layer, kind)
+            units[key] = Unit(unit_name(layer, kind, piece), layer, kind, part=piece)
         units[key].tensors.append(Tensor(name, param, transposed.get(id(param), False)))
-    embedding = units.get((None, "embedding"))
+    embedding = units.get((None, "embedding", None))
     if embedding is not None and _owners(model, embedding.tensors[0].param) > 1:
         embedding.name = "embedding+head"  # tied: the head multiplies by the same (quantized) matrix
     return sorted(units.values(), key=_order), kept
@@ -102,8 +115,22 @@ def classify(name: str, ndim: int, floating: bool = True) -> str | None:
     return None
 
 
-def unit_name(layer: int | None, kind: str) -> str:
-    return kind if layer is None else f"layer.{layer}.{kind}"
+def part(name: str, kind: str) -> str | None:
+    """The unit within its block a weight belongs to (`PARTS[kind]`), by its matmul's name; None outside blocks."""
+    if kind not in PARTS:
+        return None
+    return PARTS[kind][1 if OUTPUT_PROJECTION.match(component(name)) else 0]
+
+
+def component(name: str) -> str:
+    """The matmul's own name: the last name component before `.weight` (before an expert's index)."""
+    parts = name.removesuffix(".weight").split(".")
+    return parts[-1] if not parts[-1].isdigit() else parts[-2]
+
+
+def unit_name(layer: int | None, kind: str, piece: str | None = None) -> str:
+    base = kind if layer is None else f"layer.{layer}.{kind}"
+    return base if piece is None else f"{base}.{piece}"
 
 
 def _owners(model: Any, param: Any) -> int:
@@ -111,9 +138,10 @@ def _owners(model: Any, param: Any) -> int:
     return sum(1 for m in model.modules() if getattr(m, "weight", None) is param)
 
 
-def _order(unit: Unit) -> tuple[int, int]:
+def _order(unit: Unit) -> tuple[int, int, int]:
     if unit.kind == "embedding":
-        return (-1, 0)
+        return (-1, 0, 0)
     if unit.kind == "head":
-        return (1 << 30, 0)
-    return (unit.layer if unit.layer is not None else 0, KIND_ORDER.index(unit.kind))
+        return (1 << 30, 0, 0)
+    rank = PARTS[unit.kind].index(unit.part) if unit.part in PARTS.get(unit.kind, ()) else 0
+    return (unit.layer if unit.layer is not None else 0, KIND_ORDER.index(unit.kind), rank)

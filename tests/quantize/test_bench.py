@@ -13,5 +13,5 @@ def test_bench_quick(capsys) -> None:  # type: ignore[no-untyped-def]
     module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
     spec.loader.exec_module(module)  # type: ignore[union-attr]
     result = module.main(["--quick", "--threads", "1"])
-    assert result["units"] == 6 and result["sweep_seconds"] > 0 and result["forward_seconds"] > 0
+    assert result["units"] == 10 and result["sweep_seconds"] > 0 and result["forward_seconds"] > 0
     assert "ratio sweep / (units x forward)" in capsys.readouterr().out

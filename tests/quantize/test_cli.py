@@ -35,8 +35,9 @@ def test_budget_plan_json_and_files(tiny: Path, tmp_path: Path, capsys: pytest.C
     summary = json.loads(out)
     assert set(summary) == JSON_KEYS and set(summary["uniform_best"]) == {"format", "bytes", "measured_kl"}
     assert summary["measured_kl"] <= 0.5 and summary["bytes"] < summary["bf16_bytes"]
-    assert [u["unit"] for u in summary["units"]] == ["embedding", "layer.0.attn", "layer.0.mlp", "layer.1.attn",
-                                                     "layer.1.mlp", "head"]  # fmt: skip
+    blocks = ("attn.qkv", "attn.o", "mlp.gate_up", "mlp.down")
+    assert [u["unit"] for u in summary["units"]] == ["embedding", *(f"layer.{i}.{b}" for i in range(2) for b in blocks),
+                                                     "head"]  # fmt: skip
     assert all(set(u) == {"unit", "layer", "kind", "format", "kl_alone"} for u in summary["units"])
     detail = json.loads((tmp_path / "quantize-plan.json").read_text())
     assert detail["stage"] == "quantize-plan" and detail["passed"] is True
@@ -101,8 +102,8 @@ def test_plan_section_in_the_onboarding_report(tiny: Path, tmp_path: Path, capsy
     paths = render_report(SLUG, tmp_path)
     html = paths.html.read_text()
     assert 'id="plot-quantize-sensitivity"' in html and 'id="table-quantization-plan"' in html
-    assert html.count("<polyline") >= 2  # attention and MLP series over the layers
-    assert "| layer.1.mlp |" in paths.markdown.read_text()
+    assert html.count("<polyline") >= 4  # q/k/v, o, gate/up and down series over the layers
+    assert "| layer.1.mlp.down |" in paths.markdown.read_text()
 
 
 def test_plan_measured_over_budget_exits_1(

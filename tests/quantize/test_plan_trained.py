@@ -70,6 +70,43 @@ def test_plan_at_exactly_the_uniform_q4_1_size_halves_its_kl(swept: quantize_pla
     assert s["measured_kl"] <= 0.5 * s["uniform_best"]["measured_kl"], (s["measured_kl"], s["uniform_best"])
 
 
+def test_plan_at_each_uniform_size_fits_and_measures_no_worse(swept: quantize_plan.Swept) -> None:
+    # At every llama.cpp uniform format's exact size, MXFP4 (the smallest) included: the plan fits (the knapsack
+    # rounds bytes up, and the smallest plan fits exactly), and what is kept is never measured worse than the
+    # knapsack's first plan or the uniform format itself. Figures per size: bench_quantize_plan.py --same-bytes.
+    rows = {u["format"]: u for u in swept.uniforms(_quiet) if u["complete"]}
+    ratios = {}
+    for name in ("mxfp4", "q4_0", "q4_1", "q4_k", "q5_1", "q6_k", "q8_0"):
+        outcome = quantize_plan.plan(swept, _request(TRAINED, target_bytes=rows[name]["bytes"]), _quiet)
+        s, first = outcome.summary, outcome.detail["rounds"][0]
+        assert outcome.met and s["bytes"] <= rows[name]["bytes"], (name, s["bytes"])
+        assert s["measured_kl"] <= min(first["measured_kl"], s["uniform_best"]["measured_kl"]), name
+        ratios[name] = s["measured_kl"] / s["uniform_best"]["measured_kl"]
+    assert ratios["q4_1"] <= 0.5 and max(r for n, r in ratios.items() if n != "mxfp4") < 0.8, ratios
+
+
+def test_calibration_measures_the_finest_format_alone(swept: quantize_plan.Swept) -> None:
+    options = swept.calibrated_options()
+    for result, unit_options in zip(swept.results, options):
+        predicted = [c for c in result.costs.values() if not c.measured]
+        if not predicted:  # the tied embedding and head: every format measured in the sweep, nothing to correct
+            assert [o.kl for o in unit_options] == [c.kl for c in result.costs.values()]
+            continue
+        finest = min(predicted, key=lambda c: c.energy or 0.0)
+        alone = ["bf16"] * len(swept.results)
+        alone[swept.results.index(result)] = finest.format
+        calibrated = {o.format: o.kl for o in unit_options}
+        assert calibrated[finest.format] == pytest.approx(swept.measure(alone).kl, rel=1e-4)
+        by_energy = sorted(predicted, key=lambda c: c.energy or 0.0)  # interpolated: KL never falls as energy grows
+        assert [calibrated[c.format] for c in by_energy] == sorted(calibrated[c.format] for c in by_energy)
+        assert calibrated[result.probe] == result.costs[result.probe].kl  # the sweep's own measurement is kept
+    # The point of it: the proportional prediction puts Q8_0 on a later layer's projections far below what it
+    # measures alone (the floor of rounded activations and downstream bf16 roundings).
+    later = [i for i, r in enumerate(swept.results) if r.unit.layer == 3 and "q8_0" in r.costs]
+    assert all(options[i][list(swept.results[i].costs).index("q8_0")].kl > 2 * swept.results[i].costs["q8_0"].kl
+               for i in later)  # fmt: skip
+
+
 def test_plan_within_a_kl_budget_is_measured_within_it(swept: quantize_plan.Swept) -> None:
     budget = 2e-3
     outcome = quantize_plan.plan(swept, _request(TRAINED, budget_kl=budget), _quiet)
@@ -106,8 +143,8 @@ def test_seeded_outlier_layer_ranks_most_sensitive_and_keeps_precision(tmp_path:
     outcome = quantize_plan.plan(swept, request, _quiet)
     rows = {r["unit"]: r for r in outcome.detail["sensitivity"]}
     coarsest = {name: max(f["kl"] for n, f in row["formats"].items() if n != BF16) for name, row in rows.items()}
-    assert max(coarsest, key=coarsest.get) == "layer.2.mlp", coarsest
-    assert max(rows, key=lambda n: rows[n]["weight_outlier"]) == "layer.2.mlp"
+    assert max(coarsest, key=coarsest.get) == "layer.2.mlp.down", coarsest
+    assert max(rows, key=lambda n: rows[n]["weight_outlier"]) == "layer.2.mlp.down"
     assert outcome.met and outcome.summary["measured_kl"] <= 2e-3
     units = {u.name: u for u in swept.units}
 
@@ -115,6 +152,6 @@ def test_seeded_outlier_layer_ranks_most_sensitive_and_keeps_precision(tmp_path:
         return units[unit].nbytes(FORMATS[fmt]) * 8 / units[unit].elements
 
     chosen = {u["unit"]: u["format"] for u in outcome.summary["units"]}
-    seeded_bits = bits("layer.2.mlp", chosen["layer.2.mlp"])
-    others = [bits(u, f) for u, f in chosen.items() if u != "layer.2.mlp"]
+    seeded_bits = bits("layer.2.mlp.down", chosen["layer.2.mlp.down"])
+    others = [bits(u, f) for u, f in chosen.items() if u != "layer.2.mlp.down"]
     assert seeded_bits >= 8 and seeded_bits > statistics.median(others), chosen

@@ -27,10 +27,12 @@ def test_units_of_a_moe_model_with_shared_experts(tiny, runtime: str) -> None:  
     model = load_candidate(tiny["qwen2_moe"], "float32", runtime=runtime).model
     units, kept = find_units(model)
     names = [u.name for u in units]
-    assert names == ["embedding", "layer.0.attn", "layer.0.experts", "layer.0.shared_experts", "layer.1.attn",
-                     "layer.1.experts", "layer.1.shared_experts", "head"]  # fmt: skip
-    experts = units[2].tensors
+    blocks = ("attn.qkv", "attn.o", "experts.gate_up", "experts.down", "shared_experts.gate_up", "shared_experts.down")
+    assert names == ["embedding", *(f"layer.{i}.{b}" for i in range(2) for b in blocks), "head"]
+    experts = units[3].tensors + units[4].tensors
     assert all(t.param.ndim == 3 for t in experts)  # routers (mlp.gate, shared_expert_gate) are not in any unit
+    assert all("down" in t.name for t in units[4].tensors) and not any("down" in t.name for t in units[3].tensors)
+    assert [t.name.rsplit(".", 2)[-2] for t in units[2].tensors] == ["o_proj"]
     assert not any("gate.weight" in t.name and "gate_proj" not in t.name for u in units for t in u.tensors)
     total = sum(p.numel() for p in model.parameters())
     assert sum(u.elements for u in units) + kept == total
@@ -53,15 +55,25 @@ def _gguf_names(layers: int) -> list[str]:
 
 def test_llama_quantize_overrides_cover_each_tensor_once(tiny) -> None:  # type: ignore[no-untyped-def]
     units = emit.tensors_by_unit(emit.checkpoint_tensors(tiny["qwen2_moe"]))
-    plan = {"embedding": "q8_0", "layer.0.attn": "q4_k", "layer.0.experts": "q6_k", "layer.0.shared_experts": "bf16",
-            "layer.1.attn": "mxfp4", "layer.1.experts": "q4_k", "layer.1.shared_experts": "q8_0", "head": "q6_k"}  # fmt: skip
+    plan = {"embedding": "q8_0", "layer.0.attn.qkv": "q4_k", "layer.0.attn.o": "q4_k", "layer.0.experts.gate_up": "q6_k",
+            "layer.0.experts.down": "q6_k", "layer.0.shared_experts.gate_up": "bf16",
+            "layer.0.shared_experts.down": "q4_1", "layer.1.attn.qkv": "mxfp4", "layer.1.attn.o": "mxfp4",
+            "layer.1.experts.gate_up": "q4_k", "layer.1.experts.down": "q4_k", "layer.1.shared_experts.gate_up": "q8_0",
+            "layer.1.shared_experts.down": "q8_0", "head": "q6_k"}  # fmt: skip
     form = emit.llama_cpp(plan, units, "tiny")
     words = shlex.split(form.text.replace("\\\n", " ").split("llama-quantize", 1)[1].split("\n")[0])
     overrides = [words[i + 1] for i, w in enumerate(words) if w == "--tensor-type"]
     assert words[words.index("--token-embedding-type") + 1] == "q8_0"
     assert words[words.index("--output-tensor-type") + 1] == "q8_0"  # Q6_K on rows of 64: llama.cpp's fallback
     rules = [(re.compile(o.rsplit("=", 1)[0].lower()), o.rsplit("=", 1)[1]) for o in overrides]
-    expected = {"attn_q": "q5_0", "attn_output": "q5_0", "ffn_down_exps": "q8_0", "ffn_gate_shexp": "bf16"}
+    expected = {
+        "attn_q": "q5_0",
+        "attn_output": "q5_0",
+        "ffn_down_exps": "q8_0",
+        "ffn_gate_shexp": "bf16",
+        "ffn_up_shexp": "bf16",
+        "ffn_down_shexp": "q4_1",
+    }  # the shared experts' down_proj: its own unit
     for name in _gguf_names(2):
         hits = [t for pattern, t in rules if pattern.search(name)]
         base = name.split(".")[2]
@@ -78,10 +90,11 @@ def test_llama_quantize_overrides_cover_each_tensor_once(tiny) -> None:  # type:
 
 def test_llm_compressor_recipe_targets_and_ignores(tiny) -> None:  # type: ignore[no-untyped-def]
     units = emit.tensors_by_unit(emit.checkpoint_tensors(tiny["qwen3"]))
-    plan = {"embedding": "bf16", "layer.0.attn": "int8", "layer.0.mlp": "bf16", "layer.1.attn": "fp8-block",
-            "layer.1.mlp": "q4_k", "head": "bf16"}  # fmt: skip
+    plan = {"embedding": "bf16", "layer.0.attn.qkv": "int8", "layer.0.attn.o": "int8", "layer.0.mlp.gate_up": "bf16",
+            "layer.0.mlp.down": "bf16", "layer.1.attn.qkv": "fp8-block", "layer.1.attn.o": "fp8-block",
+            "layer.1.mlp.gate_up": "q4_k", "layer.1.mlp.down": "int8", "head": "bf16"}  # fmt: skip
     form = emit.llm_compressor(plan, units, "tiny")
-    assert form.unsupported == ["layer.1.mlp"]  # a llama.cpp format: vLLM would run it unquantized
+    assert form.unsupported == ["layer.1.mlp.gate_up"]  # a llama.cpp format: vLLM would run it unquantized
     recipe = yaml.safe_load(form.text)["quant_stage"]["quant_modifiers"]["QuantizationModifier"]
     modules = [n.removesuffix(".weight") for names in units.values() for n, _ in names]
 
@@ -91,6 +104,8 @@ def test_llm_compressor_recipe_targets_and_ignores(tiny) -> None:  # type: ignor
     ignored = set().union(*(matched(p) for p in recipe["ignore"]))
     assert {"lm_head", "model.layers.0.mlp.down_proj", "model.layers.1.mlp.up_proj"} <= ignored
     groups = {g["weights"]["strategy"]: matched(g["targets"][0]) for g in recipe["config_groups"].values()}
-    assert groups["channel"] == {f"model.layers.0.self_attn.{p}_proj" for p in "qkvo"}
+    assert "model.layers.1.mlp.down_proj" not in ignored and "model.layers.1.mlp.gate_proj" in ignored
+    channel = {f"model.layers.0.self_attn.{p}_proj" for p in "qkvo"} | {"model.layers.1.mlp.down_proj"}
+    assert groups["channel"] == channel
     assert groups["block"] == {f"model.layers.1.self_attn.{p}_proj" for p in "qkvo"}
     assert not ignored & (groups["channel"] | groups["block"])
