@@ -169,3 +169,15 @@ def test_tensor_map_is_a_lazy_mapping(tmp_path: Path) -> None:
 def test_bare_read_header(tmp_path: Path) -> None:
     path = M.write_safetensors(tmp_path / "x.safetensors", M.header_dict(M.TENSORS))
     assert set(sh.bare_read_header(path)) == {"__metadata__", *M.TENSORS}
+
+
+def test_metadata_with_a_dtype_key_is_still_metadata(tmp_path: Path, path_kind: str) -> None:
+    """The fast path decodes dtypes against the known names; a writer's `__metadata__` may hold any string under
+    any key, `dtype` included, and stays a valid header with its metadata intact."""
+    header = M.header_dict(M.TENSORS)
+    header["__metadata__"] = {"format": "pt", "dtype": "my-custom-format", "shape": "n/a"}
+    path = M.write_safetensors(tmp_path / "m.safetensors", header)
+    parsed = sh.read_local_header(path, "m.safetensors")
+    assert parsed.metadata == {"format": "pt", "dtype": "my-custom-format", "shape": "n/a"}
+    assert set(parsed.tensors) == set(M.TENSORS)
+    assert {parsed.tensors[n].dtype for n in M.TENSORS} == {spec[0] for spec in M.TENSORS.values()}

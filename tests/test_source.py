@@ -151,3 +151,38 @@ def test_is_safe_relpath() -> None:
     assert is_safe_relpath("a/./b.safetensors") and is_safe_relpath("x/..y.safetensors") and is_safe_relpath("a//b")
     for bad in ("", "../x", "a/../../x", "/etc/x", "C:/x", "a\\..\\x", "\\x", "a/..", "..", "a/../b"):
         assert not is_safe_relpath(bad), bad
+
+
+def test_index_reads_whole_whatever_its_shape(tmp_path: Path) -> None:
+    """The usual index decodes on a fast typed path; an index with other keys, or naming a shard the folder lacks,
+    is still read whole (the missing shard is integrity's to report)."""
+    root = M.valid(tmp_path / "r")
+    index = json.loads((root / "model.safetensors.index.json").read_text())
+    assert open_source(str(root)).index() == index
+    index["producer"] = {"tool": "custom", "version": 3}
+    (root / "model.safetensors.index.json").write_text(json.dumps(index))
+    assert open_source(str(root)).index() == index
+    first = next(iter(index["weight_map"]))
+    index["weight_map"][first] = "model-00009-of-00009.safetensors"
+    (root / "model.safetensors.index.json").write_text(json.dumps(index))
+    src = open_source(str(root))
+    assert src.index() == index
+    assert "model-00009-of-00009.safetensors" in src.safetensors_files()
+
+
+def test_large_index_is_read_like_a_small_one(tmp_path: Path) -> None:
+    """An index over MAP_FROM_BYTES (read from a memory map) gives the same document, and the same precise error
+    when it is malformed."""
+    from onboard.inspect_checkpoint.source import MAP_FROM_BYTES
+
+    root = M.valid(tmp_path / "r")
+    index = json.loads((root / "model.safetensors.index.json").read_text())
+    shard = next(iter(index["weight_map"].values()))
+    index["weight_map"].update({f"model.extra.{i}.weight": shard for i in range(MAP_FROM_BYTES // 40)})
+    text = json.dumps(index, indent=1)
+    assert len(text) > MAP_FROM_BYTES
+    (root / "model.safetensors.index.json").write_text(text)
+    assert open_source(str(root)).index() == index
+    (root / "model.safetensors.index.json").write_text(text[:-20] + ",,}")
+    with pytest.raises(ConfigError, match=r"model.safetensors.index.json: malformed JSON at line \d+"):
+        open_source(str(root)).index()

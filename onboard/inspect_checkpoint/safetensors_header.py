@@ -18,7 +18,7 @@ import struct
 from collections.abc import Iterator, Mapping
 from math import prod
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 from onboard.errors import CheckpointError
 from onboard.inspect_checkpoint.checkpoint_types import DTYPE_BYTES, SafetensorsHeader, TensorInfo
@@ -43,7 +43,9 @@ try:  # optional accelerator: without it the same checks run on `json.loads` out
 
     class _Struct(msgspec.Struct, gc=False):
         # Defaults let `__metadata__` (a str->str map) decode into an empty record; the slow path judges it.
-        dtype: str = ""
+        # The dtype is one of the known names: decoded to that one shared string (not a copy per tensor), and an
+        # unknown dtype fails the decode, so the slow path names it.
+        dtype: Literal[tuple(DTYPE_BYTES)] = ""  # type: ignore[valid-type]
         shape: tuple[int, ...] = ()
         data_offsets: tuple[int, int] = (-1, -1)
 

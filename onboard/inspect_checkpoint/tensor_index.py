@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from bisect import bisect_right
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from itertools import compress, count, repeat
 from operator import attrgetter, itemgetter, ne, sub
@@ -20,6 +20,8 @@ from onboard.inspect_checkpoint import tensor_names as tn
 from onboard.inspect_checkpoint.checkpoint_types import DTYPE_BYTES, SafetensorsHeader, TensorInfo
 
 _DIGITS = str.maketrans("0123456789", "##########")
+_CHUNK = 4096  # names masked per call
+_DTYPE, _OFFSETS, _BEGIN, _END = attrgetter("dtype"), attrgetter("data_offsets"), itemgetter(0), itemgetter(1)
 # Masked digits that form a whole dotted component are indices; the rest (w1, fc2, …) belong to the name.
 _RUNS = re.compile(r"(?<=\.)#+(?=\.|$)")
 
@@ -81,25 +83,30 @@ class TensorIndex:
     def _build(cls, names: list[str], entries: list, bounds: list[tuple[int, str]]) -> TensorIndex:
         if not names:
             return cls([])
-        dtypes = list(map(attrgetter("dtype"), entries))
-        offsets = list(map(attrgetter("data_offsets"), entries))
-        nbytes = list(map(sub, map(itemgetter(1), offsets), map(itemgetter(0), offsets)))
-        # Group key: the name with digits masked. Translating one joined string is one C call.
-        masked = "\n".join(names).translate(_DIGITS).split("\n")
-        if len(masked) != len(names):  # a name holding a newline (legal JSON): mask one by one
-            masked = [name.translate(_DIGITS) for name in names]
+        # Group key: the name with digits masked, one C call per chunk of names (chunks keep the joined text small:
+        # no multi-megabyte buffer to allocate and fault in). Only the ~100 distinct keys are kept.
         first_index: dict[str, int] = {}
-        firsts = list(map(first_index.setdefault, masked, count()))  # each tensor → index of its group's first tensor
+        firsts: list[int] = []  # each tensor → index of its group's first tensor
+        for start in range(0, len(names), _CHUNK):
+            chunk = names[start : start + _CHUNK]
+            masked = "\n".join(chunk).translate(_DIGITS).split("\n")
+            if len(masked) != len(chunk):  # a name holding a newline (legal JSON): mask one by one
+                masked = [name.translate(_DIGITS) for name in chunk]
+            firsts += map(first_index.setdefault, masked, count(start))
         counts = Counter(firsts)
         # Most groups hold tensors of one dtype and one size (every layer's q_proj, every expert's w1): their bytes
         # are count × the first one's. Only the groups where a tensor differs from its first are summed member by
         # member, and split by dtype when their dtypes are mixed (rare: one layer kept in higher precision).
-        mixed = _differs_from_first(dtypes, firsts)
-        uneven = _differs_from_first(nbytes, firsts)
+        group_ids = first_index.values()
+        first_dtype = {i: entries[i].dtype for i in group_ids}
+        first_size = dict(zip(group_ids, _sizes(map(entries.__getitem__, group_ids))))
+        mixed = _differs_from_first(map(_DTYPE, entries), firsts, first_dtype)
+        uneven = _differs_from_first(_sizes(entries), firsts, first_size)
         ends_of_files = [b[0] for b in bounds]
 
         def group(template: str, first: int, n: int, size: int) -> TensorGroup:
-            return TensorGroup(template, dtypes[first], n, size, names[first], tuple(entries[first].shape),
+            e = entries[first]
+            return TensorGroup(template, e.dtype, n, size, names[first], tuple(e.shape),
                                bounds[bisect_right(ends_of_files, first)][1])  # fmt: skip
 
         groups = []
@@ -109,9 +116,9 @@ class TensorIndex:
             if i not in mixed and not inner:
                 if i in uneven:
                     members_of = members_of or positions_by_key(firsts)
-                    size = sum(map(nbytes.__getitem__, members_of[i]))
+                    size = sum(_sizes(map(entries.__getitem__, members_of[i])))
                 else:
-                    size = counts[i] * nbytes[i]
+                    size = counts[i] * first_size[i]
                 groups.append(group(_RUNS.sub("{}", key), i, counts[i], size))
                 continue
             # A raw group is split when its dtypes are mixed or when it masked digits inside a name component
@@ -120,10 +127,10 @@ class TensorIndex:
             members = members_of[i]
             member_names = list(map(names.__getitem__, members))
             digits = map(itemgetter(*inner), member_names) if inner else repeat(())
-            sub_keys = list(zip(digits, map(dtypes.__getitem__, members)))
+            sub_keys = list(zip(digits, map(_DTYPE, map(entries.__getitem__, members))))
             for sub_members in positions_by_key(sub_keys).values():
                 positions = list(map(members.__getitem__, sub_members))
-                size = sum(map(nbytes.__getitem__, positions))
+                size = sum(_sizes(map(entries.__getitem__, positions)))
                 groups.append(group(tn.template(names[positions[0]]), positions[0], len(positions), size))
         index = cls(_merge(groups))
         index._names_list = names
@@ -163,10 +170,15 @@ def positions_by_key(keys: list) -> dict:
     return {key: by_key[key] for key in counts}  # a Counter keeps first-appearance order
 
 
-def _differs_from_first(values: list, firsts: list[int]) -> set[int]:
-    """The groups (by first position) holding a value unlike their first one's, compared in C."""
-    of_first = list(map(values.__getitem__, firsts))
-    return set() if of_first == values else set(compress(firsts, map(ne, values, of_first)))
+def _sizes(entries: Iterable) -> Iterator[int]:
+    """`end - begin` of each record's data_offsets, computed in C."""
+    offsets = list(map(_OFFSETS, entries))
+    return map(sub, map(_END, offsets), map(_BEGIN, offsets))
+
+
+def _differs_from_first(values: Iterable, firsts: list[int], of_first: dict[int, object]) -> set[int]:
+    """The groups (by first position) holding a value unlike their first one's (`of_first`), compared in C."""
+    return set(compress(firsts, map(ne, values, map(of_first.__getitem__, firsts))))
 
 
 def _inner_digit_positions(key: str) -> tuple[int, ...]:
