@@ -72,6 +72,20 @@ def test_local_inspect_loads_no_hub_client(demo):
     assert r.stderr.strip() == "[]"
 
 
+def test_main_called_with_arguments_leaves_the_collector_alone(demo, capsys):
+    """main() freezes the collector only when it runs the process's own command line (it is about to exit); a
+    caller passing argv (tests, scripts) keeps a collector that still collects everything."""
+    import gc
+
+    from onboard.cli import main
+
+    frozen = gc.get_freeze_count()
+    with pytest.raises(SystemExit) as info:
+        main(["inspect", str(demo), "--json"])
+    assert info.value.code == 0 and json.loads(capsys.readouterr().out)["model_type"] == "qwen3"
+    assert gc.get_freeze_count() == frozen and gc.isenabled()
+
+
 def test_human_summary_goes_to_stderr(demo):
     r = run("inspect", str(demo))
     assert r.returncode == 0 and r.stdout == ""

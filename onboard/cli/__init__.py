@@ -7,6 +7,7 @@ Nothing here imports torch, triton or transformers: `onboard --help` stays fast.
 
 from __future__ import annotations
 
+import gc
 import importlib
 import os
 import sys
@@ -70,6 +71,17 @@ def cli() -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
+    try:
+        _run(argv)
+    finally:
+        if argv is None:  # the process's own command line: it ends here
+            # What is still alive is freed at shutdown; frozen, it is not walked by the collector passes of
+            # interpreter teardown (12 ms of a 240 ms `onboard inspect` of a 93k-tensor checkpoint). Reference
+            # counting still frees it. Callers passing argv (tests, scripts) keep their collector as it was.
+            gc.freeze()
+
+
+def _run(argv: list[str] | None) -> None:
     debug = os.environ.get("ONBOARD_DEBUG") == "1"
     try:
         code = cli.main(args=argv, prog_name="onboard", standalone_mode=False)
