@@ -64,9 +64,14 @@ def build(model_type: str, kwargs: dict[str, Any]) -> tuple[Any, Any]:
     return config, meta_model(config)
 
 
-def inspect_moe_layers(config: dict[str, Any], tensors: dict | None = None) -> list[int]:
-    profile = profile_from_parts(config, tensors)
-    return [layer.index for layer in profile.layers if layer.mlp == "moe"]
+def inspect_moe_layers(config: dict[str, Any]) -> list[int]:
+    """The MoE layers of inspect's profile from config.json alone."""
+    return [layer.index for layer in profile_from_parts(config, None).layers if layer.mlp == "moe"]
+
+
+def test_every_family_default_is_checked_here() -> None:
+    """Each PLACEMENT_DEFAULTS entry is compared with transformers below (Step-3.5 in its own test)."""
+    assert set(PLACEMENT_DEFAULTS) <= {*FAMILIES, "step3p5"}
 
 
 @pytest.mark.parametrize("model_type", FAMILIES)
