@@ -29,7 +29,6 @@ from onboard.inspect_checkpoint.params import count_parameters
 from onboard.inspect_checkpoint.registry import KNOWN_GAPS, VERIFIED
 from onboard.inspect_checkpoint.remote_code import remote_code_findings
 from onboard.inspect_checkpoint.tensor_index import TensorIndex
-from onboard.inspect_checkpoint.weight_estimate import estimate_weights
 from onboard.profile import ModelProfile, RemoteCode, TensorGroupStat, WeightsEstimate
 
 __all__ = ["inspect", "profile_from_parts"]
@@ -213,6 +212,8 @@ def _weights_without_headers(
     total = metadata.get("total_size") if isinstance(metadata, dict) else None
     if isinstance(total, (int, float)) and not isinstance(total, bool) and total > 0:
         return int(total), "index", None, "weight bytes are the total_size of model.safetensors.index.json"
+    from onboard.inspect_checkpoint.weight_estimate import estimate_weights  # only for headerless checkpoints
+
     estimate = estimate_weights(config, mtp_layers)
     if estimate.bytes is None:
         return None, "unknown", None, f"weight bytes unknown ({estimate.reason}); no fit claim is made"

@@ -41,12 +41,13 @@ def check_integrity(source: Source, headers: dict[str, SafetensorsHeader | Check
             findings.append(Finding(result.code, "fatal", result.message, result.hint, file=name, tensor=tensor))
     good = {name: h for name, h in headers.items() if isinstance(h, SafetensorsHeader)}
     weight_map = index.get("weight_map") if index is not None else None
-    if index is not None and (not isinstance(weight_map, dict) or not set(map(type, weight_map.values())) <= {str}):
+    shards = _distinct_values(weight_map)  # ~100 shards for 100k+ tensors: their types are the values' types
+    if index is not None and (shards is None or not set(map(type, shards)) <= {str}):
         findings.append(fatal("index-invalid", f"{INDEX_FILE}: 'weight_map' must map tensor names to file names",
                               _HINT_INDEX, file=INDEX_FILE))  # fmt: skip
         weight_map = None
     if weight_map is not None:
-        findings += _index_paths(source, weight_map)
+        findings += _index_paths(source, weight_map, shards)  # type: ignore[arg-type]
         if _consistent(weight_map, good):
             return findings
     owner: dict[str, str] = {}  # tensor -> shard holding it (the last one, if duplicated)
@@ -102,9 +103,19 @@ def _weights_present(source: Source) -> list[Finding]:
                     "parameter counts and integrity checks need the safetensors files (or their headers)")]  # fmt: skip
 
 
-def _index_paths(source: Source, weight_map: dict[str, str]) -> list[Finding]:
+def _distinct_values(weight_map: object) -> dict | None:
+    """The weight_map's distinct values in order (None if it is not a dict or a value is not hashable: not a
+    file name either way)."""
+    if not isinstance(weight_map, dict):
+        return None
+    try:
+        return dict.fromkeys(weight_map.values())
+    except TypeError:  # a list or an object as a value
+        return None
+
+
+def _index_paths(source: Source, weight_map: dict[str, str], shards: dict[str, None]) -> list[Finding]:
     findings: list[Finding] = []
-    shards = dict.fromkeys(weight_map.values())
     for shard in shards:
         if not is_safe_relpath(shard) or not shard.endswith(".safetensors"):
             tensors = [t for t, s in weight_map.items() if s == shard]

@@ -202,7 +202,10 @@ class Source:
         idx = self.index()
         weight_map = idx.get("weight_map") if idx else None
         if isinstance(weight_map, dict):
-            distinct = dict.fromkeys(weight_map.values())  # 100k+ tensors, ~100 shards: dedupe first
+            try:
+                distinct = dict.fromkeys(weight_map.values())  # 100k+ tensors, ~100 shards: dedupe first
+            except TypeError:  # a list or object as a value: an invalid index (integrity says so), not a crash
+                distinct = dict.fromkeys(v for v in weight_map.values() if isinstance(v, str))
             return [v for v in distinct if isinstance(v, str) and is_safe_relpath(v)]
         return sorted(f.path for f in self.files if f.path.endswith(".safetensors") and "/" not in f.path)
 

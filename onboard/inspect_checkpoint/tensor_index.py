@@ -136,6 +136,7 @@ class TensorIndex:
         index._names_list = names
         index._entries = entries
         index._firsts = firsts
+        index._first_of = {names[i]: i for i in group_ids}  # first tensor's name -> its group id
         return index
 
     # -- queries -------------------------------------------------------------------------------------------------
@@ -152,7 +153,7 @@ class TensorIndex:
             return [(g.first_name, g.first_shape) for g in groups]
         firsts_wanted = {m for g in groups for m in (g.members or (g.first_name,))}
         # The group id of a tensor is the position of its group's first tensor; find those positions once.
-        ids = {i for i in set(self._firsts) if names[i] in firsts_wanted}
+        ids = {self._first_of[n] for n in firsts_wanted if n in self._first_of}
         picked = compress(zip(names, self._entries), map(ids.__contains__, self._firsts))
         return [(name, tuple(entry.shape)) for name, entry in picked]
 
