@@ -83,3 +83,23 @@ def test_inspect_leaves_the_garbage_collector_as_it_found_it(tmp_path: Path) -> 
         assert not gc.isenabled()
     finally:
         gc.enable()
+
+
+def test_parsed_headers_with_uneven_layers_sum_each_tensor(tmp_path: Path) -> None:
+    """From parsed (checked) headers, tensors of one dtype and shape share a size; a group whose shapes differ,
+    even with equal sizes, is summed tensor by tensor."""
+    from onboard.inspect_checkpoint.safetensors_header import read_local_header
+
+    tensors = {
+        "model.layers.0.mlp.up_proj.weight": ("BF16", [16, 4]),
+        "model.layers.1.mlp.up_proj.weight": ("BF16", [8, 8]),
+        "model.layers.2.mlp.up_proj.weight": ("BF16", [32, 4]),
+        "model.layers.0.mlp.down_proj.weight": ("BF16", [4, 16]),
+        "model.layers.1.mlp.down_proj.weight": ("BF16", [4, 16]),
+    }
+    path = M.write_safetensors(tmp_path / "model.safetensors", M.header_dict(tensors))
+    groups = {g.template: g for g in TensorIndex.from_headers([read_local_header(path, "model.safetensors")]).groups}
+    up = groups["model.layers.{}.mlp.up_proj.weight"]
+    assert (up.count, up.nbytes, up.first_shape) == (3, (64 + 64 + 128) * 2, (16, 4))
+    down = groups["model.layers.{}.mlp.down_proj.weight"]
+    assert (down.count, down.nbytes) == (2, 2 * 64 * 2)
