@@ -21,6 +21,7 @@ from onboard.inspect_checkpoint.checkpoint_types import DTYPE_BYTES, Safetensors
 
 _DIGITS = str.maketrans("0123456789", "##########")
 _CHUNK = 4096  # names masked per call
+SMALL_GROUP = 1024  # groups this small (per-layer tensors, not experts) keep their positions once asked for
 _DTYPE, _SHAPE, _OFFSETS = attrgetter("dtype"), attrgetter("shape"), attrgetter("data_offsets")
 _BEGIN, _END = itemgetter(0), itemgetter(1)
 # Masked digits that form a whole dotted component are indices; the rest (w1, fc2, …) belong to the name.
@@ -164,8 +165,26 @@ class TensorIndex:
         firsts_wanted = {m for g in groups for m in (g.members or (g.first_name,))}
         # The group id of a tensor is the position of its group's first tensor; find those positions once.
         ids = {self._first_of[n] for n in firsts_wanted if n in self._first_of}
-        picked = compress(zip(names, self._entries), map(ids.__contains__, self._firsts))
-        return [(name, tuple(entry.shape)) for name, entry in picked]
+        small = self._small_group_positions()
+        if ids <= small.keys():  # per-layer groups, asked for again and again: positions listed once
+            positions: Iterable[int] = sorted(p for i in ids for p in small[i])
+        else:
+            positions = compress(count(), map(ids.__contains__, self._firsts))
+        entries = self._entries
+        return [(names[p], tuple(entries[p].shape)) for p in positions]
+
+    def _small_group_positions(self) -> dict[int, list[int]]:
+        """Group id -> positions of its tensors, for the groups of at most SMALL_GROUP tensors (one pass over all
+        tensors, the first time it is needed)."""
+        small = getattr(self, "_small", None)
+        if small is None:
+            counts = Counter(self._firsts)
+            wanted = {i for i, n in counts.items() if n <= SMALL_GROUP}
+            small = self._small = {i: [] for i in wanted}
+            firsts = self._firsts
+            for p in compress(count(), map(wanted.__contains__, firsts)):
+                small[firsts[p]].append(p)
+        return small
 
 
 def positions_by_key(keys: list) -> dict:

@@ -103,3 +103,26 @@ def test_parsed_headers_with_uneven_layers_sum_each_tensor(tmp_path: Path) -> No
     assert (up.count, up.nbytes, up.first_shape) == (3, (64 + 64 + 128) * 2, (16, 4))
     down = groups["model.layers.{}.mlp.down_proj.weight"]
     assert (down.count, down.nbytes) == (2, 2 * 64 * 2)
+
+
+def test_shapes_of_several_groups_in_checkpoint_order(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Small groups answer from positions listed once, larger ones from a pass over all tensors; both give every
+    tensor of the asked groups, in checkpoint order."""
+    import onboard.inspect_checkpoint.tensor_index as ti
+
+    monkeypatch.setattr(ti, "SMALL_GROUP", 2)
+    items = _tensors([
+        ("model.layers.0.norm.weight", "F32", (4,)),
+        ("model.layers.0.mlp.experts.0.w.weight", "BF16", (2, 2)),
+        ("model.layers.0.mlp.experts.1.w.weight", "BF16", (2, 2)),
+        ("model.layers.1.norm.weight", "F32", (4,)),
+        ("model.layers.1.mlp.experts.0.w.weight", "BF16", (2, 2)),
+    ])  # fmt: skip
+    index = TensorIndex.from_tensors(items)
+    groups = {g.template: g for g in index.groups}
+    norm, experts = groups["model.layers.{}.norm.weight"], groups["model.layers.{}.mlp.experts.{}.w.weight"]
+    every = [(name, t.shape) for name, t in items.items()]
+    assert index.shapes_of([norm]) == [e for e in every if "norm" in e[0]]
+    assert index.shapes_of([norm]) == index.shapes_of([norm])  # answered again from the listed positions
+    assert index.shapes_of([experts, norm]) == every
+    assert index.names_of([experts]) == [n for n in items if "experts" in n]
