@@ -31,12 +31,16 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
+from urllib.parse import quote
 
 from onboard.errors import CheckpointError, HubError, InputError, OnboardError, SourceNotFound
 from onboard.fsutil import atomic_write
 from onboard.inspect_checkpoint.checkpoint_types import RepoFile, RepoListing, SafetensorsHeader
 from onboard.inspect_checkpoint.safetensors_header import PREFIX_LEN, check_header_len, parse_header
+
+if TYPE_CHECKING:
+    from concurrent.futures import Future
 
 FIRST_RANGE = 100_000  # bytes asked for first when the index cannot size the range (no index, shard not in it)
 MAX_FIRST_RANGE = 4_000_000
@@ -57,6 +61,10 @@ ENTRY_CHARS = 60
 HEADER_OVERHEAD = 8 + 64  # the length prefix, `{"__metadata__":{"format":"pt"}}` and up to 7 bytes of padding
 ESTIMATE_MARGIN = 1.08  # shards with wider shapes than average: a miss costs a round trip, 8% costs bytes only
 _SHA_RE = re.compile(r"[0-9a-f]{40}")
+# Files every inspect reads first, asked for at the revision while the listing is still on its way (their commit is
+# checked against the listing's sha before use): the index sizes the header requests, so it is on the critical path.
+SPECULATIVE_FILES = ("config.json", INDEX_FILE)
+SPECULATIVE_LIMIT = 64 * 2**20  # bytes; a larger answer is dropped and left to the normal GET
 T = TypeVar("T")
 
 
@@ -127,10 +135,9 @@ def list_repo(repo_id: str, revision: str | None) -> RepoListing:
         revision and _SHA_RE.fullmatch(revision) and (_repo_cache(repo_id) / f"{revision}.json").is_file()
     ):
         return _resolve_offline(repo_id, revision)
-    from urllib.parse import quote
-
     from huggingface_hub.hf_api import ModelInfo
 
+    _speculate(repo_id, revision)
     what = f"hub repo {repo_id!r}" + (f" at revision {revision!r}" if revision else "")
     url = f"{endpoint()}/api/models/{repo_id}" + (f"/revision/{quote(revision, safe='')}" if revision else "")
     response = _request("GET", url, what, params={"blobs": True})  # blobs: file sizes (what model_info sends)
@@ -222,8 +229,12 @@ def fetch_file(repo_id: str, sha: str, name: str, size: int | None, counter: Byt
 
     url = f"{endpoint()}/{repo_id}/resolve/{sha}/{name}"
     what = f"{name} of hub repo {repo_id!r}"
+    data = _claim_speculative(repo_id, sha, name, size)
     try:
-        data = _get_range(url, 0, size - 1, what, counter)
+        if data is None:
+            data = _get_range(url, 0, size - 1, what, counter)
+        else:
+            counter.add(len(data))
     except SourceNotFound as exc:
         if isinstance(exc.__cause__, EntryNotFoundError):
             return None
@@ -232,6 +243,66 @@ def fetch_file(repo_id: str, sha: str, name: str, size: int | None, counter: Byt
         raise HubError(f"{what}: the hub sent {len(data):,} of its {size:,} bytes", "retry; the connection was cut")
     _atomic_write(cached, data)
     return cached if cached.is_file() else _write_temp(cached, data)
+
+
+# -- speculative GETs alongside the listing ---------------------------------------------------------------------------
+
+_speculative: dict[tuple[str, str, str], Future[tuple[str, bytes] | None]] = {}
+_speculative_lock = threading.Lock()
+
+
+def _speculate(repo_id: str, revision: str | None) -> None:
+    """Ask for SPECULATIVE_FILES at `revision` now, in background threads, so they arrive with the listing instead of
+    a round trip after it. Only this listing's are kept (an unclaimed 9 MB index is dropped by the next listing); they
+    stay in memory until `fetch_file` claims them for the listed commit, so nothing reaches the cache unasked."""
+    from concurrent.futures import Future
+
+    base = f"{endpoint()}/{repo_id}/resolve/{quote(revision or 'main', safe='')}/"
+    with _speculative_lock:
+        _speculative.clear()
+        for name in SPECULATIVE_FILES:
+            fut: Future[tuple[str, bytes] | None] = Future()
+            _speculative[(endpoint(), repo_id, name)] = fut
+            threading.Thread(target=_speculative_get, args=(base + name, fut), name="onboard-hub-speculative",
+                             daemon=True).start()  # fmt: skip
+
+
+def _speculative_get(url: str, fut: Future[tuple[str, bytes] | None]) -> None:
+    """(commit, body) of one whole file, or None on any failure or surprise: a miss only costs the normal GET (with
+    its retries), so this one is not retried."""
+    from huggingface_hub.utils import build_hf_headers, http_stream_backoff
+
+    result = None
+    try:
+        with http_stream_backoff("GET", url, headers=build_hf_headers(library_name="onboard"), timeout=TIMEOUT_S,
+                                 **{**_backoff(), "max_retries": 0}) as response:  # fmt: skip
+            commits = [r.headers.get("X-Repo-Commit") for r in (*response.history, response)]
+            commit = next((c for c in commits if c), None)
+            if response.status_code == 200 and commit:
+                chunks, got = [], 0
+                for chunk in response.iter_bytes():
+                    chunks.append(chunk)
+                    got += len(chunk)
+                    if got > SPECULATIVE_LIMIT:
+                        break
+                else:
+                    result = (commit, b"".join(chunks))
+    except Exception:  # noqa: BLE001, S110 - any failure leaves it to the normal GET, which reports it
+        pass
+    finally:
+        fut.set_result(result)
+
+
+def _claim_speculative(repo_id: str, sha: str, name: str, size: int) -> bytes | None:
+    """The speculative body of `name` if it is the listed commit's file (same commit, listed size), once."""
+    with _speculative_lock:
+        fut = _speculative.pop((endpoint(), repo_id, name), None)
+    if fut is None:
+        return None
+    result = fut.result()  # the GET has its own timeout
+    if result is None or result[0] != sha or len(result[1]) != size:
+        return None
+    return result[1]
 
 
 def _write_temp(path: Path, data: bytes) -> Path:
@@ -299,18 +370,47 @@ def read_header_pack(repo_id: str, sha: str) -> dict[str, bytes]:
     import msgspec
 
     path = _header_pack_path(repo_id, sha)
+    _wait_for_pack(path)
     try:
         return msgspec.msgpack.decode(path.read_bytes(), type=dict[str, bytes]) if path.is_file() else {}
     except (OSError, msgspec.DecodeError, msgspec.ValidationError):
         return {}
 
 
+_pack_writes: dict[Path, threading.Thread] = {}
+_pack_lock = threading.Lock()
+
+
 def write_header_pack(repo_id: str, sha: str, blobs: dict[str, bytes]) -> None:
     """One file per commit for all its headers: one write instead of one per shard (163 atomic writes cost ~0.1 s of
-    CPU in a hub inspect of DeepSeek-V3)."""
+    CPU in a hub inspect of DeepSeek-V3). Written by a background thread, off inspect's critical path (12 MB for
+    DeepSeek-V3); not a daemon, so the process finishes the write before it exits, and `read_header_pack` waits for it.
+    """
+    path = _header_pack_path(repo_id, sha)
+    blobs = dict(blobs)  # the caller's dict may grow while the thread encodes it
+    with _pack_lock:
+        before = _pack_writes.get(path)
+        thread = threading.Thread(target=_write_pack, args=(path, blobs, before), name="onboard-header-pack")
+        _pack_writes[path] = thread
+        thread.start()
+
+
+def _write_pack(path: Path, blobs: dict[str, bytes], before: threading.Thread | None) -> None:
     import msgspec
 
-    _atomic_write(_header_pack_path(repo_id, sha), msgspec.msgpack.encode(blobs))
+    if before is not None:
+        before.join()  # writes of one pack land in the order they were asked for
+    _atomic_write(path, msgspec.msgpack.encode(blobs))
+    with _pack_lock:
+        if _pack_writes.get(path) is threading.current_thread():
+            del _pack_writes[path]
+
+
+def _wait_for_pack(path: Path) -> None:
+    with _pack_lock:
+        thread = _pack_writes.get(path)
+    if thread is not None:
+        thread.join()
 
 
 def header_bytes_of(
