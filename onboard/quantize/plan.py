@@ -8,10 +8,10 @@ record would use (prompts only). Sequences are cut to `max_tokens` (default MAX_
 A plan's predicted KL is the sum of its units' KLs measured (or predicted) alone; its measured KL is one forward
 with every unit quantized at once. With --budget-kl, a plan measured over budget is re-chosen with the per-unit
 KLs scaled by measured / predicted, up to MAX_ROUNDS times; a plan that still exceeds the budget is reported as
-such (exit 1), never passed off as within it. With --target-bytes the knapsack runs twice: over the sweep's KLs
-and over the calibrated ones (each unit's finest format measured alone too, sensitivity.calibrate), and the plan
-measured lower is kept. A plan that meets its budget or size is then refined: a few neighbouring plans are
-measured whole and the best measured kept (refine.py).
+such (exit 1), never passed off as within it. A plan that meets its budget or size is then refined: a few
+neighbouring plans are measured whole and the best measured kept (refine.py). With --target-bytes the knapsack
+also runs over calibrated KLs (each unit's finest format measured alone too, sensitivity.calibrate), its plan is
+refined as well (over those KLs), and the plan is the best measured of both.
 """
 
 from __future__ import annotations
@@ -244,12 +244,14 @@ def _choose(request: Request, swept: Swept, say: Any) -> tuple[list[Option], lis
         score = swept.measure([o.format for o in chosen])
         rounds.append(_round(1, chosen, score, 1.0, kept_bytes))
         if met:
-            options = _options(results)
-            chosen, score = _calibrated_start(swept, swept.calibrated_options(), cap, chosen, score, rounds, say)
-            chosen = _same_formats(options, chosen)
-            chosen, score = _no_worse_than_uniform(swept, request, chosen, score, rounds, say, options)
-            refined = refine.least_kl_within(options, chosen, score, cap, swept.measure_options, _measurements(swept))
-            chosen = _refined_round(refined, rounds, swept, say)
+            starts = [(_options(results), chosen, score), *_calibrated_start(swept, cap, chosen, rounds, say)]
+            found = []
+            for options, start, start_score in starts:  # each refined with the KLs that chose it
+                start, start_score = _no_worse_than_uniform(swept, request, start, start_score, rounds, say, options)
+                found.append(refine.least_kl_within(options, start, start_score, cap, swept.measure_options,
+                                                    _measurements(swept)))  # fmt: skip
+            for refined in sorted(found, key=lambda r: -r.score.kl):  # the best last: the plan is the last round
+                chosen = _refined_round(refined, rounds, swept, say)
         return chosen, rounds, met
     budget = float(request.budget_kl or 0.0)
     scale = 1.0
@@ -276,28 +278,19 @@ def _measurements(swept: Swept) -> int:
     return max(refine.MEASUREMENTS, 2 * len(swept.units))
 
 
-def _same_formats(options: list[list[Option]], chosen: list[Option]) -> list[Option]:
-    return [next(o for o in unit if o.format == c.format) for unit, c in zip(options, chosen)]
-
-
 def _calibrated_start(
-    swept: Swept,
-    options: list[list[Option]],
-    cap: float,
-    chosen: list[Option],
-    score: Score,
-    rounds: list[dict[str, Any]],
-    say: Any,
-) -> tuple[list[Option], Score]:
-    """The knapsack again over the calibrated KLs (sensitivity.calibrate); its plan, measured, is where the refinement
-    starts when it measures less than the first one."""
+    swept: Swept, cap: float, chosen: list[Option], rounds: list[dict[str, Any]], say: Any
+) -> list[tuple[list[list[Option]], list[Option], Score]]:
+    """The knapsack again over the calibrated KLs (sensitivity.calibrate): its plan, measured, is a second start for
+    the refinement when it differs from the first (the two neighbourhoods reach different plans)."""
+    options = swept.calibrated_options()
     other = least_kl(options, cap)
     if other is None or [o.format for o in other] == [o.format for o in chosen]:
-        return chosen, score
+        return []
     measured = swept.measure_options(other)
     rounds.append({**_round(len(rounds) + 1, other, measured, 1.0, swept.kept_bytes), "calibrated": True})
-    say(f"  calibrated knapsack: measured {measured.kl:.3e} (the first plan {score.kl:.3e})")
-    return (other, measured) if measured.kl < score.kl else (chosen, score)
+    say(f"  calibrated knapsack: measured {measured.kl:.3e} (the first plan {rounds[0]['measured_kl']:.3e})")
+    return [(options, other, measured)]
 
 
 def _no_worse_than_uniform(
@@ -331,7 +324,7 @@ def _no_worse_than_uniform(
 
 def _refined_round(refined: refine.Refined, rounds: list[dict[str, Any]], swept: Swept, say: Any) -> list[Option]:
     """Record the measured neighbours as one more round; the plan is the best one measured."""
-    if not refined.tried:
+    if not refined.tried and rounds[-1]["formats"] == [o.format for o in refined.chosen]:
         return refined.chosen
     names = [u.name for u in swept.units]
     tried = [{**t, "changes": {names[i]: f for i, f in t["changes"].items()}} for t in refined.tried]

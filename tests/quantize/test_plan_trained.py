@@ -82,7 +82,10 @@ def test_plan_at_each_uniform_size_fits_and_measures_no_worse(swept: quantize_pl
         assert outcome.met and s["bytes"] <= rows[name]["bytes"], (name, s["bytes"])
         assert s["measured_kl"] <= min(first["measured_kl"], s["uniform_best"]["measured_kl"]), name
         ratios[name] = s["measured_kl"] / s["uniform_best"]["measured_kl"]
-    assert ratios["q4_1"] <= 0.5 and max(r for n, r in ratios.items() if n != "mxfp4") < 0.8, ratios
+    assert max(r for n, r in ratios.items() if n != "mxfp4") < 0.8, ratios
+    # Issue 13's 0.5 at a uniform format's own size: Q4_1 (0.27) and Q6_K (0.495: refined from the calibrated
+    # knapsack's plan; 0.57 from the first one). At MXFP4, Q4_0 and Q8_0 no plan can reach it (the bench's bound).
+    assert ratios["q4_1"] <= 0.5 and ratios["q6_k"] <= 0.5, ratios
 
 
 def test_calibration_measures_the_finest_format_alone(swept: quantize_plan.Swept) -> None:
