@@ -60,6 +60,8 @@ class Stats:
     """time.monotonic() at each request's arrival, parallel to `requests`."""
     max_in_flight: int = 0
     """The most requests the server was handling at once (latency included)."""
+    auth: list[str | None] = field(default_factory=list)
+    """The Authorization header of each request, parallel to `requests`."""
 
     def count(self, method: str | None = None, contains: str = "") -> int:
         return sum(1 for m, p, _ in self.requests if (method is None or m == method) and contains in p)
@@ -161,10 +163,11 @@ class HubServer:
                         return fault
         return None
 
-    def _record(self, method: str, path: str, rng: str | None) -> None:
+    def _record(self, method: str, path: str, rng: str | None, auth: str | None = None) -> None:
         with self._lock:
             self.stats.requests.append((method, path, rng))
             self.stats.times.append(time.monotonic())
+            self.stats.auth.append(auth)
 
     def _enter(self) -> None:
         with self._lock:
@@ -228,7 +231,7 @@ class _Handler(BaseHTTPRequestHandler):
     def _dispatch_counted(self, method: str) -> None:
         split = urlsplit(self.path)
         path = unquote(split.path)
-        self.hub._record(method, path, self.headers.get("Range"))
+        self.hub._record(method, path, self.headers.get("Range"), self.headers.get("Authorization"))
         if self.hub.latency:
             time.sleep(self.hub.latency)
         fault = self.hub._take_fault(method, path)
@@ -378,6 +381,7 @@ def serve_main(argv: list[str] | None = None) -> None:
         with server._lock:
             server.stats.requests.pop()  # the stats request itself does not count
             server.stats.times.pop()
+            server.stats.auth.pop()
             body = {"bytes_served": server.stats.bytes_served, "requests": len(server.stats.requests),
                     "max_in_flight": server.stats.max_in_flight,
                     "range_requests": sum(1 for r in server.stats.requests if r[2]),

@@ -52,6 +52,7 @@ DEFAULT_CONCURRENCY = 96
 RETRIES = 3  # after the first try, on 5xx / 429 / timeouts / dropped connections
 RETRY_BASE_S = 0.25  # first backoff wait, doubled each retry (huggingface_hub's http_backoff); Retry-After wins
 TIMEOUT_S = float(os.environ.get("ONBOARD_HUB_TIMEOUT", "30"))
+HEADERS_TTL_S = 10.0  # how long the auth headers of one burst of requests are reused (see _hf_headers)
 _RETRY_STATUS = (408, 429, 500, 502, 503, 504)
 # Header length per tensor, besides its name: `"":{"dtype":"","shape":[],"data_offsets":[,]},` is 46 characters;
 # the dtype (3-7), the shape's digits (a 2-D weight: ~10) and the two offsets (each at most as many digits as the
@@ -270,11 +271,11 @@ def _speculate(repo_id: str, revision: str | None) -> None:
 def _speculative_get(url: str, fut: Future[tuple[str, bytes] | None]) -> None:
     """(commit, body) of one whole file, or None on any failure or surprise: a miss only costs the normal GET (with
     its retries), so this one is not retried."""
-    from huggingface_hub.utils import build_hf_headers, http_stream_backoff
+    from huggingface_hub.utils import http_stream_backoff
 
     result = None
     try:
-        with http_stream_backoff("GET", url, headers=build_hf_headers(library_name="onboard"), timeout=TIMEOUT_S,
+        with http_stream_backoff("GET", url, headers=_hf_headers(), timeout=TIMEOUT_S,
                                  **{**_backoff(), "max_retries": 0}) as response:  # fmt: skip
             commits = [r.headers.get("X-Repo-Commit") for r in (*response.history, response)]
             commit = next((c for c in commits if c), None)
@@ -464,9 +465,9 @@ def _fetch_header_bytes(
 
 
 def _get_range(url: str, start: int, end: int, what: str, counter: ByteCounter) -> bytes:
-    from huggingface_hub.utils import build_hf_headers, hf_raise_for_status, http_stream_backoff
+    from huggingface_hub.utils import hf_raise_for_status, http_stream_backoff
 
-    headers = build_hf_headers(library_name="onboard", headers={"Range": f"bytes={start}-{end}"})
+    headers = _hf_headers(Range=f"bytes={start}-{end}")
     want = end - start + 1
     try:
         # Stream and stop at `want` bytes: a server that ignores Range must not make us read a 5 GB shard.
@@ -494,6 +495,23 @@ def _get_range(url: str, start: int, end: int, what: str, counter: ByteCounter) 
 # -- errors and retries -----------------------------------------------------------------------------------------------
 
 
+_headers_cache: tuple[float, dict[str, str]] | None = None
+
+
+def _hf_headers(**extra: str) -> dict[str, str]:
+    """huggingface_hub's auth and user-agent headers (build_hf_headers), built at most once every HEADERS_TTL_S:
+    building them reads the token file, and with ~100 requests in flight each of those system calls costs a round
+    trip through the GIL (~0.2 ms of a burst's CPU per request). A token set or changed is used within the TTL."""
+    global _headers_cache
+    now = time.monotonic()
+    cached = _headers_cache
+    if cached is None or not 0 <= now - cached[0] < HEADERS_TTL_S:
+        from huggingface_hub.utils import build_hf_headers
+
+        cached = _headers_cache = (now, build_hf_headers(library_name="onboard"))
+    return {**cached[1], **extra}
+
+
 def _backoff() -> dict[str, Any]:
     """huggingface_hub's backoff settings for our requests (read at call time: tests shorten RETRY_BASE_S)."""
     return {"max_retries": RETRIES, "base_wait_time": RETRY_BASE_S, "max_wait_time": 8.0,
@@ -502,10 +520,10 @@ def _backoff() -> dict[str, Any]:
 
 def _request(method: str, url: str, what: str, **kwargs: Any) -> Any:
     """One request through huggingface_hub's session, auth headers and `http_backoff`; failures mapped."""
-    from huggingface_hub.utils import build_hf_headers, hf_raise_for_status, http_backoff
+    from huggingface_hub.utils import hf_raise_for_status, http_backoff
 
     try:
-        response = http_backoff(method, url, headers=build_hf_headers(library_name="onboard"), timeout=TIMEOUT_S,
+        response = http_backoff(method, url, headers=_hf_headers(), timeout=TIMEOUT_S,
                                 **_backoff(), **kwargs)  # fmt: skip
         hf_raise_for_status(response)
         return response
