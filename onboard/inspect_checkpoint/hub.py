@@ -6,14 +6,17 @@ backoff and cache).
 * `fetch_file`: a small file (config, tokenizer, index, chat template, .py; never weights) in a single GET into
   onboard's cache, immutable per commit (hf_hub_download would send a HEAD first: a round trip more on the critical
   path, since the index sizes the header requests). `download` (hf_hub_download) finds files in huggingface_hub's
-  cache offline, and fetches a file whose size the listing does not give.
+  cache offline, and fetches a file whose size the listing does not give. config.json and the index are asked for
+  at the revision while the listing is on its way (`_speculate`), and used once the listing names the same commit:
+  listing and index cost one round trip, not two.
 * `header_bytes_of`: one safetensors header with HTTP range requests. The Source runs one per shard, all at once,
   at most `concurrency()` in flight (`ONBOARD_HUB_CONCURRENCY`, default 96; huggingface_hub's own reader uses 6).
   Each shard's range is sized from the index (`header_ranges`: its tensor names and the shard's size give the
   header length to a few percent), so one request per shard is the rule; a second fetches only the rest when the
   estimate was short.
 * Every request of ours goes through huggingface_hub's `http_backoff` / `http_stream_backoff`: 5xx, 429 and dropped
-  connections are retried with exponential backoff, and a `Retry-After` (429 or 503) is waited out.
+  connections are retried with exponential backoff, and a `Retry-After` (429 or 503) is waited out (the speculative
+  GETs excepted: a miss there falls back to the normal GET, retried).
 
 Listings, small files and headers are immutable per commit, so they are cached next to the HF cache
 (`$ONBOARD_CACHE` or `<HF_HUB_CACHE>/../onboard`): with HF_HUB_OFFLINE=1 everything inspected once online is
