@@ -28,6 +28,9 @@ LAYER_TYPE_NAMES = {
 # Families whose older configs leave `layer_types` out: transformers' default pattern for each.
 # Each takes (layer index, config view) and returns full|sliding.
 _EVERY_SECOND_SLIDING = ("gemma2", "gpt_oss", "vaultgemma", "t5gemma")
+# Families whose `layer_types` / `layers_block_type`, as transformers 5.25 saves them, call their Mamba mixers
+# "linear_attention": read as Mamba (its state), not as a linear-attention recurrence.
+_MAMBA_AS_LINEAR_ATTENTION = ("nemotron_h", "granitemoehybrid", "zamba", "zamba2")
 _PATTERN_KEY_FAMILIES = ("gemma3", "gemma3_text", "cohere2", "exaone4", "gemma4_text", "gemma4")
 _ALL_SLIDING_IF_WINDOW = ("mistral", "mixtral", "starcoder2", "phi3", "phimoe", "minimax", "mistral3")
 # Families whose layers other than the sliding ones skip RoPE when the model has a window (Kolibri: "global NoPE
@@ -60,6 +63,8 @@ def _config_kinds(cv: ConfigView, n: int, mla: bool) -> list[str]:
     types = cv.get("layer_types", "layers_block_type", "block_types")
     if isinstance(types, list) and types:
         kinds = [LAYER_TYPE_NAMES.get(str(t).lower(), f"unknown:{t}") for t in types]
+        if mt in _MAMBA_AS_LINEAR_ATTENTION:
+            kinds = ["ssm" if k == "linear" else k for k in kinds]
         if _idle_window(cv):  # "sliding" layers whose window never binds attend like full ones
             kinds = ["mla" if k == "sliding" and mla else "full" if k == "sliding" else k for k in kinds]
         if mt == "recurrent_gemma":  # its attention blocks are local (attention_window_size)

@@ -88,14 +88,10 @@ CONFIG_ONLY_GAPS = {
     "falcon_h1": "state 0 B from config.json alone, 12,800 B measured",
     "gemma4_text": "256 B per token from config.json alone, 512 B measured",
     "gemma4_unified_text": "256 B per token from config.json alone, 8,192 B measured",
-    "granitemoehybrid": "state 7,168 B from config.json alone, 6,400 B measured",
     "longcat_flash": "320 B per token from config.json alone, 640 B measured",
-    "nemotron_h": "state 7,168 B from config.json alone, 6,656 B measured",
     "qwen4_exp_text": "320 B per token from config.json alone, 344 B measured (headers give the indexed layer's width)",
     "recurrent_gemma": "state 20,480 B from config.json alone, 2,048 B measured",
     "xlstm": "1,024 B per token from config.json alone, none measured (a recurrent state)",
-    "zamba": "state 57,344 B from config.json alone, 24,576 B measured",
-    "zamba2": "state 51,456 B from config.json alone, 19,200 B measured",
 }
 
 
