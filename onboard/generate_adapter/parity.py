@@ -31,9 +31,9 @@ from onboard.comparator import CALIBRATION, agreement, topk_rows
 from onboard.errors import InputError
 from onboard.reference import REPO_CODE, RemoteCodePolicy, describe, load_transformers, reference_for, rerun_command
 
-TOLERANCES = {"float32": 1e-4}
-"""max|Δlogit| / max|logit| bar of the MTP draft head's parity (onboard/speculative/mtp_parity.py), which is not
-on the comparator yet; the adapter's parity verdict is `agreement`'s."""
+CALIBRATED_BAR = "calibrated (onboard/comparator.py THRESHOLDS)"
+"""The one parity bar, named in every parity result: adapters and the MTP draft head (onboard/speculative/mtp_parity.py)
+are both judged by the comparator's `agreement` against the reference's own run in the calibration dtype."""
 MOE_KEYS = ("num_experts", "num_local_experts", "n_routed_experts")
 PARITY_TOP_K = 10
 """Reference top-k per position, as the goldens record (the adapter and the calibration run give twice as many)."""
@@ -100,7 +100,7 @@ def reference_model(
 def unverified(dtype: str, why: str) -> dict[str, Any]:
     """Parity that could not run (no reference may run): never passed, and says why and what to run."""
     return {"passed": False, "status": "unverified", "dtype": dtype, "worst": None, "reference_worst": None,
-            "tolerance": TOLERANCES.get(dtype), "prompts": [], "detail": f"unverified: {why}"}  # fmt: skip
+            "tolerance": CALIBRATED_BAR, "prompts": [], "detail": f"unverified: {why}"}  # fmt: skip
 
 
 def _logits(model: Any, ids: torch.Tensor) -> torch.Tensor:
@@ -208,7 +208,7 @@ def check_parity(
         "dtype": dtype,
         "worst": worst,
         "reference_worst": hf_worst,
-        "tolerance": "calibrated (onboard/comparator.py THRESHOLDS)",
+        "tolerance": CALIBRATED_BAR,
         "prompts": [asdict(r) for r in results],
         "detail": f"{detail} (prompt lengths {lengths})",
     }

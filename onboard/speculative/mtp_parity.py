@@ -25,6 +25,7 @@ import torch
 
 from onboard.comparator import CALIBRATION, Agreement, agreement, topk_rows
 from onboard.generate_adapter.parity import (
+    CALIBRATED_BAR,
     DTYPES,
     MOE_KEYS,
     PARITY_TOP_K,
@@ -79,7 +80,7 @@ def mtp_parity(checkpoint: str | Path, adapter_cls: Any) -> dict[str, Any]:
     worst = max(float((o - r).abs().max()) / max(float(r.abs().max()), 1e-30) for o, r in zip(ours, refs))
     passed = verdict.passed
     return {"passed": passed, "status": "passed" if passed else "failed", "dtype": "float32", "worst": worst,
-            "tolerance": "calibrated (onboard/comparator.py THRESHOLDS)", "reference": "transformers MtpModel (MTP "
+            "tolerance": CALIBRATED_BAR, "reference": "transformers MtpModel (MTP "
             f"tensors at layer {first}, not 61)", "detail": f"MTP depth 0 in float32 vs transformers float32, judged "
             f"against transformers in {CALIBRATION['float32']}: {verdict.detail()}; max|Δ|/max|logit| {worst:.2e}"}  # fmt: skip
 

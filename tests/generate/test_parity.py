@@ -8,9 +8,12 @@ from __future__ import annotations
 import pytest
 
 from onboard.comparator import ROUTING_FLIPS_ALLOWED, agreement, topk_rows
-from onboard.generate_adapter.parity import TOLERANCES, check_parity
+from onboard.generate_adapter.parity import check_parity
 from onboard.generate_adapter.regenerate import ADAPTERS_DIR
 from tests.generate.conftest import REQUIRED_ARCHS
+
+FLOAT32_MAX_RELATIVE = 1e-4
+"""Besides the comparator's verdict: in float32 every adapter's max|Δlogit| / max|logit| stays under this."""
 
 
 @pytest.mark.parametrize("model_type", REQUIRED_ARCHS)
@@ -19,7 +22,7 @@ def test_float32_parity(tiny, model_type: str) -> None:
     print(f"{model_type}: {report['detail']}")
     assert max(p["length"] for p in report["prompts"]) > 2 * 16, "a prompt must outrun the sliding window"
     assert report["passed"], f"{model_type}: {report['detail']}"
-    assert report["worst"] <= TOLERANCES["float32"]
+    assert report["worst"] <= FLOAT32_MAX_RELATIVE
 
 
 @pytest.mark.parametrize("model_type", REQUIRED_ARCHS)
