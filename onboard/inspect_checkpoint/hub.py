@@ -495,6 +495,104 @@ def _get_range(url: str, start: int, end: int, what: str, counter: ByteCounter) 
         raise _mapped(exc, what) from exc
 
 
+# -- the HTTP client -------------------------------------------------------------------------------------------------
+
+_client_lock = threading.Lock()
+_client_checked = False
+
+
+def _install_client() -> None:
+    """Give huggingface_hub's shared client (the one its backoff sends every request through) one connection pool
+    per worker thread, once per process, before onboard's first request.
+
+    Why: huggingface_hub's default client has one httpx pool for the process, and httpcore scans every connection
+    of it, under its lock, twice per request; with ~96 header requests in flight that scan is about a quarter of a
+    request's CPU under cProfile (hub inspect of a 163-shard checkpoint is CPU-bound; its header requests cost
+    110-125 ms CPU). Plain-http pools (a loopback or local mirror) also skip the ~20 ms CA-bundle load of an SSL
+    context they never use. The client is otherwise
+    huggingface_hub's own (`default_client_factory`: its request hook, redirects, no client timeout), installed with
+    its public `set_client_factory`, so retries, Retry-After and 429 stay with its backoff. Left alone when the
+    process has set its own factory, or when proxy variables are set (httpx reads those only without a custom
+    transport). `set_client_factory` closes the current session; it is reopened on the next request."""
+    global _client_checked
+    if _client_checked:
+        return
+    with _client_lock:
+        if _client_checked:
+            return
+        import urllib.request
+
+        from huggingface_hub import set_client_factory
+        from huggingface_hub.utils import _http
+
+        if (
+            getattr(_http, "_GLOBAL_CLIENT_FACTORY", None) is _http.default_client_factory
+            and not urllib.request.getproxies()
+        ):
+            set_client_factory(_client_factory)
+        _client_checked = True  # only now: a thread that saw it set must not pick up the session being closed
+
+
+def _client_factory() -> Any:
+    """huggingface_hub's `default_client_factory`, with a `_ThreadPools` transport (see `_install_client`)."""
+    import httpx2
+    from huggingface_hub.utils._http import hf_request_event_hook
+
+    return httpx2.Client(event_hooks={"request": [hf_request_event_hook]}, follow_redirects=True, timeout=None,
+                         transport=_thread_pools(concurrency()))  # fmt: skip
+
+
+def _thread_pools(slots: int) -> Any:
+    """An httpx transport that sends each thread's requests through one of `slots` small pools per scheme (threads
+    take the slots in turn, so a process's worker threads each get their own while there are at most `slots`)."""
+    import ssl
+
+    import httpx2
+
+    class ThreadPools(httpx2.BaseTransport):
+        def __init__(self) -> None:
+            self._pools: dict[tuple[str, int], Any] = {}
+            self._local = threading.local()
+            self._turn = 0
+            self._lock = threading.Lock()
+            self._contexts: dict[str, ssl.SSLContext] = {}
+
+        def _context(self, scheme: str) -> ssl.SSLContext:
+            """One context for all pools (making one costs ~20 ms: the CA bundle), made on the first https request.
+            Plain HTTP pools never use theirs: a bare TLS client context (it trusts no CA, so verifies no one)."""
+            if scheme not in self._contexts:
+                https = scheme == "https"
+                self._contexts[scheme] = (
+                    httpx2.create_ssl_context() if https else ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+                )
+            return self._contexts[scheme]
+
+        def handle_request(self, request: httpx2.Request) -> httpx2.Response:
+            scheme = request.url.scheme
+            pool = getattr(self._local, scheme, None)
+            if pool is None:
+                with self._lock:
+                    slot = getattr(self._local, "slot", None)
+                    if slot is None:
+                        slot = self._local.slot = self._turn % slots
+                        self._turn += 1
+                    pool = self._pools.get((scheme, slot))
+                    if pool is None:
+                        limits = httpx2.Limits(max_connections=None, max_keepalive_connections=4)
+                        pool = self._pools[scheme, slot] = httpx2.HTTPTransport(verify=self._context(scheme),
+                                                                                limits=limits)  # fmt: skip
+                setattr(self._local, scheme, pool)
+            return pool.handle_request(request)
+
+        def close(self) -> None:
+            with self._lock:
+                pools = list(self._pools.values())
+            for pool in pools:
+                pool.close()
+
+    return ThreadPools()
+
+
 # -- errors and retries -----------------------------------------------------------------------------------------------
 
 
@@ -506,6 +604,7 @@ def _hf_headers(**extra: str) -> dict[str, str]:
     building them reads the token file, and with ~100 requests in flight each of those system calls costs a round
     trip through the GIL (~0.2 ms of a burst's CPU per request). A token set or changed is used within the TTL."""
     global _headers_cache
+    _install_client()
     now = time.monotonic()
     cached = _headers_cache
     if cached is None or not 0 <= now - cached[0] < HEADERS_TTL_S:
