@@ -72,6 +72,7 @@ def fresh_client(ours: bool) -> None:
 
     from onboard.inspect_checkpoint import hub
 
+    hub.wait_for_pack_writes()  # the previous contender's header pack (written after it returned) lands untimed
     set_client_factory(default_client_factory)
     hub._client_checked = not ours
 

@@ -247,3 +247,14 @@ def test_server_ignoring_range_is_cut_short(hub_env: HubServer, tmp_path: Path) 
 def test_fake_sha_is_40_hex() -> None:
     sha = fake_sha(REPO, "main")
     assert len(sha) == 40 and int(sha, 16) >= 0
+
+
+def test_wait_for_pack_writes_returns_once_the_pack_is_readable(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("ONBOARD_CACHE", str(tmp_path / "cache"))
+    blobs = {f"model-{i:05d}.safetensors": bytes([i]) * 2_000_000 for i in range(4)}  # written in the background
+    hub.write_header_pack("org/m", "a" * 40, blobs)
+    hub.wait_for_pack_writes()
+    assert hub._header_pack_path("org/m", "a" * 40).is_file()
+    with hub._pack_lock:
+        assert hub._pack_writes == {}
+    assert hub.read_header_pack("org/m", "a" * 40) == blobs

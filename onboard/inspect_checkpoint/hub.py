@@ -410,6 +410,14 @@ def _write_pack(path: Path, blobs: dict[str, bytes], before: threading.Thread | 
             del _pack_writes[path]
 
 
+def wait_for_pack_writes() -> None:
+    """Until every header pack write started so far has landed (a benchmark's repeats must not overlap them)."""
+    with _pack_lock:
+        threads = list(_pack_writes.values())
+    for thread in threads:
+        thread.join()
+
+
 def _wait_for_pack(path: Path) -> None:
     with _pack_lock:
         thread = _pack_writes.get(path)
