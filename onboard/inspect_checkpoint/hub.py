@@ -49,8 +49,9 @@ FIRST_RANGE = 100_000  # bytes asked for first when the index cannot size the ra
 MAX_FIRST_RANGE = 4_000_000
 INDEX_FILE = "model.safetensors.index.json"
 CONCURRENCY_ENV = "ONBOARD_HUB_CONCURRENCY"
-# Requests in flight at once: below the 100 connections huggingface_hub's httpx client pools (so the limit is ours),
-# and a 163-shard checkpoint costs two round trips of headers.
+# Requests in flight at once: below the 100 connections huggingface_hub's default httpx client pools (so the limit is
+# ours even where `_install_client` leaves that client in place); a 163-shard checkpoint costs two waves of headers
+# (64 measured no better on CPU or wall than 96 with the per-thread pools, load ~4).
 DEFAULT_CONCURRENCY = 96
 RETRIES = 3  # after the first try, on 5xx / 429 / timeouts / dropped connections
 RETRY_BASE_S = 0.25  # first backoff wait, doubled each retry (huggingface_hub's http_backoff); Retry-After wins
