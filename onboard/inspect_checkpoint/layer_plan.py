@@ -18,7 +18,10 @@ LAYER_TYPE_NAMES = {
     "sliding_attention": "sliding", "hybrid_sliding": "sliding", "local": "sliding", "sliding": "sliding", "local_attention": "sliding",
     "chunked_attention": "chunked",
     "linear_attention": "linear", "linear": "linear", "gated_deltanet": "linear", "kda": "linear",
-    "mamba": "ssm", "mamba2": "ssm", "ssm": "ssm", "recurrent": "ssm", "rg_lru": "ssm",
+    "mamba": "ssm", "mamba2": "ssm", "ssm": "ssm",
+    # RecurrentGemma's RG-LRU blocks: transformers reads "recurrent" as linear_attention (a state vector and a
+    # conv window, memory._linear_state), not a Mamba selective state.
+    "recurrent": "linear", "rg_lru": "linear",
     "conv": "conv", "short_conv": "conv",
     "indexed_attention": "full",  # full attention plus a sparse indexer; MLA when the layers are MLA (below)
     "hybrid": "hybrid",  # Zamba / Zamba2: a Mamba block plus the shared attention block (see plan_layers)
@@ -31,6 +34,9 @@ _EVERY_SECOND_SLIDING = ("gemma2", "gpt_oss", "vaultgemma", "t5gemma")
 # Families whose `layer_types` / `layers_block_type`, as transformers 5.25 saves them, call their Mamba mixers
 # "linear_attention": read as Mamba (its state), not as a linear-attention recurrence.
 _MAMBA_AS_LINEAR_ATTENTION = ("nemotron_h", "granitemoehybrid", "zamba", "zamba2")
+# Families whose config class derives `layers_block_type` as "hybrid" on every layer and does not save it
+# (FalconH1Config: each decoder layer runs a Mamba-2 mixer beside its attention).
+_ALL_HYBRID = ("falcon_h1",)
 _PATTERN_KEY_FAMILIES = ("gemma3", "gemma3_text", "cohere2", "exaone4", "gemma4_text", "gemma4")
 _ALL_SLIDING_IF_WINDOW = ("mistral", "mixtral", "starcoder2", "phi3", "phimoe", "minimax", "mistral3")
 # Families whose layers other than the sliding ones skip RoPE when the model has a window (Kolibri: "global NoPE
@@ -87,6 +93,8 @@ def _config_kinds(cv: ConfigView, n: int, mla: bool) -> list[str]:
     interval = cv.int("full_attention_interval")
     if interval and mt.startswith(("qwen3_next", "qwen3_5")):
         return ["full" if (i + 1) % interval == 0 else "linear" for i in range(n)]
+    if mt in _ALL_HYBRID:
+        return ["hybrid"] * n
     if mt in ("mamba", "mamba2", "falcon_mamba"):
         return ["ssm"] * n
     if mt == "rwkv":  # its mixer is named `attention` but is a linear recurrence with a fixed state

@@ -70,14 +70,37 @@ def per_token_elements(layer: LayerInfo, dims: Dims, cv: ConfigView) -> int:
         # are there (kv_width), so a config that names the rank differently still sizes it.
         rank = cv.int("kv_lora_rank", default=0) or 0
         rope = cv.int("qk_rope_head_dim", default=0) or 0
-        return (layer.kv_width or rank + rope) + _indexer_elements(layer, cv, mla=True)
+        return (layer.kv_width or (rank + rope) * _attention_sublayers(cv)) + _indexer_elements(layer, cv, mla=True)
     indexer = _indexer_elements(layer, cv, mla=False)
     if layer.kv_width:
         return layer.kv_width + indexer
     if layer.attention in ("full", "sliding", "chunked"):
-        v_dim = dims.v_head_dim or dims.head_dim
-        return dims.num_kv_heads * (dims.head_dim + v_dim) + indexer
+        own = _layer_overrides(layer, cv)
+        own_dim = _int(own.get("head_dim"))  # V follows an overridden head_dim unless v_head_dim is overridden too
+        v_dim = _int(own.get("v_head_dim")) or own_dim or dims.v_head_dim or dims.head_dim
+        heads = _int(own.get("num_key_value_heads")) or dims.num_kv_heads
+        return heads * ((own_dim or dims.head_dim) + v_dim) + indexer
     return 0
+
+
+def _layer_overrides(layer: LayerInfo, cv: ConfigView) -> dict:
+    """This layer's entry of `per_layer_config` (transformers' heterogeneous configs: attributes that differ by
+    layer, keyed by layer index, a string in config.json): Gemma 4's full-attention layers take head_dim
+    global_head_dim (and num_global_key_value_heads), and the model builds those layers' K and V at that size."""
+    table = cv.get("per_layer_config")
+    own = table.get(str(layer.index), table.get(layer.index)) if isinstance(table, dict) else None
+    return own if isinstance(own, dict) else {}
+
+
+def _int(value: object) -> int | None:
+    return value if isinstance(value, int) else None
+
+
+def _attention_sublayers(cv: ConfigView) -> int:
+    """Attention modules one decoder layer holds, each with its own cache: 2 in LongCat-Flash (its decoder layer
+    runs two MLA sublayers, cache indices 2i and 2i+1; num_hidden_layers is derived as 2 × num_layers), else 1.
+    Headers give the layer's summed kv_width instead."""
+    return 2 if cv.model_type == "longcat_flash" else 1
 
 
 def _reads_another_layers_kv(layer: LayerInfo, dims: Dims, cv: ConfigView) -> bool:
