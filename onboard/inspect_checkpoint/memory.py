@@ -130,24 +130,30 @@ def state_elements(layer: LayerInfo, dims: Dims, cv: ConfigView) -> int:
     if kind == "full" and cv.model_type == "cpmant":
         # CPM-Ant prepends prompt_length learned prompt tokens to every sequence: a fixed K and V prefix.
         return (cv.int("prompt_length", default=0) or 0) * per_token_elements(layer, dims, cv)
-    if kind in ("full", "sliding") and cv.has("cca_time0"):
+    if kind in ("full", "sliding") and (cv.model_type == "zaya" or cv.has("cca_time0")):
         # ZAYA's compressed convolutional attention: besides K and V, a causal conv window over q and k
-        # ((cca_time0 - 1) + (cca_time1 - 1) steps) and the previous token's delayed half of V.
+        # ((cca_time0 - 1) + (cca_time1 - 1) steps) and the previous token's delayed half of V. Recognised by its
+        # model_type too: a config.json may leave cca_time0 out at ZayaConfig's default, 2.
         q, kv = dims.num_attention_heads * dims.head_dim, dims.num_kv_heads * dims.head_dim
         steps = (cv.int("cca_time0", default=2) or 2) - 1 + (cv.int("cca_time1", default=2) or 2) - 1
         return (q + kv) * steps + kv // 2
-    if kind in ("full", "sliding") and cv.has("swa_num_key_value_heads") and cv.has("conv_kernel_size"):
-        # Inkling: short causal convs over k, v, the attention input and the MLP input, conv_kernel_size steps each.
+    inkling = cv.model_type in _INKLING or cv.has("swa_num_key_value_heads") and cv.has("conv_kernel_size")
+    if kind in ("full", "sliding") and inkling:
+        # Inkling: short causal convs over k, v, the attention input and the MLP input, conv_kernel_size steps each
+        # (the config classes' default 4 when config.json leaves it out; checkpoints may name it sconv_kernel_size,
+        # which the config classes' attribute_map reads as conv_kernel_size).
         if kind == "sliding":
             kv = (cv.int("swa_num_key_value_heads") or 0) * (cv.int("swa_head_dim") or dims.head_dim)
         else:
             kv = dims.num_kv_heads * dims.head_dim
-        return (2 * kv + 2 * dims.hidden_size) * (cv.int("conv_kernel_size") or 4)
+        return (2 * kv + 2 * dims.hidden_size) * (cv.int("conv_kernel_size", "sconv_kernel_size") or 4)
     if kind not in ("ssm", "linear", "conv") and not layer.parallel_ssm:
         return 0
     hidden = dims.hidden_size
     if kind == "conv":
-        return hidden * (cv.int("conv_L_cache", "conv_kernel", "short_conv_kernel", default=3) or 3)
+        # conv_L_cache's default is the config class's: Lfm3Config's 7, Lfm2Config's (and the others') 3.
+        default = 7 if cv.model_type == "lfm3" else 3
+        return hidden * (cv.int("conv_L_cache", "conv_kernel", "short_conv_kernel") or default)
     if kind == "linear":
         return _linear_state(cv, dims)
     # Mamba-style selective state spaces.
@@ -168,6 +174,10 @@ def state_elements(layer: LayerInfo, dims: Dims, cv: ConfigView) -> int:
         intermediate = int(expand * hidden)
     intermediate = intermediate or cv.int("intermediate_size", default=None) or int(expand * hidden)
     return intermediate * d_conv + intermediate * d_state
+
+
+# Inkling text models (transformers 5.25): attention layers with short convs (state_elements).
+_INKLING = ("inkling_text", "inkling2_text", "inkling2_loop_text")
 
 
 def _linear_state(cv: ConfigView, dims: Dims) -> int:

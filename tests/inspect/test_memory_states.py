@@ -96,19 +96,12 @@ DEFAULTED = [
     "recurrent_gemma", "kimi_linear", "bailing_hybrid", "qwen3_next", "olmo_hybrid", "lara_mini", "mamba", "mamba2",
     "falcon_mamba", "jamba", "zamba", "zamba2", "falcon_h1", "bamba", "nemotron_h", "granitemoehybrid", "lfm2",
 ]  # fmt: skip
-# Families recognised by a field of their own: without it the plan does not see their extra state.
-NOT_WITHOUT_THEIR_FIELD = {
-    "zaya": "ZAYA's conv window is recognised by cca_time0; left out, the plan counts its KV only",
-    "inkling_text": "Inkling's short convs are recognised by conv_kernel_size; left out, the plan counts KV only",
-    "lfm3": "LFM3's conv_L_cache default differs from LFM2's (the 3 the plan assumes for a short conv)",
-}
+# ZAYA's conv window (cca_time0 at 2), Inkling's short convs (conv_kernel_size at 4), LFM3's conv (conv_L_cache at
+# 7, LFM2's is 3): the plan sees these with their field left out too.
+DEFAULTED += ["zaya", "inkling_text", "lfm3"]
 
 
-@pytest.mark.parametrize(
-    "model_type",
-    DEFAULTED
-    + [pytest.param(m, marks=pytest.mark.xfail(strict=True, reason=r)) for m, r in NOT_WITHOUT_THEIR_FIELD.items()],
-)
+@pytest.mark.parametrize("model_type", DEFAULTED)
 def test_state_fields_left_out_take_the_defaults_transformers_fills(model_type: str) -> None:
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING
 
@@ -168,3 +161,19 @@ def test_inkling_loop_each_extra_pass_keeps_its_own_states() -> None:
         )
         memory = profile_from_parts(config, None, max_model_len=64, kv_dtype="float32").memory
         assert memory.state_bytes_per_sequence == (4 + 2 * (passes - 1)) * 768 * 4
+
+
+def test_inkling_conv_kernel_named_sconv_kernel_size() -> None:
+    """Inkling checkpoints name the conv width sconv_kernel_size (the config classes' attribute_map reads it as
+    conv_kernel_size): a config.json naming only that sizes the short convs as the measured conv_kernel_size does."""
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+
+    from onboard.inspect_checkpoint import profile_from_parts
+
+    folder, truth = measured("inkling_text", {"conv_kernel_size": 3, "swa_num_key_value_heads": 1, "swa_head_dim": 24})
+    config = json.loads((folder / "config.json").read_text())
+    config["sconv_kernel_size"] = config.pop("conv_kernel_size")
+    assert CONFIG_MAPPING["inkling_text"](**config).conv_kernel_size == 3
+    kv = truth["kv_cache"]
+    memory = profile_from_parts(config, None, kv_dtype="float32", max_model_len=kv["probe_tokens"][-1]).memory
+    assert memory.state_bytes_per_sequence == kv["state_bytes_per_sequence"] > 0
