@@ -88,8 +88,27 @@ def _layer_overrides(layer: LayerInfo, cv: ConfigView) -> dict:
     layer, keyed by layer index, a string in config.json): Gemma 4's full-attention layers take head_dim
     global_head_dim (and num_global_key_value_heads), and the model builds those layers' K and V at that size."""
     table = cv.get("per_layer_config")
+    if table is None and cv.model_type in _GLOBAL_HEAD_DIM:
+        return _global_layer_overrides(layer, cv)
     own = table.get(str(layer.index), table.get(layer.index)) if isinstance(table, dict) else None
     return own if isinstance(own, dict) else {}
+
+
+# Config classes that build per_layer_config themselves when config.json has none (one written before the key
+# existed): full-attention layers get head_dim global_head_dim (default 512) and, unless attention_k_eq_v is false,
+# num_global_key_value_heads KV heads.
+_GLOBAL_HEAD_DIM = ("gemma4_text", "gemma4_unified_text", "diffusion_gemma_text")
+
+
+def _global_layer_overrides(layer: LayerInfo, cv: ConfigView) -> dict:
+    types = cv.get("layer_types")
+    full = types[layer.index] == "full_attention" if isinstance(types, list) else layer.attention == "full"
+    if not full:
+        return {}
+    own = {"head_dim": cv.int("global_head_dim", default=512)}
+    if cv.get("attention_k_eq_v", default=True):
+        own["num_key_value_heads"] = cv.int("num_global_key_value_heads")
+    return own
 
 
 def _int(value: object) -> int | None:

@@ -112,3 +112,23 @@ def test_config_json_alone_sizes_the_cache(model_type: str) -> None:
     assert kv["per_layer"], "nothing measured"
     assert (memory.kv_bytes_per_token, memory.state_bytes_per_sequence) == (
         kv["kv_bytes_per_token"], kv["state_bytes_per_sequence"])  # fmt: skip
+
+
+@pytest.mark.parametrize("model_type", ["gemma4_text", "gemma4_unified_text"])
+def test_global_head_dim_without_per_layer_config(model_type: str) -> None:
+    """A Gemma 4 config.json written before per_layer_config existed names global_head_dim instead: the config class
+    then gives the full-attention layers that head_dim, and the plan sizes their K and V by it."""
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+
+    from onboard.inspect_checkpoint import profile_from_parts
+
+    folder, truth = measured(model_type)
+    config = json.loads((folder / "config.json").read_text())
+    overrides = config.pop("per_layer_config")
+    ((index, own),) = overrides.items()
+    config["global_head_dim"] = own["head_dim"]
+    rebuilt = CONFIG_MAPPING[model_type](**config).to_dict()["per_layer_config"]
+    assert {str(k): v for k, v in rebuilt.items()} == overrides == {index: {"head_dim": own["head_dim"]}}
+    kv = truth["kv_cache"]
+    memory = profile_from_parts(config, None, kv_dtype="float32", max_model_len=kv["probe_tokens"][-1]).memory
+    assert memory.kv_bytes_per_token == kv["kv_bytes_per_token"] > 0
