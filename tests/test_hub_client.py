@@ -38,11 +38,13 @@ def test_client_is_huggingface_hubs_default_but_for_the_transport() -> None:
         theirs.close()
 
 
-def test_each_thread_reuses_its_own_connection(hub_server, tmp_path: Path) -> None:
+def test_each_thread_reuses_its_own_connection(hub_env, tmp_path: Path) -> None:
+    # hub_env, not the bare server: huggingface_hub's request hook refuses every request while its HF_HUB_OFFLINE
+    # constant is set (an earlier test of the suite may leave it so)
     (tmp_path / "config.json").write_text('{"model_type": "llama"}')
-    hub_server.add_repo("org/m", tmp_path)
+    hub_env.add_repo("org/m", tmp_path)
     client = hub._client_factory()
-    url = f"{hub_server.url}/org/m/resolve/main/config.json"
+    url = f"{hub_env.url}/org/m/resolve/main/config.json"
     bodies: list[bytes] = []
 
     def three_gets() -> None:
