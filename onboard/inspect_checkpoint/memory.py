@@ -95,8 +95,8 @@ def _layer_overrides(layer: LayerInfo, cv: ConfigView) -> dict:
 
 
 # Config classes that build per_layer_config themselves when config.json has none (one written before the key
-# existed): full-attention layers get head_dim global_head_dim (default 512) and, unless attention_k_eq_v is false,
-# num_global_key_value_heads KV heads.
+# existed): full-attention layers get head_dim global_head_dim (default 512) and, when attention_k_eq_v is true (its
+# default is false), num_global_key_value_heads KV heads.
 _GLOBAL_HEAD_DIM = ("gemma4_text", "gemma4_unified_text", "diffusion_gemma_text")
 
 
@@ -106,7 +106,7 @@ def _global_layer_overrides(layer: LayerInfo, cv: ConfigView) -> dict:
     if not full:
         return {}
     own = {"head_dim": cv.int("global_head_dim", default=512)}
-    if cv.get("attention_k_eq_v", default=True):
+    if cv.get("attention_k_eq_v", default=False):  # Gemma4TextConfig's default
         own["num_key_value_heads"] = cv.int("num_global_key_value_heads")
     return own
 

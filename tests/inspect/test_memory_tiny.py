@@ -132,3 +132,51 @@ def test_global_head_dim_without_per_layer_config(model_type: str) -> None:
     kv = truth["kv_cache"]
     memory = profile_from_parts(config, None, kv_dtype="float32", max_model_len=kv["probe_tokens"][-1]).memory
     assert memory.kv_bytes_per_token == kv["kv_bytes_per_token"] > 0
+
+
+def _without(config: dict[str, Any], *keys: str, **values: Any) -> dict[str, Any]:
+    out = {k: v for k, v in config.items() if k not in keys}
+    out.update(values)
+    return out
+
+
+_GEMMA4_VARIANTS = {
+    "global_head_dim given": lambda c: _without(c, global_head_dim=256),
+    "global_head_dim left out (the class's 512)": lambda c: _without(c, "global_head_dim"),
+    "attention_k_eq_v with its own KV heads": lambda c: _without(
+        c, attention_k_eq_v=True, num_global_key_value_heads=1
+    ),
+    "attention_k_eq_v left out (the class's default)": lambda c: _without(
+        c, "attention_k_eq_v", num_global_key_value_heads=1
+    ),
+    "layer_types left out": pytest.param(
+        lambda c: _without(c, "layer_types"),
+        marks=pytest.mark.xfail(
+            strict=True,
+            reason="without layer_types the plan makes every Gemma 4 layer sliding; "
+            "Gemma4TextConfig forces the last layer to full attention (layer_plan has no default "
+            "pattern for gemma4_text)",
+        ),
+    ),
+}
+
+
+@pytest.mark.parametrize("variant", list(_GEMMA4_VARIANTS.values()), ids=list(_GEMMA4_VARIANTS))
+def test_gemma4_layer_overrides_equal_the_per_layer_config_its_class_builds(variant: Any) -> None:
+    """From a config.json without per_layer_config, each layer's head_dim / KV-head overrides are the ones
+    Gemma4TextConfig builds (the sizes transformers gives those layers' K and V), for each key left out or set."""
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+
+    from onboard.inspect_checkpoint import memory, profile_from_parts
+    from onboard.inspect_checkpoint.config_view import ConfigView
+
+    folder, _ = measured("gemma4_text")
+    base = json.loads((folder / "config.json").read_text())
+    base.pop("per_layer_config")
+    config = variant(base)
+    built = CONFIG_MAPPING["gemma4_text"](**config).to_dict()["per_layer_config"] or {}
+    expected = {str(k): v for k, v in built.items() if v}
+    assert expected, "the class built no overrides: the variant tests nothing"
+    cv = ConfigView(config)
+    ours = {str(layer.index): memory._layer_overrides(layer, cv) for layer in profile_from_parts(config, None).layers}
+    assert {k: v for k, v in ours.items() if v} == expected
