@@ -66,15 +66,15 @@ def _cpu_s() -> float:
 
 def fresh_client(ours: bool) -> None:
     """huggingface_hub's own HTTP client for its contender; for onboard's, the client onboard installs at its first
-    request (`hub._install_client`), made anew as in a fresh process. Not timed: the session is closed here."""
+    request (`hub_client.install_client`), made anew as in a fresh process. Not timed: the session is closed here."""
     from huggingface_hub import set_client_factory
     from huggingface_hub.utils._http import default_client_factory
 
-    from onboard.inspect_checkpoint import hub
+    from onboard.inspect_checkpoint import hub, hub_client
 
     hub.wait_for_pack_writes()  # the previous contender's header pack (written after it returned) lands untimed
     set_client_factory(default_client_factory)
-    hub._client_checked = not ours
+    hub_client._checked = not ours
 
 
 def timed(url: str, fn: Callable[[], object]) -> tuple[float, dict]:

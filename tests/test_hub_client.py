@@ -1,5 +1,5 @@
 # ruff: noqa: F811  (pytest fixtures imported from tests.hubserver are used as parameters)
-"""The HTTP client onboard installs in huggingface_hub (hub._install_client): huggingface_hub's own client but for
+"""The HTTP client onboard installs in huggingface_hub (hub_client.install_client): huggingface_hub's own client but for
 one connection pool per worker thread, so its backoff still retries every request."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from onboard.inspect_checkpoint import hub
+from onboard.inspect_checkpoint import hub, hub_client
 from tests.hubserver import hub_env, hub_server  # noqa: F401  (fixtures)
 
 
@@ -20,7 +20,7 @@ def fresh_install(monkeypatch: pytest.MonkeyPatch):
     from huggingface_hub.utils import _http
 
     set_client_factory(_http.default_client_factory)
-    monkeypatch.setattr(hub, "_client_checked", False)
+    monkeypatch.setattr(hub_client, "_checked", False)
     yield _http
     set_client_factory(_http.default_client_factory)
 
@@ -28,7 +28,7 @@ def fresh_install(monkeypatch: pytest.MonkeyPatch):
 def test_client_is_huggingface_hubs_default_but_for_the_transport() -> None:
     from huggingface_hub.utils._http import default_client_factory
 
-    ours, theirs = hub._client_factory(), default_client_factory()
+    ours, theirs = hub_client.client_factory(), default_client_factory()
     try:
         assert ours.event_hooks == theirs.event_hooks  # offline switch, request ids, download counter
         assert (ours.follow_redirects, ours.timeout) == (theirs.follow_redirects, theirs.timeout)
@@ -43,7 +43,7 @@ def test_each_thread_reuses_its_own_connection(hub_env, tmp_path: Path) -> None:
     # constant is set (an earlier test of the suite may leave it so)
     (tmp_path / "config.json").write_text('{"model_type": "llama"}')
     hub_env.add_repo("org/m", tmp_path)
-    client = hub._client_factory()
+    client = hub_client.client_factory()
     url = f"{hub_env.url}/org/m/resolve/main/config.json"
     bodies: list[bytes] = []
 
@@ -73,7 +73,7 @@ def test_requests_go_through_the_installed_client_and_are_retried(hub_env, tmp_p
     path = hub.fetch_file("org/m", sha, "config.json", 2, counter)
     assert path is not None and path.read_text() == "{}"
     assert hub_env.stats.count("GET", "config.json") == 2  # the 503 was retried by huggingface_hub's backoff
-    assert fresh_install._GLOBAL_CLIENT_FACTORY is hub._client_factory
+    assert fresh_install._GLOBAL_CLIENT_FACTORY is hub_client.client_factory
     assert type(fresh_install.get_session()._transport).__name__ == "ThreadPools"
 
 
@@ -84,11 +84,11 @@ def test_a_factory_set_by_the_process_is_left_alone(fresh_install) -> None:
         return fresh_install.default_client_factory()
 
     set_client_factory(own_factory)
-    hub._install_client()
+    hub_client.install_client()
     assert fresh_install._GLOBAL_CLIENT_FACTORY is own_factory
 
 
 def test_proxy_variables_keep_huggingface_hubs_client(fresh_install, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HTTPS_PROXY", "http://proxy.example:3128")  # honoured by httpx only without a custom transport
-    hub._install_client()
+    hub_client.install_client()
     assert fresh_install._GLOBAL_CLIENT_FACTORY is fresh_install.default_client_factory

@@ -40,6 +40,7 @@ from urllib.parse import quote
 from onboard.errors import CheckpointError, HubError, InputError, OnboardError, SourceNotFound
 from onboard.fsutil import atomic_write
 from onboard.inspect_checkpoint.checkpoint_types import RepoFile, RepoListing, SafetensorsHeader
+from onboard.inspect_checkpoint.hub_client import install_client
 from onboard.inspect_checkpoint.safetensors_header import PREFIX_LEN, check_header_len, parse_header
 
 if TYPE_CHECKING:
@@ -48,11 +49,6 @@ if TYPE_CHECKING:
 FIRST_RANGE = 100_000  # bytes asked for first when the index cannot size the range (no index, shard not in it)
 MAX_FIRST_RANGE = 4_000_000
 INDEX_FILE = "model.safetensors.index.json"
-CONCURRENCY_ENV = "ONBOARD_HUB_CONCURRENCY"
-# Requests in flight at once: below the 100 connections huggingface_hub's default httpx client pools (so the limit is
-# ours even where `_install_client` leaves that client in place); a 163-shard checkpoint costs two waves of headers
-# (64 measured no better on CPU or wall than 96 with the per-thread pools, load ~4).
-DEFAULT_CONCURRENCY = 96
 RETRIES = 3  # after the first try, on 5xx / 429 / timeouts / dropped connections
 RETRY_BASE_S = 0.25  # first backoff wait, doubled each retry (huggingface_hub's http_backoff); Retry-After wins
 TIMEOUT_S = float(os.environ.get("ONBOARD_HUB_TIMEOUT", "30"))
@@ -114,17 +110,6 @@ class ByteCounter:
     def add(self, n: int) -> None:
         with self._lock:
             self.value += n
-
-
-def concurrency() -> int:
-    """Requests in flight at once: $ONBOARD_HUB_CONCURRENCY, else DEFAULT_CONCURRENCY."""
-    raw = os.environ.get(CONCURRENCY_ENV, "").strip()
-    if not raw:
-        return DEFAULT_CONCURRENCY
-    if not raw.isdigit() or int(raw) < 1:
-        raise InputError(f"{CONCURRENCY_ENV}={raw!r} is not a positive whole number",
-                         f"set {CONCURRENCY_ENV} to the number of hub requests allowed in flight, e.g. 64, or unset it")  # fmt: skip
-    return int(raw)
 
 
 # -- listing a repo ---------------------------------------------------------------------------------------------------
@@ -504,104 +489,6 @@ def _get_range(url: str, start: int, end: int, what: str, counter: ByteCounter) 
         raise _mapped(exc, what) from exc
 
 
-# -- the HTTP client -------------------------------------------------------------------------------------------------
-
-_client_lock = threading.Lock()
-_client_checked = False
-
-
-def _install_client() -> None:
-    """Give huggingface_hub's shared client (the one its backoff sends every request through) one connection pool
-    per worker thread, once per process, before onboard's first request.
-
-    Why: huggingface_hub's default client has one httpx pool for the process, and httpcore scans every connection
-    of it, under its lock, twice per request; with ~96 header requests in flight that scan is about a quarter of a
-    request's CPU under cProfile (hub inspect of a 163-shard checkpoint is CPU-bound; its header requests cost
-    110-125 ms CPU). Plain-http pools (a loopback or local mirror) also skip the ~20 ms CA-bundle load of an SSL
-    context they never use. The client is otherwise
-    huggingface_hub's own (`default_client_factory`: its request hook, redirects, no client timeout), installed with
-    its public `set_client_factory`, so retries, Retry-After and 429 stay with its backoff. Left alone when the
-    process has set its own factory, or when proxy variables are set (httpx reads those only without a custom
-    transport). `set_client_factory` closes the current session; it is reopened on the next request."""
-    global _client_checked
-    if _client_checked:
-        return
-    with _client_lock:
-        if _client_checked:
-            return
-        import urllib.request
-
-        from huggingface_hub import set_client_factory
-        from huggingface_hub.utils import _http
-
-        if (
-            getattr(_http, "_GLOBAL_CLIENT_FACTORY", None) is _http.default_client_factory
-            and not urllib.request.getproxies()
-        ):
-            set_client_factory(_client_factory)
-        _client_checked = True  # only now: a thread that saw it set must not pick up the session being closed
-
-
-def _client_factory() -> Any:
-    """huggingface_hub's `default_client_factory`, with a `_ThreadPools` transport (see `_install_client`)."""
-    import httpx2
-    from huggingface_hub.utils._http import hf_request_event_hook
-
-    return httpx2.Client(event_hooks={"request": [hf_request_event_hook]}, follow_redirects=True, timeout=None,
-                         transport=_thread_pools(concurrency()))  # fmt: skip
-
-
-def _thread_pools(slots: int) -> Any:
-    """An httpx transport that sends each thread's requests through one of `slots` small pools per scheme (threads
-    take the slots in turn, so a process's worker threads each get their own while there are at most `slots`)."""
-    import ssl
-
-    import httpx2
-
-    class ThreadPools(httpx2.BaseTransport):
-        def __init__(self) -> None:
-            self._pools: dict[tuple[str, int], Any] = {}
-            self._local = threading.local()
-            self._turn = 0
-            self._lock = threading.Lock()
-            self._contexts: dict[str, ssl.SSLContext] = {}
-
-        def _context(self, scheme: str) -> ssl.SSLContext:
-            """One context for all pools (making one costs ~20 ms: the CA bundle), made on the first https request.
-            Plain HTTP pools never use theirs: a bare TLS client context (it trusts no CA, so verifies no one)."""
-            if scheme not in self._contexts:
-                https = scheme == "https"
-                self._contexts[scheme] = (
-                    httpx2.create_ssl_context() if https else ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-                )
-            return self._contexts[scheme]
-
-        def handle_request(self, request: httpx2.Request) -> httpx2.Response:
-            scheme = request.url.scheme
-            pool = getattr(self._local, scheme, None)
-            if pool is None:
-                with self._lock:
-                    slot = getattr(self._local, "slot", None)
-                    if slot is None:
-                        slot = self._local.slot = self._turn % slots
-                        self._turn += 1
-                    pool = self._pools.get((scheme, slot))
-                    if pool is None:
-                        limits = httpx2.Limits(max_connections=None, max_keepalive_connections=4)
-                        pool = self._pools[scheme, slot] = httpx2.HTTPTransport(verify=self._context(scheme),
-                                                                                limits=limits)  # fmt: skip
-                setattr(self._local, scheme, pool)
-            return pool.handle_request(request)
-
-        def close(self) -> None:
-            with self._lock:
-                pools = list(self._pools.values())
-            for pool in pools:
-                pool.close()
-
-    return ThreadPools()
-
-
 # -- errors and retries -----------------------------------------------------------------------------------------------
 
 
@@ -613,7 +500,7 @@ def _hf_headers(**extra: str) -> dict[str, str]:
     building them reads the token file, and with ~100 requests in flight each of those system calls costs a round
     trip through the GIL (~0.2 ms of a burst's CPU per request). A token set or changed is used within the TTL."""
     global _headers_cache
-    _install_client()
+    install_client()
     now = time.monotonic()
     cached = _headers_cache
     if cached is None or not 0 <= now - cached[0] < HEADERS_TTL_S:

@@ -388,7 +388,7 @@ class HubSource(Source):
     ) -> None:
         from concurrent.futures import ThreadPoolExecutor
 
-        from onboard.inspect_checkpoint import hub
+        from onboard.inspect_checkpoint import hub, hub_client
 
         self.display = repo_id
         self.repo_id = repo_id
@@ -410,7 +410,7 @@ class HubSource(Source):
         self._counter = hub.ByteCounter()  # header bytes (bytes_fetched)
         self._file_counter = hub.ByteCounter()  # small files and the index
         # Every request (small files, the index, headers) runs on this pool: its size bounds what is in flight.
-        self._pool = ThreadPoolExecutor(max_workers=hub.concurrency(), thread_name_prefix="onboard-hub")
+        self._pool = ThreadPoolExecutor(max_workers=hub_client.concurrency(), thread_name_prefix="onboard-hub")
         self._downloads: dict[str, Future[Path | None]] = {}
         self._headers: dict[str, Future[bytes]] = {}  # raw bytes: parsed by the caller, see hub.header_bytes_of
         self._ranges: dict[str, int] | None = None  # first range per shard, sized from the index
