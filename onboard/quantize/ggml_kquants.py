@@ -2,7 +2,10 @@
 
 - Q8_0 and Q5_0: the `gguf` package's own quantizers (`gguf.quants.quantize`, bit-exact ports of ggml-quants.c).
 - Q6_K and Q4_K: `gguf` only dequantizes them, so `quantize_row_q6_K_ref` and `quantize_row_q4_K_ref` (with
-  make_qx_quants / make_qkx2_quants) are ported here, vectorised over blocks, in float32 like the C code.
+  make_qx_quants / make_qkx2_quants) are ported here, vectorised over blocks, in float32 like the C code, each sum
+  taken in C's order. Against llama.cpp's compiled library (tests/engines/test_ggml_native.py): Q6_K equal, Q4_K
+  differs in about 1 sub-block of 50,000 (by at most one step). Where llama.cpp is installed, formats.py uses its
+  library instead (ggml_native.py); this port serves the machines without it.
   `*_parts` return the stored integers and scales; tests pack them into GGUF bytes and check that
   `gguf.quants.dequantize` of those bytes equals our dequantized values.
 - Activations: the CPU backend quantizes a matmul's input to the weight type's vec_dot type: Q8_0 blocks for
@@ -37,6 +40,16 @@ def via_gguf(w: torch.Tensor, type_name: str) -> torch.Tensor:
     return torch.from_numpy(np.ascontiguousarray(out)).reshape(w.shape)
 
 
+def _ordered_sum(t: torch.Tensor) -> torch.Tensor:
+    """Sum over the last dimension one element after another, in float32, as the C loops accumulate (torch's own
+    sum adds in another order, and a scale search that compares near-equal errors then picks another scale)."""
+    columns = t.unbind(-1)
+    total = columns[0].clone()
+    for column in columns[1:]:
+        total += column
+    return total
+
+
 def _make_qx_quants(x: torch.Tensor, nmax: int) -> tuple[torch.Tensor, torch.Tensor]:
     """make_qx_quants(n, nmax, x, L, rmse_type=1, qw=NULL) for rows of x: (scale [B], L [B, n] in 0..2*nmax-1)."""
     amax, where = x.abs().max(dim=-1)
@@ -47,7 +60,7 @@ def _make_qx_quants(x: torch.Tensor, nmax: int) -> tuple[torch.Tensor, torch.Ten
 
     def attempt(iscale: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         level = torch.clamp(torch.round(iscale.unsqueeze(-1) * x), -nmax, nmax - 1)
-        return level, (weight * x * level).sum(-1), (weight * level * level).sum(-1)
+        return level, _ordered_sum(weight * x * level), _ordered_sum(weight * level * level)
 
     level, sumlx, suml2 = attempt(-nmax / peak)
     scale = torch.where(suml2 > 0, sumlx / torch.where(suml2 > 0, suml2, 1.0), torch.zeros_like(sumlx))
@@ -72,15 +85,15 @@ def _make_qkx2_quants(
     lo = x.min(dim=-1).values.clamp(max=0.0)
     hi = x.max(dim=-1).values
     flat = hi == lo
-    sum_w, weighted_x = weights.sum(-1), weights * x
-    sum_x = weighted_x.sum(-1)
+    sum_w, weighted_x = _ordered_sum(weights), weights * x
+    sum_x = _ordered_sum(weighted_x)
 
     def levels(iscale: torch.Tensor, offset: torch.Tensor) -> torch.Tensor:
         return (x - offset.unsqueeze(-1)).mul_(iscale.unsqueeze(-1)).round_().clamp_(0, nmax)
 
     def error(scale: torch.Tensor, offset: torch.Tensor, level: torch.Tensor) -> torch.Tensor:
         diff = (level * scale.unsqueeze(-1)).add_(offset.unsqueeze(-1)).sub_(x)  # (s * l + min) - x, as in C
-        return diff.mul_(diff).mul_(weights).sum(-1)
+        return _ordered_sum(diff.mul_(diff).mul_(weights))
 
     # The levels of the best fit are rebuilt at the end from the (iscale, offset) that produced them.
     best_iscale = nmax / torch.where(flat, torch.ones_like(hi), hi - lo)
@@ -93,7 +106,7 @@ def _make_qkx2_quants(
         iscale = (rmin + torch.tensor(rdelta, dtype=torch.float32) * step + nmax) / span
         aux = levels(iscale, offset)
         weighted = weights * aux
-        sum_l, sum_l2, sum_xl = weighted.sum(-1), (weighted * aux).sum(-1), (aux * weighted_x).sum(-1)
+        sum_l, sum_l2, sum_xl = _ordered_sum(weighted), _ordered_sum(weighted * aux), _ordered_sum(weighted * x)
         det = sum_w * sum_l2 - sum_l * sum_l
         ok = det > 0
         safe_det = torch.where(ok, det, torch.ones_like(det))
@@ -161,7 +174,7 @@ def q4_k_parts(x: torch.Tensor) -> Q4KParts:
     """quantize_row_q4_K_ref over rows of 256 values."""
     blocks = x.reshape(-1, QK_K)
     sub = blocks.reshape(-1, 32)
-    av_x = torch.sqrt((sub * sub).sum(-1, keepdim=True) / 32)
+    av_x = torch.sqrt(_ordered_sum(sub * sub).unsqueeze(-1) / 32)
     sub_scale, sub_min, sub_level = _make_qkx2_quants(sub, av_x + sub.abs(), 15, -1.0, 0.1, 20)
     sub_scale, sub_min = sub_scale.reshape(-1, 8), sub_min.reshape(-1, 8)
     max_scale = sub_scale.amax(dim=-1).clamp(min=0.0)

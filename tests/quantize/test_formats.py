@@ -47,8 +47,8 @@ def test_q4_k_matches_the_c_reference_and_gguf_storage(seed: int) -> None:
 
 
 def test_k_quants_on_a_constant_block_stay_within_a_step_of_the_c_reference() -> None:
-    # Every candidate scale fits a constant block equally well: which one wins depends on float summation order
-    # (pairwise here, sequential in C), so the values may differ by a fraction of a step, never more.
+    # Every candidate scale fits a constant block equally well: which one wins depends on the last bit of float
+    # sums, so the values may differ by a fraction of a step, never more.
     w = torch.full((1, 256), 0.01)
     for ours, reference in (
         (ggml.q6_k(w), scalar_q6_k(w.reshape(-1).numpy())),
