@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from onboard.engines import venvs
 from onboard.engines.launch import EngineStartError, free_port, serve_process
 from onboard.findings import Finding, fatal
 
@@ -39,7 +40,7 @@ CONVERT_TIMEOUT_S = 3600.0
 
 
 def venv() -> Path:
-    return Path(os.environ.get("ONBOARD_LLAMACPP_VENV", REPO / ".venv-llamacpp"))
+    return venvs.llamacpp()
 
 
 def engine_python() -> Path:

@@ -7,15 +7,15 @@ import os
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
+from onboard.engines import venvs
 from onboard.engines.launch import EngineStartError, free_port, serve_process
 
-REPO = Path(__file__).resolve().parents[2]
 START_TIMEOUT_S = 240.0  # eager start of a tiny model is ~20 s on 2 cores; a busy machine takes several times that
 DTYPES = {"float32": "float32", "bfloat16": "bfloat16", "float16": "float16"}
 
 
 def venv() -> Path:
-    return Path(os.environ.get("ONBOARD_VLLM_VENV", REPO / ".venv-vllm"))
+    return venvs.vllm()
 
 
 def python() -> Path:

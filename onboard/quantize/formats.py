@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import torch
 
 from onboard.quantize import ggml_kquants as ggml
-from onboard.quantize import numerics
+from onboard.quantize import ggml_native, numerics
 
 BF16 = "bf16"
 LLAMA_CPP = "llama.cpp"
@@ -68,8 +68,14 @@ class Format:
         return total
 
     def quantize(self, w: torch.Tensor) -> torch.Tensor:
-        """Dequantized float32 values of `w` ([..., out, in], float32) as the engine holds them."""
-        return self.resolve(tuple(w.shape)).weight(w)
+        """Dequantized float32 values of `w` ([..., out, in], float32) as the engine holds them: llama.cpp's
+        formats by llama.cpp's own library when it is installed (ggml_native), else by `weight`."""
+        fmt = self.resolve(tuple(w.shape))
+        if fmt.engine == LLAMA_CPP and fmt.ggml_type:
+            native = ggml_native.quantize(w, fmt.ggml_type, fmt.block, fmt.bytes_per_block)
+            if native is not None:
+                return native
+        return fmt.weight(w)
 
     def activation_for(self, shape: tuple[int, ...]) -> Callable[[torch.Tensor], torch.Tensor] | None:
         return self.resolve(shape).activation

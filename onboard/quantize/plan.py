@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from onboard.errors import InputError
-from onboard.quantize import emit, refine, uniform
+from onboard.quantize import emit, ggml_native, refine, uniform
 from onboard.quantize.apply import QuantizedWeights, quantized
 from onboard.quantize.formats import BF16, CANDIDATES, FORMATS
 from onboard.quantize.forward import Runner, Score
@@ -155,6 +155,7 @@ def plan(swept: Swept, request: Request, say: Any) -> Outcome:
         "runtime": swept.runtime,
         "dtype": swept.request.dtype,
         "formats": list(swept.request.formats),
+        "quantizer": ggml_native.describe(),
         "prompts": {"count": len(runner.sequences), "positions": runner.positions, "from": swept.prompts_from,
                     "max_tokens": swept.request.max_tokens},
         "saved": {"vs_bf16_bytes": math.ceil(swept.bf16_bytes - plan_bytes),
