@@ -38,6 +38,9 @@ _MAMBA_AS_LINEAR_ATTENTION = ("nemotron_h", "granitemoehybrid", "zamba", "zamba2
 # (FalconH1Config: each decoder layer runs a Mamba-2 mixer beside its attention).
 _ALL_HYBRID = ("falcon_h1",)
 _PATTERN_KEY_FAMILIES = ("gemma3", "gemma3_text", "cohere2", "exaone4", "gemma4_text", "gemma4")
+# Gemma4TextConfig forces its last layer to full attention whatever `layer_types` says, and builds a missing
+# `layer_types` with its own 5:1 pattern (a saved `sliding_window_pattern` key is not read).
+_LAST_LAYER_FULL = ("gemma4_text", "gemma4")
 _ALL_SLIDING_IF_WINDOW = ("mistral", "mixtral", "starcoder2", "phi3", "phimoe", "minimax", "mistral3")
 # Families whose layers other than the sliding ones skip RoPE when the model has a window (Kolibri: "global NoPE
 # for hybrid attention"; Kolibri 1.1 rotates only in its sliding layers).
@@ -62,6 +65,20 @@ def _window(cv: ConfigView) -> int | None:
     return None if _idle_window(cv) else _declared_window(cv)
 
 
+def _last_layer_full(model_type: str, kinds: list[str]) -> list[str]:
+    if model_type in _LAST_LAYER_FULL and kinds and kinds[-1] == "sliding":
+        return [*kinds[:-1], "full"]
+    return kinds
+
+
+def class_layer_types(cv: ConfigView) -> list | None:
+    """`layer_types` as the config class keeps it (Gemma 4's last layer forced to full attention), or None."""
+    types = cv.get("layer_types")
+    if not isinstance(types, list) or not types:
+        return None
+    return [*types[:-1], "full_attention"] if cv.model_type in _LAST_LAYER_FULL else types
+
+
 def _config_kinds(cv: ConfigView, n: int, mla: bool) -> list[str]:
     mt = cv.model_type
     window = _window(cv)
@@ -77,7 +94,7 @@ def _config_kinds(cv: ConfigView, n: int, mla: bool) -> list[str]:
             kinds = ["sliding" if k == "full" else k for k in kinds]
         if len(kinds) < n:  # recurrent_gemma-style repeating block pattern
             kinds = [kinds[i % len(kinds)] for i in range(n)]
-        kinds = kinds[:n]
+        kinds = _last_layer_full(mt, kinds[:n])
         return ["mla" if mla and k == "full" else k for k in kinds]
     pattern = cv.get("hybrid_override_pattern")
     if isinstance(pattern, str) and pattern:
@@ -103,8 +120,13 @@ def _config_kinds(cv: ConfigView, n: int, mla: bool) -> list[str]:
     if mt in _EVERY_SECOND_SLIDING and window:
         return ["sliding" if (i + 1) % 2 else "full" for i in range(n)]
     if mt in _PATTERN_KEY_FAMILIES and window:
-        every = cv.int("sliding_window_pattern", "_sliding_window_pattern", default=6 if mt.startswith("gemma") else 4)
-        return ["sliding" if (i + 1) % every else "full" for i in range(n)]
+        default = 6 if mt.startswith("gemma") else 4
+        every = (
+            default
+            if mt in _LAST_LAYER_FULL
+            else cv.int("sliding_window_pattern", "_sliding_window_pattern", default=default)
+        )
+        return _last_layer_full(mt, ["sliding" if (i + 1) % every else "full" for i in range(n)])
     if mt in _WINDOW_AFTER_MAX_LAYERS:
         if window and cv.bool("use_sliding_window"):
             start = cv.int("max_window_layers", default=0) or 0

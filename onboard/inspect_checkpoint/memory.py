@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from onboard.errors import InputError
 from onboard.inspect_checkpoint.config_view import ConfigView
+from onboard.inspect_checkpoint.layer_plan import class_layer_types
 from onboard.inspect_checkpoint.target_fit import GIB, CacheLayer, CacheModel, Sharding, fit_target
 from onboard.profile import Dims, LayerInfo, MemoryPlan, Quantization, WeightsEstimate
 
@@ -101,8 +102,10 @@ _GLOBAL_HEAD_DIM = ("gemma4_text", "gemma4_unified_text", "diffusion_gemma_text"
 
 
 def _global_layer_overrides(layer: LayerInfo, cv: ConfigView) -> dict:
-    types = cv.get("layer_types")
-    full = types[layer.index] == "full_attention" if isinstance(types, list) else layer.attention == "full"
+    # The declared types, not layer.attention: a sliding layer whose window never binds is "full" in the plan but
+    # keeps the sliding head_dim in the model.
+    types = class_layer_types(cv)
+    full = types[layer.index] == "full_attention" if types else layer.attention == "full"
     if not full:
         return {}
     own = {"head_dim": cv.int("global_head_dim", default=512)}
