@@ -9,6 +9,7 @@ those are weight-only (reported as `activations_simulated: false` for the unit).
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
@@ -17,6 +18,7 @@ from onboard.quantize.formats import BF16, Format
 from onboard.quantize.units import Tensor, Unit
 
 CACHE_LIMIT_BYTES = 2 << 30
+SOURCES_KEPT = 4  # a unit has at most three tensors (q, k, v)
 
 
 class QuantizedWeights:
@@ -26,20 +28,24 @@ class QuantizedWeights:
         self.limit, self.used = limit, 0
         self._cache: dict[tuple[str, str], Any] = {}
         self._original: dict[str, Any] = {}
+        # The float32 [out, in] source of the last few tensors: the sweep quantizes one unit's tensors into every
+        # format in turn, and converting the checkpoint's values for each format cost about 1 s of the benchmark.
+        self._sources: OrderedDict[str, Any] = OrderedDict()
+        self._holders: dict[str, list[Any]] = {}
 
     def original(self, tensor: Tensor) -> Any:
         if tensor.name not in self._original:
             self._original[tensor.name] = tensor.param.detach().clone()
         return self._original[tensor.name]
 
+    def has(self, tensor: Tensor, fmt: Format) -> bool:
+        return (tensor.name, fmt.name) in self._cache
+
     def get(self, tensor: Tensor, fmt: Format) -> Any:
         key = (tensor.name, fmt.name)
         if key in self._cache:
             return self._cache[key]
-        source = self.original(tensor).float()
-        if tensor.transposed:
-            source = source.transpose(-1, -2)
-        value = fmt.quantize(source.contiguous())
+        value = fmt.quantize(self._source(tensor))
         if tensor.transposed:
             value = value.transpose(-1, -2)
         value = value.to(tensor.param.dtype).contiguous()
@@ -48,6 +54,23 @@ class QuantizedWeights:
             self._cache[key] = value
             self.used += size
         return value
+
+    def _source(self, tensor: Tensor) -> Any:
+        source = self._sources.pop(tensor.name, None)
+        if source is None:
+            source = self.original(tensor).float()
+            source = (source.transpose(-1, -2) if tensor.transposed else source).contiguous()
+        self._sources[tensor.name] = source
+        while len(self._sources) > SOURCES_KEPT:
+            self._sources.popitem(last=False)
+        return source
+
+    def holders(self, model: Any, tensor: Tensor) -> list[Any]:
+        """activation_modules(model, tensor), found once (a walk over every module of the model each time cost
+        0.8 s of the benchmark's sweep)."""
+        if tensor.name not in self._holders:
+            self._holders[tensor.name] = activation_modules(model, tensor)
+        return self._holders[tensor.name]
 
 
 def activation_modules(model: Any, tensor: Tensor) -> list[Any]:
@@ -77,7 +100,7 @@ def quantized(model: Any, assignment: Mapping[Unit, Format], weights: QuantizedW
                     act = fmt.activation_for(tensor.shape)
                     if act is not None:
                         handles += [
-                            m.register_forward_pre_hook(_round_input(act)) for m in activation_modules(model, tensor)
+                            m.register_forward_pre_hook(_round_input(act)) for m in weights.holders(model, tensor)
                         ]
         yield
     finally:

@@ -44,6 +44,12 @@ class Format:
     tile: int = 0
     """Square weight blocks with one float32 scale each (fp8 per-block)."""
 
+    @property
+    def row_local(self) -> bool:
+        """Each row rounds on its own (no per-tensor scale, no tile spanning rows): a subset of rows quantizes
+        to the same values as in the whole tensor."""
+        return not self.per_tensor_bytes and not self.tile
+
     def applies(self, shape: tuple[int, ...]) -> bool:
         return shape[-1] % self.block == 0 or self.fallback is not None
 

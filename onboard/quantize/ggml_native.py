@@ -49,9 +49,16 @@ class _Library:
                                                  ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p]  # fmt: skip
         self.lib.ggml_quantize_requires_imatrix.restype = ctypes.c_bool
         self.lib.ggml_quantize_requires_imatrix.argtypes = [ctypes.c_int]
+        self._checked: dict[tuple[str, int, float], int | None] = {}
 
     def type_id(self, name: str, block: int, bytes_per_block: float) -> int | None:
         """The type's id when the library stores it as our format table says (else None: do not use it)."""
+        key = (name, block, bytes_per_block)
+        if key not in self._checked:
+            self._checked[key] = self._check(name, block, bytes_per_block)
+        return self._checked[key]
+
+    def _check(self, name: str, block: int, bytes_per_block: float) -> int | None:
         from gguf import GGMLQuantizationType
 
         # The ids are GGUF's file-format constants (the gguf package's enum); asking ggml for an id it does not
@@ -136,7 +143,14 @@ def quantize(w: Any, type_name: str, block: int, bytes_per_block: float) -> Any 
     spans = [(a, b) for a, b in zip(bounds, bounds[1:]) if b > a]
     if len(spans) == 1:
         run(*spans[0])
-    else:
-        with ThreadPoolExecutor(len(spans)) as pool:
-            list(pool.map(lambda span: run(*span), spans))
+    else:  # the last span in this thread, the others in the pool
+        pending = [_pool().submit(run, *span) for span in spans[:-1]]
+        run(*spans[-1])
+        for future in pending:
+            future.result()
     return out.reshape(w.shape)
+
+
+@cache
+def _pool() -> ThreadPoolExecutor:
+    return ThreadPoolExecutor(max(1, (os.cpu_count() or 2) - 1), thread_name_prefix="ggml-quantize")

@@ -156,7 +156,13 @@ def _lookup_energy(runner: Runner, unit: Unit, fmt: Format, weights: QuantizedWe
 
     tokens = torch.tensor([t for seq in runner.sequences for t in seq])
     tensor = unit.tensors[0]
-    delta = weights.get(tensor, fmt).float()[tokens] - weights.original(tensor).float()[tokens]
+    rows, where = tokens.unique(return_inverse=True)
+    original = weights.original(tensor)[rows]
+    if weights.has(tensor, fmt) or tensor.transposed or not fmt.row_local:
+        changed = weights.get(tensor, fmt)[rows]
+    else:  # only the looked-up rows: a format whose blocks lie within a row rounds them as in the whole tensor
+        changed = fmt.quantize(original.float()).to(original.dtype)
+    delta = (changed.float() - original.float())[where]
     return float((delta * delta).sum())
 
 

@@ -39,3 +39,27 @@ def test_kept_reference_chunks_give_the_same_values() -> None:
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's mallopt: checked on Linux (CI)")
 def test_the_allocator_keeps_freed_memory_on_glibc() -> None:
     assert forward.hold_freed_memory() is True
+
+
+@pytest.mark.parametrize("name", ["q4_k", "q6_k", "q8_0", "mxfp4", "q4_0", "int8", "fp8"])
+def test_embedding_energy_from_the_looked_up_rows_equals_the_whole_tensor(name: str) -> None:
+    """The sweep quantizes only the rows the prompts look up when the format rounds each row on its own; the energy
+    must be what quantizing the whole embedding gives (fp8 per-tensor is not row-local: the whole tensor is used)."""
+    from types import SimpleNamespace
+
+    from onboard.quantize.apply import QuantizedWeights
+    from onboard.quantize.formats import FORMATS
+    from onboard.quantize.sensitivity import _lookup_energy
+    from onboard.quantize.units import Tensor, Unit
+
+    g = torch.Generator().manual_seed(1)
+    weight = torch.nn.Parameter((torch.randn(64, 512, generator=g) * 0.02).bfloat16(), requires_grad=False)
+    unit = Unit("embedding", None, "embedding", [Tensor("model.embed_tokens.weight", weight)])
+    runner = SimpleNamespace(sequences=[(3, 5, 3, 60), (5, 7, 7, 7, 1)])
+    fmt = FORMATS[name]
+    ours = _lookup_energy(runner, unit, fmt, QuantizedWeights())  # type: ignore[arg-type]
+    whole = QuantizedWeights().get(unit.tensors[0], fmt)
+    tokens = torch.tensor([t for s in runner.sequences for t in s])
+    delta = whole[tokens].float() - weight[tokens].float()
+    assert ours == float((delta * delta).sum()) > 0
+    assert fmt.row_local == (name != "fp8")
