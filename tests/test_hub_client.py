@@ -92,3 +92,24 @@ def test_proxy_variables_keep_huggingface_hubs_client(fresh_install, monkeypatch
     monkeypatch.setenv("HTTPS_PROXY", "http://proxy.example:3128")  # honoured by httpx only without a custom transport
     hub_client.install_client()
     assert fresh_install._GLOBAL_CLIENT_FACTORY is fresh_install.default_client_factory
+
+
+def test_start_workers_starts_every_worker_and_the_pool_still_runs_tasks() -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    pool = ThreadPoolExecutor(max_workers=12, thread_name_prefix="test-start")
+    try:
+        hub_client.start_workers(pool, 12).join(timeout=10)
+        assert len(pool._threads) == 12  # all started, not one reused for every placeholder
+        assert sorted(pool.map(lambda x: x * x, range(20))) == [x * x for x in range(20)]
+    finally:
+        pool.shutdown(wait=True)
+
+
+def test_start_workers_on_a_closed_pool_starts_nothing() -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    pool = ThreadPoolExecutor(max_workers=4)
+    pool.shutdown(wait=True)
+    hub_client.start_workers(pool, 4).join(timeout=10)
+    assert len(pool._threads) == 0

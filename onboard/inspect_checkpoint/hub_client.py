@@ -28,6 +28,36 @@ def concurrency() -> int:
     return int(raw)
 
 
+def start_workers(pool: Any, count: int) -> threading.Thread:
+    """Start `count` worker threads of `pool` (a ThreadPoolExecutor) from a background thread, and return it.
+
+    Why: the executor starts a worker per submit while none is idle, and each start waits until the new thread runs;
+    with workers already sending requests, that wait is a GIL hand-off (5 ms switch interval) per thread. Started
+    while the caller waits on the network (the listing), they cost nothing there. The placeholder tasks hold each
+    worker until all are started (an idle worker would otherwise take the next one, and fewer threads start); real
+    tasks submitted meanwhile queue behind them for a few milliseconds."""
+    release = threading.Event()
+
+    def hold() -> None:
+        release.wait(START_WAIT_S)
+
+    def start() -> None:
+        try:
+            for _ in range(count):
+                pool.submit(hold)
+        except RuntimeError:  # the pool was shut down first (the source closed early): nothing to start
+            pass
+        finally:
+            release.set()
+
+    starter = threading.Thread(target=start, name="onboard-hub-start", daemon=True)
+    starter.start()
+    return starter
+
+
+START_WAIT_S = 5.0
+"""Longest a placeholder holds its worker: only if the starting thread were stopped before releasing them."""
+
 _lock = threading.Lock()
 _checked = False
 
