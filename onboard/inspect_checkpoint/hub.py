@@ -115,8 +115,11 @@ class ByteCounter:
 # -- listing a repo ---------------------------------------------------------------------------------------------------
 
 
-def list_repo(repo_id: str, revision: str | None) -> RepoListing:
+def list_repo(repo_id: str, revision: str | None, *, speculate: bool = True) -> RepoListing:
     """The commit sha and every file with its size for `repo_id` at `revision` (default branch when None).
+
+    `speculate`: also ask for SPECULATIVE_FILES (config.json, the index) alongside the listing, for a caller that
+    will read them (inspect, new-model); a caller that will not (verify-tokenizer) passes False.
 
     A commit's files never change: asked by its 40-hex sha, a listing cached earlier (this run's, or any before) is
     used without asking the hub, so the stages after new-model's first listing (they all pass the resolved sha)
@@ -127,7 +130,8 @@ def list_repo(repo_id: str, revision: str | None) -> RepoListing:
         return _resolve_offline(repo_id, revision)
     from huggingface_hub.hf_api import ModelInfo
 
-    _speculate(repo_id, revision)
+    if speculate:
+        _speculate(repo_id, revision)
     what = f"hub repo {repo_id!r}" + (f" at revision {revision!r}" if revision else "")
     url = f"{endpoint()}/api/models/{repo_id}" + (f"/revision/{quote(revision, safe='')}" if revision else "")
     response = _request("GET", url, what, params={"blobs": True})  # blobs: file sizes (what model_info sends)

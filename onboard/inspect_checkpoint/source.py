@@ -58,12 +58,19 @@ _REPO_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9
 
 
 def open_source(
-    source: str, revision: str | None = None, *, prefetch: bool = True, listing: RepoListing | None = None
+    source: str,
+    revision: str | None = None,
+    *,
+    prefetch: bool = True,
+    listing: RepoListing | None = None,
+    speculate: bool = True,
 ) -> Source:
     """A local folder if it exists (or looks like a path), else a hub repo id `org/name`.
 
     `prefetch` (hub only): start fetching the small files (and the index, which sizes the header requests) right
     away. `listing` (hub only): the repo's listing made earlier in this run, used instead of listing it again.
+    `speculate` (hub only): ask for config.json and the index alongside the listing (hub.list_repo); False for a
+    caller that reads neither.
     """
     looks_local = source.startswith(("./", "../", "/", "~", ".\\")) or source in (".", "..")
     path = Path(source).expanduser()
@@ -83,7 +90,7 @@ def open_source(
             f"{source!r} is neither an existing local folder nor a hub repo id (org/name)",
             "for a local folder check the path (prefix ./ for a relative one); a hub id looks like Qwen/Qwen3-8B",
         )
-    return HubSource(source, revision, prefetch=prefetch, listing=listing)
+    return HubSource(source, revision, prefetch=prefetch, listing=listing, speculate=speculate)
 
 
 def _same_repo(listing: RepoListing | None, repo_id: str, revision: str | None) -> bool:
@@ -128,6 +135,9 @@ class Source:
     def path_of(self, name: str) -> Path | None:
         """A local path for a small file (downloaded into the HF cache for hub sources); None if absent."""
         raise NotImplementedError
+
+    def fetch(self, names: list[str]) -> None:
+        """Start fetching these small files now, all at once (hub sources); `path_of` then waits for each."""
 
     def _readable_path(self, name: str) -> Path | None:
         """The local path of `name` (None if absent), refused if it is a git-lfs pointer instead of the file."""
@@ -384,7 +394,13 @@ class HubSource(Source):
     # inspect never loads it.
 
     def __init__(
-        self, repo_id: str, revision: str | None, *, prefetch: bool = True, listing: RepoListing | None = None
+        self,
+        repo_id: str,
+        revision: str | None,
+        *,
+        prefetch: bool = True,
+        listing: RepoListing | None = None,
+        speculate: bool = True,
     ) -> None:
         from concurrent.futures import ThreadPoolExecutor
 
@@ -399,7 +415,7 @@ class HubSource(Source):
         self._pool = ThreadPoolExecutor(max_workers=hub_client.concurrency(), thread_name_prefix="onboard-hub")
         hub_client.start_workers(self._pool, hub_client.concurrency())
         if not _same_repo(listing, repo_id, revision):  # the caller's listing is reused, never asked for again
-            listing = hub.list_repo(repo_id, revision)
+            listing = hub.list_repo(repo_id, revision, speculate=speculate)
         assert listing is not None
         self.listing = listing
         self.revision = listing.sha
@@ -477,11 +493,19 @@ class HubSource(Source):
         usable = isinstance(weight_map, dict) and weight_map and set(map(type, weight_map.values())) == {str}
         self._ranges = hub.header_ranges(weight_map, self._sizes) if usable else {}  # type: ignore[arg-type]
 
+    def fetch(self, names: list[str]) -> None:
+        for name in names:
+            if is_safe_relpath(name) and name in self._sizes and self._small(name):
+                self._download_future(name)
+
+    def _small(self, name: str) -> bool:
+        return not name.endswith(WEIGHT_SUFFIXES) and (self._sizes.get(name) or 0) <= SMALL_FILE_LIMIT
+
     def path_of(self, name: str) -> Path | None:
         if not is_safe_relpath(name) or name not in self._sizes:
             return None  # not in the listing: no request needed
         size = self._sizes[name] or 0
-        if name.endswith(WEIGHT_SUFFIXES) or size > SMALL_FILE_LIMIT:
+        if not self._small(name):
             raise InputError(f"refusing to download {name} ({size:,} bytes) of {self.repo_id}: weights are never "
                              "downloaded by inspect", "this is a bug in the caller: read headers with read_headers()")  # fmt: skip
         return self._download_future(name).result()

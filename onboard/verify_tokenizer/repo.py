@@ -78,7 +78,8 @@ def open_tokenizer_repo(source: str, revision: str | None = None) -> TokenizerRe
     """Open SOURCE (local folder or hub id) and make its tokenizer files available locally."""
     from onboard.inspect_checkpoint.source import open_source
 
-    src = open_source(source, revision)
+    # Only the tokenizer files: no prefetch of config.json, the index or safetensors headers.
+    src = open_source(source, revision, prefetch=False, speculate=False)
     wanted = [
         f.path
         for f in src.files
@@ -89,6 +90,7 @@ def open_tokenizer_repo(source: str, revision: str | None = None) -> TokenizerRe
         root = src.local_dir
     else:
         root = None
+        src.fetch(wanted)  # in parallel; each path_of below waits for its own
         for name in wanted:
             path = src.path_of(name)
             if path is not None and root is None:

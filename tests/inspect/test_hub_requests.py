@@ -199,3 +199,23 @@ def test_small_files_come_in_one_get_each_and_a_vanished_one_reads_as_absent(
     assert src.read_json("tokenizer_config.json") is None
     for name in ("config.json", "model.safetensors.index.json"):  # a GET each, no HEAD first
         assert [r[0] for r in hub_env.stats.requests if r[1].endswith("/" + name)] == ["GET"], name
+
+
+def test_verify_tokenizer_asks_only_for_tokenizer_files(hub_env: HubServer, tmp_path: Path) -> None:
+    """No index, no safetensors header, no speculative config/index GET beside the listing: a tokenizer check of a
+    sharded repo reads only the listing and the tokenizer's own files (each once, started together)."""
+    import shutil
+
+    from onboard.verify_tokenizer.repo import TOKENIZER_FILES, open_tokenizer_repo
+
+    root = _sharded_repo(tmp_path / "repo", 3)
+    for name in ("vocab.json", "merges.txt", "tokenizer_config.json"):
+        shutil.copy(TRAINED / name, root / name)
+    hub_env.add_repo(REPO, root)
+    repo = open_tokenizer_repo(REPO)
+    paths = [p for method, p, _ in hub_env.stats.requests if method == "GET"]
+    fetched = sorted(p.rsplit("/", 1)[-1] for p in paths if "/resolve/" in p)
+    assert fetched == ["config.json", "merges.txt", "tokenizer_config.json", "vocab.json"], paths
+    assert not [p for p in paths if p.endswith((".safetensors", "index.json"))]
+    assert [p for p in paths if p.startswith("/api/models/")] == [f"/api/models/{REPO}"]
+    assert (repo.root / "vocab.json").is_file() and "config.json" in TOKENIZER_FILES
