@@ -88,6 +88,7 @@ def quantized(model: Any, assignment: Mapping[Unit, Format], weights: QuantizedW
     import torch
 
     handles, touched = [], []
+    last: dict[Any, tuple[Any, int, Any]] = {}  # the hooks' latest rounding per function (see _round_input)
     try:
         with torch.no_grad():
             for unit, fmt in assignment.items():
@@ -100,7 +101,7 @@ def quantized(model: Any, assignment: Mapping[Unit, Format], weights: QuantizedW
                     act = fmt.activation_for(tensor.shape)
                     if act is not None:
                         handles += [
-                            m.register_forward_pre_hook(_round_input(act)) for m in weights.holders(model, tensor)
+                            m.register_forward_pre_hook(_round_input(act, last)) for m in weights.holders(model, tensor)
                         ]
         yield
     finally:
@@ -111,12 +112,21 @@ def quantized(model: Any, assignment: Mapping[Unit, Format], weights: QuantizedW
                 tensor.param.copy_(weights.original(tensor))
 
 
-def _round_input(act: Any) -> Any:
+def _round_input(act: Any, last: dict[Any, tuple[Any, int, Any]]) -> Any:
+    """A pre-hook rounding a matmul's input with `act`. `last` (one per `quantized` block) remembers the latest
+    rounding per function: q, k and v (gate and up) read the same tensor, which is then rounded once, not three
+    times (the same values: the same tensor, unchanged since, as its version counter shows)."""
+
     def hook(_module: Any, args: tuple[Any, ...]) -> tuple[Any, ...] | None:
         if not args or not hasattr(args[0], "is_floating_point") or not args[0].is_floating_point():
             return None
         x = args[0]
-        return (act(x.float()).to(x.dtype), *args[1:])
+        seen = last.get(act)
+        if seen is not None and seen[0] is x and seen[1] == x._version:
+            return (seen[2], *args[1:])
+        rounded = act(x.float()).to(x.dtype)
+        last[act] = (x, x._version, rounded)
+        return (rounded, *args[1:])
 
     return hook
 
