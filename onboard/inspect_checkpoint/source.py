@@ -409,11 +409,13 @@ class HubSource(Source):
         self.display = repo_id
         self.repo_id = repo_id
         self.local_dir = None
-        # Every request (small files, the index, headers) runs on this pool: its size bounds what is in flight. Its
-        # workers are started now, in the background, while the listing is in flight: started on demand, each
-        # start waited for the GIL behind the workers already sending (130 ms of a 163-shard inspect).
+        # Every request (small files, the index, headers) runs on this pool: its size bounds what is in flight. For
+        # an inspect (prefetch) its workers are started now, in the background, while the listing is in flight:
+        # started on demand, each start waited for the GIL behind the workers already sending (130 ms of a
+        # 163-shard inspect). A caller that reads a few small files (prefetch=False) starts them as it goes.
         self._pool = ThreadPoolExecutor(max_workers=hub_client.concurrency(), thread_name_prefix="onboard-hub")
-        hub_client.start_workers(self._pool, hub_client.concurrency())
+        if prefetch:
+            hub_client.start_workers(self._pool, hub_client.concurrency())
         if not _same_repo(listing, repo_id, revision):  # the caller's listing is reused, never asked for again
             listing = hub.list_repo(repo_id, revision, speculate=speculate)
         assert listing is not None
