@@ -70,9 +70,9 @@ def fresh_client(ours: bool) -> None:
     from huggingface_hub import set_client_factory
     from huggingface_hub.utils._http import default_client_factory
 
-    from onboard.inspect_checkpoint import hub, hub_client
+    from onboard.inspect_checkpoint import header_pack, hub_client
 
-    hub.wait_for_pack_writes()  # the previous contender's header pack (written after it returned) lands untimed
+    header_pack.wait_for_pack_writes()  # the previous contender's header pack (written after it returned) lands untimed
     set_client_factory(default_client_factory)
     hub_client._checked = not ours
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from onboard.errors import HubError, InputError, SourceNotFound
-from onboard.inspect_checkpoint import hub
+from onboard.inspect_checkpoint import header_pack, hub
 from onboard.inspect_checkpoint.checkpoint_types import SafetensorsHeader
 from onboard.inspect_checkpoint.source import HubSource, open_source
 from tests import malformed as M
@@ -252,9 +252,9 @@ def test_fake_sha_is_40_hex() -> None:
 def test_wait_for_pack_writes_returns_once_the_pack_is_readable(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setenv("ONBOARD_CACHE", str(tmp_path / "cache"))
     blobs = {f"model-{i:05d}.safetensors": bytes([i]) * 2_000_000 for i in range(4)}  # written in the background
-    hub.write_header_pack("org/m", "a" * 40, blobs)
-    hub.wait_for_pack_writes()
-    assert hub._header_pack_path("org/m", "a" * 40).is_file()
-    with hub._pack_lock:
-        assert hub._pack_writes == {}
-    assert hub.read_header_pack("org/m", "a" * 40) == blobs
+    header_pack.write_header_pack("org/m", "a" * 40, blobs)
+    header_pack.wait_for_pack_writes()
+    assert header_pack._header_pack_path("org/m", "a" * 40).is_file()
+    with header_pack._pack_lock:
+        assert header_pack._pack_writes == {}
+    assert header_pack.read_header_pack("org/m", "a" * 40) == blobs

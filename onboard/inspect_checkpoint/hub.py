@@ -19,8 +19,8 @@ backoff and cache).
   GETs excepted: a miss there falls back to the normal GET, retried).
 
 Listings, small files and headers are immutable per commit, so they are cached next to the HF cache
-(`$ONBOARD_CACHE` or `<HF_HUB_CACHE>/../onboard`): with HF_HUB_OFFLINE=1 everything inspected once online is
-inspected again offline.
+(`$ONBOARD_CACHE` or `<HF_HUB_CACHE>/../onboard`; the headers as one pack per commit, header_pack.py): with
+HF_HUB_OFFLINE=1 everything inspected once online is inspected again offline.
 Environment variables are read at call time (huggingface_hub reads HF_ENDPOINT and HF_HUB_OFFLINE at import).
 """
 
@@ -124,9 +124,7 @@ def list_repo(repo_id: str, revision: str | None, *, speculate: bool = True) -> 
     A commit's files never change: asked by its 40-hex sha, a listing cached earlier (this run's, or any before) is
     used without asking the hub, so the stages after new-model's first listing (they all pass the resolved sha)
     do not list the repo again. A branch or tag can move, so it is always asked for online."""
-    if offline() or (
-        revision and _SHA_RE.fullmatch(revision) and (_repo_cache(repo_id) / f"{revision}.json").is_file()
-    ):
+    if offline() or (revision and _SHA_RE.fullmatch(revision) and (repo_cache(repo_id) / f"{revision}.json").is_file()):
         return _resolve_offline(repo_id, revision)
     from huggingface_hub.hf_api import ModelInfo
 
@@ -145,14 +143,14 @@ def list_repo(repo_id: str, revision: str | None, *, speculate: bool = True) -> 
     return listing
 
 
-def _repo_cache(repo_id: str) -> Path:
+def repo_cache(repo_id: str) -> Path:
     return onboard_cache_dir() / "repos" / repo_id.replace("/", "--")
 
 
 def _save_listing(listing: RepoListing) -> None:
-    root = _repo_cache(listing.repo_id)
-    _atomic_write(root / f"{listing.sha}.json", json.dumps([[f.path, f.size] for f in listing.files]).encode())
-    _atomic_write(root / "refs" / _ref_name(listing.revision), listing.sha.encode())
+    root = repo_cache(listing.repo_id)
+    cache_write(root / f"{listing.sha}.json", json.dumps([[f.path, f.size] for f in listing.files]).encode())
+    cache_write(root / "refs" / _ref_name(listing.revision), listing.sha.encode())
 
 
 def _ref_name(revision: str | None) -> str:
@@ -162,7 +160,7 @@ def _ref_name(revision: str | None) -> str:
 def _resolve_offline(repo_id: str, revision: str | None) -> RepoListing:
     hint = "run the same command once with network access (it caches what it reads), or unset HF_HUB_OFFLINE"
     sha = revision if revision and _SHA_RE.fullmatch(revision) else None
-    for ref in (_repo_cache(repo_id) / "refs" / _ref_name(revision),
+    for ref in (repo_cache(repo_id) / "refs" / _ref_name(revision),
                 hf_cache_dir() / f"models--{repo_id.replace('/', '--')}" / "refs" / (revision or "main")):  # fmt: skip
         if sha is None and ref.is_file():
             sha = ref.read_text().strip()
@@ -170,7 +168,7 @@ def _resolve_offline(repo_id: str, revision: str | None) -> RepoListing:
         raise SourceNotFound(
             f"hub repo {repo_id!r} (revision {revision or 'main'}) is not in the cache and HF_HUB_OFFLINE=1", hint
         )
-    listing = _repo_cache(repo_id) / f"{sha}.json"
+    listing = repo_cache(repo_id) / f"{sha}.json"
     if listing.is_file():
         return RepoListing(repo_id, revision, sha, tuple(RepoFile(p, s) for p, s in json.loads(listing.read_text())))
     snapshot = hf_cache_dir() / f"models--{repo_id.replace('/', '--')}" / "snapshots" / sha
@@ -214,7 +212,7 @@ def download(repo_id: str, sha: str, filename: str) -> Path | None:
 def fetch_file(repo_id: str, sha: str, name: str, size: int | None, counter: ByteCounter) -> Path | None:
     """One whole (small) file in a single GET, cached in onboard's cache (immutable per commit); None when the hub
     does not have it. Offline, or when the listing gives no size: huggingface_hub's cache and `download`."""
-    cached = _repo_cache(repo_id) / "files" / sha / name
+    cached = repo_cache(repo_id) / "files" / sha / name
     if cached.is_file():
         return cached
     if offline() or not size:
@@ -235,7 +233,7 @@ def fetch_file(repo_id: str, sha: str, name: str, size: int | None, counter: Byt
         raise
     if len(data) != size:  # never cache a short read as the file
         raise HubError(f"{what}: the hub sent {len(data):,} of its {size:,} bytes", "retry; the connection was cut")
-    _atomic_write(cached, data)
+    cache_write(cached, data)
     return cached if cached.is_file() else _write_temp(cached, data)
 
 
@@ -352,67 +350,6 @@ def header_ranges(weight_map: dict[str, str], sizes: Mapping[str, int | None]) -
         )
         out[shard] = min(MAX_FIRST_RANGE, int(estimate * ESTIMATE_MARGIN) + 256)
     return out
-
-
-def _header_pack_path(repo_id: str, sha: str) -> Path:
-    return _repo_cache(repo_id) / "headers" / f"{sha}.msgpack"
-
-
-def read_header_pack(repo_id: str, sha: str) -> dict[str, bytes]:
-    """The headers of `repo_id` at `sha` read before (shard -> prefix + header bytes); {} when none or unreadable (a
-    damaged cache only costs the requests)."""
-    import msgspec
-
-    path = _header_pack_path(repo_id, sha)
-    _wait_for_pack(path)
-    try:
-        return msgspec.msgpack.decode(path.read_bytes(), type=dict[str, bytes]) if path.is_file() else {}
-    except (OSError, msgspec.DecodeError, msgspec.ValidationError):
-        return {}
-
-
-_pack_writes: dict[Path, threading.Thread] = {}
-_pack_lock = threading.Lock()
-
-
-def write_header_pack(repo_id: str, sha: str, blobs: dict[str, bytes]) -> None:
-    """One file per commit for all its headers: one write instead of one per shard (163 atomic writes cost ~0.1 s of
-    CPU in a hub inspect of DeepSeek-V3). Written by a background thread, off inspect's critical path (12 MB for
-    DeepSeek-V3); not a daemon, so the process finishes the write before it exits, and `read_header_pack` waits for it.
-    """
-    path = _header_pack_path(repo_id, sha)
-    blobs = dict(blobs)  # the caller's dict may grow while the thread encodes it
-    with _pack_lock:
-        before = _pack_writes.get(path)
-        thread = threading.Thread(target=_write_pack, args=(path, blobs, before), name="onboard-header-pack")
-        _pack_writes[path] = thread
-        thread.start()
-
-
-def _write_pack(path: Path, blobs: dict[str, bytes], before: threading.Thread | None) -> None:
-    import msgspec
-
-    if before is not None:
-        before.join()  # writes of one pack land in the order they were asked for
-    _atomic_write(path, msgspec.msgpack.encode(blobs))
-    with _pack_lock:
-        if _pack_writes.get(path) is threading.current_thread():
-            del _pack_writes[path]
-
-
-def wait_for_pack_writes() -> None:
-    """Until every header pack write started so far has landed (a benchmark's repeats must not overlap them)."""
-    with _pack_lock:
-        threads = list(_pack_writes.values())
-    for thread in threads:
-        thread.join()
-
-
-def _wait_for_pack(path: Path) -> None:
-    with _pack_lock:
-        thread = _pack_writes.get(path)
-    if thread is not None:
-        thread.join()
 
 
 def header_bytes_of(
@@ -614,7 +551,7 @@ def map_hub_error(exc: BaseException, what: str, attempts: int = 1) -> OnboardEr
     return None
 
 
-def _atomic_write(path: Path, data: bytes) -> None:
+def cache_write(path: Path, data: bytes) -> None:
     """Concurrent inspects never see a half-written cache entry; a cache needs no fsync, and a failed write is no
     error."""
     try:

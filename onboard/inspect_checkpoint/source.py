@@ -404,7 +404,7 @@ class HubSource(Source):
     ) -> None:
         from concurrent.futures import ThreadPoolExecutor
 
-        from onboard.inspect_checkpoint import hub, hub_client
+        from onboard.inspect_checkpoint import header_pack, hub, hub_client
 
         self.display = repo_id
         self.repo_id = repo_id
@@ -435,7 +435,7 @@ class HubSource(Source):
         self._downloads: dict[str, Future[Path | None]] = {}
         self._headers: dict[str, Future[bytes]] = {}  # raw bytes: parsed by the caller, see hub.header_bytes_of
         self._ranges: dict[str, int] | None = None  # first range per shard, sized from the index
-        self._pack = hub.read_header_pack(repo_id, listing.sha)  # headers read before (immutable per commit)
+        self._pack = header_pack.read_header_pack(repo_id, listing.sha)  # headers read before (immutable per commit)
         if prefetch:
             for name in PREFETCH_FILES:
                 if name in self._sizes:
@@ -516,7 +516,7 @@ class HubSource(Source):
         self._size_ranges()
         from concurrent.futures import as_completed
 
-        from onboard.inspect_checkpoint import hub
+        from onboard.inspect_checkpoint import header_pack, hub
 
         futures = {}
         for name in names:
@@ -545,5 +545,5 @@ class HubSource(Source):
             )
         if fetched.keys() - self._pack.keys():  # what came from the hub: cached for the next inspect of this commit
             self._pack.update(fetched)
-            hub.write_header_pack(self.repo_id, self.revision, self._pack)  # type: ignore[arg-type]
+            header_pack.write_header_pack(self.repo_id, self.revision, self._pack)  # type: ignore[arg-type]
         return out
