@@ -50,9 +50,8 @@ def hold_freed_memory() -> bool:
 
     name = ctypes.util.find_library("c")
     try:
-        libc = ctypes.CDLL(name) if name else None
-        mallopt = libc.mallopt if libc is not None else None
-    except (OSError, AttributeError):
+        mallopt = ctypes.CDLL(name).mallopt if name else None
+    except (OSError, AttributeError):  # not loadable, or a C library without mallopt (musl, macOS)
         return False
     if mallopt is None:
         return False

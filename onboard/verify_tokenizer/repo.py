@@ -78,7 +78,8 @@ def open_tokenizer_repo(source: str, revision: str | None = None) -> TokenizerRe
     """Open SOURCE (local folder or hub id) and make its tokenizer files available locally."""
     from onboard.inspect_checkpoint.source import open_source
 
-    # Only the tokenizer files: no prefetch of config.json, the index or safetensors headers.
+    # Only the tokenizer files (config.json among them, fetched together below): no index, no safetensors headers,
+    # no speculative GET beside the listing.
     src = open_source(source, revision, prefetch=False, speculate=False)
     wanted = [
         f.path
