@@ -1,7 +1,9 @@
 """Put formats on units of a loaded model for the length of a `with` block, then restore the original weights.
 
 Weights: the format's dequantized values, computed in float32 from the checkpoint's values and stored back in the
-model dtype (as a W4A16 kernel's bf16 dequantization does). Activations: a forward pre-hook on each module that
+model dtype (as a W4A16 kernel's bf16 dequantization does). A quantized weight is swapped in as the Parameter's
+data and the original tensor swapped back afterwards: nothing is copied, and the originals are never cloned (a
+copy of every weight the sweep touches was 200 MB of fresh memory on the 100M-parameter benchmark). Activations: a forward pre-hook on each module that
 multiplies by a quantized 2-D weight (nn.Linear, a tied or untied head) rounds its input the way the engine does;
 an embedding lookup has no matmul input, and the inputs of 3-D expert tensors are not observable per expert, so
 those are weight-only (reported as `activations_simulated: false` for the unit).
@@ -22,7 +24,13 @@ SOURCES_KEPT = 4  # a unit has at most three tensors (q, k, v)
 
 
 class QuantizedWeights:
-    """Dequantized weights per (tensor, format), computed once; kept while they fit CACHE_LIMIT_BYTES."""
+    """Dequantized weights per (tensor, format), computed once; kept while they fit CACHE_LIMIT_BYTES.
+
+    Kept, not evicted: plans measured one after another apply every unit in turn, a cycle that a least-recently-used
+    bound larger than the model would thrash. A caller that will not reuse an entry drops it (the sweep keeps only
+    each unit's probe): fresh memory is dear (every new page is zero-filled by the kernel, and on a VM first backed
+    by the host), while what is dropped is reused by the next entry (forward.hold_freed_memory). Filling 2 GiB with
+    every format of every unit cost the benchmark's sweep 8 s more than no cache at all."""
 
     def __init__(self, limit: int = CACHE_LIMIT_BYTES) -> None:
         self.limit, self.used = limit, 0
@@ -34,8 +42,9 @@ class QuantizedWeights:
         self._holders: dict[str, list[Any]] = {}
 
     def original(self, tensor: Tensor) -> Any:
+        """The checkpoint's values: the Parameter's own data, held here while a format is swapped in."""
         if tensor.name not in self._original:
-            self._original[tensor.name] = tensor.param.detach().clone()
+            self._original[tensor.name] = tensor.param.data
         return self._original[tensor.name]
 
     def has(self, tensor: Tensor, fmt: Format) -> bool:
@@ -49,11 +58,18 @@ class QuantizedWeights:
         if tensor.transposed:
             value = value.transpose(-1, -2)
         value = value.to(tensor.param.dtype).contiguous()
-        size = value.numel() * value.element_size()
+        size = _nbytes(value)
         if self.used + size <= self.limit:
             self._cache[key] = value
             self.used += size
         return value
+
+    def drop(self, unit: Unit, fmt: Format) -> None:
+        """Forget the unit's weights in `fmt` (a no-op for what was not kept)."""
+        for tensor in unit.tensors:
+            value = self._cache.pop((tensor.name, fmt.name), None)
+            if value is not None:
+                self.used -= _nbytes(value)
 
     def _source(self, tensor: Tensor) -> Any:
         source = self._sources.pop(tensor.name, None)
@@ -71,6 +87,10 @@ class QuantizedWeights:
         if tensor.name not in self._holders:
             self._holders[tensor.name] = activation_modules(model, tensor)
         return self._holders[tensor.name]
+
+
+def _nbytes(value: Any) -> int:
+    return value.numel() * value.element_size()
 
 
 def activation_modules(model: Any, tensor: Tensor) -> list[Any]:
@@ -96,8 +116,8 @@ def quantized(model: Any, assignment: Mapping[Unit, Format], weights: QuantizedW
                     continue
                 for tensor in unit.tensors:
                     weights.original(tensor)
-                    tensor.param.copy_(weights.get(tensor, fmt))
                     touched.append(tensor)
+                    tensor.param.data = weights.get(tensor, fmt)
                     act = fmt.activation_for(tensor.shape)
                     if act is not None:
                         handles += [
@@ -107,9 +127,8 @@ def quantized(model: Any, assignment: Mapping[Unit, Format], weights: QuantizedW
     finally:
         for handle in handles:
             handle.remove()
-        with torch.no_grad():
-            for tensor in touched:
-                tensor.param.copy_(weights.original(tensor))
+        for tensor in touched:
+            tensor.param.data = weights.original(tensor)
 
 
 def _round_input(act: Any, last: dict[Any, tuple[Any, int, Any]]) -> Any:

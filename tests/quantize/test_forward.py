@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from onboard.quantize import forward
+from tests.tiny.fixtures import tiny_checkpoint  # noqa: F401  (session fixture)
 
 
 def test_kl_by_hand_on_two_tokens() -> None:
@@ -63,3 +64,58 @@ def test_embedding_energy_from_the_looked_up_rows_equals_the_whole_tensor(name: 
     delta = whole[tokens].float() - weight[tokens].float()
     assert ours == float((delta * delta).sum()) > 0
     assert fmt.row_local == (name != "fp8")
+
+
+def test_a_format_is_swapped_in_and_the_original_tensor_swapped_back() -> None:
+    """`quantized` puts the format's weights in as the Parameter's data and puts the very same original tensor back
+    (no clone, no copy): values bit-identical after, also when the block raises."""
+    from onboard.quantize.apply import QuantizedWeights, quantized
+    from onboard.quantize.formats import FORMATS
+    from onboard.quantize.units import Tensor, Unit
+
+    g = torch.Generator().manual_seed(2)
+    linear = torch.nn.Linear(256, 64, bias=False).to(torch.bfloat16)
+    linear.weight.requires_grad_(False)
+    linear.weight.copy_(torch.randn(64, 256, generator=g) * 0.02)
+    unit = Unit("layer.0.mlp.down", 0, "mlp", [Tensor("layer.0.down.weight", linear.weight)])
+    before, pointer = linear.weight.detach().clone(), linear.weight.data_ptr()
+    weights = QuantizedWeights()
+    x = torch.randn(3, 256, generator=g).bfloat16()
+    with quantized(linear, {unit: FORMATS["q4_0"]}, weights):
+        assert torch.equal(linear.weight, weights.get(unit.tensors[0], FORMATS["q4_0"]))
+        assert not torch.equal(linear.weight, before)
+        inside = linear(x)
+    assert linear.weight.data_ptr() == pointer and torch.equal(linear.weight, before)
+    assert not torch.equal(inside, linear(x))  # the forward inside saw the quantized weights
+    with pytest.raises(RuntimeError), quantized(linear, {unit: FORMATS["q8_0"]}, weights):
+        raise RuntimeError("a failing measurement")
+    assert linear.weight.data_ptr() == pointer and torch.equal(linear.weight, before)
+    assert weights.used > 0
+    weights.drop(unit, FORMATS["q4_0"])
+    weights.drop(unit, FORMATS["q8_0"])
+    weights.drop(unit, FORMATS["q8_0"])  # dropping what is not kept is a no-op
+    assert weights.used == 0 and not weights.has(unit.tensors[0], FORMATS["q4_0"])
+
+
+def test_the_sweep_keeps_no_weights_once_measured(tiny_checkpoint) -> None:  # type: ignore[no-untyped-def]  # noqa: F811
+    """Every format's weights are dropped once the unit is measured (fresh memory is the sweep's dearest cost), and
+    every weight is the model's own tensor again afterwards."""
+    from transformers import AutoModelForCausalLM
+
+    from onboard.quantize.apply import QuantizedWeights
+    from onboard.quantize.formats import CANDIDATES, FORMATS
+    from onboard.quantize.sensitivity import matmul_modules, sweep, unit_modules
+    from onboard.quantize.units import find_units
+
+    model = AutoModelForCausalLM.from_pretrained(
+        tiny_checkpoint("llama"), dtype=torch.bfloat16, trust_remote_code=False
+    ).eval()
+    pointers = {name: p.data_ptr() for name, p in model.named_parameters()}
+    units, _ = find_units(model)
+    runner = forward.Runner(model, [list(range(3, 40)), list(range(50, 70))], hf=True)
+    runner.record_reference(matmul_modules(model, units), unit_modules(model, units))
+    weights = QuantizedWeights()
+    results, _ = sweep(model, runner, units, [FORMATS[n] for n in CANDIDATES], weights, lambda _m: None)
+    assert weights.used == 0
+    assert {name: p.data_ptr() for name, p in model.named_parameters()} == pointers
+    assert all(any(c.measured and c.kl > 0 for n, c in r.costs.items() if n != "bf16") for r in results)
