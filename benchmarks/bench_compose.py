@@ -18,7 +18,6 @@ Target: cold <= 5 s on the 2-core machine.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import os
 import subprocess
 import sys
@@ -36,6 +35,8 @@ TARGET_S = 5.0
 
 def profiles(root: Path, quick: bool) -> dict[str, Path]:
     """{name: profile JSON} for the benchmark (built once under `root`)."""
+    import msgspec
+
     from onboard.inspect_checkpoint import inspect
 
     sys.path.insert(0, str(REPO_ROOT))
@@ -51,7 +52,7 @@ def profiles(root: Path, quick: bool) -> dict[str, Path]:
     _synthetic.build(synthetic, quick=quick)
     profile = inspect(str(synthetic))
     out["kimi-like (as dayzero_kimi)"] = _write(
-        root, "kimi.json", dataclasses.replace(profile, model_type="dayzero_kimi")
+        root, "kimi.json", msgspec.structs.replace(profile, model_type="dayzero_kimi")
     )
     return out
 

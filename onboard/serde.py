@@ -1,12 +1,12 @@
-"""JSON round trip for the frozen dataclasses that pass between stages.
+"""JSON round trip for the frozen records (msgspec Structs, or dataclasses) that pass between stages.
 
-`to_dict` is `dataclasses.asdict` with tuples as lists; `from_dict` follows the type hints back (msgspec.convert),
-so a profile written by one stage is read by the next with the same types (nested dataclasses, tuples, optional
-fields), and a wrong type names its JSON path.
+`to_dict` is `dataclasses.asdict` with tuples as lists, for Structs as for dataclasses; `from_dict` follows the type
+hints back (msgspec.convert), so a profile written by one stage is read by the next with the same types (nested
+records, tuples, optional fields), and a wrong type names its JSON path.
 
-A dataclass with a field `unknown` (names of fields it could not establish) writes each of those fields as the
+A record with a field `unknown` (names of fields it could not establish) writes each of those fields as the
 string "unknown", never as a value taken from a default; reading it back gives the field's empty placeholder (None,
-empty collection, False, or the all-defaults dataclass).
+empty collection, False, or the all-defaults record).
 
 Documents read from disk or the network (goldens, stage results, sign-offs, webhook payloads) are decoded by msgspec
 into typed structs (`decode_json`, `convert`; files through `fsutil.read_json`): a wrong shape is an InputError
@@ -31,12 +31,23 @@ T = TypeVar("T")
 UNKNOWN = "unknown"
 
 
+def is_record(tp: Any) -> bool:
+    """A record type: a dataclass or a msgspec Struct (the class, not an instance)."""
+    return isinstance(tp, type) and (dataclasses.is_dataclass(tp) or issubclass(tp, msgspec.Struct))
+
+
+@cache
+def field_names(cls: type) -> tuple[str, ...]:
+    """A record type's field names, in order."""
+    if issubclass(cls, msgspec.Struct):
+        return cls.__struct_fields__
+    return tuple(f.name for f in dataclasses.fields(cls))
+
+
 def to_dict(obj: Any) -> Any:
-    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+    if is_record(type(obj)):
         withheld = set(getattr(obj, UNKNOWN, None) or ()) if _declares_unknown(type(obj)) else set()
-        return {
-            f.name: UNKNOWN if f.name in withheld else to_dict(getattr(obj, f.name)) for f in dataclasses.fields(obj)
-        }
+        return {name: UNKNOWN if name in withheld else to_dict(getattr(obj, name)) for name in field_names(type(obj))}
     if isinstance(obj, (list, tuple)):
         return [to_dict(x) for x in obj]
     if isinstance(obj, dict):
@@ -84,7 +95,7 @@ def from_dict(cls: type[T], data: Any) -> T:
 
 def _with_placeholders(cls: Any, data: Any) -> Any:
     """Fields written as "unknown" (see the module docstring) replaced by their empty placeholder's JSON form."""
-    if not (isinstance(data, dict) and dataclasses.is_dataclass(cls) and _declares_unknown(cls)):
+    if not (isinstance(data, dict) and is_record(cls) and _declares_unknown(cls)):
         return data
     withheld = set(data.get(UNKNOWN) or ())
     hints = _hints(cls)
@@ -95,11 +106,11 @@ def _with_placeholders(cls: Any, data: Any) -> Any:
 
 
 def _refuse_unknown_keys(tp: Any, value: Any, where: str) -> None:
-    """msgspec drops keys a dataclass does not declare; a profile with keys we do not know is from another
-    version of onboard (or hand-edited), and is refused rather than half-read."""
-    if dataclasses.is_dataclass(tp) and isinstance(value, dict):
+    """msgspec drops keys a dataclass (or a Struct by default) does not declare; a profile with keys we do not know
+    is from another version of onboard (or hand-edited), and is refused rather than half-read."""
+    if is_record(tp) and isinstance(value, dict):
         hints = _hints(tp)
-        unknown = set(value) - {f.name for f in dataclasses.fields(tp)}
+        unknown = set(value) - set(field_names(tp))
         if unknown:
             raise ValueError(f"{where}: unknown keys {sorted(unknown)} for {tp.__name__}")
         for key, item in value.items():
@@ -107,8 +118,8 @@ def _refuse_unknown_keys(tp: Any, value: Any, where: str) -> None:
         return
     origin, args = typing.get_origin(tp), typing.get_args(tp)
     if origin in (typing.Union, types.UnionType):
-        classes = [arg for arg in args if dataclasses.is_dataclass(arg)]
-        if len(classes) == 1:  # Optional[SomeDataclass]; a union of several is left to msgspec
+        classes = [arg for arg in args if is_record(arg)]
+        if len(classes) == 1:  # Optional[SomeRecord]; a union of several is left to msgspec
             _refuse_unknown_keys(classes[0], value, where)
     elif origin in (list, tuple) and isinstance(value, list) and args:
         for i, item in enumerate(value):
@@ -124,7 +135,7 @@ def _refuse_unknown_keys(tp: Any, value: Any, where: str) -> None:
 
 @cache
 def _declares_unknown(cls: type) -> bool:
-    return any(f.name == UNKNOWN for f in dataclasses.fields(cls))
+    return UNKNOWN in field_names(cls)
 
 
 def _placeholder(tp: Any, where: str) -> Any:
@@ -137,6 +148,6 @@ def _placeholder(tp: Any, where: str) -> Any:
         return empty
     if tp is bool:
         return False
-    if dataclasses.is_dataclass(tp):
+    if is_record(tp):
         return tp()
     raise TypeError(f"{where}: a {tp} field cannot be unknown")

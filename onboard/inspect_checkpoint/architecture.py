@@ -6,8 +6,9 @@ and costs milliseconds. Every config read goes through ConfigView, which records
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
 from typing import Any
+
+import msgspec
 
 from onboard.errors import ConfigError
 from onboard.findings import Finding, info, warning
@@ -31,8 +32,7 @@ from onboard.profile import Biases, Dims, LayerInfo, ModelProfile, Moe, Multipli
 PARALLEL_RESIDUAL_TYPES = {"gptj", "codegen", "phi", "cohere", "cohere2", "gpt_neox", "falcon", "stablelm"}
 
 
-@dataclass(frozen=True)
-class ArchFacts:
+class ArchFacts(msgspec.Struct, frozen=True):
     dims: Dims
     layers: tuple[LayerInfo, ...]
     rope: Rope | None
@@ -54,8 +54,8 @@ class ArchFacts:
     def profile_fields(self) -> dict[str, Any]:
         """The facts a ModelProfile carries, by field name (the others, such as position_encoding, only feed
         features.derive)."""
-        carried = {f.name for f in fields(ModelProfile)}
-        return {f.name: getattr(self, f.name) for f in fields(self) if f.name in carried}
+        carried = set(ModelProfile.__struct_fields__)
+        return {name: getattr(self, name) for name in self.__struct_fields__ if name in carried}
 
 
 def analyze(cv: ConfigView, index: TensorIndex | None) -> tuple[ArchFacts, list[Finding]]:
@@ -87,7 +87,7 @@ def analyze(cv: ConfigView, index: TensorIndex | None) -> tuple[ArchFacts, list[
             if layer.mlp != "dense":
                 break
             dense_first += 1
-        moe = Moe(**{**moe.__dict__, "dense_first_layers": dense_first if dense_first < len(layers) else 0})
+        moe = msgspec.structs.replace(moe, dense_first_layers=dense_first if dense_first < len(layers) else 0)
     rope, position = rope_from_config(cv, lm)
     norms = norms_from_config(cv, lm, dims)
     activation = activation_from_config(cv)

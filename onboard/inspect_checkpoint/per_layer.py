@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
-from dataclasses import replace
+
+from msgspec.structs import replace
 
 from onboard.inspect_checkpoint import tensor_names as tn
 from onboard.inspect_checkpoint.lm_view import in_layer

@@ -8,7 +8,7 @@ fatal findings first and groups repeated findings of one kind.
 
 from __future__ import annotations
 
-import dataclasses
+import msgspec
 
 from onboard.findings import SEVERITIES, Finding, group_findings
 from onboard.inspect_checkpoint.source import INDEX_FILE, WEIGHT_SUFFIXES
@@ -37,9 +37,9 @@ def finish(profile: ModelProfile, shards: list[str]) -> ModelProfile:
     (`shards`, the index; pickles or GGUF when there are no shards) have a fatal finding."""
     findings = sorted(group_findings(profile.findings), key=lambda f: SEVERITIES.index(f.severity))
     if not weights_unreadable(findings, shards):
-        return dataclasses.replace(profile, findings=tuple(findings))
+        return msgspec.structs.replace(profile, findings=tuple(findings))
     kept = tuple(f for f in findings if f.code not in ABOUT_WITHHELD)
-    return dataclasses.replace(profile, **WEIGHT_DERIVED, findings=kept, unknown=tuple(WEIGHT_DERIVED))  # type: ignore[arg-type]
+    return msgspec.structs.replace(profile, **WEIGHT_DERIVED, findings=kept, unknown=tuple(WEIGHT_DERIVED))  # type: ignore[arg-type]
 
 
 def weights_unreadable(findings: list[Finding], shards: list[str]) -> bool:

@@ -10,6 +10,7 @@ import shutil
 from dataclasses import replace
 from pathlib import Path
 
+import msgspec
 import pytest
 import torch
 
@@ -144,7 +145,7 @@ def test_deinterleave_heads_reorders_grouped_rows() -> None:
 def test_ambiguous_mappings_are_errors_naming_the_tensors(tiny) -> None:
     profile = inspect(str(tiny("llama")))
     extra = TensorGroupStat("model.layers.{}.self_attn.qkv_proj.weight", 2, (128, 64))
-    both = replace(profile, model_type="dayzero_x", tensor_templates=profile.tensor_templates + (extra,))
+    both = msgspec.structs.replace(profile, model_type="dayzero_x", tensor_templates=profile.tensor_templates + (extra,))
     with pytest.raises(AmbiguousWeights, match=r"q_proj.*qkv_proj|qkv_proj.*q_proj"):
         plan(both)
     square = TensorGroupStat("model.layers.{}.mlp.experts.gate_up_proj", 2, (4, 64, 64))
@@ -154,10 +155,10 @@ def test_ambiguous_mappings_are_errors_naming_the_tensors(tiny) -> None:
         TensorGroupStat("model.layers.{}.mlp.experts.down_proj", 2, (4, 64, 32)),
     )
     with pytest.raises(AmbiguousWeights, match=r"experts\.gate_up_proj \[4, 64, 64\]"):
-        plan(replace(moe, model_type="dayzero_moe", tensor_templates=experts))
+        plan(msgspec.structs.replace(moe, model_type="dayzero_moe", tensor_templates=experts))
     neox = inspect(str(tiny("gpt_neox")))
     with pytest.raises(AmbiguousWeights, match="query_key_value"):
-        plan(replace(neox, model_type="dayzero_neox", dims=replace(neox.dims, num_kv_heads=2)))
+        plan(msgspec.structs.replace(neox, model_type="dayzero_neox", dims=msgspec.structs.replace(neox.dims, num_kv_heads=2)))
 
 
 def test_ambiguity_is_a_clean_cli_error(tiny, tmp_path: Path) -> None:
@@ -313,4 +314,4 @@ def test_a_profile_without_config_keys_is_refused(tiny) -> None:
     from onboard.errors import InputError
 
     with pytest.raises(InputError, match="lists no config keys"):
-        plan(replace(inspect(str(tiny("llama"))), config_keys=(), novel_config_keys=()))
+        plan(msgspec.structs.replace(inspect(str(tiny("llama"))), config_keys=(), novel_config_keys=()))
