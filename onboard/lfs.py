@@ -15,8 +15,9 @@ import os
 import re
 import shlex
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
+
+import msgspec
 
 from onboard.errors import InputError
 from onboard.findings import Finding, group_of, span
@@ -37,8 +38,7 @@ MAX_NAMED_FILES = 5
 """A fix command names at most this many files; past that it fetches every LFS file of the repo."""
 
 
-@dataclass(frozen=True)
-class LfsPointer:
+class LfsPointer(msgspec.Struct, frozen=True):
     file: str
     """Path relative to the checkpoint folder."""
     oid: str

@@ -5,8 +5,9 @@ Readers never load tensor data: a `SafetensorsHeader` is what the 8-byte length 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from math import prod
+
+import msgspec
 
 # Bytes per element for every dtype safetensors defines. Sub-byte types count as fractions of a byte.
 DTYPE_BYTES: dict[str, float] = {
@@ -19,8 +20,7 @@ DTYPE_BYTES: dict[str, float] = {
 }  # fmt: skip
 
 
-@dataclass(frozen=True)
-class TensorInfo:
+class TensorInfo(msgspec.Struct, frozen=True):
     name: str
     dtype: str
     shape: tuple[int, ...]
@@ -36,26 +36,23 @@ class TensorInfo:
         return self.data_offsets[1] - self.data_offsets[0]
 
 
-@dataclass(frozen=True)
-class SafetensorsHeader:
+class SafetensorsHeader(msgspec.Struct, frozen=True):
     file: str
     """Path of the shard relative to the repo root (forward slashes)."""
     header_len: int
     file_size: int | None
     """Size of the whole file when known (local stat, or the hub's listing)."""
     tensors: dict[str, TensorInfo]
-    metadata: dict[str, str] = field(default_factory=dict)
+    metadata: dict[str, str] = msgspec.field(default_factory=dict)
 
 
-@dataclass(frozen=True)
-class RepoFile:
+class RepoFile(msgspec.Struct, frozen=True):
     path: str
     """Relative to the repo root, forward slashes."""
     size: int | None
 
 
-@dataclass(frozen=True)
-class RepoListing:
+class RepoListing(msgspec.Struct, frozen=True):
     """A hub repo's files at one commit: listed once per run and handed to whatever reads the repo next (new-model
     names its run folder with `sha`, then inspect reads from the same listing instead of asking the hub again)."""
 

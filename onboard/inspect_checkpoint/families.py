@@ -8,8 +8,9 @@ legacy keys the class still maps (`mapped_keys`). It is data, checked in, so ins
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from functools import cache
+
+import msgspec
 
 from onboard.profile import LayerInfo
 from onboard.resources import package_data
@@ -18,8 +19,7 @@ from onboard.resources import package_data
 _NEUTRAL = {"gqa", "mqa", "tied_embeddings", "dense_first_layers", "interleaved_attention"}
 
 
-@dataclass(frozen=True)
-class Family:
+class Family(msgspec.Struct, frozen=True):
     model_type: str
     architectures: tuple[str, ...]
     features: frozenset[str]

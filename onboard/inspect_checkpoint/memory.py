@@ -11,7 +11,8 @@ KV accounting is per layer kind, the part estimators usually get wrong (BUGZOO B
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+
+import msgspec
 
 from onboard.errors import InputError
 from onboard.inspect_checkpoint.config_view import ConfigView
@@ -34,8 +35,7 @@ GPUS = {
 }  # fmt: skip
 
 
-@dataclass(frozen=True)
-class Target:
+class Target(msgspec.Struct, frozen=True):
     gpu: str
     count: int
 

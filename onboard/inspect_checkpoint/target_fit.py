@@ -16,7 +16,7 @@ or it divides them, the MLP widths split evenly, and each shard of a block-quant
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import msgspec
 
 from onboard.profile import TargetFit
 
@@ -26,8 +26,7 @@ ACTIVATION_RESERVE = 2 * GIB  # activations, CUDA graphs and allocator slack per
 MORE_GPUS_LIMIT = 8  # how far "more GPUs" looks: up to 8× the target's count
 
 
-@dataclass(frozen=True)
-class CacheLayer:
+class CacheLayer(msgspec.Struct, frozen=True):
     elements: int
     """Cache elements one token adds in this layer."""
     window: int | None
@@ -36,8 +35,7 @@ class CacheLayer:
     """MLA: every tensor-parallel rank holds the whole latent."""
 
 
-@dataclass(frozen=True)
-class CacheModel:
+class CacheModel(msgspec.Struct, frozen=True):
     """What one sequence caches, layer by layer, to size it at any length, KV width and TP degree."""
 
     layers: tuple[CacheLayer, ...]
@@ -55,8 +53,7 @@ class CacheModel:
         return total + self.state_elements * width / tp
 
 
-@dataclass(frozen=True)
-class Sharding:
+class Sharding(msgspec.Struct, frozen=True):
     """The sizes a TP degree must split evenly."""
 
     attention_heads: int

@@ -13,9 +13,10 @@ import re
 from bisect import bisect_right
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass
 from itertools import compress, count, repeat
 from operator import attrgetter, itemgetter, ne, sub
+
+import msgspec
 
 from onboard.inspect_checkpoint import tensor_names as tn
 from onboard.inspect_checkpoint.checkpoint_types import DTYPE_BYTES, SafetensorsHeader, TensorInfo
@@ -29,8 +30,7 @@ _BEGIN, _END = itemgetter(0), itemgetter(1)
 _RUNS = re.compile(r"(?<=\.)#+(?=\.|$)")
 
 
-@dataclass(frozen=True)
-class TensorGroup:
+class TensorGroup(msgspec.Struct, frozen=True):
     """Tensors whose names differ only in their numbers (layer, expert) and that share a dtype."""
 
     template: str
