@@ -6,6 +6,11 @@ import sys
 
 import click
 
+# At the top, not in the command: this module is imported only when `inspect` runs (cli.LazyGroup, collector paused).
+from onboard.cli.output import emit_json, say
+from onboard.findings import exit_code_for
+from onboard.inspect_checkpoint import inspect
+
 
 @click.command("inspect")
 @click.argument("source")
@@ -35,9 +40,6 @@ def inspect_command(
       onboard inspect Qwen/Qwen3-8B --revision main --target h100x2 --max-model-len 32768 --json
     """
     from onboard.cli import report_error
-    from onboard.cli.output import emit_json, say
-    from onboard.findings import exit_code_for
-    from onboard.inspect_checkpoint import inspect
 
     profile = inspect(source, revision=revision, target=target, max_model_len=max_model_len, kv_dtype=kv_dtype)
     if as_json:
