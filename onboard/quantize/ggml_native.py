@@ -118,7 +118,7 @@ def quantize(w: Any, type_name: str, block: int, bytes_per_block: float) -> Any 
 
     with _lock:
         library = _library()
-    if library is None or w.shape[-1] % block:
+    if library is None or w.shape[-1] % block or w.device.type != "cpu":  # the C code reads host memory
         return None
     type_id = library.type_id(type_name, block, bytes_per_block)
     if type_id is None:

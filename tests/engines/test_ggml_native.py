@@ -59,6 +59,7 @@ def test_a_type_the_library_stores_differently_is_not_used(native: None) -> None
     assert ggml_native.quantize(w, "q4_K", 32, 144) is None  # block size differs
     assert ggml_native.quantize(w, "no_such_type", 32, 18) is None
     assert ggml_native.quantize(w[:, :500], "q8_0", 32, 34) is None  # a row that is not whole blocks
+    assert ggml_native.quantize(w.to("meta"), "q8_0", 32, 34) is None  # not in host memory: the port, not C, reads it
 
 
 def test_disabling_the_library_falls_back_to_the_port(native: None, monkeypatch: pytest.MonkeyPatch) -> None:
