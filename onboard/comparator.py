@@ -352,6 +352,13 @@ class Verdict:
     routing_flips: int = 0
     """MoE only: positions beyond the single-position bounds excused as routing flips (their values are not in
     max_logprob_error and kl_max)."""
+    failed: tuple[str, ...] = ()
+    """The checks that failed, one stable name each (FAILED_CHECKS), in the order of `reasons`: what a caller
+    reads instead of the reasons' text."""
+
+
+FAILED_CHECKS = ("max-logprob-error", "max-kl", "mean-kl", "kl-tail", "kl-late", "top1-beyond-near-tie",
+                 "top1-rate", "logit-scale")  # fmt: skip
 
 
 def tail_events(metrics: Sequence[PositionMetrics], level: float) -> int:
@@ -386,19 +393,24 @@ def judge(metrics: Sequence[PositionMetrics], tol: Tolerances, *, moe: bool = Fa
     err = max(m.max_logprob_error for m in rest)
     kl_max = max(m.kl for m in rest)
     kl_mean = sum(kls) / n
-    reasons = []
+    reasons: list[str] = []
+    failed: list[str] = []
     if not err <= tol.max_logprob_error:
+        failed.append("max-logprob-error")
         reasons.append(f"max logprob error {err:.3g} > {tol.max_logprob_error:.3g}")
     if not kl_max <= tol.kl_max:
+        failed.append("max-kl")
         reasons.append(f"max KL {kl_max:.3g} > {tol.kl_max:.3g}")
     # Sampling allowance: SAMPLE_SIGMAS standard errors, plus one position as bad as the worst allowed (KL is heavy-
     # tailed: over a few positions one outlier moves the mean more than the normal approximation says).
     mean_limit = tol.kl_mean + SAMPLE_SIGMAS * tol.kl_sd / math.sqrt(n) + tol.kl_max / n
     if not kl_mean <= mean_limit:
+        failed.append("mean-kl")
         reasons.append(f"mean KL {kl_mean:.3g} > {mean_limit:.3g} over {n} positions")
     tail = tail_events(metrics, tol.kl_tail_level)
     tail_allowed = poisson_bound((1 - TAIL_QUANTILE) * n)
     if tail > tail_allowed:
+        failed.append("kl-tail")
         reasons.append(
             f"KL tail: {tail} runs of positions above {tol.kl_tail_level:.3g} in {n} (allowed {tail_allowed})"
         )
@@ -407,17 +419,20 @@ def judge(metrics: Sequence[PositionMetrics], tol: Tolerances, *, moe: bool = Fa
     if late_mean is not None:
         late_limit = tol.kl_late_mean + SAMPLE_SIGMAS * tol.kl_late_sd / math.sqrt(len(late)) + tol.kl_max / len(late)
         if not late_mean <= late_limit:
+            failed.append("kl-late")
             reasons.append(f"KL grows with position: mean {late_mean:.3g} past index {LATE_FROM} > {late_limit:.3g}")
     swaps = [m for m in metrics if not m.top1_agree]
     excused = set(tol.reference_swaps)
     ties = [m for m in swaps if m.gap <= tol.near_tie or m.key in excused]
     if len(swaps) > len(ties):
+        failed.append("top1-beyond-near-tie")
         reasons.append(f"{len(swaps) - len(ties)} top-1 disagreement(s) beyond the near-tie gap {tol.near_tie:.3g}")
     allowed = poisson_bound(tol.swap_rate * n)
     if len(swaps) > allowed:
+        failed.append("top1-rate")
         reasons.append(f"{len(swaps)} top-1 swaps in {n} positions (the reference's own rate allows {allowed})")
     return Verdict(not reasons, tuple(reasons), err, kl_max, kl_mean, len(swaps), len(ties), n, tail, late_mean,
-                   allowed, len(flips))  # fmt: skip
+                   allowed, len(flips), tuple(failed))  # fmt: skip
 
 
 def judge_scale(metrics: Sequence[PositionMetrics], tol: Tolerances) -> tuple[bool, float | None, float]:
@@ -491,6 +506,8 @@ class Agreement:
     slope: float | None
     slope_limit: float
     noise: NoiseStats
+    failed: tuple[str, ...] = ()
+    """Stable names of the failed checks (FAILED_CHECKS), in the order of `reasons`."""
 
     def detail(self) -> str:
         v = self.verdict
@@ -533,4 +550,5 @@ def agreement(
     verdict = judge(ours, tol, moe=moe)
     scale_ok, slope, limit = judge_scale(ours, tol)
     reasons = verdict.reasons + (() if scale_ok else (f"logit scale {slope:.4f}: |slope-1| > {limit:.3g}",))
-    return Agreement(not reasons, reasons, verdict, slope, limit, noise)
+    failed = verdict.failed + (() if scale_ok else ("logit-scale",))
+    return Agreement(not reasons, reasons, verdict, slope, limit, noise, failed)

@@ -100,7 +100,7 @@ def reference_model(
 def unverified(dtype: str, why: str) -> dict[str, Any]:
     """Parity that could not run (no reference may run): never passed, and says why and what to run."""
     return {"passed": False, "status": "unverified", "dtype": dtype, "worst": None, "reference_worst": None,
-            "tolerance": CALIBRATED_BAR, "prompts": [], "detail": f"unverified: {why}"}  # fmt: skip
+            "tolerance": CALIBRATED_BAR, "failed": [], "prompts": [], "detail": f"unverified: {why}"}  # fmt: skip
 
 
 def _logits(model: Any, ids: torch.Tensor) -> torch.Tensor:
@@ -159,7 +159,8 @@ def check_parity(
     policy: RemoteCodePolicy | None = None,
     rerun: str | None = None,
 ) -> dict[str, Any]:
-    """Adapter vs the reference on `checkpoint`: {passed, status, worst, tolerance, prompts, detail, reference}.
+    """Adapter vs the reference on `checkpoint`: {passed, status, worst, tolerance, failed, prompts, detail,
+    reference}; `failed` names the comparator's failed checks (comparator.FAILED_CHECKS).
 
     The reference is transformers, or the repository's code in the sandbox when `policy` trusts it. When no
     reference may run, the result is "unverified" (never passed) and names `rerun`, the command that would run it.
@@ -209,6 +210,7 @@ def check_parity(
         "worst": worst,
         "reference_worst": hf_worst,
         "tolerance": CALIBRATED_BAR,
+        "failed": list(verdict.failed),
         "prompts": [asdict(r) for r in results],
         "detail": f"{detail} (prompt lengths {lengths})",
     }

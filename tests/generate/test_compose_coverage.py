@@ -1,6 +1,7 @@
 """Composition coverage: every decoder architecture of the installed transformers that tests/tiny builds is
-composed from its profile alone (hand-written ArchSpecs ignored) and, where composition needs no stub, run against
-transformers (eager, float32) on a short prompt and one longer than twice the sliding window.
+composed from its profile alone (hand-written ArchSpecs ignored) and, where composition needs no stub, judged by
+generate's parity check (the one comparator's calibrated verdict: float32 against transformers, eager, prompts up to
+one longer than twice the sliding window).
 
 The outcome per architecture is the table in README.md ("Composition coverage"); the test recomputes it and fails
 when it drifts. Regenerate the README block with:
@@ -19,7 +20,6 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 README = REPO / "README.md"
 START, END = "<!-- compose-coverage:start -->", "<!-- compose-coverage:end -->"
-PARITY_BAR = 1e-4
 REGISTERED_NOTE = "(has an ArchSpec)"
 REGENERATE = "OMP_NUM_THREADS=1 python -m tests.generate.test_compose_coverage --write"
 # Why the reference disagrees with a composed adapter that reads the checkpoint faithfully (checked by hand).
@@ -30,13 +30,12 @@ REFERENCE_NOTES = {
 
 
 def outcome(model_type: str, root: Path) -> tuple[str, str]:
-    """(result, detail) for one architecture: composed (parity ≤ 1e-4), composed but parity fails, not runnable
-    (stubs, a refused config value, an ambiguous weight map), or no tiny checkpoint."""
-    import torch
-
+    """(result, detail) for one architecture: composed (parity passed: the comparator's calibrated verdict, as
+    generate judges an adapter), composed but parity fails (the failed checks named), not runnable (stubs, a refused
+    config value, an ambiguous weight map), or no tiny checkpoint."""
     from onboard.errors import InputError
     from onboard.generate_adapter.adapter_source import adapter_source
-    from onboard.generate_adapter.parity import compare, load_adapter, reference_model
+    from onboard.generate_adapter.parity import check_parity
     from onboard.generate_adapter.plan import plan
     from onboard.inspect_checkpoint import inspect
     from tests.generate.conftest import perturb
@@ -59,17 +58,13 @@ def outcome(model_type: str, root: Path) -> tuple[str, str]:
     adapter_file.write_text(adapter_source(the_plan))
     overrides = f" (family facts: {', '.join(the_plan.overrides)})" if the_plan.overrides else ""
     try:
-        adapter = load_adapter(adapter_file).Model.from_pretrained(checkpoint)
+        parity = check_parity(adapter_file, checkpoint, "float32")
     except InputError as exc:
         return "refused at load", _clean(exc.message)
-    reference = reference_model(checkpoint, torch.float32)
-    g = torch.Generator().manual_seed(0)
-    inputs = [torch.randint(0, reference.config.get_text_config().vocab_size, (1, n), generator=g) for n in (5, 40)]
-    worst = max(p.relative for p in compare(adapter, reference, inputs))
-    if worst <= PARITY_BAR:
-        return "composed", "parity ≤ 1e-4" + overrides
+    if parity["passed"]:
+        return "composed", "parity passed" + overrides
     note = f"; {REFERENCE_NOTES[model_type]}" if model_type in REFERENCE_NOTES else ""
-    return "parity fails", f"max|Δ|/max|logit| > 1e-4{overrides}{note}"
+    return "parity fails", f"failed: {', '.join(parity['failed'])}{overrides}{note}"
 
 
 def _clean(text: str) -> str:
@@ -98,7 +93,7 @@ def coverage_table() -> tuple[str, dict[str, str]]:
     composed = [m for m, r in results.items() if r == "composed"]
     beyond = [m for m in composed if m not in ARCHS]
     head = (
-        f"{len(composed)} of {len(results)} architectures compose with parity ≤ 1e-4 ({len(beyond)} without a "
+        f"{len(composed)} of {len(results)} architectures compose and pass parity ({len(beyond)} without a "
         f"hand-written ArchSpec; {sum(m in ARCHS for m in composed)} of the {len(ARCHS)} registered families also "
         "compose without theirs).\n\n| model_type | result | what is missing / detail |\n|---|---|---|\n"
     )

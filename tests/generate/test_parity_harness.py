@@ -140,6 +140,7 @@ def test_an_unverified_result_is_never_passed_and_measures_nothing(dtype: str) -
         "worst": None,
         "reference_worst": None,
         "tolerance": CALIBRATED_BAR,  # the bar it would have been judged by
+        "failed": [],  # no check ran, so none failed: `passed` False and `status` say why
         "prompts": [],
         "detail": "unverified: no reference may run; run: onboard generate x --parity --trust-remote-code",
     }

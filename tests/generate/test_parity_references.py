@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from onboard.comparator import FAILED_CHECKS
 from onboard.errors import InputError
 from onboard.generate_adapter.parity import _own_runs, check_parity, reference_model
 from onboard.generate_adapter.regenerate import ADAPTERS_DIR
@@ -106,3 +107,6 @@ def test_the_bisect_of_a_failed_parity_compares_against_the_given_reference() ->
     report = check_parity(ADAPTERS_DIR / "qwen3.py", TRAINED, reference=given)
     assert not report["passed"] and report["first_divergence"]["module"] == "logits", report["detail"]
     assert "adapter/reference = 0.9709" in report["divergence"]  # 1 / 1.03
+    # The failed checks by name (what the coverage table and other callers read, not the detail's text): a head
+    # scaled by 3% fails the logit-scale fit.
+    assert "logit-scale" in report["failed"] and set(report["failed"]) <= set(FAILED_CHECKS), report["failed"]

@@ -10,6 +10,7 @@ import re
 import pytest
 
 from onboard.comparator import (
+    FAILED_CHECKS,
     LATE_FROM,
     ROUTING_FLIPS_ALLOWED,
     SAMPLE_SIGMAS,
@@ -34,9 +35,16 @@ def numbers(reason: str) -> list[float]:
     return [float(x) for x in re.findall(r"\d+(?:\.\d+)?(?:e[-+]?\d+)?", reason)]
 
 
+# Each reason's phrase and the stable name callers read instead of the text (Verdict.failed).
+CHECK_OF = {"max logprob error": "max-logprob-error", "max KL": "max-kl", "mean KL": "mean-kl", "KL tail": "kl-tail",
+            "grows with position": "kl-late", "beyond the near-tie gap": "top1-beyond-near-tie",
+            "top-1 swaps in": "top1-rate"}  # fmt: skip
+
+
 def only_reason(verdict, phrase: str) -> str:
     found = [r for r in verdict.reasons if phrase in r]
     assert len(found) == 1 and len(verdict.reasons) == 1, verdict.reasons
+    assert verdict.failed == (CHECK_OF[phrase],), verdict.failed
     return found[0]
 
 
@@ -68,8 +76,19 @@ def test_a_clean_run_passes_and_the_verdict_reports_its_statistics() -> None:
 def test_no_positions_is_an_empty_pass() -> None:
     verdict = judge([], TOL)
     assert verdict.passed and verdict.reasons == () and verdict.kl_late_mean is None
-    figures = {k: v for k, v in dataclasses.asdict(verdict).items() if k not in ("passed", "reasons", "kl_late_mean")}
-    assert figures == dict.fromkeys(figures, 0) and len(figures) == 9
+    figures = {k: v for k, v in dataclasses.asdict(verdict).items()
+               if k not in ("passed", "reasons", "kl_late_mean", "failed")}  # fmt: skip
+    assert figures == dict.fromkeys(figures, 0) and len(figures) == 9 and verdict.failed == ()
+
+
+def test_every_failed_check_has_one_stable_name_in_the_order_of_the_reasons() -> None:
+    # A position with a gross error and KL, then a late rise and swaps: several checks fail at once.
+    bad = [pm(i) for i in range(100)] + [pm(100, kl=0.5, err=0.9, swap=True, gap=1.0)]
+    verdict = judge(bad + [pm(101 + i, kl=0.009, swap=i % 2 == 0, gap=1.0) for i in range(60)], TOL)
+    assert len(verdict.failed) == len(verdict.reasons) >= 4, verdict.reasons
+    assert set(verdict.failed) <= set(FAILED_CHECKS) and len(set(verdict.failed)) == len(verdict.failed)
+    for name, reason in zip(verdict.failed, verdict.reasons):
+        assert CHECK_OF[next(phrase for phrase in CHECK_OF if phrase in reason)] == name, (name, reason)
 
 
 def test_a_gross_logprob_error_is_reported_with_its_value_and_bound() -> None:
