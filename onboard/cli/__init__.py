@@ -11,12 +11,11 @@ import gc
 import importlib
 import os
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 
 import click
 
 from onboard import __version__
+from onboard.collector import paused
 from onboard.errors import OnboardError
 
 # command name -> (module, attribute). Imported lazily so `--help` never pays for a stage's imports.
@@ -48,19 +47,6 @@ def _available() -> dict[str, tuple[str, str]]:
     return {name: target for name, target in COMMANDS.items() if find_spec(target[0]) is not None}
 
 
-@contextmanager
-def collector_paused() -> Iterator[None]:
-    """The cyclic garbage collector paused for the block, then as it was: importing a command's modules creates
-    thousands of objects and no garbage, which the collector would walk again and again (onboard/__main__.py)."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
-
-
 class LazyGroup(click.Group):
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted(_available())
@@ -71,7 +57,7 @@ class LazyGroup(click.Group):
         if target is None:
             return None
         try:
-            with collector_paused():
+            with paused():
                 module = importlib.import_module(target[0])
         except ModuleNotFoundError as exc:
             if exc.name != target[0]:  # the module exists, an import inside it failed: that is a bug to show

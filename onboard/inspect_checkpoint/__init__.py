@@ -9,11 +9,11 @@ remote_code (what the repo would execute: reported, never run).
 from __future__ import annotations
 
 import functools
-import gc
 from collections.abc import Callable, Mapping
 from typing import TypeVar
 
 from onboard import __version__
+from onboard.collector import paused
 from onboard.errors import ConfigError
 from onboard.findings import Finding, info, warning
 from onboard.inspect_checkpoint import tensor_names as tn
@@ -38,21 +38,13 @@ _F = TypeVar("_F", bound=Callable)
 
 
 def _gc_paused(fn: _F) -> _F:
-    """Run `fn` with the cyclic garbage collector paused (then restored as it was).
-
-    Reading a checkpoint allocates several objects per tensor (record, name, shape, offsets: close to a million for
-    93k tensors), none in a reference cycle; the collector would walk them again and again as they pile up (about a
-    fifth of inspect's time). Reference counting still frees everything as usual."""
+    """Run `fn` with the cyclic garbage collector paused (onboard/collector.py): reading a checkpoint allocates
+    several objects per tensor (record, name, shape, offsets: close to a million for 93k tensors), none in a cycle."""
 
     @functools.wraps(fn)
     def wrapper(*args: object, **kwargs: object) -> object:
-        enabled = gc.isenabled()
-        gc.disable()
-        try:
+        with paused():
             return fn(*args, **kwargs)
-        finally:
-            if enabled:
-                gc.enable()
 
     return wrapper  # type: ignore[return-value]
 

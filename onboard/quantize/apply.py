@@ -3,10 +3,12 @@
 Weights: the format's dequantized values, computed in float32 from the checkpoint's values and stored back in the
 model dtype (as a W4A16 kernel's bf16 dequantization does). A quantized weight is swapped in as the Parameter's
 data and the original tensor swapped back afterwards: nothing is copied, and the originals are never cloned (a
-copy of every weight the sweep touches was 200 MB of fresh memory on the 100M-parameter benchmark). Activations: a forward pre-hook on each module that
-multiplies by a quantized 2-D weight (nn.Linear, a tied or untied head) rounds its input the way the engine does;
-an embedding lookup has no matmul input, and the inputs of 3-D expert tensors are not observable per expert, so
-those are weight-only (reported as `activations_simulated: false` for the unit).
+copy of every weight the sweep touches was 200 MB of fresh memory on the 100M-parameter benchmark).
+
+Activations: a forward pre-hook on each module that multiplies by a quantized 2-D weight (nn.Linear, a tied or
+untied head) rounds its input the way the engine does; an embedding lookup has no matmul input, and the inputs of
+3-D expert tensors are not observable per expert, so those are weight-only (reported as
+`activations_simulated: false` for the unit).
 """
 
 from __future__ import annotations
