@@ -112,7 +112,8 @@ class Attention(nn.Module):
     Optional: `sinks` [H] parameter, `q_norm` / `k_norm` (QKNorm), per-layer `sliding_window`, `softcap`,
     `scale` (default head_dim ** -0.5; Gemma 2 passes query_pre_attn_scalar ** -0.5), `output_gate`: the query rows
     carry a gate per head ([q_h; g_h], 2*D rows per head, as Qwen3-Next and MiniCPM5-MoE store `q_proj`) and the
-    attention output is multiplied by sigmoid(g) before `o_proj`.
+    attention output is multiplied by sigmoid(g) before `o_proj`. `qk_norm_after_rope`: the QK-norm runs on the
+    rotated heads (HunYuan V1's order) instead of before the rotary embedding.
     """
 
     def __init__(
@@ -131,6 +132,7 @@ class Attention(nn.Module):
         qk_norm: QKNormSpec | None = None,
         rope_interleaved: bool = False,
         output_gate: bool = False,
+        qk_norm_after_rope: bool = False,
     ) -> None:
         super().__init__()
         if num_heads % num_kv_heads:
@@ -139,7 +141,7 @@ class Attention(nn.Module):
         self.scale = head_dim**-0.5 if scale is None else scale
         self.sliding_window, self.softcap, self.rope_interleaved = sliding_window, softcap, rope_interleaved
         self.q_rows = num_heads * head_dim * (2 if output_gate else 1)
-        self.output_gate = output_gate
+        self.output_gate, self.qk_norm_after_rope = output_gate, qk_norm_after_rope
         self.qkv_proj = nn.Linear(hidden_size, self.q_rows + 2 * num_kv_heads * head_dim, bias=qkv_bias)
         self.o_proj = nn.Linear(num_heads * head_dim, hidden_size, bias=o_bias)
         self.sinks = nn.Parameter(torch.zeros(num_heads)) if sinks else None
@@ -161,11 +163,13 @@ class Attention(nn.Module):
         if self.output_gate:
             q, gate = q.view(b, s, h, 2 * d).chunk(2, dim=-1)
         q, k, v = q.reshape(b, s, h, d), k.view(b, s, hkv, d), v.view(b, s, hkv, d)
-        if self.q_norm is not None:
+        if self.q_norm is not None and not self.qk_norm_after_rope:
             q, k = self.q_norm(q), self.k_norm(k)
         if cos is not None:
             q = dispatch.rope(q, cos, sin, self.rope_interleaved)
             k = dispatch.rope(k, cos, sin, self.rope_interleaved)
+        if self.q_norm is not None and self.qk_norm_after_rope:
+            q, k = self.q_norm(q), self.k_norm(k)
         k, v = k.transpose(1, 2), v.transpose(1, 2)
         ctx = ctx or AttentionContext()
         if ctx.cache is not None:

@@ -68,7 +68,7 @@ class QKNormSpec:
 
 
 class QKNorm(nn.Module):
-    """Norm applied to query or key heads x [..., H, D] before RoPE.
+    """Norm applied to query or key heads x [..., H, D] before RoPE (after it: Attention(qk_norm_after_rope=True)).
 
     scope "head": normalise each head over D with one shared [D] weight (qwen3, gemma3, ...);
     "per_head_weight": normalise over D with a [H, D] weight (cohere, LayerNorm);

@@ -255,6 +255,9 @@ class Composer:
         qk = self.qk_norm()
         if qk:
             kw.append(qk)
+            if self.fact("qk_norm_after_rope"):
+                kw.append("qk_norm_after_rope=True")
+                self.words.append("QK-norm after the rotary embedding")
         if self.fact("rope_interleaved"):
             kw.append("rope_interleaved=True")
         return kw

@@ -111,9 +111,9 @@ FAMILY_FACTS: dict[str, dict[str, object]] = {
     "gpt_neox_japanese": {"query_key_value": "grouped"},
     "sarvam_moe": {"query_key_value": "concat"},
     "param2moe": {"query_key_value": "concat"},  # sarvam_moe's checkpoint names, split [q; k; v] at load
-    # QK-norm applied after the rotary embedding, not before (the block's order)
-    "hunyuan_v1_dense": {"stub": ("qk_norm_after_rope", "query/key norms run after the rotary embedding")},
-    "hunyuan_v1_moe": {"stub": ("qk_norm_after_rope", "query/key norms run after the rotary embedding")},
+    # QK-norm applied to the rotated heads: apply_rotary_pos_emb, then query_layernorm / key_layernorm
+    "hunyuan_v1_dense": {"qk_norm_after_rope": True},
+    "hunyuan_v1_moe": {"qk_norm_after_rope": True},
     # experts ranked by raw router logits + bias, weighted by the sigmoid of the chosen logits
     "kolibri1": {"router_select_by": "logits"},
     # Kolibri 1.1 keeps Kolibri 1's router and adds sparse layers (`stubs`: every mechanism the blocks lack)

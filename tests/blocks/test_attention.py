@@ -1,6 +1,7 @@
 """Attention block vs transformers' eager attention modules with shared weights (float32): GQA (llama), MQA,
 sliding window + soft-capping + query_pre_attn_scalar (gemma2), sinks + sliding window (gpt_oss), QK-norm per head
-(qwen3), over all heads (olmo2) and per-head LayerNorm with interleaved rope (cohere). HF's own masks are used, so
+(qwen3), over all heads (olmo2), after the rotary embedding (hunyuan_v1) and per-head LayerNorm with interleaved rope
+(cohere). HF's own masks are used, so
 the sliding-window boundary convention is checked too."""
 
 from __future__ import annotations
@@ -17,7 +18,17 @@ B, S, HIDDEN = 2, 11, 64
 ATOL = RTOL = 1e-5
 
 
-def _run(hf_attn, cfg, ours: Attention, *, sliding: bool, half_tables: bool = False, interleaved: bool = False):
+def _run(
+    hf_attn,
+    cfg,
+    ours: Attention,
+    *,
+    sliding: bool,
+    half_tables: bool = False,
+    interleaved: bool = False,
+    hf_norms: tuple[str, str] = ("q_norm", "k_norm"),
+) -> torch.Tensor:
+    """Asserts that `ours` matches `hf_attn` with the same weights; returns transformers' output."""
     randomize(hf_attn)
     fuse_linear(ours.qkv_proj, hf_attn.q_proj, hf_attn.k_proj, hf_attn.v_proj)
     copy_linear(ours.o_proj, hf_attn.o_proj)
@@ -25,9 +36,9 @@ def _run(hf_attn, cfg, ours: Attention, *, sliding: bool, half_tables: bool = Fa
         for name in ("sinks",):
             if getattr(ours, name, None) is not None:
                 getattr(ours, name).copy_(getattr(hf_attn, name))
-        for name in ("q_norm", "k_norm"):
+        for name, hf_name in zip(("q_norm", "k_norm"), hf_norms):
             if getattr(ours, name, None) is not None:
-                getattr(ours, name).weight.copy_(getattr(hf_attn, name).weight)
+                getattr(ours, name).weight.copy_(getattr(hf_attn, hf_name).weight)
     x = torch.randn(B, S, HIDDEN, generator=torch.Generator().manual_seed(1))
     rope = RotaryEmbedding(RopeConfig.from_dict(cfg.to_dict()))
     cos, sin = rope(torch.arange(S)[None].expand(B, -1))
@@ -36,6 +47,7 @@ def _run(hf_attn, cfg, ours: Attention, *, sliding: bool, half_tables: bool = Fa
         expected, _ = hf_attn(x, position_embeddings=hf_pe, attention_mask=hf_mask(cfg, x, sliding))
         got = ours(x, cos, sin)
     torch.testing.assert_close(got, expected, atol=ATOL, rtol=RTOL)
+    return expected
 
 
 @pytest.mark.parametrize("kv_heads", [2, 1], ids=["gqa", "mqa"])
@@ -96,6 +108,23 @@ def test_qwen3_per_head_qk_norm() -> None:
     cfg = eager(Qwen3Config(hidden_size=HIDDEN, num_attention_heads=4, num_key_value_heads=2, head_dim=16))
     ours = Attention(HIDDEN, 4, 2, 16, qk_norm=QKNormSpec(eps=cfg.rms_norm_eps))
     _run(Qwen3Attention(cfg, 0), cfg, ours, sliding=False)
+
+
+def test_hunyuan_qk_norm_after_rope() -> None:
+    from transformers import HunYuanDenseV1Config
+    from transformers.models.hunyuan_v1_dense.modeling_hunyuan_v1_dense import HunYuanDenseV1Attention
+
+    cfg = eager(HunYuanDenseV1Config(hidden_size=HIDDEN, num_attention_heads=4, num_key_value_heads=2, head_dim=16))
+    ours = Attention(HIDDEN, 4, 2, 16, qk_norm=QKNormSpec(eps=cfg.rms_norm_eps), qk_norm_after_rope=True)
+    expected = _run(HunYuanDenseV1Attention(cfg, 0), cfg, ours, sliding=False, hf_norms=("query_layernorm",
+                    "key_layernorm"))  # fmt: skip
+    # The order matters: the same weights normed before the rotation (the block's default) give other outputs.
+    ours.qk_norm_after_rope = False
+    rope = RotaryEmbedding(RopeConfig.from_dict(cfg.to_dict()))
+    x = torch.randn(B, S, HIDDEN, generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        before = ours(x, *rope(torch.arange(S)[None].expand(B, -1)))
+    assert (before - expected).abs().max() > 1e-2
 
 
 def test_olmo2_qk_norm_over_all_heads() -> None:
