@@ -31,22 +31,28 @@ class RMSNorm(nn.Module):
 
 class LayerNorm(nn.Module):
     """LayerNorm over the last dim computed in float32 (like Cohere's), optional bias. The weight may have extra
-    leading dims that broadcast over the input (Cohere's per-head QK-norm weight is [heads, head_dim])."""
+    leading dims that broadcast over the input (Cohere's per-head QK-norm weight is [heads, head_dim]). `offset=1.0`
+    is Nemotron's LayerNorm1P: the weight applied as (1 + w), initialised to 0."""
 
-    def __init__(self, shape: int | tuple[int, ...], eps: float = 1e-5, bias: bool = True) -> None:
+    def __init__(self, shape: int | tuple[int, ...], eps: float = 1e-5, bias: bool = True, offset: float = 0.0) -> None:
         super().__init__()
         shape = (shape,) if isinstance(shape, int) else tuple(shape)
-        self.weight = nn.Parameter(torch.ones(shape))
+        self.weight = nn.Parameter(torch.zeros(shape) if offset else torch.ones(shape))
         self.bias = nn.Parameter(torch.zeros(shape)) if bias else None
         self.eps = eps
+        self.offset = offset
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return layer_norm(x, self.weight, self.bias, self.eps)
+        return layer_norm(x, self.weight, self.bias, self.eps, self.offset)
 
 
-def layer_norm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, eps: float) -> torch.Tensor:
-    """LayerNorm over the last dim in float32; weight/bias may broadcast (e.g. [heads, head_dim])."""
-    y = F.layer_norm(x.float(), (x.shape[-1],), None, None, eps) * weight.float()
+def layer_norm(
+    x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, eps: float, offset: float = 0.0
+) -> torch.Tensor:
+    """LayerNorm over the last dim in float32; weight/bias may broadcast (e.g. [heads, head_dim]). An offset is
+    added in the weight's own dtype, as NemotronLayerNorm1P does (`self.weight + 1.0`: in bfloat16 that sum rounds)."""
+    w = weight + offset if offset else weight
+    y = F.layer_norm(x.float(), (x.shape[-1],), None, None, eps) * w.float()
     if bias is not None:
         y = y + bias.float()
     return y.to(x.dtype)

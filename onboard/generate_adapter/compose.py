@@ -442,10 +442,8 @@ class Composer:
     def norm_block(self, bias: bool) -> str:
         norms = self.p.norms
         if norms.kind == "layernorm":
-            if norms.offset:
-                self.stub("layernorm_offset", "LayerNorm applied as (1 + w) is not in the block library")
-            self.words.insert(0, "LayerNorm" + (" with bias" if bias else ""))
-            return f"LayerNorm(dim, {self.eps()}, bias={bias})"
+            self.words.insert(0, "LayerNorm" + (" with bias" if bias else "") + (" (1 + w)" if norms.offset else ""))
+            return f"LayerNorm(dim, {self.eps()}, bias={bias}" + (", offset=1.0)" if norms.offset else ")")
         if bias:
             self.stub("rmsnorm_bias", "RMSNorm with a bias is not in the block library")
         self.words.insert(0, "RMSNorm" + (" (1 + w)" if norms.offset else ""))

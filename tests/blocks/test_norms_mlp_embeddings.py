@@ -50,6 +50,25 @@ def test_layernorm_equals_torch_and_cohere() -> None:
         torch.testing.assert_close(ours_qk(x), cohere(x), atol=1e-6, rtol=1e-6)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+def test_layernorm_offset_equals_nemotron_1p(dtype: torch.dtype) -> None:
+    from transformers.models.nemotron.modeling_nemotron import NemotronLayerNorm1P
+
+    hf = NemotronLayerNorm1P(H, eps=1e-5).to(dtype)
+    randomize(hf)
+    ours = LayerNorm(H, eps=1e-5, offset=1.0).to(dtype)
+    ours.load_state_dict(hf.state_dict())
+    with torch.no_grad():
+        got, expected = ours(_x(dtype)), hf(_x(dtype))
+        # transformers normalises in the input dtype, the block in float32 (then rounds once): bf16 differs by an ulp
+        tol = 1e-6 if dtype == torch.float32 else 2**-6
+        torch.testing.assert_close(got, expected, atol=tol, rtol=tol)
+    plain = LayerNorm(H, eps=1e-5).to(dtype)  # the same weights applied as w, not 1 + w
+    plain.load_state_dict(hf.state_dict())
+    with torch.no_grad():
+        assert (plain(_x(dtype)).float() - expected.float()).abs().max() > 0.5
+
+
 def test_gemma3_style_qk_norm_offset_one() -> None:
     from transformers.models.gemma3.modeling_gemma3 import Gemma3RMSNorm
 
