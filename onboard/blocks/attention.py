@@ -147,7 +147,7 @@ class Attention(nn.Module):
         self.sinks = nn.Parameter(torch.zeros(num_heads)) if sinks else None
         self.q_norm = self.k_norm = None
         if qk_norm is not None:
-            spec = (qk_norm.eps, qk_norm.kind, qk_norm.offset, qk_norm.scope, qk_norm.casting)
+            spec = (qk_norm.eps, qk_norm.kind, qk_norm.offset, qk_norm.scope, qk_norm.casting, qk_norm.bias)
             self.q_norm = QKNorm(num_heads, head_dim, *spec)
             self.k_norm = QKNorm(num_kv_heads, head_dim, *spec)
 

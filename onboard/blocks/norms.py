@@ -71,6 +71,7 @@ class QKNormSpec:
     offset: float = 0.0
     scope: str = "head"
     casting: str | None = None  # RMS only; OLMo2 multiplies in float32 at offset 0: "gemma"
+    bias: bool = False  # LayerNorm only (Persimmon's q_layernorm / k_layernorm)
 
 
 class QKNorm(nn.Module):
@@ -79,6 +80,7 @@ class QKNorm(nn.Module):
     scope "head": normalise each head over D with one shared [D] weight (qwen3, gemma3, ...);
     "per_head_weight": normalise over D with a [H, D] weight (cohere, LayerNorm);
     "all": normalise over the flattened H*D with a [H*D] weight (olmo2, olmoe).
+    `bias` (kind "layer" only): a bias of the weight's shape (persimmon).
     """
 
     def __init__(
@@ -90,6 +92,7 @@ class QKNorm(nn.Module):
         offset: float = 0.0,
         scope: str = "head",
         casting: str | None = None,
+        bias: bool = False,
     ) -> None:
         super().__init__()
         if scope not in QK_NORM_SCOPES:
@@ -98,14 +101,17 @@ class QKNorm(nn.Module):
             raise ValueError(f"QKNorm kind must be 'rms' or 'layer', got {kind!r}")
         if kind == "rms" and scope == "per_head_weight":
             raise ValueError("QKNorm: RMS with per-head weights is not a known architecture; use scope 'head'")
+        if kind == "rms" and bias:
+            raise ValueError("QKNorm: an RMS norm has no bias; a biased QK-norm is kind 'layer'")
         self.scope, self.kind, self.eps, self.offset, self.casting = scope, kind, eps, offset, casting
         shape = {"head": (head_dim,), "per_head_weight": (num_heads, head_dim), "all": (num_heads * head_dim,)}[scope]
         self.weight = nn.Parameter(torch.zeros(shape) if offset else torch.ones(shape))
+        self.bias = nn.Parameter(torch.zeros(shape)) if bias else None
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x2 = x.flatten(-2) if self.scope == "all" else x
         if self.kind == "rms":
             y = dispatch.rms_norm(x2, self.weight, self.eps, self.offset, self.casting)
         else:
-            y = layer_norm(x2, self.weight, None, self.eps)
+            y = layer_norm(x2, self.weight, self.bias, self.eps)
         return y.view(x.shape)

@@ -268,10 +268,16 @@ class Composer:
         qh, kh = r.get("attn.q_norm_heads"), r.get("attn.k_norm_heads")
         if not (qn or kn or qh or kh):
             return None
-        biased = [b for b in (r.get(x, "bias") for x in ("attn.q_norm", "attn.k_norm", "attn.q_norm_heads")) if b]
-        if biased:
-            self.stub("qk_norm_bias", f"QK-norm with a bias is not in the block library: {_names(*biased)}")
         kind = "layer" if norms.kind == "layernorm" else "rms"
+        qb, kb = r.get("attn.q_norm", "bias"), r.get("attn.k_norm", "bias")
+        stacked = [b for b in (r.get(x, "bias") for x in ("attn.q_norm_heads", "attn.k_norm_heads")) if b]
+        bias = bool(qb and kb and qn and kn and kind == "layer" and not stacked)
+        if bias:  # one LayerNorm per q and k with weight and bias (Persimmon)
+            self.wm.add(layer_target("self_attn.q_norm.bias"), (qb.source,))  # type: ignore[union-attr]
+            self.wm.add(layer_target("self_attn.k_norm.bias"), (kb.source,))  # type: ignore[union-attr]
+        elif qb or kb or stacked:
+            self.stub("qk_norm_bias", "QK-norm with a bias is in the block library only as a LayerNorm on both q "
+                      f"and k with one weight each: {_names(qb, kb, *stacked)}")  # fmt: skip
         if qh and kh:
             scope = "per_head_weight"
             self.wm.add(layer_target("self_attn.q_norm.weight"), (qh.source,), "stack")
@@ -290,7 +296,8 @@ class Composer:
         extra = "" if kind == "rms" else ', kind="layer"'
         extra += "" if scope == "head" else f', scope="{scope}"'
         extra += ", offset=1.0" if norms.offset else ""
-        self.words.append(f"QK-norm ({kind}, {scope})")
+        extra += ", bias=True" if bias else ""
+        self.words.append(f"QK-norm ({kind}, {scope}" + (", with bias)" if bias else ")"))
         return f"qk_norm=QKNormSpec({self.eps()}{extra})"
 
     def mla(self) -> str:

@@ -69,6 +69,19 @@ def test_layernorm_offset_equals_nemotron_1p(dtype: torch.dtype) -> None:
         assert (plain(_x(dtype)).float() - expected.float()).abs().max() > 0.5
 
 
+def test_biased_layernorm_qk_norm_equals_persimmon() -> None:
+    ref = nn.LayerNorm(12, eps=1e-5)  # Persimmon's q_layernorm / k_layernorm: one [head_dim] weight and bias
+    randomize(ref)
+    ours = QKNorm(4, 12, eps=1e-5, kind="layer", bias=True)
+    ours.load_state_dict(ref.state_dict())
+    x = _x(torch.float32, 2, 7, 4, 12)
+    with torch.no_grad():
+        torch.testing.assert_close(ours(x), ref(x), atol=1e-6, rtol=1e-6)
+        assert (ours(x) - QKNorm(4, 12, eps=1e-5, kind="layer")(x) * ref.weight).abs().max() > 0.1  # bias applied
+    with pytest.raises(ValueError, match="RMS norm has no bias"):
+        QKNorm(4, 12, bias=True)
+
+
 def test_gemma3_style_qk_norm_offset_one() -> None:
     from transformers.models.gemma3.modeling_gemma3 import Gemma3RMSNorm
 
