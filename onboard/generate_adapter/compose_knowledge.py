@@ -96,6 +96,8 @@ FAMILY_FACTS: dict[str, dict[str, object]] = {
     # ... and only on sliding-window layers (full-attention layers are NoPE): the layer's rope kind as an expression
     "cohere2": {"rope_interleaved": True, "rope_kind": "layer_type if layer_type == SLIDING else None"},
     "cohere2_moe": {"rope_interleaved": True, "rope_kind": "layer_type if layer_type == SLIDING else None"},
+    # only sliding-window layers are rotary (FlintAttention applies rope when its layer has a window)
+    "flint": {"rope_kind": "layer_type if layer_type == SLIDING else None"},
     # full-attention layers are NoPE once a sliding window is configured (as the registered exaone4)
     "exaone_moe": {"rope_kind": "layer_type if args.sliding_window is None or layer_type == SLIDING else None"},
     "exaone4": {"rope_kind": "layer_type if args.sliding_window is None or layer_type == SLIDING else None"},

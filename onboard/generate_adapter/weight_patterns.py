@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import re
 
+from onboard.inspect_checkpoint.tensor_names import SINK_NAMES
+
 _ATTN = r"(?:self_attn|attn|attention|self_attention|attn\.attention|multi_head_attention|norm_attn_norm\.attn)"
 _MLP = r"(?:mlp|feed_forward|ffn|mlp_block)"
 _MOE = r"(?:mlp|feed_forward|block_sparse_moe|moe|ffn)"
@@ -41,7 +43,7 @@ LAYER_PATTERNS: tuple[tuple[str, str], ...] = (
     (rf"{_ATTN}\.(?:k_norm|k_layernorm|key_layernorm)\.norms\.\{{\}}{_P}", "attn.k_norm_heads"),
     (rf"{_ATTN}\.(?:q_norm|q_layernorm|query_layernorm){_P}", "attn.q_norm"),
     (rf"{_ATTN}\.(?:k_norm|k_layernorm|key_layernorm){_P}", "attn.k_norm"),
-    (rf"{_ATTN}\.sinks", "attn.sinks"),
+    (rf"{_ATTN}\.(?:{'|'.join(SINK_NAMES)})", "attn.sinks"),
     (rf"{_ATTN}\.(?P<part>q_a_proj|q_b_proj|kv_a_proj_with_mqa|kv_b_proj|q_a_layernorm|kv_a_layernorm){_P}", "mla"),
     # --- mixture of experts (before the dense MLP: expert and router names reuse gate/up/down) -----------------
     (rf"{_MOE}\.(?:gate|router|router\.layer|gate\.wg|router\.gate)\.weight", "moe.router"),

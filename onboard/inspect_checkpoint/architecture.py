@@ -233,7 +233,8 @@ def _tied(cv: ConfigView, lm: dict[str, TensorInfo] | None) -> bool:
 
 def _sinks(cv: ConfigView, lm: dict[str, TensorInfo] | None) -> bool:
     if lm is not None:
-        return any(n.endswith((".sinks", ".attention_sink", ".sink", "attn_sinks")) for n in lm)
+        suffixes = (*(f".{name}" for name in tn.SINK_NAMES), ".attention_sink", ".sink", "attn_sinks")
+        return any(n.endswith(suffixes) for n in lm)
     return cv.model_type == "gpt_oss" or cv.bool("use_attention_sinks", "attention_sinks")
 
 

@@ -19,6 +19,10 @@ TOWER_PREFIXES = {
                "multi_modal_projector", "mm_projector", "vision_projection", "image_newline", "patch_embed"),
     "audio": ("audio_tower", "audio_model", "audio_encoder", "audio", "speech_encoder", "audio_projection"),
 }  # fmt: skip
+# A learned per-head logit that joins the attention softmax (gpt-oss's `sinks`), by the names checkpoints store it
+# under: transformers' conversion_mapping loads flint's `softmax_offset` and mimo_v2_flash's `attention_sink_bias`
+# as `sinks`, the same parameter.
+SINK_NAMES = ("sinks", "softmax_offset", "attention_sink_bias")
 _LM_PREFIXES = ("model.language_model.", "language_model.model.", "language_model.", "model.text_model.", "text_model.")
 
 # Ordered: the first rule whose regex matches the template decides the component.

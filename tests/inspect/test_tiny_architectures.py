@@ -66,6 +66,8 @@ FEATURES = {
     "apertus": {"qk_norm", "rope:llama3"},
     "seed_oss": {"qkv_bias"},
     "lfm2": {"short_conv", "interleaved_attention"},
+    "flint": {"attention_sinks", "qk_norm", "sliding_window"},  # its sinks are stored as `softmax_offset`
+    "mimo_v2_flash": {"attention_sinks"},  # ... and as `attention_sink_bias`
 }
 
 # Where transformers' own cache is not what a serving engine allocates, the measured KV cannot be the reference.
