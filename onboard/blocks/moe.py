@@ -36,6 +36,9 @@ class RouterSpec:
     select_by: str = "scores"
     """What the top-k (plus any correction bias) ranks: "scores" (every family but one), or "logits" (Kolibri: raw
     router logits + bias; the weights are still the chosen experts' scores)."""
+    norm_min: float = 0.0
+    """With norm_topk_prob: the chosen weights' sum is clamped to at least this before dividing (ERNIE MoE's
+    moe_norm_min); 0: divided by the sum itself."""
     logits_in_float32: bool = False
     """Router logits from float32 activations and weight (DeepSeek V2/V3, GLM-4 MoE, ERNIE MoE in transformers);
     False: in the activation dtype, then scored in float32 (Mixtral, Qwen MoE, OLMoE, gpt-oss in transformers and in
@@ -67,7 +70,9 @@ def route(logits: torch.Tensor, spec: RouterSpec, bias: torch.Tensor | None) -> 
         choice = grouped.masked_fill(~keep[..., None], float("-inf")).view(t, e)
     indices = choice.topk(spec.top_k, dim=-1).indices
     weights = scores.gather(1, indices)  # the correction bias never reaches the weights
-    if spec.norm_topk_prob:
+    if spec.norm_topk_prob and spec.norm_min:
+        weights = weights / weights.sum(dim=-1, keepdim=True).clamp(min=spec.norm_min)
+    elif spec.norm_topk_prob:
         weights = weights / (weights.sum(dim=-1, keepdim=True) + (1e-20 if spec.scoring == "sigmoid" else 0.0))
     return weights * spec.routed_scaling_factor, indices
 

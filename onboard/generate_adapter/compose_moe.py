@@ -46,8 +46,9 @@ def moe_expression(c: Composer) -> str:
     if size == "args.moe_intermediate_size":
         f.need("moe_intermediate_size", "int", None)
     bias = r.get("moe.router_bias", None)
-    if bias is not None:
-        c.wm.add(layer_target(MOE + "e_score_correction_bias"), (bias.source,))
+    if bias is not None:  # [E], or [1, E] (ERNIE MoE's moe_statics)
+        op = "squeeze" if len(bias.shape) > 1 and bias.shape[0] == 1 else "copy"
+        c.wm.add(layer_target(MOE + "e_score_correction_bias"), (bias.source,), op)
     spec = [f"top_k={f.need('num_experts_per_tok', 'int', None)}"]
     if moe.scoring != "softmax":
         spec.append(f'scoring="{moe.scoring}"')
@@ -56,6 +57,8 @@ def moe_expression(c: Composer) -> str:
         spec.append(f"routed_scaling_factor={f.need('routed_scaling_factor', 'float', '1.0')}")
     if bias is not None:
         spec.append("correction_bias=True")
+    if c.has_key("moe_norm_min"):
+        spec.append(f"norm_min={f.need('moe_norm_min', 'float', '0.0')}")
     if c.fact("router_select_by") == "logits":
         spec.append('select_by="logits"')
         c.words.append("experts ranked by router logits + bias")

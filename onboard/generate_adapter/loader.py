@@ -110,6 +110,11 @@ def _combine(op: str, tensors: list, owner: nn.Module | None = None) -> torch.Te
         return tensors[0].transpose(-1, -2)
     if op == "stack":
         return torch.stack([torch.cat(group, dim=0) for group in tensors], dim=0)
+    if op == "squeeze":
+        value = tensors[0]
+        while value.dim() > 1 and value.shape[0] == 1:
+            value = value[0]
+        return value
     if op == "deinterleave_heads":
         return deinterleave_heads(tensors[0], owner.num_heads, owner.num_kv_heads, owner.head_dim)  # type: ignore[union-attr]
     raise ValueError(f"unknown weight-map op {op!r}; known: {OPS}")

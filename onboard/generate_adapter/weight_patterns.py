@@ -47,7 +47,7 @@ LAYER_PATTERNS: tuple[tuple[str, str], ...] = (
     (rf"{_ATTN}\.(?P<part>q_a_proj|q_b_proj|kv_a_proj_with_mqa|kv_b_proj|q_a_layernorm|kv_a_layernorm){_P}", "mla"),
     # --- mixture of experts (before the dense MLP: expert and router names reuse gate/up/down) -----------------
     (rf"{_MOE}\.(?:gate|router|router\.layer|gate\.wg|router\.gate)\.weight", "moe.router"),
-    (rf"{_MOE}\.(?:gate\.)?(?:e_score_correction_bias|expert_bias|router\.expert_bias|router_bias)", "moe.router_bias"),
+    (rf"{_MOE}\.(?:gate\.)?(?:moe_statics\.)?(?:e_score_correction_bias|expert_bias|router\.expert_bias|router_bias)", "moe.router_bias"),
     (rf"{_MOE}\.experts\.\{{\}}\.(?:gate_proj|w1|wi_0)\.weight", "moe.expert.gate"),
     (rf"{_MOE}\.experts\.\{{\}}\.(?:up_proj|w3|wi_1)\.weight", "moe.expert.up"),
     (rf"{_MOE}\.experts\.\{{\}}\.(?:down_proj|w2|wo)\.weight", "moe.expert.down"),

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 # How the source tensors of one rule become the runtime tensor.
-OPS = ("copy", "cat", "stack", "transpose", "deinterleave_heads")
+OPS = ("copy", "cat", "stack", "transpose", "deinterleave_heads", "squeeze")
 
 
 @dataclass(frozen=True)
@@ -16,7 +16,8 @@ class WeightRule:
     each the row-wise concatenation of the sources; stacked along a new dim 0), transpose (one source, last two dims
     swapped: GPT-2 Conv1D weights, experts stored [E, in, out]), deinterleave_heads (one fused qkv source whose rows
     are grouped per KV head, [q heads of the group; k; v] as GPT-NeoX / Falcon / Bloom store `query_key_value`,
-    reordered to [all q; all k; all v]; the head counts come from the attention module owning the target)."""
+    reordered to [all q; all k; all v]; the head counts come from the attention module owning the target), squeeze
+    (one source, its leading size-1 dims dropped: ERNIE MoE stores the correction bias [1, E] for the block's [E])."""
 
     target: str
     sources: tuple[str, ...]

@@ -111,6 +111,33 @@ def test_deepseek_v3_noaux_tc_groups_bias_scaling_shared() -> None:
     torch.testing.assert_close(w.gather(1, our_order), hf_w.gather(1, order), atol=1e-6, rtol=1e-6)
 
 
+@pytest.mark.parametrize("norm_min", [1e-12, 0.9], ids=["default", "clamping"])
+def test_ernie_router_softmax_bias_and_norm_min(norm_min: float) -> None:
+    """ERNIE MoE: softmax scores, selection by scores + a correction bias stored [1, E], weights renormalised by
+    their sum clamped to at least moe_norm_min (0.9 makes the clamp bite on top-2 of 8)."""
+    from transformers import Ernie4_5_MoeConfig
+    from transformers.models.ernie4_5_moe.modeling_ernie4_5_moe import Ernie4_5_MoeTopKRouter
+
+    cfg = Ernie4_5_MoeConfig(hidden_size=HIDDEN, num_experts=E, num_experts_per_tok=2, moe_norm_min=norm_min)
+    hf = Ernie4_5_MoeTopKRouter(cfg)
+    g = torch.Generator().manual_seed(3)
+    with torch.no_grad():
+        hf.weight.copy_(torch.randn(E, HIDDEN, generator=g))
+        hf.moe_statics.e_score_correction_bias.copy_(torch.randn(1, E, generator=g) * 0.1)
+    spec = RouterSpec(top_k=2, correction_bias=True, norm_min=norm_min, logits_in_float32=True)
+    tokens = _x().view(-1, HIDDEN)
+    with torch.no_grad():
+        _, hf_w, hf_idx = hf(tokens)
+        bias = hf.moe_statics.e_score_correction_bias[0]
+        w, idx = route(torch.nn.functional.linear(tokens.float(), hf.weight.float()), spec, bias)
+        _, unbiased = route(torch.nn.functional.linear(tokens.float(), hf.weight.float()), spec, None)
+    assert torch.equal(idx.sort(dim=-1).values, hf_idx.sort(dim=-1).values)
+    torch.testing.assert_close(w.sort(dim=-1).values, hf_w.sort(dim=-1).values, atol=1e-6, rtol=1e-6)
+    assert not torch.equal(unbiased.sort(dim=-1).values, idx.sort(dim=-1).values)  # the bias moved some choices
+    if norm_min > 0.5:
+        assert float(w.sum(dim=-1).min()) < 0.999  # clamped sums: the weights no longer add up to 1
+
+
 def test_correction_bias_changes_selection_not_weights() -> None:
     logits = torch.tensor([[2.0, 1.0, 0.0, -1.0]])
     spec = RouterSpec(top_k=1, scoring="sigmoid", norm_topk_prob=False, correction_bias=True)

@@ -17,7 +17,7 @@ import torch
 from onboard.generate_adapter import generate
 from onboard.generate_adapter.compose_rules import compress, pattern_expr
 from onboard.generate_adapter.config_values import read_config
-from onboard.generate_adapter.loader import deinterleave_heads
+from onboard.generate_adapter.loader import _combine, deinterleave_heads
 from onboard.generate_adapter.parity import check_parity, compare, load_adapter, reference_model
 from onboard.generate_adapter.plan import plan
 from onboard.generate_adapter.regenerate import ADAPTERS_DIR
@@ -120,6 +120,9 @@ def test_derived_rules_falcon_multi_query_and_gptj_rotary_dim(tiny) -> None:
         ("model.layers.{}.feed_forward.experts.gate_up_proj", "moe.experts.gate_up"),
         ("model.layers.{}.mlp.shared_experts.up_proj.weight", "moe.shared.up"),
         ("model.layers.{}.mlp.gate.e_score_correction_bias", "moe.router_bias"),
+        ("model.layers.{}.mlp.gate.moe_statics.e_score_correction_bias", "moe.router_bias"),  # ERNIE MoE, [1, E]
+        ("model.layers.{}.self_attn.softmax_offset", "attn.sinks"),  # flint
+        ("model.layers.{}.self_attn.attention_sink_bias", "attn.sinks"),  # mimo_v2_flash
         ("model.layers.{}.mlp.router.weight", "moe.router"),
         ("model.layers.{}.self_attn.kv_b_proj.weight", "mla"),
         ("model.layers.{}.pre_feedforward_layernorm.weight", "norm.pre_mlp"),
@@ -142,10 +145,19 @@ def test_deinterleave_heads_reorders_grouped_rows() -> None:
     assert torch.equal(fused, torch.cat([q.flatten(), k.flatten(), v.flatten()]))
 
 
+def test_squeeze_drops_leading_unit_dims_only() -> None:
+    bias = torch.arange(4.0).reshape(1, 4)  # ERNIE MoE's moe_statics.e_score_correction_bias for the block's [E]
+    assert torch.equal(_combine("squeeze", [bias]), torch.arange(4.0))
+    assert _combine("squeeze", [torch.zeros(1, 1, 3)]).shape == (3,)
+    assert _combine("squeeze", [torch.zeros(2, 3)]).shape == (2, 3)
+
+
 def test_ambiguous_mappings_are_errors_naming_the_tensors(tiny) -> None:
     profile = inspect(str(tiny("llama")))
     extra = TensorGroupStat("model.layers.{}.self_attn.qkv_proj.weight", 2, (128, 64))
-    both = msgspec.structs.replace(profile, model_type="dayzero_x", tensor_templates=profile.tensor_templates + (extra,))
+    both = msgspec.structs.replace(
+        profile, model_type="dayzero_x", tensor_templates=profile.tensor_templates + (extra,)
+    )
     with pytest.raises(AmbiguousWeights, match=r"q_proj.*qkv_proj|qkv_proj.*q_proj"):
         plan(both)
     square = TensorGroupStat("model.layers.{}.mlp.experts.gate_up_proj", 2, (4, 64, 64))
@@ -158,7 +170,11 @@ def test_ambiguous_mappings_are_errors_naming_the_tensors(tiny) -> None:
         plan(msgspec.structs.replace(moe, model_type="dayzero_moe", tensor_templates=experts))
     neox = inspect(str(tiny("gpt_neox")))
     with pytest.raises(AmbiguousWeights, match="query_key_value"):
-        plan(msgspec.structs.replace(neox, model_type="dayzero_neox", dims=msgspec.structs.replace(neox.dims, num_kv_heads=2)))
+        plan(
+            msgspec.structs.replace(
+                neox, model_type="dayzero_neox", dims=msgspec.structs.replace(neox.dims, num_kv_heads=2)
+            )
+        )
 
 
 def test_ambiguity_is_a_clean_cli_error(tiny, tmp_path: Path) -> None:
