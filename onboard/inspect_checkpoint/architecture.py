@@ -29,7 +29,8 @@ from onboard.inspect_checkpoint.per_layer import per_layer_tensors, with_kv_widt
 from onboard.inspect_checkpoint.tensor_index import TensorIndex
 from onboard.profile import Biases, Dims, LayerInfo, ModelProfile, Moe, Multipliers, Norms, Quantization, Rope
 
-PARALLEL_RESIDUAL_TYPES = {"gptj", "codegen", "phi", "cohere", "cohere2", "gpt_neox", "falcon", "stablelm"}
+PARALLEL_RESIDUAL_TYPES = {"gptj", "codegen", "phi", "cohere", "cohere2", "cohere2_moe", "cohere_compass_text",
+                           "gpt_neox", "falcon", "stablelm"}  # fmt: skip
 
 
 class ArchFacts(msgspec.Struct, frozen=True):

@@ -68,6 +68,8 @@ FEATURES = {
     "lfm2": {"short_conv", "interleaved_attention"},
     "flint": {"attention_sinks", "qk_norm", "sliding_window"},  # its sinks are stored as `softmax_offset`
     "mimo_v2_flash": {"attention_sinks"},  # ... and as `attention_sink_bias`
+    "cohere_compass_text": {"parallel_residual", "layernorm"},  # one input norm; attention and MLP read it
+    "cohere2_moe": {"parallel_residual", "moe"},
 }
 
 # Where transformers' own cache is not what a serving engine allocates, the measured KV cannot be the reference.
