@@ -17,7 +17,6 @@ from onboard.blocks.attention import Attention, AttentionContext
 from onboard.blocks.embeddings import Embedding, LMHead
 from onboard.blocks.moe import MoE, RouterSpec
 from onboard.blocks.norms import QKNormSpec, RMSNorm
-from onboard.errors import ConfigError
 from onboard.generate_adapter.runtime import FULL, AdapterModel, ArgsBase, WeightRule, rotaries
 
 MODEL_TYPE = "olmoe"
@@ -53,11 +52,6 @@ class ModelArgs(ArgsBase):
     clip_qkv: float | None = None
 
     def __post_init__(self) -> None:
-        if self.clip_qkv is not None:
-            raise ConfigError(
-                "olmoe: clip_qkv is not supported by the block library",
-                "ask for q/k/v clamping in onboard.blocks.attention",
-            )
         if self.num_key_value_heads is None:
             self.num_key_value_heads = self.num_attention_heads
         if self.head_dim is None:
@@ -122,6 +116,7 @@ class DecoderLayer(nn.Module):
             qkv_bias=args.attention_bias,
             o_bias=args.attention_bias,
             qk_norm=QKNormSpec(args.rms_norm_eps, scope="all"),
+            clip_qkv=args.clip_qkv,
         )
         self.post_attention_layernorm = norm(args, args.hidden_size)
         self.mlp = MoE(

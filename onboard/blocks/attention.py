@@ -113,7 +113,9 @@ class Attention(nn.Module):
     `scale` (default head_dim ** -0.5; Gemma 2 passes query_pre_attn_scalar ** -0.5), `output_gate`: the query rows
     carry a gate per head ([q_h; g_h], 2*D rows per head, as Qwen3-Next and MiniCPM5-MoE store `q_proj`) and the
     attention output is multiplied by sigmoid(g) before `o_proj`. `qk_norm_after_rope`: the QK-norm runs on the
-    rotated heads (HunYuan V1's order) instead of before the rotary embedding.
+    rotated heads (HunYuan V1's order) instead of before the rotary embedding. `clip_qkv`: q, k and v clamped to
+    ±clip_qkv before the rotary embedding, q and k after their QK-norm if any (OLMo clamps the projections, OLMoE the
+    normed q and k: the same rule).
     """
 
     def __init__(
@@ -133,15 +135,18 @@ class Attention(nn.Module):
         rope_interleaved: bool = False,
         output_gate: bool = False,
         qk_norm_after_rope: bool = False,
+        clip_qkv: float | None = None,
     ) -> None:
         super().__init__()
+        if clip_qkv is not None and qk_norm_after_rope:
+            raise ValueError("Attention: clip_qkv with a QK-norm after the rotary embedding is not a known order")
         if num_heads % num_kv_heads:
             raise ValueError(f"num_heads {num_heads} is not a multiple of num_kv_heads {num_kv_heads}")
         self.num_heads, self.num_kv_heads, self.head_dim = num_heads, num_kv_heads, head_dim
         self.scale = head_dim**-0.5 if scale is None else scale
         self.sliding_window, self.softcap, self.rope_interleaved = sliding_window, softcap, rope_interleaved
         self.q_rows = num_heads * head_dim * (2 if output_gate else 1)
-        self.output_gate, self.qk_norm_after_rope = output_gate, qk_norm_after_rope
+        self.output_gate, self.qk_norm_after_rope, self.clip_qkv = output_gate, qk_norm_after_rope, clip_qkv
         self.qkv_proj = nn.Linear(hidden_size, self.q_rows + 2 * num_kv_heads * head_dim, bias=qkv_bias)
         self.o_proj = nn.Linear(num_heads * head_dim, hidden_size, bias=o_bias)
         self.sinks = nn.Parameter(torch.zeros(num_heads)) if sinks else None
@@ -165,6 +170,9 @@ class Attention(nn.Module):
         q, k, v = q.reshape(b, s, h, d), k.view(b, s, hkv, d), v.view(b, s, hkv, d)
         if self.q_norm is not None and not self.qk_norm_after_rope:
             q, k = self.q_norm(q), self.k_norm(k)
+        if self.clip_qkv is not None:
+            c = self.clip_qkv
+            q, k, v = q.clamp(-c, c), k.clamp(-c, c), v.clamp(-c, c)
         if cos is not None:
             q = dispatch.rope(q, cos, sin, self.rope_interleaved)
             k = dispatch.rope(k, cos, sin, self.rope_interleaved)

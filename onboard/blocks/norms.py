@@ -32,12 +32,22 @@ class RMSNorm(nn.Module):
 class LayerNorm(nn.Module):
     """LayerNorm over the last dim computed in float32 (like Cohere's), optional bias. The weight may have extra
     leading dims that broadcast over the input (Cohere's per-head QK-norm weight is [heads, head_dim]). `offset=1.0`
-    is Nemotron's LayerNorm1P: the weight applied as (1 + w), initialised to 0."""
+    is Nemotron's LayerNorm1P: the weight applied as (1 + w), initialised to 0. `weight=False`: no weight and no bias
+    at all (OLMo's OlmoLayerNorm)."""
 
-    def __init__(self, shape: int | tuple[int, ...], eps: float = 1e-5, bias: bool = True, offset: float = 0.0) -> None:
+    def __init__(
+        self,
+        shape: int | tuple[int, ...],
+        eps: float = 1e-5,
+        bias: bool = True,
+        offset: float = 0.0,
+        weight: bool = True,
+    ) -> None:
         super().__init__()
         shape = (shape,) if isinstance(shape, int) else tuple(shape)
-        self.weight = nn.Parameter(torch.zeros(shape) if offset else torch.ones(shape))
+        if not weight and (bias or offset):
+            raise ValueError("LayerNorm(weight=False) has no bias and no offset")
+        self.weight = nn.Parameter(torch.zeros(shape) if offset else torch.ones(shape)) if weight else None
         self.bias = nn.Parameter(torch.zeros(shape)) if bias else None
         self.eps = eps
         self.offset = offset
@@ -47,12 +57,14 @@ class LayerNorm(nn.Module):
 
 
 def layer_norm(
-    x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, eps: float, offset: float = 0.0
+    x: torch.Tensor, weight: torch.Tensor | None, bias: torch.Tensor | None, eps: float, offset: float = 0.0
 ) -> torch.Tensor:
     """LayerNorm over the last dim in float32; weight/bias may broadcast (e.g. [heads, head_dim]). An offset is
-    added in the weight's own dtype, as NemotronLayerNorm1P does (`self.weight + 1.0`: in bfloat16 that sum rounds)."""
-    w = weight + offset if offset else weight
-    y = F.layer_norm(x.float(), (x.shape[-1],), None, None, eps) * w.float()
+    added in the weight's own dtype, as NemotronLayerNorm1P does (`self.weight + 1.0`: in bfloat16 that sum rounds).
+    No weight: the normalised values themselves."""
+    y = F.layer_norm(x.float(), (x.shape[-1],), None, None, eps)
+    if weight is not None:
+        y = y * (weight + offset if offset else weight).float()
     if bias is not None:
         y = y + bias.float()
     return y.to(x.dtype)

@@ -157,7 +157,7 @@ MOE_ARCHS: dict[str, ArchSpec] = {
     "olmoe": _spec(
         "olmoe",
         "pre-norm decoder with RMS QK-norm over all heads and a softmax top-k MoE",
-        attention(*BIASED, 'qk_norm=QKNormSpec(args.rms_norm_eps, scope="all")'),
+        attention(*BIASED, 'qk_norm=QKNormSpec(args.rms_norm_eps, scope="all")', "clip_qkv=args.clip_qkv"),
         "MoE(args.hidden_size, args.num_experts, args.intermediate_size, RouterSpec(top_k=args.num_experts_per_tok, "
         "norm_topk_prob=args.norm_topk_prob), activation=args.hidden_act)",
         fields=(
@@ -166,13 +166,6 @@ MOE_ARCHS: dict[str, ArchSpec] = {
             ("norm_topk_prob", "bool", "False"),
             ("attention_bias", "bool", "False"),
             ("clip_qkv", "float | None", "None"),
-        ),
-        post_init=(
-            "if self.clip_qkv is not None:\n"
-            "    raise ConfigError(\n"
-            '        "olmoe: clip_qkv is not supported by the block library",\n'
-            '        "ask for q/k/v clamping in onboard.blocks.attention",\n'
-            "    )",
         ),
         features={"qk_norm", "moe"},
     ),

@@ -260,6 +260,8 @@ class Composer:
                 self.words.append("QK-norm after the rotary embedding")
         if self.fact("rope_interleaved"):
             kw.append("rope_interleaved=True")
+        if self.has_key("clip_qkv"):
+            kw.append(f"clip_qkv={self.fields.need('clip_qkv', 'float | None', 'None')}")
         return kw
 
     def qk_norm(self) -> str | None:
@@ -417,7 +419,8 @@ class Composer:
         if "post_attention" in positions:
             after = "pre_mlp" in positions or ("input" not in positions and "post_mlp" in positions)
             positions["post_attn_out" if after else "pre_mlp"] = positions.pop("post_attention")
-        placement = PLACEMENTS.get(frozenset(positions))
+        weightless = self.fact("weightless_norms") if not positions and r.get("final_norm") is None else None
+        placement = str(weightless) if weightless else PLACEMENTS.get(frozenset(positions))
         if placement == "pre" and "parallel_residual" in p.features:
             placement = "parallel2"
         if placement == "parallel" and "parallel_residual" not in p.features:
@@ -437,6 +440,9 @@ class Composer:
                     self.wm.add(layer_target(f"{names[position]}.{param}"), (found.source,))
                     biases.append(param == "bias")
         final = r.get("final_norm")
+        if weightless:  # every norm, the final one too, normalises without a weight: nothing to load
+            self.words.append("norms without weights")
+            return self.norm_block(False, weightless=True), placement, tuple(names[k] for k in names)
         if final is None:
             self.stub("final_norm", "no final norm tensor before the LM head")
         else:
@@ -446,8 +452,13 @@ class Composer:
                 biases.append(True)
         return self.norm_block(any(biases)), placement, tuple(names[k] for k in names)
 
-    def norm_block(self, bias: bool) -> str:
+    def norm_block(self, bias: bool, weightless: bool = False) -> str:
         norms = self.p.norms
+        if weightless:
+            if norms.kind != "layernorm" or norms.offset:
+                self.stub("weightless_norm", f"a {norms.kind} without a weight is not in the block library")
+            self.words.insert(0, "LayerNorm without weight")
+            return f"LayerNorm(dim, {self.eps()}, bias=False, weight=False)"
         if norms.kind == "layernorm":
             self.words.insert(0, "LayerNorm" + (" with bias" if bias else "") + (" (1 + w)" if norms.offset else ""))
             return f"LayerNorm(dim, {self.eps()}, bias={bias}" + (", offset=1.0)" if norms.offset else ")")

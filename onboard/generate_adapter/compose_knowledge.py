@@ -66,7 +66,6 @@ GUARDS: dict[str, tuple[str, str, str, str]] = {
                                         "attention scores are divided by the layer index + 1"),
     "apply_residual_connection_post_layernorm": ("bool", "False", "self.apply_residual_connection_post_layernorm",
                                                  "the residual is taken after the input norm"),
-    "clip_qkv": ("float | None", "None", "self.clip_qkv is not None", "q/k/v projections are clamped to ±clip_qkv"),
     "topk_method": ("str | None", "None",
                     "self.topk_method not in (None, 'noaux_tc', 'greedy', 'group_limited_greedy') and "
                     "1 < self.n_group and self.topk_group < self.n_group",
@@ -96,6 +95,8 @@ FAMILY_FACTS: dict[str, dict[str, object]] = {
     # ... and only on sliding-window layers (full-attention layers are NoPE): the layer's rope kind as an expression
     "cohere2": {"rope_interleaved": True, "rope_kind": "layer_type if layer_type == SLIDING else None"},
     "cohere2_moe": {"rope_interleaved": True, "rope_kind": "layer_type if layer_type == SLIDING else None"},
+    # OlmoLayerNorm: F.layer_norm without weight or bias (eps 1e-5) before attention and MLP, and before the head
+    "olmo": {"weightless_norms": "pre"},
     # only sliding-window layers are rotary (FlintAttention applies rope when its layer has a window)
     "flint": {"rope_kind": "layer_type if layer_type == SLIDING else None"},
     # full-attention layers are NoPE once a sliding window is configured (as the registered exaone4)

@@ -19,6 +19,8 @@ NORM_OFFSET_TYPES = {"gemma", "gemma2", "gemma3", "gemma3_text", "gemma3n_text",
                      "qwen3_next", "qwen3_5", "qwen3_5_moe", "gemma4", "gemma4_text", "t5gemma", "nemotron"}  # fmt: skip
 # Families whose norm is RMSNorm although the config key says layer_norm_epsilon.
 RMS_NORM_TYPES = {"mamba", "mamba2", "falcon_mamba", "nemotron_h", "bamba", "zamba", "zamba2", "jamba"}
+# Families whose LayerNorms store no weight (neither tensors nor an eps key show them): OLMo's OlmoLayerNorm.
+LAYER_NORM_TYPES = {"olmo"}
 # Families scaling the token embedding by sqrt(hidden_size) in the forward pass.
 SQRT_EMBED_SCALE_TYPES = {"gemma", "gemma2", "gemma3", "gemma3_text", "recurrent_gemma", "vaultgemma", "gemma4_text"}
 
@@ -96,6 +98,7 @@ def norms_from_config(cv: ConfigView, lm: dict[str, TensorInfo] | None, dims: Di
     rms_eps = cv.float("rms_norm_eps", "rms_norm_epsilon")
     ln_eps = cv.float("layer_norm_epsilon", "layer_norm_eps", "layernorm_epsilon", "norm_epsilon", "norm_eps")
     kind = "rms" if rms_eps is not None or mt in RMS_NORM_TYPES else ("layernorm" if ln_eps is not None else "rms")
+    kind = "layernorm" if mt in LAYER_NORM_TYPES else kind
     if lm is not None:
         norm_biases = [n for n in lm if tn.component(n) == "norms" and n.endswith(".bias")]
         if norm_biases and mt not in RMS_NORM_TYPES:

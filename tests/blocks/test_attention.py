@@ -136,6 +136,34 @@ def test_olmo2_qk_norm_over_all_heads() -> None:
     _run(Olmo2Attention(cfg, 0), cfg, ours, sliding=False)
 
 
+@pytest.mark.parametrize("family", ["olmo", "olmoe"])
+def test_clip_qkv(family: str) -> None:
+    """OLMo clamps the q/k/v projections, OLMoE its normed q and k (and v): one rule, q and k after any QK-norm. The
+    clip is small enough to bite on these activations: without it the outputs differ."""
+    if family == "olmo":
+        from transformers import OlmoConfig
+        from transformers.models.olmo.modeling_olmo import OlmoAttention as HFAttention
+
+        cfg, qk = (
+            eager(OlmoConfig(hidden_size=HIDDEN, num_attention_heads=4, num_key_value_heads=2, clip_qkv=0.3)),
+            None,
+        )
+    else:
+        from transformers import OlmoeConfig
+        from transformers.models.olmoe.modeling_olmoe import OlmoeAttention as HFAttention
+
+        cfg = eager(OlmoeConfig(hidden_size=HIDDEN, num_attention_heads=4, num_key_value_heads=2, clip_qkv=0.3))
+        qk = QKNormSpec(eps=cfg.rms_norm_eps, scope="all")
+    ours = Attention(HIDDEN, 4, 2, 16, qk_norm=qk, clip_qkv=0.3)
+    expected = _run(HFAttention(cfg, 0), cfg, ours, sliding=False)
+    ours.clip_qkv = None
+    rope = RotaryEmbedding(RopeConfig.from_dict(cfg.to_dict()))
+    x = torch.randn(B, S, HIDDEN, generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        unclipped = ours(x, *rope(torch.arange(S)[None].expand(B, -1)))
+    assert (unclipped - expected).abs().max() > 1e-2
+
+
 def test_cohere_layernorm_qk_norm_and_interleaved_rope() -> None:
     from transformers import CohereConfig
     from transformers.models.cohere.modeling_cohere import CohereAttention

@@ -69,6 +69,18 @@ def test_layernorm_offset_equals_nemotron_1p(dtype: torch.dtype) -> None:
         assert (plain(_x(dtype)).float() - expected.float()).abs().max() > 0.5
 
 
+def test_weightless_layernorm_equals_olmo() -> None:
+    from transformers.models.olmo.modeling_olmo import OlmoLayerNorm
+
+    ours = LayerNorm(H, eps=1e-5, bias=False, weight=False)
+    assert not list(ours.parameters())  # nothing for a checkpoint to hold
+    for dtype in (torch.float32, torch.bfloat16):
+        with torch.no_grad():
+            assert torch.equal(ours(_x(dtype)), OlmoLayerNorm(H)(_x(dtype)))
+    with pytest.raises(ValueError, match="no bias"):
+        LayerNorm(H, weight=False)
+
+
 def test_biased_layernorm_qk_norm_equals_persimmon() -> None:
     ref = nn.LayerNorm(12, eps=1e-5)  # Persimmon's q_layernorm / k_layernorm: one [head_dim] weight and bias
     randomize(ref)
