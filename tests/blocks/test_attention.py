@@ -39,15 +39,26 @@ def _run(
         for name, hf_name in zip(("q_norm", "k_norm"), hf_norms):
             if getattr(ours, name, None) is not None:
                 getattr(ours, name).weight.copy_(getattr(hf_attn, hf_name).weight)
-    x = torch.randn(B, S, HIDDEN, generator=torch.Generator().manual_seed(1))
-    rope = RotaryEmbedding(RopeConfig.from_dict(cfg.to_dict()))
-    cos, sin = rope(torch.arange(S)[None].expand(B, -1))
+    x, cos, sin = _inputs(cfg)
     hf_pe = (cos, sin) if half_tables else (full_table(cos, interleaved), full_table(sin, interleaved))
     with torch.no_grad():
         expected, _ = hf_attn(x, position_embeddings=hf_pe, attention_mask=hf_mask(cfg, x, sliding))
         got = ours(x, cos, sin)
     torch.testing.assert_close(got, expected, atol=ATOL, rtol=RTOL)
     return expected
+
+
+def _inputs(cfg) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The input _run feeds both modules, and our rotary half tables for it."""
+    x = torch.randn(B, S, HIDDEN, generator=torch.Generator().manual_seed(1))
+    cos, sin = RotaryEmbedding(RopeConfig.from_dict(cfg.to_dict()))(torch.arange(S)[None].expand(B, -1))
+    return x, cos, sin
+
+
+def _differs(ours: Attention, cfg, expected: torch.Tensor) -> bool:
+    """Whether `ours` (changed after _run matched it) now misses transformers' output by more than 1e-2."""
+    with torch.no_grad():
+        return bool((ours(*_inputs(cfg)) - expected).abs().max() > 1e-2)
 
 
 @pytest.mark.parametrize("kv_heads", [2, 1], ids=["gqa", "mqa"])
@@ -120,11 +131,7 @@ def test_hunyuan_qk_norm_after_rope() -> None:
                     "key_layernorm"))  # fmt: skip
     # The order matters: the same weights normed before the rotation (the block's default) give other outputs.
     ours.qk_norm_after_rope = False
-    rope = RotaryEmbedding(RopeConfig.from_dict(cfg.to_dict()))
-    x = torch.randn(B, S, HIDDEN, generator=torch.Generator().manual_seed(1))
-    with torch.no_grad():
-        before = ours(x, *rope(torch.arange(S)[None].expand(B, -1)))
-    assert (before - expected).abs().max() > 1e-2
+    assert _differs(ours, cfg, expected)
 
 
 def test_olmo2_qk_norm_over_all_heads() -> None:
@@ -157,11 +164,7 @@ def test_clip_qkv(family: str) -> None:
     ours = Attention(HIDDEN, 4, 2, 16, qk_norm=qk, clip_qkv=0.3)
     expected = _run(HFAttention(cfg, 0), cfg, ours, sliding=False)
     ours.clip_qkv = None
-    rope = RotaryEmbedding(RopeConfig.from_dict(cfg.to_dict()))
-    x = torch.randn(B, S, HIDDEN, generator=torch.Generator().manual_seed(1))
-    with torch.no_grad():
-        unclipped = ours(x, *rope(torch.arange(S)[None].expand(B, -1)))
-    assert (unclipped - expected).abs().max() > 1e-2
+    assert _differs(ours, cfg, expected)
 
 
 def test_cohere_layernorm_qk_norm_and_interleaved_rope() -> None:
