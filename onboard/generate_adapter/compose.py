@@ -520,6 +520,9 @@ class Composer:
             kw.append(f"scale={self.fields.need('logit_scale', 'float', '1.0')}")
         elif "logits_scaling" in self.p.config_keys:
             kw.append(f"scale=1.0 / {self.fields.need('logits_scaling', 'float', '1.0')}")
+        elif self.has_key("dim_model_base"):  # MiniCPM: lm_head(hidden / (hidden_size / dim_model_base))
+            base = self.fields.need("dim_model_base", "float | None", "None")
+            kw.append(f"scale=({base} or args.hidden_size) / args.hidden_size")
         elif "logit_scaling" in feats:
             self.stub("logit_scaling", "logits are scaled by a constant no known config key holds")
         if "final_softcap" in feats:
@@ -530,6 +533,9 @@ class Composer:
         scaled, keyed = "residual_scaling" in self.p.features, self.has_key("residual_multiplier")
         if keyed and placement == "pre":
             return self.fields.need("residual_multiplier", "float", "1.0")
+        if self.has_key("scale_depth") and placement == "pre":  # MiniCPM: branch * scale_depth / sqrt(layers)
+            depth = self.fields.need("scale_depth", "float | None", "None")
+            return f"({depth} or args.num_hidden_layers**0.5) / args.num_hidden_layers**0.5"
         if scaled:
             self.stub("residual_scaling", "residual branches scaled by a constant outside a pre-norm layer, or by a "
                       "config key the blocks do not read")  # fmt: skip

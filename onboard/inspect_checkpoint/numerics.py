@@ -138,18 +138,30 @@ def activation_from_config(cv: ConfigView) -> str | None:
     return str(act) if act is not None else None
 
 
+def _residual_multiplier(cv: ConfigView, dims: Dims) -> float | None:
+    """Granite's residual_multiplier, or MiniCPM's scale_depth / sqrt(num_hidden_layers) (its branches' factor)."""
+    explicit = cv.float("residual_multiplier")
+    depth = cv.float("scale_depth")
+    if explicit is not None or depth is None or not dims.num_layers:
+        return explicit
+    return depth / math.sqrt(dims.num_layers)
+
+
 def multipliers_from_config(cv: ConfigView, dims: Dims) -> Multipliers:
     logit_scale = cv.float("logit_scale", "lm_head_multiplier", "output_multiplier")
     scaling = cv.float("logits_scaling")
     if scaling and scaling != 1.0:
         logit_scale = 1.0 / scaling
+    base = cv.float("dim_model_base")  # MiniCPM: logits of hidden / (hidden_size / dim_model_base)
+    if logit_scale is None and base and dims.hidden_size:
+        logit_scale = base / dims.hidden_size
     embed = cv.float("embedding_multiplier", "emb_scale", "scale_emb", "embeddings_multiplier")
     if embed is None and cv.model_type in SQRT_EMBED_SCALE_TYPES and dims.hidden_size:
         embed = math.sqrt(dims.hidden_size)
     return Multipliers(
         logit_scale=logit_scale,
         embedding_multiplier=embed,
-        residual_multiplier=cv.float("residual_multiplier", "scale_depth"),
+        residual_multiplier=_residual_multiplier(cv, dims),
         attention_multiplier=cv.float("attention_multiplier", "attn_scale"),
         query_pre_attn_scalar=cv.float("query_pre_attn_scalar"),
         attn_logit_softcapping=cv.float("attn_logit_softcapping", "attn_softcap", "attention_logit_softcapping"),

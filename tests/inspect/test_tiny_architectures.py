@@ -70,6 +70,7 @@ FEATURES = {
     "mimo_v2_flash": {"attention_sinks"},  # ... and as `attention_sink_bias`
     "cohere_compass_text": {"parallel_residual", "layernorm"},  # one input norm; attention and MLP read it
     "cohere2_moe": {"parallel_residual", "moe"},
+    "minicpm3": {"mla", "residual_scaling", "logit_scaling", "embedding_scaling"},  # scale_depth, dim_model_base
 }
 
 # Where transformers' own cache is not what a serving engine allocates, the measured KV cannot be the reference.
@@ -195,3 +196,16 @@ def test_moe_disabled_by_config_is_dense(tmp_path, model_type, overrides):
     assert {layer.mlp for layer in profile.layers} == {"dense"}
     assert any(f.code == "moe-without-experts" for f in profile.findings)
     assert profile.parameters.total == truth["num_parameters"]
+
+
+def test_minicpm_multipliers_are_the_ones_its_forward_applies(tiny_checkpoint):  # noqa: F811
+    """MiniCPM scales each residual branch by scale_depth / sqrt(num_hidden_layers) and the head's input by
+    dim_model_base / hidden_size (MiniCPM3 in transformers): the profile reports those factors, not the raw keys."""
+    import json
+    import math
+
+    path = tiny_checkpoint("minicpm3")
+    config = json.loads((path / "config.json").read_text())
+    m = inspect(str(path)).multipliers
+    assert m.residual_multiplier == pytest.approx(config["scale_depth"] / math.sqrt(config["num_hidden_layers"]))
+    assert m.logit_scale == pytest.approx(config["dim_model_base"] / config["hidden_size"])
