@@ -17,7 +17,7 @@ from torch import nn
 
 from onboard.kernels import dispatch
 
-from .norms import QKNorm, QKNormSpec
+from .norms import QKNorm, QKNormSpec, RMSNorm
 
 
 def causal_mask(q_len: int, kv_len: int, sliding_window: int | None, device: torch.device) -> torch.Tensor:
@@ -115,7 +115,8 @@ class Attention(nn.Module):
     attention output is multiplied by sigmoid(g) before `o_proj`. `qk_norm_after_rope`: the QK-norm runs on the
     rotated heads (HunYuan V1's order) instead of before the rotary embedding. `clip_qkv`: q, k and v clamped to
     ±clip_qkv before the rotary embedding, q and k after their QK-norm if any (OLMo clamps the projections, OLMoE the
-    normed q and k: the same rule).
+    normed q and k: the same rule). `sub_norm_eps`: an RMSNorm `sub_norm` over the attention output (H*D) before
+    `o_proj` (BitNet's attn_sub_norm).
     """
 
     def __init__(
@@ -136,6 +137,7 @@ class Attention(nn.Module):
         output_gate: bool = False,
         qk_norm_after_rope: bool = False,
         clip_qkv: float | None = None,
+        sub_norm_eps: float | None = None,
     ) -> None:
         super().__init__()
         if clip_qkv is not None and qk_norm_after_rope:
@@ -150,6 +152,7 @@ class Attention(nn.Module):
         self.qkv_proj = nn.Linear(hidden_size, self.q_rows + 2 * num_kv_heads * head_dim, bias=qkv_bias)
         self.o_proj = nn.Linear(num_heads * head_dim, hidden_size, bias=o_bias)
         self.sinks = nn.Parameter(torch.zeros(num_heads)) if sinks else None
+        self.sub_norm = RMSNorm(num_heads * head_dim, sub_norm_eps) if sub_norm_eps is not None else None
         self.q_norm = self.k_norm = None
         if qk_norm is not None:
             spec = (qk_norm.eps, qk_norm.kind, qk_norm.offset, qk_norm.scope, qk_norm.casting, qk_norm.bias)
@@ -186,4 +189,6 @@ class Attention(nn.Module):
         out = out.reshape(b, s, h * d)
         if gate is not None:
             out = out * torch.sigmoid(gate.reshape(b, s, h * d))
+        if self.sub_norm is not None:
+            out = self.sub_norm(out)
         return self.o_proj(out)

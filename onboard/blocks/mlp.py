@@ -1,5 +1,5 @@
-"""Feed-forward blocks: gated (SwiGLU, GeGLU tanh / exact) with a fused `gate_up_proj`, and plain two-layer MLPs
-(GELU, GELU-tanh, relu², SiLU)."""
+"""Feed-forward blocks: gated (SwiGLU, GeGLU tanh / exact, relu²) with a fused `gate_up_proj`, and plain two-layer
+MLPs (GELU, GELU-tanh, relu², SiLU)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from onboard.blocks.norms import RMSNorm
 from onboard.kernels import dispatch
 
 # Gated activations: name -> f(gate, up). Names follow HF's `hidden_act` values.
@@ -19,6 +20,7 @@ GATED_ACTIVATIONS: dict[str, Callable[[torch.Tensor, torch.Tensor], torch.Tensor
     "gelu_tanh": lambda g, u: dispatch.geglu(g, u, "tanh"),
     "gelu_new": lambda g, u: dispatch.geglu(g, u, "tanh"),
     "gelu": lambda g, u: dispatch.geglu(g, u, "none"),
+    "relu2": lambda g, u: torch.square(F.relu(g)) * u,  # BitNet b1.58
 }
 
 # Plain activations for non-gated MLPs.
@@ -41,17 +43,27 @@ def _lookup(table: dict, name: str, what: str) -> Callable:
 
 
 class GatedMLP(nn.Module):
-    """down_proj(act(gate) * up) with one fused `gate_up_proj` ([gate; up] rows, each `intermediate_size`)."""
+    """down_proj(act(gate) * up) with one fused `gate_up_proj` ([gate; up] rows, each `intermediate_size`).
+    `sub_norm_eps`: an RMSNorm `sub_norm` over the intermediate values before down_proj (BitNet's ffn_sub_norm)."""
 
-    def __init__(self, hidden_size: int, intermediate_size: int, activation: str = "silu", bias: bool = False) -> None:
+    def __init__(
+        self,
+        hidden_size: int,
+        intermediate_size: int,
+        activation: str = "silu",
+        bias: bool = False,
+        sub_norm_eps: float | None = None,
+    ) -> None:
         super().__init__()
         self.act = _lookup(GATED_ACTIVATIONS, activation, "gated")
         self.gate_up_proj = nn.Linear(hidden_size, 2 * intermediate_size, bias=bias)
         self.down_proj = nn.Linear(intermediate_size, hidden_size, bias=bias)
+        self.sub_norm = RMSNorm(intermediate_size, sub_norm_eps) if sub_norm_eps is not None else None
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         gate, up = self.gate_up_proj(x).chunk(2, dim=-1)
-        return self.down_proj(self.act(gate, up))
+        inner = self.act(gate, up)
+        return self.down_proj(self.sub_norm(inner) if self.sub_norm is not None else inner)
 
 
 class MLP(nn.Module):

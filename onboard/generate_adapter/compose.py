@@ -262,7 +262,23 @@ class Composer:
             kw.append("rope_interleaved=True")
         if self.has_key("clip_qkv"):
             kw.append(f"clip_qkv={self.fields.need('clip_qkv', 'float | None', 'None')}")
+        sub_norm = self.sub_norm("attn")
+        if sub_norm:
+            kw.append(sub_norm.removeprefix(", "))
         return kw
+
+    def sub_norm(self, block: str) -> str:
+        """`, sub_norm_eps=...` when the block normalises its output before the output projection (BitNet's
+        attn_sub_norm / ffn_sub_norm, RMSNorms with the layers' eps), else ''."""
+        found = self.roles.get(f"{block}.sub_norm")
+        if found is None:
+            return ""
+        if self.roles.get(f"{block}.sub_norm", "bias") is not None or self.p.norms.kind != "rms":
+            self.stub(f"{block}_sub_norm", f"a {self.p.norms.kind} sub-norm (or one with a bias) before the output "
+                      f"projection is not in the block library: {found.template}")  # fmt: skip
+        self.wm.add(layer_target(("self_attn" if block == "attn" else "mlp") + ".sub_norm.weight"), (found.source,))
+        self.words.append(f"RMSNorm before the {block} output projection")
+        return f", sub_norm_eps={self.eps()}"
 
     def qk_norm(self) -> str | None:
         r, d, norms = self.roles, self.p.dims, self.p.norms
@@ -378,7 +394,7 @@ class Composer:
                     self.wm.add(f"{target}.bias", (r.get("mlp.gate", "bias").source, in_bias.source), "cat")  # type: ignore[union-attr]
             self.down(down, inter, bias)
             self.words.append(f"gated MLP ({self.p.activation})")
-            return f"GatedMLP(args.hidden_size, {size}, {act}, bias={bias})"
+            return f"GatedMLP(args.hidden_size, {size}, {act}, bias={bias}{self.sub_norm('mlp')})"
         if gate is not None and up is None:
             self.stub("mlp", f"an MLP gate without an up projection: {gate.template}")
         self.wm.linear(layer_target("mlp.up_proj"), up, inter, hidden)  # type: ignore[arg-type]

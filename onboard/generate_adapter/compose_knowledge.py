@@ -13,7 +13,7 @@ from onboard.inspect_checkpoint.config_lint import IGNORED
 # Names the block library implements, mirrored here so planning never imports torch (`onboard generate` on a
 # profile stays fast); tests/generate/test_compose.py checks them against onboard.blocks.rotary / .mlp.
 ROPE_TYPE_NAMES = frozenset({"default", "linear", "dynamic", "yarn", "longrope", "llama3", "proportional"})
-GATED_ACTIVATION_NAMES = frozenset({"silu", "swish", "gelu_pytorch_tanh", "gelu_tanh", "gelu_new", "gelu"})
+GATED_ACTIVATION_NAMES = frozenset({"silu", "swish", "gelu_pytorch_tanh", "gelu_tanh", "gelu_new", "gelu", "relu2"})
 PLAIN_ACTIVATION_NAMES = frozenset({"gelu", "gelu_pytorch_tanh", "gelu_tanh", "gelu_new", "relu2", "silu", "relu"})
 
 # Keys whose effect reaches the adapter through what inspect derived from them (per-layer plan, MoE layout,

@@ -44,6 +44,7 @@ LAYER_PATTERNS: tuple[tuple[str, str], ...] = (
     (rf"{_ATTN}\.(?:q_norm|q_layernorm|query_layernorm){_P}", "attn.q_norm"),
     (rf"{_ATTN}\.(?:k_norm|k_layernorm|key_layernorm){_P}", "attn.k_norm"),
     (rf"{_ATTN}\.(?:{'|'.join(SINK_NAMES)})", "attn.sinks"),
+    (rf"{_ATTN}\.attn_sub_norm{_P}", "attn.sub_norm"),  # BitNet: RMSNorm on the attention output before o_proj
     (rf"{_ATTN}\.(?P<part>q_a_proj|q_b_proj|kv_a_proj_with_mqa|kv_b_proj|q_a_layernorm|kv_a_layernorm){_P}", "mla"),
     # --- mixture of experts (before the dense MLP: expert and router names reuse gate/up/down) -----------------
     (rf"{_MOE}\.(?:gate|router|router\.layer|gate\.wg|router\.gate)\.weight", "moe.router"),
@@ -68,6 +69,7 @@ LAYER_PATTERNS: tuple[tuple[str, str], ...] = (
     (rf"(?:fc2){_P}", "mlp.down"),
     (rf"{_MLP}\.gate_up_proj{_P}", "mlp.gate_up"),
     (rf"{_MLP}\.act_fn\.(?P<part>alpha_p|alpha_n|beta|eps)", "mlp.act"),
+    (rf"{_MLP}\.ffn_sub_norm{_P}", "mlp.sub_norm"),  # BitNet: RMSNorm on act(gate) * up before down_proj
     # --- norms, by position --------------------------------------------------------------------------------------
     (rf"(?:input_layernorm|ln_1|ln_attn|attention_norm|self_attn_layer_norm|attention_layernorm|"
      rf"norm_attn_norm\.norm_1){_P}", "norm.input"),

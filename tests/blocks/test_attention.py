@@ -36,7 +36,7 @@ def _run(
         for name in ("sinks",):
             if getattr(ours, name, None) is not None:
                 getattr(ours, name).copy_(getattr(hf_attn, name))
-        for name, hf_name in zip(("q_norm", "k_norm"), hf_norms):
+        for name, hf_name in (*zip(("q_norm", "k_norm"), hf_norms), ("sub_norm", "attn_sub_norm")):
             if getattr(ours, name, None) is not None:
                 getattr(ours, name).weight.copy_(getattr(hf_attn, hf_name).weight)
     x, cos, sin = _inputs(cfg)
@@ -131,6 +131,17 @@ def test_hunyuan_qk_norm_after_rope() -> None:
                     "key_layernorm"))  # fmt: skip
     # The order matters: the same weights normed before the rotation (the block's default) give other outputs.
     ours.qk_norm_after_rope = False
+    assert _differs(ours, cfg, expected)
+
+
+def test_bitnet_sub_norm_before_o_proj() -> None:
+    from transformers import BitNetConfig
+    from transformers.models.bitnet.modeling_bitnet import BitNetAttention
+
+    cfg = eager(BitNetConfig(hidden_size=HIDDEN, num_attention_heads=4, num_key_value_heads=2))
+    ours = Attention(HIDDEN, 4, 2, 16, sub_norm_eps=cfg.rms_norm_eps)
+    expected = _run(BitNetAttention(cfg, 0), cfg, ours, sliding=False)
+    ours.sub_norm = None
     assert _differs(ours, cfg, expected)
 
 

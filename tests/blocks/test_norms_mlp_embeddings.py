@@ -126,6 +126,23 @@ def test_gated_mlp_equals_transformers(act: str, family: str) -> None:
         torch.testing.assert_close(ours(_x()), hf(_x()), atol=1e-5, rtol=1e-5)
 
 
+def test_bitnet_relu2_gated_mlp_with_sub_norm() -> None:
+    from transformers import BitNetConfig
+    from transformers.models.bitnet.modeling_bitnet import BitNetMLP
+
+    cfg = BitNetConfig(hidden_size=H, num_attention_heads=4, intermediate_size=37)
+    hf = BitNetMLP(cfg)
+    randomize(hf)
+    ours = GatedMLP(H, 37, "relu2", sub_norm_eps=cfg.rms_norm_eps)
+    fuse_linear(ours.gate_up_proj, hf.gate_proj, hf.up_proj)
+    copy_linear(ours.down_proj, hf.down_proj)
+    with torch.no_grad():
+        ours.sub_norm.weight.copy_(hf.ffn_sub_norm.weight)
+        torch.testing.assert_close(ours(_x()), hf(_x()), atol=1e-5, rtol=1e-5)
+        ours.sub_norm = None
+        assert (ours(_x()) - hf(_x())).abs().max() > 1e-2  # the norm before down_proj matters
+
+
 def test_plain_mlps_equal_starcoder2_and_nemotron() -> None:
     from transformers import NemotronConfig, Starcoder2Config
     from transformers.models.nemotron.modeling_nemotron import NemotronMLP

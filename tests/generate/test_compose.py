@@ -123,6 +123,8 @@ def test_derived_rules_falcon_multi_query_and_gptj_rotary_dim(tiny) -> None:
         ("model.layers.{}.mlp.gate.moe_statics.e_score_correction_bias", "moe.router_bias"),  # ERNIE MoE, [1, E]
         ("model.layers.{}.self_attn.softmax_offset", "attn.sinks"),  # flint
         ("model.layers.{}.self_attn.attention_sink_bias", "attn.sinks"),  # mimo_v2_flash
+        ("model.layers.{}.self_attn.attn_sub_norm.weight", "attn.sub_norm"),  # BitNet
+        ("model.layers.{}.mlp.ffn_sub_norm.weight", "mlp.sub_norm"),
         ("model.layers.{}.mlp.router.weight", "moe.router"),
         ("model.layers.{}.self_attn.kv_b_proj.weight", "mla"),
         ("model.layers.{}.pre_feedforward_layernorm.weight", "norm.pre_mlp"),
