@@ -116,7 +116,8 @@ class Attention(nn.Module):
     rotated heads (HunYuan V1's order) instead of before the rotary embedding. `clip_qkv`: q, k and v clamped to
     ±clip_qkv before the rotary embedding, q and k after their QK-norm if any (OLMo clamps the projections, OLMoE the
     normed q and k: the same rule). `sub_norm_eps`: an RMSNorm `sub_norm` over the attention output (H*D) before
-    `o_proj` (BitNet's attn_sub_norm).
+    `o_proj` (BitNet's attn_sub_norm). `gate_proj`: the output gate from a projection of its own, sigmoid(gate_proj(x))
+    elementwise on the attention output before `o_proj` (AFMoE).
     """
 
     def __init__(
@@ -138,8 +139,11 @@ class Attention(nn.Module):
         qk_norm_after_rope: bool = False,
         clip_qkv: float | None = None,
         sub_norm_eps: float | None = None,
+        gate_proj: bool = False,
     ) -> None:
         super().__init__()
+        if gate_proj and output_gate:
+            raise ValueError("Attention: one output gate, from q_proj's rows (output_gate) or from gate_proj")
         if clip_qkv is not None and qk_norm_after_rope:
             raise ValueError("Attention: clip_qkv with a QK-norm after the rotary embedding is not a known order")
         if num_heads % num_kv_heads:
@@ -153,6 +157,7 @@ class Attention(nn.Module):
         self.o_proj = nn.Linear(num_heads * head_dim, hidden_size, bias=o_bias)
         self.sinks = nn.Parameter(torch.zeros(num_heads)) if sinks else None
         self.sub_norm = RMSNorm(num_heads * head_dim, sub_norm_eps) if sub_norm_eps is not None else None
+        self.gate_proj = nn.Linear(hidden_size, num_heads * head_dim, bias=False) if gate_proj else None
         self.q_norm = self.k_norm = None
         if qk_norm is not None:
             spec = (qk_norm.eps, qk_norm.kind, qk_norm.offset, qk_norm.scope, qk_norm.casting, qk_norm.bias)
@@ -167,7 +172,7 @@ class Attention(nn.Module):
         b, s, _ = x.shape
         h, hkv, d = self.num_heads, self.num_kv_heads, self.head_dim
         q, k, v = self.qkv_proj(x).split([self.q_rows, hkv * d, hkv * d], dim=-1)
-        gate = None
+        gate = self.gate_proj(x) if self.gate_proj is not None else None
         if self.output_gate:
             q, gate = q.view(b, s, h, 2 * d).chunk(2, dim=-1)
         q, k, v = q.reshape(b, s, h, d), k.view(b, s, hkv, d), v.view(b, s, hkv, d)

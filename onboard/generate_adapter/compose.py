@@ -265,6 +265,11 @@ class Composer:
         sub_norm = self.sub_norm("attn")
         if sub_norm:
             kw.append(sub_norm.removeprefix(", "))
+        gate = r.get("attn.gate")
+        if gate is not None:
+            self.wm.add(layer_target("self_attn.gate_proj.weight"), (gate.source,))
+            kw.append("gate_proj=True")
+            self.words.append("sigmoid output gate (gate_proj)")
         return kw
 
     def sub_norm(self, block: str) -> str:

@@ -21,7 +21,7 @@ PLAIN_ACTIVATION_NAMES = frozenset({"gelu", "gelu_pytorch_tanh", "gelu_tanh", "g
 STRUCTURAL_KEYS = frozenset({
     # per-layer attention plan and NoPE layers
     "layer_types", "sliding_window_pattern", "_sliding_window_pattern", "use_sliding_window", "max_window_layers",
-    "attention_types", "no_rope_layers", "no_rope_layer_interval",
+    "attention_types", "no_rope_layers", "no_rope_layer_interval", "global_attn_every_n_layers",
     # which layers are MoE
     "first_k_dense_replace", "moe_layer_freq", "decoder_sparse_step", "mlp_only_layers", "mlp_layer_types",
     "moe_layers", "moe_layer_start_index", "moe_layer_end_index", "moe_layer_interval", "interleave_moe_layer_step",
@@ -97,8 +97,10 @@ FAMILY_FACTS: dict[str, dict[str, object]] = {
     "cohere2_moe": {"rope_interleaved": True, "rope_kind": "layer_type if layer_type == SLIDING else None"},
     # OlmoLayerNorm: F.layer_norm without weight or bias (eps 1e-5) before attention and MLP, and before the head
     "olmo": {"weightless_norms": "pre"},
-    # only sliding-window layers are rotary (FlintAttention applies rope when its layer has a window)
+    # only sliding-window layers are rotary (FlintAttention applies rope when its layer has a window; AFMoE when
+    # is_local_attention)
     "flint": {"rope_kind": "layer_type if layer_type == SLIDING else None"},
+    "afmoe": {"rope_kind": "layer_type if layer_type == SLIDING else None"},
     # full-attention layers are NoPE once a sliding window is configured (as the registered exaone4)
     "exaone_moe": {"rope_kind": "layer_type if args.sliding_window is None or layer_type == SLIDING else None"},
     "exaone4": {"rope_kind": "layer_type if args.sliding_window is None or layer_type == SLIDING else None"},

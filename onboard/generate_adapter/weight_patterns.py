@@ -44,7 +44,8 @@ LAYER_PATTERNS: tuple[tuple[str, str], ...] = (
     (rf"{_ATTN}\.(?:q_norm|q_layernorm|query_layernorm){_P}", "attn.q_norm"),
     (rf"{_ATTN}\.(?:k_norm|k_layernorm|key_layernorm){_P}", "attn.k_norm"),
     (rf"{_ATTN}\.(?:{'|'.join(SINK_NAMES)})", "attn.sinks"),
-    (rf"{_ATTN}\.attn_sub_norm{_P}", "attn.sub_norm"),  # BitNet: RMSNorm on the attention output before o_proj
+    (rf"{_ATTN}\.attn_sub_norm{_P}", "attn.sub_norm"),
+    (rf"{_ATTN}\.gate_proj\.weight", "attn.gate"),  # AFMoE: sigmoid(gate_proj(x)) gates the attention output  # BitNet: RMSNorm on the attention output before o_proj
     (rf"{_ATTN}\.(?P<part>q_a_proj|q_b_proj|kv_a_proj_with_mqa|kv_b_proj|q_a_layernorm|kv_a_layernorm){_P}", "mla"),
     # --- mixture of experts (before the dense MLP: expert and router names reuse gate/up/down) -----------------
     (rf"{_MOE}\.(?:gate|router|router\.layer|gate\.wg|router\.gate)\.weight", "moe.router"),

@@ -112,6 +112,9 @@ def _config_kinds(cv: ConfigView, n: int, mla: bool) -> list[str]:
         return ["full" if (i + 1) % interval == 0 else "linear" for i in range(n)]
     if mt in _ALL_HYBRID:
         return ["hybrid"] * n
+    every = cv.int("global_attn_every_n_layers")  # AFMoE without layer_types: every n-th layer full, others sliding
+    if every and window:
+        return ["sliding" if (i + 1) % every else "full" for i in range(n)]
     if mt in ("mamba", "mamba2", "falcon_mamba"):
         return ["ssm"] * n
     if mt == "rwkv":  # its mixer is named `attention` but is a linear recurrence with a fixed state

@@ -32,6 +32,8 @@ def _run(
     randomize(hf_attn)
     fuse_linear(ours.qkv_proj, hf_attn.q_proj, hf_attn.k_proj, hf_attn.v_proj)
     copy_linear(ours.o_proj, hf_attn.o_proj)
+    if ours.gate_proj is not None:
+        copy_linear(ours.gate_proj, hf_attn.gate_proj)
     with torch.no_grad():
         for name in ("sinks",):
             if getattr(ours, name, None) is not None:
@@ -143,6 +145,22 @@ def test_bitnet_sub_norm_before_o_proj() -> None:
     expected = _run(BitNetAttention(cfg, 0), cfg, ours, sliding=False)
     ours.sub_norm = None
     assert _differs(ours, cfg, expected)
+
+
+def test_afmoe_sigmoid_gate_from_its_own_projection() -> None:
+    from transformers import AfmoeConfig
+    from transformers.models.afmoe.modeling_afmoe import AfmoeAttention
+
+    cfg = eager(AfmoeConfig(hidden_size=HIDDEN, num_attention_heads=4, num_key_value_heads=2, head_dim=16,
+                            num_hidden_layers=2, layer_types=["full_attention", "full_attention"]))  # fmt: skip
+    ours = Attention(HIDDEN, 4, 2, 16, qk_norm=QKNormSpec(eps=cfg.rms_norm_eps), gate_proj=True)
+    hf = AfmoeAttention(cfg, 0)
+    hf.is_local_attention = True  # rotary on, as on its sliding layers (no window: a full mask)
+    expected = _run(hf, cfg, ours, sliding=False)
+    ours.gate_proj = None
+    assert _differs(ours, cfg, expected)
+    with pytest.raises(ValueError, match="one output gate"):
+        Attention(HIDDEN, 4, 2, 16, output_gate=True, gate_proj=True)
 
 
 def test_olmo2_qk_norm_over_all_heads() -> None:

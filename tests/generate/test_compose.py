@@ -125,6 +125,8 @@ def test_derived_rules_falcon_multi_query_and_gptj_rotary_dim(tiny) -> None:
         ("model.layers.{}.self_attn.attention_sink_bias", "attn.sinks"),  # mimo_v2_flash
         ("model.layers.{}.self_attn.attn_sub_norm.weight", "attn.sub_norm"),  # BitNet
         ("model.layers.{}.mlp.ffn_sub_norm.weight", "mlp.sub_norm"),
+        ("model.layers.{}.self_attn.gate_proj.weight", "attn.gate"),  # AFMoE
+        ("model.layers.{}.mlp.gate_proj.weight", "mlp.gate"),
         ("model.layers.{}.mlp.router.weight", "moe.router"),
         ("model.layers.{}.self_attn.kv_b_proj.weight", "mla"),
         ("model.layers.{}.pre_feedforward_layernorm.weight", "norm.pre_mlp"),
@@ -324,6 +326,22 @@ def test_composed_adapters_in_bfloat16(tiny, tmp_path: Path, model_type: str) ->
     ckpt = tiny(model_type, "bfloat16")
     generate(ckpt, tmp_path / "out")
     report = check_parity(tmp_path / "out/adapters" / f"{model_type}.py", ckpt, dtype="bfloat16")
+    assert report["passed"], report["detail"]
+
+
+def test_afmoe_mup_input_scaling_composes(tiny, tmp_path: Path) -> None:
+    """AFMoE with mup_enabled multiplies the embeddings by sqrt(hidden): inspect reports it, the composed adapter
+    applies it (read from the config, so one adapter serves both settings) and parity passes."""
+    import shutil
+
+    ckpt = tmp_path / "afmoe-mup"
+    shutil.copytree(tiny("afmoe"), ckpt)
+    _config(ckpt, mup_enabled=True)
+    profile = inspect(str(ckpt))
+    assert "embedding_scaling" in profile.features
+    assert profile.multipliers.embedding_multiplier == pytest.approx(profile.dims.hidden_size**0.5)
+    generate(ckpt, tmp_path / "out")
+    report = check_parity(tmp_path / "out/adapters/afmoe.py", ckpt)
     assert report["passed"], report["detail"]
 
 
