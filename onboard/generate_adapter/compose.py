@@ -92,7 +92,9 @@ class Composer:
     def fact(self, name: str, default: object = None) -> object:
         if name not in self.facts:
             return default
-        self.used_facts.append(f"{name}={self.facts[name]!r}")
+        used = f"{name}={self.facts[name]!r}"
+        if used not in self.used_facts:  # a fact read by several parts is named once
+            self.used_facts.append(used)
         return self.facts[name]
 
     def has_key(self, name: str) -> bool:
@@ -107,6 +109,10 @@ class Composer:
         return str(value)
 
     def eps(self) -> str:
+        fixed = self.fact("norm_eps")
+        if fixed is not None:  # the modelling code fixes it whatever config.json says (BioGPT: nn.LayerNorm(dim))
+            self.acknowledged.update(aliases_of("rms_norm_eps"))
+            return repr(float(fixed))  # type: ignore[arg-type]
         return self.fields.need("rms_norm_eps", "float", "1e-05" if self.p.norms.kind == "layernorm" else "1e-06")
 
     # -- the parts ----------------------------------------------------------------------------------------------
@@ -518,11 +524,12 @@ class Composer:
                       "offset tables are computed in modelling code): not in the block library")  # fmt: skip
         if positions is not None:
             max_pos = self.p.dims.max_position_embeddings
-            if positions.shape[:1] != (max_pos,):
+            offset = int(self.fact("position_offset", 0))  # type: ignore[call-overload]
+            if positions.shape[:1] != ((max_pos or 0) + offset,):
                 self.stub("learned_positions", f"{positions.template} has {positions.shape[:1]} rows, "
                           f"max_position_embeddings is {max_pos}: an offset the blocks do not model")  # fmt: skip
             self.wm.add("model.embed_positions.weight", (positions.source,))
-            self.positions = "LearnedPositions(args.max_position_embeddings, args.hidden_size)"
+            self.positions = f"LearnedPositions(args.max_position_embeddings, args.hidden_size, offset={offset})"
             self.words.append("learned absolute positions")
         return embedding_scale(self.p, self.fields)
 

@@ -106,7 +106,11 @@ FAMILY_FACTS: dict[str, dict[str, object]] = {
     "exaone4": {"rope_kind": "layer_type if args.sliding_window is None or layer_type == SLIDING else None"},
     "phimoe": {"stub": ("sparsemixer_routing", "PhiMoE's sparsemixer top-2 routing (a masked softmax around each "
                         "pick) is not the MoE block's")},
-    "gpt_neo": {"attention_scale": "1.0"},  # GPTNeoSelfAttention multiplies q·k by no scale
+    "gpt_neo": {"attention_scale": "1.0"},
+    # learned positions looked up at position + 2 (OPTLearnedPositionalEmbedding, BioGptLearnedPositionalEmbedding)
+    "opt": {"position_offset": 2},
+    # ... and LayerNorms built as nn.LayerNorm(dim): eps 1e-5 whatever config.json's layer_norm_eps says
+    "biogpt": {"position_offset": 2, "norm_eps": 1e-5},  # GPTNeoSelfAttention multiplies q·k by no scale
     # `query_key_value` rows: grouped per KV head ([q heads of the group; k; v]) or plain [all q; all k; all v].
     # Only one KV head makes both the same; otherwise the names and shapes cannot tell.
     "gpt_neox": {"query_key_value": "grouped"},

@@ -172,6 +172,8 @@ def embedding_scale(profile: ModelProfile, fields: Fields) -> str:
     sqrt(hidden) when that is what inspect found, else none."""
     if any(key in profile.config_keys for key in aliases_of("embedding_multiplier")):
         return fields.need("embedding_multiplier", "float", "1.0")
+    if "scale_embedding" in profile.config_keys:  # BioGPT, XGLM (and BART's family): sqrt(d_model) when set
+        return f"args.hidden_size**0.5 if {fields.need('scale_embedding', 'bool', 'False')} else None"
     if "mup_enabled" in profile.config_keys:  # AFMoE: embeddings times sqrt(hidden) when muP is enabled
         return f"args.hidden_size**0.5 if {fields.need('mup_enabled', 'bool', 'False')} else None"
     m = profile.multipliers.embedding_multiplier

@@ -18,11 +18,13 @@ MLA_LATENT_NORM_EPS = 1e-6
 
 
 class LearnedPositions(nn.Module):
-    """`weight` [max_positions, hidden]; forward(positions [B, S]) -> [B, S, hidden]."""
+    """`weight` [max_positions + offset, hidden]; forward(positions [B, S]) -> [B, S, hidden]. `offset`: rows before
+    position 0 (OPT and BioGPT look position p up at row p + 2)."""
 
-    def __init__(self, max_positions: int, hidden_size: int) -> None:
+    def __init__(self, max_positions: int, hidden_size: int, offset: int = 0) -> None:
         super().__init__()
-        self.weight = nn.Parameter(torch.zeros(max_positions, hidden_size))
+        self.weight = nn.Parameter(torch.zeros(max_positions + offset, hidden_size))
+        self.offset = offset
 
     def forward(self, positions: torch.Tensor) -> torch.Tensor:
-        return F.embedding(positions, self.weight)
+        return F.embedding(positions + self.offset if self.offset else positions, self.weight)

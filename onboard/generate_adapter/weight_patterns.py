@@ -87,7 +87,7 @@ LAYER_PATTERNS: tuple[tuple[str, str], ...] = (
 # (regex over a whole name outside the decoder layers, role).
 TOP_PATTERNS: tuple[tuple[str, str], ...] = (
     (r"(?:.*\.)?(?:embed_tokens|wte|word_embeddings|embed_in|tok_embeddings|tokens_embed)\.weight", "embed"),
-    (r"(?:.*\.)?(?:wpe|positions_embed)\.weight", "positions"),
+    (r"(?:.*\.)?(?:wpe|positions_embed|embed_positions)\.weight", "positions"),
     (rf"(?:.*\.)?(?:norm|ln_f|final_layer_norm|final_layernorm|norm_f|final_norm|layer_norm){_P}", "final_norm"),
     (rf"(?:lm_head|embed_out|output_projection|output){_P}", "head"),
     (r".*rotary_emb\.inv_freq", "drop"),

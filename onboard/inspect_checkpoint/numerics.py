@@ -156,7 +156,7 @@ def multipliers_from_config(cv: ConfigView, dims: Dims) -> Multipliers:
     if logit_scale is None and base and dims.hidden_size:
         logit_scale = base / dims.hidden_size
     embed = cv.float("embedding_multiplier", "emb_scale", "scale_emb", "embeddings_multiplier")
-    if embed is None and cv.bool("mup_enabled") and dims.hidden_size:  # AFMoE's muP input scaling
+    if embed is None and cv.bool("mup_enabled", "scale_embedding") and dims.hidden_size:  # AFMoE's muP; BioGPT, XGLM
         embed = math.sqrt(dims.hidden_size)
     if embed is None and cv.model_type in SQRT_EMBED_SCALE_TYPES and dims.hidden_size:
         embed = math.sqrt(dims.hidden_size)

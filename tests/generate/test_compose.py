@@ -15,6 +15,7 @@ import pytest
 import torch
 
 from onboard.generate_adapter import generate
+from onboard.generate_adapter.adapter_source import adapter_source
 from onboard.generate_adapter.compose_rules import compress, pattern_expr
 from onboard.generate_adapter.config_values import read_config
 from onboard.generate_adapter.loader import _combine, deinterleave_heads
@@ -343,6 +344,25 @@ def test_afmoe_mup_input_scaling_composes(tiny, tmp_path: Path) -> None:
     generate(ckpt, tmp_path / "out")
     report = check_parity(tmp_path / "out/adapters/afmoe.py", ckpt)
     assert report["passed"], report["detail"]
+
+
+def test_biogpt_offset_positions_and_the_eps_its_code_fixes(tiny, tmp_path: Path) -> None:
+    """BioGPT looks position p up at row p + 2 and builds nn.LayerNorm(dim) (eps 1e-5) whatever layer_norm_eps says
+    (1e-12 in its config): the composed adapter does both, and its positions match transformers' table."""
+    from transformers.models.biogpt.modeling_biogpt import BioGptLearnedPositionalEmbedding
+
+    from onboard.generate_adapter.composed_blocks import LearnedPositions
+
+    ckpt = tiny("biogpt")
+    source = adapter_source(plan(inspect(str(ckpt)), compose_only=True))
+    assert "LayerNorm(dim, 1e-05" in source and "offset=2" in source
+    hf = BioGptLearnedPositionalEmbedding(10, 4)
+    ours = LearnedPositions(10, 4, offset=2)
+    with torch.no_grad():
+        hf.weight.copy_(torch.randn(12, 4))
+        ours.weight.copy_(hf.weight)
+        positions = torch.arange(7)[None]
+        assert torch.equal(ours(positions), hf(torch.ones(1, 7, dtype=torch.long)))
 
 
 def test_a_profile_without_config_keys_is_refused(tiny) -> None:

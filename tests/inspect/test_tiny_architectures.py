@@ -71,6 +71,7 @@ FEATURES = {
     "cohere_compass_text": {"parallel_residual", "layernorm"},  # one input norm; attention and MLP read it
     "cohere2_moe": {"parallel_residual", "moe"},
     "minicpm3": {"mla", "residual_scaling", "logit_scaling", "embedding_scaling"},  # scale_depth, dim_model_base
+    "biogpt": {"absolute_positions", "embedding_scaling", "layernorm"},  # scale_embedding: sqrt(hidden)
 }
 
 # Where transformers' own cache is not what a serving engine allocates, the measured KV cannot be the reference.
@@ -101,8 +102,10 @@ def test_registry_coverage():
     """Every architecture inspect claims to be verified on has a tiny checkpoint, and the other way round; a family
     with known gaps is checked too but not called verified."""
     untested = (VERIFIED | set(KNOWN_GAPS)) - set(TINY)
-    assert not untested, f"{sorted(untested)} are in onboard/inspect_checkpoint/registry.py without a tiny " \
+    assert not untested, (
+        f"{sorted(untested)} are in onboard/inspect_checkpoint/registry.py without a tiny "
         "checkpoint: add them to tests/tiny/configs.py (or drop them from VERIFIED / KNOWN_GAPS)"
+    )
     unlisted = set(TINY) - VERIFIED - set(KNOWN_GAPS)
     assert not unlisted, f"{sorted(unlisted)} have tiny checkpoints: add them to VERIFIED in registry.py"
     assert not VERIFIED & set(KNOWN_GAPS), "a family with known gaps is not verified"
@@ -111,7 +114,9 @@ def test_registry_coverage():
 
 def test_every_family_with_an_expectation_is_known():
     unknown = set(FEATURES) - known_model_types()
-    assert not unknown, f"{sorted(unknown)} missing from onboard/data/families.json: run scripts/build_family_catalog.py"
+    assert not unknown, (
+        f"{sorted(unknown)} missing from onboard/data/families.json: run scripts/build_family_catalog.py"
+    )
 
 
 def test_every_decoder_of_transformers_has_a_tiny_config():
