@@ -32,7 +32,8 @@ STRUCTURAL_KEYS = frozenset({
     "num_ln_in_parallel_attn", "parallel_attn", "use_parallel_residual", "multi_query", "scoring_func",
     "n_shared_experts", "num_shared_experts", "moe_num_shared_experts", "shared_expert_intermediate_size",
     "shared_intermediate_size", "rotary_dim", "rotary_pct", "attention_out_bias", "use_qkv_bias", "use_post_norm",
-    "alibi", "attention_layers", "qk_head_dim",
+    "alibi", "attention_layers", "qk_head_dim", "enable_bias", "layer_norm_elementwise_affine",
+    "_remove_final_layer_norm",
 })  # fmt: skip
 
 # Config keys the hand-written families never read (bookkeeping, generation, training, serving hints).
@@ -76,6 +77,12 @@ GUARDS: dict[str, tuple[str, str, str, str]] = {
     "force_rope": ("bool", "False", "self.force_rope", "rotary on full-attention layers too"),
     "use_bidirectional_attention": ("bool", "False", "self.use_bidirectional_attention",
                                     "attention is bidirectional, not causal"),
+    # OPT: the same tensor names for its pre-norm layers and OPT-350m's post-norm ones; 350m also projects the
+    # embeddings in and out of a narrower width
+    "do_layer_norm_before": ("bool", "True", "not self.do_layer_norm_before",
+                             "layer norms after attention and MLP (OPT-350m's post-norm layers)"),
+    "word_embed_proj_dim": ("int | None", "None", "self.word_embed_proj_dim not in (None, self.hidden_size)",
+                            "token embeddings narrower than the layers (project_in / project_out)"),
 }  # fmt: skip
 GUARD_FIELDS = {"topk_method": (("n_group", "int", "1"), ("topk_group", "int", "1"))}
 """Other fields a guard's test reads."""

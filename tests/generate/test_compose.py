@@ -250,6 +250,24 @@ def test_config_guard_refuses_values_the_blocks_cannot_express(tiny, tmp_path: P
         adapter.Model.from_pretrained(ckpt)
 
 
+@pytest.mark.parametrize(
+    ("change", "refusal"),
+    [({"do_layer_norm_before": False}, "post-norm"), ({"word_embed_proj_dim": 16}, "project_in")],
+    ids=["post-norm", "projected-embeddings"],
+)
+def test_opt_350m_layouts_are_refused_at_load(tiny, tmp_path: Path, change: dict, refusal: str) -> None:
+    """OPT's pre-norm layout composes; OPT-350m's post-norm layers and projected embeddings (same tensor names for the
+    norms) are refused by the adapter's guards when it loads such a config, never run as pre-norm."""
+    from onboard.errors import ConfigError
+
+    ckpt = _copy(tiny, "opt", tmp_path)
+    generate(ckpt, tmp_path / "out")
+    adapter = load_adapter(tmp_path / "out/adapters/opt.py")
+    _config(ckpt, **change)
+    with pytest.raises(ConfigError, match=refusal):
+        adapter.Model.from_pretrained(ckpt)
+
+
 def test_every_novel_config_key_gets_a_stub(tiny, tmp_path: Path) -> None:
     """Inspect's structured novel_config_keys reach the planner in full (the novelty text shows the first 12)."""
     ckpt = _copy(tiny, "llama", tmp_path)
