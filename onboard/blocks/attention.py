@@ -117,7 +117,8 @@ class Attention(nn.Module):
     ±clip_qkv before the rotary embedding, q and k after their QK-norm if any (OLMo clamps the projections, OLMoE the
     normed q and k: the same rule). `sub_norm_eps`: an RMSNorm `sub_norm` over the attention output (H*D) before
     `o_proj` (BitNet's attn_sub_norm). `gate_proj`: the output gate from a projection of its own, sigmoid(gate_proj(x))
-    elementwise on the attention output before `o_proj` (AFMoE).
+    elementwise on the attention output before `o_proj` (AFMoE). `rope_inverted`: the rotation by -angle (NanoChat's
+    rotate_half is [x2, -x1]: transformers' sign flipped).
     """
 
     def __init__(
@@ -140,6 +141,7 @@ class Attention(nn.Module):
         clip_qkv: float | None = None,
         sub_norm_eps: float | None = None,
         gate_proj: bool = False,
+        rope_inverted: bool = False,
     ) -> None:
         super().__init__()
         if gate_proj and output_gate:
@@ -158,9 +160,11 @@ class Attention(nn.Module):
         self.sinks = nn.Parameter(torch.zeros(num_heads)) if sinks else None
         self.sub_norm = RMSNorm(num_heads * head_dim, sub_norm_eps) if sub_norm_eps is not None else None
         self.gate_proj = nn.Linear(hidden_size, num_heads * head_dim, bias=False) if gate_proj else None
+        self.rope_inverted = rope_inverted
         self.q_norm = self.k_norm = None
         if qk_norm is not None:
-            spec = (qk_norm.eps, qk_norm.kind, qk_norm.offset, qk_norm.scope, qk_norm.casting, qk_norm.bias)
+            spec = (qk_norm.eps, qk_norm.kind, qk_norm.offset, qk_norm.scope, qk_norm.casting, qk_norm.bias,
+                    qk_norm.weight)  # fmt: skip
             self.q_norm = QKNorm(num_heads, head_dim, *spec)
             self.k_norm = QKNorm(num_kv_heads, head_dim, *spec)
 
@@ -182,6 +186,7 @@ class Attention(nn.Module):
             c = self.clip_qkv
             q, k, v = q.clamp(-c, c), k.clamp(-c, c), v.clamp(-c, c)
         if cos is not None:
+            sin = -sin if self.rope_inverted else sin
             q = dispatch.rope(q, cos, sin, self.rope_interleaved)
             k = dispatch.rope(k, cos, sin, self.rope_interleaved)
         if self.q_norm is not None and self.qk_norm_after_rope:

@@ -13,20 +13,34 @@ from onboard.kernels import dispatch
 
 class RMSNorm(nn.Module):
     """RMSNorm over the last dim. `offset=1.0` is Gemma's (1 + w) (weight initialised to 0); `casting` follows
-    `onboard.kernels.rmsnorm` ("llama" for offset 0 by default, "gemma" otherwise)."""
+    `onboard.kernels.rmsnorm` ("llama" for offset 0 by default, "gemma" otherwise). `weight=False`: no weight at all
+    (NanoChat's norms)."""
 
-    def __init__(self, dim: int, eps: float = 1e-6, offset: float = 0.0, casting: str | None = None) -> None:
+    def __init__(
+        self, dim: int, eps: float = 1e-6, offset: float = 0.0, casting: str | None = None, weight: bool = True
+    ) -> None:
         super().__init__()
-        self.weight = nn.Parameter(torch.zeros(dim) if offset else torch.ones(dim))
+        if not weight and offset:
+            raise ValueError("RMSNorm(weight=False) has no offset")
+        self.weight = nn.Parameter(torch.zeros(dim) if offset else torch.ones(dim)) if weight else None
         self.eps = eps
         self.offset = offset
         self.casting = casting
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.weight is None:
+            return rms_normalize(x, self.eps)
         return dispatch.rms_norm(x, self.weight, self.eps, self.offset, self.casting)
 
     def extra_repr(self) -> str:
-        return f"{tuple(self.weight.shape)}, eps={self.eps}, offset={self.offset}"
+        shape = tuple(self.weight.shape) if self.weight is not None else "no weight"
+        return f"{shape}, eps={self.eps}, offset={self.offset}"
+
+
+def rms_normalize(x: torch.Tensor, eps: float) -> torch.Tensor:
+    """x / rms(x) over the last dim in float32, back in x's dtype: an RMSNorm without weight."""
+    xf = x.float()
+    return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)).to(x.dtype)
 
 
 class LayerNorm(nn.Module):
@@ -84,6 +98,7 @@ class QKNormSpec:
     scope: str = "head"
     casting: str | None = None  # RMS only; OLMo2 multiplies in float32 at offset 0: "gemma"
     bias: bool = False  # LayerNorm only (Persimmon's q_layernorm / k_layernorm)
+    weight: bool = True  # False: RMS without weight (NanoChat's q_norm / k_norm)
 
 
 class QKNorm(nn.Module):
@@ -92,7 +107,8 @@ class QKNorm(nn.Module):
     scope "head": normalise each head over D with one shared [D] weight (qwen3, gemma3, ...);
     "per_head_weight": normalise over D with a [H, D] weight (cohere, LayerNorm);
     "all": normalise over the flattened H*D with a [H*D] weight (olmo2, olmoe).
-    `bias` (kind "layer" only): a bias of the weight's shape (persimmon).
+    `bias` (kind "layer" only): a bias of the weight's shape (persimmon). `weight=False` (kind "rms"): no weight
+    (nanochat).
     """
 
     def __init__(
@@ -105,8 +121,11 @@ class QKNorm(nn.Module):
         scope: str = "head",
         casting: str | None = None,
         bias: bool = False,
+        weight: bool = True,
     ) -> None:
         super().__init__()
+        if not weight and (kind != "rms" or offset or bias):
+            raise ValueError("QKNorm(weight=False) is an RMS norm without offset or bias")
         if scope not in QK_NORM_SCOPES:
             raise ValueError(f"QKNorm scope must be one of {QK_NORM_SCOPES}, got {scope!r}")
         if kind not in ("rms", "layer"):
@@ -117,12 +136,14 @@ class QKNorm(nn.Module):
             raise ValueError("QKNorm: an RMS norm has no bias; a biased QK-norm is kind 'layer'")
         self.scope, self.kind, self.eps, self.offset, self.casting = scope, kind, eps, offset, casting
         shape = {"head": (head_dim,), "per_head_weight": (num_heads, head_dim), "all": (num_heads * head_dim,)}[scope]
-        self.weight = nn.Parameter(torch.zeros(shape) if offset else torch.ones(shape))
+        self.weight = nn.Parameter(torch.zeros(shape) if offset else torch.ones(shape)) if weight else None
         self.bias = nn.Parameter(torch.zeros(shape)) if bias else None
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x2 = x.flatten(-2) if self.scope == "all" else x
-        if self.kind == "rms":
+        if self.weight is None:
+            y = rms_normalize(x2, self.eps)
+        elif self.kind == "rms":
             y = dispatch.rms_norm(x2, self.weight, self.eps, self.offset, self.casting)
         else:
             y = layer_norm(x2, self.weight, self.bias, self.eps)

@@ -174,6 +174,7 @@ def adapter_source(plan: AdapterPlan) -> str:
         + ")",
         "rotary_head_dim": f", head_dim={spec.rotary_head_dim}" if spec.rotary_head_dim else "",
         "positions": spec.positions,
+        "embed_norm": spec.embed_norm,
     }
     text = render("adapter.py.j2", **context)
     head, _, body = text.partition("@@IMPORTS@@")

@@ -112,6 +112,8 @@ class ArchSpec:
     """config.json keys the family's reference code does not read (not features: no stub for them)."""
     positions: str | None = None
     """Learned absolute position embeddings (`model.embed_positions`), an expression over `args` (GPT-2 style)."""
+    embed_norm: bool = False
+    """The family's norm applied to the embeddings before the first layer (`model.embed_norm`, NanoChat)."""
 
 
 def _spec(model_type: str, summary: str, attention_expr: str, mlp: str, **kw) -> ArchSpec:

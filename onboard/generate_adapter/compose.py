@@ -81,6 +81,7 @@ class Composer:
         self.words: list[str] = []
         self.rotary_head_dim: str | None = None
         self.positions: str | None = None
+        self.embed_norm = False
         self.acknowledged: set[str] = set()
         """Config keys whose value the profile shows to be neutral here (no stub, nothing to read)."""
 
@@ -163,6 +164,7 @@ class Composer:
             features=frozenset(p.features),
             dropped=tuple(self.roles.dropped),
             positions=self.positions,
+            embed_norm=self.embed_norm,
         )
         unique = {s.op: s for s in reversed(self.stubs)}
         stubs = tuple(sorted(unique.values(), key=lambda s: s.op))
@@ -259,6 +261,9 @@ class Composer:
             kw.append("sinks=True")
             self.words.append("attention sinks")
         qk = self.qk_norm()
+        if qk is None and self.fact("weightless_qk_norm"):  # nothing stored to show it (NanoChat)
+            qk = f"qk_norm=QKNormSpec({self.eps()}, weight=False)"
+            self.words.append("QK-norm without weight")
         if qk:
             kw.append(qk)
             if self.fact("qk_norm_after_rope"):
@@ -266,6 +271,8 @@ class Composer:
                 self.words.append("QK-norm after the rotary embedding")
         if self.fact("rope_interleaved"):
             kw.append("rope_interleaved=True")
+        if self.fact("rope_inverted"):
+            kw.append("rope_inverted=True")
         if self.has_key("clip_qkv"):
             kw.append(f"clip_qkv={self.fields.need('clip_qkv', 'float | None', 'None')}")
         sub_norm = self.sub_norm("attn")
@@ -469,6 +476,7 @@ class Composer:
         final = r.get("final_norm")
         if weightless:  # every norm, the final one too, normalises without a weight: nothing to load
             self.words.append("norms without weights")
+            self.embed_norm = bool(self.fact("embedding_norm"))
             return self.norm_block(False, weightless=True), placement, tuple(names[k] for k in names)
         if final is None:
             self.stub("final_norm", "no final norm tensor before the LM head")
@@ -482,10 +490,14 @@ class Composer:
     def norm_block(self, bias: bool, weightless: bool = False) -> str:
         norms = self.p.norms
         if weightless:
-            if norms.kind != "layernorm" or norms.offset:
-                self.stub("weightless_norm", f"a {norms.kind} without a weight is not in the block library")
-            self.words.insert(0, "LayerNorm without weight")
-            return f"LayerNorm(dim, {self.eps()}, bias=False, weight=False)"
+            if norms.offset:
+                self.stub("weightless_norm", f"a {norms.kind} without a weight but with an offset is not in the "
+                          "block library")  # fmt: skip
+            if norms.kind == "layernorm":
+                self.words.insert(0, "LayerNorm without weight")
+                return f"LayerNorm(dim, {self.eps()}, bias=False, weight=False)"
+            self.words.insert(0, "RMSNorm without weight")
+            return f"RMSNorm(dim, {self.eps()}, weight=False)"
         if norms.kind == "layernorm":
             self.words.insert(0, "LayerNorm" + (" with bias" if bias else "") + (" (1 + w)" if norms.offset else ""))
             return f"LayerNorm(dim, {self.eps()}, bias={bias}" + (", offset=1.0)" if norms.offset else ")")

@@ -104,6 +104,10 @@ FAMILY_FACTS: dict[str, dict[str, object]] = {
     "cohere2_moe": {"rope_interleaved": True, "rope_kind": "layer_type if layer_type == SLIDING else None"},
     # OlmoLayerNorm: F.layer_norm without weight or bias (eps 1e-5) before attention and MLP, and before the head
     "olmo": {"weightless_norms": "pre"},
+    # NanoChat: weightless RMSNorms (also on the embeddings before layer 0, and on q/k after the rotary embedding),
+    # and rotate_half as [x2, -x1] (the rotation by -angle)
+    "nanochat": {"weightless_norms": "pre", "embedding_norm": True, "weightless_qk_norm": True,
+                 "qk_norm_after_rope": True, "rope_inverted": True},
     # only sliding-window layers are rotary (FlintAttention applies rope when its layer has a window; AFMoE when
     # is_local_attention)
     "flint": {"rope_kind": "layer_type if layer_type == SLIDING else None"},

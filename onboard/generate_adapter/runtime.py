@@ -205,6 +205,9 @@ class AdapterModel(nn.Module):
         learned_positions = getattr(self.model, "embed_positions", None)
         if learned_positions is not None:  # GPT-2 style absolute positions (composed adapters)
             x = x + learned_positions(positions).to(x.dtype)
+        embed_norm = getattr(self.model, "embed_norm", None)
+        if embed_norm is not None:  # NanoChat normalises the embeddings before the first layer
+            x = embed_norm(x)
         hidden = [x]
         for i, layer in enumerate(self.model.layers):
             cos, sin = tables[layer.rope_kind] if layer.rope_kind is not None else (None, None)

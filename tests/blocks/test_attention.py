@@ -39,7 +39,7 @@ def _run(
             if getattr(ours, name, None) is not None:
                 getattr(ours, name).copy_(getattr(hf_attn, name))
         for name, hf_name in (*zip(("q_norm", "k_norm"), hf_norms), ("sub_norm", "attn_sub_norm")):
-            if getattr(ours, name, None) is not None:
+            if getattr(getattr(ours, name, None), "weight", None) is not None:
                 getattr(ours, name).weight.copy_(getattr(hf_attn, hf_name).weight)
     x, cos, sin = _inputs(cfg)
     hf_pe = (cos, sin) if half_tables else (full_table(cos, interleaved), full_table(sin, interleaved))
@@ -161,6 +161,20 @@ def test_afmoe_sigmoid_gate_from_its_own_projection() -> None:
     assert _differs(ours, cfg, expected)
     with pytest.raises(ValueError, match="one output gate"):
         Attention(HIDDEN, 4, 2, 16, output_gate=True, gate_proj=True)
+
+
+def test_nanochat_inverted_rope_and_weightless_qk_norm() -> None:
+    """NanoChat rotates by -angle (rotate_half = [x2, -x1]) and RMS-normalises q and k without a weight, after the
+    rotation (the order does not matter without a weight: a rotation keeps the RMS)."""
+    from transformers import NanoChatConfig
+    from transformers.models.nanochat.modeling_nanochat import NanoChatAttention
+
+    cfg = eager(NanoChatConfig(hidden_size=HIDDEN, num_attention_heads=4, num_key_value_heads=2))
+    qk = QKNormSpec(eps=cfg.rms_norm_eps, weight=False)
+    ours = Attention(HIDDEN, 4, 2, 16, qk_norm=qk, qk_norm_after_rope=True, rope_inverted=True)
+    expected = _run(NanoChatAttention(cfg, 0), cfg, ours, sliding=False)
+    ours.rope_inverted = False
+    assert _differs(ours, cfg, expected)
 
 
 def test_olmo2_qk_norm_over_all_heads() -> None:

@@ -69,6 +69,21 @@ def test_layernorm_offset_equals_nemotron_1p(dtype: torch.dtype) -> None:
         assert (plain(_x(dtype)).float() - expected.float()).abs().max() > 0.5
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+def test_weightless_rmsnorm_equals_nanochat(dtype: torch.dtype) -> None:
+    from transformers.models.nanochat.modeling_nanochat import NanoChatRMSNorm
+
+    ours, hf = RMSNorm(H, eps=1e-6, weight=False), NanoChatRMSNorm(eps=1e-6)
+    heads = QKNorm(4, 12, eps=1e-6, weight=False)
+    assert not list(ours.parameters()) and not list(heads.parameters())
+    with torch.no_grad():
+        assert torch.equal(ours(_x(dtype)), hf(_x(dtype)))
+        x = _x(dtype, 2, 7, 4, 12)
+        assert torch.equal(heads(x), hf(x))
+    with pytest.raises(ValueError, match="without offset or bias"):
+        QKNorm(4, 12, kind="layer", weight=False)
+
+
 def test_weightless_layernorm_equals_olmo() -> None:
     from transformers.models.olmo.modeling_olmo import OlmoLayerNorm
 
