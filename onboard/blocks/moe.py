@@ -78,7 +78,8 @@ def route(logits: torch.Tensor, spec: RouterSpec, bias: torch.Tensor | None) -> 
 
 
 class MoE(nn.Module):
-    """Sparse MoE block: forward(x [..., hidden]) -> [..., hidden]."""
+    """Sparse MoE block: forward(x [..., hidden]) -> [..., hidden]. `shared_average`: (routed + shared) / 2 instead of
+    their sum (Cohere2-MoE's shared_expert_combination_strategy "average")."""
 
     def __init__(
         self,
@@ -90,8 +91,10 @@ class MoE(nn.Module):
         activation: str = "silu",
         shared_intermediate_size: int = 0,
         shared_gate: bool = False,
+        shared_average: bool = False,
     ) -> None:
         super().__init__()
+        self.shared_average = shared_average
         if router.n_group > 1 and num_experts % router.n_group:
             raise ValueError(f"num_experts {num_experts} is not divisible by n_group {router.n_group}")
         self.spec = router
@@ -136,5 +139,6 @@ class MoE(nn.Module):
             shared = self.shared(tokens)
             if self.shared_gate is not None:
                 shared = torch.sigmoid(self.shared_gate(tokens)) * shared
-            out = out + shared
+            # Cohere2-MoE's "average" strategy halves the sum of the routed and the shared outputs
+            out = (out + shared) / 2 if self.shared_average else out + shared
         return out.view(shape)

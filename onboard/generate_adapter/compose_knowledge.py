@@ -83,8 +83,19 @@ GUARDS: dict[str, tuple[str, str, str, str]] = {
                              "layer norms after attention and MLP (OPT-350m's post-norm layers)"),
     "word_embed_proj_dim": ("int | None", "None", "self.word_embed_proj_dim not in (None, self.hidden_size)",
                             "token embeddings narrower than the layers (project_in / project_out)"),
+    # Cohere2-MoE
+    "expert_selection_fn": ("str", '"softmax"', 'self.expert_selection_fn not in ("softmax", "sigmoid")',
+                            "a router scoring the MoE block does not compute"),
+    "shared_expert_combination_strategy": ("str", '"sum"', 'self.shared_expert_combination_strategy not in '
+                                           '("sum", "average")', "shared experts combined another way"),
+    "prefix_dense_sliding_window_pattern": ("int", "1", 'self.prefix_dense_sliding_window_pattern == 1 and "dense" '
+                                            'in (self.mlp_layer_types or ())', "rotary on the dense prefix layers' "
+                                            "full attention too (force_rope)"),
 }  # fmt: skip
-GUARD_FIELDS = {"topk_method": (("n_group", "int", "1"), ("topk_group", "int", "1"))}
+GUARD_FIELDS = {
+    "topk_method": (("n_group", "int", "1"), ("topk_group", "int", "1")),
+    "prefix_dense_sliding_window_pattern": (("mlp_layer_types", "list[str] | None", "None"),),
+}
 """Other fields a guard's test reads."""
 
 # Modelling-code facts of known transformers families that config.json and the tensor names do not show: the

@@ -50,9 +50,14 @@ def moe_expression(c: Composer) -> str:
         op = "squeeze" if len(bias.shape) > 1 and bias.shape[0] == 1 else "copy"
         c.wm.add(layer_target(MOE + "e_score_correction_bias"), (bias.source,), op)
     spec = [f"top_k={f.need('num_experts_per_tok', 'int', None)}"]
-    if moe.scoring != "softmax":
+    norm = f.need("norm_topk_prob", "bool", "True")
+    if c.has_key("expert_selection_fn"):  # Cohere2-MoE: softmax over the chosen logits (renormalised), or sigmoid
+        selection = f.need("expert_selection_fn", "str", '"softmax"')
+        spec.append(f"scoring={selection}")
+        norm = f'{selection} == "softmax" or {norm}'
+    elif moe.scoring != "softmax":
         spec.append(f'scoring="{moe.scoring}"')
-    spec.append(f"norm_topk_prob={f.need('norm_topk_prob', 'bool', 'True')}")
+    spec.append(f"norm_topk_prob={norm}")
     if c.has_key("routed_scaling_factor") or moe.routed_scaling_factor not in (None, 1.0):
         spec.append(f"routed_scaling_factor={f.need('routed_scaling_factor', 'float', '1.0')}")
     if bias is not None:
@@ -135,4 +140,7 @@ def _shared(c: Composer, hidden: int, expert_inter: int | None) -> str:
     if shared_gate is not None:
         c.wm.add(layer_target(MOE + "shared_gate.weight"), (shared_gate.source,))
         out += ", shared_gate=True"
+    if c.has_key("shared_expert_combination_strategy"):  # Cohere2-MoE: "average" halves routed + shared
+        strategy = f.need("shared_expert_combination_strategy", "str", '"sum"')
+        out += f', shared_average={strategy} == "average"'
     return out

@@ -111,6 +111,29 @@ def test_deepseek_v3_noaux_tc_groups_bias_scaling_shared() -> None:
     torch.testing.assert_close(w.gather(1, our_order), hf_w.gather(1, order), atol=1e-6, rtol=1e-6)
 
 
+@pytest.mark.parametrize(("selection", "strategy"), [("softmax", "average"), ("sigmoid", "sum")])
+def test_cohere2_moe_selection_and_shared_combination(selection: str, strategy: str) -> None:
+    """Cohere2-MoE: top-k of the raw logits, then softmax over the chosen ones (= renormalised softmax) or their
+    sigmoids (renormalised with norm_topk_prob); the shared expert averaged with the routed output or added."""
+    from transformers import Cohere2MoeConfig
+    from transformers.models.cohere2_moe.modeling_cohere2_moe import Cohere2MoeSparseMoeBlock
+
+    cfg = Cohere2MoeConfig(hidden_size=HIDDEN, num_experts=E, num_experts_per_tok=2, intermediate_size=I_MOE,
+                           num_shared_experts=1, expert_selection_fn=selection,
+                           shared_expert_combination_strategy=strategy, norm_topk_prob=True)  # fmt: skip
+    hf = Cohere2MoeSparseMoeBlock(cfg).eval()
+    randomize(hf)
+    spec = RouterSpec(top_k=2, scoring=selection, norm_topk_prob=True)
+    ours = MoE(HIDDEN, E, I_MOE, spec, shared_intermediate_size=I_MOE, shared_average=strategy == "average")
+    _copy_experts(ours, hf)
+    _copy_mlp(ours.shared, hf.shared_experts)
+    with torch.no_grad():
+        expected = hf(_x())
+        torch.testing.assert_close(ours(_x()), expected, atol=1e-5, rtol=1e-5)
+        ours.shared_average = strategy != "average"
+        assert (ours(_x()) - expected).abs().max() > 1e-3  # the combination matters
+
+
 @pytest.mark.parametrize("norm_min", [1e-12, 0.9], ids=["default", "clamping"])
 def test_ernie_router_softmax_bias_and_norm_min(norm_min: float) -> None:
     """ERNIE MoE: softmax scores, selection by scores + a correction bias stored [1, E], weights renormalised by

@@ -268,6 +268,20 @@ def test_opt_350m_layouts_are_refused_at_load(tiny, tmp_path: Path, change: dict
         adapter.Model.from_pretrained(ckpt)
 
 
+def test_cohere2_moe_dense_prefix_with_forced_rope_is_refused_at_load(tiny, tmp_path: Path) -> None:
+    """Cohere2-MoE's dense prefix layers with prefix_dense_sliding_window_pattern 1 run rotary on full attention
+    (force_rope), which the composed adapter does not: it refuses such a config by name instead of running it."""
+    from onboard.errors import ConfigError
+
+    ckpt = _copy(tiny, "cohere2_moe", tmp_path)
+    generate(ckpt, tmp_path / "out")
+    adapter = load_adapter(tmp_path / "out/adapters/cohere2_moe.py")
+    config = json.loads((ckpt / "config.json").read_text())
+    _config(ckpt, mlp_layer_types=["dense"] + config["mlp_layer_types"][1:])
+    with pytest.raises(ConfigError, match="force_rope"):
+        adapter.Model.from_pretrained(ckpt)
+
+
 def test_every_novel_config_key_gets_a_stub(tiny, tmp_path: Path) -> None:
     """Inspect's structured novel_config_keys reach the planner in full (the novelty text shows the first 12)."""
     ckpt = _copy(tiny, "llama", tmp_path)
