@@ -9,7 +9,7 @@ renders an adapter that refuses to run: never a runnable copy of the closest fam
 Attention scales, windows, soft-caps, norms and multipliers come from features; sizes from config values, checked
 against the tensor shapes by the loader. Runtime names are canonical (`self_attn.qkv_proj`, `mlp.gate_up_proj`,
 `input_layernorm`, ...): the weight map renames the checkpoint's tensors to them, so one template serves every
-naming scheme. compose_rules.py holds the profile-level rules, compose_moe.py the MoE part.
+naming scheme. compose_rules.py holds the profile-level rules, compose_moe.py the MoE part, compose_norms.py the norms.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from onboard.errors import InputError
 from onboard.generate_adapter.arch_parts import ArchSpec, attention
 from onboard.generate_adapter.compose_knowledge import GATED_ACTIVATION_NAMES, PLAIN_ACTIVATION_NAMES
 from onboard.generate_adapter.compose_moe import moe_expression
+from onboard.generate_adapter.compose_norms import norms, qk_norm, sub_norm
 from onboard.generate_adapter.compose_rules import (
     Composition,
     Fields,
@@ -40,31 +41,13 @@ from onboard.generate_adapter.weight_inference import (
     TensorRoles,
     WeightMapBuilder,
     layer_target,
+    templates,
 )
 from onboard.generate_adapter.weight_patterns import LAYER_NAME
 from onboard.profile import ModelProfile
 
-# Canonical norm attribute per placement and norm position.
-NORM_NAMES: dict[str, dict[str, str]] = {
-    "pre": {"input": "input_layernorm", "pre_mlp": "post_attention_layernorm"},
-    "parallel": {"input": "input_layernorm"},
-    "parallel2": {"input": "input_layernorm", "pre_mlp": "post_attention_layernorm"},
-    "sandwich": {"input": "input_layernorm", "post_attn_out": "post_attention_layernorm",
-                 "pre_mlp": "pre_feedforward_layernorm", "post_mlp": "post_feedforward_layernorm"},
-    "post": {"post_attn_out": "post_attention_layernorm", "post_mlp": "post_feedforward_layernorm"},
-}  # fmt: skip
-PLACEMENTS: dict[frozenset[str], str] = {
-    frozenset({"input", "pre_mlp"}): "pre",
-    frozenset({"input"}): "parallel",
-    frozenset({"input", "post_attn_out", "pre_mlp", "post_mlp"}): "sandwich",
-    frozenset({"post_attn_out", "post_mlp"}): "post",
-}
 PLACEHOLDER_ATTENTION = attention()
 PLACEHOLDER_MLP = "GatedMLP(args.hidden_size, args.intermediate_size, args.hidden_act)"
-
-
-def _names(*found: Found | None) -> str:
-    return ", ".join(f.template for f in found if f is not None)
 
 
 class Composer:
@@ -133,7 +116,7 @@ class Composer:
         self.unknown_tensor_stubs()
         attn = self.attention()
         mlp, moe_layer = self.feed_forward()
-        norm, placement, norm_names = self.norms()
+        norm, placement, norm_names = norms(self)
         layer_type, rope_kind = self.layer_plan()
         embed_scale = self.embeddings()
         lm_head = self.head()
@@ -177,8 +160,8 @@ class Composer:
             name = layer.group("rest") if layer else template.removeprefix("model.").removeprefix("transformer.")
             module = re.sub(r"\.(weight|bias)$", "", name.replace("{}.", ""))
             grouped.setdefault(op_name(module), []).append(template)
-        for op, templates in grouped.items():
-            self.stub(op, f"checkpoint tensors no block consumes: {', '.join(sorted(templates))}")
+        for op, names in grouped.items():
+            self.stub(op, f"checkpoint tensors no block consumes: {', '.join(sorted(names))}")
 
     def attention(self) -> str:
         r, d = self.roles, self.p.dims
@@ -188,10 +171,10 @@ class Composer:
         qkv, grouped = r.get("attn.qkv"), r.get("attn.qkv_grouped")
         forms = [f for f in ((q and k and v and q), qkv, grouped) if f]
         if len(forms) > 1:
-            raise AmbiguousWeights(f"both separate and fused q/k/v projections: {_names(q, k, v, qkv, grouped)}",
+            raise AmbiguousWeights(f"both separate and fused q/k/v projections: {templates(q, k, v, qkv, grouped)}",
                                    "add an ArchSpec override naming the ones the attention reads")  # fmt: skip
         if (q or k or v) and not (q and k and v):
-            self.stub("attention_projections", f"q/k/v projections incomplete: only {_names(q, k, v)}")
+            self.stub("attention_projections", f"q/k/v projections incomplete: only {templates(q, k, v)}")
         if not forms or o is None:
             self.stub("attention_projections", "no attention q/k/v/o projections recognised in the checkpoint")
             return PLACEHOLDER_ATTENTION
@@ -204,7 +187,7 @@ class Composer:
             biases = [r.get(role, "bias") for role in ("attn.q", "attn.k", "attn.v")]
             qkv_bias = all(biases)
             if any(biases) and not qkv_bias:
-                self.stub("qkv_partial_bias", f"bias on some of q/k/v only: {_names(*biases)}")
+                self.stub("qkv_partial_bias", f"bias on some of q/k/v only: {templates(*biases)}")
             if qkv_bias:
                 self.wm.add(f"{target}.bias", tuple(b.source for b in biases if b), "cat")
             self.words.append("separate q/k/v fused at load")
@@ -260,7 +243,7 @@ class Composer:
             self.wm.add(layer_target("self_attn.sinks"), (sinks.source,))  # type: ignore[union-attr]
             kw.append("sinks=True")
             self.words.append("attention sinks")
-        qk = self.qk_norm()
+        qk = qk_norm(self)
         if qk is None and self.fact("weightless_qk_norm"):  # nothing stored to show it (NanoChat)
             qk = f"qk_norm=QKNormSpec({self.eps()}, weight=False)"
             self.words.append("QK-norm without weight")
@@ -275,66 +258,15 @@ class Composer:
             kw.append("rope_inverted=True")
         if self.has_key("clip_qkv"):
             kw.append(f"clip_qkv={self.fields.need('clip_qkv', 'float | None', 'None')}")
-        sub_norm = self.sub_norm("attn")
-        if sub_norm:
-            kw.append(sub_norm.removeprefix(", "))
+        output_norm = sub_norm(self, "attn")
+        if output_norm:
+            kw.append(output_norm.removeprefix(", "))
         gate = r.get("attn.gate")
         if gate is not None:
             self.wm.add(layer_target("self_attn.gate_proj.weight"), (gate.source,))
             kw.append("gate_proj=True")
             self.words.append("sigmoid output gate (gate_proj)")
         return kw
-
-    def sub_norm(self, block: str) -> str:
-        """`, sub_norm_eps=...` when the block normalises its output before the output projection (BitNet's
-        attn_sub_norm / ffn_sub_norm, RMSNorms with the layers' eps), else ''."""
-        found = self.roles.get(f"{block}.sub_norm")
-        if found is None:
-            return ""
-        if self.roles.get(f"{block}.sub_norm", "bias") is not None or self.p.norms.kind != "rms":
-            self.stub(f"{block}_sub_norm", f"a {self.p.norms.kind} sub-norm (or one with a bias) before the output "
-                      f"projection is not in the block library: {found.template}")  # fmt: skip
-        self.wm.add(layer_target(("self_attn" if block == "attn" else "mlp") + ".sub_norm.weight"), (found.source,))
-        self.words.append(f"RMSNorm before the {block} output projection")
-        return f", sub_norm_eps={self.eps()}"
-
-    def qk_norm(self) -> str | None:
-        r, d, norms = self.roles, self.p.dims, self.p.norms
-        qn, kn = r.get("attn.q_norm"), r.get("attn.k_norm")
-        qh, kh = r.get("attn.q_norm_heads"), r.get("attn.k_norm_heads")
-        if not (qn or kn or qh or kh):
-            return None
-        kind = "layer" if norms.kind == "layernorm" else "rms"
-        qb, kb = r.get("attn.q_norm", "bias"), r.get("attn.k_norm", "bias")
-        stacked = [b for b in (r.get(x, "bias") for x in ("attn.q_norm_heads", "attn.k_norm_heads")) if b]
-        bias = bool(qb and kb and qn and kn and kind == "layer" and not stacked)
-        if bias:  # one LayerNorm per q and k with weight and bias (Persimmon)
-            self.wm.add(layer_target("self_attn.q_norm.bias"), (qb.source,))  # type: ignore[union-attr]
-            self.wm.add(layer_target("self_attn.k_norm.bias"), (kb.source,))  # type: ignore[union-attr]
-        elif qb or kb or stacked:
-            self.stub("qk_norm_bias", "QK-norm with a bias is in the block library only as a LayerNorm on both q "
-                      f"and k with one weight each: {_names(qb, kb, *stacked)}")  # fmt: skip
-        if qh and kh:
-            scope = "per_head_weight"
-            self.wm.add(layer_target("self_attn.q_norm.weight"), (qh.source,), "stack")
-            self.wm.add(layer_target("self_attn.k_norm.weight"), (kh.source,), "stack")
-        elif qn and kn:
-            last = qn.shape[-1] if qn.shape else 0
-            scope = "per_head_weight" if len(qn.shape) == 2 else "head" if last == d.head_dim else "all"
-            self.wm.add(layer_target("self_attn.q_norm.weight"), (qn.source,))
-            self.wm.add(layer_target("self_attn.k_norm.weight"), (kn.source,))
-        else:
-            self.stub("qk_norm", f"a norm on queries or keys only: {_names(qn, kn, qh, kh)}")
-            return None
-        if kind == "rms" and scope == "per_head_weight":
-            self.stub("qk_norm", "RMS QK-norm with one weight per head is not in the block library")
-            return None
-        extra = "" if kind == "rms" else ', kind="layer"'
-        extra += "" if scope == "head" else f', scope="{scope}"'
-        extra += ", offset=1.0" if norms.offset else ""
-        extra += ", bias=True" if bias else ""
-        self.words.append(f"QK-norm ({kind}, {scope}" + (", with bias)" if bias else ")"))
-        return f"qk_norm=QKNormSpec({self.eps()}{extra})"
 
     def mla(self) -> str:
         r, f = self.roles, self.fields
@@ -397,7 +329,7 @@ class Composer:
         in_bias = r.get("mlp.gate_up" if fused else "mlp.up", "bias")
         out_bias = r.get("mlp.down", "bias")
         if bool(in_bias) != bool(out_bias) or (gate and bool(r.get("mlp.gate", "bias")) != bool(in_bias)):
-            self.stub("mlp_partial_bias", f"MLP bias on some projections only: {_names(in_bias, out_bias)}")
+            self.stub("mlp_partial_bias", f"MLP bias on some projections only: {templates(in_bias, out_bias)}")
         bias = bool(in_bias and out_bias)
         self.wm.fused_conv1d_first([up, down], [(inter, hidden), (hidden, inter)])
         target = layer_target("mlp.gate_up_proj")
@@ -412,7 +344,7 @@ class Composer:
                     self.wm.add(f"{target}.bias", (r.get("mlp.gate", "bias").source, in_bias.source), "cat")  # type: ignore[union-attr]
             self.down(down, inter, bias)
             self.words.append(f"gated MLP ({self.p.activation})")
-            return f"GatedMLP(args.hidden_size, {size}, {act}, bias={bias}{self.sub_norm('mlp')})"
+            return f"GatedMLP(args.hidden_size, {size}, {act}, bias={bias}{sub_norm(self, 'mlp')})"
         if gate is not None and up is None:
             self.stub("mlp", f"an MLP gate without an up projection: {gate.template}")
         self.wm.linear(layer_target("mlp.up_proj"), up, inter, hidden)  # type: ignore[arg-type]
@@ -423,7 +355,7 @@ class Composer:
             for part in act_parts:
                 self.wm.add(layer_target(f"mlp.act_fn.{part.part}"), (part.source,))
             if {part.part for part in act_parts} != {"alpha_p", "alpha_n", "beta", "eps"} or bias:
-                self.stub("mlp_activation", f"learned activation parameters: {_names(*act_parts)}")
+                self.stub("mlp_activation", f"learned activation parameters: {templates(*act_parts)}")
             self.words.append("plain MLP with the learned xIELU activation")
             return f"XIELUMLP(args.hidden_size, {size})"
         self.require_activation(PLAIN_ACTIVATION_NAMES, "plain")
@@ -446,65 +378,6 @@ class Composer:
 
     def moe(self) -> str:
         return moe_expression(self)
-
-    def norms(self) -> tuple[str, str, tuple[str, ...]]:
-        r, p = self.roles, self.p
-        positions = {role.removeprefix("norm."): role for role in r.roles() if role.startswith("norm.")}
-        if "post_attention" in positions:
-            after = "pre_mlp" in positions or ("input" not in positions and "post_mlp" in positions)
-            positions["post_attn_out" if after else "pre_mlp"] = positions.pop("post_attention")
-        weightless = self.fact("weightless_norms") if not positions and r.get("final_norm") is None else None
-        placement = str(weightless) if weightless else PLACEMENTS.get(frozenset(positions))
-        if placement == "pre" and "parallel_residual" in p.features:
-            placement = "parallel2"
-        if placement == "parallel" and "parallel_residual" not in p.features:
-            placement = None
-        if placement is None:
-            self.stub("norm_layout", f"layer norms at {sorted(positions) or 'no position (none stored)'}: not a "
-                      "placement of the block library (pre, post, sandwich, parallel)")  # fmt: skip
-            placement = "pre"
-        names = NORM_NAMES[placement]
-        biases = []
-        for position, role in positions.items():
-            if position not in names:
-                continue
-            for param in ("weight", "bias"):
-                found = r.get(role, param)
-                if found is not None:
-                    self.wm.add(layer_target(f"{names[position]}.{param}"), (found.source,))
-                    biases.append(param == "bias")
-        final = r.get("final_norm")
-        if weightless:  # every norm, the final one too, normalises without a weight: nothing to load
-            self.words.append("norms without weights")
-            self.embed_norm = bool(self.fact("embedding_norm"))
-            return self.norm_block(False, weightless=True), placement, tuple(names[k] for k in names)
-        if final is None:
-            self.stub("final_norm", "no final norm tensor before the LM head")
-        else:
-            self.wm.add("model.norm.weight", (final.source,))
-            if r.get("final_norm", "bias") is not None:
-                self.wm.add("model.norm.bias", (r.get("final_norm", "bias").source,))  # type: ignore[union-attr]
-                biases.append(True)
-        return self.norm_block(any(biases)), placement, tuple(names[k] for k in names)
-
-    def norm_block(self, bias: bool, weightless: bool = False) -> str:
-        norms = self.p.norms
-        if weightless:
-            if norms.offset:
-                self.stub("weightless_norm", f"a {norms.kind} without a weight but with an offset is not in the "
-                          "block library")  # fmt: skip
-            if norms.kind == "layernorm":
-                self.words.insert(0, "LayerNorm without weight")
-                return f"LayerNorm(dim, {self.eps()}, bias=False, weight=False)"
-            self.words.insert(0, "RMSNorm without weight")
-            return f"RMSNorm(dim, {self.eps()}, weight=False)"
-        if norms.kind == "layernorm":
-            self.words.insert(0, "LayerNorm" + (" with bias" if bias else "") + (" (1 + w)" if norms.offset else ""))
-            return f"LayerNorm(dim, {self.eps()}, bias={bias}" + (", offset=1.0)" if norms.offset else ")")
-        if bias:
-            self.stub("rmsnorm_bias", "RMSNorm with a bias is not in the block library")
-        self.words.insert(0, "RMSNorm" + (" (1 + w)" if norms.offset else ""))
-        return f"RMSNorm(dim, {self.eps()}" + (", offset=1.0)" if norms.offset else ")")
 
     def layer_plan(self) -> tuple[str, str]:
         kinds = ["SLIDING" if layer.attention == "sliding" else "FULL" for layer in self.p.layers]

@@ -3,35 +3,13 @@
 
 from __future__ import annotations
 
-from typing import Protocol
-
-from onboard.generate_adapter.compose_rules import Fields
-from onboard.generate_adapter.weight_inference import TensorRoles, WeightMapBuilder, layer_target
-from onboard.profile import ModelProfile
+from onboard.generate_adapter.compose_rules import ComposerParts
+from onboard.generate_adapter.weight_inference import layer_target
 
 MOE = "mlp."
 
 
-class Composer(Protocol):
-    """What the MoE part needs of compose.Composer (a Protocol here, so compose_moe does not import compose, which
-    imports it: no cycle, not even one hidden behind TYPE_CHECKING)."""
-
-    p: ModelProfile
-    roles: TensorRoles
-    wm: WeightMapBuilder
-    fields: Fields
-    words: list[str]
-
-    def stub(self, op: str, reason: str) -> None: ...
-
-    def fact(self, name: str, default: object = None) -> object: ...
-
-    def has_key(self, name: str) -> bool: ...
-
-    def size(self, value: int, candidates: list[tuple[str, int | None]]) -> str: ...
-
-
-def moe_expression(c: Composer) -> str:
+def moe_expression(c: ComposerParts) -> str:
     r, p, f = c.roles, c.p, c.fields
     hidden, moe = p.dims.hidden_size, p.moe
     router = r.get("moe.router")
@@ -84,7 +62,7 @@ def moe_expression(c: Composer) -> str:
     )
 
 
-def _experts(c: Composer, hidden: int) -> int | None:
+def _experts(c: ComposerParts, hidden: int) -> int | None:
     """Fill experts_gate_up [E, 2I, H] and experts_down [E, H, I]; the expert intermediate size I."""
     r = c.roles
     gate, up, down = r.get("moe.expert.gate"), r.get("moe.expert.up"), r.get("moe.expert.down")
@@ -104,7 +82,7 @@ def _experts(c: Composer, hidden: int) -> int | None:
     return None
 
 
-def _shared(c: Composer, hidden: int, expert_inter: int | None) -> str:
+def _shared(c: ComposerParts, hidden: int, expert_inter: int | None) -> str:
     """`, shared_intermediate_size=..., shared_gate=True` for the MoE expression ('' without shared experts)."""
     r, p, f = c.roles, c.p, c.fields
     gate, up, down = r.get("moe.shared.gate"), r.get("moe.shared.up"), r.get("moe.shared.down")

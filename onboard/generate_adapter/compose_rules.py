@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from onboard.generate_adapter.arch_parts import BASE_FIELDS, ArchSpec
 from onboard.generate_adapter.compose_knowledge import (
@@ -19,6 +20,7 @@ from onboard.generate_adapter.compose_knowledge import (
     STRUCTURAL_KEYS,
 )
 from onboard.generate_adapter.config_values import aliases_of
+from onboard.generate_adapter.weight_inference import TensorRoles, WeightMapBuilder
 from onboard.generate_adapter.weight_rule import WeightRule
 from onboard.profile import ModelProfile, quantized_feature, rope_feature
 
@@ -68,6 +70,28 @@ class Composition:
     dropped: tuple[str, ...]
     overrides: tuple[str, ...]
     """FAMILY_FACTS used (modelling-code facts of a known family)."""
+
+
+class ComposerParts(Protocol):
+    """What the composition's parts in their own modules (compose_moe.py, compose_norms.py) need of
+    compose.Composer: a Protocol here, so they do not import compose, which imports them (no cycle)."""
+
+    p: ModelProfile
+    roles: TensorRoles
+    wm: WeightMapBuilder
+    fields: Fields
+    words: list[str]
+    embed_norm: bool
+
+    def stub(self, op: str, reason: str) -> None: ...
+
+    def fact(self, name: str, default: object = None) -> object: ...
+
+    def has_key(self, name: str) -> bool: ...
+
+    def size(self, value: int, candidates: list[tuple[str, int | None]]) -> str: ...
+
+    def eps(self) -> str: ...
 
 
 def facts_of(profile: ModelProfile) -> dict[str, object]:

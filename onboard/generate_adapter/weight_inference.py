@@ -43,6 +43,11 @@ class Found:
     shape: tuple[int, ...]
 
 
+def templates(*found: Found | None) -> str:
+    """The templates of the tensors found, for messages ('a, b'; the absent ones left out)."""
+    return ", ".join(f.template for f in found if f is not None)
+
+
 def _source(template: str, layer: re.Match[str] | None) -> str:
     if layer is None:
         return template

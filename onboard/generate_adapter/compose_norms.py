@@ -1,0 +1,138 @@
+"""The norms of a composition: the layer norms' placement and block, the final norm, the QK-norm, and the norms some
+blocks apply before their output projection, as expressions over onboard.blocks.norms plus the weight rules that
+fill them."""
+
+from __future__ import annotations
+
+from onboard.generate_adapter.compose_rules import ComposerParts
+from onboard.generate_adapter.weight_inference import layer_target, templates
+
+# Canonical norm attribute per placement and norm position.
+NORM_NAMES: dict[str, dict[str, str]] = {
+    "pre": {"input": "input_layernorm", "pre_mlp": "post_attention_layernorm"},
+    "parallel": {"input": "input_layernorm"},
+    "parallel2": {"input": "input_layernorm", "pre_mlp": "post_attention_layernorm"},
+    "sandwich": {"input": "input_layernorm", "post_attn_out": "post_attention_layernorm",
+                 "pre_mlp": "pre_feedforward_layernorm", "post_mlp": "post_feedforward_layernorm"},
+    "post": {"post_attn_out": "post_attention_layernorm", "post_mlp": "post_feedforward_layernorm"},
+}  # fmt: skip
+PLACEMENTS: dict[frozenset[str], str] = {
+    frozenset({"input", "pre_mlp"}): "pre",
+    frozenset({"input"}): "parallel",
+    frozenset({"input", "post_attn_out", "pre_mlp", "post_mlp"}): "sandwich",
+    frozenset({"post_attn_out", "post_mlp"}): "post",
+}
+
+
+def norms(c: ComposerParts) -> tuple[str, str, tuple[str, ...]]:
+    r, p = c.roles, c.p
+    positions = {role.removeprefix("norm."): role for role in r.roles() if role.startswith("norm.")}
+    if "post_attention" in positions:
+        after = "pre_mlp" in positions or ("input" not in positions and "post_mlp" in positions)
+        positions["post_attn_out" if after else "pre_mlp"] = positions.pop("post_attention")
+    weightless = c.fact("weightless_norms") if not positions and r.get("final_norm") is None else None
+    placement = str(weightless) if weightless else PLACEMENTS.get(frozenset(positions))
+    if placement == "pre" and "parallel_residual" in p.features:
+        placement = "parallel2"
+    if placement == "parallel" and "parallel_residual" not in p.features:
+        placement = None
+    if placement is None:
+        c.stub("norm_layout", f"layer norms at {sorted(positions) or 'no position (none stored)'}: not a "
+                  "placement of the block library (pre, post, sandwich, parallel)")  # fmt: skip
+        placement = "pre"
+    names = NORM_NAMES[placement]
+    biases = []
+    for position, role in positions.items():
+        if position not in names:
+            continue
+        for param in ("weight", "bias"):
+            found = r.get(role, param)
+            if found is not None:
+                c.wm.add(layer_target(f"{names[position]}.{param}"), (found.source,))
+                biases.append(param == "bias")
+    final = r.get("final_norm")
+    if weightless:  # every norm, the final one too, normalises without a weight: nothing to load
+        c.words.append("norms without weights")
+        c.embed_norm = bool(c.fact("embedding_norm"))
+        return norm_block(c, False, weightless=True), placement, tuple(names[k] for k in names)
+    if final is None:
+        c.stub("final_norm", "no final norm tensor before the LM head")
+    else:
+        c.wm.add("model.norm.weight", (final.source,))
+        if r.get("final_norm", "bias") is not None:
+            c.wm.add("model.norm.bias", (r.get("final_norm", "bias").source,))  # type: ignore[union-attr]
+            biases.append(True)
+    return norm_block(c, any(biases)), placement, tuple(names[k] for k in names)
+
+
+def norm_block(c: ComposerParts, bias: bool, weightless: bool = False) -> str:
+    norms = c.p.norms
+    if weightless:
+        if norms.offset:
+            c.stub("weightless_norm", f"a {norms.kind} without a weight but with an offset is not in the "
+                      "block library")  # fmt: skip
+        if norms.kind == "layernorm":
+            c.words.insert(0, "LayerNorm without weight")
+            return f"LayerNorm(dim, {c.eps()}, bias=False, weight=False)"
+        c.words.insert(0, "RMSNorm without weight")
+        return f"RMSNorm(dim, {c.eps()}, weight=False)"
+    if norms.kind == "layernorm":
+        c.words.insert(0, "LayerNorm" + (" with bias" if bias else "") + (" (1 + w)" if norms.offset else ""))
+        return f"LayerNorm(dim, {c.eps()}, bias={bias}" + (", offset=1.0)" if norms.offset else ")")
+    if bias:
+        c.stub("rmsnorm_bias", "RMSNorm with a bias is not in the block library")
+    c.words.insert(0, "RMSNorm" + (" (1 + w)" if norms.offset else ""))
+    return f"RMSNorm(dim, {c.eps()}" + (", offset=1.0)" if norms.offset else ")")
+
+
+def sub_norm(c: ComposerParts, block: str) -> str:
+    """`, sub_norm_eps=...` when the block normalises its output before the output projection (BitNet's
+    attn_sub_norm / ffn_sub_norm, RMSNorms with the layers' eps), else ''."""
+    found = c.roles.get(f"{block}.sub_norm")
+    if found is None:
+        return ""
+    if c.roles.get(f"{block}.sub_norm", "bias") is not None or c.p.norms.kind != "rms":
+        c.stub(f"{block}_sub_norm", f"a {c.p.norms.kind} sub-norm (or one with a bias) before the output "
+                  f"projection is not in the block library: {found.template}")  # fmt: skip
+    c.wm.add(layer_target(("self_attn" if block == "attn" else "mlp") + ".sub_norm.weight"), (found.source,))
+    c.words.append(f"RMSNorm before the {block} output projection")
+    return f", sub_norm_eps={c.eps()}"
+
+
+def qk_norm(c: ComposerParts) -> str | None:
+    r, d, norms = c.roles, c.p.dims, c.p.norms
+    qn, kn = r.get("attn.q_norm"), r.get("attn.k_norm")
+    qh, kh = r.get("attn.q_norm_heads"), r.get("attn.k_norm_heads")
+    if not (qn or kn or qh or kh):
+        return None
+    kind = "layer" if norms.kind == "layernorm" else "rms"
+    qb, kb = r.get("attn.q_norm", "bias"), r.get("attn.k_norm", "bias")
+    stacked = [b for b in (r.get(x, "bias") for x in ("attn.q_norm_heads", "attn.k_norm_heads")) if b]
+    bias = bool(qb and kb and qn and kn and kind == "layer" and not stacked)
+    if bias:  # one LayerNorm per q and k with weight and bias (Persimmon)
+        c.wm.add(layer_target("self_attn.q_norm.bias"), (qb.source,))  # type: ignore[union-attr]
+        c.wm.add(layer_target("self_attn.k_norm.bias"), (kb.source,))  # type: ignore[union-attr]
+    elif qb or kb or stacked:
+        c.stub("qk_norm_bias", "QK-norm with a bias is in the block library only as a LayerNorm on both q "
+                  f"and k with one weight each: {templates(qb, kb, *stacked)}")  # fmt: skip
+    if qh and kh:
+        scope = "per_head_weight"
+        c.wm.add(layer_target("self_attn.q_norm.weight"), (qh.source,), "stack")
+        c.wm.add(layer_target("self_attn.k_norm.weight"), (kh.source,), "stack")
+    elif qn and kn:
+        last = qn.shape[-1] if qn.shape else 0
+        scope = "per_head_weight" if len(qn.shape) == 2 else "head" if last == d.head_dim else "all"
+        c.wm.add(layer_target("self_attn.q_norm.weight"), (qn.source,))
+        c.wm.add(layer_target("self_attn.k_norm.weight"), (kn.source,))
+    else:
+        c.stub("qk_norm", f"a norm on queries or keys only: {templates(qn, kn, qh, kh)}")
+        return None
+    if kind == "rms" and scope == "per_head_weight":
+        c.stub("qk_norm", "RMS QK-norm with one weight per head is not in the block library")
+        return None
+    extra = "" if kind == "rms" else ', kind="layer"'
+    extra += "" if scope == "head" else f', scope="{scope}"'
+    extra += ", offset=1.0" if norms.offset else ""
+    extra += ", bias=True" if bias else ""
+    c.words.append(f"QK-norm ({kind}, {scope}" + (", with bias)" if bias else ")"))
+    return f"qk_norm=QKNormSpec({c.eps()}{extra})"
