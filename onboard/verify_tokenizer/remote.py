@@ -62,14 +62,17 @@ def verify_in_worker(root: str, corpus: list[str] | None, embedding_rows: int | 
     from onboard.verify_tokenizer import verify_tokenizer
     from onboard.verify_tokenizer.goldens import read_golden
 
-    tmp = Path(tempfile.mkdtemp(prefix="tokenizer-"))
-    corpus_file = None
-    if corpus:
-        corpus_file = tmp / "corpus.jsonl"
-        corpus_file.write_text("".join(json.dumps({"text": t}) + "\n" for t in corpus), encoding="utf-8")
-    with remote_code_allowed():
-        report = verify_tokenizer(root, None, tmp / "golden", True, corpus_file, embedding_rows)
-    golden = read_golden(Path(report.golden.path)) if report.golden else None  # None: no tokenizer was built
+    # Removed on return: in the sandbox $TMPDIR goes with the worker, but in-process (tests, --unsafe-no-sandbox)
+    # it is the user's /tmp.
+    with tempfile.TemporaryDirectory(prefix="tokenizer-") as name:
+        tmp = Path(name)
+        corpus_file = None
+        if corpus:
+            corpus_file = tmp / "corpus.jsonl"
+            corpus_file.write_text("".join(json.dumps({"text": t}) + "\n" for t in corpus), encoding="utf-8")
+        with remote_code_allowed():
+            report = verify_tokenizer(root, None, tmp / "golden", True, corpus_file, embedding_rows)
+        golden = read_golden(Path(report.golden.path)) if report.golden else None  # None: no tokenizer was built
     return {"report": serde.to_dict(report), "golden": golden}
 
 
