@@ -103,6 +103,18 @@ def unverified(dtype: str, why: str) -> dict[str, Any]:
             "tolerance": CALIBRATED_BAR, "failed": [], "prompts": [], "detail": f"unverified: {why}"}  # fmt: skip
 
 
+def _broken(dtype: str, status: str, why: str, what_next: str) -> dict[str, Any]:
+    """Parity that stopped because one side raised: `failed` (the adapter) or `unverified` (the reference)."""
+    return {"passed": False, "status": status, "dtype": dtype, "worst": None, "reference_worst": None,
+            "tolerance": CALIBRATED_BAR, "failed": [], "prompts": [],
+            "detail": f"{'unverified: ' if status == 'unverified' else ''}{why}; {what_next}"}  # fmt: skip
+
+
+def _error(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    return f"{type(exc).__name__}: {text[:300]}{'…' if len(text) > 300 else ''}"
+
+
 def _logits(model: Any, ids: torch.Tensor) -> torch.Tensor:
     out = model(input_ids=ids)
     return (out if isinstance(out, torch.Tensor) else out.logits).float()
@@ -174,16 +186,38 @@ def check_parity(
         return unverified(dtype, refused)
     torch_dtype = DTYPES[dtype]
     config = parity_config(checkpoint)
+    inputs = prompts(config)
     module = load_adapter(adapter_file)
-    adapter = module.Model.from_pretrained(checkpoint, dtype=torch_dtype, trust_remote_code=False)
+    # A day-zero model may break either side: the adapter (a guard refusing the config, a shape it did not expect)
+    # or the reference itself. Either is this check's result, naming the side and the error, not a crash.
+    try:
+        adapter = module.Model.from_pretrained(checkpoint, dtype=torch_dtype, trust_remote_code=False)
+        with torch.no_grad():
+            ours_logits = [_logits(adapter, ids) for ids in inputs]
+    except Exception as exc:  # noqa: BLE001 - reported as the failed check, with the error
+        return _broken(dtype, "failed", f"the adapter in {dtype} raised {_error(exc)}", "fix the adapter (or its "
+                       "guard's refusal is the answer: this config is not one it runs)")  # fmt: skip
     # float32 truth, and the reference's own run(s) in the calibration dtype (the yardstick: same machine, prompts).
     given = reference
-    reference = reference if reference is not None else reference_model(checkpoint, torch.float32, policy)
-    inputs = prompts(config)
-    with torch.no_grad():
-        refs = [_logits(reference, ids) for ids in inputs]
-        ours_logits = [_logits(adapter, ids) for ids in inputs]
-        own_runs = [[_logits(model, ids) for ids in inputs] for model in _own_runs(checkpoint, dtype, policy, given)]
+    calibration = CALIBRATION[dtype]
+    try:
+        reference = reference if reference is not None else reference_model(checkpoint, torch.float32, policy)
+        with torch.no_grad():
+            refs = [_logits(reference, ids) for ids in inputs]
+    except InputError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - the reference does not run: nothing to judge against
+        return _broken(dtype, "unverified", f"the reference in float32 raised {_error(exc)}", "the reference "
+                       "model itself fails on this checkpoint: check it with its own code, then rerun")  # fmt: skip
+    try:
+        with torch.no_grad():
+            own_runs = [[_logits(m, ids) for ids in inputs] for m in _own_runs(checkpoint, dtype, policy, given)]
+    except InputError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - no calibration run, no tolerance: not judged
+        return _broken(dtype, "unverified", f"the reference's calibration run in {calibration} raised {_error(exc)}",
+                       f"the tolerance comes from the reference's own run in {calibration}, which this model's "
+                       f"code cannot do: check the adapter in another dtype or against an engine (onboard validate)")  # fmt: skip
     results = [summarise(e, r) for e, r in zip(position_errors_of(ours_logits, refs), refs)]
     worst = max(r.relative for r in results)
     hf_worst = float(torch.cat(position_errors_of(own_runs[0], refs)).max()) if dtype != "float32" else None

@@ -403,3 +403,47 @@ def test_a_profile_without_config_keys_is_refused(tiny) -> None:
 
     with pytest.raises(InputError, match="lists no config keys"):
         plan(msgspec.structs.replace(inspect(str(tiny("llama"))), config_keys=(), novel_config_keys=()))
+
+
+# --- parity when one side raises ---------------------------------------------------------------------------------
+
+
+def test_parity_reports_an_adapter_that_refuses_its_config_as_failed(tiny, tmp_path: Path) -> None:
+    """OPT-350m's post-norm config, refused by the composed adapter's guard at load: `generate --parity` gives a
+    failed adapter_parity check naming the refusal, with the adapter files written, not an internal error."""
+    ckpt = _copy(tiny, "opt", tmp_path)
+    _config(ckpt, do_layer_norm_before=False)
+    result = generate(ckpt, tmp_path / "out", parity=True)
+    check = next(c for c in result.checks if c.name == "adapter_parity")
+    assert not check.passed and check.required
+    assert "the adapter in float32 raised ConfigError" in check.detail and "post-norm" in check.detail
+    assert result.parity["status"] == "failed" and result.verification == "failed"
+    assert (tmp_path / "out/adapters/opt.py").is_file()
+
+
+class _RaisesIn(torch.nn.Module):
+    """A reference that runs in float32 and raises in `dtype` (as XGLM's mask fill overflows in float64)."""
+
+    def __init__(self, model: torch.nn.Module, dtype: torch.dtype) -> None:
+        super().__init__()
+        self.model, self.dtype = model, dtype
+
+    def forward(self, input_ids: torch.Tensor) -> object:
+        if next(self.model.parameters()).dtype == self.dtype:
+            raise RuntimeError(f"value cannot be converted to type {self.dtype} without overflow")
+        return self.model(input_ids=input_ids)
+
+
+@pytest.mark.parametrize(("raises_in", "says"), [(torch.float32, "the reference in float32 raised RuntimeError"),
+                                                  (torch.float64, "calibration run in float64 raised RuntimeError")])  # fmt: skip
+def test_parity_with_a_reference_that_raises_is_unverified(tiny, tmp_path: Path, raises_in, says: str) -> None:
+    """The reference failing (in the truth run, or in the calibration run the tolerance comes from) leaves nothing
+    to judge against: unverified, never passed, naming the dtype and the error."""
+    ckpt = _copy(tiny, "llama", tmp_path)
+    reference = _RaisesIn(reference_model(ckpt, torch.float32), raises_in)
+    report = check_parity(ADAPTERS_DIR / "llama.py", ckpt, reference=reference)
+    assert report["passed"] is False and report["status"] == "unverified"
+    assert report["detail"].startswith("unverified: ") and says in report["detail"]
+    assert "overflow" in report["detail"]
+    # The same reference without the fault passes: the verdict above is the fault's.
+    assert check_parity(ADAPTERS_DIR / "llama.py", ckpt, reference=_RaisesIn(reference.model, torch.int8))["passed"]
