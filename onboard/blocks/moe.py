@@ -5,7 +5,8 @@ gated experts, and optional shared experts (with qwen2_moe's sigmoid gate). Dens
 
 Parameters: `router` [E, hidden] (no bias); `e_score_correction_bias` [E] (only with `correction_bias=True`);
 `experts_gate_up` [E, 2*I, hidden] ([gate; up] rows per expert); `experts_down` [E, hidden, I]; `shared`
-(GatedMLP) and `shared_gate` (Linear hidden->1) when configured.
+(GatedMLP) and `shared_gate` (Linear hidden->1) when configured; `output_norm` (RMSNorm on the block's output, routed
+plus shared: A.X-K1's post_mlp_layernorm) with `output_norm_eps`.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .mlp import GATED_ACTIVATIONS, GatedMLP
+from .norms import RMSNorm
 
 
 @dataclass(frozen=True)
@@ -79,7 +81,8 @@ def route(logits: torch.Tensor, spec: RouterSpec, bias: torch.Tensor | None) -> 
 
 class MoE(nn.Module):
     """Sparse MoE block: forward(x [..., hidden]) -> [..., hidden]. `shared_average`: (routed + shared) / 2 instead of
-    their sum (Cohere2-MoE's shared_expert_combination_strategy "average")."""
+    their sum (Cohere2-MoE's shared_expert_combination_strategy "average"). `output_norm_eps`: an RMSNorm on the
+    block's output (A.X-K1 normalises its MoE layers' output, not its dense layers')."""
 
     def __init__(
         self,
@@ -92,6 +95,7 @@ class MoE(nn.Module):
         shared_intermediate_size: int = 0,
         shared_gate: bool = False,
         shared_average: bool = False,
+        output_norm_eps: float | None = None,
     ) -> None:
         super().__init__()
         self.shared_average = shared_average
@@ -112,6 +116,7 @@ class MoE(nn.Module):
         self.experts_down = nn.Parameter(torch.zeros(num_experts, hidden_size, moe_intermediate_size))
         self.shared = GatedMLP(hidden_size, shared_intermediate_size, activation) if shared_intermediate_size else None
         self.shared_gate = nn.Linear(hidden_size, 1, bias=False) if shared_gate else None
+        self.output_norm = RMSNorm(hidden_size, output_norm_eps) if output_norm_eps is not None else None
 
     def router_logits(self, tokens: torch.Tensor) -> torch.Tensor:
         """Router logits [T, E], rounded where the family's reference rounds them (RouterSpec.logits_in_float32)."""
@@ -141,4 +146,5 @@ class MoE(nn.Module):
                 shared = torch.sigmoid(self.shared_gate(tokens)) * shared
             # Cohere2-MoE's "average" strategy halves the sum of the routed and the shared outputs
             out = (out + shared) / 2 if self.shared_average else out + shared
-        return out.view(shape)
+        out = out.view(shape)
+        return self.output_norm(out) if self.output_norm is not None else out

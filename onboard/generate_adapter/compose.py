@@ -65,6 +65,8 @@ class Composer:
         self.rotary_head_dim: str | None = None
         self.positions: str | None = None
         self.embed_norm = False
+        self.moe_output_norm = False
+        """The post-MLP norm is the MoE block's output norm (set by compose_moe, read by compose_norms)."""
         self.acknowledged: set[str] = set()
         """Config keys whose value the profile shows to be neutral here (no stub, nothing to read)."""
 

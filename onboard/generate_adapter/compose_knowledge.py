@@ -117,6 +117,9 @@ FAMILY_FACTS: dict[str, dict[str, object]] = {
     "olmo": {"weightless_norms": "pre"},
     # NanoChat: weightless RMSNorms (also on the embeddings before layer 0, and on q/k after the rotary embedding),
     # and rotate_half as [x2, -x1] (the rotation by -angle)
+    # A.X-K1's post_mlp_layernorm normalises its MoE layers' output; the released checkpoints store one for the
+    # dense layers too, which the code never applies (_keys_to_ignore_on_load_unexpected)
+    "axk1": {"moe_output_norm": True},
     "nanochat": {"weightless_norms": "pre", "embedding_norm": True, "weightless_qk_norm": True,
                  "qk_norm_after_rope": True, "rope_inverted": True},
     # only sliding-window layers are rotary (FlintAttention applies rope when its layer has a window; AFMoE when

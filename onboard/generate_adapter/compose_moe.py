@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import re
+
 from onboard.generate_adapter.compose_rules import ComposerParts
 from onboard.generate_adapter.weight_inference import layer_target
 
@@ -58,8 +60,32 @@ def moe_expression(c: ComposerParts) -> str:
     c.words.append(f"{moe.scoring} top-k MoE" + (" with shared experts" if shared else ""))
     return (
         f"MoE(args.hidden_size, {f.need('num_experts', 'int', None)}, {size}, RouterSpec({', '.join(spec)}), "
-        f"activation=args.hidden_act{shared})"
+        f"activation=args.hidden_act{shared}{_output_norm(c)})"
     )
+
+
+def _output_norm(c: ComposerParts) -> str:
+    """`, output_norm_eps=...` when the post-MLP norm belongs to the MoE block ('' otherwise).
+
+    A pre-norm layer with a norm after its feed-forward block on exactly the MoE layers normalises the MoE output
+    (A.X-K1's post_mlp_layernorm); when every layer is MoE that is the same computation. Where dense layers store
+    one too, only the family's code tells whether they apply it (A.X-K1's do not: family fact
+    `moe_output_norm`, and their copies are dropped)."""
+    r, p = c.roles, c.p
+    post = r.get("norm.post_mlp")
+    positions = {role for role in r.roles() if role.startswith("norm.")}
+    if post is None or positions != {"norm.input", "norm.post_attention", "norm.post_mlp"} or p.norms.kind != "rms":
+        return ""
+    moe_layers = sum(1 for layer in p.layers if layer.mlp == "moe")
+    count = next((g.count for g in p.tensor_templates if g.template == post.template), 0)
+    if c.fact("moe_output_norm"):
+        c.roles.dropped.append(re.escape(post.template).replace(r"\{\}", r"\d+"))  # the dense layers' copies
+    elif count != moe_layers:
+        return ""  # on dense layers too: a placement of its own (compose_norms says what is missing)
+    c.moe_output_norm = True
+    c.wm.add(layer_target(MOE + "output_norm.weight"), (post.source,))
+    c.words.append("RMSNorm on the MoE output")
+    return f", output_norm_eps={c.eps()}"
 
 
 def _experts(c: ComposerParts, hidden: int) -> int | None:

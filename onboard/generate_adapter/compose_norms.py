@@ -27,6 +27,8 @@ PLACEMENTS: dict[frozenset[str], str] = {
 def norms(c: ComposerParts) -> tuple[str, str, tuple[str, ...]]:
     r, p = c.roles, c.p
     positions = {role.removeprefix("norm."): role for role in r.roles() if role.startswith("norm.")}
+    if c.moe_output_norm:  # the MoE block's own (compose_moe._output_norm)
+        del positions["post_mlp"]
     if "post_attention" in positions:
         after = "pre_mlp" in positions or ("input" not in positions and "post_mlp" in positions)
         positions["post_attn_out" if after else "pre_mlp"] = positions.pop("post_attention")

@@ -82,6 +82,7 @@ class ComposerParts(Protocol):
     fields: Fields
     words: list[str]
     embed_norm: bool
+    moe_output_norm: bool
 
     def stub(self, op: str, reason: str) -> None: ...
 

@@ -111,6 +111,31 @@ def test_deepseek_v3_noaux_tc_groups_bias_scaling_shared() -> None:
     torch.testing.assert_close(w.gather(1, our_order), hf_w.gather(1, order), atol=1e-6, rtol=1e-6)
 
 
+def test_axk1_output_norm_after_routed_plus_shared() -> None:
+    """A.X-K1's MoE: DeepSeek-V3's, then an RMSNorm (non-uniform weight) on routed + shared experts' output."""
+    from transformers import AXK1Config
+    from transformers.models.axk1.modeling_axk1 import AXK1MoE
+
+    cfg = AXK1Config(hidden_size=HIDDEN, n_routed_experts=E, num_experts_per_tok=2, moe_intermediate_size=I_MOE,
+                     n_shared_experts=1, n_group=4, topk_group=2, routed_scaling_factor=2.5, rms_norm_eps=1e-5)  # fmt: skip
+    hf = AXK1MoE(cfg).eval()
+    randomize(hf)
+    spec = RouterSpec(top_k=2, scoring="sigmoid", routed_scaling_factor=2.5, correction_bias=True, n_group=4,
+                      topk_group=2)  # fmt: skip
+    ours = MoE(HIDDEN, E, I_MOE, spec, shared_intermediate_size=I_MOE, output_norm_eps=1e-5)
+    _copy_experts(ours, hf)
+    _copy_mlp(ours.shared, hf.shared_experts)
+    with torch.no_grad():
+        ours.e_score_correction_bias.copy_(hf.gate.e_score_correction_bias)
+        weight = hf.post_mlp_layernorm.weight
+        weight.copy_(torch.rand(HIDDEN, generator=torch.Generator().manual_seed(4)) + 0.5)
+        ours.output_norm.weight.copy_(weight)
+        expected = hf(_x())
+        torch.testing.assert_close(ours(_x()), expected, atol=1e-5, rtol=1e-5)
+        ours.output_norm = None
+        assert (ours(_x()) - expected).abs().max() > 1e-2  # without it: the block's raw output
+
+
 @pytest.mark.parametrize(("selection", "strategy"), [("softmax", "average"), ("sigmoid", "sum")])
 def test_cohere2_moe_selection_and_shared_combination(selection: str, strategy: str) -> None:
     """Cohere2-MoE: top-k of the raw logits, then softmax over the chosen ones (= renormalised softmax) or their

@@ -447,3 +447,38 @@ def test_parity_with_a_reference_that_raises_is_unverified(tiny, tmp_path: Path,
     assert "overflow" in report["detail"]
     # The same reference without the fault passes: the verdict above is the fault's.
     assert check_parity(ADAPTERS_DIR / "llama.py", ckpt, reference=_RaisesIn(reference.model, torch.int8))["passed"]
+
+
+# --- A.X-K1: the MoE block's output norm ---------------------------------------------------------------------------
+
+
+def _store_dense_post_mlp_norm(ckpt: Path) -> None:
+    """As the released A.X-K1 checkpoints: a post_mlp_layernorm stored for the dense layer 0 as well."""
+    from safetensors.torch import load_file, save_file
+
+    tensors = load_file(ckpt / "model.safetensors")
+    tensors["model.layers.0.post_mlp_layernorm.weight"] = tensors["model.layers.1.post_mlp_layernorm.weight"] * 3
+    save_file(tensors, ckpt / "model.safetensors", metadata={"format": "pt"})
+
+
+def test_axk1_post_mlp_norm_is_the_moe_blocks_output_norm(tiny, tmp_path: Path, monkeypatch) -> None:
+    """A norm after the feed-forward block on exactly the MoE layers is the MoE block's output norm: composed from
+    the tensors alone (no family fact needed), parity passing; a dense layer's stored copy (the released layout),
+    which A.X-K1's code never applies, is dropped by the family fact, and parity still passes."""
+    from onboard.generate_adapter import compose_knowledge
+
+    ckpt = _copy(tiny, "axk1", tmp_path)
+    no_fact = {k: v for k, v in compose_knowledge.FAMILY_FACTS.items() if k != "axk1"}
+    with monkeypatch.context() as m:
+        m.setattr(compose_knowledge, "FAMILY_FACTS", no_fact)
+        m.setattr("onboard.generate_adapter.compose_rules.FAMILY_FACTS", no_fact)
+        the_plan = plan(inspect(str(ckpt)), compose_only=True)
+        assert not the_plan.stubs and not the_plan.overrides
+        source = adapter_source(the_plan)
+        assert "output_norm_eps=" in source and "mlp.output_norm.weight" in source
+        _store_dense_post_mlp_norm(ckpt)
+        stubs = {s.op: s.reason for s in plan(inspect(str(ckpt)), compose_only=True).stubs}
+        assert "post_mlp" in stubs["norm_layout"]  # on a dense layer too: the tensors cannot tell whether it runs
+    result = generate(ckpt, tmp_path / "out", parity=True)
+    assert result.parity["passed"], result.parity["detail"]
+    assert result.overrides == ("moe_output_norm=True",)
