@@ -107,8 +107,8 @@ class Composer:
         p = self.p
         self.fields.need("tie_word_embeddings", "bool", repr(p.tie_word_embeddings))
         self.eps()  # the norm's default eps (LayerNorm 1e-5, RMSNorm 1e-6) before BASE_FIELDS' RMS default
-        if p.layers and all(layer.mlp == "moe" for layer in p.layers):
-            self.fields.need("intermediate_size", "int | None", "None")  # no dense MLP reads it
+        if p.layers and all(layer.mlp == "moe" for layer in p.layers) or p.dims.intermediate_size is None:
+            self.fields.need("intermediate_size", "int | None", "None")  # no dense MLP reads it (or not by this name)
         base_fields(self.fields)
         if "stub" in self.facts:
             op, reason = self.fact("stub")  # type: ignore[misc]
@@ -126,6 +126,8 @@ class Composer:
         if p.mtp_layers:
             self.fields.need("num_nextn_predict_layers", "int", "0")
             self.extra_aliases["num_nextn_predict_layers"] = ("mtp_num_hidden_layers", "num_mtp_modules")
+        if self.wm.partial:  # visible in the summary: a converter that lost a layer's bias looks the same
+            self.words.append("biases some layers lack, zero there: " + ", ".join(self.wm.partial))
         self.post_init += guard_statements(p, self.fields)
         self.stubs += config_key_stubs(p, self.fields, self.extra_aliases, self.acknowledged)
         spec = ArchSpec(
@@ -327,6 +329,10 @@ class Composer:
         rows = first.shape[0] if first.shape and first.shape[-1] == hidden else first.shape[-1]  # type: ignore[union-attr]
         inter = rows // 2 if fused else rows
         size = self.size(inter, [("args.intermediate_size", d.intermediate_size)])
+        if d.intermediate_size is None and self.has_key("intermediate_multiple_size"):
+            # GPT-NeoX-Japanese sizes its MLP as hidden_size x intermediate_multiple_size (the loader checks the
+            # shapes this gives against the checkpoint's)
+            size = f"int(args.hidden_size * {self.fields.need('intermediate_multiple_size', 'float', None)})"
         act = "args.hidden_act"
         in_bias = r.get("mlp.gate_up" if fused else "mlp.up", "bias")
         out_bias = r.get("mlp.down", "bias")

@@ -33,7 +33,7 @@ STRUCTURAL_KEYS = frozenset({
     "n_shared_experts", "num_shared_experts", "moe_num_shared_experts", "shared_expert_intermediate_size",
     "shared_intermediate_size", "rotary_dim", "rotary_pct", "attention_out_bias", "use_qkv_bias", "use_post_norm",
     "alibi", "attention_layers", "qk_head_dim", "enable_bias", "layer_norm_elementwise_affine",
-    "_remove_final_layer_norm",
+    "_remove_final_layer_norm", "intermediate_multiple_size",
 })  # fmt: skip
 
 # Config keys the hand-written families never read (bookkeeping, generation, training, serving hints).

@@ -102,7 +102,7 @@ def _plan_sources(name: str, shape: torch.Size, rules: list[tuple[re.Pattern[str
 
 
 def _combine(op: str, tensors: list, owner: nn.Module | None = None) -> torch.Tensor:
-    if op == "copy":
+    if op in ("copy", "zeros_if_absent"):
         return tensors[0]
     if op == "cat":
         return torch.cat(tensors, dim=0)
@@ -150,6 +150,9 @@ def load_weights(
     for name, tensor in targets.items():
         op, sources = _plan_sources(name, tensor.shape, compiled)
         flat = [s for group in sources for s in group] if op == "stack" else sources
+        if op == "zeros_if_absent" and flat[0] not in index:
+            plans[name] = (op, [])
+            continue
         absent = [s for s in flat if s not in index]
         if absent:
             missing.append(f"{name} (needs {_short(absent, 3)})")
@@ -170,7 +173,9 @@ def load_weights(
     reader = _Reader(index)
     with torch.no_grad():
         for name, (op, sources) in plans.items():
-            if op == "stack":
+            if op == "zeros_if_absent":
+                value = reader.get(sources[0]) if sources else torch.zeros(targets[name].shape)
+            elif op == "stack":
                 value = _combine(op, [[reader.get(s) for s in group] for group in sources])
             else:
                 owner = model.get_submodule(name.rsplit(".", 2)[0]) if op == "deinterleave_heads" else None

@@ -41,6 +41,8 @@ class Found:
     param: str | None
     part: str | None
     shape: tuple[int, ...]
+    count: int = 0
+    """Tensors of the template in the checkpoint (a per-layer tensor: the layers that store it)."""
 
 
 def templates(*found: Found | None) -> str:
@@ -62,6 +64,7 @@ class TensorRoles:
         self.found: dict[tuple[str, str | None, str | None], list[Found]] = {}
         self.unknown: list[str] = []
         self.dropped: list[str] = []
+        self.layer_count = len(profile.layers)
         scales = set(profile.quantization.scale_tensors) if profile.quantization else set()
         for group in profile.tensor_templates:
             if group.template.rsplit(".", 1)[-1] in scales:
@@ -77,7 +80,7 @@ class TensorRoles:
             suffix = group.template.rsplit(".", 1)[-1]
             param = groups.get("param") or (suffix if suffix in ("weight", "bias") else None)
             found = Found(role, group.template, _source(group.template, layer), param, groups.get("part"),
-                          tuple(group.shape))  # fmt: skip
+                          tuple(group.shape), group.count)  # fmt: skip
             self.found.setdefault((role, found.param, found.part), []).append(found)
 
     def get(self, role: str, param: str | None = "weight", part: str | None = None) -> Found | None:
@@ -122,6 +125,8 @@ class WeightMapBuilder:
         self.roles = roles
         self.rules: list[WeightRule] = []
         self._conv1d: bool | None = None
+        self.partial: list[str] = []
+        """Bias templates only some layers store (zero in the others): named in the adapter's summary."""
 
     def add(self, target: str, sources: tuple[str, ...], op: str = "copy") -> None:
         if op == "copy" and sources == (target,):
@@ -144,9 +149,15 @@ class WeightMapBuilder:
         self.add(f"{target}.weight", (found.source,), op)
 
     def bias(self, target: str, found: Found | None) -> bool:
+        """The bias rule; a per-layer bias that only some layers store (GPT-NeoX-Japanese: the last layer's
+        attention output) is zero where absent, which is exactly no bias."""
         if found is None:
             return False
-        self.add(f"{target}.bias", (found.source,))
+        per_layer = found.template.count("{}") == 1 and "{i}" in found.source
+        partial = per_layer and 0 < found.count < self.roles.layer_count
+        self.add(f"{target}.bias", (found.source,), "zeros_if_absent" if partial else "copy")
+        if partial:
+            self.partial.append(f"{found.template} ({found.count} of {self.roles.layer_count} layers)")
         return True
 
     def fused_conv1d_first(self, founds: list[Found | None], dims: list[tuple[int, int]]) -> None:

@@ -39,6 +39,7 @@ LAYER_PATTERNS: tuple[tuple[str, str], ...] = (
     (rf"{_ATTN}\.(?:qkv_proj|Wqkv|wqkv|qkv|c_attn){_P}", "attn.qkv"),
     (rf"{_ATTN}\.query_key_value{_P}", "attn.qkv_grouped"),
     (rf"{_ATTN}\.(?:o_proj|wo|Wo|out_proj|dense|c_proj){_P}", "attn.o"),
+    (rf"{_ATTN}\.dense_(?P<param>bias)", "attn.o"),  # GPT-NeoX-Japanese: the output bias, last layer only
     (rf"{_ATTN}\.(?:q_norm|q_layernorm|query_layernorm)\.norms\.\{{\}}{_P}", "attn.q_norm_heads"),
     (rf"{_ATTN}\.(?:k_norm|k_layernorm|key_layernorm)\.norms\.\{{\}}{_P}", "attn.k_norm_heads"),
     (rf"{_ATTN}\.(?:q_norm|q_layernorm|query_layernorm){_P}", "attn.q_norm"),

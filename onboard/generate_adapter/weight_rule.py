@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 # How the source tensors of one rule become the runtime tensor.
-OPS = ("copy", "cat", "stack", "transpose", "deinterleave_heads", "squeeze")
+OPS = ("copy", "cat", "stack", "transpose", "deinterleave_heads", "squeeze", "zeros_if_absent")
 
 
 @dataclass(frozen=True)
@@ -17,7 +17,9 @@ class WeightRule:
     swapped: GPT-2 Conv1D weights, experts stored [E, in, out]), deinterleave_heads (one fused qkv source whose rows
     are grouped per KV head, [q heads of the group; k; v] as GPT-NeoX / Falcon / Bloom store `query_key_value`,
     reordered to [all q; all k; all v]; the head counts come from the attention module owning the target), squeeze
-    (one source, its leading size-1 dims dropped: ERNIE MoE stores the correction bias [1, E] for the block's [E])."""
+    (one source, its leading size-1 dims dropped: ERNIE MoE stores the correction bias [1, E] for the block's [E]),
+    zeros_if_absent (a bias some layers store and others do not: copied where stored, zeros elsewhere, which is no
+    bias at all)."""
 
     target: str
     sources: tuple[str, ...]

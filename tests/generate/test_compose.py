@@ -482,3 +482,41 @@ def test_axk1_post_mlp_norm_is_the_moe_blocks_output_norm(tiny, tmp_path: Path, 
     result = generate(ckpt, tmp_path / "out", parity=True)
     assert result.parity["passed"], result.parity["detail"]
     assert result.overrides == ("moe_output_norm=True",)
+
+
+# --- a bias only some layers store -------------------------------------------------------------------------------
+
+
+def test_gpt_neox_japanese_last_layer_output_bias_is_zero_elsewhere(tiny, tmp_path: Path) -> None:
+    """GPT-NeoX-Japanese stores `attention.dense_bias` for its last layer only: the composed adapter loads it there
+    and zeros (no bias) in the other layers, and parity passes; an MLP sized hidden x intermediate_multiple_size."""
+    from safetensors.torch import load_file
+
+    ckpt = _copy(tiny, "gpt_neox_japanese", tmp_path)
+    config = json.loads((ckpt / "config.json").read_text())
+    last = config["num_hidden_layers"] - 1
+    result = generate(ckpt, tmp_path / "out", parity=True)
+    assert result.parity["passed"], result.parity["detail"]
+    source = (tmp_path / "out/adapters/gpt_neox_japanese.py").read_text()
+    assert "zeros_if_absent" in source and "intermediate_multiple_size" in source
+    assert f"biases some layers lack, zero there: gpt_neox_japanese.layers.{{}}.attention.dense_bias (1 of {last + 1}" \
+        in source
+    adapter = load_adapter(tmp_path / "out/adapters/gpt_neox_japanese.py").Model.from_pretrained(ckpt)
+    stored = load_file(ckpt / "model.safetensors")[f"gpt_neox_japanese.layers.{last}.attention.dense_bias"]
+    biases = [layer.self_attn.o_proj.bias for layer in adapter.model.layers]
+    assert float(stored.abs().max()) > 0 and torch.equal(biases[last], stored.to(biases[last].dtype))
+    assert all(not b.any() for b in biases[:last])
+
+
+def test_a_weight_some_layers_lack_is_still_unloaded(tiny, tmp_path: Path) -> None:
+    """Only a bias may be absent (zero is no bias): a layer without its o_proj weight stays a load error."""
+    from safetensors.torch import load_file, save_file
+
+    from onboard.generate_adapter.loader import WeightsError
+
+    ckpt = _copy(tiny, "llama", tmp_path)
+    tensors = load_file(ckpt / "model.safetensors")
+    del tensors["model.layers.0.self_attn.o_proj.weight"]
+    save_file(tensors, ckpt / "model.safetensors", metadata={"format": "pt"})
+    with pytest.raises(WeightsError, match=r"unloaded parameters: model\.layers\.0\.self_attn\.o_proj\.weight"):
+        load_adapter(ADAPTERS_DIR / "llama.py").Model.from_pretrained(ckpt)

@@ -63,8 +63,11 @@ def outcome(model_type: str, root: Path) -> tuple[str, str]:
         return "refused at load", _clean(exc.message)
     if parity["passed"]:
         return "composed", "parity passed" + overrides
+    if parity["status"] == "unverified":  # the reference itself raised: nothing to judge against
+        return "parity unverified", _clean(parity["detail"]) + overrides
     note = f"; {REFERENCE_NOTES[model_type]}" if model_type in REFERENCE_NOTES else ""
-    return "parity fails", f"failed: {', '.join(parity['failed'])}{overrides}{note}"
+    failed = ", ".join(parity["failed"]) or _clean(parity["detail"])  # no checks named: the adapter raised
+    return "parity fails", f"failed: {failed}{overrides}{note}"
 
 
 def _clean(text: str) -> str:
