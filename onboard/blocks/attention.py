@@ -38,6 +38,8 @@ class LayerKV:
 
     k: torch.Tensor | None = None
     v: torch.Tensor | None = None
+    index_k: torch.Tensor | None = None
+    """DSA indexer keys [B, S, D] (mla.Indexer), when the layer has an indexer."""
 
     def extend(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Append this step's keys and values; returns all of them (cached first)."""
@@ -45,6 +47,13 @@ class LayerKV:
             k, v = torch.cat((self.k, k), dim=2), torch.cat((self.v, v), dim=2)
         self.k, self.v = k, v
         return k, v
+
+    def extend_index(self, k: torch.Tensor) -> torch.Tensor:
+        """Append this step's indexer keys; returns all of them (cached first)."""
+        if self.index_k is not None:
+            k = torch.cat((self.index_k, k), dim=1)
+        self.index_k = k
+        return k
 
 
 @dataclass(frozen=True)
@@ -62,7 +71,7 @@ def padded_mask(causal: torch.Tensor, key_mask: torch.Tensor | None) -> torch.Te
     would be NaN, and NaN values at padding positions poison real rows (0 x NaN) in the next layer's attention."""
     if key_mask is None:
         return causal
-    mask = causal[None, None] & key_mask[:, None, None, :]
+    mask = (causal if causal.dim() == 4 else causal[None, None]) & key_mask[:, None, None, :]
     return mask | ~mask.any(dim=-1, keepdim=True)
 
 
@@ -82,15 +91,18 @@ def attend(
     softcap: float | None = None,
     sinks: torch.Tensor | None = None,
     key_mask: torch.Tensor | None = None,
+    keep: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Causal attention. q [B, H, Sq, Dk], k [B, Hkv, Skv, Dk], v [B, Hkv, Skv, Dv] -> [B, Sq, H, Dv].
 
     softcap: scores -> cap * tanh(scores / cap) before masking (Gemma 2). sinks [H]: a learned logit per head that
-    joins the softmax denominator and is then dropped (gpt-oss). key_mask [B, Skv]: False at padding keys. Without
-    softcap or sinks, uses torch SDPA."""
+    joins the softmax denominator and is then dropped (gpt-oss). key_mask [B, Skv]: False at padding keys. keep
+    [B, 1, Sq, Skv]: False at keys a sparse-attention selection left out (mla.Indexer). Without softcap or sinks,
+    uses torch SDPA."""
     groups = q.shape[1] // k.shape[1]
     k, v = _repeat_kv(k, groups), _repeat_kv(v, groups)
-    mask = padded_mask(causal_mask(q.shape[2], k.shape[2], sliding_window, q.device), key_mask)
+    causal = causal_mask(q.shape[2], k.shape[2], sliding_window, q.device)
+    mask = padded_mask(causal if keep is None else causal & keep, key_mask)
     if softcap is None and sinks is None:
         out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale)
         return out.transpose(1, 2)

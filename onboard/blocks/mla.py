@@ -1,17 +1,21 @@
 """Multi-head latent attention (DeepSeek V2/V3): low-rank q (optional) and a shared compressed kv latent, with a
 decoupled rotary part. Parameter names equal the checkpoints' (q_proj | q_a_proj, q_a_layernorm, q_b_proj;
-kv_a_proj_with_mqa, kv_a_layernorm, kv_b_proj, o_proj), so weights load by name."""
+kv_a_proj_with_mqa, kv_a_layernorm, kv_b_proj, o_proj), so weights load by name.
+
+DeepSeek Sparse Attention (DeepSeek-V3.2, GLM-MoE-DSA): an `Indexer` scores every visible key per query with its
+own small projections (indexer.wq_b, wk, k_norm, weights_proj) and the attention sees only the `topk` best."""
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import torch
 from torch import nn
 
 from onboard.kernels import dispatch
 
-from .attention import AttentionContext, attend
+from .attention import AttentionContext, attend, causal_mask
 from .norms import RMSNorm
 from .rotary import RopeConfig
 
@@ -25,6 +29,52 @@ def mla_scale(qk_head_dim: int, rope: RopeConfig | None = None) -> float:
         m = 1.0 if factor <= 1 else 0.1 * rope.mscale_all_dim * math.log(factor) + 1.0
         scale *= m * m
     return scale
+
+
+@dataclass(frozen=True)
+class IndexerSpec:
+    """DSA's lightning indexer: `n_heads` scoring heads of `head_dim`, the `topk` keys kept per query; its rotary
+    (on the first qk_rope_head_dim dims) half-split (DeepSeek-V3.2) or on interleaved pairs (GLM-MoE-DSA)."""
+
+    n_heads: int
+    head_dim: int
+    topk: int
+    rope_interleaved: bool = False
+
+
+class Indexer(nn.Module):
+    """Which keys each query attends to: score[s, t] = sum_h w[s, h] / sqrt(H) * relu(q[s, h] . k[t] / sqrt(D)),
+    in float32 (transformers' bf16 equivalent of DeepSeek's fp8 kernel; the Hadamard rotation it skips preserves
+    dot products), over the visible keys; the `topk` highest are kept. k is one head shared by all, LayerNorm'd."""
+
+    def __init__(self, hidden_size: int, q_lora_rank: int, spec: IndexerSpec) -> None:
+        super().__init__()
+        self.spec = spec
+        self.wq_b = nn.Linear(q_lora_rank, spec.n_heads * spec.head_dim, bias=False)
+        self.wk = nn.Linear(hidden_size, spec.head_dim, bias=False)
+        self.k_norm = nn.LayerNorm(spec.head_dim, eps=1e-6)
+        self.weights_proj = nn.Linear(hidden_size, spec.n_heads, bias=False)
+
+    def forward(
+        self, x: torch.Tensor, q_latent: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, ctx: AttentionContext
+    ) -> torch.Tensor:
+        """Bool [B, 1, S, T]: True at the keys each query keeps (its cached keys first when decoding)."""
+        b, s, _ = x.shape
+        h, d = self.spec.n_heads, self.spec.head_dim
+        q = dispatch.rope(self.wq_b(q_latent).view(b, s, h, d), cos, sin, self.spec.rope_interleaved)
+        k = dispatch.rope(self.k_norm(self.wk(x)).view(b, s, 1, d), cos, sin, self.spec.rope_interleaved)[:, :, 0]
+        if ctx.cache is not None:
+            k = ctx.cache.extend_index(k)
+        scores = torch.relu(torch.matmul(q.float(), k.float().transpose(-1, -2).unsqueeze(1)) * d**-0.5)
+        weights = self.weights_proj(x.to(self.weights_proj.weight.dtype)).float() * h**-0.5
+        index = torch.matmul(weights.unsqueeze(-2), scores).squeeze(-2)  # [B, S, T]
+        visible = causal_mask(s, k.shape[1], None, x.device)[None]
+        if ctx.key_mask is not None:
+            visible = visible & ctx.key_mask[:, None, :]
+        index = index.masked_fill(~visible, float("-inf"))
+        chosen = index.topk(min(self.spec.topk, index.shape[-1]), dim=-1).indices
+        keep = torch.zeros_like(index, dtype=torch.bool).scatter(-1, chosen, True)
+        return keep[:, None]
 
 
 class MLAttention(nn.Module):
@@ -47,6 +97,7 @@ class MLAttention(nn.Module):
         bias: bool = False,
         scale: float | None = None,
         rope_interleaved: bool = False,
+        indexer: IndexerSpec | None = None,
     ) -> None:
         super().__init__()
         self.num_heads, self.q_lora_rank, self.kv_lora_rank = num_heads, q_lora_rank, kv_lora_rank
@@ -65,6 +116,9 @@ class MLAttention(nn.Module):
         self.kv_a_layernorm = RMSNorm(kv_lora_rank, rms_norm_eps)
         self.kv_b_proj = nn.Linear(kv_lora_rank, num_heads * (qk_nope_head_dim + v_head_dim), bias=False)
         self.o_proj = nn.Linear(num_heads * v_head_dim, hidden_size, bias=bias)
+        if indexer is not None and q_lora_rank is None:
+            raise ValueError("the DSA indexer reads the low-rank query latent: q_lora_rank is required")
+        self.indexer = Indexer(hidden_size, q_lora_rank, indexer) if indexer is not None else None  # type: ignore[arg-type]
 
     def forward(
         self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, ctx: AttentionContext | None = None
@@ -73,7 +127,8 @@ class MLAttention(nn.Module):
         simple and exact, at H x the memory of a latent cache; in-process decode only)."""
         b, s, _ = x.shape
         h = self.num_heads
-        q = self.q_proj(x) if self.q_lora_rank is None else self.q_b_proj(self.q_a_layernorm(self.q_a_proj(x)))
+        q_latent = None if self.q_lora_rank is None else self.q_a_layernorm(self.q_a_proj(x))
+        q = self.q_proj(x) if q_latent is None else self.q_b_proj(q_latent)
         q_nope, q_rot = q.view(b, s, h, self.qk_head_dim).split([self.nope, self.rope_dim], dim=-1)
         kv_latent, k_rot = self.kv_a_proj_with_mqa(x).split([self.kv_lora_rank, self.rope_dim], dim=-1)
         q_rot = dispatch.rope(q_rot, cos, sin, self.rope_interleaved)
@@ -84,7 +139,8 @@ class MLAttention(nn.Module):
         k = torch.cat((k_nope, k_rot.expand(b, s, h, self.rope_dim)), dim=-1)
         k, v = k.transpose(1, 2), v.transpose(1, 2)
         ctx = ctx or AttentionContext()
+        keep = self.indexer(x, q_latent, cos, sin, ctx) if self.indexer is not None else None
         if ctx.cache is not None:
             k, v = ctx.cache.extend(k, v)
-        out = attend(q.transpose(1, 2), k, v, self.scale, key_mask=ctx.key_mask)
+        out = attend(q.transpose(1, 2), k, v, self.scale, key_mask=ctx.key_mask, keep=keep)
         return self.o_proj(out.reshape(b, s, h * self.v_head_dim))

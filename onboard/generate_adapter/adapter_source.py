@@ -29,6 +29,7 @@ IMPORTABLE: dict[str, tuple[int, str]] = {
     "AttentionContext": (2, "onboard.blocks.attention"),
     "Embedding": (2, "onboard.blocks.embeddings"),
     "LMHead": (2, "onboard.blocks.embeddings"),
+    "IndexerSpec": (2, "onboard.blocks.mla"),
     "MLAttention": (2, "onboard.blocks.mla"),
     "mla_scale": (2, "onboard.blocks.mla"),
     "GatedMLP": (2, "onboard.blocks.mlp"),

@@ -301,8 +301,28 @@ class Composer:
             "qk_rope_head_dim=args.qk_rope_head_dim, v_head_dim=args.v_head_dim, "
             f"rms_norm_eps=MLA_LATENT_NORM_EPS, bias={bias}, scale=mla_scale(args.qk_nope_head_dim + "
             "args.qk_rope_head_dim, rope_config(args, FULL, args.qk_rope_head_dim)), "
-            f"rope_interleaved={rope_interleave})"
+            f"rope_interleaved={rope_interleave}{self.sparse_indexer()})"
         )
+
+    def sparse_indexer(self) -> str:
+        """`, indexer=IndexerSpec(...)` for DeepSeek Sparse Attention's top-k indexer ('' without one)."""
+        parts = self.roles.parts("mla.indexer")
+        if not parts:
+            return ""
+        for part in parts:
+            self.wm.add(layer_target(f"self_attn.indexer.{part.part}.{part.param}"), (part.source,))
+        found = {(part.part, part.param) for part in parts}
+        expected = {("wq_b", "weight"), ("wk", "weight"), ("k_norm", "weight"), ("k_norm", "bias"),
+                    ("weights_proj", "weight")}  # fmt: skip
+        if found != expected or self.roles.get("mla", "weight", "q_a_proj") is None:
+            self.stub("sparse_indexer", "a top-k indexer whose tensors are not DeepSeek-V3.2's (wq_b on the q latent, "
+                      f"wk, a LayerNorm k_norm, weights_proj): {templates(*parts)}")  # fmt: skip
+        f = self.fields
+        spec = ", ".join(f.need(name, "int", None) for name in ("index_n_heads", "index_head_dim", "index_topk"))
+        interleaved = bool(self.fact("indexer_rope_interleaved", False))
+        self.words.append(f"DeepSeek sparse attention (top-k indexer, {'interleaved' if interleaved else 'half-split'}"
+                          " rotary)")  # fmt: skip
+        return f", indexer=IndexerSpec({spec}" + (", rope_interleaved=True)" if interleaved else ")")
 
     def feed_forward(self) -> tuple[str, str | None]:
         layers = self.p.layers

@@ -83,6 +83,9 @@ GUARDS: dict[str, tuple[str, str, str, str]] = {
                              "layer norms after attention and MLP (OPT-350m's post-norm layers)"),
     "word_embed_proj_dim": ("int | None", "None", "self.word_embed_proj_dim not in (None, self.hidden_size)",
                             "token embeddings narrower than the layers (project_in / project_out)"),
+    # GLM-MoE-DSA: a "shared" layer reuses the previous layer's top-k selection instead of running its indexer
+    "indexer_types": ("list[str] | None", "None", 'self.indexer_types and "shared" in self.indexer_types',
+                      "layers reusing a previous layer's top-k selection (indexer_types 'shared')"),
     # Cohere2-MoE
     "expert_selection_fn": ("str", '"softmax"', 'self.expert_selection_fn not in ("softmax", "sigmoid")',
                             "a router scoring the MoE block does not compute"),
@@ -170,6 +173,10 @@ FAMILY_FACTS: dict[str, dict[str, object]] = {
          "stored [hidden, experts] (gate_kernel): the MoE block reads gated experts"),
     )},
     "deepseek_v2": {"mla_rope_interleave": True},  # complex-number rotary on interleaved pairs
+    # DeepSeek Sparse Attention: MLA's rotary on interleaved pairs always (no rope_interleave key); the indexer's
+    # rotary half-split (DeepSeek-V3.2) or interleaved (GLM-MoE-DSA)
+    "deepseek_v32": {"mla_rope_interleave": True},
+    "glm_moe_dsa": {"mla_rope_interleave": True, "indexer_rope_interleaved": True},
     "codegen": {"stub": ("codegen_qkv_layout", "qkv_proj rows are split in mp_num=4 blocks of [q, v, k] "
                          "(CodeGen's modelling code; not a layout of the block library)")},
 }  # fmt: skip

@@ -70,3 +70,50 @@ def test_mla_equals_deepseek_v3_attention(q_lora_rank: int | None, interleave: b
         expected, _ = hf(x, (full_table(cos), full_table(sin)), hf_mask(cfg, x, sliding=False))
         got = ours(x, cos, sin)
     torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-5)
+
+
+# --- DeepSeek Sparse Attention: the indexer's top-k selection ------------------------------------------------------
+
+
+def _dsa(family: str, topk: int):
+    from transformers import AutoConfig
+
+    cfg = AutoConfig.for_model(family, hidden_size=HIDDEN, num_attention_heads=4, num_key_value_heads=4,
+                               q_lora_rank=24, kv_lora_rank=16, qk_nope_head_dim=8, qk_rope_head_dim=8, v_head_dim=12,
+                               index_n_heads=2, index_head_dim=16, index_topk=topk, max_position_embeddings=256,
+                               n_routed_experts=4, n_group=2, topk_group=1, num_hidden_layers=1)  # fmt: skip
+    return eager(cfg)
+
+
+@pytest.mark.parametrize(("family", "interleaved"), [("deepseek_v32", False), ("glm_moe_dsa", True)])
+def test_sparse_mla_equals_the_dsa_attention(family: str, interleaved: bool) -> None:
+    """MLA with the DSA indexer against DeepseekV32Attention (half-split indexer rotary) and GlmMoeDsaAttention
+    (interleaved): topk 3 of up to 9 keys, so selection cuts in. The same weights without the indexer, or with the
+    other rotary layout, differ: the selection and its rotary are what is checked."""
+    import importlib
+
+    from onboard.blocks.mla import IndexerSpec
+
+    cfg = _dsa(family, topk=3)
+    module = importlib.import_module(f"transformers.models.{family}.modeling_{family}")
+    hf = getattr(module, {"deepseek_v32": "DeepseekV32Attention", "glm_moe_dsa": "GlmMoeDsaAttention"}[family])(cfg, 0)
+    randomize(hf, std=0.5)
+    rope_cfg = RopeConfig.from_dict(cfg.to_dict(), head_dim=cfg.qk_rope_head_dim)
+
+    def ours(indexer: IndexerSpec | None) -> MLAttention:
+        m = MLAttention(HIDDEN, 4, q_lora_rank=24, kv_lora_rank=16, qk_nope_head_dim=8, qk_rope_head_dim=8,
+                        v_head_dim=12, rms_norm_eps=cfg.rms_norm_eps, rope_interleaved=True,
+                        indexer=indexer)  # fmt: skip
+        m.load_state_dict(hf.state_dict(), strict=indexer is not None)
+        return m
+
+    x = torch.randn(B, S, HIDDEN, generator=torch.Generator().manual_seed(3))
+    cos, sin = RotaryEmbedding(rope_cfg)(torch.arange(S)[None].expand(B, -1))
+    with torch.no_grad():
+        expected = hf(x, (full_table(cos), full_table(sin)), hf_mask(cfg, x, sliding=False))[0]
+        got = ours(IndexerSpec(2, 16, 3, rope_interleaved=interleaved))(x, cos, sin)
+        dense = ours(None)(x, cos, sin)
+        other_rope = ours(IndexerSpec(2, 16, 3, rope_interleaved=not interleaved))(x, cos, sin)
+    torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-5)
+    assert (dense - expected).abs().max() > 1e-2
+    assert (other_rope - expected).abs().max() > 1e-3

@@ -520,3 +520,34 @@ def test_a_weight_some_layers_lack_is_still_unloaded(tiny, tmp_path: Path) -> No
     save_file(tensors, ckpt / "model.safetensors", metadata={"format": "pt"})
     with pytest.raises(WeightsError, match=r"unloaded parameters: model\.layers\.0\.self_attn\.o_proj\.weight"):
         load_adapter(ADAPTERS_DIR / "llama.py").Model.from_pretrained(ckpt)
+
+
+# --- DeepSeek Sparse Attention -------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("model_type", ["deepseek_v32", "glm_moe_dsa"])
+def test_sparse_attention_composes_with_its_indexer(tiny, tmp_path: Path, model_type: str) -> None:
+    """DeepSeek-V3.2 / GLM-MoE-DSA: MLA with the top-k indexer (index_topk 4 in the tiny config, so prompts of 5
+    tokens and more are cut) composes and passes parity. Inspect keeps their norms RMSNorms: the indexer's
+    LayerNorm'd key (k_norm, with a bias) is attention, not a layer norm."""
+    ckpt = _copy(tiny, model_type, tmp_path)
+    assert json.loads((ckpt / "config.json").read_text())["index_topk"] == 4
+    assert inspect(str(ckpt)).norms.kind == "rms"
+    result = generate(ckpt, tmp_path / "out", parity=True)
+    assert result.parity["passed"], result.parity["detail"]
+    source = (tmp_path / f"out/adapters/{model_type}.py").read_text()
+    assert "indexer=IndexerSpec(args.index_n_heads, args.index_head_dim, args.index_topk" in source
+    assert ("args.index_topk, rope_interleaved=True)" in source) == (model_type == "glm_moe_dsa")
+
+
+def test_glm_dsa_layers_sharing_a_previous_selection_are_refused(tiny, tmp_path: Path) -> None:
+    """GLM-MoE-DSA's indexer_types "shared" (a layer reusing the previous layer's top-k) is not composed: the
+    adapter refuses such a config by name when it loads."""
+    from onboard.errors import ConfigError
+
+    ckpt = _copy(tiny, "glm_moe_dsa", tmp_path)
+    generate(ckpt, tmp_path / "out")
+    adapter = load_adapter(tmp_path / "out/adapters/glm_moe_dsa.py")
+    _config(ckpt, indexer_types=["full", "shared", "full"])
+    with pytest.raises(ConfigError, match="previous layer's top-k"):
+        adapter.Model.from_pretrained(ckpt)
