@@ -72,8 +72,16 @@ class Indexer(nn.Module):
         if ctx.key_mask is not None:
             visible = visible & ctx.key_mask[:, None, :]
         index = index.masked_fill(~visible, float("-inf"))
-        chosen = index.topk(min(self.spec.topk, index.shape[-1]), dim=-1).indices
-        keep = torch.zeros_like(index, dtype=torch.bool).scatter(-1, chosen, True)
+        keep = torch.zeros_like(index, dtype=torch.bool)
+        if ctx.key_mask is None:
+            keep.scatter_(-1, index.topk(min(self.spec.topk, index.shape[-1]), dim=-1).indices, True)
+            return keep[:, None]
+        # Ties are common (relu makes a key's score exactly 0 when every head scores it <= 0), and which tied key
+        # torch.topk keeps depends on the row's length and offset: each row's top-k is taken over its own keys, its
+        # left padding cut off, so a padded row selects as the row alone does (and as transformers does unpadded).
+        for row, pad in enumerate((~ctx.key_mask).sum(dim=-1).tolist()):
+            own = index[row, :, pad:]
+            keep[row, :, pad:].scatter_(-1, own.topk(min(self.spec.topk, own.shape[-1]), dim=-1).indices, True)
         return keep[:, None]
 
 

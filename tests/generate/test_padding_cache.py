@@ -152,3 +152,36 @@ def test_determinism_padding_check_runs_in_process_and_catches_visible_padding(t
     broken = determinism_padding(golden, candidate, 10, tol)
     print(broken.detail)
     assert not broken.passed and "left-padded batch" in broken.detail
+
+
+def _composed(tiny, tmp_path, model_type: str) -> torch.nn.Module:
+    """A composed adapter (no hand-written ArchSpec), sharpened like the committed ones."""
+    from onboard.generate_adapter import generate
+    from onboard.generate_adapter.parity import load_adapter
+
+    generate(tiny(model_type), tmp_path / "out")
+    return _sharpen(load_adapter(tmp_path / f"out/adapters/{model_type}.py").Model.from_pretrained(tiny(model_type)))
+
+
+def test_sparse_attention_padded_rows_and_cached_indexer_keys(tiny, tmp_path) -> None:
+    """DeepSeek-V3.2's indexer (top 4 keys per query) over a left-padded batch: a padded row equals the row alone
+    (padding keys never selected; the top-k over the row's own keys, as unpadded). With a KV cache the indexer's
+    keys are cached like the attention's: after decoding, layer 0's (computed from the embeddings alone) equal the
+    keys recomputed from the whole sequence, position by position.
+    (Cached logits are not compared with a full recompute: which of several exactly tied keys torch.topk keeps
+    depends on the row's length, in transformers as here, and relu'd scores tie often in a 2-head indexer.)"""
+    model, rows = _composed(tiny, tmp_path, "deepseek_v32"), _rows()
+    assert _worst_relative(model, rows) <= REL_TOL
+    indexers = [m.self_attn.indexer for m in model.model.layers]
+    assert all(i is not None for i in indexers)
+    ids = rows[0][None]
+    cache = KVCache()
+    with torch.no_grad():
+        model(ids[:, :30], cache=cache)
+        for t in range(30, ids.shape[1]):
+            model(ids[:, t : t + 1], cache=cache)
+        fresh = KVCache()
+        model(ids, cache=fresh)
+    cached, whole = cache.layers[0].index_k, fresh.layers[0].index_k
+    assert cached.shape == whole.shape == (1, ids.shape[1], indexers[0].spec.head_dim)
+    torch.testing.assert_close(cached, whole, atol=1e-6, rtol=1e-6)
