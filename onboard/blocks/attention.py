@@ -130,7 +130,9 @@ class Attention(nn.Module):
     normed q and k: the same rule). `sub_norm_eps`: an RMSNorm `sub_norm` over the attention output (H*D) before
     `o_proj` (BitNet's attn_sub_norm). `gate_proj`: the output gate from a projection of its own, sigmoid(gate_proj(x))
     elementwise on the attention output before `o_proj` (AFMoE). `rope_inverted`: the rotation by -angle (NanoChat's
-    rotate_half is [x2, -x1]: transformers' sign flipped).
+    rotate_half is [x2, -x1]: transformers' sign flipped). `v_head_dim`: values (and so the output heads) narrower or
+    wider than queries and keys (qkv_proj rows H*D, Hkv*D, Hkv*Dv; o_proj reads H*Dv: MiMo-V2-Flash). `v_scale`: the
+    values multiplied by it after their projection (MiMo-V2-Flash's attention_value_scale).
     """
 
     def __init__(
@@ -154,21 +156,27 @@ class Attention(nn.Module):
         sub_norm_eps: float | None = None,
         gate_proj: bool = False,
         rope_inverted: bool = False,
+        v_head_dim: int | None = None,
+        v_scale: float | None = None,
     ) -> None:
         super().__init__()
+        dv = head_dim if v_head_dim is None else v_head_dim
+        if dv != head_dim and (output_gate or gate_proj or sub_norm_eps is not None):
+            raise ValueError("Attention: an output gate or sub-norm with v_head_dim != head_dim is not a known layout")
         if gate_proj and output_gate:
             raise ValueError("Attention: one output gate, from q_proj's rows (output_gate) or from gate_proj")
         if clip_qkv is not None and qk_norm_after_rope:
             raise ValueError("Attention: clip_qkv with a QK-norm after the rotary embedding is not a known order")
         if num_heads % num_kv_heads:
             raise ValueError(f"num_heads {num_heads} is not a multiple of num_kv_heads {num_kv_heads}")
-        self.num_heads, self.num_kv_heads, self.head_dim = num_heads, num_kv_heads, head_dim
+        self.num_heads, self.num_kv_heads, self.head_dim, self.v_head_dim = num_heads, num_kv_heads, head_dim, dv
+        self.v_scale = v_scale
         self.scale = head_dim**-0.5 if scale is None else scale
         self.sliding_window, self.softcap, self.rope_interleaved = sliding_window, softcap, rope_interleaved
         self.q_rows = num_heads * head_dim * (2 if output_gate else 1)
         self.output_gate, self.qk_norm_after_rope, self.clip_qkv = output_gate, qk_norm_after_rope, clip_qkv
-        self.qkv_proj = nn.Linear(hidden_size, self.q_rows + 2 * num_kv_heads * head_dim, bias=qkv_bias)
-        self.o_proj = nn.Linear(num_heads * head_dim, hidden_size, bias=o_bias)
+        self.qkv_proj = nn.Linear(hidden_size, self.q_rows + num_kv_heads * (head_dim + dv), bias=qkv_bias)
+        self.o_proj = nn.Linear(num_heads * dv, hidden_size, bias=o_bias)
         self.sinks = nn.Parameter(torch.zeros(num_heads)) if sinks else None
         self.sub_norm = RMSNorm(num_heads * head_dim, sub_norm_eps) if sub_norm_eps is not None else None
         self.gate_proj = nn.Linear(hidden_size, num_heads * head_dim, bias=False) if gate_proj else None
@@ -186,12 +194,14 @@ class Attention(nn.Module):
         """x [B, S, hidden]; cos/sin half tables [B or 1, S, R/2] (None: no rotary, e.g. NoPE layers); ctx: padding
         mask and KV cache (None: an unpadded full-prefix forward)."""
         b, s, _ = x.shape
-        h, hkv, d = self.num_heads, self.num_kv_heads, self.head_dim
-        q, k, v = self.qkv_proj(x).split([self.q_rows, hkv * d, hkv * d], dim=-1)
+        h, hkv, d, dv = self.num_heads, self.num_kv_heads, self.head_dim, self.v_head_dim
+        q, k, v = self.qkv_proj(x).split([self.q_rows, hkv * d, hkv * dv], dim=-1)
         gate = self.gate_proj(x) if self.gate_proj is not None else None
         if self.output_gate:
             q, gate = q.view(b, s, h, 2 * d).chunk(2, dim=-1)
-        q, k, v = q.reshape(b, s, h, d), k.view(b, s, hkv, d), v.view(b, s, hkv, d)
+        q, k, v = q.reshape(b, s, h, d), k.view(b, s, hkv, d), v.view(b, s, hkv, dv)
+        if self.v_scale is not None:
+            v = v * self.v_scale
         if self.q_norm is not None and not self.qk_norm_after_rope:
             q, k = self.q_norm(q), self.k_norm(k)
         if self.clip_qkv is not None:
@@ -208,7 +218,7 @@ class Attention(nn.Module):
         if ctx.cache is not None:
             k, v = ctx.cache.extend(k, v)
         out = attend(q.transpose(1, 2), k, v, self.scale, self.sliding_window, self.softcap, self.sinks, ctx.key_mask)
-        out = out.reshape(b, s, h * d)
+        out = out.reshape(b, s, h * dv)
         if gate is not None:
             out = out * torch.sigmoid(gate.reshape(b, s, h * d))
         if self.sub_norm is not None:

@@ -34,9 +34,10 @@ BASE_FIELDS: tuple[tuple[str, str, str | None], ...] = (
 )
 
 
-def attention(*extra: str, mla: bool = False) -> str:
-    """The standard Attention constructor with extra keyword arguments ("name=expr")."""
-    head = "Attention(args.hidden_size, args.num_attention_heads, args.num_key_value_heads, args.head_dim"
+def attention(*extra: str, mla: bool = False, kv_heads: str = "args.num_key_value_heads") -> str:
+    """The standard Attention constructor with extra keyword arguments ("name=expr"); `kv_heads`: an expression of
+    the layer (`i`, `layer_type`) where layers differ."""
+    head = f"Attention(args.hidden_size, args.num_attention_heads, {kv_heads}, args.head_dim"
     return head + "".join(f", {e}" for e in extra) + ")"
 
 

@@ -183,8 +183,9 @@ class Composer:
             self.stub("attention_projections", "no attention q/k/v/o projections recognised in the checkpoint")
             return PLACEHOLDER_ATTENTION
         h, kv, hd, hidden = d.num_attention_heads, d.num_kv_heads, d.head_dim, d.hidden_size
+        dv = self.value_head_dim(v, o)
         target = layer_target("self_attn.qkv_proj")
-        self.wm.fused_conv1d_first([qkv, o], [((h + 2 * kv) * hd, hidden), (hidden, h * hd)])
+        self.wm.fused_conv1d_first([qkv, o], [(h * hd + kv * (hd + dv), hidden), (hidden, h * dv)])
         gated = q is not None and q.shape[:1] == (2 * h * hd,) and o.shape[-1:] == (h * hd,)
         if q is not None:
             self.wm.add(f"{target}.weight", (q.source, k.source, v.source), "cat")  # type: ignore[union-attr]
@@ -196,19 +197,69 @@ class Composer:
                 self.wm.add(f"{target}.bias", tuple(b.source for b in biases if b), "cat")
             self.words.append("separate q/k/v fused at load")
         elif qkv is not None:
-            self.wm.linear(target, qkv, (h + 2 * kv) * hd, hidden)
+            self.wm.linear(target, qkv, h * hd + kv * (hd + dv), hidden)
             qkv_bias = self.wm.bias(target, r.get("attn.qkv", "bias"))
             self.words.append("fused qkv")
         else:
             qkv_bias = self.query_key_value(target, grouped)  # type: ignore[arg-type]
-        self.wm.linear(layer_target("self_attn.o_proj"), o, hidden, h * hd)
+        self.wm.linear(layer_target("self_attn.o_proj"), o, hidden, h * dv)
         o_bias = self.wm.bias(layer_target("self_attn.o_proj"), r.get("attn.o", "bias"))
         kw = [f"qkv_bias={qkv_bias}", f"o_bias={o_bias}"]
         if gated:  # q_proj twice the query size ([q_h; g_h] per head), o_proj reads the query size: a gated output
             kw.append("output_gate=True")
             self.words.append("sigmoid output gate from the query projection")
+        if dv != hd:
+            size = self.fields.need("v_head_dim", "int", None) if self.has_key("v_head_dim") else str(dv)
+            kw.append(f"v_head_dim={size}")
+            self.words.append(f"values of {dv} dims (queries and keys {hd})")
+        if self.has_key("attention_value_scale"):  # MiMo-V2-Flash: values scaled after their projection
+            kw.append(f"v_scale={self.fields.need('attention_value_scale', 'float | None', 'None')}")
+            self.words.append("scaled values")
         kw += self.attention_options()
-        return attention(*kw)
+        return attention(*kw, kv_heads=self.kv_heads_expression(hd + dv))
+
+    def value_head_dim(self, v: Found | None, o: Found) -> int:
+        """Per-head value width: what o_proj reads per query head (the query width unless the values differ)."""
+        d = self.p.dims
+        reads = o.shape[-1] if len(o.shape) == 2 and o.shape[0] == d.hidden_size else o.shape[0] if o.shape else 0
+        if reads and reads % d.num_attention_heads == 0 and reads != d.num_attention_heads * d.head_dim:
+            return reads // d.num_attention_heads
+        return d.head_dim
+
+    def kv_heads_expression(self, kv_width_per_head: int) -> str:
+        """num_key_value_heads, or an expression of the layer type where the layers' K/V widths (inspect's
+        kv_width, read from each layer's projections) show other head counts on sliding and full layers
+        (MiMo-V2-Flash's sliding layers: twice the KV heads)."""
+        base, d = "args.num_key_value_heads", self.p.dims
+        heads: dict[str, set[int]] = {}
+        for layer in self.p.layers:
+            if layer.kv_width is not None:
+                heads.setdefault(layer.attention, set()).add(layer.kv_width // kv_width_per_head)
+        if all(counts == {d.num_kv_heads} for counts in heads.values()):
+            return base
+        one_per_type = all(len(c) == 1 for c in heads.values()) and not set(heads) - {"sliding", "full"}
+        if not (one_per_type and d.num_kv_heads and all(next(iter(c)) % d.num_kv_heads == 0 for c in heads.values())):
+            self.stub("kv_heads_per_layer", "layers with different KV head counts, not one count per sliding / full "
+                      f"layer type: {sorted((k, sorted(v)) for k, v in heads.items())}")  # fmt: skip
+            return base
+        ratio = {kind: next(iter(c)) // d.num_kv_heads for kind, c in heads.items()}
+        self.words.append(", ".join(f"{kind} layers {r}x the KV heads" for kind, r in ratio.items() if r != 1))
+        sliding, full = ratio.get("sliding", 1), ratio.get("full", 1)
+        scaled = {r: base if r == 1 else f"{base} * {r}" for r in (sliding, full)}
+        return f"{scaled[sliding]} if layer_type == SLIDING else {scaled[full]}"
+
+    def sink_layers(self, sinks: Found) -> str:
+        """True, or the layer type that has them when only those layers store sinks (MiMo-V2-Flash: sliding)."""
+        kinds = [layer.attention for layer in self.p.layers]
+        if sinks.count in (0, len(kinds)):
+            return "True"
+        for kind, name in (("sliding", "SLIDING"), ("full", "FULL")):
+            if sinks.count == kinds.count(kind) and len(set(kinds)) > 1:
+                self.words.append(f"sinks on {kind} layers")
+                return f"layer_type == {name}"
+        self.stub("sinks_per_layer", f"attention sinks on {sinks.count} of {len(kinds)} layers, not one layer type's: "
+                  f"{sinks.template}")  # fmt: skip
+        return "True"
 
     def query_key_value(self, target: str, fused: Found) -> bool:
         """`query_key_value`: rows grouped per KV head (GPT-NeoX, Falcon, Bloom) or [q; k; v] (Sarvam, ChatGLM)."""
@@ -245,7 +296,7 @@ class Composer:
         if r.get("attn.sinks", None) is not None:
             sinks = r.get("attn.sinks", None)
             self.wm.add(layer_target("self_attn.sinks"), (sinks.source,))  # type: ignore[union-attr]
-            kw.append("sinks=True")
+            kw.append(f"sinks={self.sink_layers(sinks)}")  # type: ignore[arg-type]
             self.words.append("attention sinks")
         qk = qk_norm(self)
         if qk is None and self.fact("weightless_qk_norm"):  # nothing stored to show it (NanoChat)

@@ -158,7 +158,9 @@ def _dims(cv: ConfigView, mla: bool, lm: dict[str, TensorInfo] | None) -> Dims:
         head_dim = cv.int("head_dim", "attention_head_dim", "kv_channels", "head_size", "d_head", default=0) or 0
         if not head_dim and heads:
             head_dim = hidden // heads
-        v_head_dim = None
+        # Values narrower or wider than queries and keys (MiMo-V2-Flash: 128 against 192); None: head_dim.
+        v_dim = cv.int("v_head_dim")
+        v_head_dim = v_dim if v_dim and v_dim != head_dim else None
     inter = cv.int("intermediate_size", "n_inner", "ffn_hidden_size", "ffn_dim", "inner_hidden_size", "d_ff")
     if inter is None and ffn_config.get("ffn_hidden_size"):
         inter = int(ffn_config["ffn_hidden_size"])

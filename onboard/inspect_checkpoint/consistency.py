@@ -38,9 +38,12 @@ def check_shapes(index: TensorIndex, dims: Dims, mla: bool) -> list[Finding]:
         if short.endswith("self_attn.q_proj.weight"):
             expected = dims.num_attention_heads * dims.head_dim * (2 if gated_query else 1)
             field = "num_attention_heads × head_dim" + (" × 2 (query and output gate)" if gated_query else "")
-        elif short.endswith(("self_attn.k_proj.weight", "self_attn.v_proj.weight")):
+        elif short.endswith("self_attn.k_proj.weight"):
             expected = dims.num_kv_heads * dims.head_dim
             field = "num_key_value_heads × head_dim"
+        elif short.endswith("self_attn.v_proj.weight"):
+            expected = dims.num_kv_heads * (dims.v_head_dim or dims.head_dim)
+            field = "num_key_value_heads × " + ("v_head_dim" if dims.v_head_dim else "head_dim")
         if expected is not None and t.shape[0] != expected:
             findings.append(error("shape-mismatch", f"{name} has {t.shape[0]} output rows but config gives "
                                   f"{field} = {expected}", "check head_dim / num_key_value_heads in config.json "

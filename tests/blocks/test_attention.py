@@ -114,6 +114,34 @@ def test_gpt_oss_sinks(layer: int) -> None:
     _run(GptOssAttention(cfg, layer), cfg, ours, sliding=layer == 0, half_tables=True)
 
 
+@pytest.mark.parametrize("layer", [0, 1], ids=["full", "sliding"])
+def test_mimo_v2_flash_narrow_values_scaled_and_per_layer_kv_heads(layer: int) -> None:
+    """MiMo-V2-Flash: values of 8 dims against 16 for queries and keys (o_proj reads H x 8), scaled by
+    attention_value_scale; its sliding layers have twice the KV heads and sinks. Without the value scale the same
+    weights differ."""
+    from transformers import LlamaConfig, MiMoV2FlashConfig
+    from transformers.models.mimo_v2_flash.modeling_mimo_v2_flash import MiMoV2FlashAttention
+
+    cfg = eager(MiMoV2FlashConfig(hidden_size=HIDDEN, num_attention_heads=4, num_key_value_heads=1, head_dim=16,
+                                  v_head_dim=8, attention_value_scale=0.707, sliding_window=4, num_hidden_layers=2,
+                                  layer_types=["full_attention", "sliding_attention"], n_routed_experts=4))  # fmt: skip
+    hf = MiMoV2FlashAttention(cfg, layer)
+    randomize(hf)
+    sliding = layer == 1
+    ours = Attention(HIDDEN, 4, 2 if sliding else 1, 16, v_head_dim=8, v_scale=0.707, sinks=sliding,
+                     sliding_window=4 if sliding else None)  # fmt: skip
+    fuse_linear(ours.qkv_proj, hf.q_proj, hf.k_proj, hf.v_proj)
+    copy_linear(ours.o_proj, hf.o_proj)
+    x, cos, sin = _inputs(LlamaConfig(hidden_size=HIDDEN, num_attention_heads=4, head_dim=16))
+    with torch.no_grad():
+        if sliding:
+            ours.sinks.copy_(hf.sinks)
+        expected = hf(x, position_embeddings=(full_table(cos), full_table(sin)), attention_mask=hf_mask(cfg, x, sliding))[0]
+        torch.testing.assert_close(ours(x, cos, sin), expected, atol=ATOL, rtol=RTOL)
+        ours.v_scale = None
+        assert (ours(x, cos, sin) - expected).abs().max() > 1e-2
+
+
 def test_qwen3_per_head_qk_norm() -> None:
     from transformers import Qwen3Config
     from transformers.models.qwen3.modeling_qwen3 import Qwen3Attention

@@ -551,3 +551,17 @@ def test_glm_dsa_layers_sharing_a_previous_selection_are_refused(tiny, tmp_path:
     _config(ckpt, indexer_types=["full", "shared", "full"])
     with pytest.raises(ConfigError, match="previous layer's top-k"):
         adapter.Model.from_pretrained(ckpt)
+
+
+def test_mimo_v2_flash_asymmetric_heads_compose_from_the_shapes(tiny, tmp_path: Path) -> None:
+    """MiMo-V2-Flash: values narrower than queries and keys (v_head_dim 8 vs 16), its sliding layers with twice the
+    KV heads (read from each layer's k/v widths) and the only ones with sinks, values scaled by
+    attention_value_scale: composed without a family fact, parity passing."""
+    ckpt = _copy(tiny, "mimo_v2_flash", tmp_path)
+    result = generate(ckpt, tmp_path / "out", parity=True)
+    assert result.parity["passed"], result.parity["detail"]
+    assert result.overrides == ()
+    source = " ".join((tmp_path / "out/adapters/mimo_v2_flash.py").read_text().split())
+    for part in ("args.num_key_value_heads * 2 if layer_type == SLIDING else args.num_key_value_heads",
+                 "sinks=layer_type == SLIDING", "v_head_dim=args.v_head_dim", "v_scale=args.attention_value_scale"):
+        assert part in source, part

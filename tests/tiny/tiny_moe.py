@@ -165,7 +165,7 @@ MOE: dict[str, dict[str, Any]] = {
         LLAMA,
         **THREE,
         sliding_window=WINDOW,
-        v_head_dim=16,
+        v_head_dim=8,  # 128 against head_dim 192: values narrower than queries and keys, as released
         layer_types=["full_attention", "sliding_attention", "sliding_attention"],
         mlp_layer_types=["dense", "sparse", "sparse"],
         n_routed_experts=4,
