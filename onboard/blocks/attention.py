@@ -9,6 +9,7 @@ differences equal position differences and the causal / sliding-window mask stay
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
@@ -17,7 +18,7 @@ from torch import nn
 
 from onboard.kernels import dispatch
 
-from .norms import QKNorm, QKNormSpec, RMSNorm
+from .norms import QKNorm, QKNormSpec, RMSNorm, rms_normalize
 
 
 def causal_mask(q_len: int, kv_len: int, sliding_window: int | None, device: torch.device) -> torch.Tensor:
@@ -132,7 +133,11 @@ class Attention(nn.Module):
     elementwise on the attention output before `o_proj` (AFMoE). `rope_inverted`: the rotation by -angle (NanoChat's
     rotate_half is [x2, -x1]: transformers' sign flipped). `v_head_dim`: values (and so the output heads) narrower or
     wider than queries and keys (qkv_proj rows H*D, Hkv*D, Hkv*Dv; o_proj reads H*Dv: MiMo-V2-Flash). `v_scale`: the
-    values multiplied by it after their projection (MiMo-V2-Flash's attention_value_scale).
+    values multiplied by it after their projection (MiMo-V2-Flash's attention_value_scale). `differential`: the
+    Differential Transformer's attention (DiffLlama): each head pair h, h + H/2 gives (softmax_h - lambda x
+    softmax_{h+H/2}) over the two halves of V side by side, normalised (RMS, no weight) and scaled by
+    1 - lambda_init; lambda = exp(lambda_q1 . lambda_k1) - exp(lambda_q2 . lambda_k2) + lambda_init, lambda_init =
+    0.8 - 0.6 exp(-0.3 `layer_index`), with `norm_eps` for the normalisation.
     """
 
     def __init__(
@@ -158,6 +163,9 @@ class Attention(nn.Module):
         rope_inverted: bool = False,
         v_head_dim: int | None = None,
         v_scale: float | None = None,
+        differential: bool = False,
+        layer_index: int = 0,
+        norm_eps: float = 1e-6,
     ) -> None:
         super().__init__()
         dv = head_dim if v_head_dim is None else v_head_dim
@@ -181,6 +189,13 @@ class Attention(nn.Module):
         self.sub_norm = RMSNorm(num_heads * head_dim, sub_norm_eps) if sub_norm_eps is not None else None
         self.gate_proj = nn.Linear(hidden_size, num_heads * head_dim, bias=False) if gate_proj else None
         self.rope_inverted = rope_inverted
+        self.differential = differential
+        if differential:
+            if num_heads % 2 or num_kv_heads % 2 or dv != head_dim:
+                raise ValueError("Attention(differential): heads and KV heads must be even, values as wide as keys")
+            self.lambda_init, self.norm_eps = 0.8 - 0.6 * math.exp(-0.3 * layer_index), norm_eps
+            for name in ("lambda_q1", "lambda_k1", "lambda_q2", "lambda_k2"):
+                setattr(self, name, nn.Parameter(torch.zeros(head_dim)))
         self.q_norm = self.k_norm = None
         if qk_norm is not None:
             spec = (qk_norm.eps, qk_norm.kind, qk_norm.offset, qk_norm.scope, qk_norm.casting, qk_norm.bias,
@@ -217,10 +232,28 @@ class Attention(nn.Module):
         ctx = ctx or AttentionContext()
         if ctx.cache is not None:
             k, v = ctx.cache.extend(k, v)
-        out = attend(q.transpose(1, 2), k, v, self.scale, self.sliding_window, self.softcap, self.sinks, ctx.key_mask)
+        if self.differential:
+            out = self._differential(q.transpose(1, 2), k, v, ctx.key_mask)
+        else:
+            out = attend(q.transpose(1, 2), k, v, self.scale, self.sliding_window, self.softcap, self.sinks,
+                         ctx.key_mask)  # fmt: skip
         out = out.reshape(b, s, h * dv)
         if gate is not None:
             out = out * torch.sigmoid(gate.reshape(b, s, h * d))
         if self.sub_norm is not None:
             out = self.sub_norm(out)
         return self.o_proj(out)
+
+    def _differential(
+        self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, key_mask: torch.Tensor | None
+    ) -> torch.Tensor:
+        """[B, S, H/2, 2D]: the two halves of the value heads attended with the same scores, then the second head
+        half's output subtracted, weighted by lambda, from the first's, as transformers' DiffLlamaAttention."""
+        halves = [half.repeat(1, 2, 1, 1) for half in v.chunk(2, dim=1)]
+        both = [attend(q, k, half, self.scale, self.sliding_window, self.softcap, self.sinks, key_mask)
+                for half in halves]  # fmt: skip
+        first, second = torch.cat(both, dim=-1).chunk(2, dim=2)
+        lam = [torch.exp(torch.sum(a * b, dim=-1, dtype=torch.float32)).to(q.dtype)
+               for a, b in ((self.lambda_q1, self.lambda_k1), (self.lambda_q2, self.lambda_k2))]  # fmt: skip
+        out = first - (lam[0] - lam[1] + self.lambda_init) * second
+        return (1 - self.lambda_init) * rms_normalize(out, self.norm_eps)

@@ -316,6 +316,15 @@ class Composer:
         output_norm = sub_norm(self, "attn")
         if output_norm:
             kw.append(output_norm.removeprefix(", "))
+        lambdas = r.parts("attn.lambda")
+        if lambdas:  # the Differential Transformer's learned lambda (DiffLlama)
+            for part in lambdas:
+                self.wm.add(layer_target(f"self_attn.{part.part}"), (part.source,))
+            if len(lambdas) != 4:
+                self.stub("differential_attention", f"differential attention needs lambda_q1, lambda_k1, lambda_q2 "
+                          f"and lambda_k2: {templates(*lambdas)}")  # fmt: skip
+            kw.append(f"differential=True, layer_index=i, norm_eps={self.eps()}")
+            self.words.append("differential attention (DiffLlama)")
         gate = r.get("attn.gate")
         if gate is not None:
             self.wm.add(layer_target("self_attn.gate_proj.weight"), (gate.source,))

@@ -45,6 +45,7 @@ IGNORED_CONFIG_KEYS = frozenset(
         "quantization_config", "rope_scaling", "rope_theta", "tokenizer_class", "model_type", "pretraining_tp",
         "max_window_layers", "use_sliding_window", "layer_types", "head_dim", "generation_config", "task_specific_params",
         "keys_to_ignore_at_inference", "num_nextn_predict_layers", "rope_parameters", "original_max_position_embeddings",
+        "lambda_std_dev",  # DiffLlama: the initial spread of its lambda parameters (training only)
     }
 )  # fmt: skip
 

@@ -6,6 +6,8 @@ the sliding-window boundary convention is checked too."""
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 
@@ -140,6 +142,25 @@ def test_mimo_v2_flash_narrow_values_scaled_and_per_layer_kv_heads(layer: int) -
         torch.testing.assert_close(ours(x, cos, sin), expected, atol=ATOL, rtol=RTOL)
         ours.v_scale = None
         assert (ours(x, cos, sin) - expected).abs().max() > 1e-2
+
+
+def test_diffllama_differential_attention() -> None:
+    """DiffLlama (Differential Transformer): head pairs' softmaxes subtracted with a learned lambda over the two
+    halves of V, normalised and scaled by 1 - lambda_init of layer 2. With the other layer's lambda_init, or the
+    plain attention, the same weights differ."""
+    from transformers import DiffLlamaConfig
+    from transformers.models.diffllama.modeling_diffllama import DiffLlamaAttention
+
+    cfg = eager(DiffLlamaConfig(hidden_size=HIDDEN, num_attention_heads=4, num_key_value_heads=2, head_dim=16))
+    ours = Attention(HIDDEN, 4, 2, 16, differential=True, layer_index=2, norm_eps=cfg.rms_norm_eps)
+    hf = DiffLlamaAttention(cfg, layer_idx=2)
+    randomize(hf)
+    with torch.no_grad():
+        for name in ("lambda_q1", "lambda_k1", "lambda_q2", "lambda_k2"):
+            getattr(ours, name).copy_(getattr(hf, name))
+    expected = _run(hf, cfg, ours, sliding=False)
+    ours.lambda_init = 0.8 - 0.6 * math.exp(-0.3 * 5)
+    assert _differs(ours, cfg, expected)
 
 
 def test_qwen3_per_head_qk_norm() -> None:

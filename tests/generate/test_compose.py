@@ -565,3 +565,16 @@ def test_mimo_v2_flash_asymmetric_heads_compose_from_the_shapes(tiny, tmp_path: 
     for part in ("args.num_key_value_heads * 2 if layer_type == SLIDING else args.num_key_value_heads",
                  "sinks=layer_type == SLIDING", "v_head_dim=args.v_head_dim", "v_scale=args.attention_value_scale"):
         assert part in source, part
+
+
+def test_diffllama_differential_attention_composes(tiny, tmp_path: Path) -> None:
+    """DiffLlama's lambda parameters compose differential attention, its lambda_init of each layer's index:
+    parity passes; the same adapter with every layer's lambda_init taken at layer 0 fails it."""
+    ckpt = _copy(tiny, "diffllama", tmp_path)
+    result = generate(ckpt, tmp_path / "out", parity=True)
+    assert result.parity["passed"], result.parity["detail"]
+    adapter = tmp_path / "out/adapters/diffllama.py"
+    source = adapter.read_text()
+    assert "differential=True, layer_index=i," in " ".join(source.split())
+    adapter.write_text(source.replace("layer_index=i,", "layer_index=0,"))
+    assert not check_parity(adapter, ckpt)["passed"]
