@@ -133,8 +133,11 @@ FAMILY_FACTS: dict[str, dict[str, object]] = {
     # full-attention layers are NoPE once a sliding window is configured (as the registered exaone4)
     "exaone_moe": {"rope_kind": "layer_type if args.sliding_window is None or layer_type == SLIDING else None"},
     "exaone4": {"rope_kind": "layer_type if args.sliding_window is None or layer_type == SLIDING else None"},
-    "phimoe": {"stub": ("sparsemixer_routing", "PhiMoE's sparsemixer top-2 routing (a masked softmax around each "
-                        "pick) is not the MoE block's")},
+    # sparsemixer top-2 routing (a masked softmax around each pick: extra_blocks.SparseMixerMoE); the router tensor
+    # is a plain gate, so only the code shows it
+    "phimoe": {"moe_router": "sparsemixer"},
+    # experts stored [E, hidden, 2I] with gate and up in alternating columns, biases, a clamped SwiGLU (up + 1)
+    "gpt_oss": {"moe_experts": "gpt_oss"},
     "gpt_neo": {"attention_scale": "1.0"},
     # learned positions looked up at position + 2 (OPTLearnedPositionalEmbedding, BioGptLearnedPositionalEmbedding)
     "opt": {"position_offset": 2},

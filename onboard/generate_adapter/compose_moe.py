@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 
 from onboard.generate_adapter.compose_rules import ComposerParts
-from onboard.generate_adapter.weight_inference import layer_target
+from onboard.generate_adapter.weight_inference import Found, layer_target, templates
 
 MOE = "mlp."
 
@@ -18,6 +18,11 @@ def moe_expression(c: ComposerParts) -> str:
     if moe is None or router is None:
         c.stub("moe_router", "MoE layers without a recognised router tensor")
         return "MoE(args.hidden_size, args.num_experts, args.intermediate_size, RouterSpec(top_k=1))"
+    if c.fact("moe_experts") == "gpt_oss":
+        return _gpt_oss(c, router)
+    biased = [x for x in (r.get("moe.router_linear_bias", "bias"), *r.parts("moe.experts.bias")) if x]
+    if biased:
+        c.stub("moe_biases", f"biases on the router or the experts are not in the MoE block: {templates(*biased)}")
     c.wm.add(layer_target(MOE + "router.weight"), (router.source,))
     inter = _experts(c, hidden)
     known_moe_size = moe.expert_intermediate_size if c.has_key("moe_intermediate_size") else None
@@ -57,6 +62,8 @@ def moe_expression(c: ComposerParts) -> str:
     if moe.scoring == "sigmoid" or bias is not None:
         spec.append("logits_in_float32=True")  # DeepSeek-style routers score float32 logits in transformers
     shared = _shared(c, hidden, inter)
+    if c.fact("moe_router") == "sparsemixer":
+        return _sparsemixer(c, size, spec, shared)
     c.words.append(f"{moe.scoring} top-k MoE" + (" with shared experts" if shared else ""))
     return (
         f"MoE(args.hidden_size, {f.need('num_experts', 'int', None)}, {size}, RouterSpec({', '.join(spec)}), "
@@ -148,3 +155,51 @@ def _shared(c: ComposerParts, hidden: int, expert_inter: int | None) -> str:
         strategy = f.need("shared_expert_combination_strategy", "str", '"sum"')
         out += f', shared_average={strategy} == "average"'
     return out
+
+
+def _sparsemixer(c: ComposerParts, size: str, spec: list[str], shared: str) -> str:
+    """PhiMoE's sparsemixer top-2 routing (extra_blocks.SparseMixerMoE): a masked softmax around each of two picks,
+    within router_jitter_noise of it. Refused at load for another top-k; no router options of the plain block."""
+    if shared or len(spec) > 2 or c.roles.get("moe.router_bias", None) is not None:
+        c.stub("sparsemixer_routing", "sparsemixer routing with shared experts, a correction bias or router "
+               f"options ({', '.join(spec)}) is not in the block library")  # fmt: skip
+    f = c.fields
+    top_k, jitter = f.need("num_experts_per_tok", "int", None), f.need("router_jitter_noise", "float", "0.01")
+    c.post_init.append(
+        f"if {top_k.replace('args.', 'self.')} != 2:\n"
+        "    raise ConfigError(\n"
+        '        f"sparsemixer routing is top-2 only, not num_experts_per_tok={self.num_experts_per_tok}",\n'
+        '        "use top-2 or add the routing",\n'
+        "    )"
+    )
+    c.words.append("sparsemixer top-2 MoE")
+    return (
+        f"SparseMixerMoE(args.hidden_size, {f.need('num_experts', 'int', None)}, {size}, {jitter}, "
+        "activation=args.hidden_act)"
+    )
+
+
+def _gpt_oss(c: ComposerParts, router: Found) -> str:
+    """gpt-oss's experts (extra_blocks.GptOssMoE): stacked [E, hidden, 2I] with gate and up in alternating columns,
+    biases, the clamped SwiGLU (up + 1) * gate * sigmoid(alpha * gate), a biased router and a softmax over the
+    chosen logits. The layout and the activation are its code's (family fact); the tensors keep their names."""
+    r, f = c.roles, c.fields
+    gate_up, down = r.get("moe.experts.gate_up"), r.get("moe.experts.down")
+    parts = {x.part for x in r.parts("moe.experts.bias")}
+    stacked = gate_up is not None and down is not None and len(gate_up.shape) == 3
+    if not stacked or parts != {"gate_up_proj", "down_proj"} or r.get("moe.router_linear_bias", "bias") is None:
+        c.stub("moe_experts", "gpt-oss experts need gate_up_proj / down_proj with their biases and a biased router: "
+               f"{templates(gate_up, down, router)}")  # fmt: skip
+        return "GptOssMoE(args.hidden_size, 1, 1, 1, 1.0, 1.0)"
+    names = [(router, "router.weight"), (r.get("moe.router_linear_bias", "bias"), "router.bias"),
+             (gate_up, "experts.gate_up_proj"), (down, "experts.down_proj")]  # fmt: skip
+    names += [(x, f"experts.{x.part}_bias") for x in r.parts("moe.experts.bias")]
+    for found, name in names:
+        c.wm.add(layer_target(MOE + name), (found.source,))  # type: ignore[union-attr]
+    size = c.size(gate_up.shape[2] // 2, [("args.intermediate_size", c.p.dims.intermediate_size)])  # type: ignore[union-attr]
+    c.words.append("gpt-oss MoE (clamped SwiGLU experts with biases, biased router)")
+    return (
+        f"GptOssMoE(args.hidden_size, {f.need('num_experts', 'int', None)}, {size}, "
+        f"{f.need('num_experts_per_tok', 'int', None)}, {f.need('swiglu_alpha', 'float', '1.702')}, "
+        f"{f.need('swiglu_limit', 'float', '7.0')})"
+    )

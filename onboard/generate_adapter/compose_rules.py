@@ -83,6 +83,7 @@ class ComposerParts(Protocol):
     words: list[str]
     embed_norm: bool
     moe_output_norm: bool
+    post_init: list[str]
 
     def stub(self, op: str, reason: str) -> None: ...
 

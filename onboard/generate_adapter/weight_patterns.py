@@ -52,6 +52,8 @@ LAYER_PATTERNS: tuple[tuple[str, str], ...] = (
     (rf"{_ATTN}\.indexer\.(?P<part>wq_b|wk|k_norm|weights_proj){_P}", "mla.indexer"),  # DeepSeek sparse attention
     # --- mixture of experts (before the dense MLP: expert and router names reuse gate/up/down) -----------------
     (rf"{_MOE}\.(?:gate|router|router\.layer|gate\.wg|router\.gate)\.weight", "moe.router"),
+    (rf"{_MOE}\.router\.bias", "moe.router_linear_bias"),  # gpt-oss: a bias on the router's logits
+    (rf"{_MOE}\.experts\.(?P<part>gate_up_proj|down_proj)_bias", "moe.experts.bias"),  # gpt-oss: per-expert biases
     (rf"{_MOE}\.(?:gate\.)?(?:moe_statics\.)?(?:e_score_correction_bias|expert_bias|router\.expert_bias|router_bias)", "moe.router_bias"),
     (rf"{_MOE}\.experts\.\{{\}}\.(?:gate_proj|w1|wi_0)\.weight", "moe.expert.gate"),
     (rf"{_MOE}\.experts\.\{{\}}\.(?:up_proj|w3|wi_1)\.weight", "moe.expert.up"),

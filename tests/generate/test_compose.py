@@ -578,3 +578,51 @@ def test_diffllama_differential_attention_composes(tiny, tmp_path: Path) -> None
     assert "differential=True, layer_index=i," in " ".join(source.split())
     adapter.write_text(source.replace("layer_index=i,", "layer_index=0,"))
     assert not check_parity(adapter, ckpt)["passed"]
+
+
+def _composed_adapter(ckpt: Path, out: Path) -> Path:
+    """The adapter composed from the profile alone (a registered family's ArchSpec ignored), written to `out`."""
+    out.mkdir(parents=True, exist_ok=True)
+    the_plan = plan(inspect(str(ckpt)), compose_only=True)
+    assert not the_plan.stubs, the_plan.stubs
+    path = out / f"{the_plan.model_type}.py"
+    path.write_text(adapter_source(the_plan))
+    return path
+
+
+def test_phimoe_sparsemixer_routing_is_a_family_fact(tiny, tmp_path: Path, monkeypatch) -> None:
+    """PhiMoE's router tensor is a plain gate: only its code shows the sparsemixer top-2 routing. With the family
+    fact the adapter composed without PhiMoE's ArchSpec passes parity and refuses another top-k at load; composed
+    as a plain softmax top-2 MoE (the fact removed), parity fails: the routing is what the fact carries."""
+    from onboard.errors import ConfigError
+    from onboard.generate_adapter import compose_knowledge
+
+    ckpt = _copy(tiny, "phimoe", tmp_path)
+    adapter = _composed_adapter(ckpt, tmp_path / "fact")
+    assert "SparseMixerMoE(" in adapter.read_text()
+    assert check_parity(adapter, ckpt)["passed"]
+    no_fact = {k: v for k, v in compose_knowledge.FAMILY_FACTS.items() if k != "phimoe"}
+    with monkeypatch.context() as m:
+        m.setattr("onboard.generate_adapter.compose_rules.FAMILY_FACTS", no_fact)
+        plain = _composed_adapter(ckpt, tmp_path / "plain")
+    assert "SparseMixerMoE(" not in plain.read_text()
+    assert not check_parity(plain, ckpt)["passed"]
+    _config(ckpt, num_experts_per_tok=3)
+    with pytest.raises(ConfigError, match="top-2 only"):
+        load_adapter(adapter).Model.from_pretrained(ckpt)
+
+
+def test_gpt_oss_experts_compose_with_the_family_fact_only(tiny, tmp_path: Path, monkeypatch) -> None:
+    """gpt-oss without its ArchSpec: the family fact names its experts' layout (gate and up in alternating
+    columns) and clamped SwiGLU, which the tensors cannot show; parity passes. Without the fact, the expert and
+    router biases are named as what the MoE block lacks, never guessed."""
+    from onboard.generate_adapter import compose_knowledge
+
+    ckpt = _copy(tiny, "gpt_oss", tmp_path)
+    adapter = _composed_adapter(ckpt, tmp_path / "fact")
+    assert "GptOssMoE(" in adapter.read_text()
+    assert check_parity(adapter, ckpt)["passed"]
+    no_fact = {k: v for k, v in compose_knowledge.FAMILY_FACTS.items() if k != "gpt_oss"}
+    monkeypatch.setattr("onboard.generate_adapter.compose_rules.FAMILY_FACTS", no_fact)
+    stubs = {s.op: s.reason for s in plan(inspect(str(ckpt)), compose_only=True).stubs}
+    assert "experts.gate_up_proj_bias" in stubs["moe_biases"] and "router.bias" in stubs["moe_biases"]
