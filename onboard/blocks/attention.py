@@ -41,6 +41,8 @@ class LayerKV:
     v: torch.Tensor | None = None
     index_k: torch.Tensor | None = None
     """DSA indexer keys [B, S, D] (mla.Indexer), when the layer has an indexer."""
+    conv_state: torch.Tensor | None = None
+    """A short-convolution layer's last kernel - 1 inputs [B, hidden, kernel - 1] (conv.ShortConv)."""
 
     def extend(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Append this step's keys and values; returns all of them (cached first)."""
@@ -130,7 +132,7 @@ class Attention(nn.Module):
     ±clip_qkv before the rotary embedding, q and k after their QK-norm if any (OLMo clamps the projections, OLMoE the
     normed q and k: the same rule). `sub_norm_eps`: an RMSNorm `sub_norm` over the attention output (H*D) before
     `o_proj` (BitNet's attn_sub_norm). `gate_proj`: the output gate from a projection of its own, sigmoid(gate_proj(x))
-    elementwise on the attention output before `o_proj` (AFMoE). `rope_inverted`: the rotation by -angle (NanoChat's
+    elementwise on the attention output before `o_proj` (AFMoE); `gate_per_head`: one gate value per head (LFM3). `rope_inverted`: the rotation by -angle (NanoChat's
     rotate_half is [x2, -x1]: transformers' sign flipped). `v_head_dim`: values (and so the output heads) narrower or
     wider than queries and keys (qkv_proj rows H*D, Hkv*D, Hkv*Dv; o_proj reads H*Dv: MiMo-V2-Flash). `v_scale`: the
     values multiplied by it after their projection (MiMo-V2-Flash's attention_value_scale). `differential`: the
@@ -166,6 +168,7 @@ class Attention(nn.Module):
         differential: bool = False,
         layer_index: int = 0,
         norm_eps: float = 1e-6,
+        gate_per_head: bool = False,
     ) -> None:
         super().__init__()
         dv = head_dim if v_head_dim is None else v_head_dim
@@ -187,7 +190,9 @@ class Attention(nn.Module):
         self.o_proj = nn.Linear(num_heads * dv, hidden_size, bias=o_bias)
         self.sinks = nn.Parameter(torch.zeros(num_heads)) if sinks else None
         self.sub_norm = RMSNorm(num_heads * head_dim, sub_norm_eps) if sub_norm_eps is not None else None
-        self.gate_proj = nn.Linear(hidden_size, num_heads * head_dim, bias=False) if gate_proj else None
+        self.gate_per_head = gate_per_head
+        gate_rows = num_heads if gate_per_head else num_heads * head_dim
+        self.gate_proj = nn.Linear(hidden_size, gate_rows, bias=False) if gate_proj else None
         self.rope_inverted = rope_inverted
         self.differential = differential
         if differential:
@@ -238,7 +243,9 @@ class Attention(nn.Module):
             out = attend(q.transpose(1, 2), k, v, self.scale, self.sliding_window, self.softcap, self.sinks,
                          ctx.key_mask)  # fmt: skip
         out = out.reshape(b, s, h * dv)
-        if gate is not None:
+        if gate is not None and self.gate_per_head:  # one gate per head, over its whole output (LFM3's g_proj)
+            out = (out.view(b, s, h, dv) * torch.sigmoid(gate)[..., None]).reshape(b, s, h * dv)
+        elif gate is not None:
             out = out * torch.sigmoid(gate.reshape(b, s, h * d))
         if self.sub_norm is not None:
             out = self.sub_norm(out)

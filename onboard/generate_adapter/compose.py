@@ -168,6 +168,31 @@ class Composer:
             self.stub(op, f"checkpoint tensors no block consumes: {', '.join(sorted(names))}")
 
     def attention(self) -> str:
+        """The token mixer's expression: attention, or per layer type a short convolution or attention."""
+        conv = self.short_conv()
+        if conv and all(layer.attention == "conv" for layer in self.p.layers):
+            return conv
+        return f'{conv} if layer_type == "conv" else {self.self_attention()}' if conv else self.self_attention()
+
+    def short_conv(self) -> str:
+        """LFM2's gated short convolution on the `conv` layers ('' where no layer is one)."""
+        if not any(layer.attention == "conv" for layer in self.p.layers):
+            return ""
+        parts = self.roles.parts("conv")
+        weights = {x.part for x in parts if x.param == "weight"}
+        biases = {x.part for x in parts if x.param == "bias"}
+        if weights != {"in_proj", "conv", "out_proj"} or biases not in (set(), weights):
+            return ""  # the conv_layers stub stands, and the unknown tensors are named
+        for x in parts:
+            self.wm.add(layer_target(f"self_attn.{x.part}.{x.param}"), (x.source,))
+        self.stubs = [stub for stub in self.stubs if stub.op != "conv_layers"]
+        kernel = self.fields.need("conv_L_cache", "int", None) if self.has_key("conv_L_cache") else None
+        kernel = kernel or str(next(x.shape[-1] for x in parts if x.part == "conv" and x.param == "weight"))
+        bias = self.fields.need("conv_bias", "bool", "False") if self.has_key("conv_bias") else repr(bool(biases))
+        self.words.append("gated short convolution on the conv layers")
+        return f"ShortConv(args.hidden_size, {kernel}, bias={bias})"
+
+    def self_attention(self) -> str:
         r, d = self.roles, self.p.dims
         if r.has("mla"):
             return self.mla()
@@ -328,8 +353,9 @@ class Composer:
         gate = r.get("attn.gate")
         if gate is not None:
             self.wm.add(layer_target("self_attn.gate_proj.weight"), (gate.source,))
-            kw.append("gate_proj=True")
-            self.words.append("sigmoid output gate (gate_proj)")
+            per_head = bool(gate.shape) and gate.shape[0] == self.p.dims.num_attention_heads
+            kw.append("gate_proj=True" + (", gate_per_head=True" if per_head else ""))
+            self.words.append("sigmoid output gate (gate_proj" + (", one per head)" if per_head else ")"))
         return kw
 
     def mla(self) -> str:
@@ -413,7 +439,7 @@ class Composer:
             # GPT-NeoX-Japanese sizes its MLP as hidden_size x intermediate_multiple_size (the loader checks the
             # shapes this gives against the checkpoint's)
             size = f"int(args.hidden_size * {self.fields.need('intermediate_multiple_size', 'float', None)})"
-        act = "args.hidden_act"
+        act = self.mlp_activation()
         in_bias = r.get("mlp.gate_up" if fused else "mlp.up", "bias")
         out_bias = r.get("mlp.down", "bias")
         if bool(in_bias) != bool(out_bias) or (gate and bool(r.get("mlp.gate", "bias")) != bool(in_bias)):
@@ -457,12 +483,19 @@ class Composer:
             self.wm.bias(target, self.roles.get("mlp.down", "bias"))
 
     def require_activation(self, table: frozenset[str], kind: str) -> None:
+        if self.p.activation is None and self.fact("hidden_act") in table:
+            return  # the modelling code fixes it and the family fact says which (mlp_activation() reads it)
         if self.p.activation is None:  # Bloom, Ergo: the modelling code fixes it; a block default would be a guess
             self.stub("activation_none", f"no {kind} MLP activation read from config.json (fixed in the family's "
                       "modelling code, or a key the alias table lacks): the composer does not guess it")  # fmt: skip
         elif self.p.activation not in table:
             self.stub(f"activation_{self.p.activation}", f"{kind} MLP activation {self.p.activation!r} is not in "
                       f"onboard.blocks.mlp (known: {', '.join(sorted(table))})")  # fmt: skip
+
+    def mlp_activation(self) -> str:
+        """args.hidden_act, or the activation the family's code fixes (a family fact) when config.json has none."""
+        fixed = self.fact("hidden_act") if self.p.activation is None else None
+        return repr(fixed) if fixed is not None else "args.hidden_act"
 
     def moe(self) -> str:
         return moe_expression(self)

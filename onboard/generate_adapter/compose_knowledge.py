@@ -34,6 +34,9 @@ STRUCTURAL_KEYS = frozenset({
     "shared_intermediate_size", "rotary_dim", "rotary_pct", "attention_out_bias", "use_qkv_bias", "use_post_norm",
     "alibi", "attention_layers", "qk_head_dim", "enable_bias", "layer_norm_elementwise_affine",
     "_remove_final_layer_norm", "intermediate_multiple_size",
+    # LFM2: which layers convolve (layer_types carries it too), and the MLP width rule (the tensors show its result)
+    "full_attn_idxs", "block_auto_adjust_ff_dim", "block_ffn_dim_multiplier", "block_multiple_of", "use_expert_bias",
+    "use_sandwich_norm", "use_attention_gate",
 })  # fmt: skip
 
 # Config keys the hand-written families never read (bookkeeping, generation, training, serving hints).
@@ -135,6 +138,10 @@ FAMILY_FACTS: dict[str, dict[str, object]] = {
     "exaone4": {"rope_kind": "layer_type if args.sliding_window is None or layer_type == SLIDING else None"},
     # sparsemixer top-2 routing (a masked softmax around each pick: extra_blocks.SparseMixerMoE); the router tensor
     # is a plain gate, so only the code shows it
+    # SwiGLU fixed in the code (no hidden_act key), and model.embedding_norm applied after the last layer
+    "lfm2": {"hidden_act": "silu", "embedding_norm_is_final": True},
+    "lfm2_moe": {"hidden_act": "silu", "embedding_norm_is_final": True},
+    "lfm3": {"hidden_act": "silu", "embedding_norm_is_final": True},
     "phimoe": {"moe_router": "sparsemixer"},
     # experts stored [E, hidden, 2I] with gate and up in alternating columns, biases, a clamped SwiGLU (up + 1)
     "gpt_oss": {"moe_experts": "gpt_oss"},

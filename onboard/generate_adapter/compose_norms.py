@@ -53,6 +53,13 @@ def norms(c: ComposerParts) -> tuple[str, str, tuple[str, ...]]:
                 c.wm.add(layer_target(f"{names[position]}.{param}"), (found.source,))
                 biases.append(param == "bias")
     final = r.get("final_norm")
+    named_for_embeddings = r.get("embedding_norm")
+    if named_for_embeddings is not None:
+        if final is None and c.fact("embedding_norm_is_final"):  # LFM2: applied after the last layer
+            final = named_for_embeddings
+        else:
+            c.stub("embedding_norm", f"{named_for_embeddings.template}: a norm named for the embeddings, applied "
+                   "before the first layer or after the last? Only the family's code says (compose_knowledge)")  # fmt: skip
     if weightless:  # every norm, the final one too, normalises without a weight: nothing to load
         c.words.append("norms without weights")
         c.embed_norm = bool(c.fact("embedding_norm"))
@@ -61,7 +68,7 @@ def norms(c: ComposerParts) -> tuple[str, str, tuple[str, ...]]:
         c.stub("final_norm", "no final norm tensor before the LM head")
     else:
         c.wm.add("model.norm.weight", (final.source,))
-        if r.get("final_norm", "bias") is not None:
+        if final.role == "final_norm" and r.get("final_norm", "bias") is not None:
             c.wm.add("model.norm.bias", (r.get("final_norm", "bias").source,))  # type: ignore[union-attr]
             biases.append(True)
     return norm_block(c, any(biases)), placement, tuple(names[k] for k in names)

@@ -10,6 +10,7 @@ turns into blocks and weight rules:
   Persimmon store it), `attn.o`, `attn.q_norm|k_norm` (one weight over head_dim or all heads),
   `attn.q_norm_heads|k_norm_heads` (one norm module per head), `attn.sinks`, `mla.*` (DeepSeek MLA parts), `mla.indexer` (DSA's top-k indexer);
 - MLP: `mlp.gate|up|down`, `mlp.gate_up` (fused [gate; up]), `mlp.act.*` (learned activation parameters);
+- short convolution: `conv` (in_proj, conv, out_proj: LFM2's token mixer on its `conv` layers);
 - MoE: `moe.router`, `moe.router_bias` (selection-only correction bias), `moe.expert.gate|up|down` (per expert, `{}`),
   `moe.experts.gate_up|down` (stacked 3-D), `moe.shared.gate|up|down|gate_up`, `moe.shared_gate`;
 - norms by position: `norm.input` (before attention), `norm.post_attention` (after attention in sandwich / post-norm
@@ -50,6 +51,8 @@ LAYER_PATTERNS: tuple[tuple[str, str], ...] = (
     (rf"{_ATTN}\.gate_proj\.weight", "attn.gate"),  # AFMoE: sigmoid(gate_proj(x)) gates the attention output  # BitNet: RMSNorm on the attention output before o_proj
     (rf"{_ATTN}\.(?P<part>q_a_proj|q_b_proj|kv_a_proj_with_mqa|kv_b_proj|q_a_layernorm|kv_a_layernorm){_P}", "mla"),
     (rf"{_ATTN}\.indexer\.(?P<part>wq_b|wk|k_norm|weights_proj){_P}", "mla.indexer"),  # DeepSeek sparse attention
+    # --- gated short convolution, the token mixer of some layers (LFM2's `conv` layers) -------------------------
+    (rf"(?:conv|short_conv)\.(?P<part>in_proj|conv|out_proj){_P}", "conv"),
     # --- mixture of experts (before the dense MLP: expert and router names reuse gate/up/down) -----------------
     (rf"{_MOE}\.(?:gate|router|router\.layer|gate\.wg|router\.gate)\.weight", "moe.router"),
     (rf"{_MOE}\.router\.bias", "moe.router_linear_bias"),  # gpt-oss: a bias on the router's logits
@@ -77,12 +80,13 @@ LAYER_PATTERNS: tuple[tuple[str, str], ...] = (
     (rf"{_MLP}\.act_fn\.(?P<part>alpha_p|alpha_n|beta|eps)", "mlp.act"),
     (rf"{_MLP}\.ffn_sub_norm{_P}", "mlp.sub_norm"),  # BitNet: RMSNorm on act(gate) * up before down_proj
     # --- norms, by position --------------------------------------------------------------------------------------
-    (rf"(?:input_layernorm|ln_1|ln_attn|attention_norm|self_attn_layer_norm|attention_layernorm|"
+    (rf"(?:input_layernorm|ln_1|ln_attn|attention_norm|self_attn_layer_norm|attention_layernorm|operator_norm|"
      rf"norm_attn_norm\.norm_1){_P}", "norm.input"),
     (rf"(?:post_attention_layernorm){_P}", "norm.post_attention"),
     (rf"(?:pre_feedforward_layernorm|pre_mlp_layernorm|feedforward_layernorm|ln_2|ln_mlp|ffn_norm|final_layer_norm|"
      rf"norm_attn_norm\.norm_2){_P}", "norm.pre_mlp"),
-    (rf"(?:post_self_attn_layernorm|post_attn_norm|post_attention_norm|post_norm1){_P}", "norm.post_attn_out"),
+    (rf"(?:post_self_attn_layernorm|post_attn_norm|post_attention_norm|post_norm1|post_operator_norm){_P}",
+     "norm.post_attn_out"),
     (rf"(?:post_feedforward_layernorm|post_mlp_layernorm|post_ffn_norm|post_norm2){_P}", "norm.post_mlp"),
     # --- multi-token-prediction layers past the last decoder layer: inference never runs them ------------------
     (r"(?:enorm|hnorm|eh_proj|embed_tokens|shared_head\.(?:norm|head))\.weight", "drop"),
@@ -94,6 +98,8 @@ TOP_PATTERNS: tuple[tuple[str, str], ...] = (
     (r"(?:.*\.)?(?:embed_tokens|wte|word_embeddings|embed_in|tok_embeddings|tokens_embed)\.weight", "embed"),
     (r"(?:.*\.)?(?:wpe|positions_embed|embed_positions)\.weight", "positions"),
     (rf"(?:.*\.)?(?:norm|ln_f|final_layer_norm|final_layernorm|norm_f|final_norm|layer_norm){_P}", "final_norm"),
+    # A norm named for the embeddings: before the first layer, or (LFM2) after the last: only the code says which.
+    (rf"(?:.*\.)?embedding_norm{_P}", "embedding_norm"),
     (rf"(?:lm_head|embed_out|output_projection|output){_P}", "head"),
     (r".*rotary_emb\.inv_freq", "drop"),
 )

@@ -18,7 +18,9 @@ from onboard.profile import Dims, Multipliers, Norms, Rope
 NORM_OFFSET_TYPES = {"gemma", "gemma2", "gemma3", "gemma3_text", "gemma3n_text", "recurrent_gemma", "vaultgemma",
                      "qwen3_next", "qwen3_5", "qwen3_5_moe", "gemma4", "gemma4_text", "t5gemma", "nemotron"}  # fmt: skip
 # Families whose norm is RMSNorm although the config key says layer_norm_epsilon.
-RMS_NORM_TYPES = {"mamba", "mamba2", "falcon_mamba", "nemotron_h", "bamba", "zamba", "zamba2", "jamba"}
+RMS_NORM_TYPES = {"mamba", "mamba2", "falcon_mamba", "nemotron_h", "bamba", "zamba", "zamba2", "jamba",
+                  "lfm2", "lfm2_moe", "lfm3"}  # fmt: skip
+# (LFM2's config names its RMSNorm eps `norm_eps`, which alone reads as a LayerNorm's.)
 # Families whose LayerNorms store no weight (neither tensors nor an eps key show them): OLMo's OlmoLayerNorm.
 LAYER_NORM_TYPES = {"olmo"}
 # Families scaling the token embedding by sqrt(hidden_size) in the forward pass.

@@ -163,6 +163,31 @@ def test_diffllama_differential_attention() -> None:
     assert _differs(ours, cfg, expected)
 
 
+def test_lfm3_one_sigmoid_gate_per_head() -> None:
+    """LFM3: QK-norm per head and an output gate with one value per head (g_proj [H, hidden], stored as gate_proj);
+    without the gate the same weights differ."""
+    from transformers import Lfm3Config, LlamaConfig
+    from transformers.models.lfm3.modeling_lfm3 import Lfm3Attention
+
+    cfg = eager(Lfm3Config(hidden_size=HIDDEN, num_attention_heads=4, num_key_value_heads=2, head_dim=16,
+                           use_attention_gate=True, layer_types=["full_attention"], num_hidden_layers=1))  # fmt: skip
+    hf = Lfm3Attention(cfg, 0)
+    randomize(hf)
+    ours = Attention(HIDDEN, 4, 2, 16, qk_norm=QKNormSpec(eps=cfg.norm_eps), gate_proj=True, gate_per_head=True)
+    fuse_linear(ours.qkv_proj, hf.q_proj, hf.k_proj, hf.v_proj)
+    copy_linear(ours.o_proj, hf.o_proj)
+    copy_linear(ours.gate_proj, hf.g_proj)
+    x, cos, sin = _inputs(LlamaConfig(hidden_size=HIDDEN, num_attention_heads=4, head_dim=16))
+    with torch.no_grad():
+        ours.q_norm.weight.copy_(hf.q_norm.weight)
+        ours.k_norm.weight.copy_(hf.k_norm.weight)
+        expected = hf(x, position_embeddings=(full_table(cos), full_table(sin)),
+                      attention_mask=hf_mask(cfg, x, False))[0]  # fmt: skip
+        torch.testing.assert_close(ours(x, cos, sin), expected, atol=ATOL, rtol=RTOL)
+        ours.gate_proj = None
+        assert (ours(x, cos, sin) - expected).abs().max() > 1e-2
+
+
 def test_qwen3_per_head_qk_norm() -> None:
     from transformers import Qwen3Config
     from transformers.models.qwen3.modeling_qwen3 import Qwen3Attention

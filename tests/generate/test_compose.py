@@ -626,3 +626,22 @@ def test_gpt_oss_experts_compose_with_the_family_fact_only(tiny, tmp_path: Path,
     monkeypatch.setattr("onboard.generate_adapter.compose_rules.FAMILY_FACTS", no_fact)
     stubs = {s.op: s.reason for s in plan(inspect(str(ckpt)), compose_only=True).stubs}
     assert "experts.gate_up_proj_bias" in stubs["moe_biases"] and "router.bias" in stubs["moe_biases"]
+
+
+@pytest.mark.parametrize("model_type", ["lfm2", "lfm2_moe", "lfm3"])
+def test_lfm_short_convolution_layers_compose(tiny, tmp_path: Path, monkeypatch, model_type: str) -> None:
+    """LFM2 / LFM2-MoE / LFM3: gated short convolutions on the `conv` layers, attention on the others (LFM3: a
+    sigmoid gate per head, sandwich norms); SwiGLU and the norm named embedding_norm applied after the last layer
+    are family facts (the code fixes both). Parity passes; without the facts the composer names both instead of
+    guessing."""
+    from onboard.generate_adapter import compose_knowledge
+
+    ckpt = _copy(tiny, model_type, tmp_path)
+    result = generate(ckpt, tmp_path / "out", parity=True)
+    assert result.parity["passed"], result.parity["detail"]
+    source = " ".join((tmp_path / f"out/adapters/{model_type}.py").read_text().split())
+    assert 'ShortConv(args.hidden_size, args.conv_L_cache, bias=args.conv_bias) if layer_type == "conv" else' in source
+    no_fact = {k: v for k, v in compose_knowledge.FAMILY_FACTS.items() if k != model_type}
+    monkeypatch.setattr("onboard.generate_adapter.compose_rules.FAMILY_FACTS", no_fact)
+    stubs = {s.op for s in plan(inspect(str(ckpt)), compose_only=True).stubs}
+    assert {"embedding_norm", "activation_none"} <= stubs

@@ -104,24 +104,30 @@ def test_positions_count_from_each_rows_first_real_token() -> None:
 def test_cached_decoding_equals_full_recompute(tiny, model_type: str) -> None:
     """Greedy decoding of a left-padded batch with a KV cache: each row's tokens and logits equal recomputing the
     row alone from scratch at every step (the quadratic way)."""
-    model, rows = _sharpened(tiny, model_type), _rows(1)
+    cache = _decode_against_recompute(_sharpened(tiny, model_type), _rows(1))
+    assert cache.length == max(len(r) for r in _rows(1)) + 6
+
+
+def _decode_against_recompute(model: torch.nn.Module, rows: list[torch.Tensor], steps: int = 6) -> KVCache:
+    """Greedy decoding of the left-padded rows with a KV cache; asserts each row's tokens and logits equal
+    recomputing the row alone from scratch at every step. Returns the cache."""
     ids, mask = _left_padded(rows)
-    cache, steps, generated = KVCache(), [], [[] for _ in rows]
+    cache, logits_by_step, generated = KVCache(), [], [[] for _ in rows]
     with torch.no_grad():
         logits = model(ids, attention_mask=mask, cache=cache)[:, -1]
-        for _ in range(6):
-            steps.append(logits)
+        for _ in range(steps):
+            logits_by_step.append(logits)
             token = logits.argmax(-1, keepdim=True)
             for row, t in zip(generated, token.tolist()):
                 row.append(t[0])
             mask = torch.cat((mask, torch.ones_like(token)), dim=1)
             logits = model(token, attention_mask=mask, cache=cache)[:, -1]
-        assert cache.length == ids.shape[1] + 6
         for i, row in enumerate(rows):
             full = model(torch.cat((row, torch.tensor(generated[i][:-1])))[None])[0, len(row) - 1 :]
-            cached = torch.stack([s[i] for s in steps])
+            cached = torch.stack([s[i] for s in logits_by_step])
             assert full.argmax(-1).tolist() == generated[i]
             assert float((cached - full).abs().max() / full.abs().max()) <= REL_TOL
+    return cache
 
 
 def test_mask_must_cover_cached_and_new_tokens(tiny) -> None:
@@ -185,3 +191,12 @@ def test_sparse_attention_padded_rows_and_cached_indexer_keys(tiny, tmp_path) ->
     cached, whole = cache.layers[0].index_k, fresh.layers[0].index_k
     assert cached.shape == whole.shape == (1, ids.shape[1], indexers[0].spec.head_dim)
     torch.testing.assert_close(cached, whole, atol=1e-6, rtol=1e-6)
+
+
+def test_short_conv_layers_padded_rows_and_cached_decoding(tiny, tmp_path) -> None:
+    """LFM2's conv layers (a composed adapter): a left-padded row equals the row alone (padding zeroed before the
+    convolution), and greedy decoding with the convolution state cached equals recomputing each row from scratch."""
+    model, rows = _composed(tiny, tmp_path, "lfm2"), _rows()
+    assert _worst_relative(model, rows) <= REL_TOL
+    cache = _decode_against_recompute(model, _rows(1))
+    assert cache.layers[0].conv_state is not None  # layer 0 convolves
