@@ -30,6 +30,7 @@ IMPORTABLE: dict[str, tuple[int, str]] = {
     "Embedding": (2, "onboard.blocks.embeddings"),
     "LMHead": (2, "onboard.blocks.embeddings"),
     "ShortConv": (2, "onboard.blocks.conv"),
+    "GatedDeltaNet": (2, "onboard.blocks.deltanet"),
     "IndexerSpec": (2, "onboard.blocks.mla"),
     "MLAttention": (2, "onboard.blocks.mla"),
     "mla_scale": (2, "onboard.blocks.mla"),

@@ -50,6 +50,10 @@ PLACEHOLDER_ATTENTION = attention()
 PLACEHOLDER_MLP = "GatedMLP(args.hidden_size, args.intermediate_size, args.hidden_act)"
 
 
+LAYER_TYPE_NAMES = {"conv": "conv", "linear": "linear_attention"}
+"""Inspect's mixer kinds -> the layer_types entry config.json gives such a layer (LFM2, Qwen3-Next / Qwen3.5)."""
+
+
 class Composer:
     def __init__(self, profile: ModelProfile) -> None:
         self.p = profile
@@ -168,11 +172,38 @@ class Composer:
             self.stub(op, f"checkpoint tensors no block consumes: {', '.join(sorted(names))}")
 
     def attention(self) -> str:
-        """The token mixer's expression: attention, or per layer type a short convolution or attention."""
-        conv = self.short_conv()
-        if conv and all(layer.attention == "conv" for layer in self.p.layers):
-            return conv
-        return f'{conv} if layer_type == "conv" else {self.self_attention()}' if conv else self.self_attention()
+        """The token mixer's expression: attention, or per layer type a short convolution, Gated DeltaNet or
+        attention."""
+        found = (("conv", self.short_conv()), ("linear", self.gated_deltanet()))
+        mixers = [(kind, expr) for kind, expr in found if expr]
+        expr = None if all(layer.attention in dict(mixers) for layer in self.p.layers) else self.self_attention()
+        for kind, mixer in reversed(mixers):  # the layer types' names in config.json's layer_types
+            expr = mixer if expr is None else f'{mixer} if layer_type == "{LAYER_TYPE_NAMES[kind]}" else {expr}'
+        return expr  # type: ignore[return-value]
+
+    def gated_deltanet(self) -> str:
+        """Gated DeltaNet on the linear-attention layers ('' where none is one, or its tensors are not those of
+        Qwen3-Next (grouped in_proj_qkvz / in_proj_ba) or Qwen3.5 (in_proj_qkv, _z, _b, _a))."""
+        if not any(layer.attention == "linear" for layer in self.p.layers):
+            return ""
+        parts = {x.part: x for x in self.roles.parts("deltanet")}
+        common = {"conv1d", "out_proj", "norm", "dt_bias", "A_log"}
+        grouped = set(parts) == common | {"in_proj_qkvz", "in_proj_ba"}
+        if not grouped and set(parts) != common | {"in_proj_qkv", "in_proj_z", "in_proj_b", "in_proj_a"}:
+            return ""  # the linear_layers stub stands, and the tensors are named
+        for name, x in parts.items():
+            if grouped and name in ("in_proj_qkvz", "in_proj_ba"):
+                for target in ("in_proj_qkv", "in_proj_z") if name == "in_proj_qkvz" else ("in_proj_b", "in_proj_a"):
+                    self.wm.add(layer_target(f"self_attn.{target}.weight"), (x.source,), "grouped_rows")
+            else:
+                self.wm.add(layer_target(f"self_attn.{name}" + (f".{x.param}" if x.param else "")), (x.source,))
+        self.stubs = [stub for stub in self.stubs if stub.op != "linear_layers"]
+        dims = ", ".join(self.fields.need(f"linear_{n}", "int", None) for n in ("num_key_heads", "num_value_heads",
+                         "key_head_dim", "value_head_dim", "conv_kernel_dim"))  # fmt: skip
+        self.words.append(
+            "Gated DeltaNet on the linear-attention layers" + (", grouped projections" if grouped else "")
+        )
+        return f"GatedDeltaNet(args.hidden_size, {dims}, {self.eps()}, args.hidden_act)"
 
     def short_conv(self) -> str:
         """LFM2's gated short convolution on the `conv` layers ('' where no layer is one)."""

@@ -101,7 +101,11 @@ def _plan_sources(name: str, shape: torch.Size, rules: list[tuple[re.Pattern[str
     return "copy", [name]
 
 
-def _combine(op: str, tensors: list, owner: nn.Module | None = None) -> torch.Tensor:
+OWNER_OPS = ("deinterleave_heads", "grouped_rows")
+"""Ops whose layout the module owning the target knows (its head counts)."""
+
+
+def _combine(op: str, tensors: list, owner: nn.Module | None = None, part: str = "") -> torch.Tensor:
     if op in ("copy", "zeros_if_absent"):
         return tensors[0]
     if op == "cat":
@@ -115,6 +119,8 @@ def _combine(op: str, tensors: list, owner: nn.Module | None = None) -> torch.Te
         while value.dim() > 1 and value.shape[0] == 1:
             value = value[0]
         return value
+    if op == "grouped_rows":
+        return tensors[0][owner.grouped_rows(part)]  # type: ignore[union-attr]
     if op == "deinterleave_heads":
         return deinterleave_heads(tensors[0], owner.num_heads, owner.num_kv_heads, owner.head_dim)  # type: ignore[union-attr]
     raise ValueError(f"unknown weight-map op {op!r}; known: {OPS}")
@@ -178,8 +184,8 @@ def load_weights(
             elif op == "stack":
                 value = _combine(op, [[reader.get(s) for s in group] for group in sources])
             else:
-                owner = model.get_submodule(name.rsplit(".", 2)[0]) if op == "deinterleave_heads" else None
-                value = _combine(op, [reader.get(s) for s in sources], owner)
+                owner = model.get_submodule(name.rsplit(".", 2)[0]) if op in OWNER_OPS else None
+                value = _combine(op, [reader.get(s) for s in sources], owner, name.rsplit(".", 2)[1])
             target = targets[name]
             if tuple(value.shape) != tuple(target.shape):
                 raise WeightsError(

@@ -10,6 +10,7 @@ turns into blocks and weight rules:
   Persimmon store it), `attn.o`, `attn.q_norm|k_norm` (one weight over head_dim or all heads),
   `attn.q_norm_heads|k_norm_heads` (one norm module per head), `attn.sinks`, `mla.*` (DeepSeek MLA parts), `mla.indexer` (DSA's top-k indexer);
 - MLP: `mlp.gate|up|down`, `mlp.gate_up` (fused [gate; up]), `mlp.act.*` (learned activation parameters);
+- Gated DeltaNet: `deltanet` (Qwen3-Next / Qwen3.5's `linear_attn` parts);
 - short convolution: `conv` (in_proj, conv, out_proj: LFM2's token mixer on its `conv` layers);
 - MoE: `moe.router`, `moe.router_bias` (selection-only correction bias), `moe.expert.gate|up|down` (per expert, `{}`),
   `moe.experts.gate_up|down` (stacked 3-D), `moe.shared.gate|up|down|gate_up`, `moe.shared_gate`;
@@ -51,6 +52,10 @@ LAYER_PATTERNS: tuple[tuple[str, str], ...] = (
     (rf"{_ATTN}\.gate_proj\.weight", "attn.gate"),  # AFMoE: sigmoid(gate_proj(x)) gates the attention output  # BitNet: RMSNorm on the attention output before o_proj
     (rf"{_ATTN}\.(?P<part>q_a_proj|q_b_proj|kv_a_proj_with_mqa|kv_b_proj|q_a_layernorm|kv_a_layernorm){_P}", "mla"),
     (rf"{_ATTN}\.indexer\.(?P<part>wq_b|wk|k_norm|weights_proj){_P}", "mla.indexer"),  # DeepSeek sparse attention
+    # --- Gated DeltaNet, the linear-attention mixer (Qwen3-Next's grouped projections, Qwen3.5's separate ones) -
+    (rf"linear_attn\.(?P<part>in_proj_qkvz|in_proj_ba|in_proj_qkv|in_proj_z|in_proj_b|in_proj_a|conv1d|out_proj|"
+     rf"norm){_P}", "deltanet"),
+    (r"linear_attn\.(?P<part>dt_bias|A_log)", "deltanet"),
     # --- gated short convolution, the token mixer of some layers (LFM2's `conv` layers) -------------------------
     (rf"(?:conv|short_conv)\.(?P<part>in_proj|conv|out_proj){_P}", "conv"),
     # --- mixture of experts (before the dense MLP: expert and router names reuse gate/up/down) -----------------

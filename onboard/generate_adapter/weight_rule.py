@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 # How the source tensors of one rule become the runtime tensor.
-OPS = ("copy", "cat", "stack", "transpose", "deinterleave_heads", "squeeze", "zeros_if_absent")
+OPS = ("copy", "cat", "stack", "transpose", "deinterleave_heads", "squeeze", "zeros_if_absent", "grouped_rows")
 
 
 @dataclass(frozen=True)
@@ -19,7 +19,8 @@ class WeightRule:
     reordered to [all q; all k; all v]; the head counts come from the attention module owning the target), squeeze
     (one source, its leading size-1 dims dropped: ERNIE MoE stores the correction bias [1, E] for the block's [E]),
     zeros_if_absent (a bias some layers store and others do not: copied where stored, zeros elsewhere, which is no
-    bias at all)."""
+    bias at all), grouped_rows (one source whose rows hold several parts grouped per head, as Qwen3-Next's
+    in_proj_qkvz / in_proj_ba: the rows of the target's part, as the owning module's `grouped_rows(part)` lists them)."""
 
     target: str
     sources: tuple[str, ...]

@@ -16,7 +16,8 @@ from onboard.profile import Dims, Multipliers, Norms, Rope
 
 # Families that apply the RMSNorm weight as (1 + w).
 NORM_OFFSET_TYPES = {"gemma", "gemma2", "gemma3", "gemma3_text", "gemma3n_text", "recurrent_gemma", "vaultgemma",
-                     "qwen3_next", "qwen3_5", "qwen3_5_moe", "gemma4", "gemma4_text", "t5gemma", "nemotron"}  # fmt: skip
+                     "qwen3_next", "qwen3_5", "qwen3_5_moe", "qwen3_5_text", "qwen3_5_moe_text", "gemma4", "gemma4_text",
+                     "t5gemma", "nemotron"}  # fmt: skip
 # Families whose norm is RMSNorm although the config key says layer_norm_epsilon.
 RMS_NORM_TYPES = {"mamba", "mamba2", "falcon_mamba", "nemotron_h", "bamba", "zamba", "zamba2", "jamba",
                   "lfm2", "lfm2_moe", "lfm3"}  # fmt: skip

@@ -645,3 +645,19 @@ def test_lfm_short_convolution_layers_compose(tiny, tmp_path: Path, monkeypatch,
     monkeypatch.setattr("onboard.generate_adapter.compose_rules.FAMILY_FACTS", no_fact)
     stubs = {s.op for s in plan(inspect(str(ckpt)), compose_only=True).stubs}
     assert {"embedding_norm", "activation_none"} <= stubs
+
+
+@pytest.mark.parametrize("model_type", ["qwen3_next", "qwen3_5_text", "qwen3_5_moe_text"])
+def test_gated_deltanet_layers_compose(tiny, tmp_path: Path, model_type: str) -> None:
+    """Qwen3-Next (q, k, v, z and b, a grouped per key head in in_proj_qkvz / in_proj_ba, read through the
+    grouped_rows op) and Qwen3.5 (separate projections): Gated DeltaNet on the linear_attention layers, gated
+    attention on the others, composed without a family fact; parity passes. Inspect gives Qwen3.5's text models
+    their (1 + w) RMSNorms, as Qwen3-Next's."""
+    ckpt = _copy(tiny, model_type, tmp_path)
+    assert inspect(str(ckpt)).norms.offset == 1.0
+    result = generate(ckpt, tmp_path / "out", parity=True)
+    assert result.parity["passed"], result.parity["detail"]
+    assert result.overrides == ()
+    source = " ".join((tmp_path / f"out/adapters/{model_type}.py").read_text().split())
+    assert 'if layer_type == "linear_attention" else Attention(' in source
+    assert ("grouped_rows" in source) == (model_type == "qwen3_next")

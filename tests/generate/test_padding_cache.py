@@ -200,3 +200,13 @@ def test_short_conv_layers_padded_rows_and_cached_decoding(tiny, tmp_path) -> No
     assert _worst_relative(model, rows) <= REL_TOL
     cache = _decode_against_recompute(model, _rows(1))
     assert cache.layers[0].conv_state is not None  # layer 0 convolves
+
+
+def test_linear_attention_layers_padded_rows_and_cached_decoding(tiny, tmp_path) -> None:
+    """Qwen3-Next's Gated DeltaNet layers (a composed adapter): a left-padded row equals the row alone (padding zeroed,
+    so the state stays at zero through it), and greedy decoding with the convolution and recurrent states cached
+    equals recomputing each row from scratch."""
+    model, rows = _composed(tiny, tmp_path, "qwen3_next"), _rows()
+    assert _worst_relative(model, rows) <= REL_TOL
+    cache = _decode_against_recompute(model, _rows(1))
+    assert any(layer.recurrent_state is not None for layer in cache.layers)
