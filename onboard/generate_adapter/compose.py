@@ -9,7 +9,8 @@ renders an adapter that refuses to run: never a runnable copy of the closest fam
 Attention scales, windows, soft-caps, norms and multipliers come from features; sizes from config values, checked
 against the tensor shapes by the loader. Runtime names are canonical (`self_attn.qkv_proj`, `mlp.gate_up_proj`,
 `input_layernorm`, ...): the weight map renames the checkpoint's tensors to them, so one template serves every
-naming scheme. compose_rules.py holds the profile-level rules, compose_moe.py the MoE part, compose_norms.py the norms.
+naming scheme. compose_rules.py holds the profile-level rules, compose_moe.py the MoE part, compose_norms.py the norms,
+compose_mixers.py the token mixers besides attention (MLA, short convolution, Gated DeltaNet).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import re
 from onboard.errors import InputError
 from onboard.generate_adapter.arch_parts import ArchSpec, attention
 from onboard.generate_adapter.compose_knowledge import GATED_ACTIVATION_NAMES, PLAIN_ACTIVATION_NAMES
+from onboard.generate_adapter.compose_mixers import LAYER_TYPE_NAMES, layer_mixers, mla_expression
 from onboard.generate_adapter.compose_moe import moe_expression
 from onboard.generate_adapter.compose_norms import norms, qk_norm, sub_norm
 from onboard.generate_adapter.compose_rules import (
@@ -48,10 +50,6 @@ from onboard.profile import ModelProfile
 
 PLACEHOLDER_ATTENTION = attention()
 PLACEHOLDER_MLP = "GatedMLP(args.hidden_size, args.intermediate_size, args.hidden_act)"
-
-
-LAYER_TYPE_NAMES = {"conv": "conv", "linear": "linear_attention"}
-"""Inspect's mixer kinds -> the layer_types entry config.json gives such a layer (LFM2, Qwen3-Next / Qwen3.5)."""
 
 
 class Composer:
@@ -174,59 +172,17 @@ class Composer:
     def attention(self) -> str:
         """The token mixer's expression: attention, or per layer type a short convolution, Gated DeltaNet or
         attention."""
-        found = (("conv", self.short_conv()), ("linear", self.gated_deltanet()))
-        mixers = [(kind, expr) for kind, expr in found if expr]
+        mixers = layer_mixers(self)
+        self.stubs = [stub for stub in self.stubs if stub.op not in {f"{kind}_layers" for kind, _ in mixers}]
         expr = None if all(layer.attention in dict(mixers) for layer in self.p.layers) else self.self_attention()
         for kind, mixer in reversed(mixers):  # the layer types' names in config.json's layer_types
             expr = mixer if expr is None else f'{mixer} if layer_type == "{LAYER_TYPE_NAMES[kind]}" else {expr}'
         return expr  # type: ignore[return-value]
 
-    def gated_deltanet(self) -> str:
-        """Gated DeltaNet on the linear-attention layers ('' where none is one, or its tensors are not those of
-        Qwen3-Next (grouped in_proj_qkvz / in_proj_ba) or Qwen3.5 (in_proj_qkv, _z, _b, _a))."""
-        if not any(layer.attention == "linear" for layer in self.p.layers):
-            return ""
-        parts = {x.part: x for x in self.roles.parts("deltanet")}
-        common = {"conv1d", "out_proj", "norm", "dt_bias", "A_log"}
-        grouped = set(parts) == common | {"in_proj_qkvz", "in_proj_ba"}
-        if not grouped and set(parts) != common | {"in_proj_qkv", "in_proj_z", "in_proj_b", "in_proj_a"}:
-            return ""  # the linear_layers stub stands, and the tensors are named
-        for name, x in parts.items():
-            if grouped and name in ("in_proj_qkvz", "in_proj_ba"):
-                for target in ("in_proj_qkv", "in_proj_z") if name == "in_proj_qkvz" else ("in_proj_b", "in_proj_a"):
-                    self.wm.add(layer_target(f"self_attn.{target}.weight"), (x.source,), "grouped_rows")
-            else:
-                self.wm.add(layer_target(f"self_attn.{name}" + (f".{x.param}" if x.param else "")), (x.source,))
-        self.stubs = [stub for stub in self.stubs if stub.op != "linear_layers"]
-        dims = ", ".join(self.fields.need(f"linear_{n}", "int", None) for n in ("num_key_heads", "num_value_heads",
-                         "key_head_dim", "value_head_dim", "conv_kernel_dim"))  # fmt: skip
-        self.words.append(
-            "Gated DeltaNet on the linear-attention layers" + (", grouped projections" if grouped else "")
-        )
-        return f"GatedDeltaNet(args.hidden_size, {dims}, {self.eps()}, args.hidden_act)"
-
-    def short_conv(self) -> str:
-        """LFM2's gated short convolution on the `conv` layers ('' where no layer is one)."""
-        if not any(layer.attention == "conv" for layer in self.p.layers):
-            return ""
-        parts = self.roles.parts("conv")
-        weights = {x.part for x in parts if x.param == "weight"}
-        biases = {x.part for x in parts if x.param == "bias"}
-        if weights != {"in_proj", "conv", "out_proj"} or biases not in (set(), weights):
-            return ""  # the conv_layers stub stands, and the unknown tensors are named
-        for x in parts:
-            self.wm.add(layer_target(f"self_attn.{x.part}.{x.param}"), (x.source,))
-        self.stubs = [stub for stub in self.stubs if stub.op != "conv_layers"]
-        kernel = self.fields.need("conv_L_cache", "int", None) if self.has_key("conv_L_cache") else None
-        kernel = kernel or str(next(x.shape[-1] for x in parts if x.part == "conv" and x.param == "weight"))
-        bias = self.fields.need("conv_bias", "bool", "False") if self.has_key("conv_bias") else repr(bool(biases))
-        self.words.append("gated short convolution on the conv layers")
-        return f"ShortConv(args.hidden_size, {kernel}, bias={bias})"
-
     def self_attention(self) -> str:
         r, d = self.roles, self.p.dims
         if r.has("mla"):
-            return self.mla()
+            return mla_expression(self)
         q, k, v, o = r.get("attn.q"), r.get("attn.k"), r.get("attn.v"), r.get("attn.o")
         qkv, grouped = r.get("attn.qkv"), r.get("attn.qkv_grouped")
         forms = [f for f in ((q and k and v and q), qkv, grouped) if f]
@@ -388,58 +344,6 @@ class Composer:
             kw.append("gate_proj=True" + (", gate_per_head=True" if per_head else ""))
             self.words.append("sigmoid output gate (gate_proj" + (", one per head)" if per_head else ")"))
         return kw
-
-    def mla(self) -> str:
-        r, f = self.roles, self.fields
-        for part in r.parts("mla"):
-            self.wm.add(layer_target(f"self_attn.{part.part}.{part.param}"), (part.source,))
-        q, o = r.get("attn.q"), r.get("attn.o")
-        if o is None or r.get("mla", "weight", "kv_b_proj") is None:
-            self.stub("mla_projections", "MLA without kv_b_proj / o_proj is not in the block library")
-            return PLACEHOLDER_ATTENTION
-        if q is not None:
-            self.wm.add(layer_target("self_attn.q_proj.weight"), (q.source,))
-        self.wm.add(layer_target("self_attn.o_proj.weight"), (o.source,))
-        bias = r.get("mla", "bias", "kv_a_proj_with_mqa") is not None
-        if bias:
-            self.wm.add(layer_target("self_attn.o_proj.bias"), (r.get("attn.o", "bias").source,))  # type: ignore[union-attr]
-        f.need("q_lora_rank", "int | None", "None")
-        for name in ("kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"):
-            f.need(name, "int", None)
-        interleave = repr(bool(self.fact("mla_rope_interleave", False)))
-        rope_interleave = (
-            f.need("rope_interleave", "bool", interleave) if self.has_key("rope_interleave") else interleave
-        )
-        self.rotary_head_dim = "args.qk_rope_head_dim"
-        self.words.append("multi-head latent attention")
-        return (
-            "MLAttention(args.hidden_size, args.num_attention_heads, q_lora_rank=args.q_lora_rank, "
-            "kv_lora_rank=args.kv_lora_rank, qk_nope_head_dim=args.qk_nope_head_dim, "
-            "qk_rope_head_dim=args.qk_rope_head_dim, v_head_dim=args.v_head_dim, "
-            f"rms_norm_eps=MLA_LATENT_NORM_EPS, bias={bias}, scale=mla_scale(args.qk_nope_head_dim + "
-            "args.qk_rope_head_dim, rope_config(args, FULL, args.qk_rope_head_dim)), "
-            f"rope_interleaved={rope_interleave}{self.sparse_indexer()})"
-        )
-
-    def sparse_indexer(self) -> str:
-        """`, indexer=IndexerSpec(...)` for DeepSeek Sparse Attention's top-k indexer ('' without one)."""
-        parts = self.roles.parts("mla.indexer")
-        if not parts:
-            return ""
-        for part in parts:
-            self.wm.add(layer_target(f"self_attn.indexer.{part.part}.{part.param}"), (part.source,))
-        found = {(part.part, part.param) for part in parts}
-        expected = {("wq_b", "weight"), ("wk", "weight"), ("k_norm", "weight"), ("k_norm", "bias"),
-                    ("weights_proj", "weight")}  # fmt: skip
-        if found != expected or self.roles.get("mla", "weight", "q_a_proj") is None:
-            self.stub("sparse_indexer", "a top-k indexer whose tensors are not DeepSeek-V3.2's (wq_b on the q latent, "
-                      f"wk, a LayerNorm k_norm, weights_proj): {templates(*parts)}")  # fmt: skip
-        f = self.fields
-        spec = ", ".join(f.need(name, "int", None) for name in ("index_n_heads", "index_head_dim", "index_topk"))
-        interleaved = bool(self.fact("indexer_rope_interleaved", False))
-        self.words.append(f"DeepSeek sparse attention (top-k indexer, {'interleaved' if interleaved else 'half-split'}"
-                          " rotary)")  # fmt: skip
-        return f", indexer=IndexerSpec({spec}" + (", rope_interleaved=True)" if interleaved else ")")
 
     def feed_forward(self) -> tuple[str, str | None]:
         layers = self.p.layers

@@ -84,6 +84,7 @@ class ComposerParts(Protocol):
     embed_norm: bool
     moe_output_norm: bool
     post_init: list[str]
+    rotary_head_dim: str | None
 
     def stub(self, op: str, reason: str) -> None: ...
 

@@ -1,0 +1,112 @@
+"""Token mixers of a composition besides standard attention, as expressions over the block library plus the weight
+rules that fill them: DeepSeek's multi-head latent attention (with DeepSeek-V3.2's sparse-attention indexer), LFM2's
+gated short convolution and Qwen3-Next / Qwen3.5's Gated DeltaNet on the layers config.json's layer_types names."""
+
+from __future__ import annotations
+
+from onboard.generate_adapter.arch_parts import attention
+from onboard.generate_adapter.compose_rules import ComposerParts
+from onboard.generate_adapter.weight_inference import layer_target, templates
+
+LAYER_TYPE_NAMES = {"conv": "conv", "linear": "linear_attention"}
+"""Inspect's mixer kinds -> the layer_types entry config.json gives such a layer (LFM2, Qwen3-Next / Qwen3.5)."""
+
+
+def layer_mixers(c: ComposerParts) -> list[tuple[str, str]]:
+    """(inspect's mixer kind, expression) for each kind of non-attention layer the block library composes; a kind
+    whose tensors are not the known ones is left out (its `<kind>_layers` stub stands)."""
+    found = (("conv", short_conv(c)), ("linear", gated_deltanet(c)))
+    return [(kind, expr) for kind, expr in found if expr]
+
+
+def mla_expression(c: ComposerParts) -> str:
+    """DeepSeek's multi-head latent attention (with DeepSeek-V3.2's sparse top-k indexer where stored)."""
+    r, f = c.roles, c.fields
+    for part in r.parts("mla"):
+        c.wm.add(layer_target(f"self_attn.{part.part}.{part.param}"), (part.source,))
+    q, o = r.get("attn.q"), r.get("attn.o")
+    if o is None or r.get("mla", "weight", "kv_b_proj") is None:
+        c.stub("mla_projections", "MLA without kv_b_proj / o_proj is not in the block library")
+        return attention()
+    if q is not None:
+        c.wm.add(layer_target("self_attn.q_proj.weight"), (q.source,))
+    c.wm.add(layer_target("self_attn.o_proj.weight"), (o.source,))
+    bias = r.get("mla", "bias", "kv_a_proj_with_mqa") is not None
+    if bias:
+        c.wm.add(layer_target("self_attn.o_proj.bias"), (r.get("attn.o", "bias").source,))  # type: ignore[union-attr]
+    f.need("q_lora_rank", "int | None", "None")
+    for name in ("kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"):
+        f.need(name, "int", None)
+    interleave = repr(bool(c.fact("mla_rope_interleave", False)))
+    rope_interleave = f.need("rope_interleave", "bool", interleave) if c.has_key("rope_interleave") else interleave
+    c.rotary_head_dim = "args.qk_rope_head_dim"
+    c.words.append("multi-head latent attention")
+    return (
+        "MLAttention(args.hidden_size, args.num_attention_heads, q_lora_rank=args.q_lora_rank, "
+        "kv_lora_rank=args.kv_lora_rank, qk_nope_head_dim=args.qk_nope_head_dim, "
+        "qk_rope_head_dim=args.qk_rope_head_dim, v_head_dim=args.v_head_dim, "
+        f"rms_norm_eps=MLA_LATENT_NORM_EPS, bias={bias}, scale=mla_scale(args.qk_nope_head_dim + "
+        "args.qk_rope_head_dim, rope_config(args, FULL, args.qk_rope_head_dim)), "
+        f"rope_interleaved={rope_interleave}{_sparse_indexer(c)})"
+    )
+
+
+def _sparse_indexer(c: ComposerParts) -> str:
+    """`, indexer=IndexerSpec(...)` for DeepSeek Sparse Attention's top-k indexer ('' without one)."""
+    parts = c.roles.parts("mla.indexer")
+    if not parts:
+        return ""
+    for part in parts:
+        c.wm.add(layer_target(f"self_attn.indexer.{part.part}.{part.param}"), (part.source,))
+    found = {(part.part, part.param) for part in parts}
+    expected = {("wq_b", "weight"), ("wk", "weight"), ("k_norm", "weight"), ("k_norm", "bias"),
+                ("weights_proj", "weight")}  # fmt: skip
+    if found != expected or c.roles.get("mla", "weight", "q_a_proj") is None:
+        c.stub("sparse_indexer", "a top-k indexer whose tensors are not DeepSeek-V3.2's (wq_b on the q latent, "
+                  f"wk, a LayerNorm k_norm, weights_proj): {templates(*parts)}")  # fmt: skip
+    f = c.fields
+    spec = ", ".join(f.need(name, "int", None) for name in ("index_n_heads", "index_head_dim", "index_topk"))
+    interleaved = bool(c.fact("indexer_rope_interleaved", False))
+    c.words.append(f"DeepSeek sparse attention (top-k indexer, {'interleaved' if interleaved else 'half-split'}"
+                      " rotary)")  # fmt: skip
+    return f", indexer=IndexerSpec({spec}" + (", rope_interleaved=True)" if interleaved else ")")
+
+
+def short_conv(c: ComposerParts) -> str:
+    """LFM2's gated short convolution on the `conv` layers ('' where no layer is one)."""
+    if not any(layer.attention == "conv" for layer in c.p.layers):
+        return ""
+    parts = c.roles.parts("conv")
+    weights = {x.part for x in parts if x.param == "weight"}
+    biases = {x.part for x in parts if x.param == "bias"}
+    if weights != {"in_proj", "conv", "out_proj"} or biases not in (set(), weights):
+        return ""  # the conv_layers stub stands, and the unknown tensors are named
+    for x in parts:
+        c.wm.add(layer_target(f"self_attn.{x.part}.{x.param}"), (x.source,))
+    kernel = c.fields.need("conv_L_cache", "int", None) if c.has_key("conv_L_cache") else None
+    kernel = kernel or str(next(x.shape[-1] for x in parts if x.part == "conv" and x.param == "weight"))
+    bias = c.fields.need("conv_bias", "bool", "False") if c.has_key("conv_bias") else repr(bool(biases))
+    c.words.append("gated short convolution on the conv layers")
+    return f"ShortConv(args.hidden_size, {kernel}, bias={bias})"
+
+
+def gated_deltanet(c: ComposerParts) -> str:
+    """Gated DeltaNet on the linear-attention layers ('' where none is one, or its tensors are not those of
+    Qwen3-Next (grouped in_proj_qkvz / in_proj_ba) or Qwen3.5 (in_proj_qkv, _z, _b, _a))."""
+    if not any(layer.attention == "linear" for layer in c.p.layers):
+        return ""
+    parts = {x.part: x for x in c.roles.parts("deltanet")}
+    common = {"conv1d", "out_proj", "norm", "dt_bias", "A_log"}
+    grouped = set(parts) == common | {"in_proj_qkvz", "in_proj_ba"}
+    if not grouped and set(parts) != common | {"in_proj_qkv", "in_proj_z", "in_proj_b", "in_proj_a"}:
+        return ""  # the linear_layers stub stands, and the tensors are named
+    for name, x in parts.items():
+        if grouped and name in ("in_proj_qkvz", "in_proj_ba"):
+            for target in ("in_proj_qkv", "in_proj_z") if name == "in_proj_qkvz" else ("in_proj_b", "in_proj_a"):
+                c.wm.add(layer_target(f"self_attn.{target}.weight"), (x.source,), "grouped_rows")
+        else:
+            c.wm.add(layer_target(f"self_attn.{name}" + (f".{x.param}" if x.param else "")), (x.source,))
+    dims = ", ".join(c.fields.need(f"linear_{n}", "int", None) for n in ("num_key_heads", "num_value_heads",
+                     "key_head_dim", "value_head_dim", "conv_kernel_dim"))  # fmt: skip
+    c.words.append("Gated DeltaNet on the linear-attention layers" + (", grouped projections" if grouped else ""))
+    return f"GatedDeltaNet(args.hidden_size, {dims}, {c.eps()}, args.hidden_act)"
