@@ -661,3 +661,14 @@ def test_gated_deltanet_layers_compose(tiny, tmp_path: Path, model_type: str) ->
     source = " ".join((tmp_path / f"out/adapters/{model_type}.py").read_text().split())
     assert 'if layer_type == "linear_attention" else Attention(' in source
     assert ("grouped_rows" in source) == (model_type == "qwen3_next")
+
+
+@pytest.mark.parametrize("model_type", ["lfm2", "qwen3_next", "deepseek_v32", "mimo_v2_flash"])
+def test_new_mixers_pass_parity_in_bfloat16(tiny, tmp_path: Path, model_type: str) -> None:
+    """The dtype engines serve: the short convolution, Gated DeltaNet (its recurrence in float32 as transformers'),
+    the DSA indexer and asymmetric heads, composed, agree with transformers in bfloat16 within the noise of
+    transformers' own bfloat16 runs (the comparator's calibrated verdict)."""
+    ckpt = _copy(tiny, model_type, tmp_path)
+    report = check_parity(_composed_adapter(ckpt, tmp_path / "out"), ckpt, "bfloat16")
+    assert report["passed"], report["detail"]
+    assert report["reference_worst"] is not None  # judged against transformers' own bfloat16 run
