@@ -80,6 +80,18 @@ def padded_mask(causal: torch.Tensor, key_mask: torch.Tensor | None) -> torch.Te
     return mask | ~mask.any(dim=-1, keepdim=True)
 
 
+def alibi_slopes(num_heads: int) -> torch.Tensor:
+    """ALiBi's per-head slopes (Press et al.; BLOOM's _get_alibi_slopes): a geometric sequence from 2^(-8/n) for the
+    largest power of two n <= num_heads, then every other power of the next one's for the remaining heads."""
+    closest = 2 ** math.floor(math.log2(num_heads))
+    slopes = torch.pow(torch.tensor(2 ** (-(2 ** -(math.log2(closest) - 3)))), torch.arange(1, 1 + closest))
+    if closest != num_heads:
+        extra = torch.tensor(2 ** (-(2 ** -(math.log2(2 * closest) - 3))))
+        remaining = min(closest, num_heads - closest)
+        slopes = torch.cat((slopes, torch.pow(extra, torch.arange(1, 1 + 2 * remaining, 2))))
+    return slopes.float()
+
+
 def _repeat_kv(x: torch.Tensor, groups: int) -> torch.Tensor:
     if groups == 1:
         return x
@@ -97,21 +109,24 @@ def attend(
     sinks: torch.Tensor | None = None,
     key_mask: torch.Tensor | None = None,
     keep: torch.Tensor | None = None,
+    bias: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Causal attention. q [B, H, Sq, Dk], k [B, Hkv, Skv, Dk], v [B, Hkv, Skv, Dv] -> [B, Sq, H, Dv].
 
     softcap: scores -> cap * tanh(scores / cap) before masking (Gemma 2). sinks [H]: a learned logit per head that
     joins the softmax denominator and is then dropped (gpt-oss). key_mask [B, Skv]: False at padding keys. keep
-    [B, 1, Sq, Skv]: False at keys a sparse-attention selection left out (mla.Indexer). Without softcap or sinks,
-    uses torch SDPA."""
+    [B, 1, Sq, Skv]: False at keys a sparse-attention selection left out (mla.Indexer). bias [.., H, Sq or 1, Skv]:
+    added to the scaled scores (ALiBi). Without softcap, sinks or bias, uses torch SDPA."""
     groups = q.shape[1] // k.shape[1]
     k, v = _repeat_kv(k, groups), _repeat_kv(v, groups)
     causal = causal_mask(q.shape[2], k.shape[2], sliding_window, q.device)
     mask = padded_mask(causal if keep is None else causal & keep, key_mask)
-    if softcap is None and sinks is None:
+    if softcap is None and sinks is None and bias is None:
         out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale)
         return out.transpose(1, 2)
     scores = torch.matmul(q, k.transpose(-1, -2)) * scale
+    if bias is not None:
+        scores = scores.float() + bias
     if softcap is not None:
         scores = dispatch.softcap(scores, softcap)
     scores = scores.float().masked_fill(~mask, torch.finfo(torch.float32).min)
@@ -134,7 +149,8 @@ class Attention(nn.Module):
     ±clip_qkv before the rotary embedding, q and k after their QK-norm if any (OLMo clamps the projections, OLMoE the
     normed q and k: the same rule). `sub_norm_eps`: an RMSNorm `sub_norm` over the attention output (H*D) before
     `o_proj` (BitNet's attn_sub_norm). `gate_proj`: the output gate from a projection of its own, sigmoid(gate_proj(x))
-    elementwise on the attention output before `o_proj` (AFMoE); `gate_per_head`: one gate value per head (LFM3). `rope_inverted`: the rotation by -angle (NanoChat's
+    elementwise on the attention output before `o_proj` (AFMoE); `gate_per_head`: one gate value per head (LFM3).
+    `alibi`: ALiBi's linear biases by key position instead of a rotary embedding (BLOOM, MPT). `rope_inverted`: the rotation by -angle (NanoChat's
     rotate_half is [x2, -x1]: transformers' sign flipped). `v_head_dim`: values (and so the output heads) narrower or
     wider than queries and keys (qkv_proj rows H*D, Hkv*D, Hkv*Dv; o_proj reads H*Dv: MiMo-V2-Flash). `v_scale`: the
     values multiplied by it after their projection (MiMo-V2-Flash's attention_value_scale). `differential`: the
@@ -171,6 +187,7 @@ class Attention(nn.Module):
         layer_index: int = 0,
         norm_eps: float = 1e-6,
         gate_per_head: bool = False,
+        alibi: bool = False,
     ) -> None:
         super().__init__()
         dv = head_dim if v_head_dim is None else v_head_dim
@@ -197,6 +214,7 @@ class Attention(nn.Module):
         self.gate_proj = nn.Linear(hidden_size, gate_rows, bias=False) if gate_proj else None
         self.rope_inverted = rope_inverted
         self.differential = differential
+        self.alibi = alibi
         if differential:
             if num_heads % 2 or num_kv_heads % 2 or dv != head_dim:
                 raise ValueError("Attention(differential): heads and KV heads must be even, values as wide as keys")
@@ -242,8 +260,13 @@ class Attention(nn.Module):
         if self.differential:
             out = self._differential(q.transpose(1, 2), k, v, ctx.key_mask)
         else:
+            bias = None
+            if self.alibi:  # slope_h x key position, in float32 (made here: a float buffer would follow the model
+                # dtype); key indices stand for positions, since left padding shifts a whole row, which softmax ignores
+                slopes = alibi_slopes(h).to(k.device)
+                bias = (slopes[:, None, None] * torch.arange(k.shape[2], device=k.device, dtype=torch.float32))[None]
             out = attend(q.transpose(1, 2), k, v, self.scale, self.sliding_window, self.softcap, self.sinks,
-                         ctx.key_mask)  # fmt: skip
+                         ctx.key_mask, bias=bias)  # fmt: skip
         out = out.reshape(b, s, h * dv)
         if gate is not None and self.gate_per_head:  # one gate per head, over its whole output (LFM3's g_proj)
             out = (out.view(b, s, h, dv) * torch.sigmoid(gate)[..., None]).reshape(b, s, h * dv)

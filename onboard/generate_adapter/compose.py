@@ -303,6 +303,9 @@ class Composer:
         if any(layer.attention == "sliding" for layer in self.p.layers):
             kw.append("sliding_window=window")
             self.words.append("sliding window")
+        if "alibi" in feats:  # BLOOM, MPT: linear biases by key position instead of a rotary embedding
+            kw.append("alibi=True")
+            self.words.append("ALiBi")
         if "attn_softcap" in feats:
             kw.append(f"softcap={self.fields.need('attn_logit_softcapping', 'float | None', 'None')}")
         if r.get("attn.sinks", None) is not None:
@@ -439,7 +442,7 @@ class Composer:
         kinds = ["SLIDING" if layer.attention == "sliding" else "FULL" for layer in self.p.layers]
         layer_type = pattern_expr(kinds, str) if kinds else "FULL"
         if self.p.rope is None:
-            if "absolute_positions" not in self.p.features:
+            if not {"absolute_positions", "alibi"} & set(self.p.features):
                 self.stub("positions", "no rotary and no learned position embeddings recognised")
             return layer_type, "None"
         base = "layer_type" if len(set(kinds)) > 1 else "FULL"

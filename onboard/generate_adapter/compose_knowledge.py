@@ -90,6 +90,9 @@ GUARDS: dict[str, tuple[str, str, str, str]] = {
     # GLM-MoE-DSA: a "shared" layer reuses the previous layer's top-k selection instead of running its indexer
     "indexer_types": ("list[str] | None", "None", 'self.indexer_types and "shared" in self.indexer_types',
                       "layers reusing a previous layer's top-k selection (indexer_types 'shared')"),
+    # BLOOM: with pretraining_tp > 1 its dense projections are split into slices to mimic tensor-parallel rounding
+    "slow_but_exact": ("bool", "False", "self.slow_but_exact", "the output projections summed in pretraining_tp "
+                       "slices (slow_but_exact)"),
     # Cohere2-MoE
     "expert_selection_fn": ("str", '"softmax"', 'self.expert_selection_fn not in ("softmax", "sigmoid")',
                             "a router scoring the MoE block does not compute"),
@@ -154,7 +157,8 @@ FAMILY_FACTS: dict[str, dict[str, object]] = {
     # Only one KV head makes both the same; otherwise the names and shapes cannot tell.
     "gpt_neox": {"query_key_value": "grouped"},
     "persimmon": {"query_key_value": "grouped"},
-    "bloom": {"query_key_value": "grouped"},
+    # bloom_gelu_forward: the tanh approximation, fixed in the code (no hidden_act key)
+    "bloom": {"query_key_value": "grouped", "hidden_act": "gelu_pytorch_tanh"},
     "falcon": {"query_key_value": "grouped"},
     "gpt_neox_japanese": {"query_key_value": "grouped"},
     "sarvam_moe": {"query_key_value": "concat"},

@@ -52,6 +52,14 @@ def norms(c: ComposerParts) -> tuple[str, str, tuple[str, ...]]:
             if found is not None:
                 c.wm.add(layer_target(f"{names[position]}.{param}"), (found.source,))
                 biases.append(param == "bias")
+    embed_norm = r.get("embed_norm")
+    if embed_norm is not None:  # a norm of the layers' kind on the embeddings (BLOOM's word_embeddings_layernorm)
+        c.embed_norm = True
+        for param in ("weight", "bias"):
+            found = r.get("embed_norm", param)
+            if found is not None:
+                c.wm.add(f"model.embed_norm.{param}", (found.source,))
+        c.words.append("norm on the embeddings")
     final = r.get("final_norm")
     named_for_embeddings = r.get("embedding_norm")
     if named_for_embeddings is not None:

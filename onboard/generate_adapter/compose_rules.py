@@ -30,7 +30,7 @@ HANDLED_FEATURES = frozenset({
     "nope_layers", "moe", "shared_experts", "router_correction_bias", "sigmoid_router", "qk_norm", "attention_sinks",
     "attn_softcap", "final_softcap", "mtp", "logit_scaling", "embedding_scaling", "residual_scaling",
     "attention_multiplier", "query_pre_attn_scalar", "norm_offset", "layernorm", "sandwich_norm", "post_norm",
-    "parallel_residual", "partial_rotary", "qkv_bias", "absolute_positions", "plain_mlp",
+    "parallel_residual", "partial_rotary", "qkv_bias", "absolute_positions", "plain_mlp", "alibi",
 })  # fmt: skip
 MIXER_STUBS = {
     "linear": "linear-attention layers (fixed-state recurrence) are not in the block library",
@@ -40,7 +40,6 @@ MIXER_STUBS = {
     "none": "layers without a token mixer are not composed",
 }
 FEATURE_STUBS = {
-    "alibi": "ALiBi attention biases are not in the block library",
     "multimodal": "vision / audio towers: generated adapters are language-model only",
 }
 

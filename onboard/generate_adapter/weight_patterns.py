@@ -103,6 +103,8 @@ TOP_PATTERNS: tuple[tuple[str, str], ...] = (
     (r"(?:.*\.)?(?:embed_tokens|wte|word_embeddings|embed_in|tok_embeddings|tokens_embed)\.weight", "embed"),
     (r"(?:.*\.)?(?:wpe|positions_embed|embed_positions)\.weight", "positions"),
     (rf"(?:.*\.)?(?:norm|ln_f|final_layer_norm|final_layernorm|norm_f|final_norm|layer_norm){_P}", "final_norm"),
+    # BLOOM's LayerNorm on the token embeddings, before the first layer
+    (rf"(?:.*\.)?word_embeddings_layernorm{_P}", "embed_norm"),
     # A norm named for the embeddings: before the first layer, or (LFM2) after the last: only the code says which.
     (rf"(?:.*\.)?embedding_norm{_P}", "embedding_norm"),
     (rf"(?:lm_head|embed_out|output_projection|output){_P}", "head"),

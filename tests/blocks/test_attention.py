@@ -188,6 +188,32 @@ def test_lfm3_one_sigmoid_gate_per_head() -> None:
         assert (ours(x, cos, sin) - expected).abs().max() > 1e-2
 
 
+@pytest.mark.parametrize("heads", [4, 6], ids=["power-of-two", "extra-slopes"])
+def test_bloom_alibi(heads: int) -> None:
+    """BLOOM: ALiBi biases (slope per head x key position) instead of a rotary embedding; 6 heads take the extra
+    slopes past the power of two. Without the biases the same weights differ."""
+    from transformers import BloomConfig
+    from transformers.models.bloom.modeling_bloom import BloomAttention, build_alibi_tensor
+
+    from onboard.generate_adapter.loader import deinterleave_heads
+
+    cfg = eager(BloomConfig(hidden_size=16 * heads, n_head=heads))
+    hf = BloomAttention(cfg, layer_idx=0)
+    randomize(hf)
+    ours = Attention(16 * heads, heads, heads, 16, qkv_bias=True, o_bias=True, alibi=True)
+    with torch.no_grad():
+        ours.qkv_proj.weight.copy_(deinterleave_heads(hf.query_key_value.weight, heads, heads, 16))
+        ours.qkv_proj.bias.copy_(deinterleave_heads(hf.query_key_value.bias, heads, heads, 16))
+    copy_linear(ours.o_proj, hf.dense)
+    x = torch.randn(B, S, 16 * heads, generator=torch.Generator().manual_seed(1))
+    alibi = build_alibi_tensor(torch.ones(B, S, dtype=torch.long), heads, torch.float32)
+    with torch.no_grad():
+        expected = hf(x, torch.zeros_like(x), alibi, hf_mask(cfg, x, False))[0]
+        torch.testing.assert_close(ours(x, None, None), expected, atol=ATOL, rtol=RTOL)
+        ours.alibi = False
+        assert (ours(x, None, None) - expected).abs().max() > 1e-2
+
+
 def test_qwen3_per_head_qk_norm() -> None:
     from transformers import Qwen3Config
     from transformers.models.qwen3.modeling_qwen3 import Qwen3Attention

@@ -672,3 +672,19 @@ def test_new_mixers_pass_parity_in_bfloat16(tiny, tmp_path: Path, model_type: st
     report = check_parity(_composed_adapter(ckpt, tmp_path / "out"), ckpt, "bfloat16")
     assert report["passed"], report["detail"]
     assert report["reference_worst"] is not None  # judged against transformers' own bfloat16 run
+
+
+def test_bloom_alibi_and_embedding_norm_compose(tiny, tmp_path: Path) -> None:
+    """BLOOM: ALiBi instead of positions, a LayerNorm on the embeddings, query_key_value grouped per head and its
+    tanh GELU (family facts: the code fixes both) compose, parity passing; slow_but_exact (output projections summed
+    in pretraining_tp slices) is refused at load rather than run unmodelled."""
+    from onboard.errors import ConfigError
+
+    ckpt = _copy(tiny, "bloom", tmp_path)
+    result = generate(ckpt, tmp_path / "out", parity=True)
+    assert result.parity["passed"], result.parity["detail"]
+    source = " ".join((tmp_path / "out/adapters/bloom.py").read_text().split())
+    assert "alibi=True" in source and "model.embed_norm.weight" in source
+    _config(ckpt, slow_but_exact=True, pretraining_tp=2)
+    with pytest.raises(ConfigError, match="slow_but_exact"):
+        load_adapter(tmp_path / "out/adapters/bloom.py").Model.from_pretrained(ckpt)
