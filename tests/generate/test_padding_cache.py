@@ -210,3 +210,11 @@ def test_linear_attention_layers_padded_rows_and_cached_decoding(tiny, tmp_path)
     assert _worst_relative(model, rows) <= REL_TOL
     cache = _decode_against_recompute(model, _rows(1))
     assert any(layer.recurrent_state is not None for layer in cache.layers)
+
+
+def test_alibi_padded_rows_and_cached_decoding(tiny, tmp_path) -> None:
+    """BLOOM's ALiBi (a composed adapter) biases by key index: left padding shifts a padded row's biases by one
+    constant, which softmax ignores, so a padded row equals the row alone; cached decoding equals recomputing."""
+    model, rows = _composed(tiny, tmp_path, "bloom"), _rows()
+    assert _worst_relative(model, rows) <= REL_TOL
+    _decode_against_recompute(model, _rows(1))
