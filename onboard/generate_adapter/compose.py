@@ -208,6 +208,12 @@ class Composer:
             if qkv_bias:
                 self.wm.add(f"{target}.bias", tuple(b.source for b in biases if b), "cat")
             self.words.append("separate q/k/v fused at load")
+        elif qkv is not None and self.fact("qkv_layout") == "codegen":
+            self.wm.add(f"{target}.weight", (qkv.source,), "codegen_qkv")
+            qkv_bias = self.roles.get("attn.qkv", "bias") is not None
+            if qkv_bias:
+                self.wm.add(f"{target}.bias", (self.roles.get("attn.qkv", "bias").source,), "codegen_qkv")  # type: ignore[union-attr]
+            self.words.append("fused qkv in CodeGen's 4 blocks of [q, v, k]")
         elif qkv is not None:
             self.wm.linear(target, qkv, h * hd + kv * (hd + dv), hidden)
             qkv_bias = self.wm.bias(target, r.get("attn.qkv", "bias"))

@@ -192,6 +192,6 @@ FAMILY_FACTS: dict[str, dict[str, object]] = {
     # rotary half-split (DeepSeek-V3.2) or interleaved (GLM-MoE-DSA)
     "deepseek_v32": {"mla_rope_interleave": True},
     "glm_moe_dsa": {"mla_rope_interleave": True, "indexer_rope_interleaved": True},
-    "codegen": {"stub": ("codegen_qkv_layout", "qkv_proj rows are split in mp_num=4 blocks of [q, v, k] "
-                         "(CodeGen's modelling code; not a layout of the block library)")},
+    # qkv_proj rows in mp_num=4 blocks of [q, v, k] (its modelling code): the loader's codegen_qkv op reorders them
+    "codegen": {"qkv_layout": "codegen", "rope_interleaved": True},  # rotate_every_two, as GPT-J
 }  # fmt: skip

@@ -101,6 +101,8 @@ def _plan_sources(name: str, shape: torch.Size, rules: list[tuple[re.Pattern[str
     return "copy", [name]
 
 
+CODEGEN_MP_NUM = 4
+"""CodeGen's qkv_proj is split in this many row blocks (`mp_num = 4` in its modelling code, not in config.json)."""
 OWNER_OPS = ("deinterleave_heads", "grouped_rows")
 """Ops whose layout the module owning the target knows (its head counts)."""
 
@@ -119,6 +121,9 @@ def _combine(op: str, tensors: list, owner: nn.Module | None = None, part: str =
         while value.dim() > 1 and value.shape[0] == 1:
             value = value[0]
         return value
+    if op == "codegen_qkv":  # [mp blocks][q, v, k][quarter of the heads] -> [q; k; v]
+        blocks = tensors[0].reshape(CODEGEN_MP_NUM, 3, -1, *tensors[0].shape[1:])
+        return torch.cat([blocks[:, part].reshape(-1, *tensors[0].shape[1:]) for part in (0, 2, 1)])
     if op == "grouped_rows":
         return tensors[0][owner.grouped_rows(part)]  # type: ignore[union-attr]
     if op == "deinterleave_heads":

@@ -6,7 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 # How the source tensors of one rule become the runtime tensor.
-OPS = ("copy", "cat", "stack", "transpose", "deinterleave_heads", "squeeze", "zeros_if_absent", "grouped_rows")
+OPS = ("copy", "cat", "stack", "transpose", "deinterleave_heads", "squeeze", "zeros_if_absent", "grouped_rows",
+       "codegen_qkv")  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -20,7 +21,9 @@ class WeightRule:
     (one source, its leading size-1 dims dropped: ERNIE MoE stores the correction bias [1, E] for the block's [E]),
     zeros_if_absent (a bias some layers store and others do not: copied where stored, zeros elsewhere, which is no
     bias at all), grouped_rows (one source whose rows hold several parts grouped per head, as Qwen3-Next's
-    in_proj_qkvz / in_proj_ba: the rows of the target's part, as the owning module's `grouped_rows(part)` lists them)."""
+    in_proj_qkvz / in_proj_ba: the rows of the target's part, as the owning module's `grouped_rows(part)` lists them),
+    codegen_qkv (one fused qkv source in CodeGen's layout: 4 row blocks (its mp_num), each [q; v; k] for a quarter of
+    the heads, reordered to [all q; all k; all v])."""
 
     target: str
     sources: tuple[str, ...]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import shutil
 from dataclasses import replace
 from pathlib import Path
@@ -688,3 +689,24 @@ def test_bloom_alibi_and_embedding_norm_compose(tiny, tmp_path: Path) -> None:
     _config(ckpt, slow_but_exact=True, pretraining_tp=2)
     with pytest.raises(ConfigError, match="slow_but_exact"):
         load_adapter(tmp_path / "out/adapters/bloom.py").Model.from_pretrained(ckpt)
+
+
+def test_codegen_qkv_blocks_are_reordered_at_load(tiny, tmp_path: Path) -> None:
+    """CodeGen's qkv_proj rows come in 4 blocks (its mp_num) of [q, v, k]: the codegen_qkv op reorders them to
+    [all q; all k; all v] (rows checked on a labelled tensor), and the composed adapter passes parity; read as a
+    plain [q; k; v] it fails."""
+    heads, head_dim = 8, 2
+    labels = torch.arange(3 * heads * head_dim).float()[:, None]  # row r holds r
+    reordered = _combine("codegen_qkv", [labels])[:, 0].long()
+    local = heads * head_dim // 4  # rows of one part within a block
+    for part, offset in (("q", 0), ("k", 2 * local), ("v", local)):
+        start = {"q": 0, "k": 1, "v": 2}[part] * heads * head_dim
+        expected = [m * 3 * local + offset + i for m in range(4) for i in range(local)]
+        assert reordered[start : start + heads * head_dim].tolist() == expected, part
+    ckpt = _copy(tiny, "codegen", tmp_path)
+    adapter = _composed_adapter(ckpt, tmp_path / "out")
+    assert check_parity(adapter, ckpt)["passed"]
+    plain = re.sub(r',\s*"codegen_qkv"', "", adapter.read_text())
+    assert plain != adapter.read_text()
+    adapter.write_text(plain)
+    assert not check_parity(adapter, ckpt)["passed"]
