@@ -210,9 +210,10 @@ class Composer:
             self.words.append("separate q/k/v fused at load")
         elif qkv is not None and self.fact("qkv_layout") == "codegen":
             self.wm.add(f"{target}.weight", (qkv.source,), "codegen_qkv")
-            qkv_bias = self.roles.get("attn.qkv", "bias") is not None
-            if qkv_bias:
-                self.wm.add(f"{target}.bias", (self.roles.get("attn.qkv", "bias").source,), "codegen_qkv")  # type: ignore[union-attr]
+            bias = r.get("attn.qkv", "bias")
+            if bias is not None:
+                self.wm.add(f"{target}.bias", (bias.source,), "codegen_qkv")
+            qkv_bias = bias is not None
             self.words.append("fused qkv in CodeGen's 4 blocks of [q, v, k]")
         elif qkv is not None:
             self.wm.linear(target, qkv, h * hd + kv * (hd + dv), hidden)

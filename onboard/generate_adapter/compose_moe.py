@@ -3,10 +3,8 @@
 
 from __future__ import annotations
 
-import re
-
 from onboard.generate_adapter.compose_rules import ComposerParts
-from onboard.generate_adapter.weight_inference import Found, layer_target, templates
+from onboard.generate_adapter.weight_inference import Found, layer_target, template_pattern, templates
 
 MOE = "mlp."
 
@@ -84,10 +82,9 @@ def _output_norm(c: ComposerParts) -> str:
     if post is None or positions != {"norm.input", "norm.post_attention", "norm.post_mlp"} or p.norms.kind != "rms":
         return ""
     moe_layers = sum(1 for layer in p.layers if layer.mlp == "moe")
-    count = next((g.count for g in p.tensor_templates if g.template == post.template), 0)
     if c.fact("moe_output_norm"):
-        c.roles.dropped.append(re.escape(post.template).replace(r"\{\}", r"\d+"))  # the dense layers' copies
-    elif count != moe_layers:
+        c.roles.dropped.append(template_pattern(post.template))  # the dense layers' copies
+    elif post.count != moe_layers:
         return ""  # on dense layers too: a placement of its own (compose_norms says what is missing)
     c.moe_output_norm = True
     c.wm.add(layer_target(MOE + "output_norm.weight"), (post.source,))

@@ -43,22 +43,10 @@ def norms(c: ComposerParts) -> tuple[str, str, tuple[str, ...]]:
                   "placement of the block library (pre, post, sandwich, parallel)")  # fmt: skip
         placement = "pre"
     names = NORM_NAMES[placement]
-    biases = []
-    for position, role in positions.items():
-        if position not in names:
-            continue
-        for param in ("weight", "bias"):
-            found = r.get(role, param)
-            if found is not None:
-                c.wm.add(layer_target(f"{names[position]}.{param}"), (found.source,))
-                biases.append(param == "bias")
-    embed_norm = r.get("embed_norm")
-    if embed_norm is not None:  # a norm of the layers' kind on the embeddings (BLOOM's word_embeddings_layernorm)
+    biases = [_load(c, role, layer_target(names[pos])) for pos, role in positions.items() if pos in names]
+    if r.get("embed_norm") is not None:  # the layers' norm on the embeddings (BLOOM's word_embeddings_layernorm)
         c.embed_norm = True
-        for param in ("weight", "bias"):
-            found = r.get("embed_norm", param)
-            if found is not None:
-                c.wm.add(f"model.embed_norm.{param}", (found.source,))
+        _load(c, "embed_norm", "model.embed_norm")
         c.words.append("norm on the embeddings")
     final = r.get("final_norm")
     named_for_embeddings = r.get("embedding_norm")
@@ -75,11 +63,17 @@ def norms(c: ComposerParts) -> tuple[str, str, tuple[str, ...]]:
     if final is None:
         c.stub("final_norm", "no final norm tensor before the LM head")
     else:
-        c.wm.add("model.norm.weight", (final.source,))
-        if final.role == "final_norm" and r.get("final_norm", "bias") is not None:
-            c.wm.add("model.norm.bias", (r.get("final_norm", "bias").source,))  # type: ignore[union-attr]
-            biases.append(True)
+        biases.append(_load(c, final.role, "model.norm"))
     return norm_block(c, any(biases)), placement, tuple(names[k] for k in names)
+
+
+def _load(c: ComposerParts, role: str, target: str) -> bool:
+    """Rules filling `target`.weight and .bias from the role's tensors; whether it has a bias."""
+    for param in ("weight", "bias"):
+        found = c.roles.get(role, param)
+        if found is not None:
+            c.wm.add(f"{target}.{param}", (found.source,))
+    return c.roles.get(role, "bias") is not None
 
 
 def norm_block(c: ComposerParts, bias: bool, weightless: bool = False) -> str:

@@ -123,7 +123,7 @@ def _combine(op: str, tensors: list, owner: nn.Module | None = None, part: str =
         return value
     if op == "codegen_qkv":  # [mp blocks][q, v, k][quarter of the heads] -> [q; k; v]
         blocks = tensors[0].reshape(CODEGEN_MP_NUM, 3, -1, *tensors[0].shape[1:])
-        return torch.cat([blocks[:, part].reshape(-1, *tensors[0].shape[1:]) for part in (0, 2, 1)])
+        return torch.cat([blocks[:, i].reshape(-1, *tensors[0].shape[1:]) for i in (0, 2, 1)])
     if op == "grouped_rows":
         return tensors[0][owner.grouped_rows(part)]  # type: ignore[union-attr]
     if op == "deinterleave_heads":

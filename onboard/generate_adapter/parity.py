@@ -198,26 +198,22 @@ def check_parity(
         return _broken(dtype, "failed", f"the adapter in {dtype} raised {_error(exc)}", "fix the adapter (or its "
                        "guard's refusal is the answer: this config is not one it runs)")  # fmt: skip
     # float32 truth, and the reference's own run(s) in the calibration dtype (the yardstick: same machine, prompts).
-    given = reference
-    calibration = CALIBRATION[dtype]
+    # The reference raising (in the float32 truth, or in the calibration run the tolerance comes from) leaves
+    # nothing to judge against: unverified, naming the run.
+    given, calibration = reference, CALIBRATION[dtype]
+    run = "the reference in float32"
     try:
         reference = reference if reference is not None else reference_model(checkpoint, torch.float32, policy)
         with torch.no_grad():
             refs = [_logits(reference, ids) for ids in inputs]
-    except InputError:
-        raise
-    except Exception as exc:  # noqa: BLE001 - the reference does not run: nothing to judge against
-        return _broken(dtype, "unverified", f"the reference in float32 raised {_error(exc)}", "the reference "
-                       "model itself fails on this checkpoint: check it with its own code, then rerun")  # fmt: skip
-    try:
-        with torch.no_grad():
+            run = f"the reference's calibration run in {calibration}"
             own_runs = [[_logits(m, ids) for ids in inputs] for m in _own_runs(checkpoint, dtype, policy, given)]
     except InputError:
         raise
-    except Exception as exc:  # noqa: BLE001 - no calibration run, no tolerance: not judged
-        return _broken(dtype, "unverified", f"the reference's calibration run in {calibration} raised {_error(exc)}",
-                       f"the tolerance comes from the reference's own run in {calibration}, which this model's "
-                       f"code cannot do: check the adapter in another dtype or against an engine (onboard validate)")  # fmt: skip
+    except Exception as exc:  # noqa: BLE001 - no reference run, no tolerance: not judged
+        return _broken(dtype, "unverified", f"{run} raised {_error(exc)}", "the reference model's own code fails "
+                       "here: check it with that code, or check the adapter in another dtype or against an engine "
+                       "(onboard validate)")  # fmt: skip
     results = [summarise(e, r) for e, r in zip(position_errors_of(ours_logits, refs), refs)]
     worst = max(r.relative for r in results)
     hf_worst = float(torch.cat(position_errors_of(own_runs[0], refs)).max()) if dtype != "float32" else None

@@ -45,6 +45,11 @@ class Found:
     """Tensors of the template in the checkpoint (a per-layer tensor: the layers that store it)."""
 
 
+def template_pattern(template: str) -> str:
+    """The regex of a profile template's tensor names (`{}` for any number), as DROPPED lists them."""
+    return re.escape(template).replace(r"\{\}", r"\d+")
+
+
 def templates(*found: Found | None) -> str:
     """The templates of the tensors found, for messages ('a, b'; the absent ones left out)."""
     return ", ".join(f.template for f in found if f is not None)
@@ -74,7 +79,7 @@ class TensorRoles:
                 self.unknown.append(group.template)
                 continue
             if role == "drop":
-                self.dropped.append(re.escape(group.template).replace(r"\{\}", r"\d+"))
+                self.dropped.append(template_pattern(group.template))
                 continue
             groups = m.groupdict() if m is not None else {}
             suffix = group.template.rsplit(".", 1)[-1]
