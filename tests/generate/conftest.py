@@ -8,6 +8,8 @@ dropped bias or a mis-fused projection.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -69,3 +71,49 @@ def tiny(tmp_path_factory: pytest.TempPathFactory) -> TinyCheckpoints:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
     return TinyCheckpoints(tmp_path_factory.mktemp("tiny-generate"))
+
+
+def copy_tiny(tiny, model_type: str, tmp_path: Path, name: str | None = None) -> Path:  # type: ignore[no-untyped-def]
+    """A private copy of the tiny checkpoint of `model_type` (its config or tensors may then be edited)."""
+    import shutil
+
+    ckpt = tmp_path / (name or model_type)
+    shutil.copytree(tiny(model_type), ckpt)
+    return ckpt
+
+
+def edit_config(ckpt: Path, **changes: object) -> dict:
+    """config.json of `ckpt` with `changes` written over it; returns the new config."""
+    import json
+
+    path = ckpt / "config.json"
+    config = json.loads(path.read_text())
+    config.update(changes)
+    path.write_text(json.dumps(config))
+    return config
+
+
+def composed_adapter(ckpt: Path, out: Path) -> Path:
+    """The adapter composed from the profile alone (a registered family's ArchSpec ignored), written to `out`."""
+    from onboard.generate_adapter.adapter_source import adapter_source
+    from onboard.generate_adapter.plan import plan
+    from onboard.inspect_checkpoint import inspect
+
+    out.mkdir(parents=True, exist_ok=True)
+    the_plan = plan(inspect(str(ckpt)), compose_only=True)
+    assert not the_plan.stubs, the_plan.stubs
+    path = out / f"{the_plan.model_type}.py"
+    path.write_text(adapter_source(the_plan))
+    return path
+
+
+@contextmanager
+def without_family_fact(model_type: str) -> Iterator[None]:
+    """Compose as for a day-zero model_type: the family's modelling-code facts (compose_knowledge.FAMILY_FACTS, as
+    compose_rules reads them) left out within the block."""
+    from onboard.generate_adapter import compose_rules
+
+    facts = {name: value for name, value in compose_rules.FAMILY_FACTS.items() if name != model_type}
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(compose_rules, "FAMILY_FACTS", facts)
+        yield

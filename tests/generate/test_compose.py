@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import re
-import shutil
 from dataclasses import replace
 from pathlib import Path
 
@@ -16,7 +14,6 @@ import pytest
 import torch
 
 from onboard.generate_adapter import generate
-from onboard.generate_adapter.adapter_source import adapter_source
 from onboard.generate_adapter.compose_rules import compress, pattern_expr
 from onboard.generate_adapter.config_values import read_config
 from onboard.generate_adapter.loader import _combine, deinterleave_heads
@@ -28,21 +25,7 @@ from onboard.generate_adapter.weight_inference import AmbiguousWeights
 from onboard.generate_adapter.weight_patterns import classify
 from onboard.inspect_checkpoint import inspect
 from onboard.profile import TensorGroupStat
-
-
-def _config(ckpt: Path, **changes: object) -> dict:
-    path = ckpt / "config.json"
-    config = json.loads(path.read_text())
-    config.update(changes)
-    path.write_text(json.dumps(config))
-    return config
-
-
-def _copy(tiny, model_type: str, tmp_path: Path, name: str | None = None) -> Path:
-    ckpt = tmp_path / (name or model_type)
-    shutil.copytree(tiny(model_type), ckpt)
-    return ckpt
-
+from tests.generate.conftest import copy_tiny, edit_config
 
 # --- config values ---------------------------------------------------------------------------------------------
 
@@ -50,8 +33,8 @@ def _copy(tiny, model_type: str, tmp_path: Path, name: str | None = None) -> Pat
 def test_rope_scaling_over_rope_parameters_is_read_as_transformers_reads_it(tiny, tmp_path: Path) -> None:
     """A legacy rope_scaling {linear, x4} next to rope_parameters {default}: transformers 5 applies linear x4;
     so does the adapter (it used the default rope before config values went through transformers' class)."""
-    ckpt = _copy(tiny, "llama", tmp_path)
-    _config(ckpt, rope_scaling={"rope_type": "linear", "factor": 4.0})
+    ckpt = copy_tiny(tiny, "llama", tmp_path)
+    edit_config(ckpt, rope_scaling={"rope_type": "linear", "factor": 4.0})
     adapter = load_adapter(ADAPTERS_DIR / "llama.py").Model.from_pretrained(ckpt)
     assert adapter.rotary["full_attention"].cfg.rope_type == "linear"
     assert adapter.rotary["full_attention"].cfg.factor == 4.0
@@ -187,8 +170,8 @@ def test_ambiguity_is_a_clean_cli_error(tiny, tmp_path: Path) -> None:
     import subprocess
     import sys
 
-    ckpt = _copy(tiny, "gpt_neox", tmp_path, "dayzero_neox")
-    _config(ckpt, model_type="dayzero_neox", num_key_value_heads=2)
+    ckpt = copy_tiny(tiny, "gpt_neox", tmp_path, "dayzero_neox")
+    edit_config(ckpt, model_type="dayzero_neox", num_key_value_heads=2)
     env = {"HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin"}
     proc = subprocess.run([sys.executable, "-m", "onboard", "generate", str(ckpt), "--out", str(tmp_path / "o")],
                           capture_output=True, text=True, env=env, timeout=300)  # fmt: skip
@@ -212,8 +195,8 @@ def test_day_zero_model_type_composes_from_the_profile(tiny, tmp_path: Path) -> 
     """qwen3 re-labelled as a model_type nobody registered (no ArchSpec; transformers does not know it either, so
     config values come from config.json through the alias table): the composed adapter runs and equals transformers
     on the original checkpoint (same weights)."""
-    ckpt = _copy(tiny, "qwen3", tmp_path, "dayzero_qwen3")
-    _config(ckpt, model_type="dayzero_qwen3", architectures=["DayzeroQwen3ForCausalLM"])
+    ckpt = copy_tiny(tiny, "qwen3", tmp_path, "dayzero_qwen3")
+    edit_config(ckpt, model_type="dayzero_qwen3", architectures=["DayzeroQwen3ForCausalLM"])
     result = generate(ckpt, tmp_path / "out")
     assert result.family == "composed" and result.closest_family == "qwen3" and not result.stubs
     assert result.verification == "unverified", "no reference ran: never reported as passed"
@@ -227,8 +210,8 @@ def test_day_zero_model_type_composes_from_the_profile(tiny, tmp_path: Path) -> 
 def test_composed_adapter_with_an_unknown_tensor_refuses_to_run(tiny, tmp_path: Path) -> None:
     from safetensors.torch import load_file, save_file
 
-    ckpt = _copy(tiny, "gpt2", tmp_path, "dayzero_gpt")
-    _config(ckpt, model_type="dayzero_gpt")
+    ckpt = copy_tiny(tiny, "gpt2", tmp_path, "dayzero_gpt")
+    edit_config(ckpt, model_type="dayzero_gpt")
     tensors = load_file(str(ckpt / "model.safetensors"))
     for i in range(2):
         tensors[f"transformer.h.{i}.attn.temperature"] = torch.ones(4)
@@ -243,10 +226,10 @@ def test_composed_adapter_with_an_unknown_tensor_refuses_to_run(tiny, tmp_path: 
 def test_config_guard_refuses_values_the_blocks_cannot_express(tiny, tmp_path: Path) -> None:
     from onboard.errors import ConfigError
 
-    ckpt = _copy(tiny, "gpt2", tmp_path)
+    ckpt = copy_tiny(tiny, "gpt2", tmp_path)
     generate(ckpt, tmp_path / "out")
     adapter = load_adapter(tmp_path / "out/adapters/gpt2.py")
-    _config(ckpt, scale_attn_weights=False)
+    edit_config(ckpt, scale_attn_weights=False)
     with pytest.raises(ConfigError, match="scale_attn_weights=False"):
         adapter.Model.from_pretrained(ckpt)
 
@@ -261,10 +244,10 @@ def test_opt_350m_layouts_are_refused_at_load(tiny, tmp_path: Path, change: dict
     norms) are refused by the adapter's guards when it loads such a config, never run as pre-norm."""
     from onboard.errors import ConfigError
 
-    ckpt = _copy(tiny, "opt", tmp_path)
+    ckpt = copy_tiny(tiny, "opt", tmp_path)
     generate(ckpt, tmp_path / "out")
     adapter = load_adapter(tmp_path / "out/adapters/opt.py")
-    _config(ckpt, **change)
+    edit_config(ckpt, **change)
     with pytest.raises(ConfigError, match=refusal):
         adapter.Model.from_pretrained(ckpt)
 
@@ -274,20 +257,20 @@ def test_cohere2_moe_dense_prefix_with_forced_rope_is_refused_at_load(tiny, tmp_
     (force_rope), which the composed adapter does not: it refuses such a config by name instead of running it."""
     from onboard.errors import ConfigError
 
-    ckpt = _copy(tiny, "cohere2_moe", tmp_path)
+    ckpt = copy_tiny(tiny, "cohere2_moe", tmp_path)
     generate(ckpt, tmp_path / "out")
     adapter = load_adapter(tmp_path / "out/adapters/cohere2_moe.py")
     config = json.loads((ckpt / "config.json").read_text())
-    _config(ckpt, mlp_layer_types=["dense"] + config["mlp_layer_types"][1:])
+    edit_config(ckpt, mlp_layer_types=["dense"] + config["mlp_layer_types"][1:])
     with pytest.raises(ConfigError, match="force_rope"):
         adapter.Model.from_pretrained(ckpt)
 
 
 def test_every_novel_config_key_gets_a_stub(tiny, tmp_path: Path) -> None:
     """Inspect's structured novel_config_keys reach the planner in full (the novelty text shows the first 12)."""
-    ckpt = _copy(tiny, "llama", tmp_path)
+    ckpt = copy_tiny(tiny, "llama", tmp_path)
     keys = [f"new_knob_{k:02d}" for k in range(14)]
-    _config(ckpt, **dict.fromkeys(keys, 0.5))
+    edit_config(ckpt, **dict.fromkeys(keys, 0.5))
     profile = inspect(str(ckpt))
     assert set(keys) <= set(profile.novel_config_keys) and "…" in profile.novelty[-1]
     assert {s.op for s in plan(profile).stubs} == set(keys)
@@ -336,8 +319,8 @@ def test_bench_compose_quick(tmp_path: Path, capsys) -> None:  # type: ignore[no
 def test_mla_latent_norms_keep_the_default_eps(tiny, tmp_path: Path) -> None:
     """transformers builds MLA's q_a / kv_a norms with RMSNorm's default eps, not config.rms_norm_eps (GLM-4-MoE-Lite
     ships 1e-5): a large rms_norm_eps must move only the layer norms, in the adapter as in the reference."""
-    ckpt = _copy(tiny, "deepseek_v3", tmp_path)
-    _config(ckpt, rms_norm_eps=1e-2)
+    ckpt = copy_tiny(tiny, "deepseek_v3", tmp_path)
+    edit_config(ckpt, rms_norm_eps=1e-2)
     report = check_parity(ADAPTERS_DIR / "deepseek_v3.py", ckpt)
     assert report["passed"], report["detail"]
 
@@ -363,41 +346,6 @@ def test_composed_adapters_in_bfloat16(tiny, tmp_path: Path, model_type: str) ->
     assert report["passed"], report["detail"]
 
 
-def test_afmoe_mup_input_scaling_composes(tiny, tmp_path: Path) -> None:
-    """AFMoE with mup_enabled multiplies the embeddings by sqrt(hidden): inspect reports it, the composed adapter
-    applies it (read from the config, so one adapter serves both settings) and parity passes."""
-    import shutil
-
-    ckpt = tmp_path / "afmoe-mup"
-    shutil.copytree(tiny("afmoe"), ckpt)
-    _config(ckpt, mup_enabled=True)
-    profile = inspect(str(ckpt))
-    assert "embedding_scaling" in profile.features
-    assert profile.multipliers.embedding_multiplier == pytest.approx(profile.dims.hidden_size**0.5)
-    generate(ckpt, tmp_path / "out")
-    report = check_parity(tmp_path / "out/adapters/afmoe.py", ckpt)
-    assert report["passed"], report["detail"]
-
-
-def test_biogpt_offset_positions_and_the_eps_its_code_fixes(tiny, tmp_path: Path) -> None:
-    """BioGPT looks position p up at row p + 2 and builds nn.LayerNorm(dim) (eps 1e-5) whatever layer_norm_eps says
-    (1e-12 in its config): the composed adapter does both, and its positions match transformers' table."""
-    from transformers.models.biogpt.modeling_biogpt import BioGptLearnedPositionalEmbedding
-
-    from onboard.generate_adapter.composed_blocks import LearnedPositions
-
-    ckpt = tiny("biogpt")
-    source = adapter_source(plan(inspect(str(ckpt)), compose_only=True))
-    assert "LayerNorm(dim, 1e-05" in source and "offset=2" in source
-    hf = BioGptLearnedPositionalEmbedding(10, 4)
-    ours = LearnedPositions(10, 4, offset=2)
-    with torch.no_grad():
-        hf.weight.copy_(torch.randn(12, 4))
-        ours.weight.copy_(hf.weight)
-        positions = torch.arange(7)[None]
-        assert torch.equal(ours(positions), hf(torch.ones(1, 7, dtype=torch.long)))
-
-
 def test_a_profile_without_config_keys_is_refused(tiny) -> None:
     """An older profile JSON (no config_keys) would skip the unread-config-field stubs: refused, not silently planned."""
     from onboard.errors import InputError
@@ -412,8 +360,8 @@ def test_a_profile_without_config_keys_is_refused(tiny) -> None:
 def test_parity_reports_an_adapter_that_refuses_its_config_as_failed(tiny, tmp_path: Path) -> None:
     """OPT-350m's post-norm config, refused by the composed adapter's guard at load: `generate --parity` gives a
     failed adapter_parity check naming the refusal, with the adapter files written, not an internal error."""
-    ckpt = _copy(tiny, "opt", tmp_path)
-    _config(ckpt, do_layer_norm_before=False)
+    ckpt = copy_tiny(tiny, "opt", tmp_path)
+    edit_config(ckpt, do_layer_norm_before=False)
     result = generate(ckpt, tmp_path / "out", parity=True)
     check = next(c for c in result.checks if c.name == "adapter_parity")
     assert not check.passed and check.required
@@ -440,7 +388,7 @@ class _RaisesIn(torch.nn.Module):
 def test_parity_with_a_reference_that_raises_is_unverified(tiny, tmp_path: Path, raises_in, says: str) -> None:
     """The reference failing (in the truth run, or in the calibration run the tolerance comes from) leaves nothing
     to judge against: unverified, never passed, naming the dtype and the error."""
-    ckpt = _copy(tiny, "llama", tmp_path)
+    ckpt = copy_tiny(tiny, "llama", tmp_path)
     reference = _RaisesIn(reference_model(ckpt, torch.float32), raises_in)
     report = check_parity(ADAPTERS_DIR / "llama.py", ckpt, reference=reference)
     assert report["passed"] is False and report["status"] == "unverified"
@@ -449,264 +397,3 @@ def test_parity_with_a_reference_that_raises_is_unverified(tiny, tmp_path: Path,
     # The same reference without the fault passes: the verdict above is the fault's.
     assert check_parity(ADAPTERS_DIR / "llama.py", ckpt, reference=_RaisesIn(reference.model, torch.int8))["passed"]
 
-
-# --- A.X-K1: the MoE block's output norm ---------------------------------------------------------------------------
-
-
-def _store_dense_post_mlp_norm(ckpt: Path) -> None:
-    """As the released A.X-K1 checkpoints: a post_mlp_layernorm stored for the dense layer 0 as well."""
-    from safetensors.torch import load_file, save_file
-
-    tensors = load_file(ckpt / "model.safetensors")
-    tensors["model.layers.0.post_mlp_layernorm.weight"] = tensors["model.layers.1.post_mlp_layernorm.weight"] * 3
-    save_file(tensors, ckpt / "model.safetensors", metadata={"format": "pt"})
-
-
-def test_axk1_post_mlp_norm_is_the_moe_blocks_output_norm(tiny, tmp_path: Path, monkeypatch) -> None:
-    """A norm after the feed-forward block on exactly the MoE layers is the MoE block's output norm: composed from
-    the tensors alone (no family fact needed), parity passing; a dense layer's stored copy (the released layout),
-    which A.X-K1's code never applies, is dropped by the family fact, and parity still passes."""
-    from onboard.generate_adapter import compose_knowledge
-
-    ckpt = _copy(tiny, "axk1", tmp_path)
-    no_fact = {k: v for k, v in compose_knowledge.FAMILY_FACTS.items() if k != "axk1"}
-    with monkeypatch.context() as m:
-        m.setattr(compose_knowledge, "FAMILY_FACTS", no_fact)
-        m.setattr("onboard.generate_adapter.compose_rules.FAMILY_FACTS", no_fact)
-        the_plan = plan(inspect(str(ckpt)), compose_only=True)
-        assert not the_plan.stubs and not the_plan.overrides
-        source = adapter_source(the_plan)
-        assert "output_norm_eps=" in source and "mlp.output_norm.weight" in source
-        _store_dense_post_mlp_norm(ckpt)
-        stubs = {s.op: s.reason for s in plan(inspect(str(ckpt)), compose_only=True).stubs}
-        assert "post_mlp" in stubs["norm_layout"]  # on a dense layer too: the tensors cannot tell whether it runs
-    result = generate(ckpt, tmp_path / "out", parity=True)
-    assert result.parity["passed"], result.parity["detail"]
-    assert result.overrides == ("moe_output_norm=True",)
-
-
-# --- a bias only some layers store -------------------------------------------------------------------------------
-
-
-def test_gpt_neox_japanese_last_layer_output_bias_is_zero_elsewhere(tiny, tmp_path: Path) -> None:
-    """GPT-NeoX-Japanese stores `attention.dense_bias` for its last layer only: the composed adapter loads it there
-    and zeros (no bias) in the other layers, and parity passes; an MLP sized hidden x intermediate_multiple_size."""
-    from safetensors.torch import load_file
-
-    ckpt = _copy(tiny, "gpt_neox_japanese", tmp_path)
-    config = json.loads((ckpt / "config.json").read_text())
-    last = config["num_hidden_layers"] - 1
-    result = generate(ckpt, tmp_path / "out", parity=True)
-    assert result.parity["passed"], result.parity["detail"]
-    source = (tmp_path / "out/adapters/gpt_neox_japanese.py").read_text()
-    assert "zeros_if_absent" in source and "intermediate_multiple_size" in source
-    assert f"biases some layers lack, zero there: gpt_neox_japanese.layers.{{}}.attention.dense_bias (1 of {last + 1}" \
-        in source
-    adapter = load_adapter(tmp_path / "out/adapters/gpt_neox_japanese.py").Model.from_pretrained(ckpt)
-    stored = load_file(ckpt / "model.safetensors")[f"gpt_neox_japanese.layers.{last}.attention.dense_bias"]
-    biases = [layer.self_attn.o_proj.bias for layer in adapter.model.layers]
-    assert float(stored.abs().max()) > 0 and torch.equal(biases[last], stored.to(biases[last].dtype))
-    assert all(not b.any() for b in biases[:last])
-
-
-def test_a_weight_some_layers_lack_is_still_unloaded(tiny, tmp_path: Path) -> None:
-    """Only a bias may be absent (zero is no bias): a layer without its o_proj weight stays a load error."""
-    from safetensors.torch import load_file, save_file
-
-    from onboard.generate_adapter.loader import WeightsError
-
-    ckpt = _copy(tiny, "llama", tmp_path)
-    tensors = load_file(ckpt / "model.safetensors")
-    del tensors["model.layers.0.self_attn.o_proj.weight"]
-    save_file(tensors, ckpt / "model.safetensors", metadata={"format": "pt"})
-    with pytest.raises(WeightsError, match=r"unloaded parameters: model\.layers\.0\.self_attn\.o_proj\.weight"):
-        load_adapter(ADAPTERS_DIR / "llama.py").Model.from_pretrained(ckpt)
-
-
-# --- DeepSeek Sparse Attention -------------------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize("model_type", ["deepseek_v32", "glm_moe_dsa"])
-def test_sparse_attention_composes_with_its_indexer(tiny, tmp_path: Path, model_type: str) -> None:
-    """DeepSeek-V3.2 / GLM-MoE-DSA: MLA with the top-k indexer (index_topk 4 in the tiny config, so prompts of 5
-    tokens and more are cut) composes and passes parity. Inspect keeps their norms RMSNorms: the indexer's
-    LayerNorm'd key (k_norm, with a bias) is attention, not a layer norm."""
-    ckpt = _copy(tiny, model_type, tmp_path)
-    assert json.loads((ckpt / "config.json").read_text())["index_topk"] == 4
-    assert inspect(str(ckpt)).norms.kind == "rms"
-    result = generate(ckpt, tmp_path / "out", parity=True)
-    assert result.parity["passed"], result.parity["detail"]
-    source = (tmp_path / f"out/adapters/{model_type}.py").read_text()
-    assert "indexer=IndexerSpec(args.index_n_heads, args.index_head_dim, args.index_topk" in source
-    assert ("args.index_topk, rope_interleaved=True)" in source) == (model_type == "glm_moe_dsa")
-
-
-def test_glm_dsa_layers_sharing_a_previous_selection_are_refused(tiny, tmp_path: Path) -> None:
-    """GLM-MoE-DSA's indexer_types "shared" (a layer reusing the previous layer's top-k) is not composed: the
-    adapter refuses such a config by name when it loads."""
-    from onboard.errors import ConfigError
-
-    ckpt = _copy(tiny, "glm_moe_dsa", tmp_path)
-    generate(ckpt, tmp_path / "out")
-    adapter = load_adapter(tmp_path / "out/adapters/glm_moe_dsa.py")
-    _config(ckpt, indexer_types=["full", "shared", "full"])
-    with pytest.raises(ConfigError, match="previous layer's top-k"):
-        adapter.Model.from_pretrained(ckpt)
-
-
-def test_mimo_v2_flash_asymmetric_heads_compose_from_the_shapes(tiny, tmp_path: Path) -> None:
-    """MiMo-V2-Flash: values narrower than queries and keys (v_head_dim 8 vs 16), its sliding layers with twice the
-    KV heads (read from each layer's k/v widths) and the only ones with sinks, values scaled by
-    attention_value_scale: composed without a family fact, parity passing."""
-    ckpt = _copy(tiny, "mimo_v2_flash", tmp_path)
-    result = generate(ckpt, tmp_path / "out", parity=True)
-    assert result.parity["passed"], result.parity["detail"]
-    assert result.overrides == ()
-    source = " ".join((tmp_path / "out/adapters/mimo_v2_flash.py").read_text().split())
-    for part in ("args.num_key_value_heads * 2 if layer_type == SLIDING else args.num_key_value_heads",
-                 "sinks=layer_type == SLIDING", "v_head_dim=args.v_head_dim", "v_scale=args.attention_value_scale"):
-        assert part in source, part
-
-
-def test_diffllama_differential_attention_composes(tiny, tmp_path: Path) -> None:
-    """DiffLlama's lambda parameters compose differential attention, its lambda_init of each layer's index:
-    parity passes; the same adapter with every layer's lambda_init taken at layer 0 fails it."""
-    ckpt = _copy(tiny, "diffllama", tmp_path)
-    result = generate(ckpt, tmp_path / "out", parity=True)
-    assert result.parity["passed"], result.parity["detail"]
-    adapter = tmp_path / "out/adapters/diffllama.py"
-    source = adapter.read_text()
-    assert "differential=True, layer_index=i," in " ".join(source.split())
-    adapter.write_text(source.replace("layer_index=i,", "layer_index=0,"))
-    assert not check_parity(adapter, ckpt)["passed"]
-
-
-def _composed_adapter(ckpt: Path, out: Path) -> Path:
-    """The adapter composed from the profile alone (a registered family's ArchSpec ignored), written to `out`."""
-    out.mkdir(parents=True, exist_ok=True)
-    the_plan = plan(inspect(str(ckpt)), compose_only=True)
-    assert not the_plan.stubs, the_plan.stubs
-    path = out / f"{the_plan.model_type}.py"
-    path.write_text(adapter_source(the_plan))
-    return path
-
-
-def test_phimoe_sparsemixer_routing_is_a_family_fact(tiny, tmp_path: Path, monkeypatch) -> None:
-    """PhiMoE's router tensor is a plain gate: only its code shows the sparsemixer top-2 routing. With the family
-    fact the adapter composed without PhiMoE's ArchSpec passes parity and refuses another top-k at load; composed
-    as a plain softmax top-2 MoE (the fact removed), parity fails: the routing is what the fact carries."""
-    from onboard.errors import ConfigError
-    from onboard.generate_adapter import compose_knowledge
-
-    ckpt = _copy(tiny, "phimoe", tmp_path)
-    adapter = _composed_adapter(ckpt, tmp_path / "fact")
-    assert "SparseMixerMoE(" in adapter.read_text()
-    assert check_parity(adapter, ckpt)["passed"]
-    no_fact = {k: v for k, v in compose_knowledge.FAMILY_FACTS.items() if k != "phimoe"}
-    with monkeypatch.context() as m:
-        m.setattr("onboard.generate_adapter.compose_rules.FAMILY_FACTS", no_fact)
-        plain = _composed_adapter(ckpt, tmp_path / "plain")
-    assert "SparseMixerMoE(" not in plain.read_text()
-    assert not check_parity(plain, ckpt)["passed"]
-    _config(ckpt, num_experts_per_tok=3)
-    with pytest.raises(ConfigError, match="top-2 only"):
-        load_adapter(adapter).Model.from_pretrained(ckpt)
-
-
-def test_gpt_oss_experts_compose_with_the_family_fact_only(tiny, tmp_path: Path, monkeypatch) -> None:
-    """gpt-oss without its ArchSpec: the family fact names its experts' layout (gate and up in alternating
-    columns) and clamped SwiGLU, which the tensors cannot show; parity passes. Without the fact, the expert and
-    router biases are named as what the MoE block lacks, never guessed."""
-    from onboard.generate_adapter import compose_knowledge
-
-    ckpt = _copy(tiny, "gpt_oss", tmp_path)
-    adapter = _composed_adapter(ckpt, tmp_path / "fact")
-    assert "GptOssMoE(" in adapter.read_text()
-    assert check_parity(adapter, ckpt)["passed"]
-    no_fact = {k: v for k, v in compose_knowledge.FAMILY_FACTS.items() if k != "gpt_oss"}
-    monkeypatch.setattr("onboard.generate_adapter.compose_rules.FAMILY_FACTS", no_fact)
-    stubs = {s.op: s.reason for s in plan(inspect(str(ckpt)), compose_only=True).stubs}
-    assert "experts.gate_up_proj_bias" in stubs["moe_biases"] and "router.bias" in stubs["moe_biases"]
-
-
-@pytest.mark.parametrize("model_type", ["lfm2", "lfm2_moe", "lfm3"])
-def test_lfm_short_convolution_layers_compose(tiny, tmp_path: Path, monkeypatch, model_type: str) -> None:
-    """LFM2 / LFM2-MoE / LFM3: gated short convolutions on the `conv` layers, attention on the others (LFM3: a
-    sigmoid gate per head, sandwich norms); SwiGLU and the norm named embedding_norm applied after the last layer
-    are family facts (the code fixes both). Parity passes; without the facts the composer names both instead of
-    guessing."""
-    from onboard.generate_adapter import compose_knowledge
-
-    ckpt = _copy(tiny, model_type, tmp_path)
-    result = generate(ckpt, tmp_path / "out", parity=True)
-    assert result.parity["passed"], result.parity["detail"]
-    source = " ".join((tmp_path / f"out/adapters/{model_type}.py").read_text().split())
-    assert 'ShortConv(args.hidden_size, args.conv_L_cache, bias=args.conv_bias) if layer_type == "conv" else' in source
-    no_fact = {k: v for k, v in compose_knowledge.FAMILY_FACTS.items() if k != model_type}
-    monkeypatch.setattr("onboard.generate_adapter.compose_rules.FAMILY_FACTS", no_fact)
-    stubs = {s.op for s in plan(inspect(str(ckpt)), compose_only=True).stubs}
-    assert {"embedding_norm", "activation_none"} <= stubs
-
-
-@pytest.mark.parametrize("model_type", ["qwen3_next", "qwen3_5_text", "qwen3_5_moe_text"])
-def test_gated_deltanet_layers_compose(tiny, tmp_path: Path, model_type: str) -> None:
-    """Qwen3-Next (q, k, v, z and b, a grouped per key head in in_proj_qkvz / in_proj_ba, read through the
-    grouped_rows op) and Qwen3.5 (separate projections): Gated DeltaNet on the linear_attention layers, gated
-    attention on the others, composed without a family fact; parity passes. Inspect gives Qwen3.5's text models
-    their (1 + w) RMSNorms, as Qwen3-Next's."""
-    ckpt = _copy(tiny, model_type, tmp_path)
-    assert inspect(str(ckpt)).norms.offset == 1.0
-    result = generate(ckpt, tmp_path / "out", parity=True)
-    assert result.parity["passed"], result.parity["detail"]
-    assert result.overrides == ()
-    source = " ".join((tmp_path / f"out/adapters/{model_type}.py").read_text().split())
-    assert 'if layer_type == "linear_attention" else Attention(' in source
-    assert ("grouped_rows" in source) == (model_type == "qwen3_next")
-
-
-@pytest.mark.parametrize("model_type", ["lfm2", "qwen3_next", "deepseek_v32", "mimo_v2_flash"])
-def test_new_mixers_pass_parity_in_bfloat16(tiny, tmp_path: Path, model_type: str) -> None:
-    """The dtype engines serve: the short convolution, Gated DeltaNet (its recurrence in float32 as transformers'),
-    the DSA indexer and asymmetric heads, composed, agree with transformers in bfloat16 within the noise of
-    transformers' own bfloat16 runs (the comparator's calibrated verdict)."""
-    ckpt = _copy(tiny, model_type, tmp_path)
-    report = check_parity(_composed_adapter(ckpt, tmp_path / "out"), ckpt, "bfloat16")
-    assert report["passed"], report["detail"]
-    assert report["reference_worst"] is not None  # judged against transformers' own bfloat16 run
-
-
-def test_bloom_alibi_and_embedding_norm_compose(tiny, tmp_path: Path) -> None:
-    """BLOOM: ALiBi instead of positions, a LayerNorm on the embeddings, query_key_value grouped per head and its
-    tanh GELU (family facts: the code fixes both) compose, parity passing; slow_but_exact (output projections summed
-    in pretraining_tp slices) is refused at load rather than run unmodelled."""
-    from onboard.errors import ConfigError
-
-    ckpt = _copy(tiny, "bloom", tmp_path)
-    result = generate(ckpt, tmp_path / "out", parity=True)
-    assert result.parity["passed"], result.parity["detail"]
-    source = " ".join((tmp_path / "out/adapters/bloom.py").read_text().split())
-    assert "alibi=True" in source and "model.embed_norm.weight" in source
-    _config(ckpt, slow_but_exact=True, pretraining_tp=2)
-    with pytest.raises(ConfigError, match="slow_but_exact"):
-        load_adapter(tmp_path / "out/adapters/bloom.py").Model.from_pretrained(ckpt)
-
-
-def test_codegen_qkv_blocks_are_reordered_at_load(tiny, tmp_path: Path) -> None:
-    """CodeGen's qkv_proj rows come in 4 blocks (its mp_num) of [q, v, k]: the codegen_qkv op reorders them to
-    [all q; all k; all v] (rows checked on a labelled tensor), and the composed adapter passes parity; read as a
-    plain [q; k; v] it fails."""
-    heads, head_dim = 8, 2
-    labels = torch.arange(3 * heads * head_dim).float()[:, None]  # row r holds r
-    reordered = _combine("codegen_qkv", [labels])[:, 0].long()
-    local = heads * head_dim // 4  # rows of one part within a block
-    for part, offset in (("q", 0), ("k", 2 * local), ("v", local)):
-        start = {"q": 0, "k": 1, "v": 2}[part] * heads * head_dim
-        expected = [m * 3 * local + offset + i for m in range(4) for i in range(local)]
-        assert reordered[start : start + heads * head_dim].tolist() == expected, part
-    ckpt = _copy(tiny, "codegen", tmp_path)
-    adapter = _composed_adapter(ckpt, tmp_path / "out")
-    assert check_parity(adapter, ckpt)["passed"]
-    plain = re.sub(r',\s*"codegen_qkv"', "", adapter.read_text())
-    assert plain != adapter.read_text()
-    adapter.write_text(plain)
-    assert not check_parity(adapter, ckpt)["passed"]
