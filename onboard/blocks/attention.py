@@ -42,9 +42,10 @@ class LayerKV:
     index_k: torch.Tensor | None = None
     """DSA indexer keys [B, S, D] (mla.Indexer), when the layer has an indexer."""
     conv_state: torch.Tensor | None = None
-    """A convolving layer's last kernel - 1 inputs [B, channels, kernel - 1] (conv.ShortConv, deltanet)."""
+    """A convolving layer's last kernel - 1 inputs [B, channels, kernel - 1] (conv.ShortConv, deltanet, mamba2)."""
     recurrent_state: torch.Tensor | None = None
-    """A linear-attention layer's state [B, value heads, Dk, Dv], float32 (deltanet.GatedDeltaNet)."""
+    """A recurrent layer's state, float32: [B, value heads, Dk, Dv] (deltanet.GatedDeltaNet), [B, heads, head_dim,
+    state] (mamba2.Mamba2Mixer)."""
 
     def extend(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Append this step's keys and values; returns all of them (cached first)."""

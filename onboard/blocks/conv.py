@@ -31,12 +31,19 @@ class ShortConv(nn.Module):
         if ctx.key_mask is not None:  # padding tokens zeroed first: the convolution would carry them into real ones
             x = (x * ctx.key_mask[:, -s:, None]).to(x.dtype)
         b, c, h = self.in_proj(x).transpose(-1, -2).chunk(3, dim=-2)
-        bx = b * h  # [B, hidden, S]
-        before = ctx.cache.conv_state if ctx.cache is not None else None
-        if before is None:
-            before = bx.new_zeros(*bx.shape[:2], self.kernel - 1)
-        window = torch.cat((before, bx), dim=-1)  # zeros before the first token: the causal padding
-        if ctx.cache is not None:
-            ctx.cache.conv_state = window[..., -(self.kernel - 1) :]
-        conv = F.conv1d(window, self.conv.weight, self.conv.bias, groups=self.conv.groups)
+        conv = causal_conv(b * h, self.conv, ctx)  # [B, hidden, S]
         return self.out_proj((c * conv).transpose(-1, -2))
+
+
+def causal_conv(x: torch.Tensor, conv: nn.Conv1d, ctx: AttentionContext) -> torch.Tensor:
+    """Depthwise `conv` over x [B, channels, S], causal: each output sees its own and the previous kernel - 1 inputs,
+    zeros before the first token, or the cached ones (`ctx.cache.conv_state`, updated) when decoding. Before any
+    activation. ShortConv, Gated DeltaNet and Mamba-2 all convolve this way."""
+    kernel = conv.weight.shape[-1]
+    before = ctx.cache.conv_state if ctx.cache is not None else None
+    if before is None:
+        before = x.new_zeros(*x.shape[:2], kernel - 1)
+    window = torch.cat((before, x), dim=-1)
+    if ctx.cache is not None:
+        ctx.cache.conv_state = window[..., -(kernel - 1) :]
+    return F.conv1d(window, conv.weight, conv.bias, groups=x.shape[1])

@@ -20,6 +20,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .attention import AttentionContext
+from .conv import causal_conv
 
 
 class GatedDeltaNet(nn.Module):
@@ -80,14 +81,7 @@ class GatedDeltaNet(nn.Module):
         b, s, _ = x.shape
         if ctx.key_mask is not None:  # padding zeroed first, as transformers does: it then leaves the state at zero
             x = (x * ctx.key_mask[:, -s:, None]).to(x.dtype)
-        mixed = self.in_proj_qkv(x).transpose(1, 2)  # [B, conv_dim, S]
-        before = ctx.cache.conv_state if ctx.cache is not None else None
-        if before is None:
-            before = mixed.new_zeros(b, self.conv_dim, self.kernel - 1)
-        window = torch.cat((before, mixed), dim=-1)
-        if ctx.cache is not None:
-            ctx.cache.conv_state = window[..., -(self.kernel - 1) :]
-        mixed = F.silu(F.conv1d(window, self.conv1d.weight, None, groups=self.conv_dim)).transpose(1, 2)
+        mixed = F.silu(causal_conv(self.in_proj_qkv(x).transpose(1, 2), self.conv1d, ctx)).transpose(1, 2)
         key_dim = self.nk * self.dk
         q, k, v = mixed.split([key_dim, key_dim, self.nv * self.dv], dim=-1)
         q, k = q.reshape(b, s, self.nk, self.dk), k.reshape(b, s, self.nk, self.dk)

@@ -35,6 +35,7 @@ from onboard.generate_adapter.compose_rules import (
     guard_statements,
     op_name,
     pattern_expr,
+    refusal,
 )
 from onboard.generate_adapter.config_values import aliases_of
 from onboard.generate_adapter.weight_inference import (
@@ -67,6 +68,8 @@ class Composer:
         self.rotary_head_dim: str | None = None
         self.positions: str | None = None
         self.embed_norm = False
+        self.mixers: dict[str, str] = {}
+        """Inspect's mixer kind -> the block expression composed for such layers (set by `attention`)."""
         self.moe_output_norm = False
         """The post-MLP norm is the MoE block's output norm (set by compose_moe, read by compose_norms)."""
         self.acknowledged: set[str] = set()
@@ -173,6 +176,7 @@ class Composer:
         """The token mixer's expression: attention, or per layer type a short convolution, Gated DeltaNet or
         attention."""
         mixers = layer_mixers(self)
+        self.mixers = dict(mixers)
         self.stubs = [stub for stub in self.stubs if stub.op not in {f"{kind}_layers" for kind, _ in mixers}]
         expr = None if all(layer.attention in dict(mixers) for layer in self.p.layers) else self.self_attention()
         for kind, mixer in reversed(mixers):  # the layer types' names in config.json's layer_types
@@ -446,17 +450,35 @@ class Composer:
         return moe_expression(self)
 
     def layer_plan(self) -> tuple[str, str]:
-        kinds = ["SLIDING" if layer.attention == "sliding" else "FULL" for layer in self.p.layers]
+        """(each layer's type when config.json has no layer_types, which rotary table it uses): expressions over i.
+        A mixer layer's type is the name transformers gives it (compose_mixers.LAYER_TYPE_NAMES)."""
+        mixers = self.mixers
+        kinds = [
+            f'"{LAYER_TYPE_NAMES[layer.attention]}"' if layer.attention in mixers
+            else "SLIDING" if layer.attention == "sliding" else "FULL"
+            for layer in self.p.layers
+        ]  # fmt: skip
         layer_type = pattern_expr(kinds, str) if kinds else "FULL"
+        if "ssm" in mixers and self.has_key("attn_layer_indices"):  # Bamba: the attention layers by index
+            self.fields.need("attn_layer_indices", "list[int] | None", "None")
+            layer_type = f'FULL if i in (self.attn_layer_indices or ()) else "{LAYER_TYPE_NAMES["ssm"]}"'
         if self.p.rope is None:
-            if not {"absolute_positions", "alibi"} & set(self.p.features):
+            if "no_positions" in self.p.features:  # and a config asking for rotary is refused, not ignored
+                key = "position_embedding_type"
+                self.fields.need(key, "str | None", "None")
+                self.post_init.append(refusal(self.p.model_type, key, f'self.{key} not in (None, "nope", "none")',
+                                              "rotary positions on a family composed without positional encoding"))  # fmt: skip
+                self.words.append("no positional encoding")
+            elif not {"absolute_positions", "alibi"} & set(self.p.features):
                 self.stub("positions", "no rotary and no learned position embeddings recognised")
             return layer_type, "None"
-        base = "layer_type" if len(set(kinds)) > 1 else "FULL"
+        attending = [kind for kind, layer in zip(kinds, self.p.layers, strict=True) if layer.attention not in mixers]
+        base = "layer_type" if len(set(attending)) > 1 else "FULL"
         rope_kind = self.fact("rope_kind")
         if rope_kind is not None:
             return layer_type, str(rope_kind)
-        ropes = [layer.rope for layer in self.p.layers]
+        # A mixer layer reads no rotary: it takes the attention layers' table, never a NoPE pattern of its own.
+        ropes = [layer.rope or layer.attention in mixers for layer in self.p.layers]
         if all(ropes) or not ropes:
             return layer_type, base
         self.words.append("NoPE layers")

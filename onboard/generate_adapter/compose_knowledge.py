@@ -49,6 +49,9 @@ IGNORED_CONFIG_KEYS = frozenset(
         "max_window_layers", "use_sliding_window", "layer_types", "head_dim", "generation_config", "task_specific_params",
         "keys_to_ignore_at_inference", "num_nextn_predict_layers", "rope_parameters", "original_max_position_embeddings",
         "lambda_std_dev",  # DiffLlama: the initial spread of its lambda parameters (training only)
+        # Mamba-2 hybrids: the scan's chunk length orders the same sums (our scan goes token by token), and how many
+        # positions' logits generation keeps
+        "mamba_chunk_size", "num_logits_to_keep",
     }
 )  # fmt: skip
 

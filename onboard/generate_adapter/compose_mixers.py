@@ -1,6 +1,7 @@
 """Token mixers of a composition besides standard attention, as expressions over the block library plus the weight
 rules that fill them: DeepSeek's multi-head latent attention (with DeepSeek-V3.2's sparse-attention indexer), LFM2's
-gated short convolution and Qwen3-Next / Qwen3.5's Gated DeltaNet on the layers config.json's layer_types names."""
+gated short convolution, Qwen3-Next / Qwen3.5's Gated DeltaNet and the hybrids' Mamba-2 on the layers config.json's
+layer_types names."""
 
 from __future__ import annotations
 
@@ -8,14 +9,15 @@ from onboard.generate_adapter.arch_parts import attention
 from onboard.generate_adapter.compose_rules import ComposerParts
 from onboard.generate_adapter.weight_inference import layer_target, templates
 
-LAYER_TYPE_NAMES = {"conv": "conv", "linear": "linear_attention"}
-"""Inspect's mixer kinds -> the layer_types entry config.json gives such a layer (LFM2, Qwen3-Next / Qwen3.5)."""
+LAYER_TYPE_NAMES = {"conv": "conv", "linear": "linear_attention", "ssm": "linear_attention"}
+"""Inspect's mixer kinds -> the layer_types entry transformers gives such a layer (LFM2, Qwen3-Next / Qwen3.5, and
+the Mamba-2 layers of Bamba / Granite-4.0, which transformers also calls linear_attention)."""
 
 
 def layer_mixers(c: ComposerParts) -> list[tuple[str, str]]:
     """(inspect's mixer kind, expression) for each kind of non-attention layer the block library composes; a kind
     whose tensors are not the known ones is left out (its `<kind>_layers` stub stands)."""
-    found = (("conv", short_conv(c)), ("linear", gated_deltanet(c)))
+    found = (("conv", short_conv(c)), ("linear", gated_deltanet(c)), ("ssm", mamba2(c)))
     return [(kind, expr) for kind, expr in found if expr]
 
 
@@ -110,3 +112,42 @@ def gated_deltanet(c: ComposerParts) -> str:
                      "key_head_dim", "value_head_dim", "conv_kernel_dim"))  # fmt: skip
     c.words.append("Gated DeltaNet on the linear-attention layers" + (", grouped projections" if grouped else ""))
     return f"GatedDeltaNet(args.hidden_size, {dims}, {c.eps()}, args.hidden_act)"
+
+
+MAMBA2_PARTS = {("in_proj", "weight"), ("conv1d", "weight"), ("out_proj", "weight"), ("norm", "weight"),
+                ("dt_bias", None), ("A_log", None), ("D", None)}  # fmt: skip
+MAMBA2_BIASES = ({("conv1d", "bias")}, {("in_proj", "bias"), ("out_proj", "bias")})
+"""Optional: the convolution's bias (mamba_conv_bias) and the projections' (mamba_proj_bias), each all or none."""
+
+
+def mamba2(c: ComposerParts) -> str:
+    """Mamba-2 on the state-space layers ('' where none is one, or its tensors are not Bamba's / Granite-4.0's
+    `mamba` parts). Sizes from config.json (mamba_n_heads, mamba_d_head, mamba_d_state, mamba_n_groups, mamba_d_conv);
+    which layers are Mamba from layer_types, else from attn_layer_indices (Bamba)."""
+    if not any(layer.attention == "ssm" for layer in c.p.layers):
+        return ""
+    parts = c.roles.parts("mamba2")
+    found = {(x.part, x.param) for x in parts}
+    extra = found - MAMBA2_PARTS
+    whole_biases = all(extra & bias in (set(), bias) for bias in MAMBA2_BIASES)
+    if not MAMBA2_PARTS <= found or extra - set().union(*MAMBA2_BIASES) or not whole_biases:
+        return ""  # the ssm_layers stub stands, and the tensors are named
+    for x in parts:
+        c.wm.add(layer_target(f"self_attn.{x.part}" + (f".{x.param}" if x.param else "")), (x.source,))
+    f = c.fields
+    dims = ", ".join(f.need(name, "int", None) for name in ("mamba_n_heads", "mamba_d_head", "mamba_d_state",
+                                                             "mamba_n_groups", "mamba_d_conv"))  # fmt: skip
+    conv_bias = f.need("mamba_conv_bias", "bool", repr(("conv1d", "bias") in found))
+    proj_bias = f.need("mamba_proj_bias", "bool", repr(("in_proj", "bias") in found))
+    limit = f.need("time_step_limit", "tuple[float, float] | list[float] | None", "None")
+    if c.has_key("mamba_expand"):  # Bamba's "auto": the head width that fills mamba_expand x hidden
+        f.need("mamba_expand", "int", "2")
+        c.post_init.append('if self.mamba_d_head == "auto":\n'
+                           "    self.mamba_d_head = self.mamba_expand * self.hidden_size // self.mamba_n_heads")  # fmt: skip
+    c.post_init.append(
+        "if self.layer_types is not None:  # Granite-4.0's older names for the same types (mamba, attention)\n"
+        "    self.layer_types = [LEGACY_LAYER_TYPES.get(t, t) for t in self.layer_types]"
+    )
+    c.words.append("Mamba-2 on the state-space layers")
+    return (f"Mamba2Mixer(args.hidden_size, {dims}, conv_bias={conv_bias}, proj_bias={proj_bias}, "
+            f"norm_eps={c.eps()}, activation=args.hidden_act, time_step_limit={limit})")  # fmt: skip

@@ -30,7 +30,7 @@ HANDLED_FEATURES = frozenset({
     "nope_layers", "moe", "shared_experts", "router_correction_bias", "sigmoid_router", "qk_norm", "attention_sinks",
     "attn_softcap", "final_softcap", "mtp", "logit_scaling", "embedding_scaling", "residual_scaling",
     "attention_multiplier", "query_pre_attn_scalar", "norm_offset", "layernorm", "sandwich_norm", "post_norm",
-    "parallel_residual", "partial_rotary", "qkv_bias", "absolute_positions", "plain_mlp", "alibi",
+    "parallel_residual", "partial_rotary", "qkv_bias", "absolute_positions", "plain_mlp", "alibi", "no_positions",
 })  # fmt: skip
 MIXER_STUBS = {
     "linear": "linear-attention layers (fixed-state recurrence) are not in the block library",
@@ -155,15 +155,20 @@ def guard_statements(profile: ModelProfile, fields: Fields) -> list[str]:
         fields.need(key, annotation, default)
         for name, ann, value in GUARD_FIELDS.get(key, ()):
             fields.need(name, ann, value)
-        out.append(
-            f"if {test}:\n"
-            "    raise ConfigError(\n"
-            f'        f"{profile.model_type}: {key}={{self.{key}!r}}: "\n'
-            f'        "{why}",\n'
-            '        "the composed adapter refuses it; add the computation to onboard.blocks",\n'
-            "    )"
-        )
+        out.append(refusal(profile.model_type, key, test, why))
     return out
+
+
+def refusal(model_type: str, key: str, test: str, why: str) -> str:
+    """A ModelArgs.__post_init__ statement raising ConfigError when `test` (over self) holds for config key `key`."""
+    return (
+        f"if {test}:\n"
+        "    raise ConfigError(\n"
+        f'        f"{model_type}: {key}={{self.{key}!r}}: "\n'
+        f'        "{why}",\n'
+        '        "the composed adapter refuses it; add the computation to onboard.blocks",\n'
+        "    )"
+    )
 
 
 def compress(values: list) -> tuple[int, int]:

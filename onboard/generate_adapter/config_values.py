@@ -133,8 +133,25 @@ class ConfigValues:
         return any(key in self.raw for key in keys), None
 
 
+# transformers writes the floats JSON has no literal for as tagged objects (`time_step_limit: [0.0, {"__float__":
+# "Infinity"}]` in every Mamba-2 hybrid's config.json) and decodes them when it reads a config file.
+_SPECIAL_FLOATS = {"Infinity": float("inf"), "-Infinity": float("-inf"), "NaN": float("nan")}
+
+
+def decode_special_floats(value: Any) -> Any:
+    """`value` with transformers' `{"__float__": "Infinity"}` tags read back as floats, at any depth."""
+    if isinstance(value, dict):
+        if len(value) == 1 and value.get("__float__") in _SPECIAL_FLOATS:
+            return _SPECIAL_FLOATS[value["__float__"]]
+        return {k: decode_special_floats(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [decode_special_floats(v) for v in value]
+    return value
+
+
 def read_config(config: Mapping[str, Any]) -> ConfigValues:
     """Resolve `config` (a config.json dict) with transformers' class for its model_type when there is one."""
+    config = decode_special_floats(dict(config))
     cls = _config_class(str(config.get("model_type") or ""))
     if cls is None:
         return ConfigValues(config)

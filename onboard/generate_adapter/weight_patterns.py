@@ -12,6 +12,7 @@ turns into blocks and weight rules:
 - MLP: `mlp.gate|up|down`, `mlp.gate_up` (fused [gate; up]), `mlp.act.*` (learned activation parameters);
 - Gated DeltaNet: `deltanet` (Qwen3-Next / Qwen3.5's `linear_attn` parts);
 - short convolution: `conv` (in_proj, conv, out_proj: LFM2's token mixer on its `conv` layers);
+- Mamba-2: `mamba2` (Bamba / Granite-4.0's `mamba` parts: in_proj, conv1d, dt_bias, A_log, D, norm, out_proj);
 - MoE: `moe.router`, `moe.router_bias` (selection-only correction bias), `moe.expert.gate|up|down` (per expert, `{}`),
   `moe.experts.gate_up|down` (stacked 3-D), `moe.shared.gate|up|down|gate_up`, `moe.shared_gate`;
 - norms by position: `norm.input` (before attention), `norm.post_attention` (after attention in sandwich / post-norm
@@ -56,6 +57,9 @@ LAYER_PATTERNS: tuple[tuple[str, str], ...] = (
     (rf"linear_attn\.(?P<part>in_proj_qkvz|in_proj_ba|in_proj_qkv|in_proj_z|in_proj_b|in_proj_a|conv1d|out_proj|"
      rf"norm){_P}", "deltanet"),
     (r"linear_attn\.(?P<part>dt_bias|A_log)", "deltanet"),
+    # --- Mamba-2, the state-space mixer of the hybrids' `linear_attention` layers (Bamba, Granite-4.0) -------
+    (rf"mamba\.(?P<part>in_proj|conv1d|out_proj|norm){_P}", "mamba2"),
+    (r"mamba\.(?P<part>dt_bias|A_log|D)", "mamba2"),
     # --- gated short convolution, the token mixer of some layers (LFM2's `conv` layers) -------------------------
     (rf"(?:conv|short_conv)\.(?P<part>in_proj|conv|out_proj){_P}", "conv"),
     # --- mixture of experts (before the dense MLP: expert and router names reuse gate/up/down) -----------------
@@ -88,7 +92,7 @@ LAYER_PATTERNS: tuple[tuple[str, str], ...] = (
     (rf"(?:input_layernorm|ln_1|ln_attn|attention_norm|self_attn_layer_norm|attention_layernorm|operator_norm|"
      rf"norm_attn_norm\.norm_1){_P}", "norm.input"),
     (rf"(?:post_attention_layernorm){_P}", "norm.post_attention"),
-    (rf"(?:pre_feedforward_layernorm|pre_mlp_layernorm|feedforward_layernorm|ln_2|ln_mlp|ffn_norm|final_layer_norm|"
+    (rf"(?:pre_feedforward_layernorm|pre_ff_layernorm|pre_mlp_layernorm|feedforward_layernorm|ln_2|ln_mlp|ffn_norm|final_layer_norm|"
      rf"norm_attn_norm\.norm_2){_P}", "norm.pre_mlp"),
     (rf"(?:post_self_attn_layernorm|post_attn_norm|post_attention_norm|post_norm1|post_operator_norm){_P}",
      "norm.post_attn_out"),

@@ -17,6 +17,7 @@ FEATURES: dict[str, str] = {
     "interleaved_attention": "layers of different mixer kinds alternate (sliding/full, linear/full, SSM/attention)",
     "chunked_attention": "local attention within fixed chunks (Llama 4)",
     "nope_layers": "some attention layers apply no rotary embedding",
+    "no_positions": "no positional encoding at all: position_embedding_type says none (Granite-4.0's hybrids)",
     "moe": "mixture-of-experts MLP in some or all layers",
     "shared_experts": "MoE layers also run always-on shared experts",
     "dense_first_layers": "the first layers keep a dense MLP before MoE layers start",
@@ -132,6 +133,8 @@ def derive(facts: ArchFacts) -> tuple[str, ...]:
         out.append("alibi")
     elif facts.position_encoding == "absolute":
         out.append("absolute_positions")
+    elif facts.position_encoding == "nope":
+        out.append("no_positions")
     if facts.biases.attention_qkv:
         out.append("qkv_bias")
     if facts.mlp_gated is False:

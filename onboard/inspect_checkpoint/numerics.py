@@ -38,6 +38,10 @@ def rope_from_config(cv: ConfigView, lm: dict[str, TensorInfo] | None) -> tuple[
         return None, "alibi"
     if mt in ("mamba", "mamba2", "falcon_mamba", "rwkv"):
         return None, "none"
+    # Granite-4.0's hybrids: rotary only when position_embedding_type says "rope"; "nope", or null as written, means
+    # the attention layers take no positional encoding at all (their Mamba layers carry the order).
+    if cv.has("position_embedding_type") and cv.get("position_embedding_type") in (None, "nope", "none"):
+        return None, "nope"
     if cv.get("position_embedding_type") in ("absolute", "learned") or mt in ("gpt2", "gpt_bigcode", "opt", "gpt_neo",
                                                                                 "biogpt", "xglm"):  # fmt: skip
         return None, "absolute"

@@ -44,3 +44,22 @@ def copy_linear(dst: nn.Linear, src: nn.Linear) -> None:
 def full_table(half: torch.Tensor, interleaved: bool = False) -> torch.Tensor:
     """HF's duplicated cos/sin table from our half table: cat (llama) or repeat_interleave (cohere)."""
     return half.repeat_interleave(2, dim=-1) if interleaved else torch.cat((half, half), dim=-1)
+
+
+def check_padding_and_decoding(block: nn.Module, x: torch.Tensor, pad: int, prefix: int):  # noqa: ANN201
+    """For a token mixer with the Attention signature: row 1 left-padded by `pad` tokens equals its real tokens alone,
+    and a `prefix` forward then one token at a time through one LayerKV equals the whole sequence at once. Returns
+    the cache (its states' shapes are the caller's to check)."""
+    from onboard.blocks.attention import AttentionContext, LayerKV
+
+    batch, seq = x.shape[:2]
+    mask = torch.ones(batch, seq, dtype=torch.bool)
+    mask[1, :pad] = False
+    cache = LayerKV()
+    with torch.no_grad():
+        padded = block(x, None, None, AttentionContext(key_mask=mask))[1, pad:]
+        torch.testing.assert_close(padded, block(x[1:, pad:], None, None)[0], atol=1e-6, rtol=1e-6)
+        steps = [block(x[:, :prefix], None, None, AttentionContext(cache=cache))]
+        steps += [block(x[:, t : t + 1], None, None, AttentionContext(cache=cache)) for t in range(prefix, seq)]
+        torch.testing.assert_close(torch.cat(steps, dim=1), block(x, None, None), atol=1e-6, rtol=1e-6)
+    return cache

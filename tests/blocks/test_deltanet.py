@@ -8,10 +8,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from onboard.blocks.attention import AttentionContext, LayerKV
 from onboard.blocks.deltanet import GatedDeltaNet
 from onboard.generate_adapter.loader import _combine
-from tests.blocks._hf import randomize
+from tests.blocks._hf import check_padding_and_decoding, randomize
 
 B, S, HIDDEN = 2, 11, 32
 DIMS = {"linear_num_key_heads": 2, "linear_num_value_heads": 4, "linear_key_head_dim": 8, "linear_value_head_dim": 8,
@@ -56,14 +55,5 @@ def test_gated_deltanet_equals_transformers(family: str) -> None:
 
 def test_padding_and_cached_decoding() -> None:
     ours, _ = _pair("qwen3_next")
-    x = _x()
-    mask = torch.ones(B, S, dtype=torch.bool)
-    mask[1, :5] = False
-    cache = LayerKV()
-    with torch.no_grad():
-        padded = ours(x, None, None, AttentionContext(key_mask=mask))[1, 5:]
-        torch.testing.assert_close(padded, ours(x[1:, 5:], None, None)[0], atol=1e-6, rtol=1e-6)
-        steps = [ours(x[:, :6], None, None, AttentionContext(cache=cache))]
-        steps += [ours(x[:, t : t + 1], None, None, AttentionContext(cache=cache)) for t in range(6, S)]
-        torch.testing.assert_close(torch.cat(steps, dim=1), ours(x, None, None), atol=1e-6, rtol=1e-6)
+    cache = check_padding_and_decoding(ours, _x(), pad=5, prefix=6)
     assert cache.recurrent_state.shape == (B, 4, 8, 8) and cache.conv_state.shape == (B, 64, 3)

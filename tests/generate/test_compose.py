@@ -61,6 +61,16 @@ def test_one_alias_table_and_derived_values() -> None:
     assert raw.source == "config.json"
 
 
+def test_transformers_tagged_floats_are_read_back() -> None:
+    """transformers writes inf / nan as {"__float__": "Infinity"} (every Mamba-2 hybrid's time_step_limit) and its
+    config class rejects the tag itself: read back as floats, for known and day-zero model types alike."""
+    tagged = {"time_step_limit": [0.0, {"__float__": "Infinity"}], "nested": {"x": {"__float__": "-Infinity"}}}
+    bamba = read_config({"model_type": "bamba", "hidden_size": 32, "mamba_n_heads": 4, **tagged})
+    assert bamba.get("time_step_limit") == (0.0, float("inf")) and bamba.source.startswith("transformers")
+    raw = read_config({"model_type": "dayzero_x", **tagged})
+    assert raw.get("time_step_limit") == [0.0, float("inf")] and raw.get("nested") == {"x": float("-inf")}
+
+
 def test_derived_rules_falcon_multi_query_and_gptj_rotary_dim(tiny) -> None:
     from onboard.generate_adapter.config_values import field_values
 

@@ -244,10 +244,49 @@ def test_gated_deltanet_layers_compose(tiny, tmp_path: Path, model_type: str) ->
     assert ("grouped_rows" in source) == (model_type == "qwen3_next")
 
 
-@pytest.mark.parametrize("model_type", ["lfm2", "qwen3_next", "deepseek_v32", "mimo_v2_flash"])
+@pytest.mark.parametrize("model_type", ["bamba", "granitemoehybrid"])
+def test_mamba2_hybrid_layers_compose(tiny, tmp_path: Path, model_type: str) -> None:
+    """Bamba and Granite-4.0 (granitemoehybrid): Mamba-2 on the linear_attention layers, attention on the others,
+    composed without a family fact; parity passes. Granite-4.0 takes no positional encoding (position_embedding_type
+    null): none is composed, and a config asking for rotary is refused by name, not ignored."""
+    from onboard.errors import ConfigError
+
+    ckpt = copy_tiny(tiny, model_type, tmp_path)
+    result = generate(ckpt, tmp_path / "out", parity=True)
+    assert result.parity["passed"], result.parity["detail"]
+    assert result.overrides == ()
+    adapter = tmp_path / f"out/adapters/{model_type}.py"
+    source = " ".join(adapter.read_text().split())
+    assert 'time_step_limit=args.time_step_limit, ) if layer_type == "linear_attention" else Attention(' in source
+    args = load_adapter(adapter).ModelArgs
+    config = json.loads((ckpt / "config.json").read_text())
+    if model_type == "granitemoehybrid":
+        assert "no_positions" in inspect(str(ckpt)).features and "no positional encoding" in source
+        with pytest.raises(ConfigError, match="position_embedding_type='rope'"):
+            args.from_dict({**config, "position_embedding_type": "rope"})
+
+
+def test_mamba2_layer_types_of_a_day_zero_config(tiny, tmp_path: Path) -> None:
+    """The composed adapter's own reading of which layers are Mamba, as for a model_type transformers does not
+    know (config.json as written): Bamba's attn_layer_indices, and Granite-4.0's older layer_types names."""
+    for model_type in ("bamba", "granitemoehybrid"):
+        adapter = composed_adapter(copy_tiny(tiny, model_type, tmp_path), tmp_path / "out")
+        args = load_adapter(adapter).ModelArgs
+        config = {**json.loads((tiny(model_type) / "config.json").read_text()), "model_type": "day-zero-hybrid",
+                  "num_hidden_layers": 5}  # fmt: skip
+        config.pop("layer_types", None)
+        if model_type == "bamba":
+            config["attn_layer_indices"] = [1, 4]
+        else:
+            config["layer_types"] = ["mamba", "attention", "mamba", "mamba", "attention"]
+        assert args.from_dict(config).layer_types == ["linear_attention", "full_attention", "linear_attention",
+                                                      "linear_attention", "full_attention"]  # fmt: skip
+
+
+@pytest.mark.parametrize("model_type", ["lfm2", "qwen3_next", "deepseek_v32", "mimo_v2_flash", "bamba"])
 def test_new_mixers_pass_parity_in_bfloat16(tiny, tmp_path: Path, model_type: str) -> None:
-    """The dtype engines serve: the short convolution, Gated DeltaNet (its recurrence in float32 as transformers'),
-    the DSA indexer and asymmetric heads, composed, agree with transformers in bfloat16 within the noise of
+    """The dtype engines serve: the short convolution, Gated DeltaNet and Mamba-2 (their recurrences in float32 as
+    transformers'), the DSA indexer and asymmetric heads, composed, agree with transformers in bfloat16 within the noise of
     transformers' own bfloat16 runs (the comparator's calibrated verdict)."""
     ckpt = copy_tiny(tiny, model_type, tmp_path)
     report = check_parity(composed_adapter(ckpt, tmp_path / "out"), ckpt, "bfloat16")

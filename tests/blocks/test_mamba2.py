@@ -1,0 +1,75 @@
+"""Mamba-2 vs transformers' BambaMixer and GraniteMoeHybridMambaLayer, float32, 2 B/C groups over 4 heads: a full
+prefix (transformers' chunked SSD scan against our token-by-token recurrence), a left-padded row against the row
+alone, and cached decoding (convolution and recurrent state) against the whole sequence; then bfloat16 against
+transformers' own bfloat16 run."""
+
+from __future__ import annotations
+
+import importlib
+
+import pytest
+import torch
+
+from onboard.blocks.mamba2 import Mamba2Mixer
+from tests.blocks._hf import check_padding_and_decoding, randomize
+
+B, S, HIDDEN = 2, 11, 32
+DIMS = {"mamba_n_heads": 4, "mamba_d_head": 16, "mamba_n_groups": 2, "mamba_d_state": 8, "mamba_d_conv": 4,
+        "mamba_expand": 2, "mamba_chunk_size": 4}  # fmt: skip
+MIXERS = {"bamba": ("bamba", "BambaMixer"), "granitemoehybrid": ("granitemoehybrid", "GraniteMoeHybridMambaLayer")}
+
+
+def _pair(family: str, dtype: torch.dtype = torch.float32, **extra: object) -> tuple[Mamba2Mixer, torch.nn.Module]:
+    from transformers import AutoConfig
+
+    cfg = AutoConfig.for_model(family, hidden_size=HIDDEN, num_hidden_layers=1, num_attention_heads=4,
+                               num_key_value_heads=2, **DIMS, **extra)  # fmt: skip
+    folder, name = MIXERS[family]
+    hf = getattr(importlib.import_module(f"transformers.models.{folder}.modeling_{folder}"), name)(cfg, 0).eval()
+    randomize(hf, std=0.3)
+    with torch.no_grad():
+        hf.A_log.copy_(torch.linspace(-1.0, 1.0, 4))  # decays between exp(-e) and exp(-1/e) per unit of dt
+    ours = Mamba2Mixer(HIDDEN, 4, 16, 8, 2, 4, norm_eps=cfg.rms_norm_eps, time_step_limit=cfg.time_step_limit)
+    ours.load_state_dict(hf.state_dict(), strict=True)
+    return ours.to(dtype), hf.to(dtype)
+
+
+def _x(dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    return torch.randn(B, S, HIDDEN, generator=torch.Generator().manual_seed(4)).to(dtype)
+
+
+@pytest.mark.parametrize("family", sorted(MIXERS))
+def test_mamba2_equals_transformers(family: str) -> None:
+    ours, hf = _pair(family)
+    with torch.no_grad():
+        expected = hf(_x())
+        assert expected.abs().max() > 0.1  # a real signal, not a zero state
+        torch.testing.assert_close(ours(_x(), None, None), expected, atol=1e-5, rtol=1e-5)
+        ours.A_log.add_(1.0)  # another decay: the recurrence is what is compared
+        assert (ours(_x(), None, None) - expected).abs().max() > 1e-3
+
+
+def test_time_step_limit_clamps() -> None:
+    ours, hf = _pair("bamba", time_step_limit=(0.0, 0.1))
+    with torch.no_grad():
+        torch.testing.assert_close(ours(_x(), None, None), hf(_x()), atol=1e-5, rtol=1e-5)
+        ours.time_step_limit = (0.0, float("inf"))
+        assert (ours(_x(), None, None) - hf(_x())).abs().max() > 1e-3
+
+
+def test_bfloat16_matches_transformers_bfloat16() -> None:
+    """In bfloat16 both round dt's softplus in bfloat16 and scan in float32: closer to transformers' bfloat16 run
+    than either is to float32."""
+    ours, hf = _pair("bamba", torch.bfloat16)
+    ref32, _ = _pair("bamba")
+    with torch.no_grad():
+        ours_out, hf_out = ours(_x(torch.bfloat16), None, None).float(), hf(_x(torch.bfloat16)).float()
+        exact = ref32(_x(), None, None)
+    gap, rounding = (ours_out - hf_out).abs().max(), (hf_out - exact).abs().max()
+    assert rounding > 0 and gap <= 0.5 * rounding, (gap, rounding)
+
+
+def test_padding_and_cached_decoding() -> None:
+    ours, _ = _pair("bamba")
+    cache = check_padding_and_decoding(ours, _x(), pad=5, prefix=6)
+    assert cache.recurrent_state.shape == (B, 4, 16, 8) and cache.conv_state.shape == (B, 64 + 32, 3)
