@@ -55,7 +55,8 @@ class LMHead(nn.Module):
         self.scale, self.final_softcap = scale, final_softcap
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        logits = F.linear(x, self.weight, self.bias)
+        # In the weights' dtype, as transformers' heads cast it: a float32 residual stream (Mamba-2) reaches here.
+        logits = F.linear(x.to(self.weight.dtype), self.weight, self.bias)
         if self.scale is not None:
             logits = logits * self.scale
         logits = logits.float()

@@ -64,6 +64,7 @@ PLACEMENT_DOC = {
     "sandwich": "Sandwich-norm layer: x + norm(attn(norm(x))), then x + norm(mlp(norm(x))).",
     "parallel": "Parallel layer: attention and MLP both read norm(x); x + attn + mlp.",
     "parallel2": "Parallel layer with two norms: x + attn(norm1(x)) + mlp(norm2(x)).",
+    "single": "Single-block layer: x + mixer(norm(x)), the mixer a token mixer or a feed-forward block by layer type.",
 }
 
 
@@ -79,12 +80,22 @@ FORWARD: dict[str, tuple[str, ...]] = {
     ),
     "parallel": ("h = self.{n0}(x)", "return x + self.self_attn(h, cos, sin, ctx) + self.{mlp}(h)"),
     "parallel2": ("return x + self.self_attn(self.{n0}(x), cos, sin, ctx) + self.{mlp}(self.{n1}(x))",),
+    # Nemotron-H / Mamba-2: one block per layer (self_attn None on feed-forward layers, the MLP None on the others);
+    # the norm reads the residual in the weights' dtype (a float32 residual stream is cast back, as transformers).
+    "single": (
+        "h = self.{n0}(x.to(self.{n0}.weight.dtype))",
+        "residual = {residual}",
+        "if self.self_attn is not None:",
+        "    return residual + self.self_attn(h, cos, sin, ctx)",
+        "return residual + self.{mlp}(h)",
+    ),
 }
 
 
-def _forward(placement: str, names: tuple[str, ...], mlp: str, scale: str) -> list[str]:
+def _forward(placement: str, names: tuple[str, ...], mlp: str, scale: str, residual_fp32: bool) -> list[str]:
     slots = {f"n{k}": name for k, name in enumerate(names)}
-    return [line.format(mlp=mlp, scale=scale, **slots) for line in FORWARD[placement]]
+    residual = "x.float() if self.residual_in_fp32 else x" if residual_fp32 else "x"
+    return [line.format(mlp=mlp, scale=scale, residual=residual, **slots) for line in FORWARD[placement]]
 
 
 def _fields(plan: AdapterPlan) -> list[tuple[str, str, str | None]]:
@@ -170,8 +181,13 @@ def adapter_source(plan: AdapterPlan) -> str:
         "mlp_attr": spec.mlp_attr,
         "mlp": spec.mlp,
         "residual_scale": spec.residual_scale,
+        "residual_fp32": spec.residual_fp32,
         "forward": _forward(
-            spec.placement, spec.norm_names, spec.mlp_attr, " * self.residual_scale" if spec.residual_scale else ""
+            spec.placement,
+            spec.norm_names,
+            spec.mlp_attr,
+            " * self.residual_scale" if spec.residual_scale else "",
+            bool(spec.residual_fp32),
         ),  # fmt: skip
         "embed_scale": spec.embed_scale,
         "lm_head": "LMHead(args.hidden_size, args.vocab_size, tied_to=tied"

@@ -103,6 +103,9 @@ class ArchSpec:
     embed_scale: str = "None"
     lm_head: tuple[str, ...] = ()
     residual_scale: str | None = None
+    residual_fp32: str | None = None
+    """Expression over args: the residual stream kept in float32 between layers ("single" placement; Mamba-2's
+    residual_in_fp32), the layer's norm reading it cast back to the weights' dtype."""
     post_init: tuple[str, ...] = ()
     """Statements run first in ModelArgs.__post_init__: derived defaults, refusals of config values the blocks
     cannot express."""

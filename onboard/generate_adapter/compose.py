@@ -22,7 +22,7 @@ from onboard.generate_adapter.arch_parts import ArchSpec, attention
 from onboard.generate_adapter.compose_knowledge import GATED_ACTIVATION_NAMES, PLAIN_ACTIVATION_NAMES
 from onboard.generate_adapter.compose_mixers import LAYER_TYPE_NAMES, layer_mixers, mla_expression
 from onboard.generate_adapter.compose_moe import moe_expression
-from onboard.generate_adapter.compose_norms import norms, qk_norm, sub_norm
+from onboard.generate_adapter.compose_norms import norms, qk_norm, single_block_layers, sub_norm
 from onboard.generate_adapter.compose_rules import (
     Composition,
     Fields,
@@ -124,6 +124,9 @@ class Composer:
         attn = self.attention()
         mlp, moe_layer = self.feed_forward()
         norm, placement, norm_names = norms(self)
+        residual_fp32 = None
+        if placement == "single" and self.has_key("residual_in_fp32"):
+            residual_fp32 = self.fields.need("residual_in_fp32", "bool", "False")
         layer_type, rope_kind = self.layer_plan()
         embed_scale = self.embeddings()
         lm_head = self.head()
@@ -152,6 +155,7 @@ class Composer:
             embed_scale=embed_scale,
             lm_head=tuple(lm_head),
             residual_scale=residual,
+            residual_fp32=residual_fp32,
             post_init=tuple(self.post_init),
             features=frozenset(p.features),
             dropped=tuple(self.roles.dropped),
@@ -361,7 +365,10 @@ class Composer:
 
     def feed_forward(self) -> tuple[str, str | None]:
         layers = self.p.layers
-        if any(layer.mlp == "none" for layer in layers):
+        single = single_block_layers(self.p)  # a layer without a feed-forward block has a token mixer instead
+        if single and all(layer.mlp == "none" for layer in layers):
+            return "None", None
+        if any(layer.mlp == "none" for layer in layers) and not single:
             self.stub("mlp_free_layers", "layers without a feed-forward block are not composed")
         moe = [layer.mlp == "moe" for layer in layers]
         dense = self.dense_mlp(required=not all(moe))
@@ -469,7 +476,9 @@ class Composer:
                 self.post_init.append(refusal(self.p.model_type, key, f'self.{key} not in (None, "nope", "none")',
                                               "rotary positions on a family composed without positional encoding"))  # fmt: skip
                 self.words.append("no positional encoding")
-            elif not {"absolute_positions", "alibi"} & set(self.p.features):
+            elif not {"absolute_positions", "alibi"} & set(self.p.features) and any(
+                layer.attention not in mixers and layer.attention != "none" for layer in self.p.layers
+            ):  # a model of mixer layers only (Mamba-2) needs no positions
                 self.stub("positions", "no rotary and no learned position embeddings recognised")
             return layer_type, "None"
         attending = [kind for kind, layer in zip(kinds, self.p.layers, strict=True) if layer.attention not in mixers]

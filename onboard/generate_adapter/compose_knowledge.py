@@ -52,6 +52,8 @@ IGNORED_CONFIG_KEYS = frozenset(
         # Mamba-2 hybrids: the scan's chunk length orders the same sums (our scan goes token by token), and how many
         # positions' logits generation keeps
         "mamba_chunk_size", "num_logits_to_keep",
+        # Mamba-2 keeps Mamba-1's dt projection rank in its config and never reads it (dt comes from in_proj per head)
+        "time_step_rank",
     }
 )  # fmt: skip
 

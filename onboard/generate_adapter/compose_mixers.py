@@ -116,6 +116,13 @@ def gated_deltanet(c: ComposerParts) -> str:
 
 MAMBA2_PARTS = {("in_proj", "weight"), ("conv1d", "weight"), ("out_proj", "weight"), ("norm", "weight"),
                 ("dt_bias", None), ("A_log", None), ("D", None)}  # fmt: skip
+MAMBA2_ALIASES = {
+    "mamba_n_heads": ("mamba_num_heads", "num_heads"), "mamba_d_head": ("mamba_head_dim", "head_dim"),
+    "mamba_d_state": ("ssm_state_size", "state_size"), "mamba_n_groups": ("n_groups",), "mamba_d_conv": ("conv_kernel",),
+    "mamba_conv_bias": ("use_conv_bias",), "mamba_proj_bias": ("use_bias",), "mamba_expand": ("expand",),
+    "mamba_hidden_act": ("hidden_act",),
+}  # fmt: skip
+"""Mamba-2 sizes under Bamba's names (the fields), then Nemotron-H's and Mamba-2's (mamba_num_heads, num_heads, ...)."""
 MAMBA2_BIASES = ({("conv1d", "bias")}, {("in_proj", "bias"), ("out_proj", "bias")})
 """Optional: the convolution's bias (mamba_conv_bias) and the projections' (mamba_proj_bias), each all or none."""
 
@@ -134,13 +141,16 @@ def mamba2(c: ComposerParts) -> str:
         return ""  # the ssm_layers stub stands, and the tensors are named
     for x in parts:
         c.wm.add(layer_target(f"self_attn.{x.part}" + (f".{x.param}" if x.param else "")), (x.source,))
+    c.extra_aliases.update(MAMBA2_ALIASES)
     f = c.fields
     dims = ", ".join(f.need(name, "int", None) for name in ("mamba_n_heads", "mamba_d_head", "mamba_d_state",
                                                              "mamba_n_groups", "mamba_d_conv"))  # fmt: skip
     conv_bias = f.need("mamba_conv_bias", "bool", repr(("conv1d", "bias") in found))
     proj_bias = f.need("mamba_proj_bias", "bool", repr(("in_proj", "bias") in found))
     limit = f.need("time_step_limit", "tuple[float, float] | list[float] | None", "None")
-    if c.has_key("mamba_expand"):  # Bamba's "auto": the head width that fills mamba_expand x hidden
+    act = f.need("mamba_hidden_act", "str", '"silu"')
+    if any(key in c.p.config_keys for key in ("mamba_expand", *MAMBA2_ALIASES["mamba_expand"])):
+        # Bamba's "auto": the head width that fills mamba_expand x hidden
         f.need("mamba_expand", "int", "2")
         c.post_init.append('if self.mamba_d_head == "auto":\n'
                            "    self.mamba_d_head = self.mamba_expand * self.hidden_size // self.mamba_n_heads")  # fmt: skip
@@ -150,4 +160,4 @@ def mamba2(c: ComposerParts) -> str:
     )
     c.words.append("Mamba-2 on the state-space layers")
     return (f"Mamba2Mixer(args.hidden_size, {dims}, conv_bias={conv_bias}, proj_bias={proj_bias}, "
-            f"norm_eps={c.eps()}, activation=args.hidden_act, time_step_limit={limit})")  # fmt: skip
+            f"norm_eps={c.eps()}, activation={act}, time_step_limit={limit})")  # fmt: skip

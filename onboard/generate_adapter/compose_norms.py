@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from onboard.generate_adapter.compose_rules import ComposerParts
 from onboard.generate_adapter.weight_inference import layer_target, templates
+from onboard.profile import ModelProfile
 
 # Canonical norm attribute per placement and norm position.
 NORM_NAMES: dict[str, dict[str, str]] = {
@@ -15,6 +16,7 @@ NORM_NAMES: dict[str, dict[str, str]] = {
     "sandwich": {"input": "input_layernorm", "post_attn_out": "post_attention_layernorm",
                  "pre_mlp": "pre_feedforward_layernorm", "post_mlp": "post_feedforward_layernorm"},
     "post": {"post_attn_out": "post_attention_layernorm", "post_mlp": "post_feedforward_layernorm"},
+    "single": {"input": "input_layernorm"},
 }  # fmt: skip
 PLACEMENTS: dict[frozenset[str], str] = {
     frozenset({"input", "pre_mlp"}): "pre",
@@ -36,6 +38,8 @@ def norms(c: ComposerParts) -> tuple[str, str, tuple[str, ...]]:
     placement = str(weightless) if weightless else PLACEMENTS.get(frozenset(positions))
     if placement == "pre" and "parallel_residual" in p.features:
         placement = "parallel2"
+    if placement == "parallel" and single_block_layers(p):
+        placement = "single"
     if placement == "parallel" and "parallel_residual" not in p.features:
         placement = None
     if placement is None:
@@ -65,6 +69,11 @@ def norms(c: ComposerParts) -> tuple[str, str, tuple[str, ...]]:
     else:
         biases.append(_load(c, final.role, "model.norm"))
     return norm_block(c, any(biases)), placement, tuple(names[k] for k in names)
+
+
+def single_block_layers(p: ModelProfile) -> bool:
+    """Every layer one block: a token mixer or a feed-forward block, never both (Nemotron-H, Mamba-2)."""
+    return bool(p.layers) and all((layer.attention == "none") != (layer.mlp == "none") for layer in p.layers)
 
 
 def _load(c: ComposerParts, role: str, target: str) -> bool:

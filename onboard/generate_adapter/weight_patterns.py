@@ -58,8 +58,8 @@ LAYER_PATTERNS: tuple[tuple[str, str], ...] = (
      rf"norm){_P}", "deltanet"),
     (r"linear_attn\.(?P<part>dt_bias|A_log)", "deltanet"),
     # --- Mamba-2, the state-space mixer of the hybrids' `linear_attention` layers (Bamba, Granite-4.0) -------
-    (rf"mamba\.(?P<part>in_proj|conv1d|out_proj|norm){_P}", "mamba2"),
-    (r"mamba\.(?P<part>dt_bias|A_log|D)", "mamba2"),
+    (rf"(?:mamba|mixer)\.(?P<part>in_proj|conv1d|out_proj|norm){_P}", "mamba2"),
+    (r"(?:mamba|mixer)\.(?P<part>dt_bias|A_log|D)", "mamba2"),
     # --- gated short convolution, the token mixer of some layers (LFM2's `conv` layers) -------------------------
     (rf"(?:conv|short_conv)\.(?P<part>in_proj|conv|out_proj){_P}", "conv"),
     # --- mixture of experts (before the dense MLP: expert and router names reuse gate/up/down) -----------------
@@ -90,7 +90,7 @@ LAYER_PATTERNS: tuple[tuple[str, str], ...] = (
     (rf"{_MLP}\.ffn_sub_norm{_P}", "mlp.sub_norm"),  # BitNet: RMSNorm on act(gate) * up before down_proj
     # --- norms, by position --------------------------------------------------------------------------------------
     (rf"(?:input_layernorm|ln_1|ln_attn|attention_norm|self_attn_layer_norm|attention_layernorm|operator_norm|"
-     rf"norm_attn_norm\.norm_1){_P}", "norm.input"),
+     rf"norm_attn_norm\.norm_1|norm){_P}", "norm.input"),
     (rf"(?:post_attention_layernorm){_P}", "norm.post_attention"),
     (rf"(?:pre_feedforward_layernorm|pre_ff_layernorm|pre_mlp_layernorm|feedforward_layernorm|ln_2|ln_mlp|ffn_norm|final_layer_norm|"
      rf"norm_attn_norm\.norm_2){_P}", "norm.pre_mlp"),
@@ -104,7 +104,7 @@ LAYER_PATTERNS: tuple[tuple[str, str], ...] = (
 
 # (regex over a whole name outside the decoder layers, role).
 TOP_PATTERNS: tuple[tuple[str, str], ...] = (
-    (r"(?:.*\.)?(?:embed_tokens|wte|word_embeddings|embed_in|tok_embeddings|tokens_embed)\.weight", "embed"),
+    (r"(?:.*\.)?(?:embed_tokens|wte|word_embeddings|embed_in|tok_embeddings|tokens_embed|embeddings)\.weight", "embed"),
     (r"(?:.*\.)?(?:wpe|positions_embed|embed_positions)\.weight", "positions"),
     (rf"(?:.*\.)?(?:norm|ln_f|final_layer_norm|final_layernorm|norm_f|final_norm|layer_norm){_P}", "final_norm"),
     # BLOOM's LayerNorm on the token embeddings, before the first layer

@@ -283,6 +283,24 @@ def test_mamba2_layer_types_of_a_day_zero_config(tiny, tmp_path: Path) -> None:
                                                       "linear_attention", "full_attention"]  # fmt: skip
 
 
+def test_mamba2_single_block_layers_with_a_float32_residual(tiny, tmp_path: Path) -> None:
+    """Mamba-2 (mamba2): one block per layer (norm, then the mixer), no feed-forward and no positions; parity passes.
+    Its residual_in_fp32 keeps the residual stream in float32 between layers: in bfloat16 the composed adapter
+    then equals transformers' own bfloat16 run, and the same adapter adding the residual in bfloat16 does not."""
+    ckpt = copy_tiny(tiny, "mamba2", tmp_path)
+    result = generate(ckpt, tmp_path / "out", parity=True)
+    assert result.parity["passed"], result.parity["detail"]
+    adapter = tmp_path / "out/adapters/mamba2.py"
+    source = adapter.read_text()
+    assert "Single-block layer" in source and "self.mlp = None" in source
+    assert json.loads((ckpt / "config.json").read_text())["residual_in_fp32"] is True
+    report = check_parity(adapter, ckpt, "bfloat16")
+    assert report["passed"] and report["worst"] == pytest.approx(report["reference_worst"], rel=1e-6), report
+    in_bf16 = tmp_path / "mamba2_bf16_residual.py"
+    in_bf16.write_text(source.replace("residual = x.float() if self.residual_in_fp32 else x", "residual = x"))
+    assert check_parity(in_bf16, ckpt, "bfloat16")["worst"] > 1.02 * report["reference_worst"]
+
+
 @pytest.mark.parametrize("model_type", ["lfm2", "qwen3_next", "deepseek_v32", "mimo_v2_flash", "bamba"])
 def test_new_mixers_pass_parity_in_bfloat16(tiny, tmp_path: Path, model_type: str) -> None:
     """The dtype engines serve: the short convolution, Gated DeltaNet and Mamba-2 (their recurrences in float32 as
