@@ -4,8 +4,9 @@ gated experts, and optional shared experts (with qwen2_moe's sigmoid gate). Dens
 `first_k_dense_replace`) are the caller's choice of GatedMLP instead of MoE.
 
 Parameters: `router` [E, hidden] (no bias); `e_score_correction_bias` [E] (only with `correction_bias=True`);
-`experts_gate_up` [E, 2*I, hidden] ([gate; up] rows per expert); `experts_down` [E, hidden, I]; `shared`
-(GatedMLP) and `shared_gate` (Linear hidden->1) when configured; `output_norm` (RMSNorm on the block's output, routed
+`experts_gate_up` [E, 2*I, hidden] ([gate; up] rows per expert) or, with `gated=False` (Nemotron-H's experts:
+down(act(up(x)))), `experts_up` [E, I, hidden]; `experts_down` [E, hidden, I]; `shared` (GatedMLP, or MLP when not
+gated) and `shared_gate` (Linear hidden->1) when configured; `output_norm` (RMSNorm on the block's output, routed
 plus shared: A.X-K1's post_mlp_layernorm) with `output_norm_eps`.
 """
 
@@ -17,7 +18,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .mlp import GATED_ACTIVATIONS, GatedMLP
+from .mlp import ACTIVATIONS, GATED_ACTIVATIONS, MLP, GatedMLP
 from .norms import RMSNorm
 
 
@@ -96,6 +97,7 @@ class MoE(nn.Module):
         shared_gate: bool = False,
         shared_average: bool = False,
         output_norm_eps: float | None = None,
+        gated: bool = True,
     ) -> None:
         super().__init__()
         self.shared_average = shared_average
@@ -103,7 +105,10 @@ class MoE(nn.Module):
             raise ValueError(f"num_experts {num_experts} is not divisible by n_group {router.n_group}")
         self.spec = router
         self.num_experts = num_experts
-        self.act = GATED_ACTIVATIONS[activation]
+        table = GATED_ACTIVATIONS if gated else ACTIVATIONS
+        if activation not in table:
+            raise ValueError(f"MoE: unsupported {'gated' if gated else 'plain'} activation {activation!r}")
+        self.act, self.gated = table[activation], gated
         # The router weight and correction bias are stored in float32 whatever the model's dtype (exact for bf16
         # checkpoints): rounding DeepSeek-V3's float32 gate to bf16 flipped experts on near-ties (issue 10);
         # transformers keeps them float32 (`_keep_in_fp32_modules_strict`). Where the logits are rounded is the
@@ -112,9 +117,15 @@ class MoE(nn.Module):
         self.e_score_correction_bias = (
             nn.Parameter(torch.zeros(num_experts, dtype=torch.float32)) if router.correction_bias else None
         )
-        self.experts_gate_up = nn.Parameter(torch.zeros(num_experts, 2 * moe_intermediate_size, hidden_size))
+        if gated:
+            self.experts_gate_up = nn.Parameter(torch.zeros(num_experts, 2 * moe_intermediate_size, hidden_size))
+        else:
+            self.experts_up = nn.Parameter(torch.zeros(num_experts, moe_intermediate_size, hidden_size))
         self.experts_down = nn.Parameter(torch.zeros(num_experts, hidden_size, moe_intermediate_size))
-        self.shared = GatedMLP(hidden_size, shared_intermediate_size, activation) if shared_intermediate_size else None
+        self.shared: nn.Module | None = None
+        if shared_intermediate_size:
+            self.shared = (GatedMLP(hidden_size, shared_intermediate_size, activation) if gated
+                           else MLP(hidden_size, shared_intermediate_size, activation, bias=False))  # fmt: skip
         self.shared_gate = nn.Linear(hidden_size, 1, bias=False) if shared_gate else None
         self.output_norm = RMSNorm(hidden_size, output_norm_eps) if output_norm_eps is not None else None
 
@@ -135,8 +146,11 @@ class MoE(nn.Module):
         for expert in indices.unique().tolist():
             token_idx, slot = torch.where(indices == expert)
             h = tokens[token_idx]
-            gate, up = F.linear(h, self.experts_gate_up[expert]).chunk(2, dim=-1)
-            y = F.linear(self.act(gate, up), self.experts_down[expert])
+            if self.gated:
+                gate, up = F.linear(h, self.experts_gate_up[expert]).chunk(2, dim=-1)
+                y = F.linear(self.act(gate, up), self.experts_down[expert])
+            else:
+                y = F.linear(self.act(F.linear(h, self.experts_up[expert])), self.experts_down[expert])
             # A token meets an expert at most once (top-k picks distinct experts), so the indices are unique and
             # an indexed add is exact — and ~3x faster on CPU than index_add_ (benchmarks/bench_adapter_forward.py).
             out[token_idx] += (y * weights[token_idx, slot, None]).to(out.dtype)

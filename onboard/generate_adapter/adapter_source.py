@@ -12,7 +12,7 @@ import tokenize
 
 from onboard.generate_adapter.archs import BASE_FIELDS
 from onboard.generate_adapter.plan import AdapterPlan
-from onboard.generate_adapter.render import format_expr, py_repr, render
+from onboard.generate_adapter.render import LINE, format_expr, py_repr, render
 from onboard.generate_adapter.weight_maps import DROPPED
 from onboard.generate_adapter.weight_rule import WeightRule
 
@@ -92,6 +92,17 @@ FORWARD: dict[str, tuple[str, ...]] = {
 }
 
 
+def _aliases(aliases: dict[str, tuple[str, ...]]) -> str:
+    """The ALIASES dict literal: on its line when it fits, else one entry per line (as ruff format lays it out)."""
+    if not aliases:
+        return ""
+    items = [f"{py_repr(k)}: {py_repr(v)}" for k, v in sorted(aliases.items())]
+    one_line = "{" + ", ".join(items) + "}"
+    if len("    ALIASES = ") + len(one_line) <= LINE:
+        return one_line
+    return "{\n" + "".join(f"        {item},\n" for item in items) + "    }"
+
+
 def _forward(placement: str, names: tuple[str, ...], mlp: str, scale: str, residual_fp32: bool) -> list[str]:
     slots = {f"n{k}": name for k, name in enumerate(names)}
     residual = "x.float() if self.residual_in_fp32 else x" if residual_fp32 else "x"
@@ -162,9 +173,7 @@ def adapter_source(plan: AdapterPlan) -> str:
         "summary": textwrap.fill(summary, 116),
         "stubs": plan.stubs,
         "regenerate": REGENERATE_COMMAND if plan.runnable and plan.family == plan.model_type else "onboard generate",
-        "aliases": "{" + ", ".join(f"{py_repr(k)}: {py_repr(v)}" for k, v in sorted(spec.aliases.items())) + "}"
-        if spec.aliases
-        else "",
+        "aliases": _aliases(spec.aliases),
         "fields": _fields(plan),
         "post_init": spec.post_init,
         "layer_type": spec.layer_type,

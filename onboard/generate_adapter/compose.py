@@ -20,9 +20,14 @@ import re
 from onboard.errors import InputError
 from onboard.generate_adapter.arch_parts import ArchSpec, attention
 from onboard.generate_adapter.compose_knowledge import GATED_ACTIVATION_NAMES, PLAIN_ACTIVATION_NAMES
-from onboard.generate_adapter.compose_mixers import LAYER_TYPE_NAMES, layer_mixers, mla_expression
+from onboard.generate_adapter.compose_mixers import (
+    FEED_FORWARD_LAYER_TYPES,
+    LAYER_TYPE_NAMES,
+    layer_mixers,
+    mla_expression,
+)
 from onboard.generate_adapter.compose_moe import moe_expression
-from onboard.generate_adapter.compose_norms import norms, qk_norm, single_block_layers, sub_norm
+from onboard.generate_adapter.compose_norms import norms, qk_norm, sub_norm
 from onboard.generate_adapter.compose_rules import (
     Composition,
     Fields,
@@ -36,6 +41,7 @@ from onboard.generate_adapter.compose_rules import (
     op_name,
     pattern_expr,
     refusal,
+    single_block_layers,
 )
 from onboard.generate_adapter.config_values import aliases_of
 from onboard.generate_adapter.weight_inference import (
@@ -185,6 +191,9 @@ class Composer:
         expr = None if all(layer.attention in dict(mixers) for layer in self.p.layers) else self.self_attention()
         for kind, mixer in reversed(mixers):  # the layer types' names in config.json's layer_types
             expr = mixer if expr is None else f'{mixer} if layer_type == "{LAYER_TYPE_NAMES[kind]}" else {expr}'
+        if single_block_layers(self.p) and any(layer.attention == "none" for layer in self.p.layers):
+            ffn = ", ".join(f'"{name}"' for name in FEED_FORWARD_LAYER_TYPES.values())
+            expr = f"None if layer_type in ({ffn}) else {expr}"  # a feed-forward layer (Nemotron-H)
         return expr  # type: ignore[return-value]
 
     def self_attention(self) -> str:
@@ -366,8 +375,15 @@ class Composer:
     def feed_forward(self) -> tuple[str, str | None]:
         layers = self.p.layers
         single = single_block_layers(self.p)  # a layer without a feed-forward block has a token mixer instead
-        if single and all(layer.mlp == "none" for layer in layers):
-            return "None", None
+        if single:  # each feed-forward kind on the layers of its type, none on the mixer layers
+            expr = "None"
+            if any(layer.mlp not in ("none", "moe") for layer in layers):
+                expr = (
+                    f'{self.dense_mlp(required=True)} if layer_type == "{FEED_FORWARD_LAYER_TYPES["dense"]}" else None'
+                )
+            if any(layer.mlp == "moe" for layer in layers):
+                expr = f'{self.moe()} if layer_type == "{FEED_FORWARD_LAYER_TYPES["moe"]}" else {expr}'
+            return expr, None
         if any(layer.mlp == "none" for layer in layers) and not single:
             self.stub("mlp_free_layers", "layers without a feed-forward block are not composed")
         moe = [layer.mlp == "moe" for layer in layers]
@@ -462,6 +478,7 @@ class Composer:
         mixers = self.mixers
         kinds = [
             f'"{LAYER_TYPE_NAMES[layer.attention]}"' if layer.attention in mixers
+            else f'"{FEED_FORWARD_LAYER_TYPES[layer.mlp]}"' if layer.attention == "none" and layer.mlp != "none"
             else "SLIDING" if layer.attention == "sliding" else "FULL"
             for layer in self.p.layers
         ]  # fmt: skip
@@ -470,8 +487,10 @@ class Composer:
             self.fields.need("attn_layer_indices", "list[int] | None", "None")
             layer_type = f'FULL if i in (self.attn_layer_indices or ()) else "{LAYER_TYPE_NAMES["ssm"]}"'
         if self.p.rope is None:
-            if "no_positions" in self.p.features:  # and a config asking for rotary is refused, not ignored
+            if "no_positions" in self.p.features:
                 key = "position_embedding_type"
+                # A config of the family asking for rotary is refused, not ignored (config.json's null hides the key
+                # from the profile, so it is read whether or not this checkpoint sets it).
                 self.fields.need(key, "str | None", "None")
                 self.post_init.append(refusal(self.p.model_type, key, f'self.{key} not in (None, "nope", "none")',
                                               "rotary positions on a family composed without positional encoding"))  # fmt: skip
@@ -481,13 +500,14 @@ class Composer:
             ):  # a model of mixer layers only (Mamba-2) needs no positions
                 self.stub("positions", "no rotary and no learned position embeddings recognised")
             return layer_type, "None"
-        attending = [kind for kind, layer in zip(kinds, self.p.layers, strict=True) if layer.attention not in mixers]
+        attending = [kind for kind, layer in zip(kinds, self.p.layers, strict=True)
+                     if layer.attention not in mixers and layer.attention != "none"]  # fmt: skip
         base = "layer_type" if len(set(attending)) > 1 else "FULL"
         rope_kind = self.fact("rope_kind")
         if rope_kind is not None:
             return layer_type, str(rope_kind)
         # A mixer layer reads no rotary: it takes the attention layers' table, never a NoPE pattern of its own.
-        ropes = [layer.rope or layer.attention in mixers for layer in self.p.layers]
+        ropes = [layer.rope or layer.attention in mixers or layer.attention == "none" for layer in self.p.layers]
         if all(ropes) or not ropes:
             return layer_type, base
         self.words.append("NoPE layers")

@@ -54,6 +54,9 @@ IGNORED_CONFIG_KEYS = frozenset(
         "mamba_chunk_size", "num_logits_to_keep",
         # Mamba-2 keeps Mamba-1's dt projection rank in its config and never reads it (dt comes from in_proj per head)
         "time_step_rank",
+        # Nemotron-H: the dtype transformers' cache keeps the SSM state in (decoding only; composed adapters keep it in
+        # float32), whether the shared expert overlaps the routed ones (scheduling), and its MTP layers' types
+        "mamba_ssm_cache_dtype", "moe_shared_expert_overlap", "mtp_layers_block_type",
     }
 )  # fmt: skip
 

@@ -114,6 +114,9 @@ def gated_deltanet(c: ComposerParts) -> str:
     return f"GatedDeltaNet(args.hidden_size, {dims}, {c.eps()}, args.hidden_act)"
 
 
+FEED_FORWARD_LAYER_TYPES = {"dense": "mlp", "moe": "moe"}
+"""Inspect's feed-forward kinds -> the layer_types entry of a layer that is only that block (Nemotron-H)."""
+
 MAMBA2_PARTS = {("in_proj", "weight"), ("conv1d", "weight"), ("out_proj", "weight"), ("norm", "weight"),
                 ("dt_bias", None), ("A_log", None), ("D", None)}  # fmt: skip
 MAMBA2_ALIASES = {

@@ -22,7 +22,7 @@ def moe_expression(c: ComposerParts) -> str:
     if biased:
         c.stub("moe_biases", f"biases on the router or the experts are not in the MoE block: {templates(*biased)}")
     c.wm.add(layer_target(MOE + "router.weight"), (router.source,))
-    inter = _experts(c, hidden)
+    inter, gated = _experts(c, hidden)
     known_moe_size = moe.expert_intermediate_size if c.has_key("moe_intermediate_size") else None
     size = c.size(inter or 0, [("args.moe_intermediate_size", known_moe_size),
                                ("args.intermediate_size", p.dims.intermediate_size)])  # fmt: skip
@@ -59,13 +59,14 @@ def moe_expression(c: ComposerParts) -> str:
         spec.append(f"n_group={n_group}, topk_group={topk_group}")
     if moe.scoring == "sigmoid" or bias is not None:
         spec.append("logits_in_float32=True")  # DeepSeek-style routers score float32 logits in transformers
-    shared = _shared(c, hidden, inter)
+    shared = _shared(c, hidden, inter, gated)
     if c.fact("moe_router") == "sparsemixer":
         return _sparsemixer(c, size, spec, shared)
-    c.words.append(f"{moe.scoring} top-k MoE" + (" with shared experts" if shared else ""))
+    c.words.append(f"{moe.scoring} top-k MoE" + ("" if gated else " of plain experts (up, act, down)")
+                   + (" with shared experts" if shared else ""))  # fmt: skip
     return (
         f"MoE(args.hidden_size, {f.need('num_experts', 'int', None)}, {size}, RouterSpec({', '.join(spec)}), "
-        f"activation=args.hidden_act{shared}{_output_norm(c)})"
+        f"activation=args.hidden_act{shared}{_output_norm(c)}{'' if gated else ', gated=False'})"
     )
 
 
@@ -92,27 +93,32 @@ def _output_norm(c: ComposerParts) -> str:
     return f", output_norm_eps={c.eps()}"
 
 
-def _experts(c: ComposerParts, hidden: int) -> int | None:
-    """Fill experts_gate_up [E, 2I, H] and experts_down [E, H, I]; the expert intermediate size I."""
+def _experts(c: ComposerParts, hidden: int) -> tuple[int | None, bool]:
+    """Fill experts_gate_up [E, 2I, H] (or, for plain experts, experts_up [E, I, H]) and experts_down [E, H, I];
+    (the expert intermediate size I, whether the experts are gated)."""
     r = c.roles
     gate, up, down = r.get("moe.expert.gate"), r.get("moe.expert.up"), r.get("moe.expert.down")
     fused, fused_down = r.get("moe.experts.gate_up"), r.get("moe.experts.down")
     if gate and up and down:
         c.wm.add(layer_target(MOE + "experts_gate_up"), (gate.source, up.source), "stack")
         c.wm.add(layer_target(MOE + "experts_down"), (down.source,), "stack")
-        return gate.shape[0]
+        return gate.shape[0], True
+    if up and down and not (gate or fused):  # Nemotron-H: down(act(up(x))) per expert
+        c.wm.add(layer_target(MOE + "experts_up"), (up.source,), "stack")
+        c.wm.add(layer_target(MOE + "experts_down"), (down.source,), "stack")
+        return up.shape[0], False
     if fused and fused_down and len(fused.shape) == 3:
         inner = [n for n in fused.shape[1:] if n != hidden]
         two_i = inner[0] if inner else hidden
         c.wm.expert_stack(layer_target(MOE + "experts_gate_up"), fused, two_i, hidden)
         c.wm.expert_stack(layer_target(MOE + "experts_down"), fused_down, hidden, two_i // 2)
-        return two_i // 2
+        return two_i // 2, True
     found = [x.template for x in (gate, up, down, fused, fused_down) if x]
-    c.stub("moe_experts", f"expert tensors not in a gated layout the MoE block reads: {', '.join(found) or 'none'}")
-    return None
+    c.stub("moe_experts", f"expert tensors not in a layout the MoE block reads: {', '.join(found) or 'none'}")
+    return None, True
 
 
-def _shared(c: ComposerParts, hidden: int, expert_inter: int | None) -> str:
+def _shared(c: ComposerParts, hidden: int, expert_inter: int | None, gated: bool) -> str:
     """`, shared_intermediate_size=..., shared_gate=True` for the MoE expression ('' without shared experts)."""
     r, p, f = c.roles, c.p, c.fields
     gate, up, down = r.get("moe.shared.gate"), r.get("moe.shared.up"), r.get("moe.shared.down")
@@ -126,6 +132,9 @@ def _shared(c: ComposerParts, hidden: int, expert_inter: int | None) -> str:
     elif gate and up and down:
         c.wm.add(target, (gate.source, up.source), "cat")
         inter = gate.shape[0]
+    elif up and down and not gated:  # plain shared experts beside plain experts (Nemotron-H)
+        c.wm.add(layer_target(MOE + "shared.up_proj.weight"), (up.source,))
+        inter = up.shape[0]
     else:
         c.stub("shared_experts", "shared expert tensors not in a gated layout: "
                + ", ".join(x.template for x in (gate, up, down, fused) if x))  # fmt: skip

@@ -4,9 +4,8 @@ fill them."""
 
 from __future__ import annotations
 
-from onboard.generate_adapter.compose_rules import ComposerParts
+from onboard.generate_adapter.compose_rules import ComposerParts, single_block_layers
 from onboard.generate_adapter.weight_inference import layer_target, templates
-from onboard.profile import ModelProfile
 
 # Canonical norm attribute per placement and norm position.
 NORM_NAMES: dict[str, dict[str, str]] = {
@@ -69,11 +68,6 @@ def norms(c: ComposerParts) -> tuple[str, str, tuple[str, ...]]:
     else:
         biases.append(_load(c, final.role, "model.norm"))
     return norm_block(c, any(biases)), placement, tuple(names[k] for k in names)
-
-
-def single_block_layers(p: ModelProfile) -> bool:
-    """Every layer one block: a token mixer or a feed-forward block, never both (Nemotron-H, Mamba-2)."""
-    return bool(p.layers) and all((layer.attention == "none") != (layer.mlp == "none") for layer in p.layers)
 
 
 def _load(c: ComposerParts, role: str, target: str) -> bool:

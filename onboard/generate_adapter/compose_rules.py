@@ -100,10 +100,20 @@ def facts_of(profile: ModelProfile) -> dict[str, object]:
     return dict(FAMILY_FACTS.get(profile.model_type, {}))
 
 
+def single_block_layers(p: ModelProfile) -> bool:
+    """Every layer one block: a token mixer or a feed-forward block, never both (Nemotron-H, Mamba-2), and some
+    layer mixes tokens (a model of feed-forward layers only is a mixer inspect did not recognise: xLSTM)."""
+    layers = p.layers
+    return any(layer.attention != "none" for layer in layers) and all(
+        (layer.attention == "none") != (layer.mlp == "none") for layer in layers
+    )
+
+
 def feature_stubs(profile: ModelProfile) -> list[Stub]:
     """Mixer kinds, features, rope types and quantization the blocks cannot express."""
     out = [Stub(f"{kind}_layers", reason) for kind, reason in MIXER_STUBS.items()
-           if any(layer.attention == kind for layer in profile.layers)]  # fmt: skip
+           if any(layer.attention == kind for layer in profile.layers)
+           and not (kind == "none" and single_block_layers(profile))]  # fmt: skip
     out += [Stub(f"{k}_layers", f"layer type {k[8:]!r} is not known") for k in
             sorted({la.attention for la in profile.layers if la.attention.startswith("unknown:")})]  # fmt: skip
     if any(layer.parallel_ssm for layer in profile.layers):

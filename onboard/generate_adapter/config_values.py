@@ -36,7 +36,8 @@ ALIASES: dict[str, tuple[str, ...]] = {
     "max_position_embeddings": ("n_positions", "max_sequence_length", "seq_length", "max_seq_len", "n_ctx"),
     "rms_norm_eps": ("rms_norm_epsilon", "layer_norm_epsilon", "layer_norm_eps", "layernorm_epsilon", "norm_epsilon",
                      "norm_eps"),
-    "hidden_act": ("hidden_activation", "activation_function", "activation", "act_fn", "mlp_activation"),
+    "hidden_act": ("hidden_activation", "activation_function", "activation", "act_fn", "mlp_activation",
+                   "mlp_hidden_act"),
     "tie_word_embeddings": ("tie_embeddings", "share_embeddings"),
     "rope_theta": ("rotary_emb_base", "rope_base", "rotary_base"),
     "partial_rotary_factor": ("rotary_pct",),
@@ -52,6 +53,7 @@ ALIASES: dict[str, tuple[str, ...]] = {
     "embedding_multiplier": ("emb_scale", "scale_emb", "embeddings_multiplier"),
     "attn_logit_softcapping": ("attn_softcap", "attention_logit_softcapping"),
     "final_logit_softcapping": ("final_softcap", "logit_softcapping"),
+    "layer_types": ("layers_block_type",),
 }  # fmt: skip
 
 
@@ -75,8 +77,17 @@ def _partial_rotary(values: ConfigValues) -> Any:
     return rotary_dim / head_dim if rotary_dim and head_dim else None
 
 
+def _num_layers(values: ConfigValues) -> Any:
+    # Nemotron-H: num_hidden_layers is deprecated and absent; its layers are its layer types, one per layer.
+    if values.in_raw("num_hidden_layers"):
+        return None
+    types = values.get("layer_types")
+    return len(types) if isinstance(types, (list, tuple)) and types else None
+
+
 # field -> rule returning the value to use instead (None: keep the value read).
 DERIVED: dict[str, Callable[[ConfigValues], Any]] = {
+    "num_hidden_layers": _num_layers,
     "num_key_value_heads": _kv_heads,
     "partial_rotary_factor": _partial_rotary,
 }

@@ -88,11 +88,13 @@ def format_expr(expr: str, indent: int, lead: int = 0) -> str:
         return name + format_expr(expr[len(name) :], indent, lead + len(name))
     pad, inner = " " * indent, " " * (indent + 4)
     branches = _split_top(expr, " if ")
-    if len(branches) == 2 and indent + 4 + len(expr) <= LINE:  # parenthesised, on one line inside
+    if len(branches) >= 2 and indent + 4 + len(expr) <= LINE:  # parenthesised, on one line inside
         return f"(\n{inner}{expr}\n{pad})"
-    if len(branches) == 2:
-        cond, other = _split_top(branches[1], " else ")
-        body = [format_expr(branches[0], indent + 4), f"if {cond}", f"else {format_expr(other, indent + 4, 5)}"]
+    if len(branches) >= 2:  # a if c1 else b if c2 else c: one line per value and per condition
+        body = [format_expr(branches[0], indent + 4)]
+        for branch in branches[1:]:
+            cond, other = _split_top(branch, " else ")
+            body += [f"if {cond}", f"else {format_expr(other, indent + 4, 5)}"]
         return "(\n" + "".join(f"{inner}{b}\n" for b in body) + f"{pad})"
     head, _, rest = expr.partition("(")
     if not rest.endswith(")") or (head and not head.replace(".", "").replace("_", "").isalnum()):

@@ -28,13 +28,18 @@ import re
 
 from onboard.inspect_checkpoint.tensor_names import SINK_NAMES
 
-_ATTN = r"(?:self_attn|attn|attention|self_attention|attn\.attention|multi_head_attention|norm_attn_norm\.attn)"
-_MLP = r"(?:mlp|feed_forward|ffn|mlp_block)"
-_MOE = r"(?:mlp|feed_forward|block_sparse_moe|moe|ffn)"
+# `mixer`: Nemotron-H's one block per layer, whichever it is (attention, MLP or MoE; Mamba's parts are matched first)
+_ATTN = r"(?:self_attn|attn|attention|self_attention|attn\.attention|multi_head_attention|norm_attn_norm\.attn|mixer)"
+_MLP = r"(?:mlp|feed_forward|ffn|mlp_block|mixer)"
+_MOE = r"(?:mlp|feed_forward|block_sparse_moe|moe|ffn|mixer)"
 _P = r"\.(?P<param>weight|bias)"
 
 # (regex over the in-layer name, role). Order matters: the first match wins.
 LAYER_PATTERNS: tuple[tuple[str, str], ...] = (
+    # --- Mamba-2, the state-space mixer (Bamba / Granite-4.0's `mamba`, Mamba-2 / Nemotron-H's `mixer`): first,
+    # as a `mixer.out_proj` is Mamba's, not an attention output
+    (rf"(?:mamba|mixer)\.(?P<part>in_proj|conv1d|out_proj|norm){_P}", "mamba2"),
+    (r"(?:mamba|mixer)\.(?P<part>dt_bias|A_log|D)", "mamba2"),
     # --- attention -------------------------------------------------------------------------------------------
     (rf"{_ATTN}\.(?:q_proj|wq|query|Wq){_P}", "attn.q"),
     (rf"{_ATTN}\.(?:k_proj|wk|key|Wk){_P}", "attn.k"),
@@ -57,9 +62,6 @@ LAYER_PATTERNS: tuple[tuple[str, str], ...] = (
     (rf"linear_attn\.(?P<part>in_proj_qkvz|in_proj_ba|in_proj_qkv|in_proj_z|in_proj_b|in_proj_a|conv1d|out_proj|"
      rf"norm){_P}", "deltanet"),
     (r"linear_attn\.(?P<part>dt_bias|A_log)", "deltanet"),
-    # --- Mamba-2, the state-space mixer of the hybrids' `linear_attention` layers (Bamba, Granite-4.0) -------
-    (rf"(?:mamba|mixer)\.(?P<part>in_proj|conv1d|out_proj|norm){_P}", "mamba2"),
-    (r"(?:mamba|mixer)\.(?P<part>dt_bias|A_log|D)", "mamba2"),
     # --- gated short convolution, the token mixer of some layers (LFM2's `conv` layers) -------------------------
     (rf"(?:conv|short_conv)\.(?P<part>in_proj|conv|out_proj){_P}", "conv"),
     # --- mixture of experts (before the dense MLP: expert and router names reuse gate/up/down) -----------------

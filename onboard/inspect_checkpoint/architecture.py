@@ -38,7 +38,7 @@ class ArchFacts(msgspec.Struct, frozen=True):
     layers: tuple[LayerInfo, ...]
     rope: Rope | None
     position_encoding: str
-    """rope | alibi | absolute | none"""
+    """rope | alibi | absolute | nope (none by config or family: no positional encoding) | none | unknown"""
     norms: Norms
     activation: str | None
     mlp_gated: bool | None

@@ -24,6 +24,9 @@ RMS_NORM_TYPES = {"mamba", "mamba2", "falcon_mamba", "nemotron_h", "bamba", "zam
 # (LFM2's config names its RMSNorm eps `norm_eps`, which alone reads as a LayerNorm's.)
 # Families whose LayerNorms store no weight (neither tensors nor an eps key show them): OLMo's OlmoLayerNorm.
 LAYER_NORM_TYPES = {"olmo"}
+# Families whose attention layers take no positional encoding at all, whatever config.json says (Nemotron-H: its
+# attention has no rotary; the Mamba layers carry the order).
+NOPE_TYPES = {"nemotron_h"}
 # Families scaling the token embedding by sqrt(hidden_size) in the forward pass.
 SQRT_EMBED_SCALE_TYPES = {"gemma", "gemma2", "gemma3", "gemma3_text", "recurrent_gemma", "vaultgemma", "gemma4_text"}
 
@@ -41,6 +44,8 @@ def rope_from_config(cv: ConfigView, lm: dict[str, TensorInfo] | None) -> tuple[
     # Granite-4.0's hybrids: rotary only when position_embedding_type says "rope"; "nope", or null as written, means
     # the attention layers take no positional encoding at all (their Mamba layers carry the order).
     if cv.has("position_embedding_type") and cv.get("position_embedding_type") in (None, "nope", "none"):
+        return None, "nope"
+    if mt in NOPE_TYPES:
         return None, "nope"
     if cv.get("position_embedding_type") in ("absolute", "learned") or mt in ("gpt2", "gpt_bigcode", "opt", "gpt_neo",
                                                                                 "biogpt", "xglm"):  # fmt: skip
@@ -138,7 +143,8 @@ def norms_from_config(cv: ConfigView, lm: dict[str, TensorInfo] | None, dims: Di
 
 
 def activation_from_config(cv: ConfigView) -> str | None:
-    act = cv.get("hidden_act", "hidden_activation", "activation_function", "activation", "act_fn", "mlp_activation")
+    act = cv.get("hidden_act", "hidden_activation", "activation_function", "activation", "act_fn", "mlp_activation",
+                 "mlp_hidden_act")  # fmt: skip
     ffn_config = cv.get("ffn_config") if isinstance(cv.get("ffn_config"), dict) else {}
     if act is None and isinstance(ffn_config.get("ffn_act_fn"), dict):
         act = ffn_config["ffn_act_fn"].get("name")

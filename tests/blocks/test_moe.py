@@ -111,6 +111,35 @@ def test_deepseek_v3_noaux_tc_groups_bias_scaling_shared() -> None:
     torch.testing.assert_close(w.gather(1, our_order), hf_w.gather(1, order), atol=1e-6, rtol=1e-6)
 
 
+def test_nemotron_h_plain_experts_and_shared_expert() -> None:
+    """Nemotron-H's MoE: DeepSeek-V3's sigmoid group routing, but plain experts and shared expert, down(relu2(up(x))):
+    gated=False, shown to differ from squared-ReLU the other way round (the activation is what is compared)."""
+    from transformers import AutoConfig
+    from transformers.models.nemotron_h.modeling_nemotron_h import NemotronHMoE
+
+    cfg = AutoConfig.for_model("nemotron_h", hidden_size=HIDDEN, n_routed_experts=E, num_experts_per_tok=2,
+                               moe_intermediate_size=I_MOE, moe_shared_expert_intermediate_size=2 * I_MOE,
+                               n_group=4, topk_group=2, routed_scaling_factor=2.5, mlp_hidden_act="relu2")  # fmt: skip
+    hf = NemotronHMoE(cfg).eval()
+    randomize(hf)
+    bias = torch.randn(E, generator=torch.Generator().manual_seed(9)) * 0.5
+    hf.gate.e_score_correction_bias.copy_(bias)
+    spec = RouterSpec(top_k=2, scoring="sigmoid", routed_scaling_factor=2.5, correction_bias=True, n_group=4,
+                      topk_group=2, logits_in_float32=True)  # fmt: skip
+    ours = MoE(HIDDEN, E, I_MOE, spec, activation="relu2", shared_intermediate_size=2 * I_MOE, gated=False)
+    with torch.no_grad():
+        ours.router.weight.copy_(hf.gate.weight)
+        ours.e_score_correction_bias.copy_(bias)
+        ours.experts_up.copy_(hf.experts.up_proj)
+        ours.experts_down.copy_(hf.experts.down_proj)
+        copy_linear(ours.shared.up_proj, hf.shared_experts.up_proj)
+        copy_linear(ours.shared.down_proj, hf.shared_experts.down_proj)
+        expected = hf(_x())
+        torch.testing.assert_close(ours(_x()), expected, atol=1e-5, rtol=1e-5)
+        ours.act = torch.nn.functional.silu
+        assert (ours(_x()) - expected).abs().max() > 1e-3
+
+
 def test_axk1_output_norm_after_routed_plus_shared() -> None:
     """A.X-K1's MoE: DeepSeek-V3's, then an RMSNorm (non-uniform weight) on routed + shared experts' output."""
     from transformers import AXK1Config

@@ -286,9 +286,10 @@ def test_every_novel_config_key_gets_a_stub(tiny, tmp_path: Path) -> None:
     assert {s.op for s in plan(profile).stubs} == set(keys)
 
 
-@pytest.mark.parametrize("model_type", ["gpt2", "falcon", "gpt_neox", "sarvam_mla", "granitemoeshared"])
+@pytest.mark.parametrize("model_type", ["gpt2", "falcon", "gpt_neox", "sarvam_mla", "granitemoeshared", "nemotron_h"])
 def test_composed_families_pass_parity_through_generate(tiny, tmp_path: Path, model_type: str) -> None:
-    """GPT-2 Conv1D, Falcon / NeoX fused attention, DeepSeek-style MLA + MoE, stacked experts with a shared MLP."""
+    """GPT-2 Conv1D, Falcon / NeoX fused attention, DeepSeek-style MLA + MoE, stacked experts with a shared MLP,
+    Nemotron-H's per-layer block chosen by a chain of conditionals (laid out as ruff format lays it out)."""
     import subprocess
     import sys
 

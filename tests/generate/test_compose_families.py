@@ -301,6 +301,29 @@ def test_mamba2_single_block_layers_with_a_float32_residual(tiny, tmp_path: Path
     assert check_parity(in_bf16, ckpt, "bfloat16")["worst"] > 1.02 * report["reference_worst"]
 
 
+def test_nemotron_h_one_block_per_layer_composes(tiny, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Nemotron-H: each layer is a norm and one block by its layer type (Mamba-2, attention without positions, a
+    plain relu2 MLP, or an MoE of plain experts with a plain shared expert); num_hidden_layers comes from the
+    layer types (config.json has none). Parity passes in float32 and bfloat16 with no family fact. That its attention
+    takes no positions is inspect's knowledge of the family: without it the composer names the gap, never guesses."""
+    from onboard.inspect_checkpoint import numerics
+
+    ckpt = copy_tiny(tiny, "nemotron_h", tmp_path)
+    assert "num_hidden_layers" not in json.loads((ckpt / "config.json").read_text())
+    result = generate(ckpt, tmp_path / "out", parity=True)
+    assert result.parity["passed"], result.parity["detail"]
+    assert result.overrides == ()
+    adapter = tmp_path / "out/adapters/nemotron_h.py"
+    source = " ".join(adapter.read_text().split())
+    assert 'self.self_attn = ( None if layer_type in ("mlp", "moe") else Mamba2Mixer(' in source
+    assert "gated=False, ) if layer_type == \"moe\" else MLP(" in source and "self.rope_kind = None" in source
+    bf16 = check_parity(adapter, ckpt, "bfloat16")
+    assert bf16["passed"] and bf16["reference_worst"] is not None, bf16["detail"]
+    monkeypatch.setattr(numerics, "NOPE_TYPES", set())
+    stubs = {s.op for s in plan(inspect(str(ckpt)), compose_only=True).stubs}
+    assert stubs == {"positions"}
+
+
 @pytest.mark.parametrize("model_type", ["lfm2", "qwen3_next", "deepseek_v32", "mimo_v2_flash", "bamba"])
 def test_new_mixers_pass_parity_in_bfloat16(tiny, tmp_path: Path, model_type: str) -> None:
     """The dtype engines serve: the short convolution, Gated DeltaNet and Mamba-2 (their recurrences in float32 as
