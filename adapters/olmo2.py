@@ -51,7 +51,7 @@ class ModelArgs(ArgsBase):
     def __post_init__(self) -> None:
         if self.num_key_value_heads is None:
             self.num_key_value_heads = self.num_attention_heads
-        if self.head_dim is None:
+        if self.head_dim is None and self.num_attention_heads:  # None: no attention at all (Mamba)
             self.head_dim = self.hidden_size // self.num_attention_heads
         if self.layer_types is None:
             self.layer_types = [self.default_layer_type(i) for i in range(self.num_hidden_layers)]

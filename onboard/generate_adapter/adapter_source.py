@@ -31,6 +31,7 @@ IMPORTABLE: dict[str, tuple[int, str]] = {
     "LMHead": (2, "onboard.blocks.embeddings"),
     "ShortConv": (2, "onboard.blocks.conv"),
     "GatedDeltaNet": (2, "onboard.blocks.deltanet"),
+    "MambaMixer": (2, "onboard.blocks.mamba"),
     "Mamba2Mixer": (2, "onboard.blocks.mamba2"),
     "IndexerSpec": (2, "onboard.blocks.mla"),
     "MLAttention": (2, "onboard.blocks.mla"),

@@ -57,6 +57,8 @@ from onboard.profile import ModelProfile
 
 PLACEHOLDER_ATTENTION = attention()
 PLACEHOLDER_MLP = "GatedMLP(args.hidden_size, args.intermediate_size, args.hidden_act)"
+ATTENDING = frozenset({"full", "sliding", "chunked", "mla"})
+"""Inspect's mixer kinds that are attention (they read heads, and positions)."""
 
 
 class Composer:
@@ -120,6 +122,8 @@ class Composer:
         self.eps()  # the norm's default eps (LayerNorm 1e-5, RMSNorm 1e-6) before BASE_FIELDS' RMS default
         if p.layers and all(layer.mlp == "moe" for layer in p.layers) or p.dims.intermediate_size is None:
             self.fields.need("intermediate_size", "int | None", "None")  # no dense MLP reads it (or not by this name)
+        if not any(layer.attention in ATTENDING for layer in p.layers):  # Mamba: no attention, so no heads to read
+            self.fields.need("num_attention_heads", "int | None", "None")
         base_fields(self.fields)
         if "stub" in self.facts:
             op, reason = self.fact("stub")  # type: ignore[misc]
@@ -393,7 +397,11 @@ class Composer:
         sparse = self.moe()
         if all(moe):
             return sparse, None
-        return f"{sparse} if args.is_moe_layer(i) else {dense}", pattern_expr(moe, repr)
+        moe_layer = pattern_expr(moe, repr)
+        if self.has_key("expert_layer_period"):  # Jamba: one MoE layer per period, from config.json
+            period, offset = (self.fields.need(k, "int", None) for k in ("expert_layer_period", "expert_layer_offset"))
+            moe_layer = f"i % {period} == {offset}".replace("args.", "self.")
+        return f"{sparse} if args.is_moe_layer(i) else {dense}", moe_layer
 
     def dense_mlp(self, required: bool) -> str:
         r, d = self.roles, self.p.dims
@@ -486,6 +494,10 @@ class Composer:
         if "ssm" in mixers and self.has_key("attn_layer_indices"):  # Bamba: the attention layers by index
             self.fields.need("attn_layer_indices", "list[int] | None", "None")
             layer_type = f'FULL if i in (self.attn_layer_indices or ()) else "{LAYER_TYPE_NAMES["ssm"]}"'
+        elif "ssm" in mixers and self.has_key("attn_layer_period"):  # Jamba: one attention layer per period
+            period, offset = (self.fields.need(k, "int", None) for k in ("attn_layer_period", "attn_layer_offset"))
+            layer_type = (f"FULL if i % {period} == {offset} else "
+                          f'"{LAYER_TYPE_NAMES["ssm"]}"').replace("args.", "self.")  # fmt: skip
         if self.p.rope is None:
             if "no_positions" in self.p.features:
                 key = "position_embedding_type"

@@ -57,6 +57,8 @@ IGNORED_CONFIG_KEYS = frozenset(
         # Nemotron-H: the dtype transformers' cache keeps the SSM state in (decoding only; composed adapters keep it in
         # float32), whether the shared expert overlaps the routed ones (scheduling), and its MTP layers' types
         "mamba_ssm_cache_dtype", "moe_shared_expert_overlap", "mtp_layers_block_type",
+        # Mamba-1: the scan's algorithm (associative or sequential: the same sums in another order)
+        "use_associative_scan",
     }
 )  # fmt: skip
 
@@ -130,6 +132,8 @@ FAMILY_FACTS: dict[str, dict[str, object]] = {
     "ernie4_5_moe": {"rope_interleaved": True},
     # ... and only on sliding-window layers (full-attention layers are NoPE): the layer's rope kind as an expression
     "cohere2": {"rope_interleaved": True, "rope_kind": "layer_type if layer_type == SLIDING else None"},
+    # Jamba's router keeps the top-k softmax weights as they are (no norm_topk_prob key says so)
+    "jamba": {"norm_topk_prob": False},
     "cohere2_moe": {"rope_interleaved": True, "rope_kind": "layer_type if layer_type == SLIDING else None"},
     # OlmoLayerNorm: F.layer_norm without weight or bias (eps 1e-5) before attention and MLP, and before the head
     "olmo": {"weightless_norms": "pre"},

@@ -33,7 +33,8 @@ def moe_expression(c: ComposerParts) -> str:
         op = "squeeze" if len(bias.shape) > 1 and bias.shape[0] == 1 else "copy"
         c.wm.add(layer_target(MOE + "e_score_correction_bias"), (bias.source,), op)
     spec = [f"top_k={f.need('num_experts_per_tok', 'int', None)}"]
-    norm = f.need("norm_topk_prob", "bool", "True")
+    fixed = None if c.has_key("norm_topk_prob") else c.fact("norm_topk_prob")  # the code's choice, no key for it
+    norm = repr(fixed) if fixed is not None else f.need("norm_topk_prob", "bool", "True")
     if c.has_key("expert_selection_fn"):  # Cohere2-MoE: softmax over the chosen logits (renormalised), or sigmoid
         selection = f.need("expert_selection_fn", "str", '"softmax"')
         spec.append(f"scoring={selection}")

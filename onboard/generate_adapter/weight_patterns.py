@@ -12,7 +12,8 @@ turns into blocks and weight rules:
 - MLP: `mlp.gate|up|down`, `mlp.gate_up` (fused [gate; up]), `mlp.act.*` (learned activation parameters);
 - Gated DeltaNet: `deltanet` (Qwen3-Next / Qwen3.5's `linear_attn` parts);
 - short convolution: `conv` (in_proj, conv, out_proj: LFM2's token mixer on its `conv` layers);
-- Mamba-2: `mamba2` (Bamba / Granite-4.0's `mamba` parts: in_proj, conv1d, dt_bias, A_log, D, norm, out_proj);
+- Mamba: `mamba` (the `mamba` / `mixer` parts: Mamba-2's in_proj, conv1d, dt_bias, A_log, D, norm, out_proj, or
+  Mamba-1's in_proj, conv1d, x_proj, dt_proj, A_log, D, out_proj and Jamba's dt / b / c layernorms);
 - MoE: `moe.router`, `moe.router_bias` (selection-only correction bias), `moe.expert.gate|up|down` (per expert, `{}`),
   `moe.experts.gate_up|down` (stacked 3-D), `moe.shared.gate|up|down|gate_up`, `moe.shared_gate`;
 - norms by position: `norm.input` (before attention), `norm.post_attention` (after attention in sandwich / post-norm
@@ -36,10 +37,11 @@ _P = r"\.(?P<param>weight|bias)"
 
 # (regex over the in-layer name, role). Order matters: the first match wins.
 LAYER_PATTERNS: tuple[tuple[str, str], ...] = (
-    # --- Mamba-2, the state-space mixer (Bamba / Granite-4.0's `mamba`, Mamba-2 / Nemotron-H's `mixer`): first,
+    # --- Mamba-1 / -2, the state-space mixer (Bamba, Granite-4.0, Jamba's `mamba`; Mamba, Nemotron-H's `mixer`): first,
     # as a `mixer.out_proj` is Mamba's, not an attention output
-    (rf"(?:mamba|mixer)\.(?P<part>in_proj|conv1d|out_proj|norm){_P}", "mamba2"),
-    (r"(?:mamba|mixer)\.(?P<part>dt_bias|A_log|D)", "mamba2"),
+    (rf"(?:mamba|mixer)\.(?P<part>in_proj|conv1d|out_proj|norm|x_proj|dt_proj|dt_layernorm|b_layernorm|c_layernorm)"
+     rf"{_P}", "mamba"),
+    (r"(?:mamba|mixer)\.(?P<part>dt_bias|A_log|D)", "mamba"),
     # --- attention -------------------------------------------------------------------------------------------
     (rf"{_ATTN}\.(?:q_proj|wq|query|Wq){_P}", "attn.q"),
     (rf"{_ATTN}\.(?:k_proj|wk|key|Wk){_P}", "attn.k"),

@@ -24,9 +24,9 @@ RMS_NORM_TYPES = {"mamba", "mamba2", "falcon_mamba", "nemotron_h", "bamba", "zam
 # (LFM2's config names its RMSNorm eps `norm_eps`, which alone reads as a LayerNorm's.)
 # Families whose LayerNorms store no weight (neither tensors nor an eps key show them): OLMo's OlmoLayerNorm.
 LAYER_NORM_TYPES = {"olmo"}
-# Families whose attention layers take no positional encoding at all, whatever config.json says (Nemotron-H: its
-# attention has no rotary; the Mamba layers carry the order).
-NOPE_TYPES = {"nemotron_h"}
+# Families whose attention layers take no positional encoding at all, whatever config.json says (Nemotron-H and
+# Jamba: their attention has no rotary; the Mamba layers carry the order).
+NOPE_TYPES = {"nemotron_h", "jamba"}
 # Families scaling the token embedding by sqrt(hidden_size) in the forward pass.
 SQRT_EMBED_SCALE_TYPES = {"gemma", "gemma2", "gemma3", "gemma3_text", "recurrent_gemma", "vaultgemma", "gemma4_text"}
 

@@ -324,7 +324,29 @@ def test_nemotron_h_one_block_per_layer_composes(tiny, tmp_path: Path, monkeypat
     assert stubs == {"positions"}
 
 
-@pytest.mark.parametrize("model_type", ["lfm2", "qwen3_next", "deepseek_v32", "mimo_v2_flash", "bamba"])
+@pytest.mark.parametrize("model_type", ["mamba", "falcon_mamba", "jamba"])
+def test_mamba1_layers_compose(tiny, tmp_path: Path, model_type: str) -> None:
+    """Mamba-1 (x_proj / dt_proj): Mamba and Falcon-Mamba as single-block layers (Falcon-Mamba's weightless RMS norms
+    on dt, B and C read from its mixer_rms_eps), Jamba's Mamba layers beside attention without positions and MoE
+    layers one per period (its weighted dt / B / C norms from the tensors). Parity passes; Jamba's unnormalised
+    top-k weights are a family fact, and without it parity fails."""
+    ckpt = copy_tiny(tiny, model_type, tmp_path)
+    result = generate(ckpt, tmp_path / "out", parity=True)
+    assert result.parity["passed"], result.parity["detail"]
+    source = " ".join((tmp_path / f"out/adapters/{model_type}.py").read_text().split())
+    assert "MambaMixer( args.hidden_size, args.mamba_expand * args.hidden_size," in source
+    norms = {"mamba": "activation=args.mamba_hidden_act, )", "falcon_mamba": 'bc_norm="weightless"',
+             "jamba": 'bc_norm="weighted"'}  # fmt: skip
+    assert norms[model_type] in source
+    assert result.overrides == (("norm_topk_prob=False",) if model_type == "jamba" else ())
+    if model_type == "jamba":
+        assert "return i % self.expert_layer_period == self.expert_layer_offset" in source
+        with without_family_fact("jamba"):
+            adapter = composed_adapter(ckpt, tmp_path / "no-fact")
+        assert not check_parity(adapter, ckpt)["passed"]
+
+
+@pytest.mark.parametrize("model_type", ["lfm2", "qwen3_next", "deepseek_v32", "mimo_v2_flash", "bamba", "mamba", "jamba"])
 def test_new_mixers_pass_parity_in_bfloat16(tiny, tmp_path: Path, model_type: str) -> None:
     """The dtype engines serve: the short convolution, Gated DeltaNet and Mamba-2 (their recurrences in float32 as
     transformers'), the DSA indexer and asymmetric heads, composed, agree with transformers in bfloat16 within the noise of
