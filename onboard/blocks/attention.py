@@ -69,6 +69,9 @@ class AttentionContext:
     key_mask: torch.Tensor | None = None
     """Bool [B, kv_len] over cached + new keys, True at real tokens (None: no padding)."""
     cache: LayerKV | None = None
+    positions: torch.Tensor | None = None
+    """This call's token positions [1 or B, S] (a padded row's start at its first real token), for blocks whose
+    computation depends on the position beyond the rotary tables (Beam's query scaling)."""
 
 
 def padded_mask(causal: torch.Tensor, key_mask: torch.Tensor | None) -> torch.Tensor:
@@ -150,7 +153,10 @@ class Attention(nn.Module):
     ±clip_qkv before the rotary embedding, q and k after their QK-norm if any (OLMo clamps the projections, OLMoE the
     normed q and k: the same rule). `sub_norm_eps`: an RMSNorm `sub_norm` over the attention output (H*D) before
     `o_proj` (BitNet's attn_sub_norm). `gate_proj`: the output gate from a projection of its own, sigmoid(gate_proj(x))
-    elementwise on the attention output before `o_proj` (AFMoE); `gate_per_head`: one gate value per head (LFM3).
+    elementwise on the attention output before `o_proj` (AFMoE); `gate_per_head`: one gate value per head (LFM3);
+    `gate_bias`: a learned bias per head added to the elementwise gate before the sigmoid (Beam).
+    `nope_query_scale` (base, exponent): on a layer without rotary, queries times (1 + (position + 1) / base) **
+    exponent in float32 (Beam's scalable-softmax scale; the positions come from `ctx.positions`).
     `alibi`: ALiBi's linear biases by key position instead of a rotary embedding (BLOOM, MPT). `rope_inverted`: the rotation by -angle (NanoChat's
     rotate_half is [x2, -x1]: transformers' sign flipped). `v_head_dim`: values (and so the output heads) narrower or
     wider than queries and keys (qkv_proj rows H*D, Hkv*D, Hkv*Dv; o_proj reads H*Dv: MiMo-V2-Flash). `v_scale`: the
@@ -189,6 +195,8 @@ class Attention(nn.Module):
         norm_eps: float = 1e-6,
         gate_per_head: bool = False,
         alibi: bool = False,
+        gate_bias: bool = False,
+        nope_query_scale: tuple[float, float] | None = None,
     ) -> None:
         super().__init__()
         dv = head_dim if v_head_dim is None else v_head_dim
@@ -213,6 +221,10 @@ class Attention(nn.Module):
         self.gate_per_head = gate_per_head
         gate_rows = num_heads if gate_per_head else num_heads * head_dim
         self.gate_proj = nn.Linear(hidden_size, gate_rows, bias=False) if gate_proj else None
+        if gate_bias and (gate_proj is False or gate_per_head):
+            raise ValueError("Attention: gate_bias is a bias per head on gate_proj's elementwise gate")
+        self.gate_bias = nn.Parameter(torch.zeros(num_heads)) if gate_bias else None
+        self.nope_query_scale = nope_query_scale
         self.rope_inverted = rope_inverted
         self.differential = differential
         self.alibi = alibi
@@ -256,6 +268,12 @@ class Attention(nn.Module):
             q, k = self.q_norm(q), self.k_norm(k)
         k, v = k.transpose(1, 2), v.transpose(1, 2)
         ctx = ctx or AttentionContext()
+        if self.nope_query_scale is not None and cos is None:
+            if ctx.positions is None:
+                raise ValueError("Attention(nope_query_scale): the query scale needs the positions (ctx.positions)")
+            base, exponent = self.nope_query_scale
+            scale = torch.exp(exponent * torch.log1p((ctx.positions.float() + 1) / base))[..., None, None]
+            q = (q.float() * scale).to(q.dtype)  # q is [B, S, H, D] here
         if ctx.cache is not None:
             k, v = ctx.cache.extend(k, v)
         if self.differential:
@@ -272,6 +290,8 @@ class Attention(nn.Module):
         if gate is not None and self.gate_per_head:  # one gate per head, over its whole output (LFM3's g_proj)
             out = (out.view(b, s, h, dv) * torch.sigmoid(gate)[..., None]).reshape(b, s, h * dv)
         elif gate is not None:
+            if self.gate_bias is not None:  # one bias per head, over its head_dim gate values (Beam)
+                gate = gate.reshape(b, s, h, d) + self.gate_bias[:, None]
             out = out * torch.sigmoid(gate.reshape(b, s, h * d))
         if self.sub_norm is not None:
             out = self.sub_norm(out)

@@ -354,6 +354,10 @@ class Composer:
             kw.append("rope_interleaved=True")
         if self.fact("rope_inverted"):
             kw.append("rope_inverted=True")
+        scale = self.fact("nope_query_scale")
+        if scale is not None:  # Beam: its code's constants, on the layers without rotary
+            kw.append(f"nope_query_scale={tuple(scale)!r}")  # type: ignore[arg-type]
+            self.words.append("queries scaled by position on the layers without rotary")
         if self.has_key("clip_qkv"):
             kw.append(f"clip_qkv={self.fields.need('clip_qkv', 'float | None', 'None')}")
         output_norm = sub_norm(self, "attn")
@@ -368,12 +372,19 @@ class Composer:
                           f"and lambda_k2: {templates(*lambdas)}")  # fmt: skip
             kw.append(f"differential=True, layer_index=i, norm_eps={self.eps()}")
             self.words.append("differential attention (DiffLlama)")
-        gate = r.get("attn.gate")
+        gate, gate_bias = r.get("attn.gate"), r.get("attn.gate_bias", None)
+        per_head = False
         if gate is not None:
             self.wm.add(layer_target("self_attn.gate_proj.weight"), (gate.source,))
             per_head = bool(gate.shape) and gate.shape[0] == self.p.dims.num_attention_heads
             kw.append("gate_proj=True" + (", gate_per_head=True" if per_head else ""))
             self.words.append("sigmoid output gate (gate_proj" + (", one per head)" if per_head else ")"))
+        if gate_bias is not None and (gate is None or per_head):
+            self.stub("attention_gate_bias", f"{gate_bias.template}: a gate bias without an elementwise gate_proj")
+        elif gate_bias is not None:
+            self.wm.add(layer_target("self_attn.gate_bias"), (gate_bias.source,))
+            kw.append("gate_bias=True")
+            self.words.append("a bias per head on the gate")
         return kw
 
     def feed_forward(self) -> tuple[str, str | None]:

@@ -132,6 +132,8 @@ FAMILY_FACTS: dict[str, dict[str, object]] = {
     "ernie4_5_moe": {"rope_interleaved": True},
     # ... and only on sliding-window layers (full-attention layers are NoPE): the layer's rope kind as an expression
     "cohere2": {"rope_interleaved": True, "rope_kind": "layer_type if layer_type == SLIDING else None"},
+    # Beam's layers without rotary scale their queries by (1 + (position + 1) / 2048) ** 0.1 (constants of its code)
+    "beam": {"nope_query_scale": (2048.0, 0.1)},
     # Jamba's router keeps the top-k softmax weights as they are (no norm_topk_prob key says so)
     "jamba": {"norm_topk_prob": False},
     "cohere2_moe": {"rope_interleaved": True, "rope_kind": "layer_type if layer_type == SLIDING else None"},

@@ -213,7 +213,9 @@ class AdapterModel(nn.Module):
         hidden = [x]
         for i, layer in enumerate(self.model.layers):
             cos, sin = tables[layer.rope_kind] if layer.rope_kind is not None else (None, None)
-            x = layer(x, cos, sin, AttentionContext(key_mask, cache.layers[i] if cache is not None else None))
+            x = layer(
+                x, cos, sin, AttentionContext(key_mask, cache.layers[i] if cache is not None else None, positions)
+            )
             if return_hidden_states:
                 hidden.append(x)
         if cache is not None:

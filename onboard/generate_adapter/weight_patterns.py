@@ -57,7 +57,8 @@ LAYER_PATTERNS: tuple[tuple[str, str], ...] = (
     (rf"{_ATTN}\.(?:{'|'.join(SINK_NAMES)})", "attn.sinks"),
     (rf"{_ATTN}\.attn_sub_norm{_P}", "attn.sub_norm"),
     (rf"{_ATTN}\.(?P<part>lambda_q1|lambda_k1|lambda_q2|lambda_k2)", "attn.lambda"),  # DiffLlama: differential
-    (rf"{_ATTN}\.gate_proj\.weight", "attn.gate"),  # AFMoE: sigmoid(gate_proj(x)) gates the attention output  # BitNet: RMSNorm on the attention output before o_proj
+    (rf"{_ATTN}\.gate_proj\.weight", "attn.gate"),
+    (rf"{_ATTN}\.gate_bias", "attn.gate_bias"),  # Beam: a bias per head on gate_proj's gate  # AFMoE: sigmoid(gate_proj(x)) gates the attention output  # BitNet: RMSNorm on the attention output before o_proj
     (rf"{_ATTN}\.(?P<part>q_a_proj|q_b_proj|kv_a_proj_with_mqa|kv_b_proj|q_a_layernorm|kv_a_layernorm){_P}", "mla"),
     (rf"{_ATTN}\.indexer\.(?P<part>wq_b|wk|k_norm|weights_proj){_P}", "mla.indexer"),  # DeepSeek sparse attention
     # --- Gated DeltaNet, the linear-attention mixer (Qwen3-Next's grouped projections, Qwen3.5's separate ones) -

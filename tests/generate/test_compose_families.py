@@ -324,6 +324,27 @@ def test_nemotron_h_one_block_per_layer_composes(tiny, tmp_path: Path, monkeypat
     assert stubs == {"positions"}
 
 
+def test_beam_gate_bias_and_position_scaled_queries(tiny, tmp_path: Path) -> None:
+    """Beam: a bias per head on gate_proj's elementwise output gate, and on its layers without rotary queries scaled by
+    (1 + (position + 1) / 2048) ** 0.1, constants of its code (family fact). Parity passes, also with the gate biases
+    made large (so they are read); without the fact it fails."""
+    from safetensors.torch import load_file, save_file
+
+    ckpt = copy_tiny(tiny, "beam", tmp_path)
+    shard = next(ckpt.glob("*.safetensors"))
+    tensors = load_file(shard)
+    for name in [n for n in tensors if n.endswith("self_attn.gate_bias")]:
+        tensors[name] = torch.linspace(-2.0, 2.0, tensors[name].numel())
+    save_file(tensors, shard, metadata={"format": "pt"})
+    result = generate(ckpt, tmp_path / "out", parity=True)
+    assert result.parity["passed"], result.parity["detail"]
+    assert result.overrides == ("nope_query_scale=(2048.0, 0.1)",)
+    assert "gate_proj=True, gate_bias=True" in " ".join((tmp_path / "out/adapters/beam.py").read_text().split())
+    with without_family_fact("beam"):
+        adapter = composed_adapter(ckpt, tmp_path / "no-fact")
+    assert not check_parity(adapter, ckpt)["passed"]
+
+
 @pytest.mark.parametrize("model_type", ["mamba", "falcon_mamba", "jamba"])
 def test_mamba1_layers_compose(tiny, tmp_path: Path, model_type: str) -> None:
     """Mamba-1 (x_proj / dt_proj): Mamba and Falcon-Mamba as single-block layers (Falcon-Mamba's weightless RMS norms
