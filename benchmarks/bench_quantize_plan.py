@@ -127,6 +127,7 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
             torch.set_num_threads(args.threads)
         return {"rows": same_bytes(args.same_bytes)}  # type: ignore[dict-item]
 
+    from onboard.quantize import ggml_native
     from onboard.quantize.apply import QuantizedWeights
     from onboard.quantize.formats import CANDIDATES, FORMATS
     from onboard.quantize.forward import Runner
@@ -161,6 +162,8 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     print(
         f"one forward over the suite: {runner.forward_seconds:.2f} s (reference run with hooks {reference_seconds:.2f} s)"
     )
+    # The llama.cpp formats cost 4-10x more through the torch port than through llama.cpp's own library: say which.
+    print(f"llama.cpp formats quantized by: {ggml_native.describe()}")
     print(f"sweep ({len(candidates)} formats): {seconds:.1f} s; units x forward: {budget:.1f} s")
     print(f"ratio sweep / (units x forward): {ratio:.2f} (target <= 2)")
     print(f"calibration (finest format of each unit measured alone): {calibration:.1f} s; sweep + calibration / "
