@@ -49,16 +49,10 @@ IGNORED_CONFIG_KEYS = frozenset(
         "max_window_layers", "use_sliding_window", "layer_types", "head_dim", "generation_config", "task_specific_params",
         "keys_to_ignore_at_inference", "num_nextn_predict_layers", "rope_parameters", "original_max_position_embeddings",
         "lambda_std_dev",  # DiffLlama: the initial spread of its lambda parameters (training only)
-        # Mamba-2 hybrids: the scan's chunk length orders the same sums (our scan goes token by token), and how many
-        # positions' logits generation keeps
-        "mamba_chunk_size", "num_logits_to_keep",
         # Mamba-2 keeps Mamba-1's dt projection rank in its config and never reads it (dt comes from in_proj per head)
         "time_step_rank",
-        # Nemotron-H: the dtype transformers' cache keeps the SSM state in (decoding only; composed adapters keep it in
-        # float32), whether the shared expert overlaps the routed ones (scheduling), and its MTP layers' types
-        "mamba_ssm_cache_dtype", "moe_shared_expert_overlap", "mtp_layers_block_type",
-        # Mamba-1: the scan's algorithm (associative or sequential: the same sums in another order)
-        "use_associative_scan",
+        # Nemotron-H's multi-token-prediction layers' types (inference never runs them)
+        "mtp_layers_block_type",
     }
 )  # fmt: skip
 
@@ -71,6 +65,9 @@ NEUTRAL_KEYS = (IGNORED.keys() | IGNORED_CONFIG_KEYS | {"router_jitter_noise", "
 }
 NEUTRAL_WORDS = ("dropout", "_pdrop", "initializer", "init_std", "fp32", "layerdrop", "jitter")
 """Training-only keys and float32-upcast switches (no effect in float32) by name: any key containing one."""
+NOT_NEUTRAL = frozenset({"residual_in_fp32"})
+"""Keys NEUTRAL_WORDS would pass that change bfloat16 outputs: a float32 residual stream between layers (Mamba's)
+is not an upcast inside one block, and composed adapters are judged in bfloat16 too."""
 
 # Keys read only to refuse values the blocks cannot express: key -> (field annotation, default, refusal test over
 # `self` (a ModelArgs), why). Composition cannot see config values; the adapter checks them when it loads.

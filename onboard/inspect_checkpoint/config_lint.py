@@ -28,8 +28,7 @@ IGNORED: dict[str, str] = {
          "embedding_init_std", "std_factor", "moe_z_loss_coeff", "summary_activation", "summary_proj_to_labels",
          "summary_type", "summary_use_proj", "layer_drop", "ep_size", "mlp_initializer_range", "tp_size",
          "attention_softmax_in_fp32", "scale_attention_softmax_in_fp32", "reorder_and_upcast_attn", "time_step_min",
-         "time_step_max", "time_step_floor", "time_step_init_scheme", "time_step_scale", "time_step_limit",
-         "use_cache", "residual_in_fp32", "topk_method"],
+         "time_step_max", "time_step_floor", "time_step_init_scheme", "time_step_scale", "use_cache", "topk_method"],
         _TRAINING,
     ),
     **dict.fromkeys(
@@ -55,14 +54,18 @@ IGNORED: dict[str, str] = {
          "diversity_penalty", "temperature", "top_k", "top_p", "typical_p", "repetition_penalty", "length_penalty",
          "no_repeat_ngram_size", "encoder_no_repeat_ngram_size", "bad_words_ids", "num_return_sequences",
          "output_scores", "return_dict_in_generate", "forced_bos_token_id", "forced_eos_token_id",
-         "remove_invalid_values", "exponential_decay_length_penalty", "suppress_tokens", "begin_suppress_tokens"],
+         "remove_invalid_values", "exponential_decay_length_penalty", "suppress_tokens", "begin_suppress_tokens",
+         "num_logits_to_keep"],
         _GENERATION,
     ),
     **dict.fromkeys(
         ["use_flash_attn", "use_flash_attention_2", "fused_bias_fc", "fused_dropout_add_ln", "fused_mlp",
          "use_kernels", "use_sliding_window", "max_window_layers", "use_mamba_kernels", "sliding_window_pattern",
          "_sliding_window_pattern", "kv_cache_dtype", "scale_attn_weights", "scale_attn_by_inverse_layer_idx",
-         "bias_dropout_fusion", "apply_residual_connection_post_layernorm", "chunk_size", "moe_layer_freq"],
+         "bias_dropout_fusion", "apply_residual_connection_post_layernorm", "chunk_size", "moe_layer_freq",
+         # Mamba: the scan's chunk length and algorithm (the same sums in another order), the dtype a cache keeps
+         # its state in, and whether a shared expert overlaps the routed ones (Nemotron-H's scheduling)
+         "mamba_chunk_size", "use_associative_scan", "mamba_ssm_cache_dtype", "moe_shared_expert_overlap"],
         _RUNTIME,
     ),
 }  # fmt: skip

@@ -276,6 +276,16 @@ def test_cohere2_moe_dense_prefix_with_forced_rope_is_refused_at_load(tiny, tmp_
         adapter.Model.from_pretrained(ckpt)
 
 
+def test_output_changing_mamba_keys_are_not_neutral(tiny, tmp_path: Path) -> None:
+    """residual_in_fp32 (the residual stream in float32: bfloat16 outputs differ) and time_step_limit (clamps dt) change
+    the forward pass: a family whose blocks do not read them gets a stub for each, never a silent default; and the
+    scan's chunk length, a runtime choice, stays neutral."""
+    ckpt = copy_tiny(tiny, "llama", tmp_path)
+    edit_config(ckpt, residual_in_fp32=True, time_step_limit=[0.0, 0.1], mamba_chunk_size=128)
+    stubs = {s.op for s in plan(inspect(str(ckpt)), compose_only=True).stubs}
+    assert {"residual_in_fp32", "time_step_limit"} <= stubs and "mamba_chunk_size" not in stubs
+
+
 def test_every_novel_config_key_gets_a_stub(tiny, tmp_path: Path) -> None:
     """Inspect's structured novel_config_keys reach the planner in full (the novelty text shows the first 12)."""
     ckpt = copy_tiny(tiny, "llama", tmp_path)
