@@ -20,6 +20,7 @@ import re
 from onboard.errors import InputError
 from onboard.generate_adapter.arch_parts import ArchSpec, attention
 from onboard.generate_adapter.compose_knowledge import GATED_ACTIVATION_NAMES, PLAIN_ACTIVATION_NAMES
+from onboard.generate_adapter.compose_layers import ATTENDING, layer_plan
 from onboard.generate_adapter.compose_mixers import (
     FEED_FORWARD_LAYER_TYPES,
     LAYER_TYPE_NAMES,
@@ -40,7 +41,6 @@ from onboard.generate_adapter.compose_rules import (
     guard_statements,
     op_name,
     pattern_expr,
-    refusal,
     single_block_layers,
 )
 from onboard.generate_adapter.config_values import aliases_of
@@ -57,8 +57,6 @@ from onboard.profile import ModelProfile
 
 PLACEHOLDER_ATTENTION = attention()
 PLACEHOLDER_MLP = "GatedMLP(args.hidden_size, args.intermediate_size, args.hidden_act)"
-ATTENDING = frozenset({"full", "sliding", "chunked", "mla"})
-"""Inspect's mixer kinds that are attention (they read heads, and positions)."""
 
 
 class Composer:
@@ -137,7 +135,7 @@ class Composer:
         residual_fp32 = None
         if placement == "single" and self.has_key("residual_in_fp32"):
             residual_fp32 = self.fields.need("residual_in_fp32", "bool", "False")
-        layer_type, rope_kind = self.layer_plan()
+        layer_type, rope_kind = layer_plan(self)
         embed_scale = self.embeddings()
         lm_head = self.head()
         residual = self.residual(placement)
@@ -399,7 +397,7 @@ class Composer:
             if any(layer.mlp == "moe" for layer in layers):
                 expr = f'{self.moe()} if layer_type == "{FEED_FORWARD_LAYER_TYPES["moe"]}" else {expr}'
             return expr, None
-        if any(layer.mlp == "none" for layer in layers) and not single:
+        if any(layer.mlp == "none" for layer in layers):
             self.stub("mlp_free_layers", "layers without a feed-forward block are not composed")
         moe = [layer.mlp == "moe" for layer in layers]
         dense = self.dense_mlp(required=not all(moe))
@@ -490,51 +488,6 @@ class Composer:
 
     def moe(self) -> str:
         return moe_expression(self)
-
-    def layer_plan(self) -> tuple[str, str]:
-        """(each layer's type when config.json has no layer_types, which rotary table it uses): expressions over i.
-        A mixer layer's type is the name transformers gives it (compose_mixers.LAYER_TYPE_NAMES)."""
-        mixers = self.mixers
-        kinds = [
-            f'"{LAYER_TYPE_NAMES[layer.attention]}"' if layer.attention in mixers
-            else f'"{FEED_FORWARD_LAYER_TYPES[layer.mlp]}"' if layer.attention == "none" and layer.mlp != "none"
-            else "SLIDING" if layer.attention == "sliding" else "FULL"
-            for layer in self.p.layers
-        ]  # fmt: skip
-        layer_type = pattern_expr(kinds, str) if kinds else "FULL"
-        if "ssm" in mixers and self.has_key("attn_layer_indices"):  # Bamba: the attention layers by index
-            self.fields.need("attn_layer_indices", "list[int] | None", "None")
-            layer_type = f'FULL if i in (self.attn_layer_indices or ()) else "{LAYER_TYPE_NAMES["ssm"]}"'
-        elif "ssm" in mixers and self.has_key("attn_layer_period"):  # Jamba: one attention layer per period
-            period, offset = (self.fields.need(k, "int", None) for k in ("attn_layer_period", "attn_layer_offset"))
-            layer_type = (f"FULL if i % {period} == {offset} else "
-                          f'"{LAYER_TYPE_NAMES["ssm"]}"').replace("args.", "self.")  # fmt: skip
-        if self.p.rope is None:
-            if "no_positions" in self.p.features:
-                key = "position_embedding_type"
-                # A config of the family asking for rotary is refused, not ignored (config.json's null hides the key
-                # from the profile, so it is read whether or not this checkpoint sets it).
-                self.fields.need(key, "str | None", "None")
-                self.post_init.append(refusal(self.p.model_type, key, f'self.{key} not in (None, "nope", "none")',
-                                              "rotary positions on a family composed without positional encoding"))  # fmt: skip
-                self.words.append("no positional encoding")
-            elif not {"absolute_positions", "alibi"} & set(self.p.features) and any(
-                layer.attention not in mixers and layer.attention != "none" for layer in self.p.layers
-            ):  # a model of mixer layers only (Mamba-2) needs no positions
-                self.stub("positions", "no rotary and no learned position embeddings recognised")
-            return layer_type, "None"
-        attending = [kind for kind, layer in zip(kinds, self.p.layers, strict=True)
-                     if layer.attention not in mixers and layer.attention != "none"]  # fmt: skip
-        base = "layer_type" if len(set(attending)) > 1 else "FULL"
-        rope_kind = self.fact("rope_kind")
-        if rope_kind is not None:
-            return layer_type, str(rope_kind)
-        # A mixer layer reads no rotary: it takes the attention layers' table, never a NoPE pattern of its own.
-        ropes = [layer.rope or layer.attention in mixers or layer.attention == "none" for layer in self.p.layers]
-        if all(ropes) or not ropes:
-            return layer_type, base
-        self.words.append("NoPE layers")
-        return layer_type, f"{base} if {pattern_expr(ropes, repr)} else None"
 
     def embeddings(self) -> str:
         r = self.roles

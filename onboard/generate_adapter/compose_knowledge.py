@@ -53,6 +53,8 @@ IGNORED_CONFIG_KEYS = frozenset(
         "time_step_rank",
         # Nemotron-H's multi-token-prediction layers' types (inference never runs them)
         "mtp_layers_block_type",
+        # HY-V3: routed plus shared experts summed in float32 inside the MoE block (no effect in float32)
+        "enable_moe_fp32_combine",
     }
 )  # fmt: skip
 
@@ -63,11 +65,10 @@ NEUTRAL_KEYS = (IGNORED.keys() | IGNORED_CONFIG_KEYS | {"router_jitter_noise", "
     "rope_theta",
     "rope_parameters",
 }
-NEUTRAL_WORDS = ("dropout", "_pdrop", "initializer", "init_std", "fp32", "layerdrop", "jitter")
-"""Training-only keys and float32-upcast switches (no effect in float32) by name: any key containing one."""
-NOT_NEUTRAL = frozenset({"residual_in_fp32"})
-"""Keys NEUTRAL_WORDS would pass that change bfloat16 outputs: a float32 residual stream between layers (Mamba's)
-is not an upcast inside one block, and composed adapters are judged in bfloat16 too."""
+NEUTRAL_WORDS = ("dropout", "_pdrop", "initializer", "init_std", "layerdrop", "jitter")
+"""Training-only keys by name: any key containing one. (Not "fp32": Mamba's residual_in_fp32 keeps a float32
+residual stream between layers, which changes bfloat16 outputs; the one float32 switch that is harmless is listed
+in IGNORED_CONFIG_KEYS.)"""
 
 # Keys read only to refuse values the blocks cannot express: key -> (field annotation, default, refusal test over
 # `self` (a ModelArgs), why). Composition cannot see config values; the adapter checks them when it loads.

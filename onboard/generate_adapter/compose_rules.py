@@ -16,7 +16,6 @@ from onboard.generate_adapter.compose_knowledge import (
     GUARDS,
     NEUTRAL_KEYS,
     NEUTRAL_WORDS,
-    NOT_NEUTRAL,
     ROPE_TYPE_NAMES,
     STRUCTURAL_KEYS,
 )
@@ -85,6 +84,7 @@ class ComposerParts(Protocol):
     moe_output_norm: bool
     post_init: list[str]
     rotary_head_dim: str | None
+    mixers: dict[str, str]
 
     def stub(self, op: str, reason: str) -> None: ...
 
@@ -149,7 +149,7 @@ def config_key_stubs(
     for key in profile.config_keys:
         if key in read or key in STRUCTURAL_KEYS or key in NEUTRAL_KEYS or key in GUARDS:
             continue
-        if any(word in key for word in NEUTRAL_WORDS) and key not in NOT_NEUTRAL:
+        if any(word in key for word in NEUTRAL_WORDS):
             continue
         if key.endswith(("_token_id", "_token_index")) or key in {s.op for s in out}:
             continue

@@ -63,3 +63,14 @@ def check_padding_and_decoding(block: nn.Module, x: torch.Tensor, pad: int, pref
         steps += [block(x[:, t : t + 1], None, None, AttentionContext(cache=cache)) for t in range(prefix, seq)]
         torch.testing.assert_close(torch.cat(steps, dim=1), block(x, None, None), atol=1e-6, rtol=1e-6)
     return cache
+
+
+def bfloat16_errors(ours: nn.Module, hf: nn.Module, exact: nn.Module, x: torch.Tensor) -> tuple[float, float]:
+    """(our bfloat16 block's max error, transformers' bfloat16 block's max error), each against the float32 `exact`
+    block on the same input. Comparing errors, not the two bfloat16 outputs, keeps a test independent of which
+    kernels (and so which bfloat16 roundings) a CPU runs."""
+    with torch.no_grad():
+        reference = exact(x, None, None)
+        ours_out = ours(x.to(torch.bfloat16), None, None).float()
+        hf_out = hf(x.to(torch.bfloat16)).float()
+    return float((ours_out - reference).abs().max()), float((hf_out - reference).abs().max())
