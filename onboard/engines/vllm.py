@@ -49,11 +49,15 @@ def serve(
     --speculative-config); yields its URL; stopped on exit."""
     interpreter = require()
     port = port or free_port()
+    # One device, so one worker, inside the engine process (vLLM's uni executor, its layout for a single GPU): the
+    # CPU platform otherwise starts a worker process of its own, a third process importing vLLM (spawned, ~8-10 s of
+    # each start on 2 cores). Its CPU platform keeps the multiproc executor unless VLLM_ENABLE_V1_MULTIPROCESSING=0;
+    # the API server still runs the engine in a process of its own. Where the model runs does not change its numbers.
     env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_TARGET_DEVICE": "cpu", "HF_HUB_OFFLINE": "1",
-           "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1"}  # fmt: skip
+           "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1", "VLLM_ENABLE_V1_MULTIPROCESSING": "0"}  # fmt: skip
     cmd = [str(interpreter), "-m", "vllm.entrypoints.openai.api_server", "--model", str(model),
            "--served-model-name", name, "--host", "127.0.0.1", "--port", str(port), "--max-model-len",
            str(max_model_len), "--dtype", DTYPES.get(dtype, dtype), "--enforce-eager", "--max-logprobs", "20",
-           *extra_args]  # fmt: skip
+           "--distributed-executor-backend", "uni", *extra_args]  # fmt: skip
     with serve_process(cmd, port=port, ready_path="/health", log=log, name="vLLM", timeout_s=timeout_s, env=env) as url:
         yield url
