@@ -107,6 +107,32 @@ class Moe(msgspec.Struct, frozen=True):
     topk_group: int | None = None
 
 
+class Ssm(msgspec.Struct, frozen=True):
+    """The selective state-space (Mamba) mixer of the model's SSM layers, from config.json (under the names each
+    family gives these keys, the config classes' defaults where it leaves one out)."""
+
+    version: int
+    """1: Mamba (x_proj gives dt, B and C; dt through a rank-`dt_rank` projection); 2: Mamba-2 (one in_proj, a dt
+    per head, B and C shared by `n_groups` groups of heads)."""
+    state_size: int
+    conv_kernel: int
+    inner_size: int
+    """Channels the mixer convolves and scans (Mamba-2: heads × head_dim)."""
+    num_heads: int | None = None
+    head_dim: int | None = None
+    n_groups: int = 1
+    dt_rank: int | None = None
+    conv_bias: bool = True
+    proj_bias: bool = False
+    activation: str = "silu"
+    dt_limit: tuple[float, float | None] | None = None
+    """dt clamped to [low, high] after its softplus (high None: no upper bound); None when not clamped."""
+    bc_norm_eps: float | None = None
+    """Falcon-Mamba: weightless RMS norms on B, C and dt before the scan, with this epsilon."""
+    residual_in_fp32: bool = False
+    """The residual stream is kept (and added) in float32 around each block."""
+
+
 class Quantization(msgspec.Struct, frozen=True):
     method: str
     fmt: str | None = None
@@ -239,6 +265,8 @@ class ModelProfile(msgspec.Struct, frozen=True):
     knowingly ignore."""
     novel_config_keys: tuple[str, ...] = ()
     """config_keys the closest family does not have (all of them; the novelty text shows the first few)."""
+    ssm: Ssm | None = None
+    """The SSM layers' mixer (None without SSM layers)."""
     unknown: tuple[str, ...] = ()
     """Fields inspect could not establish (the weights could not be read: a fatal finding says why). In JSON each is
     the string "unknown"; in memory it holds an empty placeholder (None, (), False), never a value from defaults."""

@@ -151,3 +151,19 @@ def _placeholder(tp: Any, where: str) -> Any:
     if is_record(tp):
         return tp()
     raise TypeError(f"{where}: a {tp} field cannot be unknown")
+
+
+# transformers writes the floats JSON has no literal for as tagged objects (`time_step_limit: [0.0, {"__float__":
+# "Infinity"}]` in every Mamba-2 hybrid's config.json) and decodes them when it reads a config file.
+_SPECIAL_FLOATS = {"Infinity": float("inf"), "-Infinity": float("-inf"), "NaN": float("nan")}
+
+
+def decode_special_floats(value: Any) -> Any:
+    """`value` with transformers' `{"__float__": "Infinity"}` tags read back as floats, at any depth."""
+    if isinstance(value, dict):
+        if len(value) == 1 and value.get("__float__") in _SPECIAL_FLOATS:
+            return _SPECIAL_FLOATS[value["__float__"]]
+        return {k: decode_special_floats(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [decode_special_floats(v) for v in value]
+    return value

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from onboard.generate_adapter.compose_rules import ComposerParts
 from onboard.generate_adapter.weight_inference import layer_target
+from onboard.inspect_checkpoint.ssm_config import BARE_HEAD_KEYS, SSM_KEYS
 
 MAMBA2_PARTS = {("in_proj", "weight"), ("conv1d", "weight"), ("out_proj", "weight"), ("norm", "weight"),
                 ("dt_bias", None), ("A_log", None), ("D", None)}  # fmt: skip
@@ -13,14 +14,10 @@ MAMBA1_PARTS = {("in_proj", "weight"), ("conv1d", "weight"), ("x_proj", "weight"
                 ("dt_proj", "bias"), ("out_proj", "weight"), ("A_log", None), ("D", None)}  # fmt: skip
 MAMBA1_NORMS = {("dt_layernorm", "weight"), ("b_layernorm", "weight"), ("c_layernorm", "weight")}
 """Jamba's weighted RMS norms on dt, B and C (all three or none)."""
-MAMBA_ALIASES = {
-    "mamba_n_heads": ("mamba_num_heads", "num_heads"), "mamba_d_head": ("mamba_head_dim", "head_dim"),
-    "mamba_d_state": ("ssm_state_size", "state_size"), "mamba_n_groups": ("n_groups",), "mamba_d_conv": ("conv_kernel",),
-    "mamba_conv_bias": ("use_conv_bias",), "mamba_proj_bias": ("use_bias",), "mamba_expand": ("expand",),
-    "mamba_hidden_act": ("hidden_act",), "mamba_dt_rank": ("time_step_rank",),
-}  # fmt: skip
-"""Mamba sizes under Bamba's / Jamba's names (the fields), then Nemotron-H's and Mamba's (mamba_num_heads, num_heads,
-state_size, time_step_rank ...)."""
+MAMBA_ALIASES = {field: tuple(n for n in names if n != field) + tuple(filter(None, [BARE_HEAD_KEYS.get(field)]))
+                 for field, names in SSM_KEYS.items()}  # fmt: skip
+"""Mamba sizes under Bamba's / Jamba's names (the fields), then every other family's (inspect's table: the adapter
+reads its field's own name first)."""
 MAMBA_BIASES = ({("conv1d", "bias")}, {("in_proj", "bias"), ("out_proj", "bias")})
 """Optional: the convolution's bias (mamba_conv_bias) and the projections' (mamba_proj_bias), each all or none."""
 

@@ -23,6 +23,7 @@ from functools import cache
 from typing import Any
 
 from onboard.errors import ConfigError
+from onboard.serde import decode_special_floats
 
 # Canonical field -> the other spellings families use for it (looked up in this order, after the canonical name).
 ALIASES: dict[str, tuple[str, ...]] = {
@@ -142,22 +143,6 @@ class ConfigValues:
             if value is not None:
                 return True, value
         return any(key in self.raw for key in keys), None
-
-
-# transformers writes the floats JSON has no literal for as tagged objects (`time_step_limit: [0.0, {"__float__":
-# "Infinity"}]` in every Mamba-2 hybrid's config.json) and decodes them when it reads a config file.
-_SPECIAL_FLOATS = {"Infinity": float("inf"), "-Infinity": float("-inf"), "NaN": float("nan")}
-
-
-def decode_special_floats(value: Any) -> Any:
-    """`value` with transformers' `{"__float__": "Infinity"}` tags read back as floats, at any depth."""
-    if isinstance(value, dict):
-        if len(value) == 1 and value.get("__float__") in _SPECIAL_FLOATS:
-            return _SPECIAL_FLOATS[value["__float__"]]
-        return {k: decode_special_floats(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [decode_special_floats(v) for v in value]
-    return value
 
 
 def read_config(config: Mapping[str, Any]) -> ConfigValues:

@@ -156,7 +156,7 @@ def profile_from_parts(
     kv = kv_dtype or _default_kv_dtype(config_dtype)
     length = max_model_len or dims.max_position_embeddings or DEFAULT_MAX_MODEL_LEN
     memory = plan_memory(cv, dims, facts.layers, weights_bytes, kv, length, target, weights_source=weights_source,
-                         weights_estimate=estimate, quantization=facts.quantization)  # fmt: skip
+                         weights_estimate=estimate, quantization=facts.quantization, ssm=facts.ssm)  # fmt: skip
     features = derive(facts)
     findings += lint_config(cv)
     keys = comparable_keys(cv)

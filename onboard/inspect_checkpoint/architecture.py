@@ -26,8 +26,9 @@ from onboard.inspect_checkpoint.numerics import (
     rope_from_config,
 )
 from onboard.inspect_checkpoint.per_layer import per_layer_tensors, with_kv_widths
+from onboard.inspect_checkpoint.ssm_config import ssm_from_config
 from onboard.inspect_checkpoint.tensor_index import TensorIndex
-from onboard.profile import Biases, Dims, LayerInfo, ModelProfile, Moe, Multipliers, Norms, Quantization, Rope
+from onboard.profile import Biases, Dims, LayerInfo, ModelProfile, Moe, Multipliers, Norms, Quantization, Rope, Ssm
 
 PARALLEL_RESIDUAL_TYPES = {"gptj", "codegen", "phi", "cohere", "cohere2", "cohere2_moe", "cohere_compass_text",
                            "gpt_neox", "falcon", "stablelm"}  # fmt: skip
@@ -51,6 +52,7 @@ class ArchFacts(msgspec.Struct, frozen=True):
     quantization: Quantization | None
     multimodal: tuple[str, ...]
     parallel_residual: bool
+    ssm: Ssm | None = None
 
     def profile_fields(self) -> dict[str, Any]:
         """The facts a ModelProfile carries, by field name (the others, such as position_encoding, only feed
@@ -89,6 +91,8 @@ def analyze(cv: ConfigView, index: TensorIndex | None) -> tuple[ArchFacts, list[
                 break
             dense_first += 1
         moe = msgspec.structs.replace(moe, dense_first_layers=dense_first if dense_first < len(layers) else 0)
+    ssm, ssm_findings = ssm_from_config(cv, dims, layers, lm)
+    findings += ssm_findings
     rope, position = rope_from_config(cv, lm)
     norms = norms_from_config(cv, lm, dims)
     activation = activation_from_config(cv)
@@ -127,6 +131,7 @@ def analyze(cv: ConfigView, index: TensorIndex | None) -> tuple[ArchFacts, list[
         quantization=_quantization(cv, index),
         multimodal=_towers(cv, index),
         parallel_residual=_parallel(cv),
+        ssm=ssm,
     )
     return facts, findings
 
@@ -245,6 +250,9 @@ def _mtp(cv: ConfigView, index: TensorIndex | None, n_layers: int) -> int:
     """MTP layers: declared in config (DeepSeek appends them as layers ≥ num_hidden_layers) or named `mtp`."""
     declared = cv.int("num_nextn_predict_layers", "mtp_num_hidden_layers", "num_mtp_modules", "n_mtp_layers",
                       "nextn_predict_layers", default=0) or 0  # fmt: skip
+    # Nemotron-H's block types inside each MTP layer (its config class writes a default even without MTP layers):
+    # the layers are counted from the declared number or the tensors, whatever their insides.
+    cv.mark_used("mtp_layers_block_type")
     if index is None:
         return declared
     mtp_groups = [g for g in index.groups if g.template.startswith("mtp.") or ".mtp." in g.template]

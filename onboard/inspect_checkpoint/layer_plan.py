@@ -105,8 +105,8 @@ def _config_kinds(cv: ConfigView, n: int, mla: bool) -> list[str]:
         offset = cv.int("attn_layer_offset", default=0) or 0
         return ["full" if i % period == offset else "ssm" for i in range(n)]
     indices = cv.get("attn_layer_indices")
-    if isinstance(indices, list):
-        return ["full" if i in indices else "ssm" for i in range(n)]
+    if isinstance(indices, list) or cv.has("attn_layer_indices"):  # Bamba: null means no attention layer at all
+        return ["full" if i in (indices or ()) else "ssm" for i in range(n)]
     interval = cv.int("full_attention_interval")
     if interval and mt.startswith(("qwen3_next", "qwen3_5")):
         return ["full" if (i + 1) % interval == 0 else "linear" for i in range(n)]

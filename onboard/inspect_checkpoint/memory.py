@@ -18,7 +18,7 @@ from onboard.errors import InputError
 from onboard.inspect_checkpoint.config_view import ConfigView
 from onboard.inspect_checkpoint.layer_plan import class_layer_types
 from onboard.inspect_checkpoint.target_fit import GIB, CacheLayer, CacheModel, Sharding, fit_target
-from onboard.profile import Dims, LayerInfo, MemoryPlan, Quantization, WeightsEstimate
+from onboard.profile import Dims, LayerInfo, MemoryPlan, Quantization, Ssm, WeightsEstimate
 
 KV_DTYPE_BYTES = {
     "float32": 4, "fp32": 4, "float16": 2, "fp16": 2, "half": 2, "bfloat16": 2, "bf16": 2,
@@ -146,8 +146,9 @@ def _indexer_elements(layer: LayerInfo, cv: ConfigView, mla: bool) -> int:
     return cv.int("index_head_dim", "indexer_head_dim", default=0) or 0
 
 
-def state_elements(layer: LayerInfo, dims: Dims, cv: ConfigView) -> int:
-    """Fixed per-sequence state of a recurrent layer (conv window + SSM / delta-rule state)."""
+def state_elements(layer: LayerInfo, dims: Dims, cv: ConfigView, ssm: Ssm | None = None) -> int:
+    """Fixed per-sequence state of a recurrent layer (conv window + SSM / delta-rule state); `ssm`: the SSM
+    layers' mixer (ssm_config.py)."""
     kind = layer.attention
     if kind == "full" and cv.model_type == "cpmant":
         # CPM-Ant prepends prompt_length learned prompt tokens to every sequence: a fixed K and V prefix.
@@ -178,24 +179,13 @@ def state_elements(layer: LayerInfo, dims: Dims, cv: ConfigView) -> int:
         return hidden * (cv.int("conv_L_cache", "conv_kernel", "short_conv_kernel") or default)
     if kind == "linear":
         return _linear_state(cv, dims)
-    # Mamba-style selective state spaces.
-    d_state = cv.int("mamba_d_state", "ssm_state_size", "state_size", "d_state", default=16) or 16
-    d_conv = cv.int("mamba_d_conv", "conv_kernel", "d_conv", default=4) or 4
-    expand = cv.float("mamba_expand", "expand", default=2.0) or 2.0
-    n_heads = cv.int("mamba_n_heads", "n_mamba_heads", "mamba_num_heads", default=None)
-    head_dim = cv.int("mamba_d_head", "mamba_headdim", "mamba_head_dim", default=None)
-    if n_heads is None and cv.model_type == "mamba2":
-        n_heads, head_dim = cv.int("num_heads"), cv.int("head_dim")
-    groups = cv.int("mamba_n_groups", "mamba_ngroups", "n_groups", default=1) or 1
-    intermediate = cv.int("mamba_d_ssm", "mamba_intermediate_size", "intermediate_size_mamba", default=None)
-    if n_heads and head_dim:  # Mamba-2: heads × head_dim × state, conv over x, B and C
-        intermediate = intermediate or n_heads * head_dim
-        return (intermediate + 2 * groups * d_state) * d_conv + n_heads * head_dim * d_state
-    if not intermediate and cv.has("mamba_expand"):
-        # Hybrids (Jamba, Zamba) size the mixer as mamba_expand × hidden_size: their intermediate_size is the MLP's.
-        intermediate = int(expand * hidden)
-    intermediate = intermediate or cv.int("intermediate_size", default=None) or int(expand * hidden)
-    return intermediate * d_conv + intermediate * d_state
+    # Mamba-style selective state spaces: the conv window over what the mixer convolves, plus the scan's state.
+    if ssm is None:
+        return 0
+    if ssm.version == 2:  # conv over x, B and C; heads × head_dim × state
+        heads_dim = (ssm.num_heads or 0) * (ssm.head_dim or 0)
+        return (ssm.inner_size + 2 * ssm.n_groups * ssm.state_size) * ssm.conv_kernel + heads_dim * ssm.state_size
+    return ssm.inner_size * ssm.conv_kernel + ssm.inner_size * ssm.state_size
 
 
 # Inkling text models (transformers 5.25): attention layers with short convs (state_elements).
@@ -238,6 +228,7 @@ def plan_memory(
     weights_source: str = "headers",
     weights_estimate: WeightsEstimate | None = None,
     quantization: Quantization | None = None,
+    ssm: Ssm | None = None,
 ) -> MemoryPlan:
     width = kv_dtype_bytes(kv_dtype)
     cache_layers: list[CacheLayer] = []
@@ -255,7 +246,7 @@ def plan_memory(
             if not layer.window or layer.window >= max_model_len:
                 per_token += elements * width  # still growing at max_model_len
             cache_layers.append(CacheLayer(elements, layer.window, layer.attention == "mla"))
-        state_elems += state_elements(layer, dims, cv) * passes[layer.index]
+        state_elems += state_elements(layer, dims, cv, ssm) * passes[layer.index]
     state = state_elems * width
     fit = None
     if target:

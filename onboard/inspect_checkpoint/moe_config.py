@@ -53,10 +53,12 @@ def moe_from_config(cv: ConfigView, lm: dict[str, TensorInfo] | None) -> Moe | N
     shared = cv.int(
         "n_shared_experts", "num_shared_experts", "moe_num_shared_experts", "shared_expert_count", default=0
     )
-    shared_size = cv.int("shared_expert_intermediate_size", "moe_shared_expert_intermediate_size")
+    # GraniteMoE-Shared / Granite-4.0's shared_mlp is sized by shared_intermediate_size (0: none)
+    shared_size = cv.int("shared_expert_intermediate_size", "moe_shared_expert_intermediate_size",
+                         "shared_intermediate_size")  # fmt: skip
     if not shared and shared_size:
         shared = 1
-    if not shared and lm and any("shared_expert" in n for n in lm):
+    if not shared and lm and any("shared_expert" in n or "shared_mlp" in n for n in lm):
         shared = 1
     correction = bool(cv.get("topk_method") == "noaux_tc") or (lm is not None and any(
         "e_score_correction_bias" in n or n.endswith(_CORRECTION_BIAS_LEAVES) or "moe_statics" in n for n in lm))  # fmt: skip

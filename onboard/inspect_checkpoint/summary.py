@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from onboard.findings import SEVERITIES
 from onboard.inspect_checkpoint.families import describe_layers
-from onboard.profile import MemoryPlan, ModelProfile
+from onboard.profile import MemoryPlan, ModelProfile, Ssm
 
 
 def _human(n: float) -> str:
@@ -66,6 +66,8 @@ def render_summary(p: ModelProfile) -> str:
         m = p.moe
         lines.append(f"moe: {m.num_experts} experts, top-{m.top_k}, {m.num_shared_experts} shared, {m.scoring} router"
                      + (", correction bias" if m.correction_bias else ""))  # fmt: skip
+    if p.ssm:
+        lines.append(f"ssm: {describe_ssm(p.ssm)}")
     if p.parameters:
         lines.append(f"parameters: {_human(p.parameters.total)} total, {_human(p.parameters.active)} active; "
                      + ", ".join(f"{k} {_human(v)}" for k, v in p.parameters.by_dtype.items()))  # fmt: skip
@@ -97,3 +99,20 @@ def render_summary(p: ModelProfile) -> str:
         where = " ".join(x for x in (f.file, f.tensor) if x)
         lines.append(f"  [{f.severity}] {f.code}: {f.message}" + (f" ({where})" if where else ""))
     return "\n".join(lines)
+
+
+def describe_ssm(s: Ssm) -> str:
+    """One line naming what a Mamba kernel must match: version, sizes, and every option that changes the scan."""
+    shape = (f"{s.num_heads} heads × {s.head_dim}, {s.n_groups} group{'s' if s.n_groups != 1 else ''}"
+             if s.version == 2 else f"dt rank {s.dt_rank}")  # fmt: skip
+    parts = [f"Mamba-{s.version}", f"state {s.state_size}", f"conv {s.conv_kernel}", f"inner {s.inner_size}", shape,
+             s.activation]  # fmt: skip
+    if s.dt_limit:
+        low, high = s.dt_limit
+        parts.append(f"dt clamped to [{low:g}, {'inf' if high is None else f'{high:g}'}]")
+    if s.bc_norm_eps is not None:
+        parts.append(f"RMS-normed B, C, dt (eps {s.bc_norm_eps:g})")
+    if s.residual_in_fp32:
+        parts.append("float32 residual")
+    parts += [name for name, on in (("conv bias", s.conv_bias), ("projection bias", s.proj_bias)) if on]
+    return ", ".join(parts)

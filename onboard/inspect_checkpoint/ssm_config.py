@@ -1,0 +1,141 @@
+"""The selective state-space (Mamba) mixer: its sizes and options, read once from config.json.
+
+Families name the same knobs differently: pure Mamba models use the bare names (`state_size`, `conv_kernel`,
+`use_conv_bias`, `time_step_rank`), the hybrids prefix them (`mamba_d_state`, `mamba_d_conv`, `mamba_conv_bias`,
+`mamba_dt_rank`), Nemotron-H mixes both. This is the one place that knows the aliases; memory sizing reads the
+result, and the keys count as used for the config lint.
+"""
+
+from __future__ import annotations
+
+import math
+
+from onboard.findings import Finding, warning
+from onboard.inspect_checkpoint.checkpoint_types import TensorInfo
+from onboard.inspect_checkpoint.config_view import ConfigView
+from onboard.profile import Dims, LayerInfo, Ssm
+from onboard.serde import decode_special_floats
+
+SSM_KEYS: dict[str, tuple[str, ...]] = {
+    "mamba_d_state": ("mamba_d_state", "ssm_state_size", "state_size", "d_state"),
+    "mamba_d_conv": ("mamba_d_conv", "conv_kernel", "d_conv"),
+    "mamba_expand": ("mamba_expand", "expand"),
+    "mamba_n_heads": ("mamba_n_heads", "n_mamba_heads", "mamba_num_heads"),
+    "mamba_d_head": ("mamba_d_head", "mamba_headdim", "mamba_head_dim"),
+    "mamba_n_groups": ("mamba_n_groups", "mamba_ngroups", "n_groups"),
+    "mamba_d_ssm": ("mamba_d_ssm", "mamba_intermediate_size", "intermediate_size_mamba"),
+    "mamba_dt_rank": ("time_step_rank", "mamba_dt_rank"),
+    "mamba_conv_bias": ("use_conv_bias", "mamba_conv_bias"),
+    # Nemotron-H's mixer reads use_bias (its mamba_proj_bias is unread); Zamba2's add_bias_linear covers both.
+    "mamba_proj_bias": ("use_bias", "mamba_proj_bias", "add_bias_linear"),
+    # A mixer-specific key, else hidden_act: Mamba, Bamba, Jamba, Granite-4.0 and Falcon-H1 apply it in the mixer too.
+    "mamba_hidden_act": ("mamba_hidden_act", "hidden_mamba_act", "hidden_act"),
+}  # fmt: skip
+"""Each mixer knob (by the name composed adapters give its field: Bamba's) under every name families give it, in
+the order inspect looks them up."""
+BARE_HEAD_KEYS = {"mamba_n_heads": "num_heads", "mamba_d_head": "head_dim"}
+"""Mamba-2's own names for its heads; the hybrids' num_heads / head_dim are their attention's."""
+_BARE_HEADS = {"mamba2"}
+_FIXED_ACTIVATION = {"zamba2": "silu"}
+_DT_FLOOR_FROM_MIN = {"zamba2"}
+
+
+def ssm_from_config(
+    cv: ConfigView, dims: Dims, layers: tuple[LayerInfo, ...], lm: dict[str, TensorInfo] | None
+) -> tuple[Ssm | None, list[Finding]]:
+    """The mixer of the SSM layers (None when no layer has one), and findings where the checkpoint's tensors
+    contradict config.json's biases."""
+    if not any(layer.attention == "ssm" or layer.parallel_ssm for layer in layers):
+        return None, []
+    hidden = dims.hidden_size
+    state = cv.int(*SSM_KEYS["mamba_d_state"], default=16) or 16
+    conv = cv.int(*SSM_KEYS["mamba_d_conv"], default=4) or 4
+    expand = cv.float(*SSM_KEYS["mamba_expand"], default=2.0) or 2.0
+    heads = cv.int(*SSM_KEYS["mamba_n_heads"], default=None)
+    head_dim = cv.int(*SSM_KEYS["mamba_d_head"], default=None)
+    if heads is None and cv.model_type in _BARE_HEADS:
+        heads, head_dim = cv.int(BARE_HEAD_KEYS["mamba_n_heads"]), cv.int(BARE_HEAD_KEYS["mamba_d_head"])
+    inner = cv.int(*SSM_KEYS["mamba_d_ssm"], default=None)
+    version = 2 if heads and head_dim else 1
+    if version == 2:
+        inner = inner or heads * head_dim  # type: ignore[operator]
+        groups = cv.int(*SSM_KEYS["mamba_n_groups"], default=1) or 1
+        dt_rank = None
+        cv.mark_used("time_step_rank")  # Mamba2Config still writes it; Mamba-2 has no dt projection to size
+    else:
+        if not inner and cv.has("mamba_expand"):
+            # Hybrids (Jamba, Zamba) size the mixer as mamba_expand × hidden_size: their intermediate_size is the MLP's.
+            inner = int(expand * hidden)
+        inner = inner or cv.int("intermediate_size", default=None) or int(expand * hidden)
+        groups = 1
+        dt_rank = _dt_rank(cv, hidden)
+    ssm = Ssm(
+        version=version,
+        state_size=state,
+        conv_kernel=conv,
+        inner_size=inner,
+        num_heads=heads if version == 2 else None,
+        head_dim=head_dim if version == 2 else None,
+        n_groups=groups,
+        dt_rank=dt_rank,
+        conv_bias=cv.bool(*SSM_KEYS["mamba_conv_bias"], default=True),
+        proj_bias=cv.bool(*SSM_KEYS["mamba_proj_bias"], default=False),
+        activation=_FIXED_ACTIVATION.get(cv.model_type) or str(cv.get(*SSM_KEYS["mamba_hidden_act"], default="silu")),
+        dt_limit=_dt_limit(cv),
+        bc_norm_eps=cv.float("mixer_rms_eps") if cv.model_type == "falcon_mamba" else None,
+        residual_in_fp32=cv.bool("residual_in_fp32", default=False),
+    )
+    return ssm, _bias_findings(ssm, lm)
+
+
+def _dt_rank(cv: ConfigView, hidden: int) -> int:
+    """Mamba-1's dt projection rank: a number, or "auto" (the reference code's ceil(hidden / 16))."""
+    auto = math.ceil(hidden / 16)
+    value = cv.get(*SSM_KEYS["mamba_dt_rank"], default="auto")
+    if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+        return value
+    if value != "auto":
+        cv.type_errors["time_step_rank"] = 'a positive integer or "auto"'
+    return auto
+
+
+def _dt_limit(cv: ConfigView) -> tuple[float, float | None] | None:
+    """`time_step_limit` as (low, high or None for no bound); None when it clamps nothing ((0, inf), the default).
+    Zamba2 has no such key: its mixer clamps dt to [time_step_min, inf), a key other families only train with."""
+    if cv.model_type in _DT_FLOOR_FROM_MIN:
+        low = cv.float("time_step_min", default=0.001) or 0.0
+        return (low, None) if low > 0 else None
+    value = decode_special_floats(cv.get("time_step_limit"))
+    if not (isinstance(value, (list, tuple)) and len(value) == 2 and all(_number(v) for v in value)):
+        if value is not None:
+            cv.type_errors["time_step_limit"] = "a pair of numbers [low, high]"
+        return None
+    low, high = float(value[0]), float(value[1])
+    if low <= 0 and math.isinf(high):
+        return None
+    return low, None if math.isinf(high) else high
+
+
+def _number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and not math.isnan(value)
+
+
+def _bias_findings(ssm: Ssm, lm: dict[str, TensorInfo] | None) -> list[Finding]:
+    """Where the checkpoint stores SSM tensors, config.json's biases must match them: engines build the layer from
+    config.json, so a bias the checkpoint lacks loads as zeros (or fails), and one it stores is dropped."""
+    if not lm:
+        return []
+    names = [n for n in lm if ".conv1d." in n or ".in_proj." in n]
+    if not any(n.endswith("conv1d.weight") for n in names):
+        return []  # no Mamba tensors under the usual names: nothing to compare
+    out = []
+    for flag, suffix, keys in ((ssm.conv_bias, "conv1d.bias", "use_conv_bias / mamba_conv_bias"),
+                               (ssm.proj_bias, "in_proj.bias", "use_bias / mamba_proj_bias")):  # fmt: skip
+        stored = any(n.endswith(suffix) for n in names)
+        if stored != flag:
+            said = "true" if flag else "false (or unset)"
+            out.append(warning("ssm-bias-mismatch", f"config.json's {keys} is {said} but the checkpoint "
+                               f"{'stores no' if flag else 'stores a'} {suffix} tensor in its SSM layers",
+                               "set the flag to match the weights: engines build the mixer from config.json",
+                               file="config.json"))  # fmt: skip
+    return out
