@@ -66,7 +66,7 @@ class Norms(msgspec.Struct, frozen=True):
     offset: float = 0.0
     """1.0 when the weight is applied as (1 + w) (Gemma)."""
     qk_norm: str | None = None
-    """per_head | full | None"""
+    """per_head | full | weightless (an L2 norm per head, no weight: Llama 4's, on its rotary layers) | None"""
     placement: str = "pre"
     """pre | post | sandwich (pre and post around each sub-block)"""
 
@@ -88,6 +88,9 @@ class Multipliers(msgspec.Struct, frozen=True):
     query_pre_attn_scalar: float | None = None
     attn_logit_softcapping: float | None = None
     final_logit_softcapping: float | None = None
+    nope_temperature: tuple[float, float] | None = None
+    """(floor_scale, attn_scale): on layers without rotary, queries × log1p(floor((pos + 1) / floor_scale)) ×
+    attn_scale + 1 (Llama 4's attn_temperature_tuning)."""
 
 
 class Moe(msgspec.Struct, frozen=True):

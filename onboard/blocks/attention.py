@@ -74,6 +74,20 @@ class AttentionContext:
     computation depends on the position beyond the rotary tables (Beam's query scaling)."""
 
 
+def _same_chunk(ctx: AttentionContext, q_len: int, kv_len: int, chunk: int) -> torch.Tensor:
+    """Bool [B or 1, 1, q_len, kv_len]: key and query in the same chunk of `chunk` positions (Llama 4's chunked
+    attention). Chunks start at each row's first real token, as transformers' chunked mask counts them (a left-padded
+    row's positions start after its padding); the causal mask still applies on top."""
+    if ctx.positions is None:
+        raise ValueError("Attention(chunk_size): chunked attention needs the positions (ctx.positions)")
+    q_pos = ctx.positions
+    pad = (~ctx.key_mask).sum(dim=-1, keepdim=True) if ctx.key_mask is not None else 0
+    k_pos = torch.arange(kv_len, device=q_pos.device)[None, :] - pad
+    same = torch.div(q_pos[:, :, None], chunk, rounding_mode="floor") == torch.div(k_pos[:, None, :], chunk,
+                                                                                   rounding_mode="floor")  # fmt: skip
+    return same[:, None]
+
+
 def padded_mask(causal: torch.Tensor, key_mask: torch.Tensor | None) -> torch.Tensor:
     """[q, kv] causal mask -> [B, 1, q, kv] with padding keys hidden. A padding query whose every key is hidden
     (left padding: nothing real before it) sees all keys instead: its output is discarded, but an all-hidden row
@@ -197,6 +211,8 @@ class Attention(nn.Module):
         alibi: bool = False,
         gate_bias: bool = False,
         nope_query_scale: tuple[float, float] | None = None,
+        nope_temperature: tuple[float, float] | None = None,
+        chunk_size: int | None = None,
     ) -> None:
         super().__init__()
         dv = head_dim if v_head_dim is None else v_head_dim
@@ -224,7 +240,9 @@ class Attention(nn.Module):
         if gate_bias and (gate_proj is False or gate_per_head):
             raise ValueError("Attention: gate_bias is a bias per head on gate_proj's elementwise gate")
         self.gate_bias = nn.Parameter(torch.zeros(num_heads)) if gate_bias else None
-        self.nope_query_scale = nope_query_scale
+        if nope_query_scale is not None and nope_temperature is not None:
+            raise ValueError("Attention: one position scale for the queries of NoPE layers, not two")
+        self.nope_query_scale, self.nope_temperature, self.chunk_size = nope_query_scale, nope_temperature, chunk_size
         self.rope_inverted = rope_inverted
         self.differential = differential
         self.alibi = alibi
@@ -268,14 +286,11 @@ class Attention(nn.Module):
             q, k = self.q_norm(q), self.k_norm(k)
         k, v = k.transpose(1, 2), v.transpose(1, 2)
         ctx = ctx or AttentionContext()
-        if self.nope_query_scale is not None and cos is None:
-            if ctx.positions is None:
-                raise ValueError("Attention(nope_query_scale): the query scale needs the positions (ctx.positions)")
-            base, exponent = self.nope_query_scale
-            scale = torch.exp(exponent * torch.log1p((ctx.positions.float() + 1) / base))[..., None, None]
-            q = (q.float() * scale).to(q.dtype)  # q is [B, S, H, D] here
+        if (self.nope_query_scale is not None or self.nope_temperature is not None) and cos is None:
+            q = (q.float() * self._nope_scale(ctx)).to(q.dtype)  # q is [B, S, H, D] here
         if ctx.cache is not None:
             k, v = ctx.cache.extend(k, v)
+        keep = _same_chunk(ctx, q.shape[1], k.shape[2], self.chunk_size) if self.chunk_size else None
         if self.differential:
             out = self._differential(q.transpose(1, 2), k, v, ctx.key_mask)
         else:
@@ -285,7 +300,7 @@ class Attention(nn.Module):
                 slopes = alibi_slopes(h).to(k.device)
                 bias = (slopes[:, None, None] * torch.arange(k.shape[2], device=k.device, dtype=torch.float32))[None]
             out = attend(q.transpose(1, 2), k, v, self.scale, self.sliding_window, self.softcap, self.sinks,
-                         ctx.key_mask, bias=bias)  # fmt: skip
+                         ctx.key_mask, keep=keep, bias=bias)  # fmt: skip
         out = out.reshape(b, s, h * dv)
         if gate is not None and self.gate_per_head:  # one gate per head, over its whole output (LFM3's g_proj)
             out = (out.view(b, s, h, dv) * torch.sigmoid(gate)[..., None]).reshape(b, s, h * dv)
@@ -296,6 +311,20 @@ class Attention(nn.Module):
         if self.sub_norm is not None:
             out = self.sub_norm(out)
         return self.o_proj(out)
+
+    def _nope_scale(self, ctx: AttentionContext) -> torch.Tensor:
+        """Per-position query scale [B or 1, S, 1, 1] of a layer without rotary: Beam's (1 + (p + 1) / base)^e, or
+        Llama 4's temperature tuning log1p(floor((p + 1) / floor_scale)) * attn_scale + 1, in float32."""
+        if ctx.positions is None:
+            raise ValueError("Attention: the NoPE query scale needs the positions (ctx.positions)")
+        pos = ctx.positions.float() + 1
+        if self.nope_query_scale is not None:
+            base, exponent = self.nope_query_scale
+            scale = torch.exp(exponent * torch.log1p(pos / base))
+        else:
+            floor_scale, attn_scale = self.nope_temperature  # type: ignore[misc]
+            scale = torch.log1p(torch.floor(pos / floor_scale)) * attn_scale + 1.0
+        return scale[..., None, None]
 
     def _differential(
         self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, key_mask: torch.Tensor | None

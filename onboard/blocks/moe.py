@@ -7,7 +7,8 @@ Parameters: `router` [E, hidden] (no bias); `e_score_correction_bias` [E] (only 
 `experts_gate_up` [E, 2*I, hidden] ([gate; up] rows per expert) or, with `gated=False` (Nemotron-H's experts:
 down(act(up(x)))), `experts_up` [E, I, hidden]; `experts_down` [E, hidden, I]; `shared` (GatedMLP, or MLP when not
 gated) and `shared_gate` (Linear hidden->1) when configured; `output_norm` (RMSNorm on the block's output, routed
-plus shared: A.X-K1's post_mlp_layernorm) with `output_norm_eps`.
+plus shared: A.X-K1's post_mlp_layernorm) with `output_norm_eps`. `weights_on_input`: each expert reads its routing
+weight times the token and its output is summed unweighted (Llama 4; not the same for a non-linear expert).
 """
 
 from __future__ import annotations
@@ -98,9 +99,11 @@ class MoE(nn.Module):
         shared_average: bool = False,
         output_norm_eps: float | None = None,
         gated: bool = True,
+        weights_on_input: bool = False,
     ) -> None:
         super().__init__()
         self.shared_average = shared_average
+        self.weights_on_input = weights_on_input
         if router.n_group > 1 and num_experts % router.n_group:
             raise ValueError(f"num_experts {num_experts} is not divisible by n_group {router.n_group}")
         self.spec = router
@@ -146,6 +149,8 @@ class MoE(nn.Module):
         for expert in indices.unique().tolist():
             token_idx, slot = torch.where(indices == expert)
             h = tokens[token_idx]
+            if self.weights_on_input:  # Llama 4: the expert reads its routing weight times the token, in its dtype
+                h = h * weights[token_idx, slot, None].to(h.dtype)
             if self.gated:
                 gate, up = F.linear(h, self.experts_gate_up[expert]).chunk(2, dim=-1)
                 y = F.linear(self.act(gate, up), self.experts_down[expert])
@@ -153,7 +158,7 @@ class MoE(nn.Module):
                 y = F.linear(self.act(F.linear(h, self.experts_up[expert])), self.experts_down[expert])
             # A token meets an expert at most once (top-k picks distinct experts), so the indices are unique and
             # an indexed add is exact — and ~3x faster on CPU than index_add_ (benchmarks/bench_adapter_forward.py).
-            out[token_idx] += (y * weights[token_idx, slot, None]).to(out.dtype)
+            out[token_idx] += y if self.weights_on_input else (y * weights[token_idx, slot, None]).to(out.dtype)
         if self.shared is not None:
             shared = self.shared(tokens)
             if self.shared_gate is not None:

@@ -51,6 +51,7 @@ IMPORTABLE: dict[str, tuple[int, str]] = {
     "MLA_LATENT_NORM_EPS": (2, "onboard.generate_adapter.composed_blocks"),
     "FULL": (2, "onboard.generate_adapter.runtime"),
     "SLIDING": (2, "onboard.generate_adapter.runtime"),
+    "CHUNKED": (2, "onboard.generate_adapter.runtime"),
     "LEGACY_LAYER_TYPES": (2, "onboard.generate_adapter.runtime"),
     "AdapterModel": (2, "onboard.generate_adapter.runtime"),
     "ArgsBase": (2, "onboard.generate_adapter.runtime"),

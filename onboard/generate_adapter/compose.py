@@ -329,6 +329,10 @@ class Composer:
         if any(layer.attention == "sliding" for layer in self.p.layers):
             kw.append("sliding_window=window")
             self.words.append("sliding window")
+        if any(layer.attention == "chunked" for layer in self.p.layers):
+            chunk = self.fields.need("attention_chunk_size", "int | None", "None")
+            kw.append(f"chunk_size={chunk} if layer_type == CHUNKED else None")
+            self.words.append("chunked local attention")
         if "alibi" in feats:  # BLOOM, MPT: linear biases by key position instead of a rotary embedding
             kw.append("alibi=True")
             self.words.append("ALiBi")
@@ -340,7 +344,12 @@ class Composer:
             kw.append(f"sinks={self.sink_layers(sinks)}")  # type: ignore[arg-type]
             self.words.append("attention sinks")
         qk = qk_norm(self)
-        if qk is None and self.fact("weightless_qk_norm"):  # nothing stored to show it (NanoChat)
+        weightless = self.fact("weightless_qk_norm")
+        if qk is None and weightless == "rotary layers, use_qk_norm":  # Llama 4
+            use = self.fields.need("use_qk_norm", "bool", "True")
+            qk = f"qk_norm=QKNormSpec({self.eps()}, weight=False) if {use} and self.rope_kind is not None else None"
+            self.words.append("QK-norm without weight on the rotary layers")
+        elif qk is None and weightless:  # nothing stored to show it (NanoChat)
             qk = f"qk_norm=QKNormSpec({self.eps()}, weight=False)"
             self.words.append("QK-norm without weight")
         if qk:
@@ -356,6 +365,12 @@ class Composer:
         if scale is not None:  # Beam: its code's constants, on the layers without rotary
             kw.append(f"nope_query_scale={tuple(scale)!r}")  # type: ignore[arg-type]
             self.words.append("queries scaled by position on the layers without rotary")
+        if "nope_temperature" in feats:  # Llama 4's temperature tuning, on the layers without rotary
+            f = self.fields
+            tuning = f.need("attn_temperature_tuning", "bool", "True")
+            pair = f"({f.need('floor_scale', 'float', '8192.0')}, {f.need('attn_scale', 'float', '0.1')})"
+            kw.append(f"nope_temperature={pair} if {tuning} else None")
+            self.words.append("query temperature tuning on the layers without rotary")
         if self.has_key("clip_qkv"):
             kw.append(f"clip_qkv={self.fields.need('clip_qkv', 'float | None', 'None')}")
         output_norm = sub_norm(self, "attn")
@@ -424,6 +439,8 @@ class Composer:
         rows = first.shape[0] if first.shape and first.shape[-1] == hidden else first.shape[-1]  # type: ignore[union-attr]
         inter = rows // 2 if fused else rows
         size = self.size(inter, [("args.intermediate_size", d.intermediate_size)])
+        if size == str(inter) and self.has_key("intermediate_size_mlp"):  # Llama 4: the dense layers' own width
+            size = self.fields.need("intermediate_size_mlp", "int", None)
         if d.intermediate_size is None and self.has_key("intermediate_multiple_size"):
             # GPT-NeoX-Japanese sizes its MLP as hidden_size x intermediate_multiple_size (the loader checks the
             # shapes this gives against the checkpoint's)

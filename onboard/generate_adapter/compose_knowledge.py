@@ -132,6 +132,12 @@ FAMILY_FACTS: dict[str, dict[str, object]] = {
     "cohere2": {"rope_interleaved": True, "rope_kind": "layer_type if layer_type == SLIDING else None"},
     # Beam's layers without rotary scale their queries by (1 + (position + 1) / 2048) ** 0.1 (constants of its code)
     "beam": {"nope_query_scale": (2048.0, 0.1)},
+    # Llama 4: rotary as complex products of (even, odd) pairs; an L2 norm without weight on q and k after the rotary
+    # embedding, on the rotary layers only and only with use_qk_norm (Llama4TextL2Norm, no tensor shows it); each
+    # expert reads its sigmoid routing weight times the token (Llama4TextMoe: routed_in = x * router_scores), the
+    # chosen weights not renormalised
+    "llama4_text": {"rope_interleaved": True, "weightless_qk_norm": "rotary layers, use_qk_norm",
+                    "qk_norm_after_rope": True, "moe_weights_on_input": True, "norm_topk_prob": False},
     # Jamba's router keeps the top-k softmax weights as they are (no norm_topk_prob key says so)
     "jamba": {"norm_topk_prob": False},
     "cohere2_moe": {"rope_interleaved": True, "rope_kind": "layer_type if layer_type == SLIDING else None"},

@@ -17,7 +17,7 @@ def layer_plan(c: ComposerParts) -> tuple[str, str]:
     kinds = [
         f'"{LAYER_TYPE_NAMES[layer.attention]}"' if layer.attention in mixers
         else f'"{FEED_FORWARD_LAYER_TYPES[layer.mlp]}"' if layer.attention == "none" and layer.mlp != "none"
-        else "SLIDING" if layer.attention == "sliding" else "FULL"
+        else "SLIDING" if layer.attention == "sliding" else "CHUNKED" if layer.attention == "chunked" else "FULL"
         for layer in p.layers
     ]  # fmt: skip
     layer_type = _mamba_layer_types(c) or (pattern_expr(kinds, str) if kinds else "FULL")

@@ -58,16 +58,20 @@ def moe_expression(c: ComposerParts) -> str:
             n_group = f'1 if args.topk_method == "greedy" else {n_group}'
             spec.append('group_score="max" if args.topk_method == "group_limited_greedy" else "top2_sum"')
         spec.append(f"n_group={n_group}, topk_group={topk_group}")
-    if moe.scoring == "sigmoid" or bias is not None:
+    if (moe.scoring == "sigmoid" or bias is not None) and not c.fact("moe_weights_on_input"):
         spec.append("logits_in_float32=True")  # DeepSeek-style routers score float32 logits in transformers
     shared = _shared(c, hidden, inter, gated)
+    on_input = ""
+    if c.fact("moe_weights_on_input"):  # Llama 4: a Linear router in the activations' dtype, weights on the input
+        on_input = ", weights_on_input=True"
+        c.words.append("routing weights applied to each expert's input")
     if c.fact("moe_router") == "sparsemixer":
         return _sparsemixer(c, size, spec, shared)
     c.words.append(f"{moe.scoring} top-k MoE" + ("" if gated else " of plain experts (up, act, down)")
                    + (" with shared experts" if shared else ""))  # fmt: skip
     return (
         f"MoE(args.hidden_size, {f.need('num_experts', 'int', None)}, {size}, RouterSpec({', '.join(spec)}), "
-        f"activation=args.hidden_act{shared}{_output_norm(c)}{'' if gated else ', gated=False'})"
+        f"activation=args.hidden_act{shared}{_output_norm(c)}{'' if gated else ', gated=False'}{on_input})"
     )
 
 

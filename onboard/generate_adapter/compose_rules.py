@@ -31,12 +31,12 @@ HANDLED_FEATURES = frozenset({
     "attn_softcap", "final_softcap", "mtp", "logit_scaling", "embedding_scaling", "residual_scaling",
     "attention_multiplier", "query_pre_attn_scalar", "norm_offset", "layernorm", "sandwich_norm", "post_norm",
     "parallel_residual", "partial_rotary", "qkv_bias", "absolute_positions", "plain_mlp", "alibi", "no_positions",
+    "chunked_attention", "nope_temperature",
 })  # fmt: skip
 MIXER_STUBS = {
     "linear": "linear-attention layers (fixed-state recurrence) are not in the block library",
     "ssm": "state-space (Mamba) layers are not in the block library",
     "conv": "short-convolution mixer layers are not in the block library",
-    "chunked": "chunked local attention is not in the block library",
     "none": "layers without a token mixer are not composed",
 }
 FEATURE_STUBS = {
@@ -136,7 +136,7 @@ def feature_stubs(profile: ModelProfile) -> list[Stub]:
     return out
 
 
-MIXER_FEATURES = frozenset({"linear_attention", "ssm", "short_conv", "chunked_attention"})
+MIXER_FEATURES = frozenset({"linear_attention", "ssm", "short_conv"})
 
 
 def config_key_stubs(

@@ -149,6 +149,8 @@ def capture(model: nn.Module, input_ids: torch.Tensor, extra: Sequence[str] = ()
     def tables(name: str) -> Callable[..., None]:
         def hook(_module: nn.Module, _args: Any, output: Any) -> None:
             cos = _tensor(output)
+            if cos is not None and cos.is_complex():  # Llama 4's freqs_cis, cos + i sin: its cosine table
+                cos = cos.real
             if cos is not None:
                 calls = sum(k.startswith(f"{ROTARY}{name}#") for k in points)
                 points[f"{ROTARY}{name}#{calls}"] = by_position(cos.float(), seq_len)

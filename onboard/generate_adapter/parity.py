@@ -60,8 +60,8 @@ def load_adapter(path: str | Path) -> ModuleType:
 
 
 def prompt_lengths(config: dict[str, Any]) -> tuple[int, ...]:
-    """Short, medium and longer than twice the smallest sliding window (so windows really cut in)."""
-    window = config.get("sliding_window") or 0
+    """Short, medium and longer than twice the smallest sliding window or attention chunk (so windows really cut in)."""
+    window = min((w for w in (config.get("sliding_window"), config.get("attention_chunk_size")) if w), default=0)
     longest = max(48, 2 * window + 5)
     limit = config.get("max_position_embeddings") or longest
     return tuple(sorted({min(n, limit) for n in (5, 19, longest)}))

@@ -25,7 +25,7 @@ from onboard.generate_adapter.loader import WeightRule, load_weights
 
 __all__ = ["AdapterModel", "ArgsBase", "KVCache", "NotRunnable", "WeightRule", "require_kernels", "rope_config"]
 
-FULL, SLIDING = "full_attention", "sliding_attention"
+FULL, SLIDING, CHUNKED = "full_attention", "sliding_attention", "chunked_attention"
 LEGACY_LAYER_TYPES = {"mamba": "linear_attention", "attention": FULL}
 """Older names for layer types in config.json (Granite-4.0's layer_types), read as transformers reads them."""
 

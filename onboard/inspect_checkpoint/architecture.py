@@ -71,7 +71,7 @@ def analyze(cv: ConfigView, index: TensorIndex | None) -> tuple[ArchFacts, list[
     # With tensors the MoE layout is read from them; these keys describe the same layout.
     cv.mark_used("first_k_dense_replace", "moe_layer_freq", "decoder_sparse_step", "mlp_only_layers",
                  "moe_layer_start_index", "moe_layer_interval", "interleave_moe_layer_step", "expert_layer_period",
-                 "expert_layer_offset", "num_dense_layers")  # fmt: skip
+                 "expert_layer_offset", "num_dense_layers", "moe_layers")  # fmt: skip
     if moe_layers is None and moe is not None:
         moe_layers = moe_layers_from_config(cv, dims.num_layers)
     layers, layer_findings = plan_layers(cv, dims.num_layers, mla, roles, moe_layers)
@@ -167,6 +167,8 @@ def _dims(cv: ConfigView, mla: bool, lm: dict[str, TensorInfo] | None) -> Dims:
         v_dim = cv.int("v_head_dim")
         v_head_dim = v_dim if v_dim and v_dim != head_dim else None
     inter = cv.int("intermediate_size", "n_inner", "ffn_hidden_size", "ffn_dim", "inner_hidden_size", "d_ff")
+    # Llama 4's dense layers' width (its experts' is intermediate_size): the tensors show it
+    cv.mark_used("intermediate_size_mlp")
     if inter is None and ffn_config.get("ffn_hidden_size"):
         inter = int(ffn_config["ffn_hidden_size"])
     if inter is None and cv.model_type in ("gpt2", "gpt_bigcode", "gpt_neo", "gptj", "codegen", "falcon") and hidden:

@@ -38,6 +38,8 @@ FEATURES: dict[str, str] = {
     "residual_scaling": "residual branches multiplied by a constant (Granite, MiniCPM)",
     "attention_multiplier": "attention scores use a configured scale instead of 1/sqrt(head_dim)",
     "query_pre_attn_scalar": "attention scale from query_pre_attn_scalar (Gemma 2/3)",
+    "nope_temperature": "queries of the layers without rotary scaled up with the position (Llama 4's temperature "
+    "tuning)",
     "norm_offset": "RMSNorm weight applied as (1 + w) (Gemma, Qwen3-Next)",
     "layernorm": "LayerNorm (mean-centred) instead of RMSNorm",
     "sandwich_norm": "norms both before and after each sub-block (Gemma 2/3)",
@@ -115,6 +117,8 @@ def derive(facts: ArchFacts) -> tuple[str, ...]:
         out.append("attention_multiplier")
     if m.query_pre_attn_scalar is not None:
         out.append("query_pre_attn_scalar")
+    if m.nope_temperature is not None and any(not layer.rope for layer in facts.layers):
+        out.append("nope_temperature")
     if facts.norms.offset:
         out.append("norm_offset")
     if facts.norms.kind == "layernorm":

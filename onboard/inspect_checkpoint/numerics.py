@@ -19,6 +19,9 @@ NORM_OFFSET_TYPES = {"gemma", "gemma2", "gemma3", "gemma3_text", "gemma3n_text",
                      "qwen3_next", "qwen3_5", "qwen3_5_moe", "qwen3_5_text", "qwen3_5_moe_text", "gemma4", "gemma4_text",
                      "t5gemma", "nemotron"}  # fmt: skip
 # Families whose norm is RMSNorm although the config key says layer_norm_epsilon.
+# Llama 4: use_qk_norm (default true) normalises q and k without a weight after the rotary embedding, on the rotary
+# layers only (Llama4TextL2Norm); no tensor shows it.
+WEIGHTLESS_QK_NORM_TYPES = {"llama4_text", "llama4"}
 RMS_NORM_TYPES = {"mamba", "mamba2", "falcon_mamba", "nemotron_h", "bamba", "zamba", "zamba2", "jamba",
                   "lfm2", "lfm2_moe", "lfm3"}  # fmt: skip
 # (LFM2's config names its RMSNorm eps `norm_eps`, which alone reads as a LayerNorm's.)
@@ -122,6 +125,8 @@ def norms_from_config(cv: ConfigView, lm: dict[str, TensorInfo] | None, dims: Di
         qk = "per_head" if shape[-1] == dims.head_dim and dims.head_dim != dims.hidden_size else "full"
         if len(shape) == 2:  # cohere: (heads, head_dim)
             qk = "per_head"
+    elif mt in WEIGHTLESS_QK_NORM_TYPES:  # nothing stored shows it: an L2 (weightless RMS) norm, rotary layers only
+        qk = "weightless" if cv.bool("use_qk_norm", default=True) else None
     elif lm is None and cv.bool("use_qk_norm", "qk_layernorm", "qk_norm", "use_qk_layernorm"):
         qk = "per_head"
     elif lm is None and mt in ("qwen3", "qwen3_moe", "qwen3_next", "gemma3", "gemma3_text", "olmo2", "olmoe",
@@ -177,8 +182,17 @@ def multipliers_from_config(cv: ConfigView, dims: Dims) -> Multipliers:
         logit_scale=logit_scale,
         embedding_multiplier=embed,
         residual_multiplier=_residual_multiplier(cv, dims),
-        attention_multiplier=cv.float("attention_multiplier", "attn_scale"),
+        attention_multiplier=cv.float("attention_multiplier"),  # not Llama 4's attn_scale: a NoPE temperature
         query_pre_attn_scalar=cv.float("query_pre_attn_scalar"),
         attn_logit_softcapping=cv.float("attn_logit_softcapping", "attn_softcap", "attention_logit_softcapping"),
         final_logit_softcapping=cv.float("final_logit_softcapping", "final_softcap", "logit_softcapping"),
+        nope_temperature=_nope_temperature(cv),
     )
+
+
+def _nope_temperature(cv: ConfigView) -> tuple[float, float] | None:
+    """Llama 4's temperature tuning (attn_temperature_tuning: the config class's defaults, floor_scale 8192 and
+    attn_scale 0.1, where config.json leaves them out); None when it is off or the config has no such key."""
+    if not cv.bool("attn_temperature_tuning"):
+        return None
+    return cv.float("floor_scale", default=8192.0) or 8192.0, cv.float("attn_scale", default=0.1) or 0.1

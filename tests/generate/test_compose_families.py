@@ -418,3 +418,45 @@ def test_codegen_qkv_blocks_are_reordered_at_load(tiny, tmp_path: Path) -> None:
     assert plain != adapter.read_text()
     adapter.write_text(plain)
     assert not check_parity(adapter, ckpt)["passed"]
+
+
+def test_llama4_text_composes_and_each_mechanism_is_load_bearing(tiny, tmp_path: Path) -> None:
+    """Llama 4 text: chunked local attention on the rotary layers, temperature-tuned queries on the NoPE layers
+    (floor_scale 8 in the tiny config, so it grows within the parity prompts), an L2 QK-norm after the interleaved
+    rotary on the rotary layers, experts reading their sigmoid routing weight times the token, and the dense layers'
+    own width (intermediate_size_mlp). Parity passes in float32 and bfloat16; the adapter with any one of these
+    mechanisms taken out fails it, and so does composing without the family facts."""
+    ckpt = copy_tiny(tiny, "llama4_text", tmp_path)
+    result = generate(ckpt, tmp_path / "out", parity=True)
+    assert result.parity["passed"], result.parity["detail"]
+    adapter = tmp_path / "out/adapters/llama4_text.py"
+    source = adapter.read_text()
+    assert check_parity(adapter, ckpt, "bfloat16")["passed"]
+    flat = " ".join(source.split()).replace("( ", "(").replace(" )", ")")
+    assert "GatedMLP(args.hidden_size, args.intermediate_size_mlp" in flat
+    taken_out = {
+        "chunk_size=args.attention_chunk_size if layer_type == CHUNKED else None": "chunk_size=None",
+        "nope_temperature=(args.floor_scale, args.attn_scale) if args.attn_temperature_tuning else None":
+            "nope_temperature=None",
+        "qk_norm=(QKNormSpec(args.rms_norm_eps, weight=False) if args.use_qk_norm and self.rope_kind is not None "
+        "else None)": "qk_norm=None",
+        "weights_on_input=True": "weights_on_input=False",
+        "rope_interleaved=True": "rope_interleaved=False",
+    }  # fmt: skip
+    for mechanism, without in taken_out.items():
+        assert mechanism in flat, mechanism
+        variant = tmp_path / mechanism.split("=")[0] / "adapters" / "llama4_text.py"
+        variant.parent.mkdir(parents=True)
+        variant.write_text(_without(source, mechanism, without))
+        assert not check_parity(variant, ckpt)["passed"], mechanism
+    with without_family_fact("llama4_text"):
+        plain = composed_adapter(ckpt, tmp_path / "no-fact")
+    assert not check_parity(plain, ckpt)["passed"]
+
+
+def _without(source: str, mechanism: str, replacement: str) -> str:
+    """`source` with the keyword argument `mechanism` (as it reads once whitespace is collapsed) replaced."""
+    pattern = r"\s*".join(re.escape(token) for token in mechanism.replace("(", " ( ").replace(")", " ) ").split())
+    changed, count = re.subn(pattern, replacement, source)
+    assert count >= 1, mechanism
+    return changed

@@ -57,3 +57,22 @@ def test_rope_per_layer_matches_the_modelling_code(model_type: str, tiny_checkpo
     truth = layers_applying_rope(folder)
     profile = inspect(str(folder), kv_dtype="float32", max_model_len=64)
     assert [layer.rope for layer in profile.layers] == truth
+
+
+def test_llama4_temperature_tuning_and_qk_norm_are_read_not_misread() -> None:
+    """Llama 4's attn_scale is the NoPE layers' query temperature (with floor_scale), not an attention multiplier;
+    its use_qk_norm is a weightless L2 norm no tensor shows; every key it sets is read."""
+    import json
+
+    from onboard.inspect_checkpoint import profile_from_parts
+    from tests.tiny.factory import make_tiny_config
+
+    config = json.loads(make_tiny_config("llama4_text").to_json_string())
+    profile = profile_from_parts(config, None)
+    assert profile.multipliers.attention_multiplier is None and "attention_multiplier" not in profile.features
+    assert profile.multipliers.nope_temperature == (float(config["floor_scale"]), config["attn_scale"])
+    assert {"nope_temperature", "qk_norm", "chunked_attention"} <= set(profile.features)
+    assert profile.norms.qk_norm == "weightless"
+    assert [f.message for f in profile.findings if f.code == "config-unknown-field"] == []
+    off = profile_from_parts(config | {"attn_temperature_tuning": False, "use_qk_norm": False}, None)
+    assert off.multipliers.nope_temperature is None and off.norms.qk_norm is None

@@ -52,7 +52,8 @@ MOE: dict[str, dict[str, Any]] = {
         LLAMA,
         num_hidden_layers=4,  # 48 in Llama-4-Scout: chunked x3 + one global NoPE layer
         attention_chunk_size=WINDOW,  # 8192
-        intermediate_size_mlp=128,
+        floor_scale=8,  # 8192: the NoPE layers' query temperature then grows within the parity prompts
+        intermediate_size_mlp=96,  # 16384 in Llama-4-Maverick's dense layers: unlike the experts' 128 here
         moe_layers=[1, 3],  # every layer in Scout; interleaved in Maverick
         **MIXTRAL_MOE,
     ),
