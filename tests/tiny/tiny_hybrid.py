@@ -57,7 +57,7 @@ HYBRID: dict[str, dict[str, Any]] = {
         linear_num_key_heads=2,
         linear_num_value_heads=4,
         shared_expert_intermediate_size=32,
-        **QWEN_MOE,
+        **(QWEN_MOE | {"moe_intermediate_size": 24}),  # 2 x 24 != hidden 64: the experts' layout reads from shapes
     ),  # fmt: skip
     "olmo_hybrid": derive(
         NO_HEAD_DIM,
