@@ -48,6 +48,7 @@ IMPORTABLE: dict[str, tuple[int, str]] = {
     "SparseMixerMoE": (2, "onboard.generate_adapter.extra_blocks"),
     "XIELUMLP": (2, "onboard.generate_adapter.extra_blocks"),
     "LearnedPositions": (2, "onboard.generate_adapter.composed_blocks"),
+    "SinusoidalPositions": (2, "onboard.generate_adapter.composed_blocks"),
     "MLA_LATENT_NORM_EPS": (2, "onboard.generate_adapter.composed_blocks"),
     "FULL": (2, "onboard.generate_adapter.runtime"),
     "SLIDING": (2, "onboard.generate_adapter.runtime"),

@@ -514,7 +514,12 @@ class Composer:
         else:
             self.wm.add("model.embed_tokens.weight", (embed.source,))
         positions = r.get("positions")
-        if positions is None and "absolute_positions" in self.p.features:
+        sinusoidal = self.fact("sinusoidal_positions")
+        if positions is None and "absolute_positions" in self.p.features and sinusoidal is not None:
+            pad = self.fields.need("pad_token_id", "int | None", "None")
+            self.positions = f"SinusoidalPositions(args.hidden_size, offset={sinusoidal}, padding_idx={pad})"
+            self.words.append("sinusoidal absolute positions")
+        elif positions is None and "absolute_positions" in self.p.features:
             self.stub("absolute_positions", "absolute positions without a learned position tensor (sinusoidal or "
                       "offset tables are computed in modelling code): not in the block library")  # fmt: skip
         if positions is not None:

@@ -169,6 +169,8 @@ FAMILY_FACTS: dict[str, dict[str, object]] = {
     "gpt_neo": {"attention_scale": "1.0"},
     # learned positions looked up at position + 2 (OPTLearnedPositionalEmbedding, BioGptLearnedPositionalEmbedding)
     "opt": {"position_offset": 2},
+    # XGLM: fixed sinusoidal positions (XGLMSinusoidalPositionalEmbedding, a non-persistent buffer) at row p + 2
+    "xglm": {"sinusoidal_positions": 2},
     # ... and LayerNorms built as nn.LayerNorm(dim): eps 1e-5 whatever config.json's layer_norm_eps says
     "biogpt": {"position_offset": 2, "norm_eps": 1e-5},  # GPTNeoSelfAttention multiplies q·k by no scale
     # `query_key_value` rows: grouped per KV head ([q heads of the group; k; v]) or plain [all q; all k; all v].

@@ -3,10 +3,13 @@
 - `LearnedPositions`: learned absolute position embeddings added to the token embeddings (GPT-2, GPT-Neo,
   GPT-BigCode). `AdapterModel.forward` adds `model.embed_positions(positions)` when a model has one, with the same
   positions rotary tables get (cache offset and left padding included).
+- `SinusoidalPositions`: fixed sinusoidal absolute positions, computed, never stored (XGLM, fairseq's tables).
 - `MLA_LATENT_NORM_EPS`: the eps of MLA's q_a_layernorm / kv_a_layernorm.
 """
 
 from __future__ import annotations
+
+import math
 
 import torch
 import torch.nn.functional as F
@@ -28,3 +31,26 @@ class LearnedPositions(nn.Module):
 
     def forward(self, positions: torch.Tensor) -> torch.Tensor:
         return F.embedding(positions + self.offset if self.offset else positions, self.weight)
+
+
+class SinusoidalPositions(nn.Module):
+    """fairseq / tensor2tensor sinusoidal positions, as XGLM computes them: row p + `offset` of a table whose first
+    half of the columns is sin(p / 10000^(j / (half - 1))) and second half the cosines (a zero column when `hidden` is
+    odd), the `padding_idx` row zeroed. No parameter: computed in float32 for the positions asked for."""
+
+    def __init__(self, hidden_size: int, offset: int = 2, padding_idx: int | None = None) -> None:
+        super().__init__()
+        self.hidden_size, self.offset, self.padding_idx = hidden_size, offset, padding_idx
+
+    def forward(self, positions: torch.Tensor) -> torch.Tensor:
+        half = self.hidden_size // 2
+        rows = (positions + self.offset).float()
+        freq = torch.exp(torch.arange(half, dtype=torch.float32, device=positions.device)
+                         * -(math.log(10000) / (half - 1)))  # fmt: skip
+        angles = rows[..., None] * freq
+        out = torch.cat((torch.sin(angles), torch.cos(angles)), dim=-1)
+        if self.hidden_size % 2:
+            out = F.pad(out, (0, 1))
+        if self.padding_idx is not None:
+            out = out.masked_fill((positions + self.offset == self.padding_idx)[..., None], 0.0)
+        return out

@@ -460,3 +460,30 @@ def _without(source: str, mechanism: str, replacement: str) -> str:
     changed, count = re.subn(pattern, replacement, source)
     assert count >= 1, mechanism
     return changed
+
+
+def test_xglm_sinusoidal_positions_compose(tiny, tmp_path: Path) -> None:
+    """XGLM: fixed sinusoidal positions at row p + 2, computed (never stored), a family fact. The block equals
+    transformers' table; the adapter passes parity in bfloat16. Its float32 check stays unverified: transformers' own
+    XGLM attention overflows in float64 (torch.finfo(float64).min into a float32 scalar), so the calibration run
+    that float32 parity is judged by cannot run, and the verdict says so instead of passing."""
+    from transformers.models.xglm.modeling_xglm import XGLMSinusoidalPositionalEmbedding
+
+    from onboard.generate_adapter.composed_blocks import SinusoidalPositions
+
+    table = XGLMSinusoidalPositionalEmbedding.get_embedding(40, 63, padding_idx=1)
+    rows = SinusoidalPositions(63, offset=2, padding_idx=1)(torch.arange(-2, 38)[None])[0]
+    assert torch.allclose(rows, table, atol=1e-6) and not rows[1].any()
+    ckpt = copy_tiny(tiny, "xglm", tmp_path)
+    adapter = composed_adapter(ckpt, tmp_path / "out")
+    assert "SinusoidalPositions(args.hidden_size, offset=2, padding_idx=args.pad_token_id)" in adapter.read_text()
+    assert check_parity(adapter, ckpt, "bfloat16")["passed"]
+    result = check_parity(adapter, ckpt, "float32")
+    assert result["status"] == "unverified" and "float64" in result["detail"], result["detail"]
+    broken = tmp_path / "broken" / "adapters" / "xglm.py"
+    broken.parent.mkdir(parents=True)
+    broken.write_text(adapter.read_text().replace("offset=2, padding_idx", "offset=0, padding_idx"))
+    assert not check_parity(broken, ckpt, "bfloat16")["passed"]  # positions off by two rows: caught
+    with without_family_fact("xglm"):
+        stubbed = plan(inspect(str(ckpt)), compose_only=True)
+    assert [s.op for s in stubbed.stubs] == ["absolute_positions"]
