@@ -88,6 +88,14 @@ class Multipliers(msgspec.Struct, frozen=True):
     query_pre_attn_scalar: float | None = None
     attn_logit_softcapping: float | None = None
     final_logit_softcapping: float | None = None
+    attention_in_multiplier: float | None = None
+    """The attention block's input scaled by this (Falcon-H1)."""
+    attention_out_multiplier: float | None = None
+    """The attention block's output scaled by this before the residual (Falcon-H1)."""
+    key_multiplier: float | None = None
+    """Keys scaled by this after their projection (Falcon-H1)."""
+    mlp_multipliers: tuple[float, float] | None = None
+    """(gate, down): the MLP's gate projection scaled before the activation, its output after down_proj (Falcon-H1)."""
     nope_temperature: tuple[float, float] | None = None
     """(floor_scale, attn_scale): on layers without rotary, queries × log1p(floor((pos + 1) / floor_scale)) ×
     attn_scale + 1 (Llama 4's attn_temperature_tuning)."""
@@ -134,6 +142,17 @@ class Ssm(msgspec.Struct, frozen=True):
     """Falcon-Mamba: weightless RMS norms on B, C and dt before the scan, with this epsilon."""
     residual_in_fp32: bool = False
     """The residual stream is kept (and added) in float32 around each block."""
+    gated_norm: bool = True
+    """Mamba-2's RMS norm with the z gate before out_proj; False: the scan's output times silu(z), no norm (Falcon-H1
+    without mamba_rms_norm)."""
+    norm_before_gate: bool = False
+    """With the gated norm: normalise, then gate (Falcon-H1's mamba_norm_before_gate); False: gate, then normalise."""
+    in_multiplier: float = 1.0
+    """The mixer's input scaled by this (Falcon-H1's ssm_in_multiplier)."""
+    out_multiplier: float = 1.0
+    """The mixer's output scaled by this before the residual (Falcon-H1's ssm_out_multiplier)."""
+    zxbcdt_multipliers: tuple[float, ...] | None = None
+    """in_proj's output scaled per part: z, x, B, C, dt (Falcon-H1's ssm_multipliers, its muP vector)."""
 
 
 class Quantization(msgspec.Struct, frozen=True):

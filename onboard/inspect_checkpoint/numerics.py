@@ -186,8 +186,27 @@ def multipliers_from_config(cv: ConfigView, dims: Dims) -> Multipliers:
         query_pre_attn_scalar=cv.float("query_pre_attn_scalar"),
         attn_logit_softcapping=cv.float("attn_logit_softcapping", "attn_softcap", "attention_logit_softcapping"),
         final_logit_softcapping=cv.float("final_logit_softcapping", "final_softcap", "logit_softcapping"),
+        attention_in_multiplier=cv.float("attention_in_multiplier"),
+        attention_out_multiplier=cv.float("attention_out_multiplier"),
+        key_multiplier=cv.float("key_multiplier"),
+        mlp_multipliers=_pair(cv, "mlp_multipliers"),
         nope_temperature=_nope_temperature(cv),
     )
+
+
+def _pair(cv: ConfigView, key: str) -> tuple[float, float] | None:
+    """A two-number list (Falcon-H1's mlp_multipliers: gate, down); a malformed one is a config-field-type finding."""
+    value = cv.get(key)
+    if value is None:
+        return None
+    if isinstance(value, list) and len(value) == 2 and all(_is_number(v) for v in value):
+        return float(value[0]), float(value[1])
+    cv.type_errors[key] = "a list of two numbers"
+    return None
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def _nope_temperature(cv: ConfigView) -> tuple[float, float] | None:

@@ -84,6 +84,11 @@ def ssm_from_config(
         dt_limit=_dt_limit(cv),
         bc_norm_eps=cv.float("mixer_rms_eps") if cv.model_type == "falcon_mamba" else None,
         residual_in_fp32=cv.bool("residual_in_fp32", default=False),
+        gated_norm=cv.bool("mamba_rms_norm", default=False) if cv.has("mamba_rms_norm") else version == 2,
+        norm_before_gate=cv.bool("mamba_norm_before_gate", default=False),
+        in_multiplier=cv.float("ssm_in_multiplier", default=1.0) or 1.0,
+        out_multiplier=cv.float("ssm_out_multiplier", default=1.0) or 1.0,
+        zxbcdt_multipliers=_multipliers(cv, "ssm_multipliers", 5),
     )
     return ssm, _bias_findings(ssm, lm)
 
@@ -114,6 +119,17 @@ def _dt_limit(cv: ConfigView) -> tuple[float, float | None] | None:
     if low <= 0 and math.isinf(high):
         return None
     return low, None if math.isinf(high) else high
+
+
+def _multipliers(cv: ConfigView, key: str, count: int) -> tuple[float, ...] | None:
+    """`count` numbers (Falcon-H1's ssm_multipliers for z, x, B, C, dt); None when absent or all 1."""
+    value = cv.get(key)
+    if value is None:
+        return None
+    if not (isinstance(value, list) and len(value) == count and all(_number(v) for v in value)):
+        cv.type_errors[key] = f"a list of {count} numbers"
+        return None
+    return None if all(v == 1 for v in value) else tuple(float(v) for v in value)
 
 
 def _number(value: object) -> bool:

@@ -114,5 +114,12 @@ def describe_ssm(s: Ssm) -> str:
         parts.append(f"RMS-normed B, C, dt (eps {s.bc_norm_eps:g})")
     if s.residual_in_fp32:
         parts.append("float32 residual")
+    if s.version == 2:
+        parts.append("no gated norm" if not s.gated_norm else "norm, then gate" if s.norm_before_gate
+                     else "gate, then norm")  # fmt: skip
+    if s.in_multiplier != 1 or s.out_multiplier != 1:
+        parts.append(f"input ×{s.in_multiplier:g}, output ×{s.out_multiplier:g}")
+    if s.zxbcdt_multipliers:
+        parts.append("z, x, B, C, dt ×(" + ", ".join(f"{m:g}" for m in s.zxbcdt_multipliers) + ")")
     parts += [name for name, on in (("conv bias", s.conv_bias), ("projection bias", s.proj_bias)) if on]
     return ", ".join(parts)

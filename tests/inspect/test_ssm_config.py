@@ -112,3 +112,30 @@ def test_config_bias_that_the_weights_contradict_is_a_warning(tmp_path: Path) ->
     found = {f.message for f in inspect(str(path)).findings if f.code == "ssm-bias-mismatch"}
     assert len(found) == 2, found
     assert any("stores a conv1d.bias" in m for m in found) and any("stores no in_proj.bias" in m for m in found)
+
+
+def test_falcon_h1_multipliers_and_norm_equal_its_modules() -> None:
+    """Falcon-H1's muP multipliers and its optional gated norm, read into the profile, against the modules
+    transformers builds from the same config (non-default values, so a key read under the wrong name shows)."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    overrides = {"ssm_multipliers": [0.5, 1.5, 2.0, 0.25, 3.0], "ssm_in_multiplier": 0.7, "ssm_out_multiplier": 0.3,
+                 "attention_in_multiplier": 0.9, "attention_out_multiplier": 1.1, "key_multiplier": 0.6,
+                 "mlp_multipliers": [1.2, 0.8], "mamba_rms_norm": True, "mamba_norm_before_gate": False}  # fmt: skip
+    config = make_tiny_config("falcon_h1", overrides)
+    with torch.device("meta"):
+        layer = AutoModelForCausalLM.from_config(config).model.layers[0]
+    profile = profile_from_parts(json.loads(config.to_json_string()), None)
+    ssm, m = profile.ssm, profile.multipliers
+    assert (ssm.in_multiplier, ssm.out_multiplier) == (layer.mamba.ssm_in_multiplier, layer.ssm_out_multiplier)
+    assert ssm.zxbcdt_multipliers == tuple(config.ssm_multipliers)
+    assert ssm.gated_norm == layer.mamba.mamba_rms_norm and ssm.norm_before_gate == layer.mamba.norm.norm_before_gate
+    assert (m.attention_in_multiplier, m.attention_out_multiplier) == (layer.attention_in_multiplier,
+                                                                       layer.attn_out_multiplier)  # fmt: skip
+    assert m.key_multiplier == layer.self_attn.key_multiplier
+    assert m.mlp_multipliers == (layer.feed_forward.gate_multiplier, layer.feed_forward.down_multiplier)
+    assert "z, x, B, C, dt ×(0.5, 1.5, 2, 0.25, 3)" in describe_ssm(ssm) and "gate, then norm" in describe_ssm(ssm)
+    assert [f.message for f in profile.findings if f.code == "config-unknown-field"] == []
+    plain = profile_from_parts(json.loads(make_tiny_config("falcon_h1").to_json_string()), None).ssm
+    assert not plain.gated_norm and plain.zxbcdt_multipliers is None  # the defaults: no norm, all multipliers 1
