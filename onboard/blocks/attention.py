@@ -213,6 +213,7 @@ class Attention(nn.Module):
         nope_query_scale: tuple[float, float] | None = None,
         nope_temperature: tuple[float, float] | None = None,
         chunk_size: int | None = None,
+        key_multiplier: float | None = None,
     ) -> None:
         super().__init__()
         dv = head_dim if v_head_dim is None else v_head_dim
@@ -243,6 +244,7 @@ class Attention(nn.Module):
         if nope_query_scale is not None and nope_temperature is not None:
             raise ValueError("Attention: one position scale for the queries of NoPE layers, not two")
         self.nope_query_scale, self.nope_temperature, self.chunk_size = nope_query_scale, nope_temperature, chunk_size
+        self.key_multiplier = key_multiplier
         self.rope_inverted = rope_inverted
         self.differential = differential
         self.alibi = alibi
@@ -273,6 +275,8 @@ class Attention(nn.Module):
         q, k, v = q.reshape(b, s, h, d), k.view(b, s, hkv, d), v.view(b, s, hkv, dv)
         if self.v_scale is not None:
             v = v * self.v_scale
+        if self.key_multiplier is not None:  # Falcon-H1: keys scaled after their projection
+            k = k * self.key_multiplier
         if self.q_norm is not None and not self.qk_norm_after_rope:
             q, k = self.q_norm(q), self.k_norm(k)
         if self.clip_qkv is not None:

@@ -40,6 +40,11 @@ class Mamba2Mixer(nn.Module):
         norm_eps: float = 1e-6,
         activation: str = "silu",
         time_step_limit: tuple[float, float] | list[float] | None = None,
+        gated_norm: bool = True,
+        norm_before_gate: bool = False,
+        in_multiplier: float = 1.0,
+        zxbcdt_multipliers: tuple[float, ...] | list[float] | None = None,
+        out_bias: bool | None = None,
     ) -> None:
         super().__init__()
         if num_heads % n_groups:
@@ -58,9 +63,14 @@ class Mamba2Mixer(nn.Module):
         self.dt_bias = nn.Parameter(torch.ones(num_heads))
         self.A_log = nn.Parameter(torch.zeros(num_heads))
         self.D = nn.Parameter(torch.ones(num_heads))
-        self.norm = nn.Module()
-        self.norm.weight = nn.Parameter(torch.ones(self.intermediate))
-        self.out_proj = nn.Linear(self.intermediate, hidden_size, bias=proj_bias)
+        self.gated_norm, self.norm_before_gate, self.in_multiplier = gated_norm, norm_before_gate, float(in_multiplier)
+        self.zxbcdt_multipliers = tuple(float(m) for m in zxbcdt_multipliers) if zxbcdt_multipliers else None
+        if self.zxbcdt_multipliers is not None and len(self.zxbcdt_multipliers) != 5:
+            raise ValueError("Mamba2Mixer: zxbcdt_multipliers are five numbers, for z, x, B, C and dt")
+        if gated_norm:
+            self.norm = nn.Module()
+            self.norm.weight = nn.Parameter(torch.ones(self.intermediate))
+        self.out_proj = nn.Linear(self.intermediate, hidden_size, bias=proj_bias if out_bias is None else out_bias)
 
     def forward(
         self, x: torch.Tensor, cos: torch.Tensor | None, sin: torch.Tensor | None, ctx: AttentionContext | None = None
@@ -71,7 +81,12 @@ class Mamba2Mixer(nn.Module):
         mask = ctx.key_mask[:, -s:, None] if ctx.key_mask is not None else None
         if mask is not None:  # padding zeroed first, as transformers does: the state then stays at zero through it
             x = (x * mask).to(dtype)
-        z, xbc, dt = self.in_proj(x).split([self.intermediate, self.conv_dim, self.heads], dim=-1)
+        if self.in_multiplier != 1.0:  # Falcon-H1's ssm_in_multiplier
+            x = x * self.in_multiplier
+        projected = self.in_proj(x)
+        if self.zxbcdt_multipliers is not None:  # Falcon-H1's muP vector, in the activations' dtype as its buffer
+            projected = projected * self._mup_vector(projected)
+        z, xbc, dt = projected.split([self.intermediate, self.conv_dim, self.heads], dim=-1)
         xbc = F.silu(causal_conv(xbc.transpose(1, 2), self.conv1d, ctx)).transpose(1, 2)
         if mask is not None:
             xbc = (xbc * mask).to(dtype)
@@ -85,15 +100,28 @@ class Mamba2Mixer(nn.Module):
         )  # fmt: skip
         if ctx.cache is not None:
             ctx.cache.recurrent_state = state
-        return self.out_proj(self._gated_norm(y.reshape(b, s, self.intermediate), z).to(dtype))
+        y = y.reshape(b, s, self.intermediate)
+        if not self.gated_norm:  # Falcon-H1 without mamba_rms_norm: gated, not normalised
+            return self.out_proj((y * F.silu(z.float())).to(dtype))
+        return self.out_proj(self._gated_norm(y, z).to(dtype))
+
+    def _mup_vector(self, projected: torch.Tensor) -> torch.Tensor:
+        """One multiplier per in_proj output: z, x, B, C, dt parts (transformers' compute_mup_vector)."""
+        sizes = (self.intermediate, self.intermediate, self.groups * self.state, self.groups * self.state, self.heads)
+        parts = [torch.full((n,), m) for n, m in zip(sizes, self.zxbcdt_multipliers, strict=True)]  # type: ignore[arg-type]
+        return torch.cat(parts).to(projected.dtype)
 
     def _gated_norm(self, y: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
-        """Gated by silu(z) first, then RMS-normalised per group in float32, weighted (transformers'
-        MambaRMSNormGated, norm_before_gate=False). y is float32, so the weight multiplies in float32."""
-        h = y.float() * F.silu(z.float())
+        """RMS-normalised per group in float32 and weighted, gated by silu(z) first (transformers'
+        MambaRMSNormGated, norm_before_gate=False) or after (Falcon-H1's mamba_norm_before_gate). y is float32, so the
+        weight multiplies in float32."""
+        h = y.float()
+        if not self.norm_before_gate:
+            h = h * F.silu(z.float())
         h = h.unflatten(-1, (self.groups, self.intermediate // self.groups))
         h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.norm_eps)
-        return self.norm.weight * h.flatten(-2).to(y.dtype)
+        h = self.norm.weight * h.flatten(-2).to(y.dtype)
+        return h * F.silu(z.float()) if self.norm_before_gate else h
 
 
 def _scan(

@@ -44,7 +44,8 @@ def _lookup(table: dict, name: str, what: str) -> Callable:
 
 class GatedMLP(nn.Module):
     """down_proj(act(gate) * up) with one fused `gate_up_proj` ([gate; up] rows, each `intermediate_size`).
-    `sub_norm_eps`: an RMSNorm `sub_norm` over the intermediate values before down_proj (BitNet's ffn_sub_norm)."""
+    `sub_norm_eps`: an RMSNorm `sub_norm` over the intermediate values before down_proj (BitNet's ffn_sub_norm).
+    `multipliers` (gate, down): the gate scaled before the activation, the output after down_proj (Falcon-H1)."""
 
     def __init__(
         self,
@@ -53,17 +54,23 @@ class GatedMLP(nn.Module):
         activation: str = "silu",
         bias: bool = False,
         sub_norm_eps: float | None = None,
+        multipliers: tuple[float, float] | list[float] | None = None,
     ) -> None:
         super().__init__()
         self.act = _lookup(GATED_ACTIVATIONS, activation, "gated")
+        # Falcon-H1's muP: the gate scaled before the activation, the output after down_proj (None: both 1)
+        self.multipliers = (float(multipliers[0]), float(multipliers[1])) if multipliers is not None else None
         self.gate_up_proj = nn.Linear(hidden_size, 2 * intermediate_size, bias=bias)
         self.down_proj = nn.Linear(intermediate_size, hidden_size, bias=bias)
         self.sub_norm = RMSNorm(intermediate_size, sub_norm_eps) if sub_norm_eps is not None else None
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         gate, up = self.gate_up_proj(x).chunk(2, dim=-1)
+        if self.multipliers is not None:
+            gate = gate * self.multipliers[0]
         inner = self.act(gate, up)
-        return self.down_proj(self.sub_norm(inner) if self.sub_norm is not None else inner)
+        out = self.down_proj(self.sub_norm(inner) if self.sub_norm is not None else inner)
+        return out * self.multipliers[1] if self.multipliers is not None else out
 
 
 class MLP(nn.Module):

@@ -68,6 +68,7 @@ PLACEMENT_DOC = {
     "parallel": "Parallel layer: attention and MLP both read norm(x); x + attn + mlp.",
     "parallel2": "Parallel layer with two norms: x + attn(norm1(x)) + mlp(norm2(x)).",
     "single": "Single-block layer: x + mixer(norm(x)), the mixer a token mixer or a feed-forward block by layer type.",
+    "parallel_ssm": "Mamba beside attention: x + mamba(h) * s + attn(h * a) * b for h = norm(x), then x + mlp(norm(x)).",
 }
 
 
@@ -83,6 +84,13 @@ FORWARD: dict[str, tuple[str, ...]] = {
     ),
     "parallel": ("h = self.{n0}(x)", "return x + self.self_attn(h, cos, sin, ctx) + self.{mlp}(h)"),
     "parallel2": ("return x + self.self_attn(self.{n0}(x), cos, sin, ctx) + self.{mlp}(self.{n1}(x))",),
+    # Falcon-H1: the Mamba-2 mixer and attention read one norm's output; their scaled sum joins the residual
+    "parallel_ssm": (
+        "h = self.{n0}(x)",
+        "attn_in, attn_out, mixer_out = self.mixer_scales",
+        "x = x + (self.mamba(h, cos, sin, ctx) * mixer_out + self.self_attn(h * attn_in, cos, sin, ctx) * attn_out)",
+        "return x + self.{mlp}(self.{n1}(x))",
+    ),
     # Nemotron-H / Mamba-2: one block per layer (self_attn None on feed-forward layers, the MLP None on the others);
     # the norm reads the residual in the weights' dtype (a float32 residual stream is cast back, as transformers).
     "single": (
@@ -208,6 +216,8 @@ def adapter_source(plan: AdapterPlan) -> str:
         "rotary_head_dim": f", head_dim={spec.rotary_head_dim}" if spec.rotary_head_dim else "",
         "positions": spec.positions,
         "embed_norm": spec.embed_norm,
+        "side_mixer": spec.side_mixer,
+        "mixer_scales": spec.mixer_scales,
     }
     text = render("adapter.py.j2", **context)
     head, _, body = text.partition("@@IMPORTS@@")

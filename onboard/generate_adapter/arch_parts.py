@@ -118,6 +118,10 @@ class ArchSpec:
     """Learned absolute position embeddings (`model.embed_positions`), an expression over `args` (GPT-2 style)."""
     embed_norm: bool = False
     """The family's norm applied to the embeddings before the first layer (`model.embed_norm`, NanoChat)."""
+    side_mixer: str | None = None
+    """A token mixer beside attention in every layer (`self.mamba`, Falcon-H1's Mamba-2; "parallel_ssm" placement),
+    with `mixer_scales`, an expression over args: (attention input, attention output, mixer output) multipliers."""
+    mixer_scales: str = "(1.0, 1.0, 1.0)"
 
 
 def _spec(model_type: str, summary: str, attention_expr: str, mlp: str, **kw) -> ArchSpec:

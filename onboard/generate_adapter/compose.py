@@ -21,6 +21,7 @@ from onboard.errors import InputError
 from onboard.generate_adapter.arch_parts import ArchSpec, attention
 from onboard.generate_adapter.compose_knowledge import GATED_ACTIVATION_NAMES, PLAIN_ACTIVATION_NAMES
 from onboard.generate_adapter.compose_layers import ATTENDING, layer_plan
+from onboard.generate_adapter.compose_mamba import parallel_mamba
 from onboard.generate_adapter.compose_mixers import (
     FEED_FORWARD_LAYER_TYPES,
     LAYER_TYPE_NAMES,
@@ -73,6 +74,7 @@ class Composer:
         self.words: list[str] = []
         self.rotary_head_dim: str | None = None
         self.positions: str | None = None
+        self.side_mixer: str | None = None
         self.embed_norm = False
         self.mixers: dict[str, str] = {}
         """Inspect's mixer kind -> the block expression composed for such layers (set by `attention`)."""
@@ -132,7 +134,15 @@ class Composer:
         attn = self.attention()
         mlp, moe_layer = self.feed_forward()
         norm, placement, norm_names = norms(self)
-        residual_fp32 = None
+        residual_fp32, mixer_scales = None, "(1.0, 1.0, 1.0)"
+        if self.side_mixer and placement != "pre":
+            self.stub("parallel_ssm", f"a Mamba mixer beside attention in a {placement}-norm layer is not a placement "
+                      "of the block library")  # fmt: skip
+        elif self.side_mixer:
+            placement = "parallel_ssm"
+            scales = [self.fields.need(key, "float", "1.0") if self.has_key(key) else "1.0"
+                      for key in ("attention_in_multiplier", "attention_out_multiplier", "ssm_out_multiplier")]  # fmt: skip
+            mixer_scales = f"({', '.join(scales)})"
         if placement == "single" and self.has_key("residual_in_fp32"):
             residual_fp32 = self.fields.need("residual_in_fp32", "bool", "False")
         layer_type, rope_kind = layer_plan(self)
@@ -169,6 +179,8 @@ class Composer:
             dropped=tuple(self.roles.dropped),
             positions=self.positions,
             embed_norm=self.embed_norm,
+            side_mixer=self.side_mixer,
+            mixer_scales=mixer_scales,
         )
         unique = {s.op: s for s in reversed(self.stubs)}
         stubs = tuple(sorted(unique.values(), key=lambda s: s.op))
@@ -193,6 +205,14 @@ class Composer:
         expr = None if all(layer.attention in dict(mixers) for layer in self.p.layers) else self.self_attention()
         for kind, mixer in reversed(mixers):  # the layer types' names in config.json's layer_types
             expr = mixer if expr is None else f'{mixer} if layer_type == "{LAYER_TYPE_NAMES[kind]}" else {expr}'
+        # Falcon-H1: a Mamba-2 mixer beside the layer's attention (Zamba's hybrids, whose attention is a shared block
+        # the layers take turns with, are not that: no attention of their own is recognised, the stub stands)
+        attends = not any(stub.op == "attention_projections" for stub in self.stubs)
+        side = parallel_mamba(self) if attends else ""
+        if side:
+            self.side_mixer = side
+            self.stubs = [stub for stub in self.stubs if stub.op != "parallel_ssm"]
+            self.words[-1] = "a Mamba-2 mixer beside attention in every layer"
         if single_block_layers(self.p) and any(layer.attention == "none" for layer in self.p.layers):
             ffn = ", ".join(f'"{name}"' for name in FEED_FORWARD_LAYER_TYPES.values())
             expr = f"None if layer_type in ({ffn}) else {expr}"  # a feed-forward layer (Nemotron-H)
@@ -371,6 +391,8 @@ class Composer:
             pair = f"({f.need('floor_scale', 'float', '8192.0')}, {f.need('attn_scale', 'float', '0.1')})"
             kw.append(f"nope_temperature={pair} if {tuning} else None")
             self.words.append("query temperature tuning on the layers without rotary")
+        if self.has_key("key_multiplier"):  # Falcon-H1's muP: keys scaled after their projection
+            kw.append(f"key_multiplier={self.fields.need('key_multiplier', 'float', '1.0')}")
         if self.has_key("clip_qkv"):
             kw.append(f"clip_qkv={self.fields.need('clip_qkv', 'float | None', 'None')}")
         output_norm = sub_norm(self, "attn")
@@ -464,7 +486,10 @@ class Composer:
                     self.wm.add(f"{target}.bias", (r.get("mlp.gate", "bias").source, in_bias.source), "cat")  # type: ignore[union-attr]
             self.down(down, inter, bias)
             self.words.append(f"gated MLP ({self.p.activation})")
-            return f"GatedMLP(args.hidden_size, {size}, {act}, bias={bias}{sub_norm(self, 'mlp')})"
+            multipliers = ""
+            if self.has_key("mlp_multipliers"):  # Falcon-H1's muP: (gate, down)
+                multipliers = f", multipliers={self.fields.need('mlp_multipliers', 'list[float] | None', 'None')}"
+            return f"GatedMLP(args.hidden_size, {size}, {act}, bias={bias}{sub_norm(self, 'mlp')}{multipliers})"
         if gate is not None and up is None:
             self.stub("mlp", f"an MLP gate without an up projection: {gate.template}")
         self.wm.linear(layer_target("mlp.up_proj"), up, inter, hidden)  # type: ignore[arg-type]

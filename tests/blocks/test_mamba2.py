@@ -70,3 +70,33 @@ def test_padding_and_cached_decoding() -> None:
     ours, _ = _pair("bamba")
     cache = check_padding_and_decoding(ours, _x(), pad=5, prefix=6)
     assert cache.recurrent_state.shape == (B, 4, 16, 8) and cache.conv_state.shape == (B, 64 + 32, 3)
+
+
+@pytest.mark.parametrize("rms_norm, before_gate", [(True, False), (True, True), (False, False)])
+def test_falcon_h1_mixer_options_equal_transformers(rms_norm: bool, before_gate: bool) -> None:
+    """Falcon-H1's mixer: input multiplier, muP multipliers over in_proj's z, x, B, C and dt, the gated norm optional
+    and in either order, and an out_proj bias of its own (projectors_bias), against FalconH1Mixer."""
+    from transformers import AutoConfig
+    from transformers.models.falcon_h1.modeling_falcon_h1 import FalconH1Mixer, compute_mup_vector
+
+    multipliers = [0.35, 0.25, 0.5, 0.5, 0.7]
+    cfg = AutoConfig.for_model("falcon_h1", hidden_size=HIDDEN, num_hidden_layers=1, num_attention_heads=4,
+                               num_key_value_heads=2, mamba_n_heads=4, mamba_d_head=16, mamba_d_ssm=64,
+                               mamba_n_groups=2, mamba_d_state=8, mamba_d_conv=4, mamba_chunk_size=4,
+                               mamba_rms_norm=rms_norm, mamba_norm_before_gate=before_gate, ssm_in_multiplier=1.25,
+                               ssm_multipliers=multipliers, projectors_bias=True)  # fmt: skip
+    hf = FalconH1Mixer(cfg, 0).eval()
+    hf.register_buffer("mup_vector", compute_mup_vector(cfg), persistent=False)
+    randomize(hf, std=0.3)
+    with torch.no_grad():
+        hf.A_log.copy_(torch.linspace(-1.0, 1.0, 4))
+    ours = Mamba2Mixer(HIDDEN, 4, 16, 8, 2, 4, norm_eps=cfg.rms_norm_eps, time_step_limit=cfg.time_step_limit,
+                       gated_norm=rms_norm, norm_before_gate=before_gate, in_multiplier=1.25,
+                       zxbcdt_multipliers=multipliers, out_bias=True)  # fmt: skip
+    ours.load_state_dict(hf.state_dict(), strict=True)
+    with torch.no_grad():
+        expected = hf(_x())
+        assert expected.abs().max() > 0.1
+        torch.testing.assert_close(ours(_x(), None, None), expected, atol=1e-5, rtol=1e-5)
+        ours.zxbcdt_multipliers = None  # without the muP vector: another output
+        assert (ours(_x(), None, None) - expected).abs().max() > 1e-3

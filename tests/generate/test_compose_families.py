@@ -426,12 +426,7 @@ def test_llama4_text_composes_and_each_mechanism_is_load_bearing(tiny, tmp_path:
     rotary on the rotary layers, experts reading their sigmoid routing weight times the token, and the dense layers'
     own width (intermediate_size_mlp). Parity passes in float32 and bfloat16; the adapter with any one of these
     mechanisms taken out fails it, and so does composing without the family facts."""
-    ckpt = copy_tiny(tiny, "llama4_text", tmp_path)
-    result = generate(ckpt, tmp_path / "out", parity=True)
-    assert result.parity["passed"], result.parity["detail"]
-    adapter = tmp_path / "out/adapters/llama4_text.py"
-    source = adapter.read_text()
-    assert check_parity(adapter, ckpt, "bfloat16")["passed"]
+    ckpt, source = _composed_passing_parity(tiny, "llama4_text", tmp_path)
     flat = " ".join(source.split()).replace("( ", "(").replace(" )", ")")
     assert "GatedMLP(args.hidden_size, args.intermediate_size_mlp" in flat
     taken_out = {
@@ -443,15 +438,31 @@ def test_llama4_text_composes_and_each_mechanism_is_load_bearing(tiny, tmp_path:
         "weights_on_input=True": "weights_on_input=False",
         "rope_interleaved=True": "rope_interleaved=False",
     }  # fmt: skip
-    for mechanism, without in taken_out.items():
-        assert mechanism in flat, mechanism
-        variant = tmp_path / mechanism.split("=")[0] / "adapters" / "llama4_text.py"
-        variant.parent.mkdir(parents=True)
-        variant.write_text(_without(source, mechanism, without))
-        assert not check_parity(variant, ckpt)["passed"], mechanism
+    _each_taken_out_fails_parity(ckpt, source, taken_out, tmp_path)
     with without_family_fact("llama4_text"):
         plain = composed_adapter(ckpt, tmp_path / "no-fact")
     assert not check_parity(plain, ckpt)["passed"]
+
+
+def _composed_passing_parity(tiny, model_type: str, tmp_path: Path) -> tuple[Path, str]:  # type: ignore[no-untyped-def]
+    """(checkpoint, adapter source) of `model_type`'s tiny checkpoint, composed; parity passes in float32 (generate's
+    own check) and in bfloat16."""
+    ckpt = copy_tiny(tiny, model_type, tmp_path)
+    result = generate(ckpt, tmp_path / "out", parity=True)
+    assert result.parity["passed"], result.parity["detail"]
+    adapter = tmp_path / "out" / "adapters" / f"{model_type}.py"
+    assert check_parity(adapter, ckpt, "bfloat16")["passed"]
+    return ckpt, adapter.read_text()
+
+
+def _each_taken_out_fails_parity(ckpt: Path, source: str, taken_out: dict[str, str], tmp_path: Path) -> None:
+    """Each mechanism of `taken_out` (a keyword argument as the adapter reads it, whitespace collapsed) replaced in
+    its own copy of the adapter: every copy fails parity."""
+    for n, (mechanism, without) in enumerate(taken_out.items()):
+        variant = tmp_path / f"without-{n}" / "adapters" / Path(ckpt.name).with_suffix(".py").name
+        variant.parent.mkdir(parents=True)
+        variant.write_text(_without(source, mechanism, without))
+        assert not check_parity(variant, ckpt)["passed"], mechanism
 
 
 def _without(source: str, mechanism: str, replacement: str) -> str:
@@ -487,3 +498,21 @@ def test_xglm_sinusoidal_positions_compose(tiny, tmp_path: Path) -> None:
     with without_family_fact("xglm"):
         stubbed = plan(inspect(str(ckpt)), compose_only=True)
     assert [s.op for s in stubbed.stubs] == ["absolute_positions"]
+
+
+def test_falcon_h1_composes_and_each_multiplier_is_load_bearing(tiny, tmp_path: Path) -> None:
+    """Falcon-H1: a Mamba-2 mixer beside attention in every layer, both reading one norm's output, their outputs
+    scaled and summed into the residual; muP multipliers on the mixer's input and in_proj parts, on the keys and on the
+    MLP's gate and output. The tiny config sets each multiplier off 1 and the gated norm on. Parity passes in float32
+    and bfloat16, and the adapter with any one of them taken out fails it."""
+    ckpt, source = _composed_passing_parity(tiny, "falcon_h1", tmp_path)
+    taken_out = {
+        "key_multiplier=args.key_multiplier": "key_multiplier=None",
+        "in_multiplier=args.ssm_in_multiplier": "in_multiplier=1.0",
+        "zxbcdt_multipliers=args.ssm_multipliers": "zxbcdt_multipliers=None",
+        "multipliers=args.mlp_multipliers": "multipliers=None",
+        "norm_before_gate=args.mamba_norm_before_gate": "norm_before_gate=True",
+        "self.mixer_scales = (args.attention_in_multiplier, args.attention_out_multiplier, args.ssm_out_multiplier)":
+            "self.mixer_scales = (args.attention_in_multiplier, args.attention_out_multiplier, 1.0)",
+    }  # fmt: skip
+    _each_taken_out_fails_parity(ckpt, source, taken_out, tmp_path)

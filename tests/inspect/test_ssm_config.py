@@ -137,5 +137,7 @@ def test_falcon_h1_multipliers_and_norm_equal_its_modules() -> None:
     assert m.mlp_multipliers == (layer.feed_forward.gate_multiplier, layer.feed_forward.down_multiplier)
     assert "z, x, B, C, dt ×(0.5, 1.5, 2, 0.25, 3)" in describe_ssm(ssm) and "gate, then norm" in describe_ssm(ssm)
     assert [f.message for f in profile.findings if f.code == "config-unknown-field"] == []
-    plain = profile_from_parts(json.loads(make_tiny_config("falcon_h1").to_json_string()), None).ssm
+    from transformers import AutoConfig
+
+    plain = profile_from_parts(json.loads(AutoConfig.for_model("falcon_h1").to_json_string()), None).ssm
     assert not plain.gated_norm and plain.zxbcdt_multipliers is None  # the defaults: no norm, all multipliers 1
