@@ -77,12 +77,15 @@ class AttentionContext:
 def _same_chunk(ctx: AttentionContext, q_len: int, kv_len: int, chunk: int) -> torch.Tensor:
     """Bool [B or 1, 1, q_len, kv_len]: key and query in the same chunk of `chunk` positions (Llama 4's chunked
     attention). Chunks start at each row's first real token, as transformers' chunked mask counts them (a left-padded
-    row's positions start after its padding); the causal mask still applies on top."""
+    row's positions start after its padding); a key's position is the count of real keys before it, so padding on
+    either side is skipped. The causal and padding masks still apply on top."""
     if ctx.positions is None:
         raise ValueError("Attention(chunk_size): chunked attention needs the positions (ctx.positions)")
     q_pos = ctx.positions
-    pad = (~ctx.key_mask).sum(dim=-1, keepdim=True) if ctx.key_mask is not None else 0
-    k_pos = torch.arange(kv_len, device=q_pos.device)[None, :] - pad
+    if ctx.key_mask is not None:
+        k_pos = ctx.key_mask.long().cumsum(dim=-1) - 1
+    else:
+        k_pos = torch.arange(kv_len, device=q_pos.device)[None, :]
     same = torch.div(q_pos[:, :, None], chunk, rounding_mode="floor") == torch.div(k_pos[:, None, :], chunk,
                                                                                    rounding_mode="floor")  # fmt: skip
     return same[:, None]

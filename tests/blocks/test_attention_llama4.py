@@ -52,6 +52,11 @@ def test_chunked_attention_is_unchanged_by_left_padding_and_by_the_cache() -> No
     padded = attn(torch.cat((torch.randn(1, 3, 32), x), dim=1), None, None,
                   AttentionContext(mask.bool(), None, padded_positions(mask)))  # fmt: skip
     assert torch.allclose(padded[:, 3:], full, atol=1e-5)
+    # right padding (a shorter row in a batch): the real positions are unchanged too
+    mask = torch.cat((torch.ones(1, 10, dtype=torch.long), torch.zeros(1, 3, dtype=torch.long)), dim=1)
+    right = attn(torch.cat((x, torch.randn(1, 3, 32)), dim=1), None, None,
+                 AttentionContext(mask.bool(), None, padded_positions(mask)))  # fmt: skip
+    assert torch.allclose(right[:, :10], full, atol=1e-5)
     # prefill 6 tokens, then decode one at a time through the cache
     cache = LayerKV()
     steps = [attn(x[:, :6], None, None, AttentionContext(None, cache, torch.arange(6)[None]))]
