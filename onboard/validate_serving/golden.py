@@ -306,7 +306,7 @@ def _calibrate(folder: Path, prompts: list[GoldenPrompt], dtype: str, baseline: 
     events such as MoE routing flips are under-sampled by one run (the tail of one fp16 run of a tiny MoE showed
     none; re-parametrised reruns then tripped the tail rule on 1 in 12). sdpa is skipped where the model refuses it.
     """
-    from onboard.errors import InputError
+    from onboard.errors import InputError, OnboardError
     from onboard.reference import load_transformers
     from onboard.validate_serving.runtime import InProcessCandidate
 
@@ -321,6 +321,16 @@ def _calibrate(folder: Path, prompts: list[GoldenPrompt], dtype: str, baseline: 
             if attn == "eager":
                 raise
             continue  # e.g. sdpa has no attention soft-cap (Gemma 2)
+        except Exception as exc:  # noqa: BLE001 - the reference's own code failing: named, not an internal error
+            if attn != "eager":
+                continue
+            raise OnboardError(
+                f"the reference model's own {baseline} run (transformers, eager attention) raised "
+                f"{type(exc).__name__}: {exc}; it is the calibration that {dtype} candidates are judged by",
+                f"record the goldens without it (onboard golden record SOURCE --calibrate with the dtypes other than "
+                f"{dtype}), and check {dtype} against the reference another way; the failure is in the reference's "
+                "code, not in the checkpoint",
+            ) from exc
         for prompt, rows in zip(prompts, runs):
             m = compare_rows(prompt.rows, rows, prompt.sequence[1:], prompt=prompt.name)
             metrics.extend(m)
