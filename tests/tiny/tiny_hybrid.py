@@ -115,7 +115,7 @@ HYBRID: dict[str, dict[str, Any]] = {
         shared_intermediate_size=64,
         **MIXTRAL_MOE,
     ),  # fmt: skip
-    # muP multipliers off 1 (Falcon-H1-0.5B's are of this size) and the gated norm on: parity then checks each is read
+    # muP multipliers set off 1 and the gated norm on (both off by default): parity then checks each is read
     "falcon_h1": derive(NO_HEAD_DIM, mamba_d_ssm=128, mamba_n_heads=8, mamba_d_head=16, mamba_d_state=8,
                         ssm_multipliers=[0.35, 0.25, 0.5, 0.5, 0.7], ssm_in_multiplier=1.25, ssm_out_multiplier=0.23,
                         attention_in_multiplier=1.0, attention_out_multiplier=0.94, key_multiplier=0.39,
