@@ -9,8 +9,9 @@ renders an adapter that refuses to run: never a runnable copy of the closest fam
 Attention scales, windows, soft-caps, norms and multipliers come from features; sizes from config values, checked
 against the tensor shapes by the loader. Runtime names are canonical (`self_attn.qkv_proj`, `mlp.gate_up_proj`,
 `input_layernorm`, ...): the weight map renames the checkpoint's tensors to them, so one template serves every
-naming scheme. compose_rules.py holds the profile-level rules, compose_moe.py the MoE part, compose_norms.py the norms,
-compose_mixers.py the token mixers besides attention (MLA, short convolution, Gated DeltaNet).
+naming scheme. compose_rules.py holds the profile-level rules, compose_attention.py the attention block's options,
+compose_moe.py the MoE part, compose_norms.py the norms, compose_mixers.py the token mixers besides attention (MLA,
+short convolution, Gated DeltaNet), compose_mamba.py the Mamba mixers, compose_layers.py the layer plan.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import re
 
 from onboard.errors import InputError
 from onboard.generate_adapter.arch_parts import ArchSpec, attention
+from onboard.generate_adapter.compose_attention import attention_options
 from onboard.generate_adapter.compose_knowledge import GATED_ACTIVATION_NAMES, PLAIN_ACTIVATION_NAMES
 from onboard.generate_adapter.compose_layers import ATTENDING, layer_plan
 from onboard.generate_adapter.compose_mamba import parallel_mamba
@@ -29,7 +31,7 @@ from onboard.generate_adapter.compose_mixers import (
     mla_expression,
 )
 from onboard.generate_adapter.compose_moe import moe_expression
-from onboard.generate_adapter.compose_norms import norms, qk_norm, sub_norm
+from onboard.generate_adapter.compose_norms import norms, sub_norm
 from onboard.generate_adapter.compose_rules import (
     Composition,
     Fields,
@@ -273,7 +275,7 @@ class Composer:
         if self.has_key("attention_value_scale"):  # MiMo-V2-Flash: values scaled after their projection
             kw.append(f"v_scale={self.fields.need('attention_value_scale', 'float | None', 'None')}")
             self.words.append("scaled values")
-        kw += self.attention_options()
+        kw += attention_options(self)
         return attention(*kw, kv_heads=self.kv_heads_expression(hd + dv))
 
     def value_head_dim(self, v: Found | None, o: Found) -> int:
@@ -306,19 +308,6 @@ class Composer:
         scaled = {r: base if r == 1 else f"{base} * {r}" for r in (sliding, full)}
         return f"{scaled[sliding]} if layer_type == SLIDING else {scaled[full]}"
 
-    def sink_layers(self, sinks: Found) -> str:
-        """True, or the layer type that has them when only those layers store sinks (MiMo-V2-Flash: sliding)."""
-        kinds = [layer.attention for layer in self.p.layers]
-        if sinks.count in (0, len(kinds)):
-            return "True"
-        for kind, name in (("sliding", "SLIDING"), ("full", "FULL")):
-            if sinks.count == kinds.count(kind) and len(set(kinds)) > 1:
-                self.words.append(f"sinks on {kind} layers")
-                return f"layer_type == {name}"
-        self.stub("sinks_per_layer", f"attention sinks on {sinks.count} of {len(kinds)} layers, not one layer type's: "
-                  f"{sinks.template}")  # fmt: skip
-        return "True"
-
     def query_key_value(self, target: str, fused: Found) -> bool:
         """`query_key_value`: rows grouped per KV head (GPT-NeoX, Falcon, Bloom) or [q; k; v] (Sarvam, ChatGLM)."""
         layout = self.fact("query_key_value")
@@ -335,92 +324,6 @@ class Composer:
             self.wm.add(f"{target}.bias", (bias.source,), op)
         self.words.append("query_key_value " + ("grouped per KV head" if op != "copy" else "fused [q; k; v]"))
         return bias is not None
-
-    def attention_options(self) -> list[str]:
-        feats, r = set(self.p.features), self.roles
-        kw = []
-        scale = self.fact("attention_scale")
-        if scale is not None:
-            kw.append(f"scale={scale}")
-        elif "attention_multiplier" in feats:
-            kw.append(f"scale={self.fields.need('attention_multiplier', 'float', '1.0')}")
-        elif "query_pre_attn_scalar" in feats:
-            kw.append(f"scale={self.fields.need('query_pre_attn_scalar', 'float', '256')}**-0.5")
-        if any(layer.attention == "sliding" for layer in self.p.layers):
-            kw.append("sliding_window=window")
-            self.words.append("sliding window")
-        if any(layer.attention == "chunked" for layer in self.p.layers):
-            chunk = self.fields.need("attention_chunk_size", "int | None", "None")
-            kw.append(f"chunk_size={chunk} if layer_type == CHUNKED else None")
-            self.words.append("chunked local attention")
-        if "alibi" in feats:  # BLOOM, MPT: linear biases by key position instead of a rotary embedding
-            kw.append("alibi=True")
-            self.words.append("ALiBi")
-        if "attn_softcap" in feats:
-            kw.append(f"softcap={self.fields.need('attn_logit_softcapping', 'float | None', 'None')}")
-        if r.get("attn.sinks", None) is not None:
-            sinks = r.get("attn.sinks", None)
-            self.wm.add(layer_target("self_attn.sinks"), (sinks.source,))  # type: ignore[union-attr]
-            kw.append(f"sinks={self.sink_layers(sinks)}")  # type: ignore[arg-type]
-            self.words.append("attention sinks")
-        qk = qk_norm(self)
-        weightless = self.fact("weightless_qk_norm")
-        if qk is None and weightless == "rotary layers, use_qk_norm":  # Llama 4
-            use = self.fields.need("use_qk_norm", "bool", "True")
-            qk = f"qk_norm=QKNormSpec({self.eps()}, weight=False) if {use} and self.rope_kind is not None else None"
-            self.words.append("QK-norm without weight on the rotary layers")
-        elif qk is None and weightless:  # nothing stored to show it (NanoChat)
-            qk = f"qk_norm=QKNormSpec({self.eps()}, weight=False)"
-            self.words.append("QK-norm without weight")
-        if qk:
-            kw.append(qk)
-            if self.fact("qk_norm_after_rope"):
-                kw.append("qk_norm_after_rope=True")
-                self.words.append("QK-norm after the rotary embedding")
-        if self.fact("rope_interleaved"):
-            kw.append("rope_interleaved=True")
-        if self.fact("rope_inverted"):
-            kw.append("rope_inverted=True")
-        scale = self.fact("nope_query_scale")
-        if scale is not None:  # Beam: its code's constants, on the layers without rotary
-            kw.append(f"nope_query_scale={tuple(scale)!r}")  # type: ignore[arg-type]
-            self.words.append("queries scaled by position on the layers without rotary")
-        if "nope_temperature" in feats:  # Llama 4's temperature tuning, on the layers without rotary
-            f = self.fields
-            tuning = f.need("attn_temperature_tuning", "bool", "True")
-            pair = f"({f.need('floor_scale', 'float', '8192.0')}, {f.need('attn_scale', 'float', '0.1')})"
-            kw.append(f"nope_temperature={pair} if {tuning} else None")
-            self.words.append("query temperature tuning on the layers without rotary")
-        if self.has_key("key_multiplier"):  # Falcon-H1's muP: keys scaled after their projection
-            kw.append(f"key_multiplier={self.fields.need('key_multiplier', 'float', '1.0')}")
-        if self.has_key("clip_qkv"):
-            kw.append(f"clip_qkv={self.fields.need('clip_qkv', 'float | None', 'None')}")
-        output_norm = sub_norm(self, "attn")
-        if output_norm:
-            kw.append(output_norm.removeprefix(", "))
-        lambdas = r.parts("attn.lambda")
-        if lambdas:  # the Differential Transformer's learned lambda (DiffLlama)
-            for part in lambdas:
-                self.wm.add(layer_target(f"self_attn.{part.part}"), (part.source,))
-            if len(lambdas) != 4:
-                self.stub("differential_attention", f"differential attention needs lambda_q1, lambda_k1, lambda_q2 "
-                          f"and lambda_k2: {templates(*lambdas)}")  # fmt: skip
-            kw.append(f"differential=True, layer_index=i, norm_eps={self.eps()}")
-            self.words.append("differential attention (DiffLlama)")
-        gate, gate_bias = r.get("attn.gate"), r.get("attn.gate_bias", None)
-        per_head = False
-        if gate is not None:
-            self.wm.add(layer_target("self_attn.gate_proj.weight"), (gate.source,))
-            per_head = bool(gate.shape) and gate.shape[0] == self.p.dims.num_attention_heads
-            kw.append("gate_proj=True" + (", gate_per_head=True" if per_head else ""))
-            self.words.append("sigmoid output gate (gate_proj" + (", one per head)" if per_head else ")"))
-        if gate_bias is not None and (gate is None or per_head):
-            self.stub("attention_gate_bias", f"{gate_bias.template}: a gate bias without an elementwise gate_proj")
-        elif gate_bias is not None:
-            self.wm.add(layer_target("self_attn.gate_bias"), (gate_bias.source,))
-            kw.append("gate_bias=True")
-            self.words.append("a bias per head on the gate")
-        return kw
 
     def feed_forward(self) -> tuple[str, str | None]:
         layers = self.p.layers
