@@ -85,6 +85,19 @@ class ConfigView:
             return default
         return float(value)
 
+    def numbers(self, name: str, count: int) -> tuple[float, ...] | None:
+        """A list of `count` numbers (transformers' tagged floats read: `{"__float__": "Infinity"}`), as floats; None
+        when absent, and a type error recorded when it is something else (NaN included)."""
+        from onboard.serde import decode_special_floats
+
+        value = decode_special_floats(self.get(name))
+        if value is None:
+            return None
+        if isinstance(value, list) and len(value) == count and all(_is_number(v) for v in value):
+            return tuple(float(v) for v in value)
+        self.type_errors[name] = f"a list of {count} numbers"
+        return None
+
     def bool(self, *names: str, default: bool = False) -> bool:
         value = self.get(*names, default=default)
         return bool(value) if value is not None else default
@@ -102,3 +115,7 @@ class ConfigView:
         if self.text_section:
             keys += [(self.text_section, k) for k in self.text]
         return keys
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and value == value  # not NaN

@@ -189,24 +189,9 @@ def multipliers_from_config(cv: ConfigView, dims: Dims) -> Multipliers:
         attention_in_multiplier=cv.float("attention_in_multiplier"),
         attention_out_multiplier=cv.float("attention_out_multiplier"),
         key_multiplier=cv.float("key_multiplier"),
-        mlp_multipliers=_pair(cv, "mlp_multipliers"),
+        mlp_multipliers=cv.numbers("mlp_multipliers", 2),  # type: ignore[arg-type]
         nope_temperature=_nope_temperature(cv),
     )
-
-
-def _pair(cv: ConfigView, key: str) -> tuple[float, float] | None:
-    """A two-number list (Falcon-H1's mlp_multipliers: gate, down); a malformed one is a config-field-type finding."""
-    value = cv.get(key)
-    if value is None:
-        return None
-    if isinstance(value, list) and len(value) == 2 and all(_is_number(v) for v in value):
-        return float(value[0]), float(value[1])
-    cv.type_errors[key] = "a list of two numbers"
-    return None
-
-
-def _is_number(value: object) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def _nope_temperature(cv: ConfigView) -> tuple[float, float] | None:

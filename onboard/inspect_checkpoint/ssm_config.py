@@ -14,7 +14,6 @@ from onboard.findings import Finding, warning
 from onboard.inspect_checkpoint.checkpoint_types import TensorInfo
 from onboard.inspect_checkpoint.config_view import ConfigView
 from onboard.profile import Dims, LayerInfo, Ssm
-from onboard.serde import decode_special_floats
 
 SSM_KEYS: dict[str, tuple[str, ...]] = {
     "mamba_d_state": ("mamba_d_state", "ssm_state_size", "state_size", "d_state"),
@@ -110,12 +109,10 @@ def _dt_limit(cv: ConfigView) -> tuple[float, float | None] | None:
     if cv.model_type in _DT_FLOOR_FROM_MIN:
         low = cv.float("time_step_min", default=0.001) or 0.0
         return (low, None) if low > 0 else None
-    value = decode_special_floats(cv.get("time_step_limit"))
-    if not (isinstance(value, (list, tuple)) and len(value) == 2 and all(_number(v) for v in value)):
-        if value is not None:
-            cv.type_errors["time_step_limit"] = "a pair of numbers [low, high]"
+    limit = cv.numbers("time_step_limit", 2)
+    if limit is None:
         return None
-    low, high = float(value[0]), float(value[1])
+    low, high = limit
     if low <= 0 and math.isinf(high):
         return None
     return low, None if math.isinf(high) else high
@@ -123,17 +120,8 @@ def _dt_limit(cv: ConfigView) -> tuple[float, float | None] | None:
 
 def _multipliers(cv: ConfigView, key: str, count: int) -> tuple[float, ...] | None:
     """`count` numbers (Falcon-H1's ssm_multipliers for z, x, B, C, dt); None when absent or all 1."""
-    value = cv.get(key)
-    if value is None:
-        return None
-    if not (isinstance(value, list) and len(value) == count and all(_number(v) for v in value)):
-        cv.type_errors[key] = f"a list of {count} numbers"
-        return None
-    return None if all(v == 1 for v in value) else tuple(float(v) for v in value)
-
-
-def _number(value: object) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and not math.isnan(value)
+    value = cv.numbers(key, count)
+    return None if value is None or all(v == 1 for v in value) else value
 
 
 def _bias_findings(ssm: Ssm, lm: dict[str, TensorInfo] | None) -> list[Finding]:
