@@ -181,7 +181,11 @@ class Attention(nn.Module):
     Differential Transformer's attention (DiffLlama): each head pair h, h + H/2 gives (softmax_h - lambda x
     softmax_{h+H/2}) over the two halves of V side by side, normalised (RMS, no weight) and scaled by
     1 - lambda_init; lambda = exp(lambda_q1 . lambda_k1) - exp(lambda_q2 . lambda_k2) + lambda_init, lambda_init =
-    0.8 - 0.6 exp(-0.3 `layer_index`), with `norm_eps` for the normalisation.
+    0.8 - 0.6 exp(-0.3 `layer_index`), with `norm_eps` for the normalisation. `values_from_keys`: no value rows;
+    the values are the keys as projected, before their norm and rotary (Gemma 4's attention_k_eq_v). `v_norm_eps`:
+    the values RMS-normalised per head without a weight (Gemma 4's v_norm). `kv_shared`: no key or value rows; the
+    layer attends over the keys and values another layer put in `ctx.cache` earlier in the same forward (Gemma 4's
+    KV-shared layers; AdapterModel hands the source layer's cache to both), and never extends it.
     """
 
     def __init__(
@@ -217,9 +221,20 @@ class Attention(nn.Module):
         nope_temperature: tuple[float, float] | None = None,
         chunk_size: int | None = None,
         key_multiplier: float | None = None,
+        values_from_keys: bool = False,
+        v_norm_eps: float | None = None,
+        kv_shared: bool = False,
     ) -> None:
         super().__init__()
         dv = head_dim if v_head_dim is None else v_head_dim
+        if values_from_keys and dv != head_dim:
+            raise ValueError("Attention(values_from_keys): values as wide as keys")
+        # A KV-shared layer projects neither keys nor values: values_from_keys is its source layer's business
+        self.values_from_keys, self.v_norm_eps, self.kv_shared = (
+            values_from_keys and not kv_shared,
+            v_norm_eps,
+            kv_shared,
+        )
         if dv != head_dim and (output_gate or gate_proj or sub_norm_eps is not None):
             raise ValueError("Attention: an output gate or sub-norm with v_head_dim != head_dim is not a known layout")
         if gate_proj and output_gate:
@@ -234,7 +249,8 @@ class Attention(nn.Module):
         self.sliding_window, self.softcap, self.rope_interleaved = sliding_window, softcap, rope_interleaved
         self.q_rows = num_heads * head_dim * (2 if output_gate else 1)
         self.output_gate, self.qk_norm_after_rope, self.clip_qkv = output_gate, qk_norm_after_rope, clip_qkv
-        self.qkv_proj = nn.Linear(hidden_size, self.q_rows + num_kv_heads * (head_dim + dv), bias=qkv_bias)
+        self.kv_rows = (0, 0) if kv_shared else (num_kv_heads * head_dim, 0 if values_from_keys else num_kv_heads * dv)
+        self.qkv_proj = nn.Linear(hidden_size, self.q_rows + sum(self.kv_rows), bias=qkv_bias)
         self.o_proj = nn.Linear(num_heads * dv, hidden_size, bias=o_bias)
         self.sinks = nn.Parameter(torch.zeros(num_heads)) if sinks else None
         self.sub_norm = RMSNorm(num_heads * head_dim, sub_norm_eps) if sub_norm_eps is not None else None
@@ -262,7 +278,7 @@ class Attention(nn.Module):
             spec = (qk_norm.eps, qk_norm.kind, qk_norm.offset, qk_norm.scope, qk_norm.casting, qk_norm.bias,
                     qk_norm.weight)  # fmt: skip
             self.q_norm = QKNorm(num_heads, head_dim, *spec)
-            self.k_norm = QKNorm(num_kv_heads, head_dim, *spec)
+            self.k_norm = QKNorm(num_kv_heads, head_dim, *spec) if not kv_shared else None
 
     def forward(
         self, x: torch.Tensor, cos: torch.Tensor | None, sin: torch.Tensor | None, ctx: AttentionContext | None = None
@@ -271,11 +287,16 @@ class Attention(nn.Module):
         mask and KV cache (None: an unpadded full-prefix forward)."""
         b, s, _ = x.shape
         h, hkv, d, dv = self.num_heads, self.num_kv_heads, self.head_dim, self.v_head_dim
-        q, k, v = self.qkv_proj(x).split([self.q_rows, hkv * d, hkv * dv], dim=-1)
+        if self.kv_shared:
+            return self._shared_kv_forward(x, cos, sin, ctx)
+        q, k, v = self.qkv_proj(x).split([self.q_rows, *self.kv_rows], dim=-1)
         gate = self.gate_proj(x) if self.gate_proj is not None else None
         if self.output_gate:
             q, gate = q.view(b, s, h, 2 * d).chunk(2, dim=-1)
-        q, k, v = q.reshape(b, s, h, d), k.view(b, s, hkv, d), v.view(b, s, hkv, dv)
+        q, k = q.reshape(b, s, h, d), k.view(b, s, hkv, d)
+        v = k if self.values_from_keys else v.view(b, s, hkv, dv)
+        if self.v_norm_eps is not None:
+            v = rms_normalize(v, self.v_norm_eps)
         if self.v_scale is not None:
             v = v * self.v_scale
         if self.key_multiplier is not None:  # Falcon-H1: keys scaled after their projection
@@ -318,6 +339,26 @@ class Attention(nn.Module):
         if self.sub_norm is not None:
             out = self.sub_norm(out)
         return self.o_proj(out)
+
+    def _shared_kv_forward(
+        self, x: torch.Tensor, cos: torch.Tensor | None, sin: torch.Tensor | None, ctx: AttentionContext | None
+    ) -> torch.Tensor:
+        """Queries of this layer over the keys and values its source layer cached in this forward (kv_shared)."""
+        if ctx is None or ctx.cache is None or ctx.cache.k is None:
+            raise ValueError("Attention(kv_shared): no keys and values from the source layer in ctx.cache")
+        if self.output_gate or self.gate_proj is not None or self.differential or self.alibi or self.chunk_size:
+            raise ValueError("Attention(kv_shared): plain softmax attention only")
+        b, s, _ = x.shape
+        q = self.qkv_proj(x).view(b, s, self.num_heads, self.head_dim)
+        if self.q_norm is not None and not self.qk_norm_after_rope:
+            q = self.q_norm(q)
+        if cos is not None:
+            q = dispatch.rope(q, cos, -sin if self.rope_inverted else sin, self.rope_interleaved)
+        if self.q_norm is not None and self.qk_norm_after_rope:
+            q = self.q_norm(q)
+        out = attend(q.transpose(1, 2), ctx.cache.k, ctx.cache.v, self.scale, self.sliding_window, self.softcap,
+                     self.sinks, ctx.key_mask)  # fmt: skip
+        return self.o_proj(out.reshape(b, s, self.num_heads * self.v_head_dim))
 
     def _nope_scale(self, ctx: AttentionContext) -> torch.Tensor:
         """Per-position query scale [B or 1, S, 1, 1] of a layer without rotary: Beam's (1 + (p + 1) / base)^e, or

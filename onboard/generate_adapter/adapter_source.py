@@ -59,6 +59,8 @@ IMPORTABLE: dict[str, tuple[int, str]] = {
     "WeightRule": (2, "onboard.generate_adapter.runtime"),
     "rope_config": (2, "onboard.generate_adapter.runtime"),
     "rotaries": (2, "onboard.generate_adapter.runtime"),
+    "kv_shared_source": (2, "onboard.generate_adapter.runtime"),
+    "head_dims": (2, "onboard.generate_adapter.runtime"),
 }
 
 PLACEMENT_DOC = {
@@ -114,10 +116,17 @@ def _aliases(aliases: dict[str, tuple[str, ...]]) -> str:
     return "{\n" + "".join(f"        {item},\n" for item in items) + "    }"
 
 
-def _forward(placement: str, names: tuple[str, ...], mlp: str, scale: str, residual_fp32: bool) -> list[str]:
+def _forward(
+    placement: str, names: tuple[str, ...], mlp: str, scale: str, residual_fp32: bool, layer_scalar: bool = False
+) -> list[str]:
     slots = {f"n{k}": name for k, name in enumerate(names)}
     residual = "x.float() if self.residual_in_fp32 else x" if residual_fp32 else "x"
-    return [line.format(mlp=mlp, scale=scale, residual=residual, **slots) for line in FORWARD[placement]]
+    lines = [line.format(mlp=mlp, scale=scale, residual=residual, **slots) for line in FORWARD[placement]]
+    if layer_scalar:  # the whole layer's output (both residual additions) times the stored scalar
+        if any(line.startswith("    return ") for line in lines):
+            raise ValueError(f"layer_scalar with the {placement!r} placement's early returns")
+        lines[-1] = f"return ({lines[-1].removeprefix('return ')}) * self.layer_scalar"
+    return lines
 
 
 def _fields(plan: AdapterPlan) -> list[tuple[str, str, str | None]]:
@@ -194,7 +203,8 @@ def adapter_source(plan: AdapterPlan) -> str:
         "norm": spec.norm,
         "placement_doc": PLACEMENT_DOC[spec.placement],
         "uses_window": uses_window,
-        "uses_layer_type": uses_window or any("layer_type" in x for x in (rope_kind, spec.attention, spec.mlp)),
+        "uses_layer_type": uses_window
+        or any("layer_type" in x for x in (rope_kind, spec.attention, spec.mlp, spec.kv_source or "")),
         "rope_kind": rope_kind,
         "norm_names": spec.norm_names,
         "attention": spec.attention,
@@ -208,12 +218,16 @@ def adapter_source(plan: AdapterPlan) -> str:
             spec.mlp_attr,
             " * self.residual_scale" if spec.residual_scale else "",
             bool(spec.residual_fp32),
+            spec.layer_scalar,
         ),  # fmt: skip
         "embed_scale": spec.embed_scale,
         "lm_head": "LMHead(args.hidden_size, args.vocab_size, tied_to=tied"
         + "".join(f", {kw}" for kw in spec.lm_head)
         + ")",
         "rotary_head_dim": f", head_dim={spec.rotary_head_dim}" if spec.rotary_head_dim else "",
+        "per_layer_args": spec.per_layer_args,
+        "kv_source": spec.kv_source,
+        "layer_scalar": spec.layer_scalar,
         "positions": spec.positions,
         "embed_norm": spec.embed_norm,
         "side_mixer": spec.side_mixer,

@@ -122,6 +122,13 @@ class ArchSpec:
     """A token mixer beside attention in every layer (`self.mamba`, Falcon-H1's Mamba-2; "parallel_ssm" placement),
     with `mixer_scales`, an expression over args: (attention input, attention output, mixer output) multipliers."""
     mixer_scales: str = "(1.0, 1.0, 1.0)"
+    per_layer_args: bool = False
+    """Each layer reads its args through `args.for_layer(i)` (config.json's per_layer_config overrides: Gemma 4)."""
+    kv_source: str | None = None
+    """Expression over args, i, layer_type: the earlier layer whose keys and values layer i attends over (None: its
+    own); the layer's `kv_source`, which AdapterModel.forward and `Attention(kv_shared=...)` act on."""
+    layer_scalar: bool = False
+    """The layer's output times a stored scalar (`layer_scalar`, Gemma 4)."""
 
 
 def _spec(model_type: str, summary: str, attention_expr: str, mlp: str, **kw) -> ArchSpec:

@@ -22,6 +22,7 @@ from onboard.errors import InputError
 from onboard.generate_adapter.arch_parts import ArchSpec, attention
 from onboard.generate_adapter.compose_attention import attention_options
 from onboard.generate_adapter.compose_knowledge import GATED_ACTIVATION_NAMES, PLAIN_ACTIVATION_NAMES
+from onboard.generate_adapter.compose_layer_kv import LayerKV, layer_kv
 from onboard.generate_adapter.compose_layers import ATTENDING, layer_plan
 from onboard.generate_adapter.compose_mamba import parallel_mamba
 from onboard.generate_adapter.compose_mixers import (
@@ -82,6 +83,8 @@ class Composer:
         """Inspect's mixer kind -> the block expression composed for such layers (set by `attention`)."""
         self.moe_output_norm = False
         """The post-MLP norm is the MoE block's output norm (set by compose_moe, read by compose_norms)."""
+        self.layer_kv = LayerKV()
+        """How layers differ in their keys and values (compose_layer_kv: Gemma 4), set first by `run`."""
         self.acknowledged: set[str] = set()
         """Config keys whose value the profile shows to be neutral here (no stub, nothing to read)."""
 
@@ -133,6 +136,7 @@ class Composer:
         for op, reason in self.facts.get("stubs", ()):  # type: ignore[attr-defined]
             self.stub(op, reason)  # stubs are reported as stubs, not as facts applied
         self.unknown_tensor_stubs()
+        self.layer_kv = layer_kv(self)
         attn = self.attention()
         mlp, moe_layer = self.feed_forward()
         norm, placement, norm_names = norms(self)
@@ -183,6 +187,9 @@ class Composer:
             embed_norm=self.embed_norm,
             side_mixer=self.side_mixer,
             mixer_scales=mixer_scales,
+            per_layer_args=self.layer_kv.per_layer_args,
+            kv_source=self.layer_kv.kv_source,
+            layer_scalar=self.layer_kv.layer_scalar,
         )
         unique = {s.op: s for s in reversed(self.stubs)}
         stubs = tuple(sorted(unique.values(), key=lambda s: s.op))
@@ -241,7 +248,9 @@ class Composer:
         self.wm.fused_conv1d_first([qkv, o], [(h * hd + kv * (hd + dv), hidden), (hidden, h * dv)])
         gated = q is not None and q.shape[:1] == (2 * h * hd,) and o.shape[-1:] == (h * hd,)
         if q is not None:
-            self.wm.add(f"{target}.weight", (q.source, k.source, v.source), "cat")  # type: ignore[union-attr]
+            # cat_present: layers whose keys are their values, or that read another layer's, store fewer parts
+            op = "cat_present" if self.layer_kv.partial_kv else "cat"
+            self.wm.add(f"{target}.weight", (q.source, k.source, v.source), op)  # type: ignore[union-attr]
             biases = [r.get(role, "bias") for role in ("attn.q", "attn.k", "attn.v")]
             qkv_bias = all(biases)
             if any(biases) and not qkv_bias:
@@ -275,8 +284,10 @@ class Composer:
         if self.has_key("attention_value_scale"):  # MiMo-V2-Flash: values scaled after their projection
             kw.append(f"v_scale={self.fields.need('attention_value_scale', 'float | None', 'None')}")
             self.words.append("scaled values")
-        kw += attention_options(self)
-        return attention(*kw, kv_heads=self.kv_heads_expression(hd + dv))
+        kw += attention_options(self) + self.layer_kv.attention_options()
+        # per_layer_config: each layer's args carry its own KV heads and head size
+        kv_heads = "args.num_key_value_heads" if self.layer_kv.per_layer_args else self.kv_heads_expression(hd + dv)
+        return attention(*kw, kv_heads=kv_heads)
 
     def value_head_dim(self, v: Found | None, o: Found) -> int:
         """Per-head value width: what o_proj reads per query head (the query width unless the values differ)."""
@@ -364,6 +375,8 @@ class Composer:
         rows = first.shape[0] if first.shape and first.shape[-1] == hidden else first.shape[-1]  # type: ignore[union-attr]
         inter = rows // 2 if fused else rows
         size = self.size(inter, [("args.intermediate_size", d.intermediate_size)])
+        if size == "args.intermediate_size" and self.layer_kv.mlp_width:  # Gemma 4: double-wide on KV-shared layers
+            size = self.layer_kv.mlp_width
         if size == str(inter) and self.has_key("intermediate_size_mlp"):  # Llama 4: the dense layers' own width
             size = self.fields.need("intermediate_size_mlp", "int", None)
         if d.intermediate_size is None and self.has_key("intermediate_multiple_size"):

@@ -66,6 +66,9 @@ def attention_options(c: ComposerParts) -> list[str]:
         pair = f"({f.need('floor_scale', 'float', '8192.0')}, {f.need('attn_scale', 'float', '0.1')})"
         kw.append(f"nope_temperature={pair} if {tuning} else None")
         c.words.append("query temperature tuning on the layers without rotary")
+    if c.fact("v_norm"):  # Gemma 4: values RMS-normalised without a weight (no tensor shows it)
+        kw.append(f"v_norm_eps={c.eps()}")
+        c.words.append("values normalised without a weight")
     if c.has_key("key_multiplier"):  # Falcon-H1's muP: keys scaled after their projection
         kw.append(f"key_multiplier={c.fields.need('key_multiplier', 'float', '1.0')}")
     if c.has_key("clip_qkv"):

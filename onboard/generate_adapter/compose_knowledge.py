@@ -87,7 +87,8 @@ GUARDS: dict[str, tuple[str, str, str, str]] = {
                          "self.layer_rope_theta and len(set(self.layer_rope_theta)) > 1",
                          "layers use different rotary bases"),
     "force_rope": ("bool", "False", "self.force_rope", "rotary on full-attention layers too"),
-    "use_bidirectional_attention": ("bool", "False", "self.use_bidirectional_attention",
+    # Gemma 4's "vision" makes only image tokens attend both ways: text, all an adapter reads, stays causal
+    "use_bidirectional_attention": ("bool | str | None", "False", 'self.use_bidirectional_attention in (True, "all")',
                                     "attention is bidirectional, not causal"),
     # OPT: the same tensor names for its pre-norm layers and OPT-350m's post-norm ones; 350m also projects the
     # embeddings in and out of a narrower width
@@ -214,4 +215,8 @@ FAMILY_FACTS: dict[str, dict[str, object]] = {
     "glm_moe_dsa": {"mla_rope_interleave": True, "indexer_rope_interleaved": True},
     # qkv_proj rows in mp_num=4 blocks of [q, v, k] (its modelling code): the loader's codegen_qkv op reorders them
     "codegen": {"qkv_layout": "codegen", "rope_interleaved": True},  # rotate_every_two, as GPT-J
+    # Gemma 4: q·k unscaled (its q_norm and k_norm set the scale: scaling = 1.0), and the values RMS-normalised
+    # without a weight (v_norm, with_scale=False: no tensor shows it)
+    "gemma4_unified_text": {"attention_scale": "1.0", "v_norm": True},
+    "gemma4_text": {"attention_scale": "1.0", "v_norm": True},
 }  # fmt: skip

@@ -31,7 +31,7 @@ HANDLED_FEATURES = frozenset({
     "attn_softcap", "final_softcap", "mtp", "logit_scaling", "embedding_scaling", "residual_scaling",
     "attention_multiplier", "query_pre_attn_scalar", "norm_offset", "layernorm", "sandwich_norm", "post_norm",
     "parallel_residual", "partial_rotary", "qkv_bias", "absolute_positions", "plain_mlp", "alibi", "no_positions",
-    "chunked_attention", "nope_temperature",
+    "chunked_attention", "nope_temperature", "kv_shared_layers", "double_wide_mlp", "values_from_keys",
 })  # fmt: skip
 MIXER_STUBS = {
     "linear": "linear-attention layers (fixed-state recurrence) are not in the block library",
@@ -41,6 +41,7 @@ MIXER_STUBS = {
 }
 FEATURE_STUBS = {
     "multimodal": "vision / audio towers: generated adapters are language-model only",
+    "bidirectional_attention": "attention over later tokens too (use_bidirectional_attention): adapters are causal",
 }
 
 

@@ -114,11 +114,11 @@ class ConfigValues:
 
     def lookup(self, key: str) -> Any:
         """One key, no aliases: the resolved attribute when transformers has it, else config.json's value."""
-        if self.resolved is not None:
+        if self.resolved is not None and key not in AS_WRITTEN:
             try:
                 value = getattr(self.resolved, key)
-            except AttributeError:
-                value = None
+            except Exception:  # noqa: BLE001 - AttributeError, or transformers refusing a global read of a per-layer
+                value = None  # value (AmbiguousGlobalPerLayerAttributeError: Gemma 4): config.json's value then
             if value is not None:
                 return value
         return self.raw.get(key)
@@ -143,6 +143,11 @@ class ConfigValues:
             if value is not None:
                 return True, value
         return any(key in self.raw for key in keys), None
+
+
+AS_WRITTEN = frozenset({"per_layer_config"})
+"""Keys read as config.json writes them, not as transformers resolves them: per_layer_config becomes one config
+object per layer there; the adapter applies the overrides itself (ArgsBase.for_layer)."""
 
 
 def read_config(config: Mapping[str, Any]) -> ConfigValues:

@@ -164,6 +164,9 @@ def load_weights(
         if op == "zeros_if_absent" and flat[0] not in index:
             plans[name] = (op, [])
             continue
+        if op == "cat_present" and flat and flat[0] in index:  # the optional parts a layer does not store
+            sources = flat = [s for s in flat if s in index]
+            op = "cat"
         absent = [s for s in flat if s not in index]
         if absent:
             missing.append(f"{name} (needs {_short(absent, 3)})")

@@ -23,7 +23,17 @@ from onboard.blocks.rotary import RopeConfig, RotaryEmbedding
 from onboard.errors import ConfigError, InputError
 from onboard.generate_adapter.loader import WeightRule, load_weights
 
-__all__ = ["AdapterModel", "ArgsBase", "KVCache", "NotRunnable", "WeightRule", "require_kernels", "rope_config"]
+__all__ = [
+    "AdapterModel",
+    "ArgsBase",
+    "KVCache",
+    "NotRunnable",
+    "WeightRule",
+    "head_dims",
+    "kv_shared_source",
+    "require_kernels",
+    "rope_config",
+]
 
 FULL, SLIDING, CHUNKED = "full_attention", "sliding_attention", "chunked_attention"
 LEGACY_LAYER_TYPES = {"mamba": "linear_attention", "attention": FULL}
@@ -52,6 +62,52 @@ class ArgsBase:
                 "add the fields to config.json (see the model card / the family's transformers config defaults)",
             )
         return cls(**kwargs)  # type: ignore[call-arg]
+
+    def for_layer(self, i: int):  # noqa: ANN201 - returns the subclass
+        """These args as layer i sees them: config.json's `per_layer_config` overrides (transformers'
+        HeterogeneousConfigMixin, keyed by layer index: Gemma 4's full-attention layers have their own head size and
+        KV heads) applied to the fields they name. Without overrides for layer i, the args themselves."""
+        table = getattr(self, "per_layer_config", None) or {}
+        overrides = table.get(str(i), table.get(i)) if isinstance(table, Mapping) else None
+        if not overrides:
+            return self
+        names = {f.name for f in dataclasses.fields(self)}  # type: ignore[arg-type]
+        unknown = sorted(set(overrides) - names)
+        if unknown:
+            raise ConfigError(
+                f"config.json per_layer_config[{i!r}] overrides {', '.join(unknown)}, which this adapter does not read",
+                "regenerate the adapter with `onboard generate` (a new per-layer field is a new mechanism)",
+            )
+        return dataclasses.replace(self, **overrides)  # type: ignore[type-var]
+
+
+def head_dims(layers: Sequence[nn.Module]) -> dict[str | None, int]:
+    """Each rope kind's head size, from the attention of the layers using it (their sizes differ by kind: Gemma 4)."""
+    sizes: dict[str | None, set[int]] = {}
+    for layer in layers:
+        sizes.setdefault(layer.rope_kind, set()).add(layer.self_attn.head_dim)
+    mixed = {kind: sorted(s) for kind, s in sizes.items() if len(s) > 1}
+    if mixed:
+        raise ConfigError(f"config.json: layers of one rope kind with different head sizes {mixed}",
+                          "one rotary table per kind needs one head size: check per_layer_config")  # fmt: skip
+    return {kind: next(iter(s)) for kind, s in sizes.items()}
+
+
+def kv_shared_source(layer_types: Sequence[str], num_shared: int | None, i: int) -> int | None:
+    """The layer whose keys and values layer i attends over instead of its own (None: its own), as transformers'
+    Gemma 4 `kv_sharing_modes`: the last `num_shared` layers reuse the KV of the last earlier layer of their type."""
+    n = len(layer_types)
+    first_shared = n - (num_shared or 0)
+    if i < first_shared:
+        return None
+    earlier = [j for j in range(first_shared) if layer_types[j] == layer_types[i]]
+    if not earlier:
+        raise ConfigError(
+            f"config.json: layer {i} ({layer_types[i]}) reuses an earlier layer's keys and values "
+            f"(num_kv_shared_layers={num_shared}), but no layer before {first_shared} has its type",
+            "check num_kv_shared_layers and layer_types in config.json",
+        )
+    return earlier[-1]
 
 
 def rope_config(args: Any, layer_type: str = FULL, head_dim: int | None = None) -> RopeConfig:
@@ -203,6 +259,14 @@ class AdapterModel(nn.Module):
         tables = {kind: rotary(positions) for kind, rotary in self.rotary.items()}
         if cache is not None and not cache.layers:
             cache.layers = [LayerKV() for _ in self.model.layers]
+        # Layers attending over an earlier layer's keys and values (`kv_source`, Gemma 4) read that layer's cache;
+        # without a cache, the source layers keep this call's keys and values in one made for the call.
+        sources = {i: layer.kv_source for i, layer in enumerate(self.model.layers)
+                   if getattr(layer, "kv_source", None) is not None}  # fmt: skip
+        kv = list(cache.layers) if cache is not None else [None] * len(self.model.layers)
+        for i, j in sources.items():
+            kv[j] = kv[j] or LayerKV()
+            kv[i] = kv[j]
         x = self.model.embed_tokens(input_ids)
         learned_positions = getattr(self.model, "embed_positions", None)
         if learned_positions is not None:  # GPT-2 style absolute positions (composed adapters)
@@ -213,9 +277,7 @@ class AdapterModel(nn.Module):
         hidden = [x]
         for i, layer in enumerate(self.model.layers):
             cos, sin = tables[layer.rope_kind] if layer.rope_kind is not None else (None, None)
-            x = layer(
-                x, cos, sin, AttentionContext(key_mask, cache.layers[i] if cache is not None else None, positions)
-            )
+            x = layer(x, cos, sin, AttentionContext(key_mask, kv[i], positions))
             if return_hidden_states:
                 hidden.append(x)
         if cache is not None:
@@ -234,8 +296,13 @@ def _mtp_layers(args: Any) -> int:
     return int(getattr(args, "num_nextn_predict_layers", 0) or 0)
 
 
-def rotaries(args: Any, kinds: Sequence[str | None], head_dim: int | None = None) -> nn.ModuleDict:
-    """One RotaryEmbedding per distinct rope kind used by the layers (None: NoPE layer, nothing to build)."""
+def rotaries(
+    args: Any, kinds: Sequence[str | None], head_dim: int | Mapping[str | None, int] | None = None
+) -> nn.ModuleDict:
+    """One RotaryEmbedding per distinct rope kind used by the layers (None: NoPE layer, nothing to build).
+    `head_dim`: the rotated heads' size, one for all kinds or one per kind (Gemma 4's full-attention heads are wider
+    than its sliding ones); None: args.head_dim."""
+    sizes = head_dim if isinstance(head_dim, Mapping) else dict.fromkeys(kinds, head_dim)
     return nn.ModuleDict(
-        {kind: RotaryEmbedding(rope_config(args, kind, head_dim)) for kind in dict.fromkeys(kinds) if kind}
+        {kind: RotaryEmbedding(rope_config(args, kind, sizes[kind])) for kind in dict.fromkeys(kinds) if kind}
     )

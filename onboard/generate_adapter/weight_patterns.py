@@ -102,6 +102,8 @@ LAYER_PATTERNS: tuple[tuple[str, str], ...] = (
     (rf"(?:post_self_attn_layernorm|post_attn_norm|post_attention_norm|post_norm1|post_operator_norm){_P}",
      "norm.post_attn_out"),
     (rf"(?:post_feedforward_layernorm|post_mlp_layernorm|post_ffn_norm|post_norm2){_P}", "norm.post_mlp"),
+    # --- the layer's output times a stored scalar (Gemma 4) ------------------------------------------------------
+    (r"layer_scalar", "layer_scalar"),
     # --- multi-token-prediction layers past the last decoder layer: inference never runs them ------------------
     (r"(?:enorm|hnorm|eh_proj|embed_tokens|shared_head\.(?:norm|head))\.weight", "drop"),
     (r".*rotary_emb\.inv_freq|attn\.(?:masked_bias|bias)", "drop"),

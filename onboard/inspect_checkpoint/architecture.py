@@ -53,6 +53,8 @@ class ArchFacts(msgspec.Struct, frozen=True):
     multimodal: tuple[str, ...]
     parallel_residual: bool
     ssm: Ssm | None = None
+    layer_kv: tuple[str, ...] = ()
+    """Features of how layers share or derive their keys and values (`_layer_kv`)."""
 
     def profile_fields(self) -> dict[str, Any]:
         """The facts a ModelProfile carries, by field name (the others, such as position_encoding, only feed
@@ -132,8 +134,29 @@ def analyze(cv: ConfigView, index: TensorIndex | None) -> tuple[ArchFacts, list[
         multimodal=_towers(cv, index),
         parallel_residual=_parallel(cv),
         ssm=ssm,
+        layer_kv=_layer_kv(cv, layers),
     )
     return facts, findings
+
+
+def _layer_kv(cv: ConfigView, layers: tuple[LayerInfo, ...]) -> tuple[str, ...]:
+    """Gemma 4's (and Gemma 3n's) key/value options as features: layers attending over an earlier layer's keys and
+    values (num_kv_shared_layers, or Kolibri's kv_source_layers; the headers show them as layers without k/v
+    projections), keys used as the values (attention_k_eq_v), a double-wide MLP on the KV-shared layers
+    (use_double_wide_mlp), and attention that is not causal (use_bidirectional_attention true or "all"; Gemma 4's
+    "vision" concerns image tokens only)."""
+    out = []
+    shared = cv.int("num_kv_shared_layers", default=0) or 0
+    sources = cv.get("kv_source_layers")
+    if shared > 0 or (isinstance(sources, list) and any(s != i for i, s in enumerate(sources))):
+        out.append("kv_shared_layers")
+    if cv.get("use_double_wide_mlp", default=False) is True and out:  # only the KV-shared layers are wider
+        out.append("double_wide_mlp")
+    if cv.get("attention_k_eq_v", default=False) is True:
+        out.append("values_from_keys")
+    if cv.get("use_bidirectional_attention", default=None) in (True, "all"):
+        out.append("bidirectional_attention")
+    return tuple(out)
 
 
 def _dims(cv: ConfigView, mla: bool, lm: dict[str, TensorInfo] | None) -> Dims:

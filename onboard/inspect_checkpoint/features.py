@@ -40,6 +40,10 @@ FEATURES: dict[str, str] = {
     "query_pre_attn_scalar": "attention scale from query_pre_attn_scalar (Gemma 2/3)",
     "nope_temperature": "queries of the layers without rotary scaled up with the position (Llama 4's temperature "
     "tuning)",
+    "kv_shared_layers": "layers attending over an earlier layer's keys and values, caching none (Gemma 3n / 4)",
+    "double_wide_mlp": "the KV-shared layers' MLP twice as wide (Gemma 4's use_double_wide_mlp)",
+    "values_from_keys": "no value projection on some layers: the keys are the values (Gemma 4's attention_k_eq_v)",
+    "bidirectional_attention": "attention sees later tokens too (use_bidirectional_attention): not a causal LM",
     "norm_offset": "RMSNorm weight applied as (1 + w) (Gemma, Qwen3-Next)",
     "layernorm": "LayerNorm (mean-centred) instead of RMSNorm",
     "sandwich_norm": "norms both before and after each sub-block (Gemma 2/3)",
@@ -145,4 +149,5 @@ def derive(facts: ArchFacts) -> tuple[str, ...]:
         out.append("plain_mlp")
     if facts.quantization:
         out.append(quantized_feature(facts.quantization.method))
+    out += facts.layer_kv
     return tuple(out)

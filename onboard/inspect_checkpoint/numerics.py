@@ -14,10 +14,11 @@ from onboard.inspect_checkpoint.config_view import ConfigView
 from onboard.inspect_checkpoint.lm_view import in_layer, shape_of
 from onboard.profile import Dims, Multipliers, Norms, Rope
 
-# Families that apply the RMSNorm weight as (1 + w).
+# Families that apply the RMSNorm weight as (1 + w). Not Gemma 4: its Gemma4RMSNorm multiplies by the weight itself
+# (initialised to ones).
 NORM_OFFSET_TYPES = {"gemma", "gemma2", "gemma3", "gemma3_text", "gemma3n_text", "recurrent_gemma", "vaultgemma",
-                     "qwen3_next", "qwen3_5", "qwen3_5_moe", "qwen3_5_text", "qwen3_5_moe_text", "gemma4", "gemma4_text",
-                     "t5gemma", "nemotron"}  # fmt: skip
+                     "qwen3_next", "qwen3_5", "qwen3_5_moe", "qwen3_5_text", "qwen3_5_moe_text", "t5gemma",
+                     "nemotron"}  # fmt: skip
 # Families whose norm is RMSNorm although the config key says layer_norm_epsilon.
 # Llama 4: use_qk_norm (default true) normalises q and k without a weight after the rotary embedding, on the rotary
 # layers only (Llama4TextL2Norm); no tensor shows it.
@@ -31,7 +32,8 @@ LAYER_NORM_TYPES = {"olmo"}
 # Jamba: their attention has no rotary; the Mamba layers carry the order).
 NOPE_TYPES = {"nemotron_h", "jamba"}
 # Families scaling the token embedding by sqrt(hidden_size) in the forward pass.
-SQRT_EMBED_SCALE_TYPES = {"gemma", "gemma2", "gemma3", "gemma3_text", "recurrent_gemma", "vaultgemma", "gemma4_text"}
+SQRT_EMBED_SCALE_TYPES = {"gemma", "gemma2", "gemma3", "gemma3_text", "recurrent_gemma", "vaultgemma", "gemma4_text",
+                          "gemma4_unified_text"}  # fmt: skip
 
 # Per-family activation forced by the modelling code regardless of the config value (BUGZOO B19).
 FORCED_ACTIVATION = {"gemma": "gelu_pytorch_tanh"}

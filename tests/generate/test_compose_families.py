@@ -439,7 +439,11 @@ def test_llama4_text_composes_and_each_mechanism_is_load_bearing(tiny, tmp_path:
         "rope_interleaved=True": "rope_interleaved=False",
     }  # fmt: skip
     _each_taken_out_fails_parity(ckpt, source, taken_out, tmp_path)
-    with without_family_fact("llama4_text"):
+    _fails_without_family_facts(ckpt, "llama4_text", tmp_path)
+
+
+def _fails_without_family_facts(ckpt: Path, model_type: str, tmp_path: Path) -> None:
+    with without_family_fact(model_type):
         plain = composed_adapter(ckpt, tmp_path / "no-fact")
     assert not check_parity(plain, ckpt)["passed"]
 
@@ -500,13 +504,15 @@ def test_xglm_sinusoidal_positions_compose(tiny, tmp_path: Path) -> None:
     assert [s.op for s in stubbed.stubs] == ["absolute_positions"]
 
 
-def test_falcon_h1_composes_and_each_multiplier_is_load_bearing(tiny, tmp_path: Path) -> None:
-    """Falcon-H1: a Mamba-2 mixer beside attention in every layer, both reading one norm's output, their outputs
-    scaled and summed into the residual; muP multipliers on the mixer's input and in_proj parts, on the keys and on the
-    MLP's gate and output. The tiny config sets each multiplier off 1 and the gated norm on. Parity passes in float32
-    and bfloat16, and the adapter with any one of them taken out fails it."""
-    ckpt, source = _composed_passing_parity(tiny, "falcon_h1", tmp_path)
-    taken_out = {
+# Mechanisms of a composed family, each as the adapter reads it (whitespace collapsed) and what replaces it to take it
+# out: parity passes in float32 and bfloat16, and the adapter with any one of them taken out fails it (those the
+# tensors' shapes enforce fail at load, which parity reports as a failure too); with family facts, composing without
+# them fails too.
+LOAD_BEARING: dict[str, dict[str, str]] = {
+    # Falcon-H1: a Mamba-2 mixer beside attention in every layer, both reading one norm's output, their outputs scaled
+    # and summed into the residual; muP multipliers on the mixer's input and in_proj parts, on the keys and on the
+    # MLP's gate and output. The tiny config sets each multiplier off 1 and the gated norm on.
+    "falcon_h1": {
         "key_multiplier=args.key_multiplier": "key_multiplier=None",
         "in_multiplier=args.ssm_in_multiplier": "in_multiplier=1.0",
         "zxbcdt_multipliers=args.ssm_multipliers": "zxbcdt_multipliers=None",
@@ -514,5 +520,28 @@ def test_falcon_h1_composes_and_each_multiplier_is_load_bearing(tiny, tmp_path: 
         "norm_before_gate=args.mamba_norm_before_gate": "norm_before_gate=True",
         "self.mixer_scales = (args.attention_in_multiplier, args.attention_out_multiplier, args.ssm_out_multiplier)":
             "self.mixer_scales = (args.attention_in_multiplier, args.attention_out_multiplier, 1.0)",
-    }  # fmt: skip
-    _each_taken_out_fails_parity(ckpt, source, taken_out, tmp_path)
+    },
+    # Gemma 4 (unified text): full-attention layers with their own head size and KV heads (per_layer_config) whose
+    # keys are their values (attention_k_eq_v: no v_proj stored), the last two layers attending over the keys and
+    # values of the last earlier layer of their type (num_kv_shared_layers: no k/v projections stored) with a
+    # double-wide MLP there, values normalised without a weight, q·k unscaled, a stored scalar on each layer's output.
+    "gemma4_unified_text": {
+        "v_norm_eps=args.rms_norm_eps": "v_norm_eps=None",
+        "scale=1.0": "scale=None",
+        "* self.layer_scalar": "",
+        "values_from_keys=args.attention_k_eq_v and layer_type != SLIDING": "values_from_keys=False",
+        "self.kv_source = kv_shared_source(args.layer_types, args.num_kv_shared_layers, i)": "self.kv_source = None",
+        "args = args.for_layer(i)": "",
+        "head_dim=head_dims(self.model.layers)": "",
+    },
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("model_type", list(LOAD_BEARING))
+def test_each_mechanism_of_a_composed_family_is_load_bearing(tiny, tmp_path: Path, model_type: str) -> None:
+    from onboard.generate_adapter.compose_knowledge import FAMILY_FACTS
+
+    ckpt, source = _composed_passing_parity(tiny, model_type, tmp_path)
+    _each_taken_out_fails_parity(ckpt, source, LOAD_BEARING[model_type], tmp_path)
+    if model_type in FAMILY_FACTS:
+        _fails_without_family_facts(ckpt, model_type, tmp_path)

@@ -218,3 +218,15 @@ def test_alibi_padded_rows_and_cached_decoding(tiny, tmp_path) -> None:
     model, rows = _composed(tiny, tmp_path, "bloom"), _rows()
     assert _worst_relative(model, rows) <= REL_TOL
     _decode_against_recompute(model, _rows(1))
+
+
+def test_kv_shared_layers_padded_rows_and_cached_decoding(tiny, tmp_path) -> None:
+    """Gemma 4's KV-shared layers (a composed adapter): they attend over their source layer's keys and values,
+    which that layer keeps in the same cache entry; a left-padded row equals the row alone, greedy decoding with the
+    cache equals recomputing each row from scratch, and the shared layers cache nothing of their own."""
+    model, rows = _composed(tiny, tmp_path, "gemma4_unified_text"), _rows()
+    assert _worst_relative(model, rows) <= REL_TOL
+    cache = _decode_against_recompute(model, _rows(1))
+    sources = [getattr(layer, "kv_source", None) for layer in model.model.layers]
+    assert sources == [None, None, 0, 1]  # the last two layers read the last earlier layer of their type
+    assert [layer.k is None for layer in cache.layers] == [False, False, True, True]

@@ -27,3 +27,18 @@ def test_kv_shared_layers_cache_nothing(tmp_path, model_type: str, overrides: di
     assert kv["per_layer"][-1]["kv_bytes_per_token"] == 0  # the premise: transformers caches nothing there
     plan = inspect(str(folder), kv_dtype="float32", max_model_len=kv["probe_tokens"][-1]).memory
     assert plan.kv_bytes_per_token == kv["kv_bytes_per_token"]
+
+
+def test_gemma4_key_value_options_are_features_not_unknown_fields(tmp_path) -> None:
+    """What Gemma 4's config keys do to the keys and values is in the profile's features (so `inspect` compares it
+    with known families and composition acts on it), and none of them is reported as an unknown field. Its
+    use_bidirectional_attention "vision" concerns image tokens (text stays causal); "all" is a feature, which
+    composition refuses by name."""
+    folder = make_tiny_checkpoint("gemma4_unified_text", tmp_path / "g4")
+    profile = inspect(str(folder))
+    assert {"kv_shared_layers", "double_wide_mlp", "values_from_keys"} <= set(profile.features)
+    assert "bidirectional_attention" not in profile.features and "norm_offset" not in profile.features
+    assert not [f for f in profile.findings if f.code == "config-unknown-field"], profile.findings
+    both_ways = make_tiny_checkpoint("gemma4_unified_text", tmp_path / "all",
+                                     overrides={"use_bidirectional_attention": "all"})  # fmt: skip
+    assert "bidirectional_attention" in inspect(str(both_ways)).features

@@ -126,10 +126,13 @@ def test_global_head_dim_without_per_layer_config(model_type: str) -> None:
     folder, truth = measured(model_type)
     config = json.loads((folder / "config.json").read_text())
     overrides = config.pop("per_layer_config")
-    ((index, own),) = overrides.items()
+    own = next(iter(overrides.values()))  # every full-attention layer's: one head size (and KV heads) for them all
     config["global_head_dim"] = own["head_dim"]
+    if "num_key_value_heads" in own:  # attention_k_eq_v: the full layers' own KV heads
+        config["num_global_key_value_heads"] = own["num_key_value_heads"]
+    full = [str(i) for i, t in enumerate(config["layer_types"]) if t == "full_attention"]
     rebuilt = CONFIG_MAPPING[model_type](**config).to_dict()["per_layer_config"]
-    assert {str(k): v for k, v in rebuilt.items()} == overrides == {index: {"head_dim": own["head_dim"]}}
+    assert {str(k): v for k, v in rebuilt.items()} == overrides == dict.fromkeys(full, own)
     kv = truth["kv_cache"]
     memory = profile_from_parts(config, None, kv_dtype="float32", max_model_len=kv["probe_tokens"][-1]).memory
     assert memory.kv_bytes_per_token == kv["kv_bytes_per_token"] > 0

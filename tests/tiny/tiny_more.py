@@ -59,7 +59,12 @@ MORE: dict[str, dict[str, Any]] = {
     "minimax_m3_vl_text": derive(LLAMA, num_local_experts=4, num_experts_per_tok=2, dense_intermediate_size=128,
                                  shared_intermediate_size=32, rotary_dim=8, index_n_heads=2, index_head_dim=16,
                                  index_block_size=4, index_topk_blocks=2),
-    "gemma4_unified_text": derive(LLAMA, layer_types=SLIDING_FULL, sliding_window=WINDOW),
+    # Every Gemma 4 mechanism on: full-attention layers with their own head size and one KV head whose keys are
+    # its values (k_eq_v), the last two layers reusing the KV of the last earlier layer of their type, with a
+    # double-wide MLP there.
+    "gemma4_unified_text": derive(LLAMA, num_hidden_layers=4, layer_types=SLIDING_FULL * 2, sliding_window=WINDOW,
+                                  global_head_dim=32, num_global_key_value_heads=1, attention_k_eq_v=True,
+                                  num_kv_shared_layers=2, use_double_wide_mlp=True),
     "inkling_text": derive(LLAMA, swa_num_attention_heads=4, swa_num_key_value_heads=2, swa_head_dim=16,
                            sliding_window_size=WINDOW, d_rel=4, rel_extent=32, n_routed_experts=4,
                            num_experts_per_tok=2, moe_intermediate_size=24, n_shared_experts=1),
