@@ -72,6 +72,8 @@ class AttentionContext:
     positions: torch.Tensor | None = None
     """This call's token positions [1 or B, S] (a padded row's start at its first real token), for blocks whose
     computation depends on the position beyond the rotary tables (Beam's query scaling)."""
+    layer_input: torch.Tensor | None = None
+    """This layer's per-layer input [B, S, dim] (Gemma 4's per-layer embeddings), for the layer itself."""
 
 
 def _same_chunk(ctx: AttentionContext, q_len: int, kv_len: int, chunk: int) -> torch.Tensor:

@@ -49,6 +49,8 @@ IMPORTABLE: dict[str, tuple[int, str]] = {
     "XIELUMLP": (2, "onboard.generate_adapter.extra_blocks"),
     "LearnedPositions": (2, "onboard.generate_adapter.composed_blocks"),
     "SinusoidalPositions": (2, "onboard.generate_adapter.composed_blocks"),
+    "PerLayerInputs": (2, "onboard.generate_adapter.composed_blocks"),
+    "PerLayerGate": (2, "onboard.generate_adapter.composed_blocks"),
     "MLA_LATENT_NORM_EPS": (2, "onboard.generate_adapter.composed_blocks"),
     "FULL": (2, "onboard.generate_adapter.runtime"),
     "SLIDING": (2, "onboard.generate_adapter.runtime"),
@@ -117,15 +119,26 @@ def _aliases(aliases: dict[str, tuple[str, ...]]) -> str:
 
 
 def _forward(
-    placement: str, names: tuple[str, ...], mlp: str, scale: str, residual_fp32: bool, layer_scalar: bool = False
+    placement: str,
+    names: tuple[str, ...],
+    mlp: str,
+    scale: str,
+    residual_fp32: bool,
+    layer_scalar: bool = False,
+    layer_gate: bool = False,
 ) -> list[str]:
     slots = {f"n{k}": name for k, name in enumerate(names)}
     residual = "x.float() if self.residual_in_fp32 else x" if residual_fp32 else "x"
     lines = [line.format(mlp=mlp, scale=scale, residual=residual, **slots) for line in FORWARD[placement]]
-    if layer_scalar:  # the whole layer's output (both residual additions) times the stored scalar
-        if any(line.startswith("    return ") for line in lines):
-            raise ValueError(f"layer_scalar with the {placement!r} placement's early returns")
-        lines[-1] = f"return ({lines[-1].removeprefix('return ')}) * self.layer_scalar"
+    if not (layer_scalar or layer_gate):
+        return lines
+    if any(line.startswith("    return ") for line in lines):
+        raise ValueError(f"a layer scalar or per-layer input with the {placement!r} placement's early returns")
+    # Gemma 4: the per-layer input gated into the residual after the MLP, then the whole layer times its scalar
+    lines[-1] = "x = " + lines[-1].removeprefix("return ")
+    if layer_gate:
+        lines.append("x = x + self.per_layer(x, ctx.layer_input if ctx is not None else None)")
+    lines.append("return x * self.layer_scalar" if layer_scalar else "return x")
     return lines
 
 
@@ -219,6 +232,7 @@ def adapter_source(plan: AdapterPlan) -> str:
             " * self.residual_scale" if spec.residual_scale else "",
             bool(spec.residual_fp32),
             spec.layer_scalar,
+            bool(spec.layer_gate),
         ),  # fmt: skip
         "embed_scale": spec.embed_scale,
         "lm_head": "LMHead(args.hidden_size, args.vocab_size, tied_to=tied"
@@ -228,6 +242,8 @@ def adapter_source(plan: AdapterPlan) -> str:
         "per_layer_args": spec.per_layer_args,
         "kv_source": spec.kv_source,
         "layer_scalar": spec.layer_scalar,
+        "per_layer_inputs": spec.per_layer_inputs,
+        "layer_gate": spec.layer_gate,
         "positions": spec.positions,
         "embed_norm": spec.embed_norm,
         "side_mixer": spec.side_mixer,

@@ -129,6 +129,11 @@ class ArchSpec:
     own); the layer's `kv_source`, which AdapterModel.forward and `Attention(kv_shared=...)` act on."""
     layer_scalar: bool = False
     """The layer's output times a stored scalar (`layer_scalar`, Gemma 4)."""
+    per_layer_inputs: str | None = None
+    """Expression over args: the model's per-layer embeddings (`model.per_layer_inputs`, a PerLayerInputs)."""
+    layer_gate: str | None = None
+    """Expression over args: the layer's gate of its per-layer input (`self.per_layer`, a PerLayerGate), added to the
+    residual after the MLP."""
 
 
 def _spec(model_type: str, summary: str, attention_expr: str, mlp: str, **kw) -> ArchSpec:

@@ -33,6 +33,7 @@ from onboard.generate_adapter.compose_mixers import (
 )
 from onboard.generate_adapter.compose_moe import moe_expression
 from onboard.generate_adapter.compose_norms import norms, sub_norm
+from onboard.generate_adapter.compose_per_layer import per_layer_inputs
 from onboard.generate_adapter.compose_rules import (
     Composition,
     Fields,
@@ -137,6 +138,7 @@ class Composer:
             self.stub(op, reason)  # stubs are reported as stubs, not as facts applied
         self.unknown_tensor_stubs()
         self.layer_kv = layer_kv(self)
+        ple_model, ple_layer = per_layer_inputs(self)
         attn = self.attention()
         mlp, moe_layer = self.feed_forward()
         norm, placement, norm_names = norms(self)
@@ -190,6 +192,8 @@ class Composer:
             per_layer_args=self.layer_kv.per_layer_args,
             kv_source=self.layer_kv.kv_source,
             layer_scalar=self.layer_kv.layer_scalar,
+            per_layer_inputs=ple_model,
+            layer_gate=ple_layer,
         )
         unique = {s.op: s for s in reversed(self.stubs)}
         stubs = tuple(sorted(unique.values(), key=lambda s: s.op))

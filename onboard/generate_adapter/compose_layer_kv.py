@@ -75,11 +75,7 @@ def layer_kv(c: ComposerParts) -> LayerKV:
             if "use_double_wide_mlp" in read:
                 wide = read["use_double_wide_mlp"]
                 out.mlp_width = f"args.intermediate_size * (2 if {wide} and self.kv_source is not None else 1)"
-    if (
-        "kv_shared_layers" in c.p.features
-        and out.kv_source is None
-        and not any(stub.op == "kv_shared_layers" for stub in getattr(c, "stubs", ()))
-    ):  # the config shares KV, yet every layer stores key projections (Gemma 3n keeps the shared layers' unused)
+    elif "kv_shared_layers" in c.p.features:  # shared KV by config.json, yet every layer stores key projections
         c.stub("kv_shared_layers", "config.json makes the last layers attend over an earlier layer's keys and "
                "values, but every layer stores its own key projection: which ones are used is not shown")  # fmt: skip
     _values_from_keys(c, out, own, read.get("attention_k_eq_v"))

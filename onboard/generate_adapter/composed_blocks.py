@@ -5,6 +5,9 @@
   positions rotary tables get (cache offset and left padding included).
 - `SinusoidalPositions`: fixed sinusoidal absolute positions, computed, never stored (XGLM, fairseq's tables).
 - `MLA_LATENT_NORM_EPS`: the eps of MLA's q_a_layernorm / kv_a_layernorm.
+- `PerLayerInputs` / `PerLayerGate`: Gemma 4's per-layer embeddings (PLE): one vector per token and layer, computed
+  once from the token and its embedding (`AdapterModel.forward` hands layer i its slice as `ctx.layer_input`), which
+  each layer gates into its output.
 """
 
 from __future__ import annotations
@@ -14,6 +17,9 @@ import math
 import torch
 import torch.nn.functional as F
 from torch import nn
+
+from onboard.blocks.embeddings import Embedding
+from onboard.blocks.mlp import ACTIVATIONS
 
 # transformers' MLA families (DeepSeek V2 / V3 / V3.2, GLM-4-MoE-Lite, GLM-MoE-DSA, Youtu, MiniCPM3) build the latent
 # norms with the RMSNorm default eps, whatever config.rms_norm_eps says (GLM-4-MoE-Lite: 1e-5 there).
@@ -54,3 +60,40 @@ class SinusoidalPositions(nn.Module):
         if self.padding_idx is not None:
             out = out.masked_fill((positions + self.offset == self.padding_idx)[..., None], 0.0)
         return out
+
+
+class PerLayerInputs(nn.Module):
+    """[B, S, layers, dim] from the token ids and the (scaled) token embeddings, as Gemma 4's
+    get_per_layer_inputs + project_per_layer_inputs: (norm(projection(embeddings) / sqrt(hidden)) + embed(ids)) /
+    sqrt(2), `embed` a [vocab, layers * dim] table scaled by sqrt(dim), `norm` the family's norm over dim."""
+
+    def __init__(self, vocab_size: int, hidden_size: int, layers: int, dim: int, norm: nn.Module) -> None:
+        super().__init__()
+        self.embed = Embedding(vocab_size, layers * dim, scale=dim**0.5)
+        self.projection = nn.Linear(hidden_size, layers * dim, bias=False)
+        self.norm = norm
+        self.layers, self.dim, self.hidden_size = layers, dim, hidden_size
+
+    def forward(self, input_ids: torch.Tensor, embeddings: torch.Tensor) -> torch.Tensor:
+        shape = (*embeddings.shape[:-1], self.layers, self.dim)
+        projected = self.norm((self.projection(embeddings) * self.hidden_size**-0.5).reshape(shape))
+        return (projected + self.embed(input_ids).reshape(shape)) * 2**-0.5
+
+
+class PerLayerGate(nn.Module):
+    """A layer's use of its per-layer input: norm(projection(act(gate(x)) * layer_input)), added to the residual by
+    the layer (Gemma 4's per_layer_input_gate, per_layer_projection, post_per_layer_input_norm)."""
+
+    def __init__(self, hidden_size: int, dim: int, activation: str, norm: nn.Module) -> None:
+        super().__init__()
+        if activation not in ACTIVATIONS:
+            raise ValueError(f"PerLayerGate: activation {activation!r} is not one of {sorted(ACTIVATIONS)}")
+        self.gate = nn.Linear(hidden_size, dim, bias=False)
+        self.projection = nn.Linear(dim, hidden_size, bias=False)
+        self.norm = norm
+        self.act = ACTIVATIONS[activation]
+
+    def forward(self, x: torch.Tensor, layer_input: torch.Tensor | None) -> torch.Tensor:
+        if layer_input is None:
+            raise ValueError("PerLayerGate: no per-layer input for this layer (ctx.layer_input)")
+        return self.norm(self.projection(self.act(self.gate(x)) * layer_input))

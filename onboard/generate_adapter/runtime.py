@@ -274,10 +274,13 @@ class AdapterModel(nn.Module):
         embed_norm = getattr(self.model, "embed_norm", None)
         if embed_norm is not None:  # NanoChat normalises the embeddings before the first layer
             x = embed_norm(x)
+        per_layer = getattr(self.model, "per_layer_inputs", None)  # Gemma 4's per-layer embeddings, [B, S, L, D]
+        layer_inputs = per_layer(input_ids, x) if per_layer is not None else None
         hidden = [x]
         for i, layer in enumerate(self.model.layers):
             cos, sin = tables[layer.rope_kind] if layer.rope_kind is not None else (None, None)
-            x = layer(x, cos, sin, AttentionContext(key_mask, kv[i], positions))
+            own = layer_inputs[:, :, i] if layer_inputs is not None else None
+            x = layer(x, cos, sin, AttentionContext(key_mask, kv[i], positions, own))
             if return_hidden_states:
                 hidden.append(x)
         if cache is not None:

@@ -104,6 +104,8 @@ LAYER_PATTERNS: tuple[tuple[str, str], ...] = (
     (rf"(?:post_feedforward_layernorm|post_mlp_layernorm|post_ffn_norm|post_norm2){_P}", "norm.post_mlp"),
     # --- the layer's output times a stored scalar (Gemma 4) ------------------------------------------------------
     (r"layer_scalar", "layer_scalar"),
+    # --- the layer's gate of its per-layer input (Gemma 4's per-layer embeddings) ----------------------------------
+    (rf"(?P<part>per_layer_input_gate|per_layer_projection|post_per_layer_input_norm){_P}", "ple.layer"),
     # --- multi-token-prediction layers past the last decoder layer: inference never runs them ------------------
     (r"(?:enorm|hnorm|eh_proj|embed_tokens|shared_head\.(?:norm|head))\.weight", "drop"),
     (r".*rotary_emb\.inv_freq|attn\.(?:masked_bias|bias)", "drop"),
@@ -111,6 +113,8 @@ LAYER_PATTERNS: tuple[tuple[str, str], ...] = (
 
 # (regex over a whole name outside the decoder layers, role).
 TOP_PATTERNS: tuple[tuple[str, str], ...] = (
+    # Gemma 4's per-layer embeddings: a [vocab, layers x dim] table, a projection of the embeddings, and its norm
+    (rf"(?:.*\.)?(?P<part>embed_tokens_per_layer|per_layer_model_projection|per_layer_projection_norm){_P}", "ple"),
     (r"(?:.*\.)?(?:embed_tokens|wte|word_embeddings|embed_in|tok_embeddings|tokens_embed|embeddings)\.weight", "embed"),
     (r"(?:.*\.)?(?:wpe|positions_embed|embed_positions)\.weight", "positions"),
     (rf"(?:.*\.)?(?:norm|ln_f|final_layer_norm|final_layernorm|norm_f|final_norm|layer_norm){_P}", "final_norm"),

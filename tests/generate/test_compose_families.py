@@ -534,6 +534,13 @@ LOAD_BEARING: dict[str, dict[str, str]] = {
         "args = args.for_layer(i)": "",
         "head_dim=head_dims(self.model.layers)": "",
     },
+    # Gemma 4 text (E2B / E4B): per-layer embeddings, a second token table and a projection of the embeddings mixed
+    # into one vector per token and layer, each layer gating its own into the residual after the MLP.
+    "gemma4_text": {
+        "x = x + self.per_layer(x, ctx.layer_input if ctx is not None else None)": "",
+        "norm(args, args.hidden_size_per_layer_input)": "nn.Identity()",
+        "scale=1.0": "scale=None",
+    },
 }  # fmt: skip
 
 

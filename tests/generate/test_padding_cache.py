@@ -230,3 +230,12 @@ def test_kv_shared_layers_padded_rows_and_cached_decoding(tiny, tmp_path) -> Non
     sources = [getattr(layer, "kv_source", None) for layer in model.model.layers]
     assert sources == [None, None, 0, 1]  # the last two layers read the last earlier layer of their type
     assert [layer.k is None for layer in cache.layers] == [False, False, True, True]
+
+
+def test_per_layer_inputs_padded_rows_and_cached_decoding(tiny, tmp_path) -> None:
+    """Gemma 4's per-layer embeddings (a composed adapter) are computed for each call's own tokens: a left-padded row
+    equals the row alone, and greedy decoding with the cache equals recomputing each row from scratch."""
+    model, rows = _composed(tiny, tmp_path, "gemma4_text"), _rows()
+    assert model.model.per_layer_inputs is not None
+    assert _worst_relative(model, rows) <= REL_TOL
+    _decode_against_recompute(model, _rows(1))
