@@ -47,6 +47,7 @@ IMPORTABLE: dict[str, tuple[int, str]] = {
     "GptOssMoE": (2, "onboard.generate_adapter.extra_blocks"),
     "SparseMixerMoE": (2, "onboard.generate_adapter.extra_blocks"),
     "XIELUMLP": (2, "onboard.generate_adapter.extra_blocks"),
+    "DenseBesideMoE": (2, "onboard.generate_adapter.extra_blocks"),
     "LearnedPositions": (2, "onboard.generate_adapter.composed_blocks"),
     "SinusoidalPositions": (2, "onboard.generate_adapter.composed_blocks"),
     "PerLayerInputs": (2, "onboard.generate_adapter.composed_blocks"),
@@ -84,7 +85,7 @@ FORWARD: dict[str, tuple[str, ...]] = {
     "post": ("x = x + self.{n0}(self.self_attn(x, cos, sin, ctx))", "return x + self.{n1}(self.{mlp}(x))"),
     "sandwich": (
         "x = x + self.{n1}(self.self_attn(self.{n0}(x), cos, sin, ctx))",
-        "return x + self.{n3}(self.{mlp}(self.{n2}(x)))",
+        "return x + self.{n3}(self.{mlp}(self.{n2}(x){extra}))",
     ),
     "parallel": ("h = self.{n0}(x)", "return x + self.self_attn(h, cos, sin, ctx) + self.{mlp}(h)"),
     "parallel2": ("return x + self.self_attn(self.{n0}(x), cos, sin, ctx) + self.{mlp}(self.{n1}(x))",),
@@ -126,10 +127,14 @@ def _forward(
     residual_fp32: bool,
     layer_scalar: bool = False,
     layer_gate: bool = False,
+    mlp_reads_residual: bool = False,
 ) -> list[str]:
     slots = {f"n{k}": name for k, name in enumerate(names)}
     residual = "x.float() if self.residual_in_fp32 else x" if residual_fp32 else "x"
-    lines = [line.format(mlp=mlp, scale=scale, residual=residual, **slots) for line in FORWARD[placement]]
+    extra = ", x" if mlp_reads_residual else ""
+    lines = [line.format(mlp=mlp, scale=scale, residual=residual, extra=extra, **slots) for line in FORWARD[placement]]
+    if mlp_reads_residual and not any(", x)" in line for line in lines):
+        raise ValueError(f"a feed-forward block reading the residual with the {placement!r} placement")
     if not (layer_scalar or layer_gate):
         return lines
     if any(line.startswith("    return ") for line in lines):
@@ -233,6 +238,7 @@ def adapter_source(plan: AdapterPlan) -> str:
             bool(spec.residual_fp32),
             spec.layer_scalar,
             bool(spec.layer_gate),
+            spec.mlp_reads_residual,
         ),  # fmt: skip
         "embed_scale": spec.embed_scale,
         "lm_head": "LMHead(args.hidden_size, args.vocab_size, tied_to=tied"

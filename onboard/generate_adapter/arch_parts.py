@@ -129,6 +129,8 @@ class ArchSpec:
     own); the layer's `kv_source`, which AdapterModel.forward and `Attention(kv_shared=...)` act on."""
     layer_scalar: bool = False
     """The layer's output times a stored scalar (`layer_scalar`, Gemma 4)."""
+    mlp_reads_residual: bool = False
+    """The feed-forward block also reads the layer's residual (`self.mlp(norm(x), x)`: DenseBesideMoE)."""
     per_layer_inputs: str | None = None
     """Expression over args: the model's per-layer embeddings (`model.per_layer_inputs`, a PerLayerInputs)."""
     layer_gate: str | None = None

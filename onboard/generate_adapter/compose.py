@@ -32,6 +32,7 @@ from onboard.generate_adapter.compose_mixers import (
     mla_expression,
 )
 from onboard.generate_adapter.compose_moe import moe_expression
+from onboard.generate_adapter.compose_moe_beside import moe_beside
 from onboard.generate_adapter.compose_norms import norms, sub_norm
 from onboard.generate_adapter.compose_per_layer import per_layer_inputs
 from onboard.generate_adapter.compose_rules import (
@@ -84,6 +85,7 @@ class Composer:
         """Inspect's mixer kind -> the block expression composed for such layers (set by `attention`)."""
         self.moe_output_norm = False
         """The post-MLP norm is the MoE block's output norm (set by compose_moe, read by compose_norms)."""
+        self.mlp_reads_residual = False
         self.layer_kv = LayerKV()
         """How layers differ in their keys and values (compose_layer_kv: Gemma 4), set first by `run`."""
         self.acknowledged: set[str] = set()
@@ -192,6 +194,7 @@ class Composer:
             per_layer_args=self.layer_kv.per_layer_args,
             kv_source=self.layer_kv.kv_source,
             layer_scalar=self.layer_kv.layer_scalar,
+            mlp_reads_residual=self.mlp_reads_residual,
             per_layer_inputs=ple_model,
             layer_gate=ple_layer,
         )
@@ -355,8 +358,13 @@ class Composer:
         if any(layer.mlp == "none" for layer in layers):
             self.stub("mlp_free_layers", "layers without a feed-forward block are not composed")
         moe = [layer.mlp == "moe" for layer in layers]
+        if self.roles.has("moe_beside"):  # Gemma 4: experts beside every layer's dense MLP, in the same slot
+            beside = moe_beside(self, self.dense_mlp(required=True))
+            self.mlp_reads_residual = beside is not None
+            return beside or PLACEHOLDER_MLP, None
         dense = self.dense_mlp(required=not all(moe))
         if not any(moe):
+            moe_beside(self, dense)  # reads enable_moe_block, refused when true
             return dense, None
         sparse = self.moe()
         if all(moe):

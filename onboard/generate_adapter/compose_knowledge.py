@@ -90,9 +90,6 @@ GUARDS: dict[str, tuple[str, str, str, str]] = {
     # Gemma 4's "vision" makes only image tokens attend both ways: text, all an adapter reads, stays causal
     "use_bidirectional_attention": ("bool | str | None", "False", 'self.use_bidirectional_attention in (True, "all")',
                                     "attention is bidirectional, not causal"),
-    # Gemma 4 26B-A4B: a routed MoE block beside each layer's dense MLP (its own router norm, scales and norms)
-    "enable_moe_block": ("bool", "False", "self.enable_moe_block", "a MoE block beside the dense MLP (Gemma 4's "
-                         "router and experts) is not in the block library"),
     # OPT: the same tensor names for its pre-norm layers and OPT-350m's post-norm ones; 350m also projects the
     # embeddings in and out of a narrower width
     "do_layer_norm_before": ("bool", "True", "not self.do_layer_norm_before",

@@ -7,6 +7,7 @@ They belong in `onboard/blocks/` (owned by the kernels engineer); once there, th
   `alpha` and `(up + 1)`, gate/up interleaved along the last dim (gpt-oss checkpoint layout [E, hidden, 2I]).
 - `SparseMixerMoE`: PhiMoE's sparsemixer top-2 routing (eval path: masked softmax around each pick).
 - `XIELUMLP`: Apertus' plain MLP with the learned xIELU activation.
+- `DenseBesideMoE`: Gemma 4's feed-forward slot with a routed MoE beside the dense MLP (enable_moe_block).
 """
 
 from __future__ import annotations
@@ -15,7 +16,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from onboard.blocks.mlp import GatedMLP
 from onboard.blocks.moe import MoE
+from onboard.blocks.norms import rms_normalize
 
 
 def run_experts(
@@ -129,3 +132,47 @@ class XIELUMLP(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.down_proj(self.act_fn(self.up_proj(x)))
+
+
+class DenseBesideMoE(GatedMLP):
+    """Gemma 4's feed-forward slot with `enable_moe_block`: the dense MLP (GatedMLP's parameters) on the normed input
+    h, and beside it routed experts on the layer's residual x through their own norm, each output normed and the two
+    summed: post_dense_norm(mlp(h)) + post_moe_norm(experts(pre_moe_norm(x))). The router reads x normalised
+    without a weight, times `router_scale` and 1 / sqrt(hidden); softmax over all experts in float32, top-k,
+    renormalised, times `per_expert_scale` of the chosen (Gemma4TextRouter). Experts stored [E, 2I, hidden] (gate
+    rows first) and [E, hidden, I]."""
+
+    def __init__(
+        self,
+        hidden_size: int,
+        intermediate_size: int,
+        moe_intermediate_size: int,
+        num_experts: int,
+        top_k: int,
+        activation: str,
+        norms: tuple[nn.Module, nn.Module, nn.Module],
+        eps: float,
+    ) -> None:
+        super().__init__(hidden_size, intermediate_size, activation)
+        self.top_k, self.eps, self.hidden_size = top_k, eps, hidden_size
+        self.router = nn.Linear(hidden_size, num_experts, bias=False)
+        self.router_scale = nn.Parameter(torch.ones(hidden_size))
+        self.per_expert_scale = nn.Parameter(torch.ones(num_experts))
+        self.experts_gate_up = nn.Parameter(torch.zeros(num_experts, 2 * moe_intermediate_size, hidden_size))
+        self.experts_down = nn.Parameter(torch.zeros(num_experts, hidden_size, moe_intermediate_size))
+        self.post_dense_norm, self.pre_moe_norm, self.post_moe_norm = norms
+
+    def _expert(self, e: int, h: torch.Tensor) -> torch.Tensor:
+        gate, up = F.linear(h, self.experts_gate_up[e]).chunk(2, dim=-1)
+        return F.linear(self.act(gate, up), self.experts_down[e])
+
+    def forward(self, h: torch.Tensor, residual: torch.Tensor | None = None) -> torch.Tensor:
+        if residual is None:
+            raise ValueError("DenseBesideMoE: the experts read the layer's residual (the layer passes it)")
+        dense = self.post_dense_norm(super().forward(h))
+        tokens = residual.reshape(-1, residual.shape[-1])
+        scores = self.router(rms_normalize(tokens, self.eps) * self.router_scale * self.hidden_size**-0.5)
+        weights, indices = torch.softmax(scores, dim=-1, dtype=torch.float32).topk(self.top_k, dim=-1)
+        weights = weights / weights.sum(dim=-1, keepdim=True) * self.per_expert_scale[indices]
+        routed = run_experts(self.pre_moe_norm(tokens), weights, indices, self._expert)
+        return dense + self.post_moe_norm(routed.view(residual.shape))

@@ -67,6 +67,10 @@ LAYER_PATTERNS: tuple[tuple[str, str], ...] = (
     (r"linear_attn\.(?P<part>dt_bias|A_log)", "deltanet"),
     # --- gated short convolution, the token mixer of some layers (LFM2's `conv` layers) -------------------------
     (rf"(?:conv|short_conv)\.(?P<part>in_proj|conv|out_proj){_P}", "conv"),
+    # --- Gemma 4's routed experts beside the dense MLP: at the layer's own level, with their own norms ------------
+    (r"(?P<part>experts\.gate_up_proj|experts\.down_proj|router\.proj\.weight|router\.scale|router\.per_expert_scale|"
+     r"post_feedforward_layernorm_1\.weight|post_feedforward_layernorm_2\.weight|pre_feedforward_layernorm_2\.weight)",
+     "moe_beside"),
     # --- mixture of experts (before the dense MLP: expert and router names reuse gate/up/down) -----------------
     (rf"{_MOE}\.(?:gate|router|router\.layer|gate\.wg|router\.gate)\.weight", "moe.router"),
     (rf"{_MOE}\.router\.bias", "moe.router_linear_bias"),  # gpt-oss: a bias on the router's logits

@@ -53,8 +53,8 @@ class ArchFacts(msgspec.Struct, frozen=True):
     multimodal: tuple[str, ...]
     parallel_residual: bool
     ssm: Ssm | None = None
-    layer_kv: tuple[str, ...] = ()
-    """Features of how layers share or derive their keys and values (`_layer_kv`)."""
+    layer_options: tuple[str, ...] = ()
+    """Features of Gemma 4's layer options (`_layer_options`)."""
 
     def profile_fields(self) -> dict[str, Any]:
         """The facts a ModelProfile carries, by field name (the others, such as position_encoding, only feed
@@ -134,17 +134,18 @@ def analyze(cv: ConfigView, index: TensorIndex | None) -> tuple[ArchFacts, list[
         multimodal=_towers(cv, index),
         parallel_residual=_parallel(cv),
         ssm=ssm,
-        layer_kv=_layer_kv(cv, layers),
+        layer_options=_layer_options(cv),
     )
     return facts, findings
 
 
-def _layer_kv(cv: ConfigView, layers: tuple[LayerInfo, ...]) -> tuple[str, ...]:
-    """Gemma 4's (and Gemma 3n's) key/value options as features: layers attending over an earlier layer's keys and
+def _layer_options(cv: ConfigView) -> tuple[str, ...]:
+    """Gemma 4's (and Gemma 3n's) layer options as features: layers attending over an earlier layer's keys and
     values (num_kv_shared_layers, or Kolibri's kv_source_layers; the headers show them as layers without k/v
-    projections), keys used as the values (attention_k_eq_v), a double-wide MLP on the KV-shared layers
-    (use_double_wide_mlp), and attention that is not causal (use_bidirectional_attention true or "all"; Gemma 4's
-    "vision" concerns image tokens only)."""
+    projections), a double-wide MLP on those layers (use_double_wide_mlp), keys used as the values
+    (attention_k_eq_v), attention that is not causal (use_bidirectional_attention true or "all"; "vision" concerns
+    image tokens only), per-layer embeddings (hidden_size_per_layer_input, vocab_size_per_layer_input), and routed
+    experts beside the dense MLP (enable_moe_block)."""
     out = []
     shared = cv.int("num_kv_shared_layers", default=0) or 0
     sources = cv.get("kv_source_layers")
@@ -156,6 +157,10 @@ def _layer_kv(cv: ConfigView, layers: tuple[LayerInfo, ...]) -> tuple[str, ...]:
         out.append("values_from_keys")
     if cv.get("use_bidirectional_attention", default=None) in (True, "all"):
         out.append("bidirectional_attention")
+    if (cv.int("hidden_size_per_layer_input", default=0) or 0) > 0 and cv.int("vocab_size_per_layer_input"):
+        out.append("per_layer_embeddings")
+    if cv.get("enable_moe_block", default=False) is True:
+        out.append("moe_beside_mlp")
     return tuple(out)
 
 

@@ -44,6 +44,8 @@ FEATURES: dict[str, str] = {
     "double_wide_mlp": "the KV-shared layers' MLP twice as wide (Gemma 4's use_double_wide_mlp)",
     "values_from_keys": "no value projection on some layers: the keys are the values (Gemma 4's attention_k_eq_v)",
     "bidirectional_attention": "attention sees later tokens too (use_bidirectional_attention): not a causal LM",
+    "per_layer_embeddings": "a second token table with one vector per layer, gated into each layer (Gemma 3n / 4)",
+    "moe_beside_mlp": "routed experts beside each layer's dense MLP, summed (Gemma 4's enable_moe_block)",
     "norm_offset": "RMSNorm weight applied as (1 + w) (Gemma, Qwen3-Next)",
     "layernorm": "LayerNorm (mean-centred) instead of RMSNorm",
     "sandwich_norm": "norms both before and after each sub-block (Gemma 2/3)",
@@ -149,5 +151,5 @@ def derive(facts: ArchFacts) -> tuple[str, ...]:
         out.append("plain_mlp")
     if facts.quantization:
         out.append(quantized_feature(facts.quantization.method))
-    out += facts.layer_kv
+    out += facts.layer_options
     return tuple(out)

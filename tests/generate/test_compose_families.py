@@ -552,3 +552,29 @@ def test_each_mechanism_of_a_composed_family_is_load_bearing(tiny, tmp_path: Pat
     _each_taken_out_fails_parity(ckpt, source, LOAD_BEARING[model_type], tmp_path)
     if model_type in FAMILY_FACTS:
         _fails_without_family_facts(ckpt, model_type, tmp_path)
+
+
+def test_gemma4_experts_beside_the_dense_mlp(tmp_path: Path) -> None:
+    """Gemma 4 26B-A4B's layout (enable_moe_block): routed experts beside each layer's dense MLP, reading the
+    layer's residual through their own norm, a router on the weightless-normed residual with a learned scale and a
+    scale per expert. Parity passes in float32 and bfloat16; experts reading the normed input instead of the
+    residual, or one expert per token instead of top_k_experts, fail it; a config.json whose enable_moe_block is
+    false while the checkpoint stores the experts is refused by name."""
+    from tests.generate.conftest import perturb
+    from tests.tiny.factory import make_tiny_checkpoint
+
+    moe = {"enable_moe_block": True, "num_experts": 4, "top_k_experts": 2, "moe_intermediate_size": 24}
+    ckpt = make_tiny_checkpoint("gemma4_text", tmp_path / "gemma4_text", overrides=moe)
+    perturb(ckpt)
+    adapter = composed_adapter(ckpt, tmp_path / "out")
+    for dtype in ("float32", "bfloat16"):
+        assert check_parity(adapter, ckpt, dtype)["passed"], dtype
+    taken_out = {
+        "self.mlp(self.pre_feedforward_layernorm(x), x)":
+            "self.mlp(self.pre_feedforward_layernorm(x), self.pre_feedforward_layernorm(x))",
+        "args.top_k_experts": "1",
+    }  # fmt: skip
+    _each_taken_out_fails_parity(ckpt, adapter.read_text(), taken_out, tmp_path)
+    edit_config(ckpt, enable_moe_block=False)
+    refused = check_parity(adapter, ckpt)
+    assert not refused["passed"] and "enable_moe_block" in refused["detail"], refused["detail"]

@@ -29,8 +29,8 @@ def test_kv_shared_layers_cache_nothing(tmp_path, model_type: str, overrides: di
     assert plan.kv_bytes_per_token == kv["kv_bytes_per_token"]
 
 
-def test_gemma4_key_value_options_are_features_not_unknown_fields(tmp_path) -> None:
-    """What Gemma 4's config keys do to the keys and values is in the profile's features (so `inspect` compares it
+def test_gemma4_layer_options_are_features_not_unknown_fields(tmp_path) -> None:
+    """What Gemma 4's config keys do to the layers is in the profile's features (so `inspect` compares it
     with known families and composition acts on it), and none of them is reported as an unknown field. Its
     use_bidirectional_attention "vision" concerns image tokens (text stays causal); "all" is a feature, which
     composition refuses by name."""
@@ -42,3 +42,7 @@ def test_gemma4_key_value_options_are_features_not_unknown_fields(tmp_path) -> N
     both_ways = make_tiny_checkpoint("gemma4_unified_text", tmp_path / "all",
                                      overrides={"use_bidirectional_attention": "all"})  # fmt: skip
     assert "bidirectional_attention" in inspect(str(both_ways)).features
+    moe = {"enable_moe_block": True, "num_experts": 4, "top_k_experts": 2, "moe_intermediate_size": 24}
+    e4b = inspect(str(make_tiny_checkpoint("gemma4_text", tmp_path / "moe", overrides=moe)))
+    assert {"per_layer_embeddings", "moe_beside_mlp"} <= set(e4b.features)
+    assert not [f for f in e4b.findings if f.code == "config-unknown-field"], e4b.findings
