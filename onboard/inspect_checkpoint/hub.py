@@ -33,6 +33,8 @@ import struct
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
+from itertools import groupby
+from operator import itemgetter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import quote
@@ -333,21 +335,24 @@ def header_ranges(weight_map: dict[str, str], sizes: Mapping[str, int | None]) -
     """Bytes to ask for first per shard (length prefix + estimated header + margin), from the index's tensor names.
 
     A header entry is the tensor's name plus ENTRY_CHARS plus its two data offsets, whose digits the shard's size
-    bounds. Grouping 100k names by shard runs in C (a sort and a groupby), not a Python loop per tensor.
+    bounds. The names are summed per run of one shard in the index's order: an index lists a shard's tensors in a
+    few long runs (by shard, or sorted by name with layers kept together: ~3k runs for 93k tensors), so this is a
+    C-level sum per run, not a Python step per tensor (measured 4.5-8 ms against 14-18 ms for a sort by shard; as
+    slow as that only for an index in random order).
     """
-    from onboard.inspect_checkpoint.tensor_index import positions_by_key
-
-    shards = list(weight_map.values())
-    lengths = list(map(len, weight_map))
+    chars: dict[str, int] = {}
+    counts: dict[str, int] = {}
+    for shard, run in groupby(weight_map.items(), key=itemgetter(1)):
+        names = list(map(itemgetter(0), run))
+        chars[shard] = chars.get(shard, 0) + sum(map(len, names))
+        counts[shard] = counts.get(shard, 0) + len(names)
     out: dict[str, int] = {}
-    for shard, members in positions_by_key(shards).items():
+    for shard, n in counts.items():
         if not isinstance(shard, str):
             continue
         size = sizes.get(shard)
         offset_digits = 2 * len(str(size)) if size else 22
-        estimate = (
-            HEADER_OVERHEAD + sum(map(lengths.__getitem__, members)) + len(members) * (ENTRY_CHARS + offset_digits)
-        )
+        estimate = HEADER_OVERHEAD + chars[shard] + n * (ENTRY_CHARS + offset_digits)
         out[shard] = min(MAX_FIRST_RANGE, int(estimate * ESTIMATE_MARGIN) + 256)
     return out
 
