@@ -173,7 +173,8 @@ class Attention(nn.Module):
     normed q and k: the same rule). `sub_norm_eps`: an RMSNorm `sub_norm` over the attention output (H*D) before
     `o_proj` (BitNet's attn_sub_norm). `gate_proj`: the output gate from a projection of its own, sigmoid(gate_proj(x))
     elementwise on the attention output before `o_proj` (AFMoE); `gate_per_head`: one gate value per head (LFM3);
-    `gate_bias`: a learned bias per head added to the elementwise gate before the sigmoid (Beam).
+    `gate_bias`: a learned bias per head added to the elementwise gate before the sigmoid (Beam); `gate_fn`: the
+    gate's function, sigmoid, or softplus in float32 (Laguna).
     `nope_query_scale` (base, exponent): on a layer without rotary, queries times (1 + (position + 1) / base) **
     exponent in float32 (Beam's scalable-softmax scale; the positions come from `ctx.positions`).
     `alibi`: ALiBi's linear biases by key position instead of a rotary embedding (BLOOM, MPT). `rope_inverted`: the rotation by -angle (NanoChat's
@@ -226,6 +227,7 @@ class Attention(nn.Module):
         values_from_keys: bool = False,
         v_norm_eps: float | None = None,
         kv_shared: bool = False,
+        gate_fn: str = "sigmoid",
     ) -> None:
         super().__init__()
         dv = head_dim if v_head_dim is None else v_head_dim
@@ -262,6 +264,9 @@ class Attention(nn.Module):
         if gate_bias and (gate_proj is False or gate_per_head):
             raise ValueError("Attention: gate_bias is a bias per head on gate_proj's elementwise gate")
         self.gate_bias = nn.Parameter(torch.zeros(num_heads)) if gate_bias else None
+        if gate_fn not in ("sigmoid", "softplus"):
+            raise ValueError(f"Attention: gate_fn {gate_fn!r} is not sigmoid or softplus")
+        self.gate_fn = gate_fn
         if nope_query_scale is not None and nope_temperature is not None:
             raise ValueError("Attention: one position scale for the queries of NoPE layers, not two")
         self.nope_query_scale, self.nope_temperature, self.chunk_size = nope_query_scale, nope_temperature, chunk_size
@@ -333,14 +338,20 @@ class Attention(nn.Module):
                          ctx.key_mask, keep=keep, bias=bias)  # fmt: skip
         out = out.reshape(b, s, h * dv)
         if gate is not None and self.gate_per_head:  # one gate per head, over its whole output (LFM3's g_proj)
-            out = (out.view(b, s, h, dv) * torch.sigmoid(gate)[..., None]).reshape(b, s, h * dv)
+            out = (out.view(b, s, h, dv) * self._gate(gate, out.dtype)[..., None]).reshape(b, s, h * dv)
         elif gate is not None:
             if self.gate_bias is not None:  # one bias per head, over its head_dim gate values (Beam)
                 gate = gate.reshape(b, s, h, d) + self.gate_bias[:, None]
-            out = out * torch.sigmoid(gate.reshape(b, s, h * d))
+            out = out * self._gate(gate.reshape(b, s, h * d), out.dtype)
         if self.sub_norm is not None:
             out = self.sub_norm(out)
         return self.o_proj(out)
+
+    def _gate(self, gate: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+        """sigmoid(gate) in the gate's dtype, or softplus(gate) in float32 then `dtype` (Laguna's g_proj)."""
+        if self.gate_fn == "softplus":
+            return F.softplus(gate.float()).to(dtype)
+        return torch.sigmoid(gate)
 
     def _shared_kv_forward(
         self, x: torch.Tensor, cos: torch.Tensor | None, sin: torch.Tensor | None, ctx: AttentionContext | None

@@ -43,6 +43,8 @@ class RouterSpec:
     norm_min: float = 0.0
     """With norm_topk_prob: the chosen weights' sum is clamped to at least this before dividing (ERNIE MoE's
     moe_norm_min); 0: divided by the sum itself."""
+    logit_softcap: float = 0.0
+    """Router logits -> cap * tanh(logits / cap) before scoring (Laguna's moe_router_logit_softcapping); 0: none."""
     logits_in_float32: bool = False
     """Router logits from float32 activations and weight (DeepSeek V2/V3, GLM-4 MoE, ERNIE MoE in transformers);
     False: in the activation dtype, then scored in float32 (Mixtral, Qwen MoE, OLMoE, gpt-oss in transformers and in
@@ -52,6 +54,8 @@ class RouterSpec:
 
 def route(logits: torch.Tensor, spec: RouterSpec, bias: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
     """Router logits [T, E] (float32) -> (weights [T, k] float32, expert indices [T, k])."""
+    if spec.logit_softcap > 0.0:
+        logits = torch.tanh(logits / spec.logit_softcap) * spec.logit_softcap
     if spec.scoring == "softmax":
         scores = torch.softmax(logits, dim=-1)
     elif spec.scoring == "sigmoid":

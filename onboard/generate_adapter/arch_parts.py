@@ -34,10 +34,12 @@ BASE_FIELDS: tuple[tuple[str, str, str | None], ...] = (
 )
 
 
-def attention(*extra: str, mla: bool = False, kv_heads: str = "args.num_key_value_heads") -> str:
-    """The standard Attention constructor with extra keyword arguments ("name=expr"); `kv_heads`: an expression of
-    the layer (`i`, `layer_type`) where layers differ."""
-    head = f"Attention(args.hidden_size, args.num_attention_heads, {kv_heads}, args.head_dim"
+def attention(
+    *extra: str, mla: bool = False, kv_heads: str = "args.num_key_value_heads", heads: str = "args.num_attention_heads"
+) -> str:
+    """The standard Attention constructor with extra keyword arguments ("name=expr"); `kv_heads`, `heads`:
+    expressions of the layer (`i`, `layer_type`) where layers differ."""
+    head = f"Attention(args.hidden_size, {heads}, {kv_heads}, args.head_dim"
     return head + "".join(f", {e}" for e in extra) + ")"
 
 

@@ -203,8 +203,12 @@ class Composer:
         return Composition(spec, tuple(self.wm.rules), stubs, tuple(self.roles.dropped), tuple(self.used_facts))
 
     def unknown_tensor_stubs(self) -> None:
+        self.unconsumed_tensor_stubs(self.roles.unknown)
+
+    def unconsumed_tensor_stubs(self, tensor_templates: list[str]) -> None:
+        """A stub per module whose tensors no block reads, named after the module."""
         grouped: dict[str, list[str]] = {}
-        for template in self.roles.unknown:
+        for template in tensor_templates:
             layer = LAYER_NAME.fullmatch(template)
             name = layer.group("rest") if layer else template.removeprefix("model.").removeprefix("transformer.")
             module = re.sub(r"\.(weight|bias)$", "", name.replace("{}.", ""))
@@ -232,6 +236,9 @@ class Composer:
         if single_block_layers(self.p) and any(layer.attention == "none" for layer in self.p.layers):
             ffn = ", ".join(f'"{name}"' for name in FEED_FORWARD_LAYER_TYPES.values())
             expr = f"None if layer_type in ({ffn}) else {expr}"  # a feed-forward layer (Nemotron-H)
+        g_gate = self.roles.get("attn.g_gate")  # read only by softmax attention's options: MLA, linear mixers do not
+        if g_gate is not None and not any(g_gate.source in rule.sources for rule in self.wm.rules):
+            self.unconsumed_tensor_stubs([g_gate.template])
         return expr  # type: ignore[return-value]
 
     def self_attention(self) -> str:
@@ -294,7 +301,12 @@ class Composer:
         kw += attention_options(self) + self.layer_kv.attention_options()
         # per_layer_config: each layer's args carry its own KV heads and head size
         kv_heads = "args.num_key_value_heads" if self.layer_kv.per_layer_args else self.kv_heads_expression(hd + dv)
-        return attention(*kw, kv_heads=kv_heads)
+        heads = "args.num_attention_heads"
+        if self.has_key("num_attention_heads_per_layer"):  # Laguna: each layer its own query heads (the shapes agree)
+            per_layer = self.fields.need("num_attention_heads_per_layer", "list[int] | None", "None")
+            heads = f"{per_layer}[i] if {per_layer} else args.num_attention_heads"
+            self.words.append("query heads per layer")
+        return attention(*kw, kv_heads=kv_heads, heads=heads)
 
     def value_head_dim(self, v: Found | None, o: Found) -> int:
         """Per-head value width: what o_proj reads per query head (the query width unless the values differ)."""

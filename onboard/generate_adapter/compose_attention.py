@@ -86,12 +86,26 @@ def attention_options(c: ComposerParts) -> list[str]:
         kw.append(f"differential=True, layer_index=i, norm_eps={c.eps()}")
         c.words.append("differential attention (DiffLlama)")
     gate, gate_bias = r.get("attn.gate"), r.get("attn.gate_bias", None)
+    fn = "sigmoid"
+    if gate is None and r.get("attn.g_gate") is not None:  # g_proj: sigmoid or softplus, only the code says
+        fn = str(c.fact("attention_gate_fn") or "")
+        if fn in ("sigmoid", "softplus"):
+            gate = r.get("attn.g_gate")
+        else:
+            c.stub("attention_g_proj", f"{r.get('attn.g_gate').template}: an output gate whose function (sigmoid, "  # type: ignore[union-attr]
+                   "softplus) only the family's code says (compose_knowledge: attention_gate_fn)")  # fmt: skip
+        if c.has_key("gating"):  # per head or per channel: the gate's rows show which
+            c.fields.need("gating", "bool | str", "True")
     per_head = False
     if gate is not None:
         c.wm.add(layer_target("self_attn.gate_proj.weight"), (gate.source,))
         per_head = bool(gate.shape) and gate.shape[0] == c.p.dims.num_attention_heads
-        kw.append("gate_proj=True" + (", gate_per_head=True" if per_head else ""))
-        c.words.append("sigmoid output gate (gate_proj" + (", one per head)" if per_head else ")"))
+        kw.append(
+            "gate_proj=True"
+            + (", gate_per_head=True" if per_head else "")
+            + (f', gate_fn="{fn}"' if fn != "sigmoid" else "")
+        )
+        c.words.append(f"{fn} output gate (gate_proj" + (", one per head)" if per_head else ")"))
     if gate_bias is not None and (gate is None or per_head):
         c.stub("attention_gate_bias", f"{gate_bias.template}: a gate bias without an elementwise gate_proj")
     elif gate_bias is not None:

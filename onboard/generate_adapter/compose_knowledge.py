@@ -90,6 +90,10 @@ GUARDS: dict[str, tuple[str, str, str, str]] = {
     # Gemma 4's "vision" makes only image tokens attend both ways: text, all an adapter reads, stays causal
     "use_bidirectional_attention": ("bool | str | None", "False", 'self.use_bidirectional_attention in (True, "all")',
                                     "attention is bidirectional, not causal"),
+    # Laguna's config documents it, yet its transformers code never reads it: an engine honouring it computes another
+    # model than the reference, so a true value is refused rather than followed or ignored
+    "moe_apply_router_weight_on_input": ("bool", "False", "self.moe_apply_router_weight_on_input",
+                                         "routing weights on the experts' input: transformers' code ignores it"),
     # OPT: the same tensor names for its pre-norm layers and OPT-350m's post-norm ones; 350m also projects the
     # embeddings in and out of a narrower width
     "do_layer_norm_before": ("bool", "True", "not self.do_layer_norm_before",
@@ -215,6 +219,9 @@ FAMILY_FACTS: dict[str, dict[str, object]] = {
     "glm_moe_dsa": {"mla_rope_interleave": True, "indexer_rope_interleaved": True},
     # qkv_proj rows in mp_num=4 blocks of [q, v, k] (its modelling code): the loader's codegen_qkv op reorders them
     "codegen": {"qkv_layout": "codegen", "rope_interleaved": True},  # rotate_every_two, as GPT-J
+    # Laguna: the attention output gated by softplus(g_proj(x)), one value per head; sigmoid-scored experts ranked
+    # with a correction bias from router logits computed in the activations' dtype
+    "laguna": {"attention_gate_fn": "softplus"},
     # Gemma 4: q·k unscaled (its q_norm and k_norm set the scale: scaling = 1.0), and the values RMS-normalised
     # without a weight (v_norm, with_scale=False: no tensor shows it)
     "gemma4_unified_text": {"attention_scale": "1.0", "v_norm": True},

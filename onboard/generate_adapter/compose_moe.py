@@ -46,6 +46,8 @@ def moe_expression(c: ComposerParts) -> str:
         spec.append(f"routed_scaling_factor={f.need('routed_scaling_factor', 'float', '1.0')}")
     if bias is not None:
         spec.append("correction_bias=True")
+    if c.has_key("moe_router_logit_softcapping"):  # Laguna: tanh soft-cap on the router logits (0: none)
+        spec.append(f"logit_softcap={f.need('moe_router_logit_softcapping', 'float', '0.0')}")
     if c.has_key("moe_norm_min"):
         spec.append(f"norm_min={f.need('moe_norm_min', 'float', '0.0')}")
     if c.fact("router_select_by") == "logits":

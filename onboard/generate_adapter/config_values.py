@@ -49,7 +49,7 @@ ALIASES: dict[str, tuple[str, ...]] = {
     "moe_intermediate_size": ("expert_intermediate_size",),
     "num_shared_experts": ("n_shared_experts", "moe_num_shared_experts", "shared_expert_count"),
     "shared_expert_intermediate_size": ("shared_intermediate_size", "moe_shared_expert_intermediate_size"),
-    "routed_scaling_factor": ("router_scaling_factor", "route_scale"),
+    "routed_scaling_factor": ("router_scaling_factor", "route_scale", "moe_routed_scaling_factor"),
     "logit_scale": ("lm_head_multiplier", "output_multiplier"),
     "embedding_multiplier": ("emb_scale", "scale_emb", "embeddings_multiplier"),
     "attn_logit_softcapping": ("attn_softcap", "attention_logit_softcapping"),

@@ -58,6 +58,7 @@ LAYER_PATTERNS: tuple[tuple[str, str], ...] = (
     (rf"{_ATTN}\.attn_sub_norm{_P}", "attn.sub_norm"),
     (rf"{_ATTN}\.(?P<part>lambda_q1|lambda_k1|lambda_q2|lambda_k2)", "attn.lambda"),  # DiffLlama: differential
     (rf"{_ATTN}\.gate_proj\.weight", "attn.gate"),
+    (rf"{_ATTN}\.g_proj\.weight", "attn.g_gate"),  # Laguna's output gate: its function only the code says
     (rf"{_ATTN}\.gate_bias", "attn.gate_bias"),  # Beam: a bias per head on gate_proj's gate  # AFMoE: sigmoid(gate_proj(x)) gates the attention output  # BitNet: RMSNorm on the attention output before o_proj
     (rf"{_ATTN}\.(?P<part>q_a_proj|q_b_proj|kv_a_proj_with_mqa|kv_b_proj|q_a_layernorm|kv_a_layernorm){_P}", "mla"),
     (rf"{_ATTN}\.indexer\.(?P<part>wq_b|wk|k_norm|weights_proj){_P}", "mla.indexer"),  # DeepSeek sparse attention
@@ -75,7 +76,7 @@ LAYER_PATTERNS: tuple[tuple[str, str], ...] = (
     (rf"{_MOE}\.(?:gate|router|router\.layer|gate\.wg|router\.gate)\.weight", "moe.router"),
     (rf"{_MOE}\.router\.bias", "moe.router_linear_bias"),  # gpt-oss: a bias on the router's logits
     (rf"{_MOE}\.experts\.(?P<part>gate_up_proj|down_proj)_bias", "moe.experts.bias"),  # gpt-oss: per-expert biases
-    (rf"{_MOE}\.(?:gate\.)?(?:moe_statics\.)?(?:e_score_correction_bias|expert_bias|router\.expert_bias|router_bias)", "moe.router_bias"),
+    (rf"{_MOE}\.(?:gate\.|experts\.)?(?:moe_statics\.)?(?:e_score_correction_bias|expert_bias|router\.expert_bias|router_bias)", "moe.router_bias"),
     (rf"{_MOE}\.experts\.\{{\}}\.(?:gate_proj|w1|wi_0)\.weight", "moe.expert.gate"),
     (rf"{_MOE}\.experts\.\{{\}}\.(?:up_proj|w3|wi_1)\.weight", "moe.expert.up"),
     (rf"{_MOE}\.experts\.\{{\}}\.(?:down_proj|w2|wo)\.weight", "moe.expert.down"),

@@ -140,12 +140,13 @@ def analyze(cv: ConfigView, index: TensorIndex | None) -> tuple[ArchFacts, list[
 
 
 def _layer_options(cv: ConfigView) -> tuple[str, ...]:
-    """Gemma 4's (and Gemma 3n's) layer options as features: layers attending over an earlier layer's keys and
+    """Layer options as features: Gemma 4's (and Gemma 3n's): layers attending over an earlier layer's keys and
     values (num_kv_shared_layers, or Kolibri's kv_source_layers; the headers show them as layers without k/v
     projections), a double-wide MLP on those layers (use_double_wide_mlp), keys used as the values
     (attention_k_eq_v), attention that is not causal (use_bidirectional_attention true or "all"; "vision" concerns
     image tokens only), per-layer embeddings (hidden_size_per_layer_input, vocab_size_per_layer_input), and routed
-    experts beside the dense MLP (enable_moe_block)."""
+    experts beside the dense MLP (enable_moe_block); Laguna's query heads per layer, attention output gate and router
+    soft-cap."""
     out = []
     shared = cv.int("num_kv_shared_layers", default=0) or 0
     sources = cv.get("kv_source_layers")
@@ -161,6 +162,14 @@ def _layer_options(cv: ConfigView) -> tuple[str, ...]:
         out.append("per_layer_embeddings")
     if cv.get("enable_moe_block", default=False) is True:
         out.append("moe_beside_mlp")
+    # Laguna: query heads per layer, an output gate (gating: per head or per channel), a soft-capped router
+    heads = cv.get("num_attention_heads_per_layer")
+    if isinstance(heads, list) and len(set(heads)) > 1:
+        out.append("query_heads_per_layer")
+    if cv.get("gating", default=False) in (True, "per-head", "per-channel", "elementwise"):
+        out.append("attention_output_gate")
+    if (cv.float("moe_router_logit_softcapping", default=0.0) or 0.0) > 0.0:
+        out.append("router_softcap")
     return tuple(out)
 
 

@@ -27,8 +27,11 @@ MORE: dict[str, dict[str, Any]] = {
                    mlp_layer_types=["dense", "sparse", "sparse"]),
     "mellum": derive(LLAMA, num_experts=4, num_experts_per_tok=2, moe_intermediate_size=32, sliding_window=WINDOW,
                      layer_types=SLIDING_FULL),
+    # Laguna's own mechanisms made to act: more query heads on layer 1, a router soft-cap that binds on the tiny
+    # logits, and routed experts scaled (my values, not a released model's)
     "laguna": derive(LLAMA, sliding_window=WINDOW, layer_types=SLIDING_FULL, shared_expert_intermediate_size=32,
-                     **QWEN_MOE),
+                     num_attention_heads_per_layer=[4, 8], moe_router_logit_softcapping=0.5,
+                     moe_routed_scaling_factor=2.0, **QWEN_MOE),
     "zaya": derive(LLAMA, num_experts=4, num_experts_per_tok=1,  # top-1 only, as ZAYA-1 routes
                    moe_intermediate_size=32, router_hidden_size=16,
                    intermediate_size=DROP),
