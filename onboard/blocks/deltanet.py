@@ -74,6 +74,20 @@ class GatedDeltaNet(nn.Module):
             return torch.cat((q, k, v))
         raise ValueError(f"GatedDeltaNet: no grouped rows for {part!r}")
 
+    def fused_rows(self, part: str) -> torch.Tensor:
+        """Rows of `part` in one projection holding them all in turn, [q | k | v | z | b | a] (Lara-mini's `in_proj`,
+        which transformers' conversion mapping splits in that order)."""
+        sizes = {"in_proj_qkv": self.conv_dim, "in_proj_z": self.nv * self.dv, "in_proj_b": self.nv,
+                 "in_proj_a": self.nv}  # fmt: skip
+        if part not in sizes:
+            raise ValueError(f"GatedDeltaNet: no fused rows for {part!r}")
+        start = 0
+        for name, size in sizes.items():
+            if name == part:
+                return torch.arange(start, start + size)
+            start += size
+        raise AssertionError(part)  # unreachable: part is one of sizes
+
     def forward(
         self, x: torch.Tensor, cos: torch.Tensor | None, sin: torch.Tensor | None, ctx: AttentionContext | None = None
     ) -> torch.Tensor:

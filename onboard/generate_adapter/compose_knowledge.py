@@ -158,6 +158,8 @@ FAMILY_FACTS: dict[str, dict[str, object]] = {
     # only sliding-window layers are rotary (FlintAttention applies rope when its layer has a window; AFMoE when
     # is_local_attention)
     "flint": {"rope_kind": "layer_type if layer_type == SLIDING else None"},
+    # Lara-mini: its model hands the rotary tables to the sliding-window layers only (full attention is NoPE)
+    "lara_mini": {"rope_kind": "layer_type if layer_type == SLIDING else None"},
     "afmoe": {"rope_kind": "layer_type if layer_type == SLIDING else None"},
     # full-attention layers are NoPE once a sliding window is configured (as the registered exaone4)
     "exaone_moe": {"rope_kind": "layer_type if args.sliding_window is None or layer_type == SLIDING else None"},

@@ -101,17 +101,24 @@ def gated_deltanet(c: ComposerParts) -> str:
     if not any(layer.attention == "linear" for layer in c.p.layers):
         return ""
     parts = {x.part: x for x in c.roles.parts("deltanet")}
+    if "out_norm" in parts and "norm" not in parts:  # Lara-mini's name for the gated norm
+        parts["norm"] = parts.pop("out_norm")
     common = {"conv1d", "out_proj", "norm", "dt_bias", "A_log"}
     grouped = set(parts) == common | {"in_proj_qkvz", "in_proj_ba"}
-    if not grouped and set(parts) != common | {"in_proj_qkv", "in_proj_z", "in_proj_b", "in_proj_a"}:
+    fused = set(parts) == common | {"in_proj"}
+    if not (grouped or fused) and set(parts) != common | {"in_proj_qkv", "in_proj_z", "in_proj_b", "in_proj_a"}:
         return ""  # the linear_layers stub stands, and the tensors are named
     for name, x in parts.items():
         if grouped and name in ("in_proj_qkvz", "in_proj_ba"):
             for target in ("in_proj_qkv", "in_proj_z") if name == "in_proj_qkvz" else ("in_proj_b", "in_proj_a"):
                 c.wm.add(layer_target(f"self_attn.{target}.weight"), (x.source,), "grouped_rows")
+        elif fused and name == "in_proj":  # [q | k | v | z | b | a] in turn
+            for target in ("in_proj_qkv", "in_proj_z", "in_proj_b", "in_proj_a"):
+                c.wm.add(layer_target(f"self_attn.{target}.weight"), (x.source,), "fused_rows")
         else:
             c.wm.add(layer_target(f"self_attn.{name}" + (f".{x.param}" if x.param else "")), (x.source,))
     dims = ", ".join(c.fields.need(f"linear_{n}", "int", None) for n in ("num_key_heads", "num_value_heads",
                      "key_head_dim", "value_head_dim", "conv_kernel_dim"))  # fmt: skip
-    c.words.append("Gated DeltaNet on the linear-attention layers" + (", grouped projections" if grouped else ""))
+    layout = ", grouped projections" if grouped else ", one fused input projection" if fused else ""
+    c.words.append("Gated DeltaNet on the linear-attention layers" + layout)
     return f"GatedDeltaNet(args.hidden_size, {dims}, {c.eps()}, args.hidden_act)"

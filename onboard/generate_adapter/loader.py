@@ -103,7 +103,7 @@ def _plan_sources(name: str, shape: torch.Size, rules: list[tuple[re.Pattern[str
 
 CODEGEN_MP_NUM = 4
 """CodeGen's qkv_proj is split in this many row blocks (`mp_num = 4` in its modelling code, not in config.json)."""
-OWNER_OPS = ("deinterleave_heads", "grouped_rows")
+OWNER_OPS = ("deinterleave_heads", "grouped_rows", "fused_rows")
 """Ops whose layout the module owning the target knows (its head counts)."""
 
 
@@ -126,6 +126,8 @@ def _combine(op: str, tensors: list, owner: nn.Module | None = None, part: str =
         return torch.cat([blocks[:, i].reshape(-1, *tensors[0].shape[1:]) for i in (0, 2, 1)])
     if op == "grouped_rows":
         return tensors[0][owner.grouped_rows(part)]  # type: ignore[union-attr]
+    if op == "fused_rows":
+        return tensors[0][owner.fused_rows(part)]  # type: ignore[union-attr]
     if op == "deinterleave_heads":
         return deinterleave_heads(tensors[0], owner.num_heads, owner.num_kv_heads, owner.head_dim)  # type: ignore[union-attr]
     raise ValueError(f"unknown weight-map op {op!r}; known: {OPS}")

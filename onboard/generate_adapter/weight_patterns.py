@@ -63,8 +63,8 @@ LAYER_PATTERNS: tuple[tuple[str, str], ...] = (
     (rf"{_ATTN}\.(?P<part>q_a_proj|q_b_proj|kv_a_proj_with_mqa|kv_b_proj|q_a_layernorm|kv_a_layernorm){_P}", "mla"),
     (rf"{_ATTN}\.indexer\.(?P<part>wq_b|wk|k_norm|weights_proj){_P}", "mla.indexer"),  # DeepSeek sparse attention
     # --- Gated DeltaNet, the linear-attention mixer (Qwen3-Next's grouped projections, Qwen3.5's separate ones) -
-    (rf"linear_attn\.(?P<part>in_proj_qkvz|in_proj_ba|in_proj_qkv|in_proj_z|in_proj_b|in_proj_a|conv1d|out_proj|"
-     rf"norm){_P}", "deltanet"),
+    (rf"linear_attn\.(?P<part>in_proj_qkvz|in_proj_ba|in_proj_qkv|in_proj_z|in_proj_b|in_proj_a|in_proj|conv1d|"
+     rf"out_proj|norm|out_norm){_P}", "deltanet"),  # Lara-mini: one in_proj [q|k|v|z|b|a], the gated norm out_norm
     (r"linear_attn\.(?P<part>dt_bias|A_log)", "deltanet"),
     # --- gated short convolution, the token mixer of some layers (LFM2's `conv` layers) -------------------------
     (rf"(?:conv|short_conv)\.(?P<part>in_proj|conv|out_proj){_P}", "conv"),

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 # How the source tensors of one rule become the runtime tensor.
 OPS = ("copy", "cat", "stack", "transpose", "deinterleave_heads", "squeeze", "zeros_if_absent", "grouped_rows",
-       "codegen_qkv", "cat_present")  # fmt: skip
+       "codegen_qkv", "cat_present", "fused_rows")  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -25,7 +25,9 @@ class WeightRule:
     codegen_qkv (one fused qkv source in CodeGen's layout: 4 row blocks (its mp_num), each [q; v; k] for a quarter of
     the heads, reordered to [all q; all k; all v]), cat_present (cat of the sources the checkpoint stores, the first
     one required: layers whose attention has no value rows or no key and value rows at all, as Gemma 4's; the
-    runtime tensor's shape, set by the layer's own attention, still has to match what is stored)."""
+    runtime tensor's shape, set by the layer's own attention, still has to match what is stored), fused_rows (one
+    source holding several parts in turn, as Lara-mini's in_proj [q | k | v | z | b | a]: the rows of the target's
+    part, as the owning module's `fused_rows(part)` lists them)."""
 
     target: str
     sources: tuple[str, ...]

@@ -553,6 +553,12 @@ LOAD_BEARING: dict[str, dict[str, str]] = {
         "args.num_attention_heads_per_layer[i] if args.num_attention_heads_per_layer else args.num_attention_heads":
             "args.num_attention_heads",
     },
+    # Lara-mini: Qwen3.5's Gated DeltaNet stored with one input projection [q | k | v | z | b | a] (split by rows at
+    # load) and its gated norm named out_norm; rotary on the sliding-window layers only (a family fact).
+    "lara_mini": {
+        '"fused_rows"': '"grouped_rows"',
+        "self.rope_kind = layer_type if layer_type == SLIDING else None": "self.rope_kind = layer_type",
+    },
 }  # fmt: skip
 
 
