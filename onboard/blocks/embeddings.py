@@ -30,7 +30,8 @@ class LMHead(nn.Module):
     """logits = softcap(scale * (x @ W^T + b)). `tied_to` shares the embedding's weight Parameter (no copy).
 
     scale: cohere's `logit_scale` (multiply) or granite's 1 / `logits_scaling`; final_softcap: Gemma 2's
-    `final_logit_softcapping`. Logits come back in float32."""
+    `final_logit_softcapping`; transform: a module applied to x first (ModernBERT's prediction head: dense, act,
+    norm). Logits come back in float32."""
 
     def __init__(
         self,
@@ -41,8 +42,10 @@ class LMHead(nn.Module):
         scale: float | None = None,
         final_softcap: float | None = None,
         tied_to: Embedding | None = None,
+        transform: nn.Module | None = None,
     ) -> None:
         super().__init__()
+        self.transform = transform
         if tied_to is not None:
             if tuple(tied_to.weight.shape) != (vocab_size, hidden_size):
                 raise ValueError(
@@ -55,6 +58,8 @@ class LMHead(nn.Module):
         self.scale, self.final_softcap = scale, final_softcap
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.transform is not None:
+            x = self.transform(x)
         # In the weights' dtype, as transformers' heads cast it: a float32 residual stream (Mamba-2) reaches here.
         logits = F.linear(x.to(self.weight.dtype), self.weight, self.bias)
         if self.scale is not None:

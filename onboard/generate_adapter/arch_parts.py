@@ -131,6 +131,8 @@ class ArchSpec:
     own); the layer's `kv_source`, which AdapterModel.forward and `Attention(kv_shared=...)` act on."""
     layer_scalar: bool = False
     """The layer's output times a stored scalar (`layer_scalar`, Gemma 4)."""
+    input_norm: str = "norm(args, args.hidden_size)"
+    """Expression over args, i: the layer's first norm (ModernBERT-decoder's layer 0 has none: nn.Identity())."""
     mlp_reads_residual: bool = False
     """The feed-forward block also reads the layer's residual (`self.mlp(norm(x), x)`: DenseBesideMoE)."""
     per_layer_inputs: str | None = None

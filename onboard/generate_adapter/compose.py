@@ -144,6 +144,13 @@ class Composer:
         attn = self.attention()
         mlp, moe_layer = self.feed_forward()
         norm, placement, norm_names = norms(self)
+        input_norm = "norm(args, args.hidden_size)"
+        first = self.roles.get("norm.input")
+        if (
+            first is not None and first.count == len(p.layers) - 1 > 0
+        ):  # one layer without it: the loader checks it is 0
+            input_norm = "norm(args, args.hidden_size) if i else nn.Identity()"
+            self.words.append("no input norm on layer 0")
         residual_fp32, mixer_scales = None, "(1.0, 1.0, 1.0)"
         if self.side_mixer and placement != "pre":
             self.stub("parallel_ssm", f"a Mamba mixer beside attention in a {placement}-norm layer is not a placement "
@@ -192,6 +199,7 @@ class Composer:
             side_mixer=self.side_mixer,
             mixer_scales=mixer_scales,
             per_layer_args=self.layer_kv.per_layer_args,
+            input_norm=input_norm,
             kv_source=self.layer_kv.kv_source,
             layer_scalar=self.layer_kv.layer_scalar,
             mlp_reads_residual=self.mlp_reads_residual,
@@ -520,6 +528,19 @@ class Composer:
             self.stub("logit_scaling", "logits are scaled by a constant no known config key holds")
         if "final_softcap" in feats:
             kw.append(f"final_softcap={self.fields.need('final_logit_softcapping', 'float | None', 'None')}")
+        transform = r.parts("head_transform")
+        if transform:  # ModernBERT-decoder: dense, activation and norm before the projection
+            if {f.part for f in transform} != {"dense", "norm"} or not self.has_key("classifier_activation"):
+                self.stub("head_transform", "a transform before the LM head needs its dense, its norm and "
+                          "classifier_activation")  # fmt: skip
+            else:
+                for found in transform:
+                    self.wm.add(f"lm_head.transform.{found.part}.{found.param}", (found.source,))
+                act = self.fields.need("classifier_activation", "str", '"gelu"')
+                dense_bias = any(f.part == "dense" and f.param == "bias" for f in transform)
+                kw.append(f"transform=HeadTransform(args.hidden_size, {act}, norm(args, args.hidden_size), "
+                          f"bias={dense_bias})")  # fmt: skip
+                self.words.append("a dense, activation and norm before the LM head")
         return kw
 
     def residual(self, placement: str) -> str | None:

@@ -37,6 +37,9 @@ STRUCTURAL_KEYS = frozenset({
     # LFM2: which layers convolve (layer_types carries it too), and the MLP width rule (the tensors show its result)
     "full_attn_idxs", "block_auto_adjust_ff_dim", "block_ffn_dim_multiplier", "block_multiple_of", "use_expert_bias",
     "use_sandwich_norm", "use_attention_gate",
+    # ModernBERT-decoder: biases the tensors show, and the window its config class derives (sliding_window =
+    # local_attention // 2, read as resolved)
+    "classifier_bias", "decoder_bias", "norm_bias", "local_attention",
 })  # fmt: skip
 
 # Config keys the hand-written families never read (bookkeeping, generation, training, serving hints).
@@ -158,8 +161,6 @@ FAMILY_FACTS: dict[str, dict[str, object]] = {
     # only sliding-window layers are rotary (FlintAttention applies rope when its layer has a window; AFMoE when
     # is_local_attention)
     "flint": {"rope_kind": "layer_type if layer_type == SLIDING else None"},
-    # Lara-mini: its model hands the rotary tables to the sliding-window layers only (full attention is NoPE)
-    "lara_mini": {"rope_kind": "layer_type if layer_type == SLIDING else None"},
     "afmoe": {"rope_kind": "layer_type if layer_type == SLIDING else None"},
     # full-attention layers are NoPE once a sliding window is configured (as the registered exaone4)
     "exaone_moe": {"rope_kind": "layer_type if args.sliding_window is None or layer_type == SLIDING else None"},

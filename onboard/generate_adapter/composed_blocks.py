@@ -5,6 +5,7 @@
   positions rotary tables get (cache offset and left padding included).
 - `SinusoidalPositions`: fixed sinusoidal absolute positions, computed, never stored (XGLM, fairseq's tables).
 - `MLA_LATENT_NORM_EPS`: the eps of MLA's q_a_layernorm / kv_a_layernorm.
+- `HeadTransform`: dense, activation and norm before the LM head's projection (ModernBERT-decoder's prediction head).
 - `PerLayerInputs` / `PerLayerGate`: Gemma 4's per-layer embeddings (PLE): one vector per token and layer, computed
   once from the token and its embedding (`AdapterModel.forward` hands layer i its slice as `ctx.layer_input`), which
   each layer gates into its output.
@@ -97,3 +98,18 @@ class PerLayerGate(nn.Module):
         if layer_input is None:
             raise ValueError("PerLayerGate: no per-layer input for this layer (ctx.layer_input)")
         return self.norm(self.projection(self.act(self.gate(x)) * layer_input))
+
+
+class HeadTransform(nn.Module):
+    """norm(act(dense(x))) before the LM head's projection (ModernBertDecoderPredictionHead)."""
+
+    def __init__(self, hidden_size: int, activation: str, norm: nn.Module, bias: bool = False) -> None:
+        super().__init__()
+        if activation not in ACTIVATIONS:
+            raise ValueError(f"HeadTransform: activation {activation!r} is not one of {sorted(ACTIVATIONS)}")
+        self.dense = nn.Linear(hidden_size, hidden_size, bias=bias)
+        self.act = ACTIVATIONS[activation]
+        self.norm = norm
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.norm(self.act(self.dense(x)))

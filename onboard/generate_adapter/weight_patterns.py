@@ -93,17 +93,17 @@ LAYER_PATTERNS: tuple[tuple[str, str], ...] = (
     (rf"{_MLP}\.(?:gate_proj|w1|c_fc_0|wi_0){_P}", "mlp.gate"),
     (rf"{_MLP}\.(?:up_proj|w3|c_fc_1|wi_1|fc1|fc_in|c_fc|dense_h_to_4h|up){_P}", "mlp.up"),
     (rf"(?:fc1){_P}", "mlp.up"),
-    (rf"{_MLP}\.(?:down_proj|w2|c_proj|fc2|fc_out|dense_4h_to_h|wo|down){_P}", "mlp.down"),
+    (rf"{_MLP}\.(?:down_proj|w2|c_proj|fc2|fc_out|dense_4h_to_h|wo|Wo|down){_P}", "mlp.down"),
     (rf"(?:fc2){_P}", "mlp.down"),
-    (rf"{_MLP}\.gate_up_proj{_P}", "mlp.gate_up"),
+    (rf"{_MLP}\.(?:gate_up_proj|Wi){_P}", "mlp.gate_up"),  # ModernBERT's Wi: [activated; gate] rows
     (rf"{_MLP}\.act_fn\.(?P<part>alpha_p|alpha_n|beta|eps)", "mlp.act"),
     (rf"{_MLP}\.ffn_sub_norm{_P}", "mlp.sub_norm"),  # BitNet: RMSNorm on act(gate) * up before down_proj
     # --- norms, by position --------------------------------------------------------------------------------------
     (rf"(?:input_layernorm|ln_1|ln_attn|attention_norm|self_attn_layer_norm|attention_layernorm|operator_norm|"
-     rf"norm_attn_norm\.norm_1|norm){_P}", "norm.input"),
+     rf"norm_attn_norm\.norm_1|attn_norm|norm){_P}", "norm.input"),
     (rf"(?:post_attention_layernorm){_P}", "norm.post_attention"),
     (rf"(?:pre_feedforward_layernorm|pre_ff_layernorm|pre_mlp_layernorm|feedforward_layernorm|ln_2|ln_mlp|ffn_norm|final_layer_norm|"
-     rf"norm_attn_norm\.norm_2){_P}", "norm.pre_mlp"),
+     rf"norm_attn_norm\.norm_2|mlp_norm){_P}", "norm.pre_mlp"),
     (rf"(?:post_self_attn_layernorm|post_attn_norm|post_attention_norm|post_norm1|post_operator_norm){_P}",
      "norm.post_attn_out"),
     (rf"(?:post_feedforward_layernorm|post_mlp_layernorm|post_ffn_norm|post_norm2){_P}", "norm.post_mlp"),
@@ -118,6 +118,11 @@ LAYER_PATTERNS: tuple[tuple[str, str], ...] = (
 
 # (regex over a whole name outside the decoder layers, role).
 TOP_PATTERNS: tuple[tuple[str, str], ...] = (
+    # ModernBERT-decoder: a LayerNorm on the embeddings, and a head that transforms (dense, act, norm) before its
+    # projection `decoder`
+    (rf"(?:.*\.)?embeddings\.norm{_P}", "embed_norm"),
+    (rf"lm_head\.(?P<part>dense|norm){_P}", "head_transform"),
+    (rf"decoder{_P}", "head"),
     # Gemma 4's per-layer embeddings: a [vocab, layers x dim] table, a projection of the embeddings, and its norm
     (rf"(?:.*\.)?(?P<part>embed_tokens_per_layer|per_layer_model_projection|per_layer_projection_norm){_P}", "ple"),
     (r"(?:.*\.)?(?:embed_tokens|wte|word_embeddings|embed_in|tok_embeddings|tokens_embed|embeddings)\.weight", "embed"),

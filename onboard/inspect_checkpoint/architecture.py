@@ -55,6 +55,8 @@ class ArchFacts(msgspec.Struct, frozen=True):
     ssm: Ssm | None = None
     layer_options: tuple[str, ...] = ()
     """Features of Gemma 4's layer options (`_layer_options`)."""
+    head_transform: bool = False
+    """A dense, activation and norm before the LM head's projection (ModernBERT-decoder's prediction head)."""
 
     def profile_fields(self) -> dict[str, Any]:
         """The facts a ModelProfile carries, by field name (the others, such as position_encoding, only feed
@@ -135,8 +137,18 @@ def analyze(cv: ConfigView, index: TensorIndex | None) -> tuple[ArchFacts, list[
         parallel_residual=_parallel(cv),
         ssm=ssm,
         layer_options=_layer_options(cv),
+        head_transform=_head_transform(cv, lm),
     )
     return facts, findings
+
+
+def _head_transform(cv: ConfigView, lm: dict[str, TensorInfo] | None) -> bool:
+    """ModernBERT-decoder's prediction head: lm_head.dense and lm_head.norm before the projection (`decoder`), with
+    classifier_activation between them."""
+    found = lm is not None and "lm_head.dense.weight" in lm and "lm_head.norm.weight" in lm
+    if found or lm is None:
+        cv.get("classifier_activation")  # read: the transform's activation
+    return found
 
 
 def _layer_options(cv: ConfigView) -> tuple[str, ...]:
@@ -240,7 +252,9 @@ def _gated(cv: ConfigView, lm: dict[str, TensorInfo] | None) -> bool | None:
     if lm is None:
         return None
     names = [n for n in lm if in_layer(n)]
-    gated_keys = ("gate_proj", "gate_up_proj", ".w3.", "w1.weight", "dense_h_to_4h_gate", "up_gate_proj", ".wi_0")
+    # mlp.Wi: ModernBERT's fused [activated; gate] rows
+    gated_keys = ("gate_proj", "gate_up_proj", ".w3.", "w1.weight", "dense_h_to_4h_gate", "up_gate_proj", ".wi_0",
+                  "mlp.Wi.")  # fmt: skip
     return any(k in n for n in names for k in gated_keys if tn.component(n) in ("mlp", "experts", "shared_experts"))
 
 
@@ -255,8 +269,9 @@ def _biases(cv: ConfigView, lm: dict[str, TensorInfo] | None) -> Biases:
     )
     out = any(k in n for n in layer0 for k in ("o_proj", "attn.c_proj", "attention.dense", "out_proj", "self_attention.dense", "attn.dense"))  # fmt: skip
     mlp = any(tn.component(n) in ("mlp", "experts", "shared_experts") for n in layer0)
-    head = any(n.endswith(("lm_head.bias", "embed_out.bias")) for n in lm)
-    cv.mark_used("attention_bias", "mlp_bias", "qkv_bias", "bias", "use_bias")
+    head = any(n.endswith(("lm_head.bias", "embed_out.bias")) or n == "decoder.bias" for n in lm)
+    # the tensors show these (ModernBERT-decoder: decoder_bias on the projection, classifier_bias on its dense)
+    cv.mark_used("attention_bias", "mlp_bias", "qkv_bias", "bias", "use_bias", "decoder_bias", "classifier_bias")
     return Biases(qkv, out, mlp, head)
 
 

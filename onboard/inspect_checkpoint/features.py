@@ -49,6 +49,7 @@ FEATURES: dict[str, str] = {
     "query_heads_per_layer": "layers with different query head counts (Laguna's num_attention_heads_per_layer)",
     "attention_output_gate": "the attention output gated per head or channel before o_proj (Laguna's gating)",
     "router_softcap": "router logits soft-capped by tanh before scoring (Laguna's moe_router_logit_softcapping)",
+    "head_transform": "a dense, activation and norm before the LM head's projection (ModernBERT-decoder)",
     "norm_offset": "RMSNorm weight applied as (1 + w) (Gemma, Qwen3-Next)",
     "layernorm": "LayerNorm (mean-centred) instead of RMSNorm",
     "sandwich_norm": "norms both before and after each sub-block (Gemma 2/3)",
@@ -155,4 +156,6 @@ def derive(facts: ArchFacts) -> tuple[str, ...]:
     if facts.quantization:
         out.append(quantized_feature(facts.quantization.method))
     out += facts.layer_options
+    if facts.head_transform:
+        out.append("head_transform")
     return tuple(out)

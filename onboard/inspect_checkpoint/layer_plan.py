@@ -43,13 +43,17 @@ _PATTERN_KEY_FAMILIES = ("gemma3", "gemma3_text", "cohere2", "exaone4", "gemma4_
 _LAST_LAYER_FULL = ("gemma4_text", "gemma4")
 _ALL_SLIDING_IF_WINDOW = ("mistral", "mixtral", "starcoder2", "phi3", "phimoe", "minimax", "mistral3")
 # Families whose layers other than the sliding ones skip RoPE when the model has a window (Kolibri: "global NoPE
-# for hybrid attention"; Kolibri 1.1 rotates only in its sliding layers).
-_NOPE_UNLESS_SLIDING = ("kolibri1", "kolibri1_1")
+# for hybrid attention"; Kolibri 1.1 rotates only in its sliding layers; Lara-mini's model hands the rotary tables
+# to its sliding layers only).
+_NOPE_UNLESS_SLIDING = ("kolibri1", "kolibri1_1", "lara_mini")
 _WINDOW_AFTER_MAX_LAYERS = ("qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "dots1", "smollm3", "qwen2_vl", "qwen2_5_vl")
 
 
 def _declared_window(cv: ConfigView) -> int | None:
     w = cv.int("sliding_window", "sliding_window_size", "window_size", "attention_window_size", "local_window")
+    local = cv.int("local_attention")  # ModernBERT-decoder: its config class sets sliding_window = local_attention // 2
+    if w is None and local:
+        w = local // 2
     return w if w and w > 0 else None
 
 

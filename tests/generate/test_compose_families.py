@@ -554,10 +554,17 @@ LOAD_BEARING: dict[str, dict[str, str]] = {
             "args.num_attention_heads",
     },
     # Lara-mini: Qwen3.5's Gated DeltaNet stored with one input projection [q | k | v | z | b | a] (split by rows at
-    # load) and its gated norm named out_norm; rotary on the sliding-window layers only (a family fact).
+    # load) and its gated norm named out_norm; rotary on the sliding-window layers only (inspect's layer plan: its
+    # full-attention layers are NoPE).
     "lara_mini": {
         '"fused_rows"': '"grouped_rows"',
-        "self.rope_kind = layer_type if layer_type == SLIDING else None": "self.rope_kind = layer_type",
+        "self.rope_kind = layer_type if (True, True, True, False)[i % 4] else None": "self.rope_kind = layer_type",
+    },
+    # ModernBERT-decoder: a LayerNorm on the embeddings, none before layer 0's attention, fused [act; gate] MLP rows
+    # (Wi), and a prediction head norm(act(dense(x))) before the tied projection with its own bias.
+    "modernbert-decoder": {
+        "HeadTransform(args.hidden_size, args.classifier_activation,": 'HeadTransform(args.hidden_size, "relu",',
+        "norm(args, args.hidden_size) if i else nn.Identity()": "norm(args, args.hidden_size)",
     },
 }  # fmt: skip
 
