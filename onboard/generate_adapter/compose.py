@@ -21,6 +21,7 @@ import re
 from onboard.errors import InputError
 from onboard.generate_adapter.arch_parts import ArchSpec, attention
 from onboard.generate_adapter.compose_attention import attention_options
+from onboard.generate_adapter.compose_head import lm_head_options
 from onboard.generate_adapter.compose_knowledge import GATED_ACTIVATION_NAMES, PLAIN_ACTIVATION_NAMES
 from onboard.generate_adapter.compose_layer_kv import LayerKV, layer_kv
 from onboard.generate_adapter.compose_layers import ATTENDING, layer_plan
@@ -164,7 +165,7 @@ class Composer:
             residual_fp32 = self.fields.need("residual_in_fp32", "bool", "False")
         layer_type, rope_kind = layer_plan(self)
         embed_scale = self.embeddings()
-        lm_head = self.head()
+        lm_head = lm_head_options(self)
         residual = self.residual(placement)
         if p.mtp_layers:
             self.fields.need("num_nextn_predict_layers", "int", "0")
@@ -505,43 +506,6 @@ class Composer:
             self.positions = f"LearnedPositions(args.max_position_embeddings, args.hidden_size, offset={offset})"
             self.words.append("learned absolute positions")
         return embedding_scale(self.p, self.fields)
-
-    def head(self) -> list[str]:
-        r, feats = self.roles, set(self.p.features)
-        head, bias = r.get("head"), r.get("head", "bias")
-        kw = []
-        if head is not None:
-            self.wm.add("lm_head.weight", (head.source,))
-        elif not self.p.tie_word_embeddings:
-            self.stub("lm_head", "no LM head tensor and tie_word_embeddings is false")
-        if bias is not None:
-            self.wm.add("lm_head.bias", (bias.source,))
-            kw.append("bias=True")
-        if self.has_key("logit_scale"):
-            kw.append(f"scale={self.fields.need('logit_scale', 'float', '1.0')}")
-        elif "logits_scaling" in self.p.config_keys:
-            kw.append(f"scale=1.0 / {self.fields.need('logits_scaling', 'float', '1.0')}")
-        elif self.has_key("dim_model_base"):  # MiniCPM: lm_head(hidden / (hidden_size / dim_model_base))
-            base = self.fields.need("dim_model_base", "float | None", "None")
-            kw.append(f"scale=({base} or args.hidden_size) / args.hidden_size")
-        elif "logit_scaling" in feats:
-            self.stub("logit_scaling", "logits are scaled by a constant no known config key holds")
-        if "final_softcap" in feats:
-            kw.append(f"final_softcap={self.fields.need('final_logit_softcapping', 'float | None', 'None')}")
-        transform = r.parts("head_transform")
-        if transform:  # ModernBERT-decoder: dense, activation and norm before the projection
-            if {f.part for f in transform} != {"dense", "norm"} or not self.has_key("classifier_activation"):
-                self.stub("head_transform", "a transform before the LM head needs its dense, its norm and "
-                          "classifier_activation")  # fmt: skip
-            else:
-                for found in transform:
-                    self.wm.add(f"lm_head.transform.{found.part}.{found.param}", (found.source,))
-                act = self.fields.need("classifier_activation", "str", '"gelu"')
-                dense_bias = any(f.part == "dense" and f.param == "bias" for f in transform)
-                kw.append(f"transform=HeadTransform(args.hidden_size, {act}, norm(args, args.hidden_size), "
-                          f"bias={dense_bias})")  # fmt: skip
-                self.words.append("a dense, activation and norm before the LM head")
-        return kw
 
     def residual(self, placement: str) -> str | None:
         scaled, keyed = "residual_scaling" in self.p.features, self.has_key("residual_multiplier")

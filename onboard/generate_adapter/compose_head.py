@@ -1,0 +1,46 @@
+"""The LM head of a composition: the projection's tensors (or its tie to the embeddings), a bias, the logit scale
+and soft-cap, and a transform before the projection."""
+
+from __future__ import annotations
+
+from onboard.generate_adapter.compose_rules import ComposerParts
+
+
+def lm_head_options(c: ComposerParts) -> list[str]:
+    """Keyword options of the LM head: its weight and bias rules, a logit scale by whichever key the family uses, the
+    final soft-cap, and a transform before the projection (ModernBERT-decoder's dense, activation and norm)."""
+    r, feats = c.roles, set(c.p.features)
+    head, bias = r.get("head"), r.get("head", "bias")
+    kw = []
+    if head is not None:
+        c.wm.add("lm_head.weight", (head.source,))
+    elif not c.p.tie_word_embeddings:
+        c.stub("lm_head", "no LM head tensor and tie_word_embeddings is false")
+    if bias is not None:
+        c.wm.add("lm_head.bias", (bias.source,))
+        kw.append("bias=True")
+    if c.has_key("logit_scale"):
+        kw.append(f"scale={c.fields.need('logit_scale', 'float', '1.0')}")
+    elif "logits_scaling" in c.p.config_keys:
+        kw.append(f"scale=1.0 / {c.fields.need('logits_scaling', 'float', '1.0')}")
+    elif c.has_key("dim_model_base"):  # MiniCPM: lm_head(hidden / (hidden_size / dim_model_base))
+        base = c.fields.need("dim_model_base", "float | None", "None")
+        kw.append(f"scale=({base} or args.hidden_size) / args.hidden_size")
+    elif "logit_scaling" in feats:
+        c.stub("logit_scaling", "logits are scaled by a constant no known config key holds")
+    if "final_softcap" in feats:
+        kw.append(f"final_softcap={c.fields.need('final_logit_softcapping', 'float | None', 'None')}")
+    transform = r.parts("head_transform")
+    if transform:  # ModernBERT-decoder: dense, activation and norm before the projection
+        if {f.part for f in transform} != {"dense", "norm"} or not c.has_key("classifier_activation"):
+            c.stub("head_transform", "a transform before the LM head needs its dense, its norm and "
+                      "classifier_activation")  # fmt: skip
+        else:
+            for found in transform:
+                c.wm.add(f"lm_head.transform.{found.part}.{found.param}", (found.source,))
+            act = c.fields.need("classifier_activation", "str", '"gelu"')
+            dense_bias = any(f.part == "dense" and f.param == "bias" for f in transform)
+            kw.append(f"transform=HeadTransform(args.hidden_size, {act}, norm(args, args.hidden_size), "
+                      f"bias={dense_bias})")  # fmt: skip
+            c.words.append("a dense, activation and norm before the LM head")
+    return kw
