@@ -46,6 +46,9 @@ class LayerInfo(msgspec.Struct, frozen=True):
     kv_width: int | None = None
     """K plus V elements this layer caches per token, read from its k/v projection shapes when known (layers of
     one model may differ: Gemma 4's global layers use wider heads)."""
+    kv_source: int | None = None
+    """The earlier layer whose keys and values this layer attends over, caching none of its own (Gemma 3n / 4's last
+    num_kv_shared_layers layers, Kolibri 1.1's kv_source_layers); None: its own."""
 
 
 class Rope(msgspec.Struct, frozen=True):

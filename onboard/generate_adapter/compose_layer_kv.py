@@ -9,6 +9,7 @@ store keys but no values. A checkpoint whose tensors disagree with the keys gets
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from onboard.generate_adapter.compose_layers import ATTENDING
@@ -55,29 +56,28 @@ def layer_kv(c: ComposerParts) -> LayerKV:
     out = LayerKV()
     read = {key: c.fields.need(key, *spec) for key, spec in KEYS.items() if c.has_key(key)}
     attending = [layer for layer in c.p.layers if layer.attention in ATTENDING]
-    own = [layer for layer in attending if layer.kv_width is not None]  # inspect: no k/v projection, no kv_width
+    own = [layer for layer in attending if layer.kv_source is None and layer.kv_width is not None]
     if c.has_key("per_layer_config"):
         c.fields.need("per_layer_config", "dict[str, Any] | None", "None")
         out.per_layer_args = True
         c.rotary_head_dim = PER_KIND_ROTARY
         c.words.append("per-layer attention sizes (per_layer_config)")
     k = c.roles.get("attn.k")
-    if k is not None and k.count < len(attending):  # separate key projections, not in every attending layer
-        shared = [layer.index for layer in attending if layer.kv_width is None]
+    shared = [layer.index for layer in attending if layer.kv_source is not None]  # inspect, from config.json
+    bare = [layer.index for layer in attending if layer.kv_width is None]  # no k/v projection stored
+    if k is not None and (shared or k.count < len(attending)):
         tail = list(range(len(c.p.layers) - len(shared), len(c.p.layers)))
-        if "num_kv_shared_layers" not in read or shared != tail:
-            c.stub("kv_shared_layers", f"layers {shared} have no key or value projections: attending over another "
-                   "layer's keys and values is in the block library only as the last num_kv_shared_layers layers "
-                   "reading the last earlier layer of their type (Gemma 4)")  # fmt: skip
+        if "num_kv_shared_layers" not in read or shared != tail or not set(bare) <= set(shared):
+            c.stub("kv_shared_layers", f"layers {bare or shared} attend over another layer's keys and values: in the "
+                   "block library only as the last num_kv_shared_layers layers reading the last earlier layer of "
+                   "their type (Gemma 4), the others storing their own k/v projections")  # fmt: skip
         else:
             out.kv_source = f"kv_shared_source(args.layer_types, {read['num_kv_shared_layers']}, i)"
             c.words.append("the last layers attend over an earlier layer's keys and values")
             if "use_double_wide_mlp" in read:
                 wide = read["use_double_wide_mlp"]
                 out.mlp_width = f"args.intermediate_size * (2 if {wide} and self.kv_source is not None else 1)"
-    elif "kv_shared_layers" in c.p.features:  # shared KV by config.json, yet every layer stores key projections
-        c.stub("kv_shared_layers", "config.json makes the last layers attend over an earlier layer's keys and "
-               "values, but every layer stores its own key projection: which ones are used is not shown")  # fmt: skip
+            _drop_unused_kv(c, sorted(set(shared) - set(bare)))
     _values_from_keys(c, out, own, read.get("attention_k_eq_v"))
     if c.roles.get("layer_scalar") is not None:
         out.layer_scalar = True
@@ -85,13 +85,28 @@ def layer_kv(c: ComposerParts) -> LayerKV:
     return out
 
 
+def _drop_unused_kv(c: ComposerParts, layers: list[int]) -> None:
+    """KV-shared layers that still store their own k/v projections and norms (transformers ignores them on load,
+    _keys_to_ignore_on_load_unexpected): deliberately not used, and left out of the fused q/k/v as well."""
+    if not layers:
+        return
+    k = c.roles.get("attn.k")
+    prefix = k.source.split("{i}")[0] if k is not None else "model.layers."  # e.g. model.layers.
+    indices = "|".join(str(i) for i in layers)
+    c.roles.dropped.append(rf"{re.escape(prefix)}(?:{indices})\.self_attn\.(?:k_proj|v_proj|k_norm|v_norm)\..*")
+    c.words.append(f"the unused k/v projections of KV-shared layers {layers} dropped")
+
+
 def _values_from_keys(c: ComposerParts, out: LayerKV, own: list, flag: str | None) -> None:
     """`attention_k_eq_v`: on which of the layers with their own keys the values are the keys, from which of them
-    store a value projection (Gemma 4: the full-attention layers store none)."""
+    store a value projection (Gemma 4: the full-attention layers store none). Where the KV-shared layers also store
+    (unused) projections, they are counted with the layers storing keys: their layout mirrors their sources'."""
     k, v = c.roles.get("attn.k"), c.roles.get("attn.v")
     if k is None or k.count == (v.count if v is not None else 0):
         return  # every layer with keys has values too: nothing to read
     v_count = v.count if v is not None else 0
+    if k.count != len(own):  # the shared layers store keys too
+        own = [layer for layer in c.p.layers if layer.attention in ATTENDING]
     if flag is None:
         c.stub("values_from_keys", f"{k.count} layers store keys but only {v_count} store values, and no "
                "attention_k_eq_v in config.json says the values are the keys")  # fmt: skip

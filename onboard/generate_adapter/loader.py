@@ -166,8 +166,9 @@ def load_weights(
         if op == "zeros_if_absent" and flat[0] not in index:
             plans[name] = (op, [])
             continue
-        if op == "cat_present" and flat and flat[0] in index:  # the optional parts a layer does not store
-            sources = flat = [s for s in flat if s in index]
+        if op == "cat_present" and flat and flat[0] in index:  # the optional parts a layer does not use: not stored,
+            # or stored and deliberately dropped (a KV-shared layer's own k/v projections)
+            sources = flat = [s for s in flat if s in index and not any(d.fullmatch(s) for d in drop)]
             op = "cat"
         absent = [s for s in flat if s not in index]
         if absent:

@@ -23,8 +23,9 @@ class WeightRule:
     bias at all), grouped_rows (one source whose rows hold several parts grouped per head, as Qwen3-Next's
     in_proj_qkvz / in_proj_ba: the rows of the target's part, as the owning module's `grouped_rows(part)` lists them),
     codegen_qkv (one fused qkv source in CodeGen's layout: 4 row blocks (its mp_num), each [q; v; k] for a quarter of
-    the heads, reordered to [all q; all k; all v]), cat_present (cat of the sources the checkpoint stores, the first
-    one required: layers whose attention has no value rows or no key and value rows at all, as Gemma 4's; the
+    the heads, reordered to [all q; all k; all v]), cat_present (cat of the sources the checkpoint stores and does not
+    drop, the first one required: layers whose attention has no value rows or no key and value rows at all, as Gemma
+    4's; the
     runtime tensor's shape, set by the layer's own attention, still has to match what is stored), fused_rows (one
     source holding several parts in turn, as Lara-mini's in_proj [q | k | v | z | b | a]: the rows of the target's
     part, as the owning module's `fused_rows(part)` lists them)."""

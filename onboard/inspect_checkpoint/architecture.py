@@ -15,7 +15,7 @@ from onboard.findings import Finding, info, warning
 from onboard.inspect_checkpoint import tensor_names as tn
 from onboard.inspect_checkpoint.checkpoint_types import TensorInfo
 from onboard.inspect_checkpoint.config_view import TOWER_SECTIONS, ConfigView
-from onboard.inspect_checkpoint.layer_plan import plan_layers
+from onboard.inspect_checkpoint.layer_plan import class_layer_types, plan_layers
 from onboard.inspect_checkpoint.lm_view import in_layer, language_view, shape_of
 from onboard.inspect_checkpoint.moe_config import moe_from_config, moe_layers_from_config
 from onboard.inspect_checkpoint.numerics import (
@@ -82,6 +82,7 @@ def analyze(cv: ConfigView, index: TensorIndex | None) -> tuple[ArchFacts, list[
     findings += layer_findings
     if index is not None:
         layers = with_kv_widths(layers, index)
+    layers = with_kv_sources(cv, layers)
     if moe is not None and not any(layer.mlp == "moe" for layer in layers):
         # Expert counts set, yet no layer has experts (mlp_only_layers covers all, a dense-only variant): dense.
         findings.append(info("moe-without-experts", f"config.json declares {moe.num_experts} experts but "
@@ -140,6 +141,28 @@ def analyze(cv: ConfigView, index: TensorIndex | None) -> tuple[ArchFacts, list[
         head_transform=_head_transform(cv, lm),
     )
     return facts, findings
+
+
+def with_kv_sources(cv: ConfigView, layers: tuple[LayerInfo, ...]) -> tuple[LayerInfo, ...]:
+    """Each layer's KV source from config.json: Kolibri 1.1's kv_source_layers (layer i reads sources[i]), or the
+    last num_kv_shared_layers layers reading the last earlier layer of their type (transformers' Gemma 3n / 4
+    kv_sharing_modes). A checkpoint may still store those layers' own k/v projections (transformers ignores them)."""
+    n = len(layers)
+    sources: dict[int, int] = {}
+    declared = cv.get("kv_source_layers")
+    shared = cv.int("num_kv_shared_layers", default=0) or 0
+    if isinstance(declared, list) and len(declared) == n:
+        sources = {i: s for i, s in enumerate(declared) if isinstance(s, int) and s != i}
+    elif 0 < shared < n:
+        types = class_layer_types(cv) or [layer.attention for layer in layers]
+        first = n - shared
+        for i in range(first, min(n, len(types))):
+            earlier = [j for j in range(first) if types[j] == types[i]]
+            if earlier:
+                sources[i] = earlier[-1]
+    if not sources:
+        return layers
+    return tuple(msgspec.structs.replace(layer, kv_source=sources.get(layer.index)) for layer in layers)
 
 
 def _head_transform(cv: ConfigView, lm: dict[str, TensorInfo] | None) -> bool:

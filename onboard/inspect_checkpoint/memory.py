@@ -64,7 +64,7 @@ def kv_dtype_bytes(kv_dtype: str) -> int:
 
 def per_token_elements(layer: LayerInfo, dims: Dims, cv: ConfigView) -> int:
     """Cache elements one token adds in this layer (before any window cap)."""
-    if _reads_another_layers_kv(layer, dims, cv):
+    if layer.kv_source is not None:  # it attends over another layer's cache and caches nothing (a DummyLayer)
         return 0
     if layer.attention == "mla":
         # The cached latent: kv_lora_rank + qk_rope_head_dim, read from kv_a_proj_with_mqa's rows when the headers
@@ -123,17 +123,6 @@ def _attention_sublayers(cv: ConfigView) -> int:
     runs two MLA sublayers, cache indices 2i and 2i+1; num_hidden_layers is derived as 2 × num_layers), else 1.
     Headers give the layer's summed kv_width instead."""
     return 2 if cv.model_type == "longcat_flash" else 1
-
-
-def _reads_another_layers_kv(layer: LayerInfo, dims: Dims, cv: ConfigView) -> bool:
-    """A layer that attends to keys and values another layer cached and caches none of its own (transformers gives
-    it a DummyLayer): Kolibri 1.1's `kv_source_layers` (layer i reads layer sources[i]'s), and the last
-    `num_kv_shared_layers` layers of Gemma 3n / Gemma 4 (they read the last earlier layer of their type)."""
-    sources = cv.get("kv_source_layers")
-    if isinstance(sources, list):
-        return layer.index < len(sources) and sources[layer.index] != layer.index
-    shared = cv.int("num_kv_shared_layers", default=0) or 0
-    return 0 < shared < dims.num_layers and layer.index >= dims.num_layers - shared
 
 
 def _indexer_elements(layer: LayerInfo, cv: ConfigView, mla: bool) -> int:

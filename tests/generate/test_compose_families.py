@@ -614,3 +614,29 @@ def test_laguna_router_weight_on_input_is_refused_by_name(tiny, tmp_path: Path) 
     edit_config(ckpt, moe_apply_router_weight_on_input=True)
     refused = check_parity(adapter, ckpt)
     assert not refused["passed"] and "moe_apply_router_weight_on_input" in refused["detail"], refused["detail"]
+
+
+def test_kv_shared_layers_storing_their_own_kv_projections(tiny, tmp_path: Path) -> None:
+    """A Gemma 4 checkpoint whose KV-shared layers still store k/v projections and norms (transformers ignores them on
+    load): inspect takes the sharing from config.json, composition drops those tensors by name and leaves them out of
+    the fused q/k/v, and parity passes; they were a stub ("every layer stores its own key projection") before."""
+    from safetensors.torch import load_file, save_file
+
+    ckpt = copy_tiny(tiny, "gemma4_unified_text", tmp_path)
+    tensors = load_file(str(ckpt / "model.safetensors"))
+    g = torch.Generator().manual_seed(1)
+    for shared, source in ((2, 0), (3, 1)):  # each stores a copy-shaped k_proj (and v_proj, k_norm where its source does)
+        for part in ("k_proj.weight", "v_proj.weight", "k_norm.weight"):
+            like = tensors.get(f"model.layers.{source}.self_attn.{part}")
+            if like is not None:
+                tensors[f"model.layers.{shared}.self_attn.{part}"] = torch.randn(like.shape, generator=g)
+    save_file(tensors, str(ckpt / "model.safetensors"), metadata={"format": "pt"})
+    profile = inspect(str(ckpt))
+    assert [layer.kv_source for layer in profile.layers] == [None, None, 0, 1]
+    adapter = composed_adapter(ckpt, tmp_path / "out")
+    source = adapter.read_text()
+    dropped = load_adapter(adapter).Model.DROPPED
+    assert r"model\.layers\.(?:2|3)\.self_attn\.(?:k_proj|v_proj|k_norm|v_norm)\..*" in dropped, dropped
+    assert "(?:2|3)" in source
+    for dtype in ("float32", "bfloat16"):
+        assert check_parity(adapter, ckpt, dtype)["passed"], dtype
