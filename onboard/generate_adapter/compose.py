@@ -23,7 +23,7 @@ from onboard.generate_adapter.arch_parts import ArchSpec, attention
 from onboard.generate_adapter.compose_attention import attention_options
 from onboard.generate_adapter.compose_head import lm_head_options
 from onboard.generate_adapter.compose_knowledge import GATED_ACTIVATION_NAMES, PLAIN_ACTIVATION_NAMES
-from onboard.generate_adapter.compose_layer_kv import LayerKV, layer_kv
+from onboard.generate_adapter.compose_layer_kv import KVLayout, layer_kv
 from onboard.generate_adapter.compose_layers import ATTENDING, layer_plan
 from onboard.generate_adapter.compose_mamba import parallel_mamba
 from onboard.generate_adapter.compose_mixers import (
@@ -34,7 +34,7 @@ from onboard.generate_adapter.compose_mixers import (
 )
 from onboard.generate_adapter.compose_moe import moe_expression
 from onboard.generate_adapter.compose_moe_beside import moe_beside
-from onboard.generate_adapter.compose_norms import norms, sub_norm
+from onboard.generate_adapter.compose_norms import input_norm, norms, sub_norm
 from onboard.generate_adapter.compose_per_layer import per_layer_inputs
 from onboard.generate_adapter.compose_rules import (
     Composition,
@@ -87,7 +87,7 @@ class Composer:
         self.moe_output_norm = False
         """The post-MLP norm is the MoE block's output norm (set by compose_moe, read by compose_norms)."""
         self.mlp_reads_residual = False
-        self.layer_kv = LayerKV()
+        self.layer_kv = KVLayout()
         """How layers differ in their keys and values (compose_layer_kv: Gemma 4), set first by `run`."""
         self.acknowledged: set[str] = set()
         """Config keys whose value the profile shows to be neutral here (no stub, nothing to read)."""
@@ -145,13 +145,6 @@ class Composer:
         attn = self.attention()
         mlp, moe_layer = self.feed_forward()
         norm, placement, norm_names = norms(self)
-        input_norm = "norm(args, args.hidden_size)"
-        first = self.roles.get("norm.input")
-        if (
-            first is not None and first.count == len(p.layers) - 1 > 0
-        ):  # one layer without it: the loader checks it is 0
-            input_norm = "norm(args, args.hidden_size) if i else nn.Identity()"
-            self.words.append("no input norm on layer 0")
         residual_fp32, mixer_scales = None, "(1.0, 1.0, 1.0)"
         if self.side_mixer and placement != "pre":
             self.stub("parallel_ssm", f"a Mamba mixer beside attention in a {placement}-norm layer is not a placement "
@@ -200,7 +193,7 @@ class Composer:
             side_mixer=self.side_mixer,
             mixer_scales=mixer_scales,
             per_layer_args=self.layer_kv.per_layer_args,
-            input_norm=input_norm,
+            input_norm=input_norm(self),
             kv_source=self.layer_kv.kv_source,
             layer_scalar=self.layer_kv.layer_scalar,
             mlp_reads_residual=self.mlp_reads_residual,

@@ -20,7 +20,7 @@ PER_KIND_ROTARY = "head_dims(self.model.layers)"
 
 
 @dataclass
-class LayerKV:
+class KVLayout:
     """What the composition's layers read of the keys above (empty: every layer alike)."""
 
     per_layer_args: bool = False
@@ -52,8 +52,8 @@ KEYS = {"num_kv_shared_layers": ("int", "0"), "attention_k_eq_v": ("bool", "Fals
         "use_double_wide_mlp": ("bool", "False")}  # fmt: skip
 
 
-def layer_kv(c: ComposerParts) -> LayerKV:
-    out = LayerKV()
+def layer_kv(c: ComposerParts) -> KVLayout:
+    out = KVLayout()
     read = {key: c.fields.need(key, *spec) for key, spec in KEYS.items() if c.has_key(key)}
     attending = [layer for layer in c.p.layers if layer.attention in ATTENDING]
     own = [layer for layer in attending if layer.kv_source is None and layer.kv_width is not None]
@@ -97,7 +97,7 @@ def _drop_unused_kv(c: ComposerParts, layers: list[int]) -> None:
     c.words.append(f"the unused k/v projections of KV-shared layers {layers} dropped")
 
 
-def _values_from_keys(c: ComposerParts, out: LayerKV, own: list, flag: str | None) -> None:
+def _values_from_keys(c: ComposerParts, out: KVLayout, own: list, flag: str | None) -> None:
     """`attention_k_eq_v`: on which of the layers with their own keys the values are the keys, from which of them
     store a value projection (Gemma 4: the full-attention layers store none). Where the KV-shared layers also store
     (unused) projections, they are counted with the layers storing keys: their layout mirrors their sources'."""

@@ -79,6 +79,16 @@ def _load(c: ComposerParts, role: str, target: str) -> bool:
     return c.roles.get(role, "bias") is not None
 
 
+def input_norm(c: ComposerParts) -> str:
+    """The layer's first norm: the family's norm, or none on layer 0 when the tensors show it on every layer but one
+    (ModernBERT-decoder; the loader names the layer if the one without it is not layer 0)."""
+    first = c.roles.get("norm.input")
+    if first is not None and first.count == len(c.p.layers) - 1 > 0:
+        c.words.append("no input norm on layer 0")
+        return "norm(args, args.hidden_size) if i else nn.Identity()"
+    return "norm(args, args.hidden_size)"
+
+
 def norm_block(c: ComposerParts, bias: bool, weightless: bool = False) -> str:
     norms = c.p.norms
     if weightless:

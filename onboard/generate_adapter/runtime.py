@@ -22,6 +22,7 @@ from onboard.blocks.attention import AttentionContext, LayerKV
 from onboard.blocks.rotary import RopeConfig, RotaryEmbedding
 from onboard.errors import ConfigError, InputError
 from onboard.generate_adapter.loader import WeightRule, load_weights
+from onboard.inspect_checkpoint.layer_plan import shared_kv_sources
 
 __all__ = [
     "AdapterModel",
@@ -94,20 +95,19 @@ def head_dims(layers: Sequence[nn.Module]) -> dict[str | None, int]:
 
 
 def kv_shared_source(layer_types: Sequence[str], num_shared: int | None, i: int) -> int | None:
-    """The layer whose keys and values layer i attends over instead of its own (None: its own), as transformers'
-    Gemma 4 `kv_sharing_modes`: the last `num_shared` layers reuse the KV of the last earlier layer of their type."""
-    n = len(layer_types)
-    first_shared = n - (num_shared or 0)
-    if i < first_shared:
+    """The layer whose keys and values layer i attends over instead of its own (None: its own): the rule of
+    inspect_checkpoint.layer_plan.shared_kv_sources, refusing a shared layer no earlier layer of its type feeds."""
+    sources = shared_kv_sources(layer_types, num_shared or 0)
+    if i not in sources:
         return None
-    earlier = [j for j in range(first_shared) if layer_types[j] == layer_types[i]]
-    if not earlier:
+    if sources[i] is None:
         raise ConfigError(
             f"config.json: layer {i} ({layer_types[i]}) reuses an earlier layer's keys and values "
-            f"(num_kv_shared_layers={num_shared}), but no layer before {first_shared} has its type",
+            f"(num_kv_shared_layers={num_shared}), but no layer before {len(layer_types) - (num_shared or 0)} has "
+            "its type",
             "check num_kv_shared_layers and layer_types in config.json",
         )
-    return earlier[-1]
+    return sources[i]
 
 
 def rope_config(args: Any, layer_type: str = FULL, head_dim: int | None = None) -> RopeConfig:

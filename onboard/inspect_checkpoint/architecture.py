@@ -15,7 +15,7 @@ from onboard.findings import Finding, info, warning
 from onboard.inspect_checkpoint import tensor_names as tn
 from onboard.inspect_checkpoint.checkpoint_types import TensorInfo
 from onboard.inspect_checkpoint.config_view import TOWER_SECTIONS, ConfigView
-from onboard.inspect_checkpoint.layer_plan import class_layer_types, plan_layers
+from onboard.inspect_checkpoint.layer_plan import class_layer_types, plan_layers, shared_kv_sources
 from onboard.inspect_checkpoint.lm_view import in_layer, language_view, shape_of
 from onboard.inspect_checkpoint.moe_config import moe_from_config, moe_layers_from_config
 from onboard.inspect_checkpoint.numerics import (
@@ -155,11 +155,8 @@ def with_kv_sources(cv: ConfigView, layers: tuple[LayerInfo, ...]) -> tuple[Laye
         sources = {i: s for i, s in enumerate(declared) if isinstance(s, int) and s != i}
     elif 0 < shared < n:
         types = class_layer_types(cv) or [layer.attention for layer in layers]
-        first = n - shared
-        for i in range(first, min(n, len(types))):
-            earlier = [j for j in range(first) if types[j] == types[i]]
-            if earlier:
-                sources[i] = earlier[-1]
+        found = shared_kv_sources(types[:n], shared) if len(types) >= n else {}
+        sources = {i: s for i, s in found.items() if s is not None}
     if not sources:
         return layers
     return tuple(msgspec.structs.replace(layer, kv_source=sources.get(layer.index)) for layer in layers)
@@ -170,7 +167,7 @@ def _head_transform(cv: ConfigView, lm: dict[str, TensorInfo] | None) -> bool:
     classifier_activation between them."""
     found = lm is not None and "lm_head.dense.weight" in lm and "lm_head.norm.weight" in lm
     if found or lm is None:
-        cv.get("classifier_activation")  # read: the transform's activation
+        cv.mark_used("classifier_activation")  # the transform's activation, which composition reads
     return found
 
 

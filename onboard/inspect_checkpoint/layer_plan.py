@@ -8,6 +8,8 @@ when an older config omits `layer_types`.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from onboard.findings import Finding, info, warning
 from onboard.inspect_checkpoint.config_view import ConfigView
 from onboard.profile import LayerInfo
@@ -73,6 +75,19 @@ def _last_layer_full(model_type: str, kinds: list[str]) -> list[str]:
     if model_type in _LAST_LAYER_FULL and kinds and kinds[-1] == "sliding":
         return [*kinds[:-1], "full"]
     return kinds
+
+
+def shared_kv_sources(layer_types: Sequence[str], num_shared: int) -> dict[int, int | None]:
+    """Each of the last `num_shared` layers -> the last earlier layer of its type, whose keys and values it attends
+    over (None: no earlier layer has its type), as transformers' Gemma 3n / 4 `kv_sharing_modes`. The one definition:
+    inspect's layer plan and the generated adapters' `kv_shared_source` both read it."""
+    if num_shared <= 0:
+        return {}
+    n = len(layer_types)
+    first = max(n - num_shared, 0)
+    return {
+        i: max((j for j in range(first) if layer_types[j] == layer_types[i]), default=None) for i in range(first, n)
+    }
 
 
 def class_layer_types(cv: ConfigView) -> list | None:
