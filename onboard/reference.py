@@ -214,6 +214,23 @@ def torch_dtype(name: str) -> Any:
     ]
 
 
+def _image_text_to_text_only(path: Path) -> bool:
+    """A multimodal wrapper transformers maps to an image-text-to-text class only (no causal-LM class): Gemma 3,
+    Llama 4 and Qwen3.5 have both, Mistral 3, LLaVA and the Qwen-VL families the first alone."""
+    from transformers.models.auto.modeling_auto import (
+        MODEL_FOR_CAUSAL_LM_MAPPING_NAMES,
+        MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES,
+    )
+
+    try:
+        model_type = json.loads((path / "config.json").read_text()).get("model_type")
+    except (OSError, ValueError, AttributeError):
+        return False  # from_pretrained reports the unreadable config.json
+    return (
+        model_type in MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES and model_type not in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+    )
+
+
 def load_transformers(path: Path, dtype: str, device: str = "cpu", attn: str = "eager") -> Any:
     """transformers' model for a local folder, eager attention and eager experts (the reference implementation).
 
@@ -229,8 +246,11 @@ def load_transformers(path: Path, dtype: str, device: str = "cpu", attn: str = "
     if int(transformers.__version__.split(".")[0]) >= 5:
         # Eager experts: the reference loop, and the only one that runs in float64 (grouped_mm has no double).
         kwargs["experts_implementation"] = "eager"
+    auto = AutoModelForCausalLM
+    if _image_text_to_text_only(path):  # Mistral 3, LLaVA, Qwen2.5-VL: the wrapper, run on text (no image inputs)
+        from transformers import AutoModelForImageTextToText as auto
     try:
-        model = AutoModelForCausalLM.from_pretrained(path, trust_remote_code=trust_remote_code(), **kwargs)
+        model = auto.from_pretrained(path, trust_remote_code=trust_remote_code(), **kwargs)
     except (OSError, ValueError, KeyError) as exc:
         raise InputError(
             f"{path}: transformers cannot load this checkpoint ({type(exc).__name__}: {exc})",

@@ -176,6 +176,8 @@ def generate(
             "every feature maps to a block" if the_plan.runnable else f"not runnable until {stub_ops} implemented",
         ),
     ]
+    if profile.multimodal:
+        checks.append(tower_check(profile))
     parity_report = None
     if not parity:
         checks.append(Check("adapter_parity", False, False, "unverified: no reference run; `onboard generate "
@@ -204,6 +206,23 @@ def generate(
         closest_family=the_plan.closest_family,
         overrides=the_plan.overrides,
     )
+
+
+def tower_check(profile: ModelProfile) -> Check:
+    """A multimodal wrapper: the adapter serves its language model on text, so what the towers do is not checked
+    (a skip says so, and what would check it; it is not a pass)."""
+    from onboard.inspect_checkpoint.tensor_names import tower_of
+
+    counts: dict[str, int] = {}
+    for group in profile.tensor_templates:
+        tower = tower_of(group.template)
+        if tower is not None:
+            counts[tower] = counts.get(tower, 0) + group.count
+    towers = ", ".join(f"{t} ({counts.get(t, 0):,} tensors)" for t in profile.multimodal)
+    return Check("tower_inputs", False, False,
+                 f"unverified: the adapter serves the language model on text; the {towers} tower(s) are not part of "
+                 "it, so image / audio inputs are neither run nor compared here. What would check them: the serving "
+                 "engine's outputs on image / audio prompts against transformers' wrapper")  # fmt: skip
 
 
 def default_out_dir(profile: ModelProfile) -> Path:

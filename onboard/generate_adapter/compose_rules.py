@@ -33,7 +33,7 @@ HANDLED_FEATURES = frozenset({
     "parallel_residual", "partial_rotary", "qkv_bias", "absolute_positions", "plain_mlp", "alibi", "no_positions",
     "chunked_attention", "nope_temperature", "kv_shared_layers", "double_wide_mlp", "values_from_keys",
     "per_layer_embeddings", "moe_beside_mlp", "query_heads_per_layer", "attention_output_gate", "router_softcap",
-    "head_transform",
+    "head_transform", "multimodal",
 })  # fmt: skip
 MIXER_STUBS = {
     "linear": "linear-attention layers (fixed-state recurrence) are not in the block library",
@@ -42,7 +42,6 @@ MIXER_STUBS = {
     "none": "layers without a token mixer are not composed",
 }
 FEATURE_STUBS = {
-    "multimodal": "vision / audio towers: generated adapters are language-model only",
     "bidirectional_attention": "attention over later tokens too (use_bidirectional_attention): adapters are causal",
 }
 

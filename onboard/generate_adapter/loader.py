@@ -25,6 +25,7 @@ __all__ = [
     "WeightsError",
     "checkpoint_index",
     "deinterleave_heads",
+    "language_model_index",
     "load_weights",
     "runtime_tensors",
 ]
@@ -62,11 +63,40 @@ def checkpoint_index(path: Path) -> dict[str, Path]:
     return out
 
 
-class _Reader:
-    """Opens each shard once and hands out tensors by name."""
+def language_model_index(path: Path, index: dict[str, Path]) -> tuple[dict[str, Path], dict[str, str], int]:
+    """The text model's view of a checkpoint's names: (name -> shard, name -> the name stored, tower tensors left out).
 
-    def __init__(self, index: dict[str, Path]) -> None:
+    A multimodal wrapper (Gemma 3, Llama 4, Mistral 3, LLaVA) stores its language model under a prefix
+    (`language_model.model.layers.0…`, `model.language_model.…`) beside vision / audio towers. The adapter serves the
+    language model: it reads the prefixed names as a text checkpoint's and leaves the towers out (counted, never
+    silently: `load_weights` returns the count and generate reports that image and audio inputs are not checked).
+    A text checkpoint comes back unchanged."""
+    from onboard.inspect_checkpoint.tensor_names import language_model_name
+
+    out: dict[str, Path] = {}
+    stored: dict[str, str] = {}
+    towers = 0
+    for name, file in index.items():
+        text_name = language_model_name(name)
+        if text_name is None:
+            towers += 1
+            continue
+        if text_name in out:
+            raise WeightsError(
+                f"{path}: tensors {stored[text_name]} and {name} both stand for the language model's {text_name}",
+                "a checkpoint stores its language model once: remove the duplicate tensor and re-save",
+            )
+        out[text_name] = file
+        stored[text_name] = name
+    return out, stored, towers
+
+
+class _Reader:
+    """Opens each shard once and hands out tensors by name (`stored`: the name in the file, where it differs)."""
+
+    def __init__(self, index: dict[str, Path], stored: dict[str, str] | None = None) -> None:
         self.index = index
+        self.stored = stored or {}
         self._open: dict[Path, object] = {}
 
     def get(self, name: str) -> torch.Tensor:
@@ -75,7 +105,7 @@ class _Reader:
         file = self.index[name]
         if file not in self._open:
             self._open[file] = safe_open(str(file), framework="pt")
-        return self._open[file].get_tensor(name)  # type: ignore[attr-defined]
+        return self._open[file].get_tensor(self.stored.get(name, name))  # type: ignore[attr-defined]
 
 
 def runtime_tensors(model: nn.Module) -> dict[str, torch.Tensor]:
@@ -153,9 +183,10 @@ def load_weights(
 ) -> dict[str, int]:
     """Fill every runtime tensor of `model` from the safetensors checkpoint in `path`, converting to each
     tensor's dtype. `dropped`: regexes of checkpoint tensors deliberately not used (e.g. rotary inv_freq).
-    Returns counts {loaded, consumed, dropped}. Raises WeightsError before touching the model if anything is off."""
+    Returns counts {loaded, consumed, dropped, towers}. Raises WeightsError before touching the model if anything
+    is off. A multimodal wrapper's language model is read under its text names (`language_model_index`)."""
     path = Path(path)
-    index = checkpoint_index(path)
+    index, stored, towers = language_model_index(path, checkpoint_index(path))
     compiled = [(_pattern(r.target), r) for r in rules]
     drop = [re.compile(p) for p in dropped]
     targets = runtime_tensors(model)
@@ -187,7 +218,7 @@ def load_weights(
             "the weight map in the adapter (WEIGHT_MAP / DROPPED) must name every tensor; if the checkpoint has a "
             "new tensor, regenerate with `onboard generate` (it scaffolds a kernel stub for unknown features)",
         )
-    reader = _Reader(index)
+    reader = _Reader(index, stored)
     with torch.no_grad():
         for name, (op, sources) in plans.items():
             if op == "zeros_if_absent":
@@ -206,4 +237,4 @@ def load_weights(
                 )
             target.copy_(value.to(target.dtype))
     dropped_count = sum(1 for k in index if k not in consumed)
-    return {"loaded": len(plans), "consumed": len(consumed), "dropped": dropped_count}
+    return {"loaded": len(plans), "consumed": len(consumed), "dropped": dropped_count, "towers": towers}

@@ -21,12 +21,16 @@ from onboard.generate_adapter.compose_knowledge import IGNORED_CONFIG_KEYS, ROPE
 from onboard.generate_adapter.compose_rules import op_name
 from onboard.generate_adapter.weight_maps import CHECKPOINT_TENSORS, DROPPED, WEIGHT_MAPS
 from onboard.generate_adapter.weight_rule import WeightRule
+from onboard.inspect_checkpoint.tensor_names import language_model_name
 from onboard.profile import ModelProfile, quantized_feature, rope_feature
 
 # Features every adapter handles through config values alone. "plain_mlp" is also derived by inspect for MoE
 # checkpoints whose experts are stored as w1/w2/w3 or stacked input_linear (no gate_proj name): the family's own
 # blocks decide the MLP shape, so it never needs a stub on its own.
-GENERIC_FEATURES = frozenset({"gqa", "mqa", "tied_embeddings", "interleaved_attention", "dense_first_layers"})
+# "multimodal": an adapter serves a wrapper's language model (the loader reads it under its text names and leaves the
+# towers out); generate reports the towers' inputs as unchecked (AdapterPlan.towers).
+GENERIC_FEATURES = frozenset({"gqa", "mqa", "tied_embeddings", "interleaved_attention", "dense_first_layers",
+                              "multimodal"})  # fmt: skip
 MOE_NAMING_FEATURES = frozenset({"plain_mlp"})
 
 
@@ -118,11 +122,14 @@ def _tensor_stubs(profile: ModelProfile, family: str) -> list[KernelStub]:
     known = [re.compile(p) for p in CHECKPOINT_TENSORS[family] + DROPPED]
     grouped: dict[str, list[str]] = {}
     for group in profile.tensor_templates:
-        name = group.template.replace("{}", "0")
+        template = language_model_name(group.template)  # as the loader reads a multimodal wrapper's language model
+        if template is None:
+            continue  # a vision / audio tower: not served by a text adapter (AdapterPlan.towers)
+        name = template.replace("{}", "0")
         if any(p.fullmatch(name) for p in known):
             continue
         module = re.sub(r"^(model\.)?(layers\.0\.)?", "", name).rsplit(".", 1)[0]
-        grouped.setdefault(op_name(module), []).append(group.template)
+        grouped.setdefault(op_name(module), []).append(template)
     return [
         KernelStub(op, f"checkpoint tensors no block consumes: {', '.join(sorted(t))}") for op, t in grouped.items()
     ]

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from onboard.errors import InputError
 from onboard.generate_adapter.weight_patterns import classify
 from onboard.generate_adapter.weight_rule import WeightRule
+from onboard.inspect_checkpoint.tensor_names import language_model_name
 from onboard.profile import ModelProfile
 
 LAYER = "model.layers.{i}."
@@ -72,20 +73,25 @@ class TensorRoles:
         self.layer_count = len(profile.layers)
         scales = set(profile.quantization.scale_tensors) if profile.quantization else set()
         for group in profile.tensor_templates:
-            if group.template.rsplit(".", 1)[-1] in scales:
+            # A multimodal wrapper's language model under its text names, as the loader reads it; towers left out
+            # (the loader counts them; generate reports image and audio inputs unchecked).
+            template = language_model_name(group.template)
+            if template is None:
+                continue
+            if template.rsplit(".", 1)[-1] in scales:
                 continue  # quantization scales: the dequant_<method> stub stands for all of them
-            role, m, layer = classify(group.template)
+            role, m, layer = classify(template)
             if role is None:
-                self.unknown.append(group.template)
+                self.unknown.append(template)
                 continue
             if role == "drop":
-                self.dropped.append(template_pattern(group.template))
+                self.dropped.append(template_pattern(template))
                 continue
             groups = m.groupdict() if m is not None else {}
-            suffix = group.template.rsplit(".", 1)[-1]
+            suffix = template.rsplit(".", 1)[-1]
             param = groups.get("param") or (suffix if suffix in ("weight", "bias") else None)
-            found = Found(role, group.template, _source(group.template, layer), param, groups.get("part"),
-                          tuple(group.shape), group.count)  # fmt: skip
+            found = Found(role, template, _source(template, layer), param, groups.get("part"), tuple(group.shape),
+                          group.count)  # fmt: skip
             self.found.setdefault((role, found.param, found.part), []).append(found)
 
     def get(self, role: str, param: str | None = "weight", part: str | None = None) -> Found | None:

@@ -14,7 +14,7 @@ from onboard.errors import ConfigError
 from onboard.findings import Finding, info, warning
 from onboard.inspect_checkpoint import tensor_names as tn
 from onboard.inspect_checkpoint.checkpoint_types import TensorInfo
-from onboard.inspect_checkpoint.config_view import TOWER_SECTIONS, ConfigView
+from onboard.inspect_checkpoint.config_view import TOWER_SECTIONS, ConfigView, tie_word_embeddings
 from onboard.inspect_checkpoint.layer_plan import class_layer_types, plan_layers, shared_kv_sources
 from onboard.inspect_checkpoint.lm_view import in_layer, language_view, shape_of
 from onboard.inspect_checkpoint.moe_config import moe_from_config, moe_layers_from_config
@@ -296,9 +296,10 @@ def _biases(cv: ConfigView, lm: dict[str, TensorInfo] | None) -> Biases:
 
 
 def _tied(cv: ConfigView, lm: dict[str, TensorInfo] | None) -> bool:
-    value = cv.get("tie_word_embeddings", "tie_embeddings", "share_embeddings")
-    if value is None and isinstance(cv.raw.get("tie_word_embeddings"), bool):
-        value = cv.raw["tie_word_embeddings"]
+    value = tie_word_embeddings(cv.raw)  # a wrapper's own flag counts too (config_view.tie_word_embeddings)
+    if value is None:
+        value = cv.get("tie_embeddings", "share_embeddings")
+    cv.mark_used("tie_word_embeddings")
     if value is None:  # transformers' default is True when the key is absent
         return True if lm is None else not any(tn.component(n) == "head" for n in lm)
     if value and lm:

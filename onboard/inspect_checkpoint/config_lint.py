@@ -70,6 +70,24 @@ IGNORED: dict[str, str] = {
     ),
 }  # fmt: skip
 
+# A multimodal wrapper's own top-level keys (beside its text_config): how images become tokens and how the projector
+# maps them. Ignored only at a wrapper's top level, where the language model's forward on text never reads them
+# (`scale_factor` or `projector_bias` inside a text config could mean something else).
+_IMAGE_SIDE = "the multimodal wrapper's image side (projector, feature layer, tokens per image): the language model's forward on text does not read it"
+WRAPPER_IMAGE_KEYS: dict[str, str] = dict.fromkeys(
+    ["mm_tokens_per_image", "multimodal_projector_bias", "projector_hidden_act", "projector_bias",
+     "projector_hidden_size", "projector_use_layernorm", "projection_hidden_size", "projection_layer_norm_eps",
+     "spatial_merge_size", "vision_feature_layer", "vision_feature_select_strategy", "image_seq_length",
+     "downsample_ratio", "downsample_factor", "scale_factor"],
+    _IMAGE_SIDE,
+)  # fmt: skip
+
+
+def ignored(cv: ConfigView, section: str, key: str) -> bool:
+    """A key that does not change the text forward pass: IGNORED anywhere, WRAPPER_IMAGE_KEYS at a wrapper's top."""
+    return key in IGNORED or (section == "" and cv.text_section is not None and key in WRAPPER_IMAGE_KEYS)
+
+
 # Keys whose meaning is known but which the block library does not model: reported as warnings naming the effect.
 KNOWN_UNSUPPORTED: dict[str, str] = {
     "swiglu_limit": "clamps the SwiGLU gate/up activations (gpt-oss); kernels must apply the same clamp",
@@ -87,7 +105,7 @@ def comparable_keys(cv: ConfigView) -> set[str]:
     out = set()
     for section, key in cv.all_keys():
         value = (cv.text if section else cv.raw).get(key)
-        if key not in IGNORED and value is not None and not isinstance(value, dict):
+        if not ignored(cv, section, key) and value is not None and not isinstance(value, dict):
             out.add(key)
     return out
 
@@ -96,7 +114,7 @@ def lint_config(cv: ConfigView) -> list[Finding]:
     findings: list[Finding] = []
     for section, key in cv.all_keys():
         where = f"{section}.{key}" if section else key
-        if key in cv.used or key in IGNORED:
+        if key in cv.used or ignored(cv, section, key):
             continue
         value = (cv.text if section else cv.raw).get(key)
         if value is None or value is False or value == [] or value == {}:

@@ -22,19 +22,30 @@ TOWER_SECTIONS = {
 }
 
 
+def text_section(raw: dict[str, Any]) -> str | None:
+    """The nested section holding the language model's hyperparameters (None: config.json is the text model's)."""
+    return next((section for section in TEXT_SECTIONS if isinstance(raw.get(section), dict)), None)
+
+
+def tie_word_embeddings(raw: dict[str, Any]) -> bool | None:
+    """Whether the LM head is the embedding, as transformers decides it; None when config.json does not say.
+
+    A multimodal wrapper ties its own head by its own top-level flag (transformers reads the outer model's config),
+    and older saves put the flag in text_config instead (Llava and Qwen2.5-VL still honour it there): either one
+    set ties. A text model: its own flag."""
+    section = text_section(raw)
+    flags = [v for v in (raw.get("tie_word_embeddings"), raw[section].get("tie_word_embeddings") if section else None)
+             if isinstance(v, bool)]  # fmt: skip
+    return any(flags) if flags else None
+
+
 class ConfigView:
     """Lookups over the text config first, then the top level; remembers every key read."""
 
     def __init__(self, raw: dict[str, Any]) -> None:
         self.raw = raw
-        self.text_section: str | None = None
-        text: dict[str, Any] = {}
-        for section in TEXT_SECTIONS:
-            if isinstance(raw.get(section), dict):
-                self.text_section = section
-                text = raw[section]
-                break
-        self.text = text
+        self.text_section = text_section(raw)
+        self.text: dict[str, Any] = raw[self.text_section] if self.text_section else {}
         self.used: set[str] = set()
         self.type_errors: dict[str, str] = {}
         """field → what was expected, for values of the wrong JSON type (reported as findings)."""

@@ -219,6 +219,9 @@ def plan_memory(
     quantization: Quantization | None = None,
     ssm: Ssm | None = None,
 ) -> MemoryPlan:
+    # Per-layer attention sizes: read below where the k/v tensors do not give a layer's width, and by composition
+    # (each layer's args); modelled either way, so never an unknown key, top-level or inside a wrapper's text_config.
+    cv.mark_used("per_layer_config")
     width = kv_dtype_bytes(kv_dtype)
     cache_layers: list[CacheLayer] = []
     by_kind: dict[str, int] = {}

@@ -16,8 +16,10 @@ _EXPERT = re.compile(r"\.experts\.(\d+)\.")
 
 TOWER_PREFIXES = {
     "vision": ("vision_tower", "vision_model", "visual", "vision_encoder", "vision", "image_encoder", "vit",
-               "multi_modal_projector", "mm_projector", "vision_projection", "image_newline", "patch_embed"),
-    "audio": ("audio_tower", "audio_model", "audio_encoder", "audio", "speech_encoder", "audio_projection"),
+               "multi_modal_projector", "mm_projector", "vision_projection", "image_newline", "patch_embed",
+               "embed_vision"),  # Gemma 3n / 4: the projection of vision soft tokens into the text embedding space
+    "audio": ("audio_tower", "audio_model", "audio_encoder", "audio", "speech_encoder", "audio_projection",
+              "embed_audio"),
 }  # fmt: skip
 # A learned per-head logit that joins the attention softmax (gpt-oss's `sinks`), by the names checkpoints store it
 # under: transformers' conversion_mapping loads flint's `softmax_offset` and mimo_v2_flash's `attention_sink_bias`
@@ -86,6 +88,12 @@ def strip_lm_prefix(name: str) -> str:
             rest = name[len(prefix) :]
             return rest if rest.startswith(("lm_head", "model.")) else "model." + rest
     return name
+
+
+def language_model_name(name: str) -> str | None:
+    """The name a text model's adapter reads for checkpoint tensor `name`: a multimodal wrapper's prefix removed
+    (`language_model.model.layers.0…` → `model.layers.0…`), None for a vision / audio tower's tensor."""
+    return None if tower_of(name) is not None else strip_lm_prefix(name)
 
 
 @lru_cache(maxsize=8192)

@@ -82,13 +82,14 @@ def coverage_table() -> tuple[str, dict[str, str]]:
 
     from onboard.generate_adapter.archs import ARCHS
     from tests.tiny.configs import TINY
+    from tests.tiny.tiny_wrappers import WRAPPERS
 
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
     torch.set_num_threads(1)
     rows, results = [], {}
     with tempfile.TemporaryDirectory() as tmp:
-        for model_type in sorted(TINY):
+        for model_type in sorted({*TINY, *WRAPPERS}):  # wrappers: their language model, read from the wrapper
             result, detail = outcome(model_type, Path(tmp))
             results[model_type] = result
             name = f"`{model_type}` {REGISTERED_NOTE}" if model_type in ARCHS else f"`{model_type}`"

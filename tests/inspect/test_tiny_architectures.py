@@ -14,6 +14,7 @@ from onboard.inspect_checkpoint.registry import KNOWN_GAPS, VERIFIED
 from tests.tiny.configs import TINY
 from tests.tiny.fixtures import tiny_checkpoint, tiny_ground_truth  # noqa: F401  (session fixtures)
 from tests.tiny.tiny_more import EXCLUDED
+from tests.tiny.tiny_wrappers import WRAPPERS
 
 # The architectures issue 2 names explicitly; every other TINY entry is checked too.
 REQUIRED = {
@@ -120,13 +121,15 @@ def test_every_family_with_an_expectation_is_known():
 
 
 def test_every_decoder_of_transformers_has_a_tiny_config():
-    """TINY plus the documented exclusions is every causal-LM model_type of the installed transformers: a new
-    decoder family fails here until it gets a tiny config (tests/tiny/tiny_more.py) or a reason in EXCLUDED."""
+    """TINY, the multimodal WRAPPERS and the documented exclusions cover every causal-LM model_type of the installed
+    transformers: a new decoder family fails here until it gets a tiny config (tests/tiny/tiny_more.py) or a reason
+    in EXCLUDED."""
     from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
 
     installed = set(MODEL_FOR_CAUSAL_LM_MAPPING_NAMES)
-    assert not installed - set(TINY) - set(EXCLUDED), sorted(installed - set(TINY) - set(EXCLUDED))
-    assert not set(TINY) & set(EXCLUDED)
+    built = set(TINY) | set(WRAPPERS)
+    assert not installed - built - set(EXCLUDED), sorted(installed - built - set(EXCLUDED))
+    assert not built & set(EXCLUDED) and not set(TINY) & set(WRAPPERS)
     assert not set(EXCLUDED) - installed, "EXCLUDED names a model_type transformers no longer has"
 
 

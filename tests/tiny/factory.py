@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.tiny.configs import TINY, WINDOW
+from tests.tiny.tiny_wrappers import WRAPPERS
 
 __all__ = ["TINY", "WINDOW", "TOKENIZER_FILES", "make_tiny_config", "make_tiny_checkpoint", "make_tiny_mtp_checkpoint"]
 
@@ -29,7 +30,8 @@ TOKENIZER_FILES = (
 
 
 def make_tiny_config(model_type: str, overrides: dict[str, Any] | None = None) -> Any:
-    """Build the tiny config of `model_type` (TINY entry plus `overrides`) through its transformers config class.
+    """Build the tiny config of `model_type` (TINY entry plus `overrides`) through its transformers config class;
+    a multimodal wrapper's from WRAPPERS (tests/tiny/tiny_wrappers.py).
 
     Raises:
         KeyError: `model_type` has no TINY entry.
@@ -38,6 +40,8 @@ def make_tiny_config(model_type: str, overrides: dict[str, Any] | None = None) -
     from transformers import AutoConfig
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING
 
+    if model_type in WRAPPERS:
+        return AutoConfig.for_model(model_type, **{**WRAPPERS[model_type], **(overrides or {})})
     if model_type not in TINY:
         raise KeyError(f"no tiny config for model_type {model_type!r}; add it to tests/tiny/configs.py TINY")
     kwargs = {**TINY[model_type], **(overrides or {})}
@@ -75,14 +79,15 @@ def make_tiny_checkpoint(
         `out_dir`.
     """
     import torch
-    from transformers import AutoModelForCausalLM
+    from transformers import AutoModelForCausalLM, AutoModelForImageTextToText
 
     config = make_tiny_config(model_type, overrides)
     torch_dtype = getattr(torch, dtype)
+    auto = AutoModelForImageTextToText if model_type in WRAPPERS else AutoModelForCausalLM
     # fork_rng: building a fixture must not shift the global RNG stream of the test that asked for it.
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        model = AutoModelForCausalLM.from_config(config, dtype=torch_dtype)
+        model = auto.from_config(config, dtype=torch_dtype)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(out_dir, safe_serialization=True)
