@@ -60,6 +60,8 @@ class Rope(msgspec.Struct, frozen=True):
     original_max_position_embeddings: int | None = None
     local_theta: float | None = None
     """A second base for sliding layers (Gemma 3, ModernBERT-style)."""
+    interleaved: bool = False
+    """config.json's `rope_interleave` (DeepSeek-V3, Kimi K2): rotary on (even, odd) pairs, not the two halves."""
 
 
 class Norms(msgspec.Struct, frozen=True):

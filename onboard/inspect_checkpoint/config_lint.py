@@ -93,7 +93,6 @@ KNOWN_UNSUPPORTED: dict[str, str] = {
     "swiglu_limit": "clamps the SwiGLU gate/up activations (gpt-oss); kernels must apply the same clamp",
     "swiglu_alpha": "gpt-oss SwiGLU uses x·sigmoid(alpha·x) with this alpha, not plain SiLU",
     "clip_qkv": "clamps q/k/v projections to ±clip_qkv (OLMo, DBRX)",
-    "rope_interleave": "rotary applied to interleaved (even/odd) pairs instead of the two halves",
     "attention_chunk_size": "chunked local attention",
     "num_nextn_predict_layers": "multi-token-prediction layers",
 }

@@ -100,6 +100,7 @@ def rope_from_config(cv: ConfigView, lm: dict[str, TensorInfo] | None) -> tuple[
             rotary_dim=rotary_dim,
             original_max_position_embeddings=int(original) if original else None,
             local_theta=local_theta,
+            interleaved=cv.bool("rope_interleave"),
         ),
         "rope",
     )

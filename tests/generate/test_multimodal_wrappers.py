@@ -1,5 +1,6 @@
-"""Multimodal wrappers (Gemma 3 / 4, Mistral 3, LLaVA, Qwen2.5-VL, Qwen3-VL, Llama 4): the adapter serves the language
-model, read from the wrapper's checkpoint under its text names, with the towers left out and reported unverified.
+"""Multimodal wrappers (tests/tiny/tiny_wrappers.py: Gemma 3 / 4, Llama 4, Mistral 3, LLaVA, the Qwen-VL families,
+Qwen3.5, Kimi K2.5): the adapter serves the language model, read from the wrapper's checkpoint under its text names,
+with the towers left out and reported unverified.
 
 The float32 parity of each composition is in the coverage table (test_compose_coverage.py); here: bfloat16 parity,
 the hand-written families' adapters on their wrappers, the loader's view of a wrapper, the head-tying rule, the

@@ -61,3 +61,14 @@ def test_every_known_family_default_config_profiles():
     assert len(fams) >= 150
     for must in ("llama", "qwen3_next", "deepseek_v3", "gpt_oss", "mamba2", "jamba", "lfm2", "nemotron_h"):
         assert must in fams, f"{must} missing from onboard/data/families.json: rerun scripts/build_family_catalog.py"
+
+
+@pytest.mark.parametrize("value", [True, False])
+def test_rope_interleave_is_a_profile_fact_not_a_warning(value: bool) -> None:
+    # DeepSeek-V3 and Kimi K2 rotate (even, odd) pairs: the adapters apply it (MLAttention rope_interleaved), so the
+    # profile records it and no "not modelled" warning is raised.
+    config = {"model_type": "deepseek_v3", "hidden_size": 64, "num_hidden_layers": 2, "rope_theta": 10000.0,
+              "rope_interleave": value}  # fmt: skip
+    p = profile_from_parts(config, None)
+    assert p.rope is not None and p.rope.interleaved is value
+    assert not [f for f in p.findings if "rope_interleave" in f.message]

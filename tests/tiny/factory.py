@@ -38,22 +38,32 @@ def make_tiny_config(model_type: str, overrides: dict[str, Any] | None = None) -
         ValueError: an override is not a knob of that config class (it would become a stray, unused config key).
     """
     from transformers import AutoConfig
-    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
 
     if model_type in WRAPPERS:
-        return AutoConfig.for_model(model_type, **{**WRAPPERS[model_type], **(overrides or {})})
+        kwargs = {**WRAPPERS[model_type], **(overrides or {})}
+        config = AutoConfig.for_model(model_type, **kwargs)
+        _check_no_stray_keys(model_type, kwargs, config, "tests/tiny/tiny_wrappers.py")
+        text = config.get_text_config()
+        _check_no_stray_keys(text.model_type, kwargs["text_config"], text, "tests/tiny/tiny_wrappers.py")
+        return config
     if model_type not in TINY:
         raise KeyError(f"no tiny config for model_type {model_type!r}; add it to tests/tiny/configs.py TINY")
     kwargs = {**TINY[model_type], **(overrides or {})}
+    config = AutoConfig.for_model(model_type, **kwargs)
+    _check_no_stray_keys(model_type, kwargs, config, "tests/tiny/configs.py")
+    return config
+
+
+def _check_no_stray_keys(model_type: str, kwargs: dict[str, Any], config: Any, where: str) -> None:
+    """Legacy keywords are consumed by __post_init__; anything left as an attribute but unknown is a typo."""
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+
     cls = CONFIG_MAPPING[model_type]
     known = {f.name for f in dataclasses.fields(cls)} if dataclasses.is_dataclass(cls) else set()
-    known |= set(getattr(cls, "attribute_map", {}))
-    config = AutoConfig.for_model(model_type, **kwargs)
-    # Legacy keywords are consumed by __post_init__; anything left as an attribute but unknown is a typo.
+    known |= set(getattr(cls, "attribute_map", {})) | {"model_type"}
     stray = sorted(k for k in kwargs if k not in known and k in config.to_dict())
     if stray:
-        raise ValueError(f"{model_type}: {stray} are not fields of {cls.__name__}; fix tests/tiny/configs.py")
-    return config
+        raise ValueError(f"{model_type}: {stray} are not fields of {cls.__name__}; fix {where}")
 
 
 def make_tiny_checkpoint(

@@ -100,7 +100,7 @@ EXCLUDED: dict[str, str] = {
         _ENCODER,
     ),
     **dict.fromkeys(
-        ["gemma4_unified", "qwen3_5", "qwen3_5_moe", "qwen4_exp", "dots3_note",
+        ["gemma4_unified", "qwen4_exp", "dots3_note",
          "mllama", "emu3", "fuyu", "git", "got_ocr2", "phi4_multimodal", "moshi", "moss_transcribe_diarize",
          "musicgen", "musicgen_melody"],
         _COMPOSITE,
