@@ -29,6 +29,7 @@ import torch
 
 from onboard.comparator import CALIBRATION, agreement, topk_rows
 from onboard.errors import InputError
+from onboard.inspect_checkpoint.config_view import language_model_config
 from onboard.reference import REPO_CODE, RemoteCodePolicy, describe, load_transformers, reference_for, rerun_command
 
 CALIBRATED_BAR = "calibrated (onboard/comparator.py THRESHOLDS)"
@@ -76,7 +77,7 @@ def prompts(config: dict[str, Any], seed: int = 0) -> list[torch.Tensor]:
 def parity_config(checkpoint: Path) -> dict[str, Any]:
     """config.json, or its text part for a composite model: what sizes the parity prompts."""
     config = json.loads((checkpoint / "config.json").read_text())
-    return config.get("text_config", config) if "vocab_size" not in config else config
+    return language_model_config(config)
 
 
 def reference_model(

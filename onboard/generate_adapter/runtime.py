@@ -22,7 +22,7 @@ from onboard.blocks.attention import AttentionContext, LayerKV
 from onboard.blocks.rotary import RopeConfig, RotaryEmbedding
 from onboard.errors import ConfigError, InputError
 from onboard.generate_adapter.loader import WeightRule, load_weights
-from onboard.inspect_checkpoint.config_view import tie_word_embeddings
+from onboard.inspect_checkpoint.config_view import language_model_config
 from onboard.inspect_checkpoint.layer_plan import shared_kv_sources
 
 __all__ = [
@@ -206,7 +206,7 @@ class AdapterModel(nn.Module):
             raise ConfigError(f"{config_file}: not found", "point at a checkpoint folder with config.json") from exc
         except ValueError as exc:
             raise ConfigError(f"{config_file}: not valid JSON ({exc})", "fix or re-save config.json") from exc
-        config = text_config(config)
+        config = language_model_config(config)
         # Missing kernels first: a stubbed adapter's fields are placeholders, so their errors would hide the stubs.
         require_kernels(cls.MODEL_TYPE, cls.REQUIRED_KERNELS, cls.ADAPTER_FILE)
         args = cls.Args.from_dict(config)
@@ -288,15 +288,6 @@ class AdapterModel(nn.Module):
             cache.length += seq
         logits = self.lm_head(self.model.norm(x))
         return (logits, tuple(hidden)) if return_hidden_states else logits
-
-
-def text_config(config: dict[str, Any]) -> dict[str, Any]:
-    """The language model's config: config.json itself, or a multimodal wrapper's `text_config` with the head tied
-    as transformers ties the wrapper's (config_view.tie_word_embeddings)."""
-    if "hidden_size" in config or not isinstance(config.get("text_config"), dict):
-        return config
-    tied = tie_word_embeddings(config)
-    return {**config["text_config"], **({} if tied is None else {"tie_word_embeddings": tied})}
 
 
 def padded_positions(attention_mask: torch.Tensor) -> torch.Tensor:

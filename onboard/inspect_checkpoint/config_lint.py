@@ -7,7 +7,7 @@ them); the tables below list keys that do not change the forward pass, or that a
 
 from __future__ import annotations
 
-from onboard.findings import Finding, warning
+from onboard.findings import Finding, info, warning
 from onboard.inspect_checkpoint.config_view import ConfigView
 
 _TRAINING = "training-only (dropout, init, losses, aux losses): no effect on inference"
@@ -70,22 +70,18 @@ IGNORED: dict[str, str] = {
     ),
 }  # fmt: skip
 
-# A multimodal wrapper's own top-level keys (beside its text_config): how images become tokens and how the projector
-# maps them. Ignored only at a wrapper's top level, where the language model's forward on text never reads them
-# (`scale_factor` or `projector_bias` inside a text config could mean something else).
-_IMAGE_SIDE = "the multimodal wrapper's image side (projector, feature layer, tokens per image): the language model's forward on text does not read it"
-WRAPPER_IMAGE_KEYS: dict[str, str] = dict.fromkeys(
-    ["mm_tokens_per_image", "multimodal_projector_bias", "projector_hidden_act", "projector_bias",
-     "projector_hidden_size", "projector_use_layernorm", "projection_hidden_size", "projection_layer_norm_eps",
-     "spatial_merge_size", "vision_feature_layer", "vision_feature_select_strategy", "image_seq_length",
-     "downsample_ratio", "downsample_factor", "scale_factor"],
-    _IMAGE_SIDE,
-)  # fmt: skip
+
+def wrapper_side(cv: ConfigView, section: str) -> bool:
+    """A key at a multimodal wrapper's top level, beside its text config: the wrapper's own (how images or audio
+    become tokens, the projector, feature layers). The language model's forward on text reads its text config only
+    (transformers' wrappers and vLLM's alike; the head's tie flag, which it does read, is handled where it is read:
+    config_view.tie_word_embeddings)."""
+    return section == "" and cv.text_section is not None
 
 
 def ignored(cv: ConfigView, section: str, key: str) -> bool:
-    """A key that does not change the text forward pass: IGNORED anywhere, WRAPPER_IMAGE_KEYS at a wrapper's top."""
-    return key in IGNORED or (section == "" and cv.text_section is not None and key in WRAPPER_IMAGE_KEYS)
+    """A key that does not change the language model's forward pass on text."""
+    return key in IGNORED or wrapper_side(cv, section)
 
 
 # Keys whose meaning is known but which the block library does not model: reported as warnings naming the effect.
@@ -111,13 +107,18 @@ def comparable_keys(cv: ConfigView) -> set[str]:
 
 def lint_config(cv: ConfigView) -> list[Finding]:
     findings: list[Finding] = []
+    wrapper_keys: list[str] = []
     for section, key in cv.all_keys():
         where = f"{section}.{key}" if section else key
-        if key in cv.used or ignored(cv, section, key):
+        if key in cv.used or key in IGNORED:
             continue
         value = (cv.text if section else cv.raw).get(key)
         if value is None or value is False or value == [] or value == {}:
             continue  # an absent-valued option changes nothing
+        if wrapper_side(cv, section):
+            if not key.endswith(("_config", "_token", "_token_id", "_token_index")):
+                wrapper_keys.append(key)
+            continue
         if key in KNOWN_UNSUPPORTED:
             findings.append(
                 warning(
@@ -138,6 +139,16 @@ def lint_config(cv: ConfigView) -> list[Finding]:
                 f"unknown field {where}: check whether it changes the forward pass",
                 "model it in onboard/inspect_checkpoint (architecture.py) or list it in config_lint.IGNORED with "
                 "a reason",
+                file="config.json",
+            )
+        )
+    if wrapper_keys:
+        findings.append(
+            info(
+                "wrapper-config-fields",
+                f"the multimodal wrapper's own keys (outside {cv.text_section}): {', '.join(wrapper_keys)}; the "
+                "language model's forward on text does not read them, and adapters serve the language model",
+                "they shape image / audio inputs: check them when validating those inputs on the serving engine",
                 file="config.json",
             )
         )

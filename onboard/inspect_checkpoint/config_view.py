@@ -39,6 +39,17 @@ def tie_word_embeddings(raw: dict[str, Any]) -> bool | None:
     return any(flags) if flags else None
 
 
+def language_model_config(raw: dict[str, Any]) -> dict[str, Any]:
+    """The language model's config as a text model's config.json would say it: config.json itself, or a multimodal
+    wrapper's text section (read first, as ConfigView reads it) with the head tied as transformers ties the
+    wrapper's (`tie_word_embeddings`)."""
+    section = text_section(raw)
+    if section is None:
+        return raw
+    tied = tie_word_embeddings(raw)
+    return {**raw[section], **({} if tied is None else {"tie_word_embeddings": tied})}
+
+
 class ConfigView:
     """Lookups over the text config first, then the top level; remembers every key read."""
 

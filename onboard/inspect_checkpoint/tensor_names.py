@@ -17,7 +17,13 @@ _EXPERT = re.compile(r"\.experts\.(\d+)\.")
 TOWER_PREFIXES = {
     "vision": ("vision_tower", "vision_model", "visual", "vision_encoder", "vision", "image_encoder", "vit",
                "multi_modal_projector", "mm_projector", "vision_projection", "image_newline", "patch_embed",
-               "embed_vision"),  # Gemma 3n / 4: the projection of vision soft tokens into the text embedding space
+               "embed_vision",  # Gemma 3n / 4: the projection of vision soft tokens into the text embedding space
+               "connector",  # Idefics3 / SmolVLM: the pixel-shuffle projector of image features
+               "image_tower", "video_tower", "aligner",  # Video-LLaVA's two towers; DeepSeek-VL's projector
+               # projectors by other names: MiniCPM-V's merger, InternVL-style mlp1, VideoLLaMA3's projector, BLIP-2's
+               # Q-Former (its query tokens and language projection), Ovis' visual tokenizer and its embedding table
+               "merger", "mlp1", "projector", "qformer", "query_tokens", "language_projection", "visual_tokenizer",
+               "vte"),
     "audio": ("audio_tower", "audio_model", "audio_encoder", "audio", "speech_encoder", "audio_projection",
               "embed_audio"),
 }  # fmt: skip
@@ -25,7 +31,8 @@ TOWER_PREFIXES = {
 # under: transformers' conversion_mapping loads flint's `softmax_offset` and mimo_v2_flash's `attention_sink_bias`
 # as `sinks`, the same parameter.
 SINK_NAMES = ("sinks", "softmax_offset", "attention_sink_bias")
-_LM_PREFIXES = ("model.language_model.", "language_model.model.", "language_model.", "model.text_model.", "text_model.")
+_LM_PREFIXES = ("model.language_model.", "language_model.model.", "language_model.", "model.text_model.", "text_model.",
+                "llm.")  # fmt: skip  # Ovis: llm.model.layers…, llm.lm_head
 
 # Ordered: the first rule whose regex matches the template decides the component.
 _COMPONENT_RULES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(

@@ -26,6 +26,9 @@ REGENERATE = "OMP_NUM_THREADS=1 python -m tests.generate.test_compose_coverage -
 REFERENCE_NOTES = {
     "youtu": "transformers' YoutuPreTrainedModel._init_weights zeroes the pad_token_id row of the loaded embedding "
     "(through .data, after loading); the adapter keeps the checkpoint's row",
+    "cohere2_vision": "transformers' Cohere2VisionForConditionalGeneration does not multiply the logits by "
+    "text_config.logit_scale (Aya Vision's wrapper and vLLM's Cohere2Vision, through its language model, do); the "
+    "adapter applies it",
 }
 
 
@@ -82,24 +85,28 @@ def coverage_table() -> tuple[str, dict[str, str]]:
 
     from onboard.generate_adapter.archs import ARCHS
     from tests.tiny.configs import TINY
-    from tests.tiny.tiny_wrappers import WRAPPERS
+    from tests.tiny.tiny_wrappers import ALL_WRAPPERS
 
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
     torch.set_num_threads(1)
     rows, results = [], {}
     with tempfile.TemporaryDirectory() as tmp:
-        for model_type in sorted({*TINY, *WRAPPERS}):  # wrappers: their language model, read from the wrapper
+        for model_type in sorted({*TINY, *ALL_WRAPPERS}):  # wrappers: their language model, read from the wrapper
             result, detail = outcome(model_type, Path(tmp))
             results[model_type] = result
             name = f"`{model_type}` {REGISTERED_NOTE}" if model_type in ARCHS else f"`{model_type}`"
             rows.append(f"| {name} | {result} | {detail} |")
     composed = [m for m, r in results.items() if r == "composed"]
     beyond = [m for m in composed if m not in ARCHS]
+    wrappers = [m for m in composed if m in ALL_WRAPPERS]
     head = (
         f"{len(composed)} of {len(results)} architectures compose and pass parity ({len(beyond)} without a "
         f"hand-written ArchSpec; {sum(m in ARCHS for m in composed)} of the {len(ARCHS)} registered families also "
-        "compose without theirs).\n\n| model_type | result | what is missing / detail |\n|---|---|---|\n"
+        f"compose without theirs). {len(wrappers)} of them are multimodal wrappers (of {len(ALL_WRAPPERS)} built: "
+        "tests/tiny/tiny_wrappers.py) whose language model the adapter reads from the wrapper's checkpoint; the "
+        "language models they wrap have rows of their own.\n\n| model_type | result | what is missing / detail |\n"
+        "|---|---|---|\n"
     )
     return head + "\n".join(rows) + "\n", results
 

@@ -66,8 +66,10 @@ def test_prompts_are_seeded_token_ids_inside_the_vocabulary() -> None:
 def test_a_composite_config_is_sized_by_its_text_part(tmp_path: Path) -> None:
     (tmp_path / "config.json").write_text('{"model_type": "vlm", "text_config": {"vocab_size": 9, "x": 1}}')
     assert parity_config(tmp_path) == {"vocab_size": 9, "x": 1}
+    # The language model's section wins over a wrapper's top-level copy (PaliGemma keeps a legacy vocab_size there),
+    # as inspect's ConfigView reads it: the prompts are drawn from the vocabulary the text model embeds.
     (tmp_path / "config.json").write_text('{"vocab_size": 5, "text_config": {"vocab_size": 9}}')
-    assert parity_config(tmp_path) == {"vocab_size": 5, "text_config": {"vocab_size": 9}}
+    assert parity_config(tmp_path) == {"vocab_size": 9}
     (tmp_path / "config.json").write_text('{"vocab_size": 5}')
     assert parity_config(tmp_path) == {"vocab_size": 5}
     (tmp_path / "config.json").write_text('{"model_type": "odd", "n_vocab": 5}')  # no text part: itself

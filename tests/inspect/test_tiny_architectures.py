@@ -14,7 +14,7 @@ from onboard.inspect_checkpoint.registry import KNOWN_GAPS, VERIFIED
 from tests.tiny.configs import TINY
 from tests.tiny.fixtures import tiny_checkpoint, tiny_ground_truth  # noqa: F401  (session fixtures)
 from tests.tiny.tiny_more import EXCLUDED
-from tests.tiny.tiny_wrappers import WRAPPERS
+from tests.tiny.tiny_wrappers import ALL_WRAPPERS
 
 # The architectures issue 2 names explicitly; every other TINY entry is checked too.
 REQUIRED = {
@@ -127,9 +127,9 @@ def test_every_decoder_of_transformers_has_a_tiny_config():
     from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
 
     installed = set(MODEL_FOR_CAUSAL_LM_MAPPING_NAMES)
-    built = set(TINY) | set(WRAPPERS)
+    built = set(TINY) | set(ALL_WRAPPERS)
     assert not installed - built - set(EXCLUDED), sorted(installed - built - set(EXCLUDED))
-    assert not built & set(EXCLUDED) and not set(TINY) & set(WRAPPERS)
+    assert not built & set(EXCLUDED) and not set(TINY) & set(ALL_WRAPPERS)
     assert not set(EXCLUDED) - installed, "EXCLUDED names a model_type transformers no longer has"
 
 

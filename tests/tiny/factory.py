@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.tiny.configs import TINY, WINDOW
-from tests.tiny.tiny_wrappers import WRAPPERS
+from tests.tiny.tiny_wrappers import ALL_WRAPPERS, wrapper_config
 
 __all__ = ["TINY", "WINDOW", "TOKENIZER_FILES", "make_tiny_config", "make_tiny_checkpoint", "make_tiny_mtp_checkpoint"]
 
@@ -39,8 +39,8 @@ def make_tiny_config(model_type: str, overrides: dict[str, Any] | None = None) -
     """
     from transformers import AutoConfig
 
-    if model_type in WRAPPERS:
-        kwargs = {**WRAPPERS[model_type], **(overrides or {})}
+    if model_type in ALL_WRAPPERS:
+        kwargs = {**wrapper_config(model_type), **(overrides or {})}
         config = AutoConfig.for_model(model_type, **kwargs)
         _check_no_stray_keys(model_type, kwargs, config, "tests/tiny/tiny_wrappers.py")
         text = config.get_text_config()
@@ -93,7 +93,7 @@ def make_tiny_checkpoint(
 
     config = make_tiny_config(model_type, overrides)
     torch_dtype = getattr(torch, dtype)
-    auto = AutoModelForImageTextToText if model_type in WRAPPERS else AutoModelForCausalLM
+    auto = AutoModelForImageTextToText if model_type in ALL_WRAPPERS else AutoModelForCausalLM
     # fork_rng: building a fixture must not shift the global RNG stream of the test that asked for it.
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)

@@ -101,7 +101,7 @@ EXCLUDED: dict[str, str] = {
     ),
     **dict.fromkeys(
         ["gemma4_unified", "qwen4_exp", "dots3_note",
-         "mllama", "emu3", "fuyu", "git", "got_ocr2", "phi4_multimodal", "moshi", "moss_transcribe_diarize",
+         "mllama", "emu3", "fuyu", "git", "phi4_multimodal", "moshi", "moss_transcribe_diarize",
          "musicgen", "musicgen_melody"],
         _COMPOSITE,
     ),

@@ -26,6 +26,37 @@ _QWEN35_ROPE = {"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_f
 # Qwen2-/3-VL text configs have no sliding-window fields (Qwen3VLTextConfig rejects them; Qwen2.5-VL's are unused).
 _NO_WINDOW = dict(use_sliding_window=DROP, sliding_window=DROP, max_window_layers=DROP)
 
+# Every size knob of a vision config, as the shrunk towers below set it (the rest keep their defaults).
+_TOWER_SIZES = {"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 1, "depth": 1, "num_attention_heads": 2,
+                "num_heads": 2, "num_key_value_heads": 2, "head_dim": 16, "out_hidden_size": 64, "projection_dim": 32,
+                "vision_output_dim": 64, "projector_input_dim": 64, "projector_output_dim": 64}  # fmt: skip
+
+
+def _shrunk(model_type: str, text_type: str, base: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """A wrapper whose tower is its config class's default vision config with every size knob shrunk (28-pixel
+    images of 14-pixel patches), around the TINY language model of `text_type`."""
+    from transformers import AutoConfig
+
+    vision = AutoConfig.for_model(model_type).vision_config.to_dict()
+    tower = {k: v for k, v in _TOWER_SIZES.items() if isinstance(vision.get(k), int) and not isinstance(vision[k], bool)}
+    if isinstance(vision.get("image_size"), int):
+        tower["image_size"] = 28 if vision.get("patch_size", 14) == 14 else 32
+    if isinstance(vision.get("patch_size"), int) and vision["patch_size"] not in (14, 16):
+        tower["patch_size"] = 14
+    return {"text_config": dict(base[text_type], model_type=text_type),
+            "vision_config": {**tower, "model_type": vision["model_type"]}}  # fmt: skip
+
+
+# Wrappers built from their classes' defaults, towers shrunk (_shrunk): model_type -> the TINY language model it wraps.
+SHRUNK: dict[str, str] = {
+    "aria": "aria_text", "aya_vision": "cohere2", "blip-2": "opt", "cohere2_vision": "cohere2", "deepseek_vl": "llama",
+    "exaone4_5": "exaone4", "got_ocr2": "qwen2", "hyperclovax_vision_v2": "hyperclovax", "idefics2": "mistral",
+    "idefics3": "llama", "internvl": "qwen2", "lfm2_vl": "lfm2", "lfm3_vl": "lfm3", "lighton_ocr": "qwen3",
+    "llava_next": "llama", "llava_next_video": "llama", "llava_onevision": "qwen2", "llava_onevision1_5": "qwen3",
+    "minicpmv4_6": "qwen3_5_text", "ovis2": "qwen2", "ovis2_5": "qwen3", "qianfan_ocr": "qwen3", "smolvlm": "llama",
+    "video_llama_3": "qwen2", "video_llava": "llama", "vipllava": "llama",
+}  # fmt: skip
+
 WRAPPERS: dict[str, dict[str, Any]] = {
     # language_model.model.* + language_model.lm_head (tied here: the wrapper's own flag is true by default)
     "gemma3": dict(text_config=dict(DENSE["gemma3_text"], model_type="gemma3_text"), vision_config=_VISION),
@@ -72,3 +103,13 @@ WRAPPERS: dict[str, dict[str, Any]] = {
         audio_config=None,
     ),  # fmt: skip
 }
+
+
+def wrapper_config(model_type: str) -> dict[str, Any]:
+    """The tiny config keywords of wrapper `model_type` (WRAPPERS, or SHRUNK built from the class defaults)."""
+    from tests.tiny.configs import TINY
+
+    return WRAPPERS[model_type] if model_type in WRAPPERS else _shrunk(model_type, SHRUNK[model_type], TINY)
+
+
+ALL_WRAPPERS: tuple[str, ...] = tuple(sorted({*WRAPPERS, *SHRUNK}))
