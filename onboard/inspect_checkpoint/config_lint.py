@@ -86,11 +86,16 @@ def ignored(cv: ConfigView, section: str, key: str) -> bool:
 
 # Keys whose meaning is known but which the block library does not model: reported as warnings naming the effect.
 KNOWN_UNSUPPORTED: dict[str, str] = {
-    "swiglu_limit": "clamps the SwiGLU gate/up activations (gpt-oss); kernels must apply the same clamp",
-    "swiglu_alpha": "gpt-oss SwiGLU uses x·sigmoid(alpha·x) with this alpha, not plain SiLU",
-    "clip_qkv": "clamps q/k/v projections to ±clip_qkv (OLMo, DBRX)",
     "attention_chunk_size": "chunked local attention",
     "num_nextn_predict_layers": "multi-token-prediction layers",
+}
+
+# Keys the adapters apply (read by generate from config.json; a composition whose blocks cannot apply one stubs it)
+# that a serving engine's kernels must apply as well: reported as info naming the effect, for the kernel author.
+KERNEL_FACTS: dict[str, str] = {
+    "swiglu_limit": "clamps the SwiGLU gate/up activations (gpt-oss)",
+    "swiglu_alpha": "SwiGLU computes x·sigmoid(alpha·x) with this alpha, not plain SiLU (gpt-oss)",
+    "clip_qkv": "clamps the q/k/v projections to ±clip_qkv (OLMo, DBRX)",
 }
 
 
@@ -118,6 +123,17 @@ def lint_config(cv: ConfigView) -> list[Finding]:
         if wrapper_side(cv, section):
             if not key.endswith(("_config", "_token", "_token_id", "_token_index")):
                 wrapper_keys.append(key)
+            continue
+        if key in KERNEL_FACTS:
+            findings.append(
+                info(
+                    "config-kernel-fact",
+                    f"{where} = {value!r}: {KERNEL_FACTS[key]}; generated adapters apply it (generate names it "
+                    "as a kernel stub where no block does)",
+                    "a serving engine's kernels must apply it too: validate compares their outputs",
+                    file="config.json",
+                )
+            )
             continue
         if key in KNOWN_UNSUPPORTED:
             findings.append(

@@ -12,6 +12,7 @@ from functools import cache
 
 import msgspec
 
+from onboard.inspect_checkpoint import tensor_names as tn
 from onboard.profile import LayerInfo
 from onboard.resources import package_data
 
@@ -71,10 +72,14 @@ def _jaccard(a: frozenset[str] | set[str], b: frozenset[str] | set[str]) -> floa
 
 
 def _strip_layer_prefix(templates: set[str] | frozenset[str]) -> set[str]:
-    """Compare templates without wrapper prefixes (model. / transformer. / language_model.), and experts as one
-    group: checkpoints store them per expert or stacked depending on the writer's version."""
+    """Compare the language model's templates without wrapper prefixes (model. / transformer. / language_model.),
+    towers left out, and experts as one group: checkpoints store them per expert or stacked depending on the
+    writer's version."""
     out = set()
     for t in templates:
+        if tn.tower_of(t) is not None:
+            continue
+        t = tn.strip_lm_prefix(t)
         if ".experts." in t or t.endswith(".experts"):
             t = t[: t.index(".experts")] + ".experts.*"
         for prefix in ("model.language_model.", "language_model.model.", "model.", "transformer.", "gpt_neox.",
@@ -142,6 +147,10 @@ def novelty(
     if new_tensors and templates:
         shown = ", ".join(new_tensors[:8]) + (" …" if len(new_tensors) > 8 else "")
         lines.append(f"tensors not in {fam.model_type}: {shown}")
+    towers = sorted({tower for t in templates if (tower := tn.tower_of(t)) is not None})
+    if towers:
+        lines.append(f"{' and '.join(towers)} tower(s) beside the language model (not compared: adapters serve the "
+                     "language model)")  # fmt: skip
     new_keys = sorted(config_keys - fam.config_keys)
     if new_keys:
         lines.append(

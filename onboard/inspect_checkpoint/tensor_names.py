@@ -88,6 +88,11 @@ def _tower_of_template(tmpl: str) -> str | None:
     return None
 
 
+def lm_prefix(name: str) -> str | None:
+    """The multimodal wrapper prefix `name` is stored under (`language_model.model.`, `llm.`, …), or None."""
+    return next((prefix for prefix in _LM_PREFIXES if name.startswith(prefix)), None)
+
+
 def strip_lm_prefix(name: str) -> str:
     """`model.language_model.layers.0…` → `model.layers.0…` so multimodal wrappers read like text models."""
     for prefix in _LM_PREFIXES:

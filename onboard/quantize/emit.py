@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from onboard.inspect_checkpoint.tensor_names import lm_prefix, strip_lm_prefix, tower_of
 from onboard.quantize.formats import BF16, FORMATS, LLAMA_CPP, VLLM
 from onboard.quantize.units import LAYER, classify, component, part, unit_name
 
@@ -84,6 +85,8 @@ def tensors_by_unit(tensors: Sequence[tuple[str, tuple[int, ...]]]) -> dict[str,
     """Checkpoint tensors grouped by plan unit (`embedding`, `layer.3.attn.qkv`, `layer.3.mlp.down`, `head`, ...)."""
     grouped: dict[str, list[tuple[str, tuple[int, ...]]]] = {}
     for name, shape in tensors:
+        if tower_of(name) is not None:
+            continue  # a multimodal wrapper's vision / audio tower: not in the plan (its layers are not the LM's)
         kind = classify(name, len(shape))
         if kind is None:
             continue
@@ -139,8 +142,20 @@ def llama_cpp(
 
 
 def _module_regex(names: Sequence[str]) -> str:
-    modules = sorted({re.escape(n.removesuffix(".weight")) for n in names})
+    modules = sorted({_module_pattern(n.removesuffix(".weight")) for n in names})
     return "re:^(?:" + "|".join(modules) + ")$"
+
+
+def _module_pattern(module: str) -> str:
+    """The module's name as a regex. A multimodal wrapper's language-model module is matched under either layout
+    (transformers 5 loads `language_model.model.layers.0.x` as `model.language_model.layers.0.x`, and a wrapper's
+    head as `lm_head`), so the recipe targets the same modules whichever way the model was loaded."""
+    prefix = lm_prefix(module)
+    if prefix is None:
+        return re.escape(module)
+    head = next(part for part in prefix.split(".") if part and part != "model")
+    rest = strip_lm_prefix(module).removeprefix("model.")
+    return rf"(?:(?:model\.)?{re.escape(head)}\.(?:model\.)?)?{re.escape(rest)}"
 
 
 def llm_compressor(

@@ -16,6 +16,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from onboard.inspect_checkpoint.tensor_names import tower_of
+
 LAYER = re.compile(r"\.(?:layers|h|blocks|layer)\.(\d+)\.")
 ROUTER = re.compile(r"(?:^|\.)(?:gate|router|shared_expert_gate|shared_gate)\.weight$|\.mlp\.gate\.")
 SHARED = re.compile(r"shared_expert|shared_experts|\.shared\.")
@@ -79,7 +81,10 @@ def find_units(model: Any) -> tuple[list[Unit], int]:
     units: dict[tuple[int | None, str, str | None], Unit] = {}
     kept = 0
     for name, param in model.named_parameters():  # shared (tied) parameters are listed once
-        kind = classify(name, param.ndim, param.is_floating_point())
+        # A multimodal wrapper's towers stay in the model dtype, as engines and llm-compressor recipes keep them: the
+        # plan covers the language model, whose outputs it measures.
+        tower = tower_of(name) is not None
+        kind = None if tower else classify(name, param.ndim, param.is_floating_point())
         if kind is None:
             kept += param.numel()
             continue

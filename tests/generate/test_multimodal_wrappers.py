@@ -76,6 +76,14 @@ def test_composed_adapter_of_a_wrapper_passes_parity_in_bf16(model_type: str, wr
 
 
 @pytest.mark.parametrize("model_type", sorted(REGISTERED_TEXT))
+def test_novelty_compares_the_language_model_and_names_the_tower(model_type: str, wrapper) -> None:  # type: ignore[no-untyped-def]
+    profile = inspect(str(wrapper(model_type)))
+    assert profile.closest_family == REGISTERED_TEXT[model_type]
+    assert not [line for line in profile.novelty if "tensors not in" in line], profile.novelty  # towers not counted
+    assert any(line.startswith("vision tower(s) beside the language model") for line in profile.novelty)
+
+
+@pytest.mark.parametrize("model_type", sorted(REGISTERED_TEXT))
 def test_hand_written_adapter_reads_the_wrapper(model_type: str, wrapper, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     adapter, the_plan = _adapter(wrapper(model_type), tmp_path, compose_only=False)
     assert the_plan.family == REGISTERED_TEXT[model_type]  # the registered family's ArchSpec, not a composition

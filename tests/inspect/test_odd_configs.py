@@ -72,3 +72,13 @@ def test_rope_interleave_is_a_profile_fact_not_a_warning(value: bool) -> None:
     p = profile_from_parts(config, None)
     assert p.rope is not None and p.rope.interleaved is value
     assert not [f for f in p.findings if "rope_interleave" in f.message]
+
+
+def test_kernel_facts_the_adapters_apply_are_info_not_unmodelled_warnings() -> None:
+    # gpt-oss's SwiGLU clamp and alpha, OLMo's q/k/v clamp: the adapters apply them (Attention clip_qkv, the gpt-oss
+    # experts), so inspect names them for the kernel author instead of warning that nothing models them.
+    config = {"model_type": "olmo", "hidden_size": 64, "num_hidden_layers": 2, "clip_qkv": 8.0, "swiglu_limit": 7.0}
+    findings = profile_from_parts(config, None).findings
+    kernel = {f.message.split(" ", 1)[0]: f for f in findings if f.code == "config-kernel-fact"}
+    assert set(kernel) == {"clip_qkv", "swiglu_limit"} and all(f.severity == "info" for f in kernel.values())
+    assert not [f for f in findings if f.code in ("config-unmodelled-field", "config-unknown-field")]

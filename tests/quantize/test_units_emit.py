@@ -109,3 +109,26 @@ def test_llm_compressor_recipe_targets_and_ignores(tiny) -> None:  # type: ignor
     assert groups["channel"] == channel
     assert groups["block"] == {f"model.layers.1.self_attn.{p}_proj" for p in "qkvo"}
     assert not ignored & (groups["channel"] | groups["block"])
+
+
+def test_a_wrappers_plan_covers_its_language_model_under_either_layout(tmp_path: Path) -> None:
+    # LLaVA: the language model stored as language_model.model.layers.{i}…, a CLIP tower whose encoder layers also
+    # read `layers.0.self_attn.q_proj`. The tower is in no unit (units of the loaded model, checkpoint tensors of the
+    # recipe), and the recipe's targets match the language model's modules as stored and as transformers 5 loads
+    # them (model.language_model.layers.{i}…), never the tower's.
+    from tests.tiny.factory import make_tiny_checkpoint
+
+    path = make_tiny_checkpoint("llava", tmp_path / "llava")
+    units, kept = find_units(load_candidate(path, "float32", runtime="reference").model)
+    assert not [t.name for u in units for t in u.tensors if "vision_tower" in t.name or "projector" in t.name]
+    assert [u.name for u in units][:3] == ["embedding", "layer.0.attn.qkv", "layer.0.attn.o"] and kept > 0
+    by_unit = emit.tensors_by_unit(emit.checkpoint_tensors(path))
+    assert not [n for names in by_unit.values() for n, _ in names if n.startswith(("vision_tower", "multi_modal"))]
+    plan = {name: "int8" for name in by_unit} | {"embedding": "bf16"}
+    recipe = yaml.safe_load(emit.llm_compressor(plan, by_unit, "tiny").text)["quant_stage"]["quant_modifiers"]
+    target = re.compile(recipe["QuantizationModifier"]["config_groups"]["group_0"]["targets"][0][3:])
+    for loaded in ("language_model.model.layers.0.mlp.down_proj", "model.language_model.layers.0.mlp.down_proj",
+                   "lm_head"):  # fmt: skip
+        assert target.fullmatch(loaded), loaded
+    assert not target.fullmatch("vision_tower.vision_model.encoder.layers.0.mlp.fc2")
+    assert not target.fullmatch("model.vision_tower.vision_model.encoder.layers.0.self_attn.q_proj")
