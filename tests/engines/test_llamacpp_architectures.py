@@ -1,5 +1,5 @@
-"""llama.cpp's converter and runtime across architectures: tiny llama, gemma2 (sliding window, soft-caps) and
-qwen3_moe, converted to F16, served, and validated (parity on every prompt position, greedy, in float16
+"""llama.cpp's converter and runtime across architectures: tiny llama, gemma2 (sliding window, soft-caps),
+qwen3_moe and the Qwen2.5-VL wrapper, converted to F16, served, and validated (parity on every prompt position, greedy, in float16
 tolerances) against goldens from transformers. llama and qwen3_moe carry the trained fixture's real BPE tokenizer
 (4096 tokens, Qwen2's regex, named with --pre-tokenizer qwen2), and the GGUF's tokenizer is checked against it;
 gemma2's converter reads only SentencePiece (tokenizer.model), so it carries Phi-3.5's real one (its tokenizer is
@@ -39,7 +39,9 @@ def _checkpoint(kind: str, out: Path, shared_data: Path) -> Path:
     return path
 
 
-@pytest.mark.parametrize("kind", ["llama", "gemma2", "qwen3_moe"])
+# qwen2_5_vl: a multimodal wrapper; llama.cpp's converter writes its language model (the vision tower would go to a
+# separate --mmproj file), served and validated on text against transformers' wrapper.
+@pytest.mark.parametrize("kind", ["llama", "gemma2", "qwen3_moe", "qwen2_5_vl"])
 def test_convert_serve_validate(kind: str, tmp_path: Path, shared_data: Path) -> None:
     from onboard.engines import llamacpp
     from onboard.engines.served import Served, gguf_tokenizer_checks
@@ -48,6 +50,13 @@ def test_convert_serve_validate(kind: str, tmp_path: Path, shared_data: Path) ->
     from onboard.validate_serving.run import validate
 
     model = _checkpoint(kind, tmp_path / kind, shared_data)
+    if kind == "qwen2_5_vl":  # the wrapper itself: goldens from transformers' wrapper, its tower in the checkpoint
+        import json
+
+        from onboard.generate_adapter.loader import checkpoint_index
+
+        assert json.loads((model / "config.json").read_text())["architectures"] == ["Qwen2_5_VLForConditionalGeneration"]
+        assert any(name.startswith("visual.") for name in checkpoint_index(model))
     golden = record(str(model), tmp_path / "golden", max_new_tokens=4, calibrate=("float16",), max_long_tokens=64)
     # The trained tokenizer's hash is unknown to llama.cpp (test_llamacpp_trained.py): its regex is Qwen2's.
     pre = None if kind == "gemma2" else "qwen2"

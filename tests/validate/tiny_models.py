@@ -66,21 +66,38 @@ CONFIGS: dict[str, dict[str, Any]] = {
 }
 
 
+# Multimodal wrappers: kind -> (the wrapper's own keywords, the text config keywords it overrides). The language
+# model is built from COMMON like the others; the vision tower is one tiny layer (never run: served text only).
+WRAPPED: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
+    # Qwen2.5-VL: Qwen2's language model with M-RoPE (sections of head_dim / 2 = 16), stored at the top beside visual.*
+    "qwen2_5_vl": (
+        dict(vision_config=dict(depth=1, hidden_size=32, intermediate_size=64, num_heads=2, out_hidden_size=64,
+                                patch_size=14, fullatt_block_indexes=[0], window_size=28)),
+        dict(head_dim=None, tie_word_embeddings=False,
+             rope_parameters={"rope_type": "default", "rope_theta": 10000.0, "mrope_section": [4, 6, 6]}),
+    ),  # fmt: skip
+}
+
+
 def build(
     kind: str, out: Path, *, seed: int = 0, tokenizer: bool = False, overrides: dict[str, Any] | None = None
 ) -> Path:
-    """Write a tiny random checkpoint of `kind` into `out` (real Qwen3 tokenizer and its vocabulary if asked)."""
+    """Write a tiny random checkpoint of `kind` into `out` (real Qwen3 tokenizer and its vocabulary if asked); a
+    WRAPPED kind is the multimodal wrapper around that language model (overrides apply to its text config)."""
     import torch
-    from transformers import AutoConfig, AutoModelForCausalLM
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForImageTextToText
 
     vocab = QWEN3_VOCAB if tokenizer else SMALL_VOCAB
-    kwargs = {**COMMON, **CONFIGS[kind], "vocab_size": vocab, **(overrides or {})}
+    wrapper, text = WRAPPED.get(kind, ({}, {}))
+    kwargs = {**COMMON, **CONFIGS.get(kind, {}), **text, "vocab_size": vocab, **(overrides or {})}
     if tokenizer:
         kwargs.update(bos_token_id=151643, eos_token_id=151645, pad_token_id=151643)
-    config = AutoConfig.for_model(kind, **kwargs)
+    kwargs = {k: v for k, v in kwargs.items() if v is not None}
+    auto = AutoModelForImageTextToText if wrapper else AutoModelForCausalLM
+    config = AutoConfig.for_model(kind, text_config=kwargs, **wrapper) if wrapper else AutoConfig.for_model(kind, **kwargs)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+        model = auto.from_config(config, dtype=torch.float32)
         if kind == "gemma2":
             # Gemma norms are (1 + w) with w initialised to 0: random w makes "offset lost" visible.
             for name, param in model.named_parameters():
