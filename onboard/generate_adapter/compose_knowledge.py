@@ -114,6 +114,9 @@ GUARDS: dict[str, tuple[str, str, str, str]] = {
                             "a router scoring the MoE block does not compute"),
     "shared_expert_combination_strategy": ("str", '"sum"', 'self.shared_expert_combination_strategy not in '
                                            '("sum", "average")', "shared experts combined another way"),
+    # DBRX: the top-k weights divided by their p-norm; p = 1 is a renormalisation by the sum (norm_topk_prob)
+    "moe_normalize_expert_weights": ("float | None", "1.0", "self.moe_normalize_expert_weights not in (1, 1.0)",
+                                     "expert weights normalised by a p-norm other than the sum (p = 1)"),
     "prefix_dense_sliding_window_pattern": ("int", "1", 'self.prefix_dense_sliding_window_pattern == 1 and "dense" '
                                             'in (self.mlp_layer_types or ())', "rotary on the dense prefix layers' "
                                             "full attention too (force_rope)"),

@@ -120,7 +120,14 @@ def _experts(c: ComposerParts, hidden: int) -> tuple[int | None, bool]:
         c.wm.expert_stack(layer_target(MOE + "experts_gate_up"), fused, two_i, hidden)
         c.wm.expert_stack(layer_target(MOE + "experts_down"), fused_down, hidden, two_i // 2)
         return two_i // 2, True
-    found = [x.template for x in (gate, up, down, fused, fused_down) if x]
+    rows = [r.get("moe.experts_rows", None, part) for part in ("w1", "v1", "w2")]
+    experts = c.p.moe.num_experts if c.p.moe else None
+    if all(rows) and experts and rows[0].shape[0] % experts == 0:  # type: ignore[union-attr]
+        w1, v1, w2 = rows  # DBRX: [E x I, H] each; w2 holds each expert's down projection transposed ([I, H])
+        c.wm.add(layer_target(MOE + "experts_gate_up"), (w1.source, v1.source), "expert_rows")  # type: ignore[union-attr]
+        c.wm.add(layer_target(MOE + "experts_down"), (w2.source,), "expert_rows_transposed")  # type: ignore[union-attr]
+        return rows[0].shape[0] // experts, True  # type: ignore[union-attr]
+    found = [x.template for x in (gate, up, down, fused, fused_down, *rows) if x]
     c.stub("moe_experts", f"expert tensors not in a layout the MoE block reads: {', '.join(found) or 'none'}")
     return None, True
 

@@ -23,6 +23,7 @@ from functools import cache
 from typing import Any
 
 from onboard.errors import ConfigError
+from onboard.inspect_checkpoint.config_view import MODEL_SECTIONS
 from onboard.serde import decode_special_floats
 
 # Canonical field -> the other spellings families use for it (looked up in this order, after the canonical name).
@@ -30,7 +31,7 @@ ALIASES: dict[str, tuple[str, ...]] = {
     "hidden_size": ("n_embd", "d_model", "dim", "model_dim"),
     "num_hidden_layers": ("n_layer", "num_layers", "n_layers"),
     "num_attention_heads": ("n_head", "n_heads", "num_heads", "attention_heads"),
-    "num_key_value_heads": ("num_kv_heads", "n_head_kv", "multi_query_group_num", "n_kv_heads"),
+    "num_key_value_heads": ("num_kv_heads", "n_head_kv", "multi_query_group_num", "n_kv_heads", "kv_n_heads"),
     "head_dim": ("attention_head_dim", "kv_channels", "head_size", "d_head"),
     "intermediate_size": ("n_inner", "ffn_hidden_size", "ffn_dim", "inner_hidden_size", "d_ff"),
     "vocab_size": ("padded_vocab_size", "n_vocab"),
@@ -38,7 +39,7 @@ ALIASES: dict[str, tuple[str, ...]] = {
     "rms_norm_eps": ("rms_norm_epsilon", "layer_norm_epsilon", "layer_norm_eps", "layernorm_epsilon", "norm_epsilon",
                      "norm_eps"),
     "hidden_act": ("hidden_activation", "activation_function", "activation", "act_fn", "mlp_activation",
-                   "mlp_hidden_act"),
+                   "mlp_hidden_act", "ffn_act_fn"),
     "tie_word_embeddings": ("tie_embeddings", "share_embeddings"),
     "rope_theta": ("rotary_emb_base", "rope_base", "rotary_base"),
     "partial_rotary_factor": ("rotary_pct",),
@@ -47,6 +48,9 @@ ALIASES: dict[str, tuple[str, ...]] = {
     "num_experts_per_tok": ("moe_k", "experts_per_token", "moe_top_k", "num_selected_experts", "moe_topk",
                             "num_experts_per_token", "top_k_experts"),
     "moe_intermediate_size": ("expert_intermediate_size",),
+    # DBRX: 1 (the default) renormalises the top-k weights by their sum, as norm_topk_prob does; another p is
+    # refused (compose_knowledge.GUARDS)
+    "norm_topk_prob": ("moe_normalize_expert_weights",),
     "num_shared_experts": ("n_shared_experts", "moe_num_shared_experts", "shared_expert_count"),
     "shared_expert_intermediate_size": ("shared_intermediate_size", "moe_shared_expert_intermediate_size"),
     "routed_scaling_factor": ("router_scaling_factor", "route_scale", "moe_routed_scaling_factor"),
@@ -86,8 +90,15 @@ def _num_layers(values: ConfigValues) -> Any:
     return len(types) if isinstance(types, (list, tuple)) and types else None
 
 
+def _activation_name(values: ConfigValues) -> Any:
+    # DBRX: ffn_act_fn is {"name": "silu", ...}, the activation's name and its keyword arguments.
+    act = values.get("hidden_act")
+    return act.get("name") if isinstance(act, dict) else None
+
+
 # field -> rule returning the value to use instead (None: keep the value read).
 DERIVED: dict[str, Callable[[ConfigValues], Any]] = {
+    "hidden_act": _activation_name,
     "num_hidden_layers": _num_layers,
     "num_key_value_heads": _kv_heads,
     "partial_rotary_factor": _partial_rotary,
@@ -113,22 +124,36 @@ class ConfigValues:
         self.source = f"transformers {type(resolved).__name__}" if resolved is not None else "config.json"
 
     def lookup(self, key: str) -> Any:
-        """One key, no aliases: the resolved attribute when transformers has it, else config.json's value."""
-        if self.resolved is not None and key not in AS_WRITTEN:
+        """One key, no aliases: the resolved attribute when transformers has it, else config.json's value; then the
+        same in a nested section of the model's own keys (DBRX's attn_config / ffn_config)."""
+        value = self._lookup(self.resolved, self.raw, key)
+        for section in MODEL_SECTIONS:
+            if value is not None:
+                break
+            nested = self.raw.get(section)
+            if isinstance(nested, dict):
+                value = self._lookup(getattr(self.resolved, section, None), nested, key)
+        return value
+
+    @staticmethod
+    def _lookup(resolved: Any, raw: Mapping[str, Any], key: str) -> Any:
+        if resolved is not None and key not in AS_WRITTEN:
             try:
-                value = getattr(self.resolved, key)
+                value = getattr(resolved, key)
             except Exception:  # noqa: BLE001 - AttributeError, or transformers refusing a global read of a per-layer
                 value = None  # value (AmbiguousGlobalPerLayerAttributeError: Gemma 4): config.json's value then
             if value is not None:
                 return value
-        return self.raw.get(key)
+        return raw.get(key)
 
     def has(self, key: str) -> bool:
         return self.lookup(key) is not None
 
     def in_raw(self, name: str, extra: Iterable[str] = ()) -> bool:
-        """Whether config.json itself names the quantity (under any spelling), null or not."""
-        return any(key in self.raw for key in (name, *extra, *ALIASES.get(name, ())))
+        """Whether config.json itself names the quantity (under any spelling, at the top or in a nested section of
+        the model's own keys), null or not."""
+        sections = [self.raw] + [self.raw[s] for s in MODEL_SECTIONS if isinstance(self.raw.get(s), dict)]
+        return any(key in section for section in sections for key in (name, *extra, *ALIASES.get(name, ())))
 
     def get(self, name: str, extra: Iterable[str] = ()) -> Any:
         """First non-null value among `name`, `extra` and ALIASES[name] (None when none is set)."""

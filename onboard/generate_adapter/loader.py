@@ -133,13 +133,18 @@ def _plan_sources(name: str, shape: torch.Size, rules: list[tuple[re.Pattern[str
 
 CODEGEN_MP_NUM = 4
 """CodeGen's qkv_proj is split in this many row blocks (`mp_num = 4` in its modelling code, not in config.json)."""
+EXPERT_ROW_OPS = ("expert_rows", "expert_rows_transposed")
+"""Ops splitting rows into the target's experts (its first dim)."""
 OWNER_OPS = ("deinterleave_heads", "grouped_rows", "fused_rows")
 """Ops whose layout the module owning the target knows (its head counts)."""
 
 
-def _combine(op: str, tensors: list, owner: nn.Module | None = None, part: str = "") -> torch.Tensor:
+def _combine(op: str, tensors: list, owner: nn.Module | None = None, part: str = "", experts: int = 0) -> torch.Tensor:
     if op in ("copy", "zeros_if_absent"):
         return tensors[0]
+    if op in EXPERT_ROW_OPS:  # [E x I, H] -> [E, I, H] per source (`experts`: the target's E)
+        split = [t.reshape(experts, -1, t.shape[-1]) for t in tensors]
+        return split[0].transpose(1, 2) if op == "expert_rows_transposed" else torch.cat(split, dim=1)
     if op == "cat":
         return torch.cat(tensors, dim=0)
     if op == "transpose":
@@ -227,7 +232,8 @@ def load_weights(
                 value = _combine(op, [[reader.get(s) for s in group] for group in sources])
             else:
                 owner = model.get_submodule(name.rsplit(".", 2)[0]) if op in OWNER_OPS else None
-                value = _combine(op, [reader.get(s) for s in sources], owner, name.rsplit(".", 2)[1])
+                experts = targets[name].shape[0] if op in EXPERT_ROW_OPS else 0
+                value = _combine(op, [reader.get(s) for s in sources], owner, name.rsplit(".", 2)[1], experts)
             target = targets[name]
             if tuple(value.shape) != tuple(target.shape):
                 raise WeightsError(

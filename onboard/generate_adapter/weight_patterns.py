@@ -15,7 +15,8 @@ turns into blocks and weight rules:
 - Mamba: `mamba` (the `mamba` / `mixer` parts: Mamba-2's in_proj, conv1d, dt_bias, A_log, D, norm, out_proj, or
   Mamba-1's in_proj, conv1d, x_proj, dt_proj, A_log, D, out_proj and Jamba's dt / b / c layernorms);
 - MoE: `moe.router`, `moe.router_bias` (selection-only correction bias), `moe.expert.gate|up|down` (per expert, `{}`),
-  `moe.experts.gate_up|down` (stacked 3-D), `moe.shared.gate|up|down|gate_up`, `moe.shared_gate`;
+  `moe.experts.gate_up|down` (stacked 3-D), `moe.experts_rows` (DBRX: 2-D, experts stacked by rows),
+  `moe.shared.gate|up|down|gate_up`, `moe.shared_gate`;
 - norms by position: `norm.input` (before attention), `norm.post_attention` (after attention in sandwich / post-norm
   layers, else before the MLP: resolved in compose.py), `norm.pre_mlp`, `norm.post_attn_out`, `norm.post_mlp`;
 - outside the layers: `embed`, `positions`, `final_norm`, `head`; `drop` for tensors inference never reads.
@@ -73,6 +74,8 @@ LAYER_PATTERNS: tuple[tuple[str, str], ...] = (
      r"post_feedforward_layernorm_1\.weight|post_feedforward_layernorm_2\.weight|pre_feedforward_layernorm_2\.weight)",
      "moe_beside"),
     # --- mixture of experts (before the dense MLP: expert and router names reuse gate/up/down) -----------------
+    # DBRX: every expert's gate (w1), up (v1) and down (w2) stacked by rows, [experts x intermediate, hidden] each
+    (r"ffn\.experts\.mlp\.(?P<part>w1|v1|w2)", "moe.experts_rows"),
     (rf"{_MOE}\.(?:gate|router|router\.layer|gate\.wg|router\.gate)\.weight", "moe.router"),
     (rf"{_MOE}\.router\.bias", "moe.router_linear_bias"),  # gpt-oss: a bias on the router's logits
     (rf"{_MOE}\.experts\.(?P<part>gate_up_proj|down_proj)_bias", "moe.experts.bias"),  # gpt-oss: per-expert biases

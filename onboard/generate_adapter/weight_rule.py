@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 # How the source tensors of one rule become the runtime tensor.
 OPS = ("copy", "cat", "stack", "transpose", "deinterleave_heads", "squeeze", "zeros_if_absent", "grouped_rows",
-       "codegen_qkv", "cat_present", "fused_rows")  # fmt: skip
+       "codegen_qkv", "cat_present", "fused_rows", "expert_rows", "expert_rows_transposed")  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -28,7 +28,10 @@ class WeightRule:
     4's; the
     runtime tensor's shape, set by the layer's own attention, still has to match what is stored), fused_rows (one
     source holding several parts in turn, as Lara-mini's in_proj [q | k | v | z | b | a]: the rows of the target's
-    part, as the owning module's `fused_rows(part)` lists them)."""
+    part, as the owning module's `fused_rows(part)` lists them), expert_rows (2-D sources holding every expert's rows
+    in turn, [E x I, H] as DBRX stores w1 / v1: each split into the target's E experts and concatenated per expert,
+    [E, I + I, H]), expert_rows_transposed (one such source holding each expert's [I, H] down projection transposed,
+    DBRX's w2: [E, H, I])."""
 
     target: str
     sources: tuple[str, ...]

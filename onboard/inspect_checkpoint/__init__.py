@@ -20,7 +20,7 @@ from onboard.inspect_checkpoint import tensor_names as tn
 from onboard.inspect_checkpoint.architecture import analyze
 from onboard.inspect_checkpoint.checkpoint_types import RepoListing, SafetensorsHeader, TensorInfo
 from onboard.inspect_checkpoint.config_lint import comparable_keys, lint_config
-from onboard.inspect_checkpoint.config_view import ConfigView
+from onboard.inspect_checkpoint.config_view import MODEL_SECTIONS, ConfigView
 from onboard.inspect_checkpoint.consistency import check_dtype, check_shapes, check_vocab
 from onboard.inspect_checkpoint.families import catalog, family_buffers, known_model_types, novelty
 from onboard.inspect_checkpoint.features import derive
@@ -220,4 +220,8 @@ def _default_kv_dtype(config_dtype: str | None) -> str:
 def _set_keys(cv: ConfigView) -> tuple[str, ...]:
     """The language model's config keys that hold a value (generate decides which it reads or may ignore)."""
     section = cv.text if cv.text_section else cv.raw
-    return tuple(sorted(k for k, v in section.items() if v is not None))
+    keys = {k for k, v in section.items() if v is not None and not (k in MODEL_SECTIONS and isinstance(v, dict))}
+    for name in MODEL_SECTIONS:  # DBRX's attn_config / ffn_config: their keys are the model's own
+        if isinstance(section.get(name), dict):
+            keys |= {k for k, v in section[name].items() if v is not None}
+    return tuple(sorted(keys))

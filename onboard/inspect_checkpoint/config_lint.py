@@ -23,7 +23,7 @@ IGNORED: dict[str, str] = {
          "attention_probs_dropout_prob", "classifier_dropout", "router_aux_loss_coef", "aux_loss_alpha", "seq_aux",
          "output_router_logits", "router_z_loss_coef", "router_jitter_noise", "z_loss_coefficient", "aux_loss_coef",
          "ffn_dropout", "emb_dropout", "residual_dropout", "embedding_dropout", "mlp_dropout", "attn_dropout",
-         "moe_aux_loss_coeff", "router_aux_loss_factor", "layer_norm_dropout", "gradient_checkpointing",
+         "moe_aux_loss_coeff", "router_aux_loss_factor", "moe_loss_weight", "layer_norm_dropout", "gradient_checkpointing",
          "pretraining_tp", "use_mambapy", "rescale_prenorm_residual", "initializer_cutoff_factor",
          "embedding_init_std", "std_factor", "moe_z_loss_coeff", "summary_activation", "summary_proj_to_labels",
          "summary_type", "summary_use_proj", "layer_drop", "ep_size", "mlp_initializer_range", "tp_size",

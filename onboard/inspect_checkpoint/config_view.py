@@ -11,6 +11,8 @@ from typing import Any
 
 # Nested sections holding the language model's hyperparameters, in lookup order.
 TEXT_SECTIONS = ("text_config", "language_config", "llm_config", "text_model")
+# Nested sections of one model's own hyperparameters (DBRX, MPT): their keys are the model's keys, as if at the top.
+MODEL_SECTIONS = ("attn_config", "ffn_config")
 # Sections that mean a tower besides the language model is present.
 TOWER_SECTIONS = {
     "vision_config": "vision",

@@ -26,8 +26,9 @@ WEIGHTLESS_QK_NORM_TYPES = {"llama4_text", "llama4"}
 RMS_NORM_TYPES = {"mamba", "mamba2", "falcon_mamba", "nemotron_h", "bamba", "zamba", "zamba2", "jamba",
                   "lfm2", "lfm2_moe", "lfm3"}  # fmt: skip
 # (LFM2's config names its RMSNorm eps `norm_eps`, which alone reads as a LayerNorm's.)
-# Families whose LayerNorms store no weight (neither tensors nor an eps key show them): OLMo's OlmoLayerNorm.
-LAYER_NORM_TYPES = {"olmo"}
+# Families whose LayerNorms neither a bias tensor nor an eps key show: OLMo's OlmoLayerNorm (no weight either) and
+# DBRX's nn.LayerNorm(bias=False) (eps 1e-5, fixed in its code).
+LAYER_NORM_TYPES = {"olmo", "dbrx"}
 # Families whose attention layers take no positional encoding at all, whatever config.json says (Nemotron-H and
 # Jamba: their attention has no rotary; the Mamba layers carry the order).
 NOPE_TYPES = {"nemotron_h", "jamba"}

@@ -212,3 +212,30 @@ def test_kv_shared_layers_storing_their_own_kv_projections(tiny, tmp_path: Path)
     assert "(?:2|3)" in source
     for dtype in ("float32", "bfloat16"):
         assert check_parity(adapter, ckpt, dtype)["passed"], dtype
+
+
+def test_dbrx_composes_and_each_mechanism_is_load_bearing(tiny, tmp_path: Path) -> None:
+    """DBRX: its hyperparameters nested in attn_config / ffn_config (read as the model's own keys), experts stored
+    by rows ([experts x intermediate, hidden] for w1, v1 and w2, w2 transposed), q/k/v clamped to ±clip_qkv (set to
+    0.5 so the clamp binds on the tiny activations), LayerNorms without bias, top-k weights renormalised by their sum
+    (moe_normalize_expert_weights 1). A p-norm other than 1 is refused by name at load."""
+    import json
+
+    ckpt = copy_tiny(tiny, "dbrx", tmp_path)
+    config = json.loads((ckpt / "config.json").read_text())
+    config["attn_config"]["clip_qkv"] = 0.5
+    (ckpt / "config.json").write_text(json.dumps(config))
+    result = generate(ckpt, tmp_path / "out", parity=True)
+    assert result.parity["passed"], result.parity["detail"]
+    adapter = tmp_path / "out" / "adapters" / "dbrx.py"
+    assert check_parity(adapter, ckpt, "bfloat16")["passed"]
+    taken_out = {
+        "clip_qkv=args.clip_qkv": "clip_qkv=None",
+        "norm_topk_prob=args.norm_topk_prob": "norm_topk_prob=False",
+        "LayerNorm(dim, args.rms_norm_eps, bias=False)": "RMSNorm(dim, args.rms_norm_eps)",
+    }
+    _each_taken_out_fails_parity(ckpt, adapter.read_text(), taken_out, tmp_path)
+    config["ffn_config"]["moe_normalize_expert_weights"] = 2.0
+    (ckpt / "config.json").write_text(json.dumps(config))
+    with pytest.raises(Exception, match="moe_normalize_expert_weights"):
+        load_adapter(adapter).Model.from_pretrained(ckpt)
