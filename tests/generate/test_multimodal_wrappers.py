@@ -1,3 +1,4 @@
+# ruff: noqa: F811  (pytest fixtures imported from tests.hubserver are used as parameters)
 """Multimodal wrappers (tests/tiny/tiny_wrappers.py: Gemma 3 / 4, Llama 4, Mistral 3, LLaVA, the Qwen-VL families,
 Qwen3.5, Kimi K2.5): the adapter serves the language model, read from the wrapper's checkpoint under its text names,
 with the towers left out and reported unverified.
@@ -22,6 +23,7 @@ from onboard.generate_adapter.parity import check_parity
 from onboard.generate_adapter.plan import plan
 from onboard.inspect_checkpoint import inspect
 from onboard.inspect_checkpoint.config_view import language_model_config, tie_word_embeddings
+from tests.hubserver import hub_env, hub_server  # noqa: F401  (fixtures)
 from tests.tiny.tiny_wrappers import ALL_WRAPPERS
 
 # Wrappers whose language model is a registered family: its hand-written adapter must read the wrapper too.
@@ -164,3 +166,16 @@ def test_generate_reports_the_tower_inputs_unverified(wrapper, tmp_path: Path) -
     assert result.passed and checks["adapter_parity"].passed  # the language model is checked, and passes
     text_only = generate(str(wrapper("gemma3")), tmp_path / "again", parity=False)
     assert "tower_inputs" in {c.name for c in text_only.checks}
+
+
+def test_a_wrapper_on_the_hub_is_profiled_and_composed_from_its_headers(hub_env, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    # A multimodal wrapper behind the loopback hub (headers by range requests, no weights): the same profile as the
+    # local folder, and the same composed adapter, towers left out.
+    from tests.tiny.factory import make_tiny_checkpoint
+
+    ckpt = make_tiny_checkpoint("qwen3_vl", tmp_path / "qwen3_vl")
+    hub_env.add_repo("acme/tiny-vl", ckpt)
+    remote, local = inspect("acme/tiny-vl"), inspect(str(ckpt))
+    for key in ("model_type", "dims", "layers", "features", "multimodal", "parameters", "closest_family"):
+        assert getattr(remote, key) == getattr(local, key), key
+    assert adapter_source(plan(remote, compose_only=True)) == adapter_source(plan(local, compose_only=True))
