@@ -14,6 +14,7 @@ from typing import Any
 
 from onboard.fsutil import atomic_write, atomic_write_json
 from onboard.inspect_checkpoint.checkpoint_types import RepoListing
+from onboard.inspect_checkpoint.verdicts import inspect_checks
 from onboard.reference import RemoteCodePolicy, rerun_command
 
 
@@ -103,16 +104,7 @@ def run_inspect(ctx: RunContext) -> dict[str, Any]:
     profile = inspect(ctx.source, revision=ctx.revision, target=ctx.target, listing=ctx.listing)
     atomic_write(ctx.run_dir / "profile.json", profile.to_json() + "\n")
     fatal = [f for f in profile.findings if f.severity == "fatal"]
-    errors = [f for f in profile.findings if f.severity == "error"]
-    unknown = [f for f in profile.findings if f.code in ("config-unknown-field", "config-unmodelled-field")]
-    checks = [
-        {"name": "inspect_no_errors", "passed": not fatal and not errors, "required": True,
-         "detail": "; ".join(f"{f.code}: {f.message}" for f in (fatal + errors)[:5]) or "no error findings"},
-        {"name": "config_lint_clean", "passed": not unknown, "required": True,
-         "detail": f"{len(unknown)} config fields not modelled" if unknown else "every config field used or waived"},
-        {"name": "architecture_no_novelty", "passed": profile.closest_family == profile.model_type, "required": True,
-         "detail": profile.novelty[0] if profile.novelty else ""},
-    ]  # fmt: skip
+    checks = inspect_checks(profile.to_dict())  # the same verdicts the checklist derives from a profile.json
     result = _result("inspect", checks, model_type=profile.model_type, revision=profile.revision,
                      features=list(profile.features), unusable=bool(fatal))  # fmt: skip
     atomic_write_json(ctx.run_dir / "inspect.json", result)

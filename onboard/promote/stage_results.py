@@ -14,6 +14,8 @@ from typing import Any
 
 import msgspec
 
+from onboard.inspect_checkpoint.verdicts import inspect_checks
+
 # stage -> files that may hold its result, first found wins.
 STAGE_FILES: dict[str, tuple[str, ...]] = {
     "inspect": ("inspect.json", "profile.json"),
@@ -122,34 +124,8 @@ def _parse_checks(raw: Any, file: str) -> tuple[tuple[Check, ...], str | None]:
 
 
 def derive_inspect_checks(profile: dict[str, Any]) -> tuple[Check, ...]:
-    """The inspect checks the checklist expects, computed from a ModelProfile's JSON (findings, novelty)."""
-    findings = [f for f in profile.get("findings") or [] if isinstance(f, dict)]
-    bad = [f for f in findings if f.get("severity") in ("fatal", "error")]
-    lint = [f for f in findings if str(f.get("code", "")).startswith("config-") and f.get("severity") != "info"]
-    # Fields inspect could not establish (unreadable weights) are listed in `unknown` and hold the string "unknown".
-    withheld = "closest_family" in (profile.get("unknown") or [])
-    family = None if withheld else profile.get("closest_family")
-    # novelty's first line sums it up ("qwen3 + sinks"); exactly the family name means nothing differs.
-    listed = profile.get("novelty")
-    novelty = [str(n) for n in (listed if isinstance(listed, list) else []) if str(n) != family]
-
-    def describe(items: list[dict[str, Any]]) -> str:
-        return "; ".join(f"{f.get('code')}: {f.get('message')}" for f in items[:5]) + (" …" if len(items) > 5 else "")
-
-    arch_detail = (
-        "not established: inspect could not read the weights (see inspect_no_errors)"
-        if withheld
-        else f"closest family {family}, nothing new"
-        if family and not novelty
-        else (f"novelty vs {family or 'no known family'}: " + "; ".join(novelty[:5]))
-    )
-    return (
-        Check("inspect_no_errors", not bad, True, describe(bad) if bad else f"{len(findings)} findings, no errors"),
-        Check(
-            "config_lint_clean", not lint, True, describe(lint) if lint else "no unknown or unmodelled config fields"
-        ),
-        Check("architecture_no_novelty", bool(family) and not novelty, True, arch_detail),
-    )
+    """The inspect checks the checklist expects, from a ModelProfile's JSON (inspect_checkpoint.verdicts)."""
+    return tuple(Check(**check) for check in inspect_checks(profile))
 
 
 # verify-tokenizer finding code (prefix) -> the check it fails; any other error finding fails tokenizer_parity.

@@ -1,0 +1,48 @@
+"""The inspect stage's checks, from a ModelProfile's JSON: one definition for the pipeline's inspect.json and for a
+profile.json the checklist reads on its own (written by `onboard inspect --json`).
+
+- inspect_no_errors: no fatal or error finding;
+- config_lint_clean: no config finding above info (an unknown or unmodelled key, a value of the wrong type);
+- architecture_no_novelty: a known closest family and nothing in the novelty report besides its name (a checkpoint
+  that keeps a family's model_type but adds a feature, a tensor or a tower is new: a person reviews it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+__all__ = ["inspect_checks"]
+
+
+def inspect_checks(profile: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """[{name, passed, required, detail}] for the three inspect checks of `profile` (a ModelProfile as JSON)."""
+    findings = [f for f in profile.get("findings") or [] if isinstance(f, dict)]
+    bad = [f for f in findings if f.get("severity") in ("fatal", "error")]
+    lint = [f for f in findings if str(f.get("code", "")).startswith("config-") and f.get("severity") != "info"]
+    # Fields inspect could not establish (unreadable weights) are listed in `unknown` and hold the string "unknown".
+    withheld = "closest_family" in (profile.get("unknown") or [])
+    family = None if withheld else profile.get("closest_family")
+    # novelty's first line sums it up ("qwen3 + sinks"); exactly the family name means nothing differs.
+    listed = profile.get("novelty")
+    novelty = [str(n) for n in (listed if isinstance(listed, list) else []) if str(n) != family]
+    arch_detail = (
+        "not established: inspect could not read the weights (see inspect_no_errors)"
+        if withheld
+        else f"closest family {family}, nothing new"
+        if family and not novelty
+        else (f"novelty vs {family or 'no known family'}: " + "; ".join(novelty[:5]))
+    )
+    return [
+        _check("inspect_no_errors", not bad, _describe(bad) if bad else f"{len(findings)} findings, no errors"),
+        _check("config_lint_clean", not lint, _describe(lint) if lint else "no unknown or unmodelled config fields"),
+        _check("architecture_no_novelty", bool(family) and not novelty, arch_detail),
+    ]
+
+
+def _check(name: str, passed: bool, detail: str) -> dict[str, Any]:
+    return {"name": name, "passed": passed, "required": True, "detail": detail}
+
+
+def _describe(items: list[dict[str, Any]]) -> str:
+    return "; ".join(f"{f.get('code')}: {f.get('message')}" for f in items[:5]) + (" …" if len(items) > 5 else "")
