@@ -272,9 +272,9 @@ def _gated(cv: ConfigView, lm: dict[str, TensorInfo] | None) -> bool | None:
     if lm is None:
         return None
     names = [n for n in lm if in_layer(n)]
-    # mlp.Wi: ModernBERT's fused [activated; gate] rows
+    # mlp.Wi: ModernBERT's fused [activated; gate] rows; experts.mlp.v1: DBRX's up rows beside its gate w1 (no suffix)
     gated_keys = ("gate_proj", "gate_up_proj", ".w3.", "w1.weight", "dense_h_to_4h_gate", "up_gate_proj", ".wi_0",
-                  "mlp.Wi.")  # fmt: skip
+                  "mlp.Wi.", "experts.mlp.v1")  # fmt: skip
     return any(k in n for n in names for k in gated_keys if tn.component(n) in ("mlp", "experts", "shared_experts"))
 
 

@@ -222,6 +222,8 @@ def test_dbrx_composes_and_each_mechanism_is_load_bearing(tiny, tmp_path: Path) 
     import json
 
     ckpt = copy_tiny(tiny, "dbrx", tmp_path)
+    features = inspect(str(ckpt)).features  # gated experts (w1 gate, v1 up) and bias-free LayerNorms, as inspected
+    assert "layernorm" in features and "plain_mlp" not in features, features
     config = json.loads((ckpt / "config.json").read_text())
     config["attn_config"]["clip_qkv"] = 0.5
     (ckpt / "config.json").write_text(json.dumps(config))
