@@ -179,3 +179,12 @@ def test_a_wrapper_on_the_hub_is_profiled_and_composed_from_its_headers(hub_env,
     for key in ("model_type", "dims", "layers", "features", "multimodal", "parameters", "closest_family"):
         assert getattr(remote, key) == getattr(local, key), key
     assert adapter_source(plan(remote, compose_only=True)) == adapter_source(plan(local, compose_only=True))
+
+
+def test_the_vllm_launch_notes_say_what_was_verified(wrapper) -> None:  # type: ignore[no-untyped-def]
+    from onboard.generate_adapter.engine_configs import vllm_config
+
+    notes = " ".join(vllm_config(inspect(str(wrapper("gemma3")))).notes)
+    assert "vision tower" in notes and "--language-model-only" in notes
+    assert "--language-model-only" not in " ".join(vllm_config(inspect("examples/demo-qwen3")).notes)
+
