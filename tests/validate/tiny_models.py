@@ -76,6 +76,16 @@ WRAPPED: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
         dict(head_dim=None, tie_word_embeddings=False,
              rope_parameters={"rope_type": "default", "rope_theta": 10000.0, "mrope_section": [4, 6, 6]}),
     ),  # fmt: skip
+    # Gemma 3: Gemma 3's language model (QK-norm, sandwich norms, a local and a global rotary base) beside a SigLIP
+    # tower. Its released 5:1 pattern of sliding and full layers: llama.cpp's gemma3 hard-codes it (the GGUF carries no
+    # layer pattern), so another pattern is served as a different model (the 2-layer [sliding, full] one fails
+    # validate past the window: tests/engines/test_llamacpp_architectures.py).
+    "gemma3": (
+        dict(vision_config=dict(hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2,
+                                image_size=28, patch_size=14), mm_tokens_per_image=4),
+        dict(model_type="gemma3_text", tie_word_embeddings=True, sliding_window=WINDOW, query_pre_attn_scalar=32,
+             num_hidden_layers=6, layer_types=["sliding_attention"] * 5 + ["full_attention"]),
+    ),  # fmt: skip
 }
 
 
