@@ -8,7 +8,7 @@ tables below, becomes a kernel stub: an unknown key is how a new option ships on
 
 from __future__ import annotations
 
-from onboard.inspect_checkpoint.config_lint import IGNORED
+from onboard.inspect_checkpoint.config_lint import IGNORED, TRAINING_WORDS
 
 # Names the block library implements, mirrored here so planning never imports torch (`onboard generate` on a
 # profile stays fast); tests/generate/test_compose.py checks them against onboard.blocks.rotary / .mlp.
@@ -51,7 +51,6 @@ IGNORED_CONFIG_KEYS = frozenset(
         "quantization_config", "rope_scaling", "rope_theta", "tokenizer_class", "model_type", "pretraining_tp",
         "max_window_layers", "use_sliding_window", "layer_types", "head_dim", "generation_config", "task_specific_params",
         "keys_to_ignore_at_inference", "num_nextn_predict_layers", "rope_parameters", "original_max_position_embeddings",
-        "lambda_std_dev",  # DiffLlama: the initial spread of its lambda parameters (training only)
         # Mamba-2 keeps Mamba-1's dt projection rank in its config and never reads it (dt comes from in_proj per head)
         "time_step_rank",
         # Nemotron-H's multi-token-prediction layers' types (inference never runs them)
@@ -68,10 +67,9 @@ NEUTRAL_KEYS = (IGNORED.keys() | IGNORED_CONFIG_KEYS | {"router_jitter_noise", "
     "rope_theta",
     "rope_parameters",
 }
-NEUTRAL_WORDS = ("dropout", "_pdrop", "initializer", "init_std", "layerdrop", "jitter")
-"""Training-only keys by name: any key containing one. (Not "fp32": Mamba's residual_in_fp32 keeps a float32
-residual stream between layers, which changes bfloat16 outputs; the one float32 switch that is harmless is listed
-in IGNORED_CONFIG_KEYS.)"""
+NEUTRAL_WORDS = TRAINING_WORDS
+"""Training-only keys by name (config_lint.TRAINING_WORDS, the one list inspect's lint uses too); the one float32
+switch that is harmless is listed in IGNORED_CONFIG_KEYS."""
 
 # Keys read only to refuse values the blocks cannot express: key -> (field annotation, default, refusal test over
 # `self` (a ModelArgs), why). Composition cannot see config values; the adapter checks them when it loads.

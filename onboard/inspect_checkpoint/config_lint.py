@@ -25,6 +25,7 @@ IGNORED: dict[str, str] = {
          "ffn_dropout", "emb_dropout", "residual_dropout", "embedding_dropout", "mlp_dropout", "attn_dropout",
          "moe_aux_loss_coeff", "router_aux_loss_factor", "moe_loss_weight", "layer_norm_dropout", "gradient_checkpointing",
          "pretraining_tp", "use_mambapy", "rescale_prenorm_residual", "initializer_cutoff_factor",
+         "lambda_std_dev",  # DiffLlama: the initial spread of its lambda parameters
          "embedding_init_std", "std_factor", "moe_z_loss_coeff", "summary_activation", "summary_proj_to_labels",
          "summary_type", "summary_use_proj", "layer_drop", "ep_size", "mlp_initializer_range", "tp_size",
          "attention_softmax_in_fp32", "scale_attention_softmax_in_fp32", "reorder_and_upcast_attn", "time_step_min",
@@ -79,9 +80,18 @@ def wrapper_side(cv: ConfigView, section: str) -> bool:
     return section == "" and cv.text_section is not None
 
 
+TRAINING_WORDS = ("dropout", "_pdrop", "initializer", "init_std", "layerdrop", "jitter")
+"""Training-only keys by name: any key containing one (`activation_dropout`, `emb_pdrop`, `input_jitter_noise`). Not
+"fp32": Mamba's residual_in_fp32 keeps a float32 residual stream between layers, which changes bfloat16 outputs."""
+
+
+def training_only(key: str) -> bool:
+    return any(word in key for word in TRAINING_WORDS)
+
+
 def ignored(cv: ConfigView, section: str, key: str) -> bool:
     """A key that does not change the language model's forward pass on text."""
-    return key in IGNORED or wrapper_side(cv, section)
+    return key in IGNORED or training_only(key) or wrapper_side(cv, section)
 
 
 # Keys whose meaning is known but which the block library does not model: reported as warnings naming the effect.
@@ -115,7 +125,7 @@ def lint_config(cv: ConfigView) -> list[Finding]:
     wrapper_keys: list[str] = []
     for section, key in cv.all_keys():
         where = f"{section}.{key}" if section else key
-        if key in cv.used or key in IGNORED:
+        if key in cv.used or key in IGNORED or training_only(key):
             continue
         value = (cv.text if section else cv.raw).get(key)
         if value is None or value is False or value == [] or value == {}:

@@ -82,3 +82,12 @@ def test_kernel_facts_the_adapters_apply_are_info_not_unmodelled_warnings() -> N
     kernel = {f.message.split(" ", 1)[0]: f for f in findings if f.code == "config-kernel-fact"}
     assert set(kernel) == {"clip_qkv", "swiglu_limit"} and all(f.severity == "info" for f in kernel.values())
     assert not [f for f in findings if f.code in ("config-unmodelled-field", "config-unknown-field")]
+
+
+def test_training_only_keys_by_name_are_not_unknown_fields() -> None:
+    # One list of training-only words (config_lint.TRAINING_WORDS) for inspect's lint and generate's composition:
+    # BioGPT's activation_dropout, DBRX's emb_pdrop, PhiMoE's input_jitter_noise used to fail config_lint_clean.
+    config = {"model_type": "newlm", "hidden_size": 64, "num_hidden_layers": 2, "activation_dropout": 0.1,
+              "emb_pdrop": 0.0, "input_jitter_noise": 0.01, "layerdrop": 0.1, "brand_new_knob": 3}  # fmt: skip
+    unknown = [f.message for f in profile_from_parts(config, None).findings if f.code == "config-unknown-field"]
+    assert unknown == ["unknown field brand_new_knob: check whether it changes the forward pass"], unknown
