@@ -28,7 +28,7 @@ from onboard.profile import ModelProfile, quantized_feature, rope_feature
 # checkpoints whose experts are stored as w1/w2/w3 or stacked input_linear (no gate_proj name): the family's own
 # blocks decide the MLP shape, so it never needs a stub on its own.
 # "multimodal": an adapter serves a wrapper's language model (the loader reads it under its text names and leaves the
-# towers out); generate reports the towers' inputs as unchecked (AdapterPlan.towers).
+# towers out); generate reports the towers' inputs as unverified (generate_adapter.tower_check).
 GENERIC_FEATURES = frozenset({"gqa", "mqa", "tied_embeddings", "interleaved_attention", "dense_first_layers",
                               "multimodal"})  # fmt: skip
 MOE_NAMING_FEATURES = frozenset({"plain_mlp"})
@@ -124,7 +124,7 @@ def _tensor_stubs(profile: ModelProfile, family: str) -> list[KernelStub]:
     for group in profile.tensor_templates:
         template = language_model_name(group.template)  # as the loader reads a multimodal wrapper's language model
         if template is None:
-            continue  # a vision / audio tower: not served by a text adapter (AdapterPlan.towers)
+            continue  # a vision / audio tower: not served by a text adapter (generate_adapter.tower_check)
         name = template.replace("{}", "0")
         if any(p.fullmatch(name) for p in known):
             continue

@@ -72,9 +72,9 @@ def _jaccard(a: frozenset[str] | set[str], b: frozenset[str] | set[str]) -> floa
 
 
 def _strip_layer_prefix(templates: set[str] | frozenset[str]) -> set[str]:
-    """Compare the language model's templates without wrapper prefixes (model. / transformer. / language_model.),
-    towers left out, and experts as one group: checkpoints store them per expert or stacked depending on the
-    writer's version."""
+    """Compare the language model's templates without their prefixes (a wrapper's by tensor_names.strip_lm_prefix,
+    then model. / transformer. / …), towers left out, and experts as one group: checkpoints store them per expert or
+    stacked depending on the writer's version."""
     out = set()
     for t in templates:
         if tn.tower_of(t) is not None:
@@ -82,8 +82,7 @@ def _strip_layer_prefix(templates: set[str] | frozenset[str]) -> set[str]:
         t = tn.strip_lm_prefix(t)
         if ".experts." in t or t.endswith(".experts"):
             t = t[: t.index(".experts")] + ".experts.*"
-        for prefix in ("model.language_model.", "language_model.model.", "model.", "transformer.", "gpt_neox.",
-                       "backbone.", "language_model."):  # fmt: skip
+        for prefix in ("model.", "transformer.", "gpt_neox.", "backbone."):  # wrapper prefixes: strip_lm_prefix
             if t.startswith(prefix):
                 t = t[len(prefix) :]
                 break
