@@ -16,32 +16,6 @@ ROPE_TYPE_NAMES = frozenset({"default", "linear", "dynamic", "yarn", "longrope",
 GATED_ACTIVATION_NAMES = frozenset({"silu", "swish", "gelu_pytorch_tanh", "gelu_tanh", "gelu_new", "gelu", "relu2"})
 PLAIN_ACTIVATION_NAMES = frozenset({"gelu", "gelu_pytorch_tanh", "gelu_tanh", "gelu_new", "relu2", "silu", "relu"})
 
-# Keys whose effect reaches the adapter through what inspect derived from them (per-layer plan, MoE layout,
-# parallel residual, which tensors exist): composition acts on the derived facts, not on the key.
-STRUCTURAL_KEYS = frozenset({
-    # per-layer attention plan and NoPE layers
-    "layer_types", "sliding_window_pattern", "_sliding_window_pattern", "use_sliding_window", "max_window_layers",
-    "attention_types", "no_rope_layers", "no_rope_layer_interval", "global_attn_every_n_layers",
-    # which layers are MoE
-    "first_k_dense_replace", "moe_layer_freq", "decoder_sparse_step", "mlp_only_layers", "mlp_layer_types",
-    "moe_layers", "moe_layer_start_index", "moe_layer_end_index", "moe_layer_interval", "interleave_moe_layer_step",
-    "num_dense_layers",
-    # what the tensors show: biases, QK-norm, norm and head layout, KV heads, shared experts, MoE scoring
-    "attention_bias", "mlp_bias", "use_bias", "bias", "qkv_bias", "add_bias_linear", "lm_head_bias",
-    "use_qk_norm", "qk_layernorm", "qk_norm", "use_qk_layernorm", "new_decoder_architecture",
-    "num_ln_in_parallel_attn", "parallel_attn", "use_parallel_residual", "multi_query", "scoring_func",
-    "n_shared_experts", "num_shared_experts", "moe_num_shared_experts", "shared_expert_intermediate_size",
-    "shared_intermediate_size", "rotary_dim", "rotary_pct", "attention_out_bias", "use_qkv_bias", "use_post_norm",
-    "alibi", "attention_layers", "qk_head_dim", "enable_bias", "layer_norm_elementwise_affine",
-    "_remove_final_layer_norm", "intermediate_multiple_size",
-    # LFM2: which layers convolve (layer_types carries it too), and the MLP width rule (the tensors show its result)
-    "full_attn_idxs", "block_auto_adjust_ff_dim", "block_ffn_dim_multiplier", "block_multiple_of", "use_expert_bias",
-    "use_sandwich_norm", "use_attention_gate",
-    # ModernBERT-decoder: biases the tensors show, and the window its config class derives (sliding_window =
-    # local_attention // 2, read as resolved)
-    "classifier_bias", "decoder_bias", "norm_bias", "local_attention",
-})  # fmt: skip
-
 # Config keys the hand-written families never read (bookkeeping, generation, training, serving hints).
 IGNORED_CONFIG_KEYS = frozenset(
     {

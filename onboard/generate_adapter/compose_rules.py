@@ -17,11 +17,11 @@ from onboard.generate_adapter.compose_knowledge import (
     NEUTRAL_KEYS,
     NEUTRAL_WORDS,
     ROPE_TYPE_NAMES,
-    STRUCTURAL_KEYS,
 )
 from onboard.generate_adapter.config_values import aliases_of
 from onboard.generate_adapter.weight_inference import TensorRoles, WeightMapBuilder
 from onboard.generate_adapter.weight_rule import WeightRule
+from onboard.inspect_checkpoint.config_lint import STRUCTURAL_KEYS
 from onboard.profile import ModelProfile, quantized_feature, rope_feature
 
 # Features the composer handles (beyond rope types, checked against the rotary block's table).

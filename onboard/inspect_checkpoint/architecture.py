@@ -214,7 +214,9 @@ def _dims(cv: ConfigView, mla: bool, lm: dict[str, TensorInfo] | None) -> Dims:
     heads = cv.int("num_attention_heads", "n_head", "n_heads", "num_heads", "attention_heads", default=0) or 0
     attn_config = cv.get("attn_config") if isinstance(cv.get("attn_config"), dict) else {}
     ffn_config = cv.get("ffn_config") if isinstance(cv.get("ffn_config"), dict) else {}
-    kv = cv.int("num_key_value_heads", "num_kv_heads", "n_head_kv", "multi_query_group_num", "n_kv_heads")
+    kv = cv.int(
+        "num_key_value_heads", "num_kv_heads", "n_head_kv", "multi_query_group_num", "n_kv_heads", same_fact=True
+    )
     if kv is None and attn_config.get("kv_n_heads"):
         kv = int(attn_config["kv_n_heads"])
     if cv.model_type == "falcon" and not cv.bool("new_decoder_architecture"):

@@ -29,7 +29,7 @@ IGNORED: dict[str, str] = {
          "embedding_init_std", "std_factor", "moe_z_loss_coeff", "summary_activation", "summary_proj_to_labels",
          "summary_type", "summary_use_proj", "layer_drop", "ep_size", "mlp_initializer_range", "tp_size",
          "attention_softmax_in_fp32", "scale_attention_softmax_in_fp32", "reorder_and_upcast_attn", "time_step_min",
-         "time_step_max", "time_step_floor", "time_step_init_scheme", "time_step_scale", "use_cache", "topk_method"],
+         "time_step_max", "time_step_floor", "time_step_init_scheme", "time_step_scale", "use_cache"],
         _TRAINING,
     ),
     **dict.fromkeys(
@@ -62,8 +62,7 @@ IGNORED: dict[str, str] = {
     **dict.fromkeys(
         ["use_flash_attn", "use_flash_attention_2", "fused_bias_fc", "fused_dropout_add_ln", "fused_mlp",
          "use_kernels", "use_sliding_window", "max_window_layers", "use_mamba_kernels", "sliding_window_pattern",
-         "_sliding_window_pattern", "kv_cache_dtype", "scale_attn_weights", "scale_attn_by_inverse_layer_idx",
-         "bias_dropout_fusion", "apply_residual_connection_post_layernorm", "chunk_size", "moe_layer_freq",
+         "_sliding_window_pattern", "kv_cache_dtype", "bias_dropout_fusion", "chunk_size", "moe_layer_freq",
          # Mamba: the scan's chunk length and algorithm (the same sums in another order), the dtype a cache keeps
          # its state in, and whether a shared expert overlaps the routed ones (Nemotron-H's scheduling)
          "mamba_chunk_size", "use_associative_scan", "mamba_ssm_cache_dtype", "moe_shared_expert_overlap"],
@@ -100,12 +99,75 @@ KNOWN_UNSUPPORTED: dict[str, str] = {
     "num_nextn_predict_layers": "multi-token-prediction layers",
 }
 
-# Keys the adapters apply (read by generate from config.json; a composition whose blocks cannot apply one stubs it)
-# that a serving engine's kernels must apply as well: reported as info naming the effect, for the kernel author.
+# Keys whose effect inspect reads from what they shape, not from the key: the tensors (biases, QK-norm, norm and head
+# layout, KV heads, shared experts, MLP widths) or the per-layer plan (which layers slide, skip rotary or route to
+# experts, which inspect derives from layer_types and these keys alike). Generated adapters act on the same derived
+# facts (generate_adapter/compose_knowledge.py), so the key itself adds nothing to check.
+STRUCTURAL_KEYS = frozenset({
+    # per-layer attention plan and NoPE layers
+    "layer_types", "sliding_window_pattern", "_sliding_window_pattern", "use_sliding_window", "max_window_layers",
+    "attention_types", "no_rope_layers", "no_rope_layer_interval", "global_attn_every_n_layers", "attention_layers",
+    # which layers are MoE
+    "first_k_dense_replace", "moe_layer_freq", "decoder_sparse_step", "mlp_only_layers", "mlp_layer_types",
+    "moe_layers", "moe_layer_start_index", "moe_layer_end_index", "moe_layer_interval", "interleave_moe_layer_step",
+    "num_dense_layers",
+    # what the tensors show: biases, QK-norm, norm and head layout, KV heads, shared experts, MoE scoring
+    "attention_bias", "mlp_bias", "use_bias", "bias", "qkv_bias", "add_bias_linear", "lm_head_bias",
+    "use_qk_norm", "qk_layernorm", "qk_norm", "use_qk_layernorm", "new_decoder_architecture",
+    "num_ln_in_parallel_attn", "parallel_attn", "use_parallel_residual", "multi_query", "scoring_func",
+    "n_shared_experts", "num_shared_experts", "moe_num_shared_experts", "shared_expert_intermediate_size",
+    "shared_intermediate_size", "rotary_dim", "rotary_pct", "attention_out_bias", "use_qkv_bias", "use_post_norm",
+    "alibi", "qk_head_dim", "enable_bias", "layer_norm_elementwise_affine", "_remove_final_layer_norm",
+    "intermediate_multiple_size",
+    # LFM2: which layers convolve (layer_types carries it too), and the MLP width rule (the tensors show its result)
+    "full_attn_idxs", "block_auto_adjust_ff_dim", "block_ffn_dim_multiplier", "block_multiple_of", "use_expert_bias",
+    "use_sandwich_norm", "use_attention_gate",
+    # ModernBERT-decoder: biases the tensors show, and the window its config class derives (sliding_window =
+    # local_attention // 2, read as resolved)
+    "classifier_bias", "decoder_bias", "norm_bias", "local_attention",
+})  # fmt: skip
+
+# Keys with a known effect on the numbers that the profile carries no field for. Generated adapters apply each one,
+# or refuse a value their blocks cannot express (generate_adapter/compose_knowledge.GUARDS: every key there must be
+# here, tests/generate/test_compose.py checks it); a serving engine's kernels must apply it too. Reported as info
+# naming the effect, for the kernel author.
 KERNEL_FACTS: dict[str, str] = {
     "swiglu_limit": "clamps the SwiGLU gate/up activations (gpt-oss)",
     "swiglu_alpha": "SwiGLU computes x·sigmoid(alpha·x) with this alpha, not plain SiLU (gpt-oss)",
     "clip_qkv": "clamps the q/k/v projections to ±clip_qkv (OLMo, DBRX)",
+    "attention_value_scale": "values are multiplied by this after their projection (MiMo-V2-Flash)",
+    "moe_norm_min": "the top-k routing weights are renormalised by max(sum, moe_norm_min) (ERNIE 4.5)",
+    "index_n_heads": "DeepSeek sparse attention: the indexer's scoring heads",
+    "index_head_dim": "DeepSeek sparse attention: the indexer's head width",
+    "index_topk": "DeepSeek sparse attention: each query attends only to the indexer's top-k keys",
+    "indexer_types": "DeepSeek sparse attention: layers that run their own indexer or reuse a previous layer's top-k",
+    "topk_method": "how the router picks experts (noaux_tc: bias-corrected scores, group-limited top-k)",
+    "expert_selection_fn": "the router's scoring function",
+    "shared_expert_combination_strategy": "how shared and routed experts are combined (average halves their sum)",
+    "moe_normalize_expert_weights": "the top-k weights are divided by their p-norm (DBRX; p = 1 renormalises by "
+    "the sum)",
+    "enable_moe_fp32_combine": "routed and shared experts are summed in float32 (HY-V3; generated adapters sum in "
+    "the model dtype, a rounding difference in bfloat16)",
+    "layer_rope_theta": "a rotary base per layer",
+    "force_rope": "rotary on the full-attention layers too",
+    "prefix_dense_sliding_window_pattern": "the dense prefix layers' attention pattern and rotary (Cohere2-MoE)",
+    "use_bidirectional_attention": "attention that is not causal, for all tokens or some",
+    "moe_apply_router_weight_on_input": "routing weights applied to the experts' input, not their output",
+    "scale_attn_weights": "whether attention scores are scaled by 1/sqrt(head_dim)",
+    "scale_attn_by_inverse_layer_idx": "attention scores divided by the layer index + 1",
+    "apply_residual_connection_post_layernorm": "the residual is taken after the input norm, not before it",
+    "do_layer_norm_before": "pre-norm (true) or post-norm layers with the same tensor names (OPT-350m: false)",
+    "word_embed_proj_dim": "token embeddings of another width, projected in and out (OPT-350m)",
+    "slow_but_exact": "output projections summed in pretraining_tp slices (BLOOM)",
+}
+# The values that change nothing beside the plain computation (no finding for them).
+PLAIN_VALUES: dict[str, tuple[object, ...]] = {
+    "scale_attn_weights": (True,),
+    "do_layer_norm_before": (True,),
+    "expert_selection_fn": ("softmax",),
+    "shared_expert_combination_strategy": ("sum",),
+    "moe_normalize_expert_weights": (1, 1.0),
+    "topk_method": ("greedy",),
 }
 
 
@@ -125,25 +187,26 @@ def lint_config(cv: ConfigView) -> list[Finding]:
     wrapper_keys: list[str] = []
     for section, key in cv.all_keys():
         where = f"{section}.{key}" if section else key
-        if key in cv.used or key in IGNORED or training_only(key):
+        if key in cv.used or key in IGNORED or key in STRUCTURAL_KEYS or training_only(key):
             continue
         value = (cv.text if section else cv.raw).get(key)
+        if key in KERNEL_FACTS and not wrapper_side(cv, section):
+            if value not in PLAIN_VALUES.get(key, (None, False, [], {})):
+                findings.append(
+                    info(
+                        "config-kernel-fact",
+                        f"{where} = {value!r}: {KERNEL_FACTS[key]}",
+                        "generated adapters apply it or refuse a value their blocks cannot express; a serving "
+                        "engine's kernels must apply it too: validate compares their outputs",
+                        file="config.json",
+                    )
+                )
+            continue
         if value is None or value is False or value == [] or value == {}:
             continue  # an absent-valued option changes nothing
         if wrapper_side(cv, section):
             if not key.endswith(("_config", "_token", "_token_id", "_token_index")):
                 wrapper_keys.append(key)
-            continue
-        if key in KERNEL_FACTS:
-            findings.append(
-                info(
-                    "config-kernel-fact",
-                    f"{where} = {value!r}: {KERNEL_FACTS[key]}; generated adapters apply it (generate names it "
-                    "as a kernel stub where no block does)",
-                    "a serving engine's kernels must apply it too: validate compares their outputs",
-                    file="config.json",
-                )
-            )
             continue
         if key in KNOWN_UNSUPPORTED:
             findings.append(
@@ -165,6 +228,17 @@ def lint_config(cv: ConfigView) -> list[Finding]:
                 f"unknown field {where}: check whether it changes the forward pass",
                 "model it in onboard/inspect_checkpoint (architecture.py) or list it in config_lint.IGNORED with "
                 "a reason",
+                file="config.json",
+            )
+        )
+    for name, read in cv.conflicts.items():
+        shown = f"{read} = {cv.get(read)!r}" if cv.has(read) else read
+        findings.append(
+            info(
+                "config-alias-conflict",
+                f"{name} = {cv.get(name)!r} and {shown} spell one fact with different values; onboard reads {read}",
+                "generated adapters read it as transformers' config class resolves it; if one spelling is stale, "
+                "remove it from config.json so engines cannot pick the other",
                 file="config.json",
             )
         )

@@ -62,6 +62,9 @@ class ConfigView:
         self.used: set[str] = set()
         self.type_errors: dict[str, str] = {}
         """field → what was expected, for values of the wrong JSON type (reported as findings)."""
+        self.conflicts: dict[str, str] = {}
+        """spelling → the spelling read instead, for two spellings of one fact holding different values (Falcon
+        saved by transformers: `num_kv_heads` beside the `num_key_value_heads` multi_query sets)."""
 
     def _lookup(self, name: str) -> tuple[bool, Any]:
         if name in self.text:
@@ -70,15 +73,29 @@ class ConfigView:
             return True, self.raw[name]
         return False, None
 
-    def get(self, *names: str, default: Any = None) -> Any:
-        """First non-null value among `names` (text config before top level)."""
+    def get(self, *names: str, default: Any = None, same_fact: bool = False) -> Any:
+        """First non-null value among `names` (text config before top level). Every name present counts as read:
+        the later ones are fallbacks inspect knows. With `same_fact` (the names are spellings of one fact, not
+        fallbacks), a later spelling holding another value is recorded in `conflicts`."""
+        read: str | None = None
+        result = default
         for name in names:
             found, value = self._lookup(name)
-            if found:
-                self.used.add(name)
-                if value is not None:
-                    return value
-        return default
+            if not found:
+                continue
+            self.used.add(name)
+            if value is None:
+                continue
+            if read is None:
+                read, result = name, value
+            elif same_fact and value != result:
+                self.conflicts.setdefault(name, read)
+        return result
+
+    def conflict(self, name: str, read: str) -> None:
+        """Record that `name` holds another value than `read`, the spelling used (a read outside `get`)."""
+        self.used.add(name)
+        self.conflicts.setdefault(name, read)
 
     def has(self, name: str) -> bool:
         return self._lookup(name)[0]
@@ -89,8 +106,8 @@ class ConfigView:
     def _found_name(self, names: tuple[str, ...]) -> str:
         return next((n for n in names if self._lookup(n)[1] is not None), names[0])
 
-    def int(self, *names: str, default: int | None = None) -> int | None:
-        value = self.get(*names, default=default)
+    def int(self, *names: str, default: int | None = None, same_fact: bool = False) -> int | None:
+        value = self.get(*names, default=default, same_fact=same_fact)
         if isinstance(value, bool):
             return int(value)
         if isinstance(value, float) and value.is_integer():

@@ -77,8 +77,12 @@ def rope_from_config(cv: ConfigView, lm: dict[str, TensorInfo] | None) -> tuple[
     theta = main.pop("rope_theta", None)
     if not isinstance(theta, (int, float)) or isinstance(theta, bool):
         theta = None
+    # Read beside rope_parameters too: transformers 5 configs keep a legacy top-level copy (Cohere2-MoE).
+    top_theta = cv.float("rope_theta", "rotary_emb_base", "rope_base", "rotary_base", default=None)
     if theta is None:
-        theta = cv.float("rope_theta", "rotary_emb_base", "rope_base", "rotary_base", default=None)
+        theta = top_theta
+    elif top_theta is not None and top_theta != theta:
+        cv.conflict("rope_theta", "rope_parameters.rope_theta")
     if theta is None and attn_config.get("rope_theta"):
         theta = attn_config["rope_theta"]
     rope_type = str(main.pop("rope_type", None) or main.pop("type", None) or "default")

@@ -296,6 +296,18 @@ def test_every_novel_config_key_gets_a_stub(tiny, tmp_path: Path) -> None:
     assert {s.op for s in plan(profile).stubs} == set(keys)
 
 
+def test_every_guarded_key_has_an_effect_inspect_names() -> None:
+    """A key generated adapters read to refuse values (compose_knowledge.GUARDS) changes the numbers, so inspect's lint
+    names its effect (config_lint.KERNEL_FACTS) instead of calling it unknown, or harmless (IGNORED)."""
+    from onboard.generate_adapter.compose_knowledge import GUARDS
+    from onboard.inspect_checkpoint.config_lint import IGNORED, KERNEL_FACTS
+
+    missing = GUARDS.keys() - KERNEL_FACTS.keys()
+    assert not missing, f"add {sorted(missing)} to KERNEL_FACTS in onboard/inspect_checkpoint/config_lint.py"
+    harmless = GUARDS.keys() & IGNORED.keys()
+    assert not harmless, f"{sorted(harmless)} change the numbers: take them out of config_lint.IGNORED"
+
+
 @pytest.mark.parametrize("model_type", ["gpt2", "falcon", "gpt_neox", "sarvam_mla", "granitemoeshared", "nemotron_h"])
 def test_composed_families_pass_parity_through_generate(tiny, tmp_path: Path, model_type: str) -> None:
     """GPT-2 Conv1D, Falcon / NeoX fused attention, DeepSeek-style MLA + MoE, stacked experts with a shared MLP,

@@ -34,13 +34,17 @@ REFERENCE_NOTES = {
 
 def outcome(model_type: str, root: Path) -> tuple[str, str]:
     """(result, detail) for one architecture: composed (parity passed: the comparator's calibrated verdict, as
-    generate judges an adapter), composed but parity fails (the failed checks named), not runnable (stubs, a refused
+    generate judges an adapter, and inspect's config lint clean, as new-model requires), lint fails (parity passed
+    but inspect calls a config key unknown), composed but parity fails (the failed checks named), not runnable (stubs, a refused
     config value, an ambiguous weight map), or no tiny checkpoint."""
+    import msgspec
+
     from onboard.errors import InputError
     from onboard.generate_adapter.adapter_source import adapter_source
     from onboard.generate_adapter.parity import check_parity
     from onboard.generate_adapter.plan import plan
     from onboard.inspect_checkpoint import inspect
+    from onboard.inspect_checkpoint.verdicts import inspect_checks
     from tests.generate.conftest import perturb
     from tests.tiny.factory import make_tiny_checkpoint
 
@@ -51,7 +55,8 @@ def outcome(model_type: str, root: Path) -> tuple[str, str]:
         return "no tiny checkpoint", f"{type(exc).__name__}"
     perturb(checkpoint)
     try:
-        the_plan = plan(inspect(str(checkpoint)), compose_only=True)
+        profile = inspect(str(checkpoint))
+        the_plan = plan(profile, compose_only=True)
     except InputError as exc:
         return "not composed", _clean(exc.message)
     if the_plan.stubs:
@@ -65,6 +70,10 @@ def outcome(model_type: str, root: Path) -> tuple[str, str]:
     except InputError as exc:
         return "refused at load", _clean(exc.message)
     if parity["passed"]:
+        # new-model also needs inspect's lint clean: a key the adapter reads but inspect calls unknown blocks promotion
+        lint = next(c for c in inspect_checks(msgspec.to_builtins(profile)) if c["name"] == "config_lint_clean")
+        if not lint["passed"]:
+            return "lint fails", _clean(lint["detail"]) + overrides
         return "composed", "parity passed" + overrides
     if parity["status"] == "unverified":  # the reference itself raised: nothing to judge against
         return "parity unverified", _clean(parity["detail"]) + overrides
@@ -123,6 +132,8 @@ def test_composition_coverage_matches_readme() -> None:
     table, results = coverage_table()
     beyond = [m for m, r in results.items() if r == "composed" and m not in ARCHS]
     assert len(beyond) >= 30, f"only {len(beyond)} architectures beyond the {len(ARCHS)} registered compose: {beyond}"
+    unlinted = [m for m, r in results.items() if r == "lint fails"]
+    assert not unlinted, f"{unlinted}: the adapter passes parity but inspect's lint calls a key it reads unknown"
     assert table == readme_block(), f"README composition table is stale; regenerate it with: {REGENERATE}"
 
 

@@ -91,3 +91,59 @@ def test_training_only_keys_by_name_are_not_unknown_fields() -> None:
               "emb_pdrop": 0.0, "input_jitter_noise": 0.01, "layerdrop": 0.1, "brand_new_knob": 3}  # fmt: skip
     unknown = [f.message for f in profile_from_parts(config, None).findings if f.code == "config-unknown-field"]
     assert unknown == ["unknown field brand_new_knob: check whether it changes the forward pass"], unknown
+
+
+def _codes(config: dict) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    for f in profile_from_parts(config, None).findings:
+        out.setdefault(f.code, []).append(f.message)
+    return out
+
+
+def test_keys_whose_effect_the_tensors_show_are_not_unknown() -> None:
+    # Cohere's use_qk_norm, StableLM's qk_layernorm, OPT's enable_bias, LFM2's MLP width rule: inspect reads their
+    # effect from the tensors or the per-layer plan (config_lint.STRUCTURAL_KEYS, the table generate uses too), so
+    # composed families whose parity passes no longer fail config_lint_clean on them.
+    config = {"model_type": "newlm", "hidden_size": 64, "num_hidden_layers": 2, "use_qk_norm": True,
+              "qk_layernorm": True, "enable_bias": True, "block_multiple_of": 256, "global_attn_every_n_layers": 4,
+              "brand_new_knob": 3}  # fmt: skip
+    unknown = _codes(config).get("config-unknown-field", [])
+    assert unknown == ["unknown field brand_new_knob: check whether it changes the forward pass"], unknown
+
+
+@pytest.mark.parametrize(
+    ("key", "plain", "other"),
+    [("do_layer_norm_before", True, False), ("scale_attn_weights", True, False),
+     ("shared_expert_combination_strategy", "sum", "average"), ("scale_attn_by_inverse_layer_idx", False, True),
+     ("attention_value_scale", None, 0.707)],
+)  # fmt: skip
+def test_a_kernel_fact_is_reported_only_for_a_value_that_changes_the_numbers(key: str, plain: object, other: object):
+    # OPT-350m's post-norm layers (do_layer_norm_before false) used to read as a "runtime hint" or an unknown field;
+    # the plain value (pre-norm) is the computation every block does, so it is not reported.
+    base = {"model_type": "newlm", "hidden_size": 64, "num_hidden_layers": 2}
+    assert not [m for m in _codes({**base, key: plain}).get("config-kernel-fact", []) if key in m]
+    facts = [m for m in _codes({**base, key: other}).get("config-kernel-fact", []) if m.startswith(f"{key} = ")]
+    assert facts and repr(other) in facts[0], facts
+    assert not _codes({**base, key: other}).get("config-unknown-field")
+
+
+def test_two_spellings_of_one_fact_with_different_values_are_named() -> None:
+    # Falcon saved by transformers 5 writes num_kv_heads (a stale default) beside num_key_value_heads; Cohere2-MoE
+    # keeps a top-level rope_theta beside rope_parameters. Both spellings are read (neither is "unknown"), and a
+    # disagreement is reported, naming the one onboard reads.
+    config = {"model_type": "newlm", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
+              "num_key_value_heads": 2, "num_kv_heads": 4, "rope_theta": 1e6,
+              "rope_parameters": {"rope_type": "default", "rope_theta": 1e4}}  # fmt: skip
+    codes = _codes(config)
+    assert not codes.get("config-unknown-field"), codes
+    conflicts = codes["config-alias-conflict"]
+    assert conflicts == [
+        "num_kv_heads = 4 and num_key_value_heads = 2 spell one fact with different values; onboard reads "
+        "num_key_value_heads",
+        "rope_theta = 1000000.0 and rope_parameters.rope_theta spell one fact with different values; onboard reads "
+        "rope_parameters.rope_theta",
+    ], conflicts
+    p = profile_from_parts(config, None)
+    assert p.dims.num_kv_heads == 2 and p.rope is not None and p.rope.theta == 1e4
+    agreeing = {**config, "num_kv_heads": 2, "rope_theta": 1e4}
+    assert "config-alias-conflict" not in _codes(agreeing)
