@@ -23,6 +23,7 @@ from onboard.inspect_checkpoint.numerics import (
     activation_from_config,
     multipliers_from_config,
     norms_from_config,
+    qk_norm_flag_mismatch,
     rope_from_config,
 )
 from onboard.inspect_checkpoint.per_layer import per_layer_tensors, with_kv_widths
@@ -100,6 +101,7 @@ def analyze(cv: ConfigView, index: TensorIndex | None) -> tuple[ArchFacts, list[
     findings += ssm_findings
     rope, position = rope_from_config(cv, lm)
     norms = norms_from_config(cv, lm, dims)
+    findings += qk_norm_flag_mismatch(cv, lm)
     activation = activation_from_config(cv)
     if cv.model_type in FORCED_ACTIVATION and activation != FORCED_ACTIVATION[cv.model_type]:
         findings.append(warning("activation-overridden", f"config.json says hidden_act={activation!r} but "

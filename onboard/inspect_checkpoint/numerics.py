@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 
+from onboard.findings import Finding, warning
 from onboard.inspect_checkpoint import tensor_names as tn
 from onboard.inspect_checkpoint.checkpoint_types import TensorInfo
 from onboard.inspect_checkpoint.config_view import ConfigView
@@ -153,6 +154,32 @@ def norms_from_config(cv: ConfigView, lm: dict[str, TensorInfo] | None, dims: Di
         placement = "post"
     offset = 1.0 if mt in NORM_OFFSET_TYPES else 0.0
     return Norms(kind=kind, eps=eps, offset=offset, qk_norm=qk, placement=placement)
+
+
+QK_NORM_FLAGS = ("use_qk_norm", "qk_layernorm", "qk_norm", "use_qk_layernorm")
+# Leaf names of stored q/k norms, per head or full width (StableLM's per-head `q_layernorm.norms.0`, Cohere's
+# (heads, head_dim) `q_norm`, BailingMoE's `query_layernorm`).
+QK_NORM_LEAVES = ("q_norm", "k_norm", "q_layernorm", "k_layernorm", "query_layernorm", "key_layernorm")
+
+
+def qk_norm_flag_mismatch(cv: ConfigView, lm: dict[str, TensorInfo] | None) -> list[Finding]:
+    """config.json turns a QK-norm on, yet no layer stores its weights. The config lint counts the flag as read
+    because the tensors show its effect (config_lint.STRUCTURAL_KEYS); here they contradict it. transformers builds
+    the norm from the flag and runs it with initial weights, while an adapter built from the tensors leaves it out."""
+    flag = next((k for k in QK_NORM_FLAGS if cv.get(k) is True), None)
+    if lm is None or flag is None or cv.model_type in WEIGHTLESS_QK_NORM_TYPES:
+        return []
+    if any(f".{leaf}." in name for name in lm for leaf in QK_NORM_LEAVES):
+        return []
+    return [
+        warning(
+            "config-tensor-mismatch",
+            f"config.json sets {flag}: true but no layer stores a q/k norm ({', '.join(QK_NORM_LEAVES[:2])}, ...)",
+            "the export dropped the QK-norm weights (re-export them) or the flag is stale (set it false): "
+            "transformers would run the norm with initial weights",
+            file="config.json",
+        )
+    ]
 
 
 def activation_from_config(cv: ConfigView) -> str | None:

@@ -147,3 +147,28 @@ def test_two_spellings_of_one_fact_with_different_values_are_named() -> None:
     assert p.dims.num_kv_heads == 2 and p.rope is not None and p.rope.theta == 1e4
     agreeing = {**config, "num_kv_heads": 2, "rope_theta": 1e4}
     assert "config-alias-conflict" not in _codes(agreeing)
+
+
+@pytest.mark.parametrize("model_type", ["stablelm", "cohere"])
+def test_a_qk_norm_flag_without_its_tensors_is_a_config_mismatch(model_type: str, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    # The lint counts use_qk_norm / qk_layernorm as read because the tensors show the norm; an export that dropped
+    # them contradicts the flag (transformers would run the norm with initial weights): a config-* warning, which
+    # fails config_lint_clean. StableLM stores per-head norms (q_layernorm.norms.0), Cohere a (heads, head_dim) q_norm.
+    from safetensors.torch import load_file, save_file
+
+    from onboard.inspect_checkpoint import inspect
+    from tests.tiny.factory import make_tiny_checkpoint
+
+    ckpt = make_tiny_checkpoint(model_type, tmp_path / model_type)
+    flag = "qk_layernorm" if model_type == "stablelm" else "use_qk_norm"
+    assert json.loads((ckpt / "config.json").read_text())[flag] is True
+    assert not [f for f in inspect(str(ckpt)).findings if f.code.startswith("config-") and f.severity != "info"]
+    weights = ckpt / "model.safetensors"
+    qk = (".q_layernorm.", ".k_layernorm.", ".q_norm.", ".k_norm.")
+    stored = load_file(weights)
+    kept = {k: v for k, v in stored.items() if not any(leaf in k for leaf in qk)}
+    # every layer's q and k norms (StableLM: one per head, 4 query and 2 KV heads; Cohere: one tensor each)
+    assert len(stored) - len(kept) == (12 if model_type == "stablelm" else 4)
+    save_file(kept, weights, metadata={"format": "pt"})
+    mismatch = [f for f in inspect(str(ckpt)).findings if f.code == "config-tensor-mismatch"]
+    assert len(mismatch) == 1 and f"sets {flag}: true" in mismatch[0].message and mismatch[0].severity == "warning"
