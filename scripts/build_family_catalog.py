@@ -61,6 +61,7 @@ def entry(model_type: str) -> dict:
     from onboard.inspect_checkpoint import profile_from_parts, tensor_names
     from onboard.inspect_checkpoint.checkpoint_types import TensorInfo
     from onboard.inspect_checkpoint.config_lint import IGNORED
+    from onboard.inspect_checkpoint.config_view import ConfigView
     from tests.tiny.configs import TINY
 
     config = None
@@ -93,7 +94,9 @@ def entry(model_type: str) -> dict:
     # Leaf names only: transformers renames modules when it saves (e.g. `gate.x` → `mlp.x`), leaves survive.
     buffers = sorted({n.rsplit(".", 1)[-1] for n in tensors if n not in params})
     buffer_templates = saved_buffer_templates(model, {n for n in tensors if n not in params})
-    keys = sorted(k for k in raw if k not in IGNORED and not isinstance(raw[k], dict))
+    # As inspect lists them (config_lint.comparable_keys): a text section's and DBRX / MPT's attn_config keys too.
+    view = ConfigView(raw)
+    keys = sorted({k for s, k in view.all_keys() if k not in IGNORED and not isinstance(view.value(s, k), dict)})
     return {
         "architectures": list(getattr(config, "architectures", None) or [MODEL_FOR_CAUSAL_LM_MAPPING_NAMES[model_type]]),
         "features": list(profile.features),

@@ -92,6 +92,19 @@ GUARDS: dict[str, tuple[str, str, str, str]] = {
     "prefix_dense_sliding_window_pattern": ("int", "1", 'self.prefix_dense_sliding_window_pattern == 1 and "dense" '
                                             'in (self.mlp_layer_types or ())', "rotary on the dense prefix layers' "
                                             "full attention too (force_rope)"),
+    # MPT's attn_config (read as the model's own keys: config_view.MODEL_SECTIONS). The block's ALiBi slopes are
+    # BLOOM's, which equal MPT's at its default maximum of 8 (for any head count); transformers' MPT builds multi-head
+    # attention, LayerNorm and causal masks whatever these keys say, so values asking otherwise are refused.
+    "alibi_bias_max": ("int", "8", "self.alibi_bias_max != 8", "ALiBi slopes from another maximum than 8"),
+    "attn_type": ("str", '"multihead_attention"', 'self.attn_type != "multihead_attention"',
+                  "multi-query or grouped-query attention in MPT's fused Wqkv"),
+    "norm_type": ("str", '"low_precision_layernorm"',
+                  'self.norm_type not in ("layernorm", "low_precision_layernorm", "layer_norm")',
+                  "a norm other than LayerNorm"),
+    "prefix_lm": ("bool", "False", "self.prefix_lm", "bidirectional attention over a prefix"),
+    "qk_ln": ("bool", "False", "self.qk_ln", "LayerNorm on queries and keys"),
+    "softmax_scale": ("float | None", "None", "self.softmax_scale is not None",
+                      "attention scores scaled by softmax_scale instead of 1/sqrt(head_dim)"),
 }  # fmt: skip
 GUARD_FIELDS = {
     "topk_method": (("n_group", "int", "1"), ("topk_group", "int", "1")),
@@ -162,6 +175,8 @@ FAMILY_FACTS: dict[str, dict[str, object]] = {
     "persimmon": {"query_key_value": "grouped"},
     # bloom_gelu_forward: the tanh approximation, fixed in the code (no hidden_act key)
     "bloom": {"query_key_value": "grouped", "hidden_act": "gelu_pytorch_tanh"},
+    # MPT: MptMLP's nn.GELU(approximate="none"); its config names no activation
+    "mpt": {"hidden_act": "gelu"},
     "falcon": {"query_key_value": "grouped"},
     "gpt_neox_japanese": {"query_key_value": "grouped"},
     "sarvam_moe": {"query_key_value": "concat"},

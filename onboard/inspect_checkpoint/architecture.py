@@ -214,13 +214,15 @@ def _dims(cv: ConfigView, mla: bool, lm: dict[str, TensorInfo] | None) -> Dims:
         types = cv.get("layers_block_type", "layer_types", "hybrid_override_pattern")
         n_layers = len(types) if isinstance(types, (list, str)) else 0
     heads = cv.int("num_attention_heads", "n_head", "n_heads", "num_heads", "attention_heads", default=0) or 0
-    attn_config = cv.get("attn_config") if isinstance(cv.get("attn_config"), dict) else {}
-    ffn_config = cv.get("ffn_config") if isinstance(cv.get("ffn_config"), dict) else {}
     kv = cv.int(
-        "num_key_value_heads", "num_kv_heads", "n_head_kv", "multi_query_group_num", "n_kv_heads", same_fact=True
+        "num_key_value_heads",
+        "num_kv_heads",
+        "n_head_kv",
+        "multi_query_group_num",
+        "n_kv_heads",
+        "kv_n_heads",
+        same_fact=True,
     )
-    if kv is None and attn_config.get("kv_n_heads"):
-        kv = int(attn_config["kv_n_heads"])
     if cv.model_type == "falcon" and not cv.bool("new_decoder_architecture"):
         kv = 1 if cv.bool("multi_query", default=True) else heads
     elif kv is None and cv.bool("multi_query"):
@@ -242,8 +244,6 @@ def _dims(cv: ConfigView, mla: bool, lm: dict[str, TensorInfo] | None) -> Dims:
     inter = cv.int("intermediate_size", "n_inner", "ffn_hidden_size", "ffn_dim", "inner_hidden_size", "d_ff")
     # Llama 4's dense layers' width (its experts' is intermediate_size): the tensors show it
     cv.mark_used("intermediate_size_mlp")
-    if inter is None and ffn_config.get("ffn_hidden_size"):
-        inter = int(ffn_config["ffn_hidden_size"])
     if inter is None and cv.model_type in ("gpt2", "gpt_bigcode", "gpt_neo", "gptj", "codegen", "falcon") and hidden:
         inter = 4 * hidden
     vocab = cv.int("vocab_size", "padded_vocab_size", "n_vocab", default=0) or 0

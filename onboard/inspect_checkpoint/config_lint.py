@@ -29,7 +29,9 @@ IGNORED: dict[str, str] = {
          "embedding_init_std", "std_factor", "moe_z_loss_coeff", "summary_activation", "summary_proj_to_labels",
          "summary_type", "summary_use_proj", "layer_drop", "ep_size", "mlp_initializer_range", "tp_size",
          "attention_softmax_in_fp32", "scale_attention_softmax_in_fp32", "reorder_and_upcast_attn", "time_step_min",
-         "time_step_max", "time_step_floor", "time_step_init_scheme", "time_step_scale", "use_cache"],
+         "time_step_max", "time_step_floor", "time_step_init_scheme", "time_step_scale", "use_cache",
+         # MPT: gradient scaling of the embeddings (the forward value is unchanged), packed-sequence masking
+         "embedding_fraction", "attn_uses_sequence_id"],
         _TRAINING,
     ),
     **dict.fromkeys(
@@ -41,7 +43,7 @@ IGNORED: dict[str, str] = {
          "_commit_hash", "_attn_implementation", "keys_to_ignore_at_inference", "cache_implementation",
          "text_model_type", "use_return_dict", "num_labels", "model_name", "name_or_path", "base_model_tp_plan",
          "base_model_pp_plan", "attn_implementation", "_experts_implementation", "layer_types", "mlp_layer_types",
-         "initial_context_length"],
+         "initial_context_length", "init_device"],
         _SERIALIZATION,
     ),
     **dict.fromkeys(
@@ -65,7 +67,7 @@ IGNORED: dict[str, str] = {
          "_sliding_window_pattern", "kv_cache_dtype", "bias_dropout_fusion", "chunk_size", "moe_layer_freq",
          # Mamba: the scan's chunk length and algorithm (the same sums in another order), the dtype a cache keeps
          # its state in, and whether a shared expert overlaps the routed ones (Nemotron-H's scheduling)
-         "mamba_chunk_size", "use_associative_scan", "mamba_ssm_cache_dtype", "moe_shared_expert_overlap"],
+         "mamba_chunk_size", "use_associative_scan", "mamba_ssm_cache_dtype", "moe_shared_expert_overlap", "attn_impl"],
         _RUNTIME,
     ),
 }  # fmt: skip
@@ -119,6 +121,8 @@ STRUCTURAL_KEYS = frozenset({
     "shared_intermediate_size", "rotary_dim", "rotary_pct", "attention_out_bias", "use_qkv_bias", "use_post_norm",
     "alibi", "qk_head_dim", "enable_bias", "layer_norm_elementwise_affine", "_remove_final_layer_norm",
     "intermediate_multiple_size",
+    # MPT: its MLP width, biases and learned positions (transformers' MPT builds none: ALiBi)
+    "expansion_ratio", "no_bias", "learned_pos_emb",
     # LFM2: which layers convolve (layer_types carries it too), and the MLP width rule (the tensors show its result)
     "full_attn_idxs", "block_auto_adjust_ff_dim", "block_ffn_dim_multiplier", "block_multiple_of", "use_expert_bias",
     "use_sandwich_norm", "use_attention_gate",
@@ -159,6 +163,12 @@ KERNEL_FACTS: dict[str, str] = {
     "do_layer_norm_before": "pre-norm (true) or post-norm layers with the same tensor names (OPT-350m: false)",
     "word_embed_proj_dim": "token embeddings of another width, projected in and out (OPT-350m)",
     "slow_but_exact": "output projections summed in pretraining_tp slices (BLOOM)",
+    "alibi_bias_max": "the largest ALiBi slope exponent (MPT; 8 gives BLOOM's slopes)",
+    "attn_type": "MPT's attention kind (multi-head, multi-query or grouped-query in one fused Wqkv)",
+    "norm_type": "the layers' norm (MPT: LayerNorm, or llm-foundry's RMSNorm variants)",
+    "prefix_lm": "bidirectional attention over a prefix, causal after it",
+    "qk_ln": "LayerNorm on queries and keys (MPT)",
+    "softmax_scale": "attention scores scaled by this, not 1/sqrt(head_dim)",
 }
 # The values that change nothing beside the plain computation (no finding for them).
 PLAIN_VALUES: dict[str, tuple[object, ...]] = {
@@ -168,6 +178,9 @@ PLAIN_VALUES: dict[str, tuple[object, ...]] = {
     "shared_expert_combination_strategy": ("sum",),
     "moe_normalize_expert_weights": (1, 1.0),
     "topk_method": ("greedy",),
+    "alibi_bias_max": (8, None),
+    "attn_type": ("multihead_attention", None),
+    "norm_type": ("layernorm", "low_precision_layernorm", "layer_norm", None),
 }
 
 
@@ -176,7 +189,7 @@ def comparable_keys(cv: ConfigView) -> set[str]:
     A null value (`"rope_scaling": null`) sets nothing, so it is nothing new."""
     out = set()
     for section, key in cv.all_keys():
-        value = (cv.text if section else cv.raw).get(key)
+        value = cv.value(section, key)
         if not ignored(cv, section, key) and value is not None and not isinstance(value, dict):
             out.add(key)
     return out
@@ -189,7 +202,7 @@ def lint_config(cv: ConfigView) -> list[Finding]:
         where = f"{section}.{key}" if section else key
         if key in cv.used or key in IGNORED or key in STRUCTURAL_KEYS or training_only(key):
             continue
-        value = (cv.text if section else cv.raw).get(key)
+        value = cv.value(section, key)
         if key in KERNEL_FACTS and not wrapper_side(cv, section):
             if value not in PLAIN_VALUES.get(key, (None, False, [], {})):
                 findings.append(

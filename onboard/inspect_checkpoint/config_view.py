@@ -71,7 +71,18 @@ class ConfigView:
             return True, self.text[name]
         if name in self.raw:
             return True, self.raw[name]
+        for section in MODEL_SECTIONS:  # DBRX's and MPT's attn_config / ffn_config: the model's own keys
+            nested = self.raw.get(section)
+            if isinstance(nested, dict) and name in nested:
+                return True, nested[name]
         return False, None
+
+    def value(self, section: str, key: str) -> Any:
+        """The value of `key` as all_keys lists it (section "" for the top level)."""
+        if not section:
+            return self.raw.get(key)
+        nested = self.text if section == self.text_section else self.raw.get(section)
+        return nested.get(key) if isinstance(nested, dict) else None
 
     def get(self, *names: str, default: Any = None, same_fact: bool = False) -> Any:
         """First non-null value among `names` (text config before top level). Every name present counts as read:
@@ -151,11 +162,13 @@ class ConfigView:
         return str(inner or top or "unknown")
 
     def all_keys(self) -> list[tuple[str, str]]:
-        """(section, key) for every key: section is "" for the top level."""
-        keys = [("", k) for k in self.raw if k not in (self.text_section,)]
+        """(section, key) for every key: section is "" for the top level; a text section's keys and a model
+        section's (attn_config, ffn_config) are listed under it, not the section itself."""
+        sections = [s for s in MODEL_SECTIONS if isinstance(self.raw.get(s), dict)]
+        keys = [("", k) for k in self.raw if k != self.text_section and k not in sections]
         if self.text_section:
             keys += [(self.text_section, k) for k in self.text]
-        return keys
+        return keys + [(s, k) for s in sections for k in self.raw[s]]
 
 
 def _is_number(value: object) -> bool:

@@ -39,14 +39,11 @@ def _int_or_text_entry(cv: ConfigView, *names: str) -> int | None:
 
 
 def moe_from_config(cv: ConfigView, lm: dict[str, TensorInfo] | None) -> Moe | None:
-    ffn_config = cv.get("ffn_config") if isinstance(cv.get("ffn_config"), dict) else {}
     experts = _int_or_text_entry(
         cv, "num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts", "num_routed_experts"
     )
-    experts = experts or ffn_config.get("moe_num_experts")
     top_k = cv.int("num_experts_per_tok", "moe_k", "experts_per_token", "moe_top_k", "num_selected_experts", "moe_topk",
                    "num_experts_per_token", "top_k_experts")  # fmt: skip
-    top_k = top_k or ffn_config.get("moe_top_k")
     if not isinstance(experts, int) or experts <= 1:
         return None
     top_k = max(top_k, 1) if isinstance(top_k, int) else 1

@@ -43,8 +43,8 @@ FORCED_ACTIVATION = {"gemma": "gelu_pytorch_tanh"}
 
 def rope_from_config(cv: ConfigView, lm: dict[str, TensorInfo] | None) -> tuple[Rope | None, str]:
     mt = cv.model_type
-    attn_config = cv.get("attn_config") if isinstance(cv.get("attn_config"), dict) else {}
-    if cv.bool("alibi") or attn_config.get("alibi") or mt in ("bloom", "mpt") and not attn_config.get("rope"):
+    # (MPT's and DBRX's alibi / rope / rope_theta sit in attn_config: ConfigView reads it as the model's own keys)
+    if cv.bool("alibi") or mt in ("bloom", "mpt") and not cv.get("rope"):
         return None, "alibi"
     if mt in ("mamba", "mamba2", "falcon_mamba", "rwkv"):
         return None, "none"
@@ -84,8 +84,6 @@ def rope_from_config(cv: ConfigView, lm: dict[str, TensorInfo] | None) -> tuple[
         theta = top_theta
     elif top_theta is not None and top_theta != theta:
         cv.conflict("rope_theta", "rope_parameters.rope_theta")
-    if theta is None and attn_config.get("rope_theta"):
-        theta = attn_config["rope_theta"]
     rope_type = str(main.pop("rope_type", None) or main.pop("type", None) or "default")
     main.pop("type", None)
     rope_type = {"su": "longrope", "mrope": "default"}.get(rope_type, rope_type)
@@ -184,10 +182,9 @@ def qk_norm_flag_mismatch(cv: ConfigView, lm: dict[str, TensorInfo] | None) -> l
 
 def activation_from_config(cv: ConfigView) -> str | None:
     act = cv.get("hidden_act", "hidden_activation", "activation_function", "activation", "act_fn", "mlp_activation",
-                 "mlp_hidden_act")  # fmt: skip
-    ffn_config = cv.get("ffn_config") if isinstance(cv.get("ffn_config"), dict) else {}
-    if act is None and isinstance(ffn_config.get("ffn_act_fn"), dict):
-        act = ffn_config["ffn_act_fn"].get("name")
+                 "mlp_hidden_act", "ffn_act_fn")  # fmt: skip
+    if isinstance(act, dict):  # DBRX's ffn_config.ffn_act_fn: {"name": "silu", ...keyword arguments}
+        act = act.get("name")
     return str(act) if act is not None else None
 
 

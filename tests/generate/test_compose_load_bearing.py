@@ -6,6 +6,7 @@ store unused projections, Laguna's router weight on input)."""
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -214,23 +215,29 @@ def test_kv_shared_layers_storing_their_own_kv_projections(tiny, tmp_path: Path)
         assert check_parity(adapter, ckpt, dtype)["passed"], dtype
 
 
-def test_dbrx_composes_and_each_mechanism_is_load_bearing(tiny, tmp_path: Path) -> None:
-    """DBRX: its hyperparameters nested in attn_config / ffn_config (read as the model's own keys), experts stored
-    by rows ([experts x intermediate, hidden] for w1, v1 and w2, w2 transposed), q/k/v clamped to ±clip_qkv (set to
-    0.5 so the clamp binds on the tiny activations), LayerNorms without bias, top-k weights renormalised by their sum
-    (moe_normalize_expert_weights 1). A p-norm other than 1 is refused by name at load."""
-    import json
-
-    ckpt = copy_tiny(tiny, "dbrx", tmp_path)
-    features = inspect(str(ckpt)).features  # gated experts (w1 gate, v1 up) and bias-free LayerNorms, as inspected
-    assert "layernorm" in features and "plain_mlp" not in features, features
+def _composed_with_binding_clamp(ckpt: Path, tmp_path: Path) -> Path:
+    """Set attn_config.clip_qkv to 0.5 (DBRX, MPT: the clamp then binds on the tiny activations), compose through
+    generate, and return the adapter once parity passes in float32 (generate's check) and bfloat16."""
     config = json.loads((ckpt / "config.json").read_text())
     config["attn_config"]["clip_qkv"] = 0.5
     (ckpt / "config.json").write_text(json.dumps(config))
     result = generate(ckpt, tmp_path / "out", parity=True)
     assert result.parity["passed"], result.parity["detail"]
-    adapter = tmp_path / "out" / "adapters" / "dbrx.py"
+    adapter = tmp_path / "out" / "adapters" / f"{config['model_type']}.py"
     assert check_parity(adapter, ckpt, "bfloat16")["passed"]
+    return adapter
+
+
+def test_dbrx_composes_and_each_mechanism_is_load_bearing(tiny, tmp_path: Path) -> None:
+    """DBRX: its hyperparameters nested in attn_config / ffn_config (read as the model's own keys), experts stored
+    by rows ([experts x intermediate, hidden] for w1, v1 and w2, w2 transposed), q/k/v clamped to ±clip_qkv (set to
+    0.5 so the clamp binds on the tiny activations), LayerNorms without bias, top-k weights renormalised by their sum
+    (moe_normalize_expert_weights 1). A p-norm other than 1 is refused by name at load."""
+    ckpt = copy_tiny(tiny, "dbrx", tmp_path)
+    features = inspect(str(ckpt)).features  # gated experts (w1 gate, v1 up) and bias-free LayerNorms, as inspected
+    assert "layernorm" in features and "plain_mlp" not in features, features
+    adapter = _composed_with_binding_clamp(ckpt, tmp_path)
+    config = json.loads((ckpt / "config.json").read_text())
     taken_out = {
         "clip_qkv=args.clip_qkv": "clip_qkv=None",
         "norm_topk_prob=args.norm_topk_prob": "norm_topk_prob=False",
@@ -240,4 +247,46 @@ def test_dbrx_composes_and_each_mechanism_is_load_bearing(tiny, tmp_path: Path) 
     config["ffn_config"]["moe_normalize_expert_weights"] = 2.0
     (ckpt / "config.json").write_text(json.dumps(config))
     with pytest.raises(Exception, match="moe_normalize_expert_weights"):
+        load_adapter(adapter).Model.from_pretrained(ckpt)
+
+
+def test_mpt_composes_and_each_mechanism_is_load_bearing(tmp_path: Path) -> None:
+    """MPT: ALiBi instead of a rotary embedding (6 heads, not a power of two: the slopes' interleaving matters),
+    q/k/v clamped to ±clip_qkv (0.5: the clamp binds), bias-free LayerNorms named norm_1 / norm_2, a plain MLP with
+    exact GELU (a family fact: MPT's config names no activation), attn_config read as the model's own keys. Parity
+    passes in float32 and bfloat16; taking any mechanism out fails it, and so does composing without the fact."""
+
+    from tests.generate.conftest import perturb
+    from tests.tiny.factory import make_tiny_checkpoint
+
+    ckpt = make_tiny_checkpoint("mpt", tmp_path / "mpt", overrides={"d_model": 48, "n_heads": 6})
+    perturb(ckpt)
+    assert {"alibi", "layernorm", "plain_mlp"} <= set(inspect(str(ckpt)).features)
+    adapter = _composed_with_binding_clamp(ckpt, tmp_path)
+    taken_out = {
+        "alibi=True": "alibi=False",
+        "clip_qkv=args.clip_qkv": "clip_qkv=None",
+        "LayerNorm(dim, args.rms_norm_eps, bias=False)": "RMSNorm(dim, args.rms_norm_eps)",
+    }
+    _each_taken_out_fails_parity(ckpt, adapter.read_text(), taken_out, tmp_path)
+    _fails_without_family_facts(ckpt, "mpt", tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [("alibi_bias_max", 4), ("attn_type", "multiquery_attention"), ("prefix_lm", True), ("qk_ln", True),
+     ("softmax_scale", 0.1)],
+)  # fmt: skip
+def test_mpt_values_the_blocks_cannot_express_are_refused_by_name(tiny, tmp_path: Path, key: str, value: object):
+    """transformers' MPT builds multi-head, causal attention without QK-norm whatever attn_config says, and the
+    block's ALiBi slopes are MPT's only at a maximum of 8: any other value is refused at load, naming the key, and
+    inspect names its effect (config-kernel-fact) instead of calling it unknown."""
+    ckpt = copy_tiny(tiny, "mpt", tmp_path)
+    config = json.loads((ckpt / "config.json").read_text())
+    config["attn_config"][key] = value
+    (ckpt / "config.json").write_text(json.dumps(config))
+    profile = inspect(str(ckpt))
+    assert [f for f in profile.findings if f.code == "config-kernel-fact" and f.message.startswith(f"attn_config.{key} =")]
+    adapter = composed_adapter(ckpt, tmp_path / "out")
+    with pytest.raises(Exception, match=key):
         load_adapter(adapter).Model.from_pretrained(ckpt)
