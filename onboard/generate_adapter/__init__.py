@@ -178,6 +178,13 @@ def generate(
     ]
     if profile.multimodal:
         checks.append(tower_check(profile))
+    local = checkpoint if checkpoint is not None else source_or_profile
+    if not isinstance(local, ModelProfile) and (Path(local) / "config.json").is_file():
+        from onboard.generate_adapter.reference_config import REFERENCE_ROPE_BASE, rope_base_disagreement
+
+        disagreement = rope_base_disagreement(json.loads((Path(local) / "config.json").read_text()))
+        if disagreement:  # only when they differ: every other config agrees, and parity covers the rest
+            checks.append(Check(REFERENCE_ROPE_BASE, False, False, disagreement))
     parity_report = None
     if not parity:
         checks.append(Check("adapter_parity", False, False, "unverified: no reference run; `onboard generate "

@@ -1,0 +1,82 @@
+"""Whether the reference computes the model config.json describes: the values transformers' config class resolves,
+against config.json as written, for facts where a silent difference changes every output.
+
+Generated adapters and the reference both read configs through transformers' class (config_values.read_config), so
+parity cannot see a value that class drops or replaces; an engine that reads config.json itself (vLLM, llama.cpp's
+converter) then computes another model than the reference's goldens. Found on transformers 5.25's DBRX: its
+rotary embedding reads rope_parameters (default base 10000) and never attn_config.rope_theta (500000 in databricks'
+released configs).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+from onboard.errors import ConfigError
+from onboard.generate_adapter.config_values import read_config
+from onboard.inspect_checkpoint.config_view import MODEL_SECTIONS, language_model_config
+
+__all__ = ["REFERENCE_ROPE_BASE", "rope_base_disagreement"]
+
+REFERENCE_ROPE_BASE = "reference_rope_base"
+_THETA_KEYS = ("rope_theta", "rotary_emb_base", "rope_base", "rotary_base")
+_ROPE_DICTS = ("rope_parameters", "rope_scaling")
+
+
+def rope_base_disagreement(config: Mapping[str, Any]) -> str | None:
+    """A sentence naming both values when config.json writes a rotary base and transformers' class for its
+    model_type resolves another one; None when they agree, when config.json writes none (the class default is then
+    the model's, for the reference and engines alike) or when transformers has no class for it (day zero: the
+    repository's code is the reference)."""
+    text = language_model_config(dict(config))
+    written = _written_theta(text)
+    if written is None:
+        return None
+    try:
+        values = read_config(text)
+    except ConfigError:  # the adapter's own load reports a config transformers rejects
+        return None
+    if values.resolved is None:
+        return None
+    resolved = _theta_of(getattr(values.resolved, "rope_parameters", None))
+    if resolved is None or math.isclose(resolved, written[1], rel_tol=1e-9):
+        return None
+    cls = type(values.resolved).__name__
+    return (
+        f"transformers' {cls} computes the rotary base {resolved:g}, but config.json sets {written[0]} = "
+        f"{written[1]:g}: the reference (and this adapter, which reads configs as transformers does) follow "
+        "transformers, while an engine reading config.json computes another model. Decide which base the model was "
+        "trained with before recording goldens; if it is config.json's, the reference must be fixed first"
+    )
+
+
+def _written_theta(config: Mapping[str, Any]) -> tuple[str, float] | None:
+    """(where, value) of the rotary base config.json itself writes: in rope_parameters / rope_scaling (per layer
+    type: the full-attention layers'), at the top level, or in a model section (DBRX's attn_config)."""
+    for key in _ROPE_DICTS:
+        theta = _theta_of(config.get(key))
+        if theta is not None:
+            return f"{key}.rope_theta", theta
+    sections = [("", config)] + [(f"{s}.", config[s]) for s in MODEL_SECTIONS if isinstance(config.get(s), dict)]
+    for prefix, section in sections:
+        for key in _THETA_KEYS:
+            value = section.get(key)
+            if _is_number(value):
+                return f"{prefix}{key}", float(value)
+    return None
+
+
+def _theta_of(params: object) -> float | None:
+    """rope_theta of a rope_parameters dict, or of its full-attention entry when it is nested per layer type."""
+    if not isinstance(params, Mapping):
+        return None
+    if isinstance(params.get("full_attention"), Mapping):
+        params = params["full_attention"]
+    value = params.get("rope_theta")  # type: ignore[union-attr]
+    return float(value) if _is_number(value) else None
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
