@@ -245,11 +245,12 @@ def lint_config(cv: ConfigView) -> list[Finding]:
             )
         )
     for name, read in cv.conflicts.items():
-        shown = f"{read} = {cv.get(read)!r}" if cv.has(read) else read
+        shown = f"{cv.where(read)} = {cv.get(read)!r}" if cv.has(read) else read
         findings.append(
             info(
                 "config-alias-conflict",
-                f"{name} = {cv.get(name)!r} and {shown} spell one fact with different values; onboard reads {read}",
+                f"{cv.where(name)} = {cv.get(name)!r} and {shown} spell one fact with different values; onboard "
+                f"reads {cv.where(read)}",
                 "generated adapters read it as transformers' config class resolves it; if one spelling is stale, "
                 "remove it from config.json so engines cannot pick the other",
                 file="config.json",

@@ -77,6 +77,13 @@ class ConfigView:
                 return True, nested[name]
         return False, None
 
+    def where(self, name: str) -> str:
+        """`name` as config.json nests it: `attn_config.rope_theta` for a model section's key, else `name`."""
+        if name in self.text or name in self.raw:
+            return name
+        section = next((s for s in MODEL_SECTIONS if isinstance(self.raw.get(s), dict) and name in self.raw[s]), None)
+        return f"{section}.{name}" if section else name
+
     def value(self, section: str, key: str) -> Any:
         """The value of `key` as all_keys lists it (section "" for the top level)."""
         if not section:

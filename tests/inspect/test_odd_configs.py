@@ -172,3 +172,17 @@ def test_a_qk_norm_flag_without_its_tensors_is_a_config_mismatch(model_type: str
     save_file(kept, weights, metadata={"format": "pt"})
     mismatch = [f for f in inspect(str(ckpt)).findings if f.code == "config-tensor-mismatch"]
     assert len(mismatch) == 1 and f"sets {flag}: true" in mismatch[0].message and mismatch[0].severity == "warning"
+
+
+def test_a_spelling_in_a_model_section_is_named_with_its_section() -> None:
+    # DBRX as transformers 5 saves it: attn_config.rope_theta (500000, which its rotary embedding never reads) beside
+    # rope_parameters (10000, the base it computes): generate's reference_rope_base check covers the released layout.
+    config = {"model_type": "dbrx", "d_model": 64, "n_heads": 4, "n_layers": 2,
+              "attn_config": {"kv_n_heads": 2, "rope_theta": 5e5},
+              "rope_parameters": {"rope_type": "default", "rope_theta": 1e4}}  # fmt: skip
+    codes = _codes(config)
+    assert codes["config-alias-conflict"] == [
+        "attn_config.rope_theta = 500000.0 and rope_parameters.rope_theta spell one fact with different values; "
+        "onboard reads rope_parameters.rope_theta"
+    ]
+    assert not codes.get("config-unknown-field"), codes
