@@ -26,13 +26,13 @@ _ROPE_DICTS = ("rope_parameters", "rope_scaling")
 
 
 def rope_base_disagreement(config: Mapping[str, Any]) -> str | None:
-    """A sentence naming both values when config.json writes a rotary base and transformers' class for its
-    model_type resolves another one; None when they agree, when config.json writes none (the class default is then
-    the model's, for the reference and engines alike) or when transformers has no class for it (day zero: the
-    repository's code is the reference)."""
+    """A sentence naming both values when config.json writes a rotary base (any of its spellings: an engine may read
+    another one than transformers) and transformers' class for its model_type resolves another one; None when they
+    agree, when config.json writes none (the class default is then the model's, for the reference and engines
+    alike) or when transformers has no class for it (day zero: the repository's code is the reference)."""
     text = language_model_config(dict(config))
-    written = _written_theta(text)
-    if written is None:
+    written_all = _written_thetas(text)
+    if not written_all:
         return None
     try:
         values = read_config(text)
@@ -41,8 +41,10 @@ def rope_base_disagreement(config: Mapping[str, Any]) -> str | None:
     if values.resolved is None:
         return None
     resolved = _theta_of(getattr(values.resolved, "rope_parameters", None))
-    if resolved is None or math.isclose(resolved, written[1], rel_tol=1e-9):
+    differing = [w for w in written_all if resolved is not None and not math.isclose(resolved, w[1], rel_tol=1e-9)]
+    if not differing:
         return None
+    written = differing[0]
     cls = type(values.resolved).__name__
     return (
         f"transformers' {cls} computes the rotary base {resolved:g}, but config.json sets {written[0]} = "
@@ -52,20 +54,14 @@ def rope_base_disagreement(config: Mapping[str, Any]) -> str | None:
     )
 
 
-def _written_theta(config: Mapping[str, Any]) -> tuple[str, float] | None:
-    """(where, value) of the rotary base config.json itself writes: in rope_parameters / rope_scaling (per layer
+def _written_thetas(config: Mapping[str, Any]) -> list[tuple[str, float]]:
+    """(where, value) of every rotary base config.json itself writes: in rope_parameters / rope_scaling (per layer
     type: the full-attention layers'), at the top level, or in a model section (DBRX's attn_config)."""
-    for key in _ROPE_DICTS:
-        theta = _theta_of(config.get(key))
-        if theta is not None:
-            return f"{key}.rope_theta", theta
+    out = [(f"{key}.rope_theta", theta) for key in _ROPE_DICTS if (theta := _theta_of(config.get(key))) is not None]
     sections = [("", config)] + [(f"{s}.", config[s]) for s in MODEL_SECTIONS if isinstance(config.get(s), dict)]
     for prefix, section in sections:
-        for key in _THETA_KEYS:
-            value = section.get(key)
-            if _is_number(value):
-                return f"{prefix}{key}", float(value)
-    return None
+        out += [(f"{prefix}{key}", float(section[key])) for key in _THETA_KEYS if _is_number(section.get(key))]
+    return out
 
 
 def _theta_of(params: object) -> float | None:

@@ -1,7 +1,7 @@
 """The reference against config.json: a rotary base transformers' config class replaces (DBRX's released configs:
 attn_config.rope_theta 500000, never read by transformers 5's DbrxRotaryEmbedding, which uses rope_parameters'
-default 10000) is a failed generate check naming both values; configs whose class reads the written base pass
-silently (the sweep over every tiny family and ../shared/data's configs raised it for none)."""
+default 10000, while vLLM's DBRX reads attn_config.rope_theta) is a failed generate check naming both values;
+configs whose class reads every written base pass silently (the sweep over every tiny family and ../shared/data's configs raised it for none)."""
 
 from __future__ import annotations
 
@@ -17,8 +17,10 @@ def test_dbrx_released_config_rotary_base_is_flagged(tiny, tmp_path: Path) -> No
     ckpt = copy_tiny(tiny, "dbrx", tmp_path)
     config = json.loads((ckpt / "config.json").read_text())
     assert config["attn_config"]["rope_theta"] == 500000.0
-    # transformers' own save writes rope_parameters too (10000: the base it computes), and then the two agree
-    assert rope_base_disagreement(config) is None
+    # transformers' own save writes rope_parameters too (10000: the base it computes) beside attn_config's: vLLM's
+    # DBRX reads attn_config.rope_theta, so this is flagged as well
+    both = rope_base_disagreement(config)
+    assert both is not None and "attn_config.rope_theta = 500000" in both
     del config["rope_parameters"]  # as databricks/dbrx-instruct's config.json: the base only in attn_config
     (ckpt / "config.json").write_text(json.dumps(config))
     result = generate(ckpt, tmp_path / "out", parity=True)
