@@ -21,7 +21,7 @@ from onboard.inspect_checkpoint.architecture import analyze
 from onboard.inspect_checkpoint.checkpoint_types import RepoListing, SafetensorsHeader, TensorInfo
 from onboard.inspect_checkpoint.config_lint import comparable_keys, lint_config
 from onboard.inspect_checkpoint.config_view import MODEL_SECTIONS, ConfigView
-from onboard.inspect_checkpoint.consistency import check_dtype, check_shapes, check_vocab
+from onboard.inspect_checkpoint.consistency import check_conv_channels, check_dtype, check_shapes, check_vocab
 from onboard.inspect_checkpoint.families import catalog, family_buffers, known_model_types, novelty
 from onboard.inspect_checkpoint.features import derive
 from onboard.inspect_checkpoint.memory import Target, parse_target, plan_memory
@@ -145,6 +145,7 @@ def profile_from_parts(
         findings += check_vocab(config_vocab, dims.vocab_size if embed else None,
                                 embed.first_file if embed else None, embed.first_name if embed else None)  # fmt: skip
         findings += check_shapes(tensors, dims, mla)
+        findings += check_conv_channels(tensors)
     else:
         weights_bytes, weights_source, estimate, note = _weights_without_headers(config, index, facts.mtp_layers)
         findings.append(info("no-safetensors-headers", f"no safetensors headers were read: {note}",

@@ -51,6 +51,38 @@ def check_shapes(index: TensorIndex, dims: Dims, mla: bool) -> list[Finding]:
     return findings
 
 
+# A depthwise convolution over one projection's output (FLA's ShortConvolution: Gated DeltaNet's q / k / v convs in
+# OLMo-hybrid and fla-hub checkpoints) has one channel per row of that projection.
+_CONV_OF_PROJ = (("q_conv1d", "q_proj"), ("k_conv1d", "k_proj"), ("v_conv1d", "v_proj"))
+
+
+def check_conv_channels(index: TensorIndex) -> list[Finding]:
+    """Each `X_conv1d` against its `X_proj`: transformers 5.25 saves OLMo-hybrid's fused conv1d cut into three equal
+    parts (the reverse of the Concatenate it loads with), not at the key / key / value widths, so a checkpoint saved
+    by transformers gives any other reader (an engine, a converter) convolutions over the wrong channels."""
+    by_template = {g.template: g for g in index.groups}
+    findings: list[Finding] = []
+    for template, conv in by_template.items():
+        for conv_name, proj_name in _CONV_OF_PROJ:
+            if not template.endswith(f".{conv_name}.weight"):
+                continue
+            proj = by_template.get(template[: -len(f"{conv_name}.weight")] + f"{proj_name}.weight")
+            if proj is None or not conv.first_shape or not proj.first_shape:
+                continue
+            if conv.first_shape[0] != proj.first_shape[0]:
+                findings.append(error(
+                    "shape-mismatch",
+                    f"{conv.first_name} has {conv.first_shape[0]} channels but {proj.first_name} has "
+                    f"{proj.first_shape[0]} rows: the convolution runs over that projection's output, one channel "
+                    "per row",
+                    "the q / k / v convolutions were split at the wrong channels (transformers 5's save of "
+                    "OLMo-hybrid cuts the fused conv1d into equal thirds): concatenate them and split at the q, k "
+                    "and v projections' row counts, or re-export from the original weights",
+                    file=conv.first_file, tensor=conv.first_name,
+                ))  # fmt: skip
+    return findings
+
+
 def _gated_query(index: TensorIndex, dims: Dims) -> bool:
     """Layer 0's q_proj holds the query and a per-channel output gate (Qwen3-Next, MiniCPM5-MoE): twice the rows
     of num_attention_heads × head_dim, while o_proj still reads num_attention_heads × head_dim."""

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -101,12 +102,37 @@ def make_tiny_checkpoint(
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(out_dir, safe_serialization=True)
+    if model_type in SAVED_LAYOUT_FIXES:
+        SAVED_LAYOUT_FIXES[model_type](out_dir, config)
     if tokenizer_dir is not None:
         for name in TOKENIZER_FILES:
             src = Path(tokenizer_dir) / name
             if src.is_file():
                 shutil.copyfile(src, out_dir / name)
     return out_dir
+
+
+def split_conv_at_projections(out_dir: Path, config: Any) -> None:
+    """OLMo-hybrid as its released checkpoints store it: q / k / v convolutions of the q, k and v projections' widths.
+    transformers 5.25 saves its fused conv1d cut into three equal parts instead (the reverse of the Concatenate it
+    loads with), which only transformers reads back right; concatenated again, the split changes nothing it loads."""
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    file = Path(out_dir) / "model.safetensors"
+    weights = load_file(str(file))
+    key = config.linear_num_key_heads * config.linear_key_head_dim
+    value = config.linear_num_value_heads * config.linear_value_head_dim
+    prefixes = sorted({n[: -len("q_conv1d.weight")] for n in weights if n.endswith(".q_conv1d.weight")})
+    for prefix in prefixes:
+        fused = torch.cat([weights[f"{prefix}{x}_conv1d.weight"] for x in "qkv"])
+        for x, part in zip("qkv", fused.split([key, key, value]), strict=True):
+            weights[f"{prefix}{x}_conv1d.weight"] = part.clone()
+    save_file(weights, str(file), metadata={"format": "pt"})
+
+
+# Families whose transformers save is not the layout their released checkpoints have: rewritten after saving.
+SAVED_LAYOUT_FIXES: dict[str, Callable[[Path, Any], None]] = {"olmo_hybrid": split_conv_at_projections}
 
 
 def make_tiny_mtp_checkpoint(
