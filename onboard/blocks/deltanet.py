@@ -36,6 +36,7 @@ class GatedDeltaNet(nn.Module):
         conv_kernel: int,
         norm_eps: float = 1e-6,
         activation: str = "silu",
+        allow_neg_eigval: bool = False,
     ) -> None:
         super().__init__()
         if num_v_heads % num_k_heads:
@@ -44,6 +45,7 @@ class GatedDeltaNet(nn.Module):
             raise ValueError(f"GatedDeltaNet: the convolution's activation {activation!r} is not SiLU")
         self.nk, self.nv, self.dk, self.dv, self.kernel = num_k_heads, num_v_heads, head_k_dim, head_v_dim, conv_kernel
         self.norm_eps = norm_eps
+        self.beta_scale = 2.0 if allow_neg_eigval else 1.0  # FLA / OLMo-hybrid: beta in [0, 2]
         key_dim, value_dim = num_k_heads * head_k_dim, num_v_heads * head_v_dim
         self.conv_dim = 2 * key_dim + value_dim
         self.in_proj_qkv = nn.Linear(hidden_size, self.conv_dim, bias=False)
@@ -100,7 +102,7 @@ class GatedDeltaNet(nn.Module):
         q, k, v = mixed.split([key_dim, key_dim, self.nv * self.dv], dim=-1)
         q, k = q.reshape(b, s, self.nk, self.dk), k.reshape(b, s, self.nk, self.dk)
         v = v.reshape(b, s, self.nv, self.dv)
-        beta = self.in_proj_b(x).sigmoid()
+        beta = self.in_proj_b(x).sigmoid() * self.beta_scale
         decay = -self.A_log.float().exp() * F.softplus(self.in_proj_a(x).float() + self.dt_bias)
         state = ctx.cache.recurrent_state if ctx.cache is not None else None
         out, state = _gated_delta_rule(q, k, v, decay, beta, state)

@@ -177,6 +177,8 @@ FAMILY_FACTS: dict[str, dict[str, object]] = {
     "bloom": {"query_key_value": "grouped", "hidden_act": "gelu_pytorch_tanh"},
     # MPT: MptMLP's nn.GELU(approximate="none"); its config names no activation
     "mpt": {"hidden_act": "gelu"},
+    # OLMo-hybrid: its Gated DeltaNet's gated norm is FLA's FusedRMSNormGated at eps 1e-5, not rms_norm_eps
+    "olmo_hybrid": {"deltanet_norm_eps": 1e-5},
     "falcon": {"query_key_value": "grouped"},
     "gpt_neox_japanese": {"query_key_value": "grouped"},
     "sarvam_moe": {"query_key_value": "concat"},

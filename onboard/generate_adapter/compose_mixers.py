@@ -97,7 +97,8 @@ def short_conv(c: ComposerParts) -> str:
 
 def gated_deltanet(c: ComposerParts) -> str:
     """Gated DeltaNet on the linear-attention layers ('' where none is one, or its tensors are not those of
-    Qwen3-Next (grouped in_proj_qkvz / in_proj_ba) or Qwen3.5 (in_proj_qkv, _z, _b, _a))."""
+    Qwen3-Next (grouped in_proj_qkvz / in_proj_ba), Qwen3.5 (in_proj_qkv, _z, _b, _a), Lara-mini (one in_proj) or
+    FLA (OLMo-hybrid: q / k / v / g / b / a projections and a convolution per q / k / v))."""
     if not any(layer.attention == "linear" for layer in c.p.layers):
         return ""
     parts = {x.part: x for x in c.roles.parts("deltanet")}
@@ -106,8 +107,14 @@ def gated_deltanet(c: ComposerParts) -> str:
     common = {"conv1d", "out_proj", "norm", "dt_bias", "A_log"}
     grouped = set(parts) == common | {"in_proj_qkvz", "in_proj_ba"}
     fused = set(parts) == common | {"in_proj"}
-    if not (grouped or fused) and set(parts) != common | {"in_proj_qkv", "in_proj_z", "in_proj_b", "in_proj_a"}:
+    fla = set(parts) == set(FLA_PARTS) | {"dt_bias", "A_log"}
+    if not (grouped or fused or fla) and set(parts) != common | {"in_proj_qkv", "in_proj_z", "in_proj_b", "in_proj_a"}:
         return ""  # the linear_layers stub stands, and the tensors are named
+    if fla:  # each target from its FLA parts, q / k / v rows (and their convolutions' channels) concatenated
+        for target, sources in FLA_PARTS_OF.items():
+            c.wm.add(layer_target(f"self_attn.{target}"), tuple(parts[s].source for s in sources),
+                     "cat" if len(sources) > 1 else "copy")  # fmt: skip
+        parts = {n: x for n, x in parts.items() if n in ("dt_bias", "A_log")}
     for name, x in parts.items():
         if grouped and name in ("in_proj_qkvz", "in_proj_ba"):
             for target in ("in_proj_qkv", "in_proj_z") if name == "in_proj_qkvz" else ("in_proj_b", "in_proj_a"):
@@ -119,6 +126,25 @@ def gated_deltanet(c: ComposerParts) -> str:
             c.wm.add(layer_target(f"self_attn.{name}" + (f".{x.param}" if x.param else "")), (x.source,))
     dims = ", ".join(c.fields.need(f"linear_{n}", "int", None) for n in ("num_key_heads", "num_value_heads",
                      "key_head_dim", "value_head_dim", "conv_kernel_dim"))  # fmt: skip
-    layout = ", grouped projections" if grouped else ", one fused input projection" if fused else ""
+    layout = (", grouped projections" if grouped else ", one fused input projection" if fused
+              else ", FLA's separate projections" if fla else "")  # fmt: skip
     c.words.append("Gated DeltaNet on the linear-attention layers" + layout)
-    return f"GatedDeltaNet(args.hidden_size, {dims}, {c.eps()}, args.hidden_act)"
+    # beta = 2 sigmoid(b) lets the state transition's eigenvalues reach -1 (FLA's allow_neg_eigval)
+    beta = f", allow_neg_eigval={c.fields.need('linear_allow_neg_eigval', 'bool', 'False')}" if c.has_key(
+        "linear_allow_neg_eigval") else ""  # fmt: skip
+    eps = c.fact("deltanet_norm_eps")  # the gated norm's eps where the code fixes it (FLA's FusedRMSNormGated: 1e-5)
+    return f"GatedDeltaNet(args.hidden_size, {dims}, {eps if eps is not None else c.eps()}, args.hidden_act{beta})"
+
+
+# FLA's Gated DeltaNet parts (OLMo-hybrid) -> the block's parameters: q, k, v rows in that order, as the block's
+# in_proj_qkv and conv1d hold them.
+FLA_PARTS_OF: dict[str, tuple[str, ...]] = {
+    "in_proj_qkv.weight": ("q_proj", "k_proj", "v_proj"),
+    "conv1d.weight": ("q_conv1d", "k_conv1d", "v_conv1d"),
+    "in_proj_z.weight": ("g_proj",),
+    "in_proj_b.weight": ("b_proj",),
+    "in_proj_a.weight": ("a_proj",),
+    "out_proj.weight": ("o_proj",),
+    "norm.weight": ("o_norm",),
+}
+FLA_PARTS = tuple(part for parts in FLA_PARTS_OF.values() for part in parts)

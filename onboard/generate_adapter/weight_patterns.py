@@ -66,6 +66,9 @@ LAYER_PATTERNS: tuple[tuple[str, str], ...] = (
     # --- Gated DeltaNet, the linear-attention mixer (Qwen3-Next's grouped projections, Qwen3.5's separate ones) -
     (rf"linear_attn\.(?P<part>in_proj_qkvz|in_proj_ba|in_proj_qkv|in_proj_z|in_proj_b|in_proj_a|in_proj|conv1d|"
      rf"out_proj|norm|out_norm){_P}", "deltanet"),  # Lara-mini: one in_proj [q|k|v|z|b|a], the gated norm out_norm
+    # FLA's layout (OLMo-hybrid): q / k / v / a / b / g projections, a convolution per q / k / v, o_norm, o_proj
+    (rf"linear_attn\.(?P<part>q_proj|k_proj|v_proj|a_proj|b_proj|g_proj|o_proj|q_conv1d|k_conv1d|v_conv1d|o_norm)"
+     rf"{_P}", "deltanet"),
     (r"linear_attn\.(?P<part>dt_bias|A_log)", "deltanet"),
     # --- gated short convolution, the token mixer of some layers (LFM2's `conv` layers) -------------------------
     (rf"(?:conv|short_conv)\.(?P<part>in_proj|conv|out_proj){_P}", "conv"),
@@ -103,10 +106,10 @@ LAYER_PATTERNS: tuple[tuple[str, str], ...] = (
     (rf"{_MLP}\.ffn_sub_norm{_P}", "mlp.sub_norm"),  # BitNet: RMSNorm on act(gate) * up before down_proj
     # --- norms, by position --------------------------------------------------------------------------------------
     (rf"(?:input_layernorm|ln_1|ln_attn|attention_norm|self_attn_layer_norm|attention_layernorm|operator_norm|"
-     rf"norm_attn_norm\.norm_1|norm_1|attn_norm|norm){_P}", "norm.input"),  # norm_1: MPT
+     rf"norm_attn_norm\.norm_1|norm_1|attn_norm|attention_layer_norm|norm){_P}", "norm.input"),  # norm_1: MPT
     (rf"(?:post_attention_layernorm){_P}", "norm.post_attention"),
     (rf"(?:pre_feedforward_layernorm|pre_ff_layernorm|pre_mlp_layernorm|feedforward_layernorm|ln_2|ln_mlp|ffn_norm|final_layer_norm|"
-     rf"norm_attn_norm\.norm_2|norm_2|mlp_norm){_P}", "norm.pre_mlp"),
+     rf"norm_attn_norm\.norm_2|norm_2|mlp_norm|feedforward_layer_norm){_P}", "norm.pre_mlp"),
     (rf"(?:post_self_attn_layernorm|post_attn_norm|post_attention_norm|post_norm1|post_operator_norm){_P}",
      "norm.post_attn_out"),
     (rf"(?:post_feedforward_layernorm|post_mlp_layernorm|post_ffn_norm|post_norm2){_P}", "norm.post_mlp"),

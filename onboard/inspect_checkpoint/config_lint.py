@@ -31,7 +31,9 @@ IGNORED: dict[str, str] = {
          "attention_softmax_in_fp32", "scale_attention_softmax_in_fp32", "reorder_and_upcast_attn", "time_step_min",
          "time_step_max", "time_step_floor", "time_step_init_scheme", "time_step_scale", "use_cache",
          # MPT: gradient scaling of the embeddings (the forward value is unchanged), packed-sequence masking
-         "embedding_fraction", "attn_uses_sequence_id"],
+         "embedding_fraction", "attn_uses_sequence_id",
+         # Gated DeltaNet (OLMo-hybrid): the ranges A_log and dt_bias are initialised from
+         "linear_a_log_min", "linear_a_log_max", "linear_dt_min", "linear_dt_max", "linear_dt_init_floor"],
         _TRAINING,
     ),
     **dict.fromkeys(
@@ -169,6 +171,8 @@ KERNEL_FACTS: dict[str, str] = {
     "prefix_lm": "bidirectional attention over a prefix, causal after it",
     "qk_ln": "LayerNorm on queries and keys (MPT)",
     "softmax_scale": "attention scores scaled by this, not 1/sqrt(head_dim)",
+    "linear_allow_neg_eigval": "Gated DeltaNet's beta doubled (2 sigmoid(b)): the state transition's eigenvalues "
+    "reach -1 (FLA, OLMo-hybrid)",
 }
 # The values that change nothing beside the plain computation (no finding for them).
 PLAIN_VALUES: dict[str, tuple[object, ...]] = {

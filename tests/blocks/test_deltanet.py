@@ -57,3 +57,40 @@ def test_padding_and_cached_decoding() -> None:
     ours, _ = _pair("qwen3_next")
     cache = check_padding_and_decoding(ours, _x(), pad=5, prefix=6)
     assert cache.recurrent_state.shape == (B, 4, 8, 8) and cache.conv_state.shape == (B, 64, 3)
+
+
+def test_fla_layout_with_negative_eigenvalues_equals_transformers_olmo_hybrid() -> None:
+    """OLMo-hybrid's Gated DeltaNet, FLA's layout: separate q / k / v / g / b / a projections and one convolution
+    per q / k / v (as its released checkpoints store them), loaded by compose_mixers.FLA_PARTS_OF (q, k, v rows and
+    channels concatenated), beta doubled (linear_allow_neg_eigval) and the gated norm at FLA's eps 1e-5 (the
+    olmo_hybrid family fact). Without the doubled beta, or at rms_norm_eps, it differs."""
+    from transformers import AutoConfig
+    from transformers.models.olmo_hybrid.modeling_olmo_hybrid import OlmoHybridGatedDeltaNet
+
+    from onboard.generate_adapter.compose_mixers import FLA_PARTS_OF
+
+    cfg = AutoConfig.for_model("olmo_hybrid", hidden_size=HIDDEN, num_hidden_layers=2, num_attention_heads=4,
+                               num_key_value_heads=2, layer_types=["linear_attention", "full_attention"],
+                               linear_allow_neg_eigval=True, **DIMS)  # fmt: skip
+    hf = OlmoHybridGatedDeltaNet(cfg, 0).eval()
+    randomize(hf, std=0.3)
+    state = hf.state_dict()
+    key, value = 2 * 8, 4 * 8
+    # the released layout: the fused convolution stored as q / k / v parts of the projections' widths
+    stored = {k: v for k, v in state.items() if k != "conv1d.weight"}
+    for name, part in zip(("q_conv1d", "k_conv1d", "v_conv1d"), state["conv1d.weight"].split([key, key, value])):
+        stored[f"{name}.weight"] = part
+    loaded = {target: _combine("cat", [stored[f"{s}.weight"] for s in sources])
+              for target, sources in FLA_PARTS_OF.items()}  # fmt: skip
+    loaded |= {"dt_bias": stored["dt_bias"], "A_log": stored["A_log"]}
+
+    def ours(allow_neg_eigval: bool, eps: float) -> GatedDeltaNet:
+        block = GatedDeltaNet(HIDDEN, 2, 4, 8, 8, 4, norm_eps=eps, allow_neg_eigval=allow_neg_eigval)
+        block.load_state_dict(loaded, strict=True)
+        return block
+
+    with torch.no_grad():
+        expected = hf(_x())
+        torch.testing.assert_close(ours(True, 1e-5)(_x(), None, None), expected, atol=1e-5, rtol=1e-5)
+        assert (ours(False, 1e-5)(_x(), None, None) - expected).abs().max() > 1e-3
+        assert (ours(True, cfg.rms_norm_eps)(_x(), None, None) - expected).abs().max() > 1e-3  # 1e-6, not 1e-5
