@@ -49,6 +49,9 @@ class LayerInfo(msgspec.Struct, frozen=True):
     kv_source: int | None = None
     """The earlier layer whose keys and values this layer attends over, caching none of its own (Gemma 3n / 4's last
     num_kv_shared_layers layers, Kolibri 1.1's kv_source_layers); None: its own."""
+    norms: tuple[str, ...] = ()
+    """The layer norms this layer stores (their module names, e.g. `input_layernorm`), only where layers differ in
+    them (OLMo-hybrid: pre-norm linear-attention layers, post-norm attention layers); empty when all store the same."""
 
 
 class Rope(msgspec.Struct, frozen=True):

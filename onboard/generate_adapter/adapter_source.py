@@ -75,6 +75,7 @@ PLACEMENT_DOC = {
     "parallel2": "Parallel layer with two norms: x + attn(norm1(x)) + mlp(norm2(x)).",
     "single": "Single-block layer: x + mixer(norm(x)), the mixer a token mixer or a feed-forward block by layer type.",
     "parallel_ssm": "Mamba beside attention: x + mamba(h) * s + attn(h * a) * b for h = norm(x), then x + mlp(norm(x)).",
+    "by_layer_type": "Pre-norm where the layer type has an input norm, post-norm (x + norm(mixer(x))) elsewhere.",
 }
 
 
@@ -84,6 +85,15 @@ FORWARD: dict[str, tuple[str, ...]] = {
         "return x + self.{mlp}(self.{n1}(x)){scale}",
     ),
     "post": ("x = x + self.{n0}(self.self_attn(x, cos, sin, ctx))", "return x + self.{n1}(self.{mlp}(x))"),
+    # OLMo-hybrid: pre-norm linear-attention layers (n0 their input norm), post-norm attention layers (n2 theirs
+    # after the MLP); n1 is before the MLP in the first, on the mixer's output in the second
+    "by_layer_type": (
+        "if self.{n0} is not None:",
+        "    x = x + self.self_attn(self.{n0}(x), cos, sin, ctx)",
+        "    return x + self.{mlp}(self.{n1}(x))",
+        "x = x + self.{n1}(self.self_attn(x, cos, sin, ctx))",
+        "return x + self.{n2}(self.{mlp}(x))",
+    ),
     "sandwich": (
         "x = x + self.{n1}(self.self_attn(self.{n0}(x), cos, sin, ctx))",
         "return x + self.{n3}(self.{mlp}(self.{n2}(x){extra}))",
@@ -223,9 +233,20 @@ def adapter_source(plan: AdapterPlan) -> str:
         "placement_doc": PLACEMENT_DOC[spec.placement],
         "uses_window": uses_window,
         "uses_layer_type": uses_window
-        or any("layer_type" in x for x in (rope_kind, spec.attention, spec.mlp, spec.kv_source or "")),
+        or any(
+            "layer_type" in x
+            for x in (
+                rope_kind,
+                spec.attention,
+                spec.mlp,
+                spec.kv_source or "",
+                spec.input_norm,
+                *dict(spec.norm_exprs).values(),
+            )
+        ),
         "rope_kind": rope_kind,
         "norm_names": spec.norm_names,
+        "norm_exprs": dict(spec.norm_exprs),
         "attention": spec.attention,
         "mlp_attr": spec.mlp_attr,
         "mlp": spec.mlp,

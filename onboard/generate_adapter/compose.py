@@ -34,7 +34,7 @@ from onboard.generate_adapter.compose_mixers import (
 )
 from onboard.generate_adapter.compose_moe import moe_expression
 from onboard.generate_adapter.compose_moe_beside import moe_beside
-from onboard.generate_adapter.compose_norms import input_norm, norms, sub_norm
+from onboard.generate_adapter.compose_norms import NORM_NAMES, input_norm, norms, sub_norm
 from onboard.generate_adapter.compose_per_layer import per_layer_inputs
 from onboard.generate_adapter.compose_rules import (
     Composition,
@@ -82,6 +82,7 @@ class Composer:
         self.positions: str | None = None
         self.side_mixer: str | None = None
         self.embed_norm = False
+        self.norm_exprs: dict[str, str] = {}  # a norm only some layer types have -> its expression (compose_norms)
         self.mixers: dict[str, str] = {}
         """Inspect's mixer kind -> the block expression composed for such layers (set by `attention`)."""
         self.moe_output_norm = False
@@ -193,7 +194,8 @@ class Composer:
             side_mixer=self.side_mixer,
             mixer_scales=mixer_scales,
             per_layer_args=self.layer_kv.per_layer_args,
-            input_norm=input_norm(self),
+            input_norm=self.norm_exprs.pop(NORM_NAMES["pre"]["input"], None) or input_norm(self),
+            norm_exprs=tuple(self.norm_exprs.items()),
             kv_source=self.layer_kv.kv_source,
             layer_scalar=self.layer_kv.layer_scalar,
             mlp_reads_residual=self.mlp_reads_residual,

@@ -4,6 +4,7 @@ fill them."""
 
 from __future__ import annotations
 
+from onboard.generate_adapter.compose_mixers import LAYER_TYPE_NAMES
 from onboard.generate_adapter.compose_rules import ComposerParts, single_block_layers
 from onboard.generate_adapter.weight_inference import layer_target, templates
 
@@ -16,6 +17,10 @@ NORM_NAMES: dict[str, dict[str, str]] = {
                  "pre_mlp": "pre_feedforward_layernorm", "post_mlp": "post_feedforward_layernorm"},
     "post": {"post_attn_out": "post_attention_layernorm", "post_mlp": "post_feedforward_layernorm"},
     "single": {"input": "input_layernorm"},
+    # pre-norm layers' input_layernorm and post_attention_layernorm, post-norm layers' post_attention_layernorm and
+    # post_feedforward_layernorm (compose_norms._by_layer_type)
+    "by_layer_type": {"input": "input_layernorm", "post_attn_out": "post_attention_layernorm",
+                      "post_mlp": "post_feedforward_layernorm"},
 }  # fmt: skip
 PLACEMENTS: dict[frozenset[str], str] = {
     frozenset({"input", "pre_mlp"}): "pre",
@@ -30,11 +35,12 @@ def norms(c: ComposerParts) -> tuple[str, str, tuple[str, ...]]:
     positions = {role.removeprefix("norm."): role for role in r.roles() if role.startswith("norm.")}
     if c.moe_output_norm:  # the MoE block's own (compose_moe._output_norm)
         del positions["post_mlp"]
-    if "post_attention" in positions:
-        after = "pre_mlp" in positions or ("input" not in positions and "post_mlp" in positions)
-        positions["post_attn_out" if after else "pre_mlp"] = positions.pop("post_attention")
+    _resolve_post_attention(positions)
     weightless = c.fact("weightless_norms") if not positions and r.get("final_norm") is None else None
     placement = str(weightless) if weightless else PLACEMENTS.get(frozenset(positions))
+    by_type = _by_layer_type(c) if placement is None else None
+    if by_type is not None:
+        placement, positions = "by_layer_type", by_type
     if placement == "pre" and "parallel_residual" in p.features:
         placement = "parallel2"
     if placement == "parallel" and single_block_layers(p):
@@ -43,10 +49,12 @@ def norms(c: ComposerParts) -> tuple[str, str, tuple[str, ...]]:
         placement = None
     if placement is None:
         c.stub("norm_layout", f"layer norms at {sorted(positions) or 'no position (none stored)'}: not a "
-                  "placement of the block library (pre, post, sandwich, parallel)")  # fmt: skip
+                  "placement of the block library (pre, post, sandwich, parallel, or pre / post by layer type)")  # fmt: skip
         placement = "pre"
     names = NORM_NAMES[placement]
     biases = [_load(c, role, layer_target(names[pos])) for pos, role in positions.items() if pos in names]
+    if placement == "by_layer_type":
+        biases = [_load(c, role, layer_target(name)) for name, role in positions.items()]
     if r.get("embed_norm") is not None:  # the layers' norm on the embeddings (BLOOM's word_embeddings_layernorm)
         c.embed_norm = True
         _load(c, "embed_norm", "model.embed_norm")
@@ -68,6 +76,54 @@ def norms(c: ComposerParts) -> tuple[str, str, tuple[str, ...]]:
     else:
         biases.append(_load(c, final.role, "model.norm"))
     return norm_block(c, any(biases)), placement, tuple(names[k] for k in names)
+
+
+def _resolve_post_attention(positions: dict[str, str]) -> None:
+    """transformers' `post_attention_layernorm` (and OLMo-core's `feedforward_layer_norm`) names a norm by context:
+    on the attention output when the layer has a pre-MLP norm or, without an input norm, a post-MLP one; else before
+    the MLP."""
+    if "post_attention" in positions:
+        after = "pre_mlp" in positions or ("input" not in positions and "post_mlp" in positions)
+        positions["post_attn_out" if after else "pre_mlp"] = positions.pop("post_attention")
+
+
+def _by_layer_type(c: ComposerParts) -> dict[str, str] | None:
+    """{runtime norm name: role} when the layers of each attention kind store one placement's norms, pre-norm for
+    some kinds and post-norm for the others (OLMo-hybrid: pre-norm linear attention, post-norm attention); inspect
+    records each layer's norms only where layers differ (LayerInfo.norms). None otherwise. Sets c.norm_exprs: the
+    input norm exists on the pre-norm kinds' layers only, the post-MLP norm on the post-norm kinds' only."""
+    layers = c.p.layers
+    if not layers or not all(layer.norms for layer in layers):
+        return None
+    role_of = {}
+    for role in c.roles.roles():
+        found = c.roles.get(role) if role.startswith("norm.") else None
+        if found is not None:
+            role_of[found.template.split("{}.", 1)[-1].rsplit(".", 1)[0]] = role
+    kinds: dict[str, set[tuple[str, ...]]] = {}
+    for layer in layers:
+        kinds.setdefault(layer.attention, set()).add(layer.norms)
+    placement_of, targets = {}, {}
+    for kind, stored in kinds.items():
+        if len(stored) != 1 or not all(m in role_of for m in next(iter(stored))):
+            return None  # layers of one kind differ, or a norm has no role: not a placement per kind
+        positions = {role_of[m].removeprefix("norm."): role_of[m] for m in next(iter(stored))}
+        _resolve_post_attention(positions)
+        placement = PLACEMENTS.get(frozenset(positions))
+        if placement not in ("pre", "post"):
+            return None
+        placement_of[kind] = placement
+        for pos, role in positions.items():
+            if targets.setdefault(NORM_NAMES[placement][pos], role) != role:
+                return None  # one runtime norm read from two stored ones
+    if set(placement_of.values()) != {"pre", "post"}:
+        return None
+    pre = sorted(LAYER_TYPE_NAMES.get(k, f"{k}_attention") for k, p in placement_of.items() if p == "pre")
+    condition = "layer_type in (" + ", ".join(f'"{name}"' for name in pre) + ",)"
+    c.norm_exprs = {"input_layernorm": f"norm(args, args.hidden_size) if {condition} else None",
+                    "post_feedforward_layernorm": f"None if {condition} else norm(args, args.hidden_size)"}  # fmt: skip
+    c.words.append("pre-norm " + " / ".join(pre) + " layers, post-norm others")
+    return targets
 
 
 def _load(c: ComposerParts, role: str, target: str) -> bool:

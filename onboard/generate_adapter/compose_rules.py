@@ -83,6 +83,7 @@ class ComposerParts(Protocol):
     fields: Fields
     words: list[str]
     embed_norm: bool
+    norm_exprs: dict[str, str]
     moe_output_norm: bool
     post_init: list[str]
     rotary_head_dim: str | None

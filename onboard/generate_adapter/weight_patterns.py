@@ -107,9 +107,11 @@ LAYER_PATTERNS: tuple[tuple[str, str], ...] = (
     # --- norms, by position --------------------------------------------------------------------------------------
     (rf"(?:input_layernorm|ln_1|ln_attn|attention_norm|self_attn_layer_norm|attention_layernorm|operator_norm|"
      rf"norm_attn_norm\.norm_1|norm_1|attn_norm|attention_layer_norm|norm){_P}", "norm.input"),  # norm_1: MPT
-    (rf"(?:post_attention_layernorm){_P}", "norm.post_attention"),
+    # OLMo-core's feedforward_layer_norm: transformers renames it post_attention_layernorm (OLMo-hybrid), the same
+    # position-by-context norm: before the MLP in a pre-norm layer, on the attention output in a post-norm one
+    (rf"(?:post_attention_layernorm|feedforward_layer_norm){_P}", "norm.post_attention"),
     (rf"(?:pre_feedforward_layernorm|pre_ff_layernorm|pre_mlp_layernorm|feedforward_layernorm|ln_2|ln_mlp|ffn_norm|final_layer_norm|"
-     rf"norm_attn_norm\.norm_2|norm_2|mlp_norm|feedforward_layer_norm){_P}", "norm.pre_mlp"),
+     rf"norm_attn_norm\.norm_2|norm_2|mlp_norm){_P}", "norm.pre_mlp"),
     (rf"(?:post_self_attn_layernorm|post_attn_norm|post_attention_norm|post_norm1|post_operator_norm){_P}",
      "norm.post_attn_out"),
     (rf"(?:post_feedforward_layernorm|post_mlp_layernorm|post_ffn_norm|post_norm2){_P}", "norm.post_mlp"),

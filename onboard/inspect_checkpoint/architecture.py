@@ -26,7 +26,7 @@ from onboard.inspect_checkpoint.numerics import (
     qk_norm_flag_mismatch,
     rope_from_config,
 )
-from onboard.inspect_checkpoint.per_layer import per_layer_tensors, with_kv_widths
+from onboard.inspect_checkpoint.per_layer import per_layer_tensors, with_kv_widths, with_norm_names
 from onboard.inspect_checkpoint.ssm_config import ssm_from_config
 from onboard.inspect_checkpoint.tensor_index import TensorIndex
 from onboard.profile import Biases, Dims, LayerInfo, ModelProfile, Moe, Multipliers, Norms, Quantization, Rope, Ssm
@@ -82,7 +82,7 @@ def analyze(cv: ConfigView, index: TensorIndex | None) -> tuple[ArchFacts, list[
     layers, layer_findings = plan_layers(cv, dims.num_layers, mla, roles, moe_layers)
     findings += layer_findings
     if index is not None:
-        layers = with_kv_widths(layers, index)
+        layers = with_norm_names(with_kv_widths(layers, index), index)
     layers = with_kv_sources(cv, layers)
     if moe is not None and not any(layer.mlp == "moe" for layer in layers):
         # Expert counts set, yet no layer has experts (mlp_only_layers covers all, a dense-only variant): dense.

@@ -51,6 +51,27 @@ def with_kv_widths(layers: tuple[LayerInfo, ...], index: TensorIndex) -> tuple[L
     return tuple(out)
 
 
+def with_norm_names(layers: tuple[LayerInfo, ...], index: TensorIndex) -> tuple[LayerInfo, ...]:
+    """Each layer's stored norms (module names), recorded only when the layers differ in them: the norm placement is
+    then per layer, which the templates' counts alone cannot say."""
+    norm_groups = [g for g in index.groups if tn.tower_of(g.template) is None and in_layer(tn.strip_lm_prefix(g.template))
+                   and tn.component_of_template(tn.strip_lm_prefix(g.template)) == "norms"]  # fmt: skip
+    stored: dict[int, set[str]] = defaultdict(set)
+    for name in index.names_of(norm_groups):
+        short = tn.strip_lm_prefix(name)
+        idx = tn.layer_index(short)
+        module = _LAYER_MODULE.sub("", short).rsplit(".", 1)[0]  # "attention_layer_norm", "self_attn.q_norm"
+        if idx is not None and "." not in module:  # the layer's own norms, not a mixer's inner ones
+            stored[idx].add(module)
+    per_layer = [tuple(sorted(stored.get(layer.index, ()))) for layer in layers]
+    if len(set(per_layer)) <= 1:
+        return layers
+    return tuple(replace(layer, norms=norms) for layer, norms in zip(layers, per_layer, strict=True))
+
+
+_LAYER_MODULE = re.compile(r"^.*?\blayers\.\d+\.")
+
+
 def per_layer_tensors(index: TensorIndex, n: int) -> tuple[dict[int, set[str]], dict[int, bool]]:
     """Mixer roles and MoE-ness per decoder layer, from the names of the (small) per-layer groups.
 

@@ -133,6 +133,14 @@ LOAD_BEARING: dict[str, dict[str, str]] = {
         '"fused_rows"': '"grouped_rows"',
         "self.rope_kind = layer_type if (True, True, True, False)[i % 4] else None": "self.rope_kind = layer_type",
     },
+    # OLMo-hybrid: Gated DeltaNet in FLA's layout on the linear-attention layers, pre-norm there and post-norm (OLMo
+    # 2's) on the attention layers, one stored norm (feedforward_layer_norm) before the MLP in the first and on the
+    # attention output in the second; beta doubled (linear_allow_neg_eigval); the gated norm at FLA's eps (a fact).
+    "olmo_hybrid": {
+        "allow_neg_eigval=args.linear_allow_neg_eigval": "allow_neg_eigval=False",
+        "x = x + self.post_attention_layernorm(self.self_attn(x, cos, sin, ctx))":
+            "x = x + self.self_attn(self.post_attention_layernorm(x), cos, sin, ctx)",
+    },
     # ModernBERT-decoder: a LayerNorm on the embeddings, none before layer 0's attention, fused [act; gate] MLP rows
     # (Wi), and a prediction head norm(act(dense(x))) before the tied projection with its own bias.
     "modernbert-decoder": {

@@ -43,3 +43,15 @@ def test_convolutions_split_in_equal_thirds_are_a_shape_mismatch(tmp_path: Path)
     q = next(f for f in errors if f.tensor == f"{prefix}q_conv1d.weight")
     assert "has 43 channels but model.layers.0.linear_attn.q_proj.weight has 32 rows" in q.message
     assert q.severity == "error" and "equal thirds" in q.hint
+
+
+def test_layer_norms_are_recorded_only_where_layers_differ(tmp_path: Path) -> None:
+    # OLMo-hybrid's linear-attention layers are pre-norm, its attention layers post-norm: each layer's stored norms
+    # (LayerInfo.norms) let generate compose a placement per layer type; a model whose layers all store the same
+    # norms records none (no profile churn).
+    layers = inspect(str(make_tiny_checkpoint("olmo_hybrid", tmp_path / "olmo_hybrid"))).layers
+    assert [(layer.attention, layer.norms) for layer in layers] == [
+        ("linear", ("attention_layer_norm", "feedforward_layer_norm")),
+        ("full", ("feedforward_layer_norm", "post_feedforward_layernorm")),
+    ]
+    assert all(not layer.norms for layer in inspect(str(make_tiny_checkpoint("qwen3", tmp_path / "qwen3"))).layers)
