@@ -134,8 +134,9 @@ class ArchSpec:
     input_norm: str = "norm(args, args.hidden_size)"
     """Expression over args, i: the layer's first norm (ModernBERT-decoder's layer 0 has none: nn.Identity())."""
     norm_exprs: tuple[tuple[str, str], ...] = ()
-    """(norm name, expression over args, i, layer_type) for the later norms not every layer has (the
-    "by_layer_type" placement: None where a layer type has no such norm); the others are norm(args, hidden)."""
+    """(norm name, expression over args, i, layer_type) for the norms not every layer has (the "by_layer_type"
+    placement: None where a layer type has no such norm; the first norm's is input_norm too); the others are
+    norm(args, hidden)."""
     mlp_reads_residual: bool = False
     """The feed-forward block also reads the layer's residual (`self.mlp(norm(x), x)`: DenseBesideMoE)."""
     per_layer_inputs: str | None = None

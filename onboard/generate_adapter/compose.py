@@ -34,7 +34,7 @@ from onboard.generate_adapter.compose_mixers import (
 )
 from onboard.generate_adapter.compose_moe import moe_expression
 from onboard.generate_adapter.compose_moe_beside import moe_beside
-from onboard.generate_adapter.compose_norms import NORM_NAMES, input_norm, norms, sub_norm
+from onboard.generate_adapter.compose_norms import input_norm, norms, sub_norm
 from onboard.generate_adapter.compose_per_layer import per_layer_inputs
 from onboard.generate_adapter.compose_rules import (
     Composition,
@@ -194,7 +194,7 @@ class Composer:
             side_mixer=self.side_mixer,
             mixer_scales=mixer_scales,
             per_layer_args=self.layer_kv.per_layer_args,
-            input_norm=self.norm_exprs.pop(NORM_NAMES["pre"]["input"], None) or input_norm(self),
+            input_norm=input_norm(self),
             norm_exprs=tuple(self.norm_exprs.items()),
             kv_source=self.layer_kv.kv_source,
             layer_scalar=self.layer_kv.layer_scalar,

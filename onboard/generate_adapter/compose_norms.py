@@ -40,7 +40,7 @@ def norms(c: ComposerParts) -> tuple[str, str, tuple[str, ...]]:
     placement = str(weightless) if weightless else PLACEMENTS.get(frozenset(positions))
     by_type = _by_layer_type(c) if placement is None else None
     if by_type is not None:
-        placement, positions = "by_layer_type", by_type
+        placement = "by_layer_type"
     if placement == "pre" and "parallel_residual" in p.features:
         placement = "parallel2"
     if placement == "parallel" and single_block_layers(p):
@@ -52,9 +52,8 @@ def norms(c: ComposerParts) -> tuple[str, str, tuple[str, ...]]:
                   "placement of the block library (pre, post, sandwich, parallel, or pre / post by layer type)")  # fmt: skip
         placement = "pre"
     names = NORM_NAMES[placement]
-    biases = [_load(c, role, layer_target(names[pos])) for pos, role in positions.items() if pos in names]
-    if placement == "by_layer_type":
-        biases = [_load(c, role, layer_target(name)) for name, role in positions.items()]
+    targets = by_type or {names[pos]: role for pos, role in positions.items() if pos in names}
+    biases = [_load(c, role, layer_target(name)) for name, role in targets.items()]
     if r.get("embed_norm") is not None:  # the layers' norm on the embeddings (BLOOM's word_embeddings_layernorm)
         c.embed_norm = True
         _load(c, "embed_norm", "model.embed_norm")
@@ -138,6 +137,8 @@ def _load(c: ComposerParts, role: str, target: str) -> bool:
 def input_norm(c: ComposerParts) -> str:
     """The layer's first norm: the family's norm, or none on layer 0 when the tensors show it on every layer but one
     (ModernBERT-decoder; the loader names the layer if the one without it is not layer 0)."""
+    if "input_layernorm" in c.norm_exprs:  # on some layer types only (_by_layer_type)
+        return c.norm_exprs["input_layernorm"]
     first = c.roles.get("norm.input")
     if first is not None and first.count == len(c.p.layers) - 1 > 0:
         c.words.append("no input norm on layer 0")

@@ -51,6 +51,10 @@ def with_kv_widths(layers: tuple[LayerInfo, ...], index: TensorIndex) -> tuple[L
     return tuple(out)
 
 
+_LAYER_MODULE = re.compile(r"^.*?\blayers\.\d+\.")
+"""Everything up to a layer's own modules (`model.layers.3.`)."""
+
+
 def with_norm_names(layers: tuple[LayerInfo, ...], index: TensorIndex) -> tuple[LayerInfo, ...]:
     """Each layer's stored norms (module names), recorded only when the layers differ in them: the norm placement is
     then per layer, which the templates' counts alone cannot say."""
@@ -67,9 +71,6 @@ def with_norm_names(layers: tuple[LayerInfo, ...], index: TensorIndex) -> tuple[
     if len(set(per_layer)) <= 1:
         return layers
     return tuple(replace(layer, norms=norms) for layer, norms in zip(layers, per_layer, strict=True))
-
-
-_LAYER_MODULE = re.compile(r"^.*?\blayers\.\d+\.")
 
 
 def per_layer_tensors(index: TensorIndex, n: int) -> tuple[dict[int, set[str]], dict[int, bool]]:
