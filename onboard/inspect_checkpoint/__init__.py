@@ -61,6 +61,7 @@ def inspect(
     """Inspect a local folder or hub repo id. Problems are findings in the profile; unusable input raises.
 
     `listing`: the hub repo's listing made earlier in the run (new-model's), so the repo is not listed twice."""
+    from onboard.inspect_checkpoint.index_worker import read_shard_headers
     from onboard.inspect_checkpoint.integrity import check_integrity
     from onboard.inspect_checkpoint.remote_code import find_remote_code
     from onboard.inspect_checkpoint.source import open_source
@@ -74,9 +75,9 @@ def inspect(
             f"{src.display}: no config.json",
             "a transformers checkpoint needs config.json next to its weights; is this the right folder or repo?",
         )
-    shards = src.safetensors_files()
-    headers = src.read_headers(shards) if shards else {}
-    findings = list(src.findings) + check_integrity(src, headers)
+    read = read_shard_headers(src)
+    shards, headers = read.shards, read.headers
+    findings = list(src.findings) + check_integrity(src, headers, index_matches=read.index_matches)
     good = [h for h in headers.values() if isinstance(h, SafetensorsHeader)]
     # No readable header at all (every listed shard missing or broken): sized like a metadata-only folder, not 0 B.
     tensors = TensorIndex.from_headers(good) if good else None
@@ -92,7 +93,7 @@ def inspect(
         target=parsed_target,
         max_model_len=max_model_len,
         kv_dtype=kv_dtype,
-        index=src.index(),
+        index=None if good else src.index(),  # only sizes a checkpoint whose headers could not be read
     )
     return finish(profile, shards)  # unreadable weights: weight-derived fields unknown, fatal findings first
 

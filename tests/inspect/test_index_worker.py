@@ -1,0 +1,81 @@
+"""index_worker: the index matched against the headers in a forked worker gives what inspect gives without it.
+
+The cases run in a fresh interpreter (tests/inspect/index_worker_cases.py): the worker forks only a single-threaded
+process, and this one has threads (torch, the hub server fixtures).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from onboard.inspect_checkpoint import index_worker
+from onboard.inspect_checkpoint.source import open_source
+from tests import malformed as M
+
+REPO = Path(__file__).resolve().parents[2]
+MATCHING = {"valid", "index_order"}  # every other case has an index the headers contradict, or an unusual one
+
+
+@pytest.fixture(scope="module")
+def cases(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONHASHSEED", "ONBOARD_INSPECT_FORK")}
+    env["PYTHONPATH"] = str(REPO)
+    done = subprocess.run(
+        [sys.executable, "-m", "tests.inspect.index_worker_cases", str(tmp_path_factory.mktemp("cases"))],
+        capture_output=True, text=True, env=env, cwd=REPO, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout)
+
+
+def test_worker_runs_and_changes_nothing(cases: dict) -> None:
+    from tests.inspect.index_worker_cases import CASES
+
+    assert set(CASES) <= cases.keys()
+    for name in CASES:
+        with_worker, without = cases[name]["with"], cases[name]["without"]
+        assert with_worker["worker"] and not without["worker"], name
+        assert with_worker["result"] == without["result"], name  # the same profile, or the same error
+        assert with_worker.get("shards") == without.get("shards"), name  # read in the index's order
+        assert with_worker["matched"] == (name in MATCHING), name
+    assert cases["index_order"]["with"]["shards"][0] == ["b.safetensors", "a.safetensors"]
+    # The cases do find what they were built for: the fallback is exercised, not just the fast path.
+    codes = {name: [f["code"] for f in c["with"]["result"]["findings"]] for name, c in cases.items()
+             if isinstance(c, dict) and isinstance(c["with"]["result"], dict)}  # fmt: skip
+    assert codes["valid"] == [] and codes["index_order"] == []
+    assert "tensor-missing" in codes["swapped_tensors"] and "tensor-not-indexed" in codes["swapped_tensors"]
+    assert codes["stale_extra_shard"] == ["extra-shard"]
+    assert cases["index_not_json"]["with"]["result"].startswith("ConfigError: model.safetensors.index.json")
+
+
+def test_no_worker_is_left_behind(cases: dict) -> None:
+    assert cases["_children_left"] is False
+
+
+def test_no_fork_with_threads_or_a_small_index(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    src = open_source(str(M.valid(tmp_path / "r")))
+    monkeypatch.setattr(index_worker, "spare_cpu", lambda: True)
+    monkeypatch.setattr(index_worker, "single_threaded", lambda: True)
+    monkeypatch.setattr(index_worker, "FORK_FROM_BYTES", 0)
+    assert index_worker._usable(src) == (sys.platform == "linux")
+    monkeypatch.setenv("ONBOARD_INSPECT_FORK", "0")
+    assert not index_worker._usable(src)
+    monkeypatch.delenv("ONBOARD_INSPECT_FORK")
+    monkeypatch.setattr(index_worker, "FORK_FROM_BYTES", src.file_size("model.safetensors.index.json") + 1)
+    assert not index_worker._usable(src)
+    monkeypatch.undo()
+    stop = threading.Event()
+    thread = threading.Thread(target=stop.wait)
+    thread.start()
+    try:
+        assert not index_worker.single_threaded()
+    finally:
+        stop.set()
+        thread.join()
