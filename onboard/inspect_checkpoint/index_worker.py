@@ -30,6 +30,9 @@ from onboard.inspect_checkpoint.checkpoint_types import SafetensorsHeader
 from onboard.inspect_checkpoint.source import INDEX_FILE, LocalSource, Source, is_safe_relpath
 
 FORK_FROM_BYTES = 2 << 20  # below this the index decodes faster than a fork and a pipe round trip
+# A fork copies the page tables: ~1 ms for the CLI's ~60 MB, but tens of ms for a process holding gigabytes (a
+# pipeline with a model loaded), more than the worker saves.
+FORK_MAX_RSS = 1 << 30
 Headers = dict[str, SafetensorsHeader | CheckpointError]
 
 
@@ -96,12 +99,21 @@ def _usable(src: Source) -> bool:
     if sys.platform != "linux" or not sys.flags.hash_randomization:
         return False
     size = src.file_size(INDEX_FILE)
-    return size is not None and size >= FORK_FROM_BYTES and spare_cpu() and single_threaded()
+    return size is not None and size >= FORK_FROM_BYTES and spare_cpu() and single_threaded() and _small_process()
 
 
 def spare_cpu() -> bool:
     """A second CPU to run the worker on (on one CPU it would only add a fork)."""
     return len(os.sched_getaffinity(0)) >= 2
+
+
+def _small_process() -> bool:
+    try:
+        with open("/proc/self/statm", "rb") as f:
+            resident_pages = int(f.read().split()[1])
+    except (OSError, ValueError, IndexError):
+        return False
+    return resident_pages * os.sysconf("SC_PAGE_SIZE") < FORK_MAX_RSS
 
 
 def single_threaded() -> bool:
@@ -156,4 +168,7 @@ class _Worker:
         if self.fd >= 0:
             os.close(self.fd)
             self.fd = -1
-            os.waitpid(self.pid, 0)
+            try:
+                os.waitpid(self.pid, 0)
+            except ChildProcessError:  # already reaped (SIGCHLD ignored by the embedding process)
+                pass

@@ -70,6 +70,9 @@ def test_no_fork_with_threads_or_a_small_index(tmp_path: Path, monkeypatch: pyte
     monkeypatch.delenv("ONBOARD_INSPECT_FORK")
     monkeypatch.setattr(index_worker, "FORK_FROM_BYTES", src.file_size("model.safetensors.index.json") + 1)
     assert not index_worker._usable(src)
+    monkeypatch.setattr(index_worker, "FORK_FROM_BYTES", 0)
+    monkeypatch.setattr(index_worker, "FORK_MAX_RSS", 1)  # a process this large would copy too much to fork
+    assert not index_worker._usable(src)
     monkeypatch.undo()
     stop = threading.Event()
     thread = threading.Thread(target=stop.wait)
