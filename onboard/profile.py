@@ -76,7 +76,8 @@ class Norms(msgspec.Struct, frozen=True):
     qk_norm: str | None = None
     """per_head | full | weightless (an L2 norm per head, no weight: Llama 4's, on its rotary layers) | None"""
     placement: str = "pre"
-    """pre | post | sandwich (pre and post around each sub-block)"""
+    """pre | post (on each sub-block's output) | sandwich (pre and post around each sub-block) | post_ln (on the
+    residual sum, norm(x + f(x)): GPT-1, OPT with do_layer_norm_before off)"""
 
 
 class Biases(msgspec.Struct, frozen=True):

@@ -70,6 +70,7 @@ IMPORTABLE: dict[str, tuple[int, str]] = {
 PLACEMENT_DOC = {
     "pre": "Pre-norm layer: x + attn(norm(x)), then x + mlp(norm(x)).",
     "post": "Post-norm layer: x + norm(attn(x)), then x + norm(mlp(x)).",
+    "post_ln": "Post-LN layer: norm(x + attn(x)), then norm(x + mlp(x)); no final norm after the last layer.",
     "sandwich": "Sandwich-norm layer: x + norm(attn(norm(x))), then x + norm(mlp(norm(x))).",
     "parallel": "Parallel layer: attention and MLP both read norm(x); x + attn + mlp.",
     "parallel2": "Parallel layer with two norms: x + attn(norm1(x)) + mlp(norm2(x)).",
@@ -85,6 +86,7 @@ FORWARD: dict[str, tuple[str, ...]] = {
         "return x + self.{mlp}(self.{n1}(x)){scale}",
     ),
     "post": ("x = x + self.{n0}(self.self_attn(x, cos, sin, ctx))", "return x + self.{n1}(self.{mlp}(x))"),
+    "post_ln": ("x = self.{n0}(x + self.self_attn(x, cos, sin, ctx))", "return self.{n1}(x + self.{mlp}(x))"),
     # OLMo-hybrid: pre-norm linear-attention layers (n0 their input norm), post-norm attention layers (n2 theirs
     # after the MLP); n1 is before the MLP in the first, on the mixer's output in the second
     "by_layer_type": (
@@ -275,6 +277,7 @@ def adapter_source(plan: AdapterPlan) -> str:
         "layer_gate": spec.layer_gate,
         "positions": spec.positions,
         "embed_norm": spec.embed_norm,
+        "final_norm": spec.final_norm,
         "side_mixer": spec.side_mixer,
         "mixer_scales": spec.mixer_scales,
     }

@@ -120,6 +120,8 @@ class ArchSpec:
     """Learned absolute position embeddings (`model.embed_positions`), an expression over `args` (GPT-2 style)."""
     embed_norm: bool = False
     """The family's norm applied to the embeddings before the first layer (`model.embed_norm`, NanoChat)."""
+    final_norm: bool = True
+    """A norm after the last layer (`model.norm`); False for post-LN layers, whose output is normalised already."""
     side_mixer: str | None = None
     """A token mixer beside attention in every layer (`self.mamba`, Falcon-H1's Mamba-2; "parallel_ssm" placement),
     with `mixer_scales`, an expression over args: (attention input, attention output, mixer output) multipliers."""

@@ -82,6 +82,9 @@ class Composer:
         self.positions: str | None = None
         self.side_mixer: str | None = None
         self.embed_norm = False
+        self.final_norm = True
+        self.guard_tests: dict[str, tuple[str, str]] = {}
+        """Config key -> (test, reason) replacing its GUARDS entry (a post-LN composition refuses pre-norm OPT)."""
         self.norm_exprs: dict[str, str] = {}  # a norm only some layer types have -> its expression (compose_norms)
         self.mixers: dict[str, str] = {}
         """Inspect's mixer kind -> the block expression composed for such layers (set by `attention`)."""
@@ -166,7 +169,7 @@ class Composer:
             self.extra_aliases["num_nextn_predict_layers"] = ("mtp_num_hidden_layers", "num_mtp_modules")
         if self.wm.partial:  # visible in the summary: a converter that lost a layer's bias looks the same
             self.words.append("biases some layers lack, zero there: " + ", ".join(self.wm.partial))
-        self.post_init += guard_statements(p, self.fields)
+        self.post_init += guard_statements(p, self.fields, self.guard_tests)
         self.stubs += config_key_stubs(p, self.fields, self.extra_aliases, self.acknowledged)
         spec = ArchSpec(
             model_type=p.model_type,
@@ -191,6 +194,7 @@ class Composer:
             dropped=tuple(self.roles.dropped),
             positions=self.positions,
             embed_norm=self.embed_norm,
+            final_norm=self.final_norm,
             side_mixer=self.side_mixer,
             mixer_scales=mixer_scales,
             per_layer_args=self.layer_kv.per_layer_args,

@@ -16,6 +16,8 @@ NORM_NAMES: dict[str, dict[str, str]] = {
     "sandwich": {"input": "input_layernorm", "post_attn_out": "post_attention_layernorm",
                  "pre_mlp": "pre_feedforward_layernorm", "post_mlp": "post_feedforward_layernorm"},
     "post": {"post_attn_out": "post_attention_layernorm", "post_mlp": "post_feedforward_layernorm"},
+    # GPT-1 / OPT-350m: the norms stored where a pre-norm layer's are, applied to the residual sums
+    "post_ln": {"input": "post_attention_layernorm", "pre_mlp": "post_feedforward_layernorm"},
     "single": {"input": "input_layernorm"},
     # pre-norm layers' input_layernorm and post_attention_layernorm, post-norm layers' post_attention_layernorm and
     # post_feedforward_layernorm (compose_norms._by_layer_type)
@@ -38,6 +40,8 @@ def norms(c: ComposerParts) -> tuple[str, str, tuple[str, ...]]:
     _resolve_post_attention(positions)
     weightless = c.fact("weightless_norms") if not positions and r.get("final_norm") is None else None
     placement = str(weightless) if weightless else PLACEMENTS.get(frozenset(positions))
+    if p.norms.placement == "post_ln":
+        placement = _post_ln(c, placement, positions)
     by_type = _by_layer_type(c) if placement is None else None
     if by_type is not None:
         placement = "by_layer_type"
@@ -70,11 +74,28 @@ def norms(c: ComposerParts) -> tuple[str, str, tuple[str, ...]]:
         c.words.append("norms without weights")
         c.embed_norm = bool(c.fact("embedding_norm"))
         return norm_block(c, False, weightless=True), placement, tuple(names[k] for k in names)
-    if final is None:
+    if final is None and placement == "post_ln":  # the last layer's output is normalised already
+        c.final_norm = False
+        c.words.append("no final norm")
+    elif final is None:
         c.stub("final_norm", "no final norm tensor before the LM head")
     else:
         biases.append(_load(c, final.role, "model.norm"))
     return norm_block(c, any(biases)), placement, tuple(names[k] for k in names)
+
+
+def _post_ln(c: ComposerParts, placement: str | None, positions: dict[str, str]) -> str | None:
+    """The post_ln placement where inspect found the layers normalising their residual sums (GPT-1's code; OPT's
+    do_layer_norm_before off) and the tensors store a pre-norm layer's two norms, which the sums then go through."""
+    if placement != "pre":
+        c.stub("norm_layout", f"norms on the residual sums (post-LN) stored at {sorted(positions)}: the post-LN "
+                  "placement reads two, where a pre-norm layer stores them")  # fmt: skip
+        return placement
+    if c.has_key("do_layer_norm_before"):  # the adapter composed for post-norm layers refuses a pre-norm config
+        why = "pre-norm layers: this adapter was composed for post-norm ones (OPT-350m)"
+        c.guard_tests["do_layer_norm_before"] = ("self.do_layer_norm_before", why)
+    c.words.append("post-LN layers (norm on the residual sums)")
+    return "post_ln"
 
 
 def _resolve_post_attention(positions: dict[str, str]) -> None:

@@ -29,7 +29,7 @@ HANDLED_FEATURES = frozenset({
     "gqa", "mqa", "mla", "tied_embeddings", "interleaved_attention", "dense_first_layers", "sliding_window",
     "nope_layers", "moe", "shared_experts", "router_correction_bias", "sigmoid_router", "qk_norm", "attention_sinks",
     "attn_softcap", "final_softcap", "mtp", "logit_scaling", "embedding_scaling", "residual_scaling",
-    "attention_multiplier", "query_pre_attn_scalar", "norm_offset", "layernorm", "sandwich_norm", "post_norm",
+    "attention_multiplier", "query_pre_attn_scalar", "norm_offset", "layernorm", "sandwich_norm", "post_norm", "post_ln_norm",
     "parallel_residual", "partial_rotary", "qkv_bias", "absolute_positions", "plain_mlp", "alibi", "no_positions",
     "chunked_attention", "nope_temperature", "kv_shared_layers", "double_wide_mlp", "values_from_keys",
     "per_layer_embeddings", "moe_beside_mlp", "query_heads_per_layer", "attention_output_gate", "router_softcap",
@@ -83,6 +83,8 @@ class ComposerParts(Protocol):
     fields: Fields
     words: list[str]
     embed_norm: bool
+    final_norm: bool
+    guard_tests: dict[str, tuple[str, str]]
     norm_exprs: dict[str, str]
     moe_output_norm: bool
     post_init: list[str]
@@ -160,12 +162,16 @@ def config_key_stubs(
     return out
 
 
-def guard_statements(profile: ModelProfile, fields: Fields) -> list[str]:
-    """Fields read only to refuse values the blocks cannot express (ModelArgs.__post_init__ statements)."""
+def guard_statements(
+    profile: ModelProfile, fields: Fields, tests: dict[str, tuple[str, str]] | None = None
+) -> list[str]:
+    """Fields read only to refuse values the blocks cannot express (ModelArgs.__post_init__ statements); `tests`
+    replaces a key's (test, reason) where the composition computes what GUARDS refuses and refuses the other value."""
     out = []
     for key, (annotation, default, test, why) in GUARDS.items():
         if key not in profile.config_keys:
             continue
+        test, why = (tests or {}).get(key, (test, why))
         fields.need(key, annotation, default)
         for name, ann, value in GUARD_FIELDS.get(key, ()):
             fields.need(name, ann, value)

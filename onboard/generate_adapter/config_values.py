@@ -24,6 +24,7 @@ from typing import Any
 
 from onboard.errors import ConfigError
 from onboard.inspect_checkpoint.config_view import MODEL_SECTIONS
+from onboard.inspect_checkpoint.numerics import family_activation
 from onboard.serde import decode_special_floats
 
 # Canonical field -> the other spellings families use for it (looked up in this order, after the canonical name).
@@ -39,7 +40,7 @@ ALIASES: dict[str, tuple[str, ...]] = {
     "rms_norm_eps": ("rms_norm_epsilon", "layer_norm_epsilon", "layer_norm_eps", "layernorm_epsilon", "norm_epsilon",
                      "norm_eps"),
     "hidden_act": ("hidden_activation", "activation_function", "activation", "act_fn", "mlp_activation",
-                   "mlp_hidden_act", "ffn_act_fn"),
+                   "mlp_hidden_act", "ffn_act_fn", "afn"),
     "tie_word_embeddings": ("tie_embeddings", "share_embeddings"),
     "rope_theta": ("rotary_emb_base", "rope_base", "rotary_base"),
     "partial_rotary_factor": ("rotary_pct",),
@@ -91,9 +92,14 @@ def _num_layers(values: ConfigValues) -> Any:
 
 
 def _activation_name(values: ConfigValues) -> Any:
-    # DBRX: ffn_act_fn is {"name": "silu", ...}, the activation's name and its keyword arguments.
+    # DBRX: ffn_act_fn is {"name": "silu", ...}, the activation's name and its keyword arguments. GPT-1: afn "gelu"
+    # is the tanh approximation in its code (numerics.FAMILY_ACTIVATION_NAMES, inspect's reading too).
     act = values.get("hidden_act")
-    return act.get("name") if isinstance(act, dict) else None
+    name = act.get("name") if isinstance(act, dict) else act
+    if not isinstance(name, str):
+        return None
+    mapped = family_activation(str(values.raw.get("model_type") or ""), name)
+    return mapped if mapped != act else None
 
 
 # field -> rule returning the value to use instead (None: keep the value read).

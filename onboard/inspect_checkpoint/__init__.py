@@ -142,7 +142,7 @@ def profile_from_parts(
             shapes.setdefault(g.template, tuple(g.first_shape))
         embed = next((g for g in tensors.groups if tn.component_of_template(g.template) == "embedding"
                       and len(g.first_shape) == 2 and not tn.tower_of(g.template)
-                      and not g.template.endswith(("wpe.weight", "embed_positions.weight"))), None)  # fmt: skip
+                      and not g.template.endswith(tn.LEARNED_POSITIONS)), None)  # fmt: skip
         findings += check_vocab(config_vocab, dims.vocab_size if embed else None,
                                 embed.first_file if embed else None, embed.first_name if embed else None)  # fmt: skip
         findings += check_shapes(tensors, dims, mla)

@@ -311,7 +311,7 @@ def _tied(cv: ConfigView, lm: dict[str, TensorInfo] | None) -> bool:
         # embedding also holds prompt tokens; its head covers the vocabulary only).
         head = next((t.shape for n, t in lm.items() if tn.component(n) == "head" and n.endswith("weight")), None)
         embed = next((t.shape for n, t in lm.items() if tn.component(n) == "embedding" and len(t.shape) == 2
-                      and not n.endswith(("wpe.weight", "embed_positions.weight", "position_embeddings.weight"))),
+                      and not n.endswith((*tn.LEARNED_POSITIONS, "position_embeddings.weight"))),
                      None)  # fmt: skip
         if head is not None and embed is not None and head != embed:
             return False

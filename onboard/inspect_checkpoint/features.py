@@ -137,6 +137,8 @@ def derive(facts: ArchFacts) -> tuple[str, ...]:
         out.append("sandwich_norm")
     elif facts.norms.placement == "post":
         out.append("post_norm")
+    elif facts.norms.placement == "post_ln":
+        out.append("post_ln_norm")
     if facts.parallel_residual:
         out.append("parallel_residual")
     if facts.rope:

@@ -39,6 +39,13 @@ SQRT_EMBED_SCALE_TYPES = {"gemma", "gemma2", "gemma3", "gemma3_text", "recurrent
 
 # Per-family activation forced by the modelling code regardless of the config value (BUGZOO B19).
 FORCED_ACTIVATION = {"gemma": "gelu_pytorch_tanh"}
+# Activation names a family's code reads otherwise than transformers' ACT2FN: GPT-1's ACT_FNS maps "gelu" to the tanh
+# approximation (gelu_new) and "swish" to silu.
+FAMILY_ACTIVATION_NAMES = {"openai-gpt": {"gelu": "gelu_new", "swish": "silu"}}
+ACTIVATION_KEYS = ("hidden_act", "hidden_activation", "activation_function", "activation", "act_fn", "mlp_activation",
+                   "mlp_hidden_act", "ffn_act_fn", "afn")  # fmt: skip
+# Layers normalising the residual sum, norm(x + f(x)), with no final norm (GPT-1; OPT with do_layer_norm_before off).
+POST_LN_TYPES = {"openai-gpt"}
 
 
 def rope_from_config(cv: ConfigView, lm: dict[str, TensorInfo] | None) -> tuple[Rope | None, str]:
@@ -55,9 +62,9 @@ def rope_from_config(cv: ConfigView, lm: dict[str, TensorInfo] | None) -> tuple[
     if mt in NOPE_TYPES:
         return None, "nope"
     if cv.get("position_embedding_type") in ("absolute", "learned") or mt in ("gpt2", "gpt_bigcode", "opt", "gpt_neo",
-                                                                                "biogpt", "xglm"):  # fmt: skip
+                                                                                "biogpt", "xglm", "openai-gpt"):  # fmt: skip
         return None, "absolute"
-    if lm is not None and any(n.endswith(("wpe.weight", "embed_positions.weight")) for n in lm):
+    if lm is not None and any(n.endswith(tn.LEARNED_POSITIONS) for n in lm):
         return None, "absolute"
     params = cv.get("rope_parameters")
     scaling = cv.get("rope_scaling")
@@ -150,6 +157,8 @@ def norms_from_config(cv: ConfigView, lm: dict[str, TensorInfo] | None, dims: Di
         placement = "sandwich"
     elif mt in ("olmo2", "olmo3"):
         placement = "post"
+    if mt in POST_LN_TYPES or cv.peek("do_layer_norm_before") is False:
+        placement = "post_ln"
     offset = 1.0 if mt in NORM_OFFSET_TYPES else 0.0
     return Norms(kind=kind, eps=eps, offset=offset, qk_norm=qk, placement=placement)
 
@@ -181,11 +190,15 @@ def qk_norm_flag_mismatch(cv: ConfigView, lm: dict[str, TensorInfo] | None) -> l
 
 
 def activation_from_config(cv: ConfigView) -> str | None:
-    act = cv.get("hidden_act", "hidden_activation", "activation_function", "activation", "act_fn", "mlp_activation",
-                 "mlp_hidden_act", "ffn_act_fn")  # fmt: skip
+    act = cv.get(*ACTIVATION_KEYS)
     if isinstance(act, dict):  # DBRX's ffn_config.ffn_act_fn: {"name": "silu", ...keyword arguments}
         act = act.get("name")
-    return str(act) if act is not None else None
+    return family_activation(cv.model_type, str(act)) if act is not None else None
+
+
+def family_activation(model_type: str, name: str) -> str:
+    """The activation `name` stands for in the family's code (FAMILY_ACTIVATION_NAMES), else `name`."""
+    return FAMILY_ACTIVATION_NAMES.get(model_type, {}).get(name, name)
 
 
 def _residual_multiplier(cv: ConfigView, dims: Dims) -> float | None:

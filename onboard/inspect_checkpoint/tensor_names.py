@@ -30,6 +30,8 @@ TOWER_PREFIXES = {
 # A learned per-head logit that joins the attention softmax (gpt-oss's `sinks`), by the names checkpoints store it
 # under: transformers' conversion_mapping loads flint's `softmax_offset` and mimo_v2_flash's `attention_sink_bias`
 # as `sinks`, the same parameter.
+# Learned absolute position tables (GPT-2's wpe, OPT's embed_positions, GPT-1's positions_embed).
+LEARNED_POSITIONS = ("wpe.weight", "embed_positions.weight", "positions_embed.weight")
 SINK_NAMES = ("sinks", "softmax_offset", "attention_sink_bias")
 _LM_PREFIXES = ("model.language_model.", "language_model.model.", "language_model.", "model.text_model.", "text_model.",
                 "llm.")  # fmt: skip  # Ovis: llm.model.layers…, llm.lm_head
@@ -50,7 +52,7 @@ _COMPONENT_RULES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         # A bare (no `.weight`) projection of the MLP is a raw parameter, which only stacked experts are: Ergo's
         # original `feed_forward.up_proj` ([experts, hidden, inter]); a dense MLP's projections are nn.Linear.
         ("experts", r"(\.experts\.|\.experts$|\.expert_|\.(input_linear|output_linear)\.weight$|\.(feed_forward|mlp|ffn)\.(gate_up|gate|up|down)_proj$)"),
-        ("embedding", r"(^|\.)(embed_tokens|wte|wpe|word_embeddings|embed_in|tok_embeddings|embed_positions|position_embeddings|embeddings|embedding|emb|embed|input_embedding|token_embedding|embed_tokens_per_layer)(\.|$)"),
+        ("embedding", r"(^|\.)(embed_tokens|tokens_embed|wte|wpe|positions_embed|word_embeddings|embed_in|tok_embeddings|embed_positions|position_embeddings|embeddings|embedding|emb|embed|input_embedding|token_embedding|embed_tokens_per_layer)(\.|$)"),
         ("head", r"(^|\.)(lm_head|embed_out|output|score|lm_heads|unembed)\.(weight|bias)$"),
         # DeepSeek Sparse Attention's indexer, its LayerNorm'd key included: part of attention, not a layer norm
         # (its k_norm's bias would otherwise make an RMSNorm model's norms look like LayerNorms).

@@ -391,16 +391,18 @@ def test_a_profile_without_config_keys_is_refused(tiny) -> None:
 
 
 def test_parity_reports_an_adapter_that_refuses_its_config_as_failed(tiny, tmp_path: Path) -> None:
-    """OPT-350m's post-norm config, refused by the composed adapter's guard at load: `generate --parity` gives a
-    failed adapter_parity check naming the refusal, with the adapter files written, not an internal error."""
-    ckpt = copy_tiny(tiny, "opt", tmp_path)
-    edit_config(ckpt, do_layer_norm_before=False)
+    """An MPT config whose ALiBi maximum the block cannot express, refused by the composed adapter's guard at load:
+    `generate --parity` gives a failed adapter_parity check naming the refusal, with the adapter files written, not
+    an internal error."""
+    ckpt = copy_tiny(tiny, "mpt", tmp_path)
+    config = json.loads((ckpt / "config.json").read_text())
+    edit_config(ckpt, attn_config={**config["attn_config"], "alibi_bias_max": 4})
     result = generate(ckpt, tmp_path / "out", parity=True)
     check = next(c for c in result.checks if c.name == "adapter_parity")
     assert not check.passed and check.required
-    assert "the adapter in float32 raised ConfigError" in check.detail and "post-norm" in check.detail
+    assert "the adapter in float32 raised ConfigError" in check.detail and "alibi_bias_max" in check.detail
     assert result.parity["status"] == "failed" and result.verification == "failed"
-    assert (tmp_path / "out/adapters/opt.py").is_file()
+    assert (tmp_path / "out/adapters/mpt.py").is_file()
 
 
 class _RaisesIn(torch.nn.Module):

@@ -84,6 +84,14 @@ def _without(source: str, mechanism: str, replacement: str) -> str:
 # out: parity passes in float32 and bfloat16, and the adapter with any one of them taken out fails it (those the
 # tensors' shapes enforce fail at load, which parity reports as a failure too); with family facts, composing without
 # them fails too.
+# Post-LN layers, norm(x + f(x)), and no norm after the last layer (GPT-1, OPT with do_layer_norm_before off).
+POST_LN = {
+    "x = self.post_attention_layernorm(x + self.self_attn(x, cos, sin, ctx))":
+        "x = x + self.post_attention_layernorm(self.self_attn(x, cos, sin, ctx))",
+    "return self.post_feedforward_layernorm(x + self.mlp(x))": "return x + self.post_feedforward_layernorm(self.mlp(x))",
+    "self.model.norm = nn.Identity()": "self.model.norm = nn.LayerNorm(args.hidden_size, elementwise_affine=False)",
+    "args.hidden_act, bias=True)": '"gelu" if args.hidden_act == "gelu_new" else args.hidden_act, bias=True)',
+}  # fmt: skip
 LOAD_BEARING: dict[str, dict[str, str]] = {
     # Falcon-H1: a Mamba-2 mixer beside attention in every layer, both reading one norm's output, their outputs scaled
     # and summed into the residual; muP multipliers on the mixer's input and in_proj parts, on the keys and on the
@@ -147,6 +155,9 @@ LOAD_BEARING: dict[str, dict[str, str]] = {
         "HeadTransform(args.hidden_size, args.classifier_activation,": 'HeadTransform(args.hidden_size, "relu",',
         "norm(args, args.hidden_size) if i else nn.Identity()": "norm(args, args.hidden_size)",
     },
+    # GPT-1: post-LN layers (the residual sums normalised, by the norms a pre-norm layer would store), no final norm,
+    # its afn "gelu" being the tanh approximation (numerics.FAMILY_ACTIVATION_NAMES), learned positions_embed.
+    "openai-gpt": POST_LN,
 }  # fmt: skip
 
 
@@ -297,4 +308,27 @@ def test_mpt_values_the_blocks_cannot_express_are_refused_by_name(tiny, tmp_path
     assert [f for f in profile.findings if f.code == "config-kernel-fact" and f.message.startswith(f"attn_config.{key} =")]
     adapter = composed_adapter(ckpt, tmp_path / "out")
     with pytest.raises(Exception, match=key):
+        load_adapter(adapter).Model.from_pretrained(ckpt)
+
+
+def test_opt_post_ln_composes_and_refuses_a_pre_norm_config(tmp_path: Path) -> None:
+    """OPT with do_layer_norm_before off (OPT-350m's layers, at its embedding width): inspect calls the layers
+    post-LN, the composition normalises the residual sums with the same stored norms a pre-norm OPT has, and parity
+    passes in float32 and bfloat16; each post-LN mechanism taken out fails it. The adapter refuses a pre-norm config
+    by name, as a pre-norm adapter refuses a post-norm one."""
+    from tests.generate.conftest import perturb
+    from tests.tiny.factory import make_tiny_checkpoint
+
+    ckpt = make_tiny_checkpoint("opt", tmp_path / "opt", overrides={"do_layer_norm_before": False})
+    perturb(ckpt)
+    profile = inspect(str(ckpt))
+    assert profile.norms.placement == "post_ln" and "post_ln_norm" in profile.features
+    result = generate(ckpt, tmp_path / "out", parity=True)
+    assert result.parity["passed"], result.parity["detail"]
+    adapter = tmp_path / "out" / "adapters" / "opt.py"
+    assert check_parity(adapter, ckpt, "bfloat16")["passed"]
+    taken_out = {k: v for k, v in POST_LN.items() if "hidden_act" not in k}  # OPT's relu: no approximation to drop
+    _each_taken_out_fails_parity(ckpt, adapter.read_text(), taken_out, tmp_path)
+    edit_config(ckpt, do_layer_norm_before=True)
+    with pytest.raises(Exception, match="do_layer_norm_before"):
         load_adapter(adapter).Model.from_pretrained(ckpt)
