@@ -18,10 +18,22 @@ _TORCH_DTYPE_NAMES = {"float32": "float32", "float": "float32", "float16": "floa
                       "bfloat16": "bfloat16", "float64": "float64"}  # fmt: skip
 
 
+def _projected_embedding_width(index: TensorIndex, dims: Dims) -> int | None:
+    """The token embeddings' width where a `project_in` [hidden_size, width] brings them to the layers' width (OPT-350m:
+    512-wide embeddings, 1024-wide layers, project_out back before the tied head); None without one."""
+    for g in index.groups:
+        short = tn.strip_lm_prefix(g.template)
+        if short.endswith("project_in.weight") and "{}" not in short and len(g.first_shape) == 2:
+            rows, width = g.first_shape
+            return width if rows == dims.hidden_size else None
+    return None
+
+
 def check_shapes(index: TensorIndex, dims: Dims, mla: bool) -> list[Finding]:
     """Compares the first tensor of each group (layer 0 for per-layer groups) with the config."""
     findings: list[Finding] = []
     gated_query = _gated_query(index, dims)
+    projected = _projected_embedding_width(index, dims)
     for g in index.groups:
         if tn.tower_of(g.template):
             continue
@@ -29,7 +41,7 @@ def check_shapes(index: TensorIndex, dims: Dims, mla: bool) -> list[Finding]:
         t = TensorInfo(name, g.dtype, g.first_shape, (0, 0), g.first_file)
         short = tn.strip_lm_prefix(name)
         if short.endswith(("embed_tokens.weight", "wte.weight", "word_embeddings.weight")) and len(t.shape) == 2:
-            if dims.hidden_size and t.shape[1] != dims.hidden_size:
+            if dims.hidden_size and t.shape[1] not in (dims.hidden_size, projected):
                 findings.append(error("shape-mismatch", f"{name} has {t.shape[1]} columns but hidden_size is "
                                       f"{dims.hidden_size}", "check hidden_size in config.json", file=t.file, tensor=name))  # fmt: skip
         if mla or tn.layer_index(short) != 0 or len(t.shape) != 2:
