@@ -265,7 +265,7 @@ def adapter_source(plan: AdapterPlan) -> str:
             spec.mlp_reads_residual,
         ),  # fmt: skip
         "embed_scale": spec.embed_scale,
-        "lm_head": "LMHead(args.hidden_size, args.vocab_size, tied_to=tied"
+        "lm_head": f"LMHead({spec.embed_width}, args.vocab_size, tied_to=tied"
         + "".join(f", {kw}" for kw in spec.lm_head)
         + ")",
         "rotary_head_dim": f", head_dim={spec.rotary_head_dim}" if spec.rotary_head_dim else "",
@@ -278,6 +278,7 @@ def adapter_source(plan: AdapterPlan) -> str:
         "positions": spec.positions,
         "embed_norm": spec.embed_norm,
         "final_norm": spec.final_norm,
+        "embed_width": spec.embed_width,
         "side_mixer": spec.side_mixer,
         "mixer_scales": spec.mixer_scales,
     }

@@ -120,6 +120,9 @@ class ArchSpec:
     """Learned absolute position embeddings (`model.embed_positions`), an expression over `args` (GPT-2 style)."""
     embed_norm: bool = False
     """The family's norm applied to the embeddings before the first layer (`model.embed_norm`, NanoChat)."""
+    embed_width: str = "args.hidden_size"
+    """The token embeddings' width, an expression over args; another than hidden_size adds `model.project_in` to the
+    layers' width (the head's transform projects back: OPT-350m)."""
     final_norm: bool = True
     """A norm after the last layer (`model.norm`); False for post-LN layers, whose output is normalised already."""
     side_mixer: str | None = None

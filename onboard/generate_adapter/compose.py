@@ -21,7 +21,7 @@ import re
 from onboard.errors import InputError
 from onboard.generate_adapter.arch_parts import ArchSpec, attention
 from onboard.generate_adapter.compose_attention import attention_options
-from onboard.generate_adapter.compose_head import lm_head_options
+from onboard.generate_adapter.compose_head import embedding_projections, lm_head_options
 from onboard.generate_adapter.compose_knowledge import GATED_ACTIVATION_NAMES, PLAIN_ACTIVATION_NAMES
 from onboard.generate_adapter.compose_layer_kv import KVLayout, layer_kv
 from onboard.generate_adapter.compose_layers import ATTENDING, layer_plan
@@ -83,6 +83,7 @@ class Composer:
         self.side_mixer: str | None = None
         self.embed_norm = False
         self.final_norm = True
+        self.embed_width = "args.hidden_size"  # the token embeddings' width (compose_head.embedding_projections)
         self.guard_tests: dict[str, tuple[str, str]] = {}
         """Config key -> (test, reason) replacing its GUARDS entry (a post-LN composition refuses pre-norm OPT)."""
         self.norm_exprs: dict[str, str] = {}  # a norm only some layer types have -> its expression (compose_norms)
@@ -195,6 +196,7 @@ class Composer:
             positions=self.positions,
             embed_norm=self.embed_norm,
             final_norm=self.final_norm,
+            embed_width=self.embed_width,
             side_mixer=self.side_mixer,
             mixer_scales=mixer_scales,
             per_layer_args=self.layer_kv.per_layer_args,
@@ -486,6 +488,7 @@ class Composer:
             self.stub("embeddings", "no token embedding tensor recognised")
         else:
             self.wm.add("model.embed_tokens.weight", (embed.source,))
+        embedding_projections(self)
         positions = r.get("positions")
         sinusoidal = self.fact("sinusoidal_positions")
         if positions is None and "absolute_positions" in self.p.features and sinusoidal is not None:

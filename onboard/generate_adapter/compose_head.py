@@ -6,6 +6,27 @@ from __future__ import annotations
 from onboard.generate_adapter.compose_rules import ComposerParts
 
 
+def embedding_projections(c: ComposerParts) -> None:
+    """Token embeddings narrower than the layers (OPT-350m's word_embed_proj_dim): `model.project_in` brings them to
+    the layers' width, the head's transform (project_out) back to theirs before the projection onto the vocabulary."""
+    pin, pout = c.roles.get("embed_project_in"), c.roles.get("embed_project_out")
+    if pin is None and pout is None:
+        return
+    if pin is None or pout is None or not c.has_key("word_embed_proj_dim"):
+        c.stub("embedding_projection", "embeddings projected in or out need project_in, project_out and "
+                  "word_embed_proj_dim together")  # fmt: skip
+        return
+    width = c.fields.need("word_embed_proj_dim", "int | None", "None")
+    c.embed_width = f"({width} or args.hidden_size)"
+    c.wm.add("model.project_in.weight", (pin.source,))
+    c.wm.add("lm_head.transform.weight", (pout.source,))
+    c.guard_tests["word_embed_proj_dim"] = (
+        "self.word_embed_proj_dim in (None, self.hidden_size)",
+        "embeddings as wide as the layers: this adapter was composed for narrower ones, projected in and out",
+    )
+    c.words.append("embeddings projected in and out of the layers' width")
+
+
 def lm_head_options(c: ComposerParts) -> list[str]:
     """Keyword options of the LM head: its weight and bias rules, a logit scale by whichever key the family uses, the
     final soft-cap, and a transform before the projection (ModernBERT-decoder's dense, activation and norm)."""
@@ -31,7 +52,11 @@ def lm_head_options(c: ComposerParts) -> list[str]:
     if "final_softcap" in feats:
         kw.append(f"final_softcap={c.fields.need('final_logit_softcapping', 'float | None', 'None')}")
     transform = r.parts("head_transform")
-    if transform:  # ModernBERT-decoder: dense, activation and norm before the projection
+    if c.embed_width != "args.hidden_size":  # project_out, before the projection onto the vocabulary
+        if transform:
+            c.stub("head_transform", "a head transform beside project_out is not in the block library")
+        kw.append(f"transform=nn.Linear(args.hidden_size, {c.embed_width}, bias=False)")
+    elif transform:  # ModernBERT-decoder: dense, activation and norm before the projection
         if {f.part for f in transform} != {"dense", "norm"} or not c.has_key("classifier_activation"):
             c.stub("head_transform", "a transform before the LM head needs its dense, its norm and "
                       "classifier_activation")  # fmt: skip

@@ -84,6 +84,7 @@ class ComposerParts(Protocol):
     words: list[str]
     embed_norm: bool
     final_norm: bool
+    embed_width: str
     guard_tests: dict[str, tuple[str, str]]
     norm_exprs: dict[str, str]
     moe_output_norm: bool

@@ -269,6 +269,9 @@ class AdapterModel(nn.Module):
             kv[j] = kv[j] or LayerKV()
             kv[i] = kv[j]
         x = self.model.embed_tokens(input_ids)
+        project_in = getattr(self.model, "project_in", None)
+        if project_in is not None:  # OPT-350m: embeddings narrower than the layers, projected to their width
+            x = project_in(x)
         learned_positions = getattr(self.model, "embed_positions", None)
         if learned_positions is not None:  # GPT-2 style absolute positions (composed adapters)
             x = x + learned_positions(positions).to(x.dtype)

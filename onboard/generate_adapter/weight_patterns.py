@@ -135,6 +135,9 @@ TOP_PATTERNS: tuple[tuple[str, str], ...] = (
     (rf"(?:.*\.)?(?P<part>embed_tokens_per_layer|per_layer_model_projection|per_layer_projection_norm){_P}", "ple"),
     (r"(?:.*\.)?(?:embed_tokens|wte|word_embeddings|embed_in|tok_embeddings|tokens_embed|embeddings)\.weight", "embed"),
     (r"(?:.*\.)?(?:wpe|positions_embed|embed_positions)\.weight", "positions"),
+    # OPT-350m: embeddings narrower than the layers, projected to their width and back before the (tied) head
+    (r"(?:.*\.)?project_in\.weight", "embed_project_in"),
+    (r"(?:.*\.)?project_out\.weight", "embed_project_out"),
     (rf"(?:.*\.)?(?:norm|ln_f|final_layer_norm|final_layernorm|norm_f|final_norm|layer_norm){_P}", "final_norm"),
     # BLOOM's LayerNorm on the token embeddings, before the first layer
     (rf"(?:.*\.)?word_embeddings_layernorm{_P}", "embed_norm"),

@@ -311,24 +311,30 @@ def test_mpt_values_the_blocks_cannot_express_are_refused_by_name(tiny, tmp_path
         load_adapter(adapter).Model.from_pretrained(ckpt)
 
 
-def test_opt_post_ln_composes_and_refuses_a_pre_norm_config(tmp_path: Path) -> None:
-    """OPT with do_layer_norm_before off (OPT-350m's layers, at its embedding width): inspect calls the layers
-    post-LN, the composition normalises the residual sums with the same stored norms a pre-norm OPT has, and parity
-    passes in float32 and bfloat16; each post-LN mechanism taken out fails it. The adapter refuses a pre-norm config
-    by name, as a pre-norm adapter refuses a post-norm one."""
+def test_opt_350m_layout_composes_and_refuses_the_other_layout(tmp_path: Path) -> None:
+    """OPT-350m's layout: do_layer_norm_before off and embeddings narrower than the layers (word_embed_proj_dim),
+    projected in by project_in and out by project_out before the tied head. Inspect calls the layers post-LN, the
+    composition normalises the residual sums with the same stored norms a pre-norm OPT has, and parity passes in
+    float32 and bfloat16; each post-LN mechanism taken out fails it. The adapter refuses a pre-norm config, and one
+    whose embeddings are as wide as the layers, by name (as a pre-norm OPT's adapter refuses these)."""
     from tests.generate.conftest import perturb
     from tests.tiny.factory import make_tiny_checkpoint
 
-    ckpt = make_tiny_checkpoint("opt", tmp_path / "opt", overrides={"do_layer_norm_before": False})
+    overrides = {"do_layer_norm_before": False, "word_embed_proj_dim": 16}
+    ckpt = make_tiny_checkpoint("opt", tmp_path / "opt", overrides=overrides)
     perturb(ckpt)
     profile = inspect(str(ckpt))
     assert profile.norms.placement == "post_ln" and "post_ln_norm" in profile.features
     result = generate(ckpt, tmp_path / "out", parity=True)
     assert result.parity["passed"], result.parity["detail"]
     adapter = tmp_path / "out" / "adapters" / "opt.py"
+    assert "self.model.project_in = nn.Linear(" in adapter.read_text()
     assert check_parity(adapter, ckpt, "bfloat16")["passed"]
     taken_out = {k: v for k, v in POST_LN.items() if "hidden_act" not in k}  # OPT's relu: no approximation to drop
     _each_taken_out_fails_parity(ckpt, adapter.read_text(), taken_out, tmp_path)
-    edit_config(ckpt, do_layer_norm_before=True)
-    with pytest.raises(Exception, match="do_layer_norm_before"):
-        load_adapter(adapter).Model.from_pretrained(ckpt)
+    for key, value in (("do_layer_norm_before", True), ("word_embed_proj_dim", 64)):
+        config = edit_config(ckpt, **{key: value})
+        with pytest.raises(Exception, match=key):
+            load_adapter(adapter).Model.from_pretrained(ckpt)
+        edit_config(ckpt, **{key: overrides[key]})
+    assert config["hidden_size"] == 64
