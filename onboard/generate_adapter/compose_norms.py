@@ -53,7 +53,8 @@ def norms(c: ComposerParts) -> tuple[str, str, tuple[str, ...]]:
         placement = None
     if placement is None:
         c.stub("norm_layout", f"layer norms at {sorted(positions) or 'no position (none stored)'}: not a "
-                  "placement of the block library (pre, post, sandwich, parallel, or pre / post by layer type)")  # fmt: skip
+                  "placement of the block library (pre, post, post-LN, sandwich, parallel, or pre / post by layer "
+                  "type)")  # fmt: skip
         placement = "pre"
     names = NORM_NAMES[placement]
     targets = by_type or {names[pos]: role for pos, role in positions.items() if pos in names}

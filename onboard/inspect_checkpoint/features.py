@@ -54,6 +54,7 @@ FEATURES: dict[str, str] = {
     "layernorm": "LayerNorm (mean-centred) instead of RMSNorm",
     "sandwich_norm": "norms both before and after each sub-block (Gemma 2/3)",
     "post_norm": "norms after each sub-block only (OLMo 2)",
+    "post_ln_norm": "norms on the residual sums, norm(x + f(x)), and none after the last layer (GPT-1, OPT-350m)",
     "parallel_residual": "attention and MLP computed in parallel from one normed input",
     "partial_rotary": "rotary embedding on part of each head only",
     "qkv_bias": "bias on the query/key/value projections",

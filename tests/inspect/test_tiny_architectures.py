@@ -10,6 +10,7 @@ import pytest
 
 from onboard.inspect_checkpoint import inspect
 from onboard.inspect_checkpoint.families import known_model_types
+from onboard.inspect_checkpoint.features import FEATURES as DOCUMENTED
 from onboard.inspect_checkpoint.registry import KNOWN_GAPS, VERIFIED
 from tests.tiny.configs import TINY
 from tests.tiny.fixtures import tiny_checkpoint, tiny_ground_truth  # noqa: F401  (session fixtures)
@@ -186,6 +187,8 @@ def test_profile_matches_transformers(model_type, tiny_checkpoint, tiny_ground_t
         assert any(f.code == "inspect-known-gap" for f in profile.findings)
     if model_type in FEATURES:
         assert FEATURES[model_type] <= set(profile.features), set(profile.features)
+    undocumented = [f for f in profile.features if f not in DOCUMENTED and not f.startswith(("rope:", "quantized:"))]
+    assert not undocumented, f"features missing from onboard/inspect_checkpoint/features.py FEATURES: {undocumented}"
 
 
 # Expert counts set in config, yet no layer carries experts: transformers builds dense MLPs, inspect says dense.
