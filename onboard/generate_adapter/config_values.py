@@ -24,7 +24,7 @@ from typing import Any
 
 from onboard.errors import ConfigError
 from onboard.inspect_checkpoint.config_view import MODEL_SECTIONS
-from onboard.inspect_checkpoint.numerics import family_activation
+from onboard.inspect_checkpoint.numerics import ACTIVATION_KEYS, family_activation
 from onboard.serde import decode_special_floats
 
 # Canonical field -> the other spellings families use for it (looked up in this order, after the canonical name).
@@ -39,8 +39,7 @@ ALIASES: dict[str, tuple[str, ...]] = {
     "max_position_embeddings": ("n_positions", "max_sequence_length", "seq_length", "max_seq_len", "n_ctx"),
     "rms_norm_eps": ("rms_norm_epsilon", "layer_norm_epsilon", "layer_norm_eps", "layernorm_epsilon", "norm_epsilon",
                      "norm_eps"),
-    "hidden_act": ("hidden_activation", "activation_function", "activation", "act_fn", "mlp_activation",
-                   "mlp_hidden_act", "ffn_act_fn", "afn"),
+    "hidden_act": ACTIVATION_KEYS[1:],  # inspect's spellings (numerics), hidden_act first
     "tie_word_embeddings": ("tie_embeddings", "share_embeddings"),
     "rope_theta": ("rotary_emb_base", "rope_base", "rotary_base"),
     "partial_rotary_factor": ("rotary_pct",),
