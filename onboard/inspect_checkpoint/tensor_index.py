@@ -148,6 +148,7 @@ class TensorIndex:
         index._names_list = names
         index._entries = entries
         index._firsts = firsts
+        index._counts = counts  # tensors per group id, counted once (_small_group_positions reads them too)
         index._first_of = {names[i]: i for i in group_ids}  # first tensor's name -> its group id
         return index
 
@@ -179,8 +180,7 @@ class TensorIndex:
         tensors, the first time it is needed)."""
         small = getattr(self, "_small", None)
         if small is None:
-            counts = Counter(self._firsts)
-            wanted = {i for i, n in counts.items() if n <= SMALL_GROUP}
+            wanted = {i for i, n in self._counts.items() if n <= SMALL_GROUP}
             small = self._small = {i: [] for i in wanted}
             firsts = self._firsts
             for p in compress(count(), map(wanted.__contains__, firsts)):
