@@ -15,13 +15,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from onboard.errors import ConfigError
-from onboard.generate_adapter.config_values import read_config
+from onboard.generate_adapter.config_values import aliases_of, read_config
 from onboard.inspect_checkpoint.config_view import MODEL_SECTIONS, language_model_config
 
 __all__ = ["REFERENCE_ROPE_BASE", "rope_base_disagreement"]
 
 REFERENCE_ROPE_BASE = "reference_rope_base"
-_THETA_KEYS = ("rope_theta", "rotary_emb_base", "rope_base", "rotary_base")
+_THETA_KEYS = aliases_of("rope_theta")  # its spellings an engine may read: rope_theta, rotary_emb_base, ...
 _ROPE_DICTS = ("rope_parameters", "rope_scaling")
 
 
@@ -41,7 +41,9 @@ def rope_base_disagreement(config: Mapping[str, Any]) -> str | None:
     if values.resolved is None:
         return None
     resolved = _theta_of(getattr(values.resolved, "rope_parameters", None))
-    differing = [w for w in written_all if resolved is not None and not math.isclose(resolved, w[1], rel_tol=1e-9)]
+    if resolved is None:
+        return None
+    differing = [w for w in written_all if not math.isclose(resolved, w[1], rel_tol=1e-9)]
     if not differing:
         return None
     written = differing[0]

@@ -27,7 +27,7 @@ import msgspec
 
 from onboard.errors import CheckpointError
 from onboard.inspect_checkpoint.checkpoint_types import SafetensorsHeader
-from onboard.inspect_checkpoint.source import INDEX_FILE, LocalSource, Source, is_safe_relpath
+from onboard.inspect_checkpoint.source import INDEX_FILE, LocalSource, Source, is_safe_relpath, is_top_level_shard
 
 FORK_FROM_BYTES = 2 << 20  # below this the index decodes faster than a fork and a pipe round trip
 # A fork copies the page tables: ~1 ms for the CLI's ~60 MB, but tens of ms for a process holding gigabytes (a
@@ -37,8 +37,8 @@ Headers = dict[str, SafetensorsHeader | CheckpointError]
 
 
 class IndexDigest(msgspec.Struct, array_like=True):
-    shards: list[str]  # distinct shard files, in the index's order
-    names: dict[str, tuple[int, int]]  # shard -> (tensors the index lists there, hash of their names)
+    # shard -> (tensors the index lists there, hash of their names), the shards in the index's order
+    names: dict[str, tuple[int, int]]
 
 
 class ShardHeaders(NamedTuple):
@@ -54,20 +54,19 @@ def read_shard_headers(src: Source) -> ShardHeaders:
         shards = src.safetensors_files()
         return ShardHeaders(shards, src.read_headers(shards) if shards else {}, False)
     try:
-        present = sorted(f.path for f in src.files if f.path.endswith(".safetensors") and "/" not in f.path)
-        headers = src.read_headers(present)
+        headers = src.read_headers(src.top_level_shards())
         digest = worker.result()
     finally:
         worker.close()
     if digest is not None and _matches(digest, headers):
-        return ShardHeaders(digest.shards, {s: headers[s] for s in digest.shards}, True)
+        return ShardHeaders(list(digest.names), {s: headers[s] for s in digest.names}, True)
     shards = src.safetensors_files()  # the index decoded here, as without the worker
     headers.update(src.read_headers([s for s in shards if s not in headers]))
     return ShardHeaders(shards, {s: headers[s] for s in shards}, False)
 
 
 def _matches(digest: IndexDigest, headers: Headers) -> bool:
-    if set(digest.shards) != headers.keys() or len(digest.names) != len(headers):
+    if digest.names.keys() != headers.keys():
         return False
     for shard, h in headers.items():
         if not isinstance(h, SafetensorsHeader):
@@ -88,9 +87,9 @@ def _digest(src: Source) -> IndexDigest | None:
         if not isinstance(shard, str):
             return None
         by_shard.setdefault(shard, []).append(name)
-    if not all(is_safe_relpath(s) and "/" not in s and s.endswith(".safetensors") for s in by_shard):
+    if not all(is_safe_relpath(s) and is_top_level_shard(s) for s in by_shard):
         return None
-    return IndexDigest(list(by_shard), {s: (len(names), hash(frozenset(names))) for s, names in by_shard.items()})
+    return IndexDigest({s: (len(names), hash(frozenset(names))) for s, names in by_shard.items()})
 
 
 def _usable(src: Source) -> bool:

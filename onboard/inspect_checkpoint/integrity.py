@@ -137,10 +137,9 @@ def _index_paths(source: Source, weight_map: dict[str, str], shards: dict[str, N
                 "the download is incomplete: fetch every shard the index lists (or fix the index)", file=shard,
             ))  # fmt: skip
     listed = set(shards)
-    extra = [f.path for f in source.files if f.path.endswith(".safetensors") and f.path not in listed]
     # Top-level extras are likely stale shards; files in sub-folders (e.g. original/) are other formats.
-    for path in extra:
-        if "/" not in path:
+    for path in source.top_level_shards():
+        if path not in listed:
             findings.append(warning(
                 "extra-shard", f"{path} is not listed in {INDEX_FILE}: its tensors are ignored by loaders",
                 "delete the stale file or add its tensors to the index", file=path,

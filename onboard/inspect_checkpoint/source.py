@@ -98,6 +98,11 @@ def _same_repo(listing: RepoListing | None, repo_id: str, revision: str | None) 
     return listing is not None and listing.repo_id == repo_id and revision in (listing.revision, listing.sha)
 
 
+def is_top_level_shard(name: str) -> bool:
+    """A safetensors file at the repo's top level (sub-folders such as original/ hold other formats)."""
+    return name.endswith(".safetensors") and "/" not in name
+
+
 def is_safe_relpath(name: str) -> bool:
     """Relative, forward slashes, no `..`, no drive or absolute part: stays inside the repo."""
     if not name or name.startswith(("/", "\\")) or "\\" in name or _DRIVE_RE.match(name):
@@ -217,7 +222,11 @@ class Source:
             except TypeError:  # a list or object as a value: an invalid index (integrity says so), not a crash
                 distinct = dict.fromkeys(v for v in weight_map.values() if isinstance(v, str))
             return [v for v in distinct if isinstance(v, str) and is_safe_relpath(v)]
-        return sorted(f.path for f in self.files if f.path.endswith(".safetensors") and "/" not in f.path)
+        return self.top_level_shards()
+
+    def top_level_shards(self) -> list[str]:
+        """The repo's top-level *.safetensors files, sorted (what loaders read without an index)."""
+        return sorted(f.path for f in self.files if is_top_level_shard(f.path))
 
     def read_headers(self, names: list[str]) -> dict[str, SafetensorsHeader | CheckpointError]:
         raise NotImplementedError
