@@ -58,7 +58,7 @@ def entry(model_type: str) -> dict:
     from transformers import AutoConfig, AutoModelForCausalLM
     from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
 
-    from onboard.inspect_checkpoint import profile_from_parts, tensor_names
+    from onboard.inspect_checkpoint import profile_from_parts
     from onboard.inspect_checkpoint.checkpoint_types import TensorInfo
     from onboard.inspect_checkpoint.config_lint import IGNORED
     from onboard.inspect_checkpoint.config_view import ConfigView
@@ -88,7 +88,7 @@ def entry(model_type: str) -> dict:
     }
     raw = config.to_dict()
     profile = profile_from_parts(raw, tensors)
-    templates = sorted({tensor_names.template(n) for n in tensors})
+    templates = sorted(checkpoint_templates(model) | variant_templates(model_type, config))
     params = {n for n, _ in model.named_parameters(remove_duplicate=False)}
     # Persistent buffers are saved in checkpoints but are not parameters (num_parameters() skips them).
     # Leaf names only: transformers renames modules when it saves (e.g. `gate.x` → `mlp.x`), leaves survive.
@@ -108,21 +108,61 @@ def entry(model_type: str) -> dict:
     }
 
 
+def checkpoint_templates(model) -> set[str]:
+    """Templates of the tensors a checkpoint of this model can store: the model's own names (what transformers 5
+    holds in memory, and what a checkpoint written from its state dict carries, a tied head included: older writers
+    stored it) and the names save_pretrained writes, which revert its load-time conversions. Mixtral's checkpoints
+    store `block_sparse_moe.experts.{}.w1.weight` per expert, loaded as a fused `mlp.experts.gate_up_proj`: without
+    the saved names every Mixtral checkpoint reads as new to its own family."""
+    from onboard.inspect_checkpoint import tensor_names
+
+    state = model.state_dict()
+    saved = saved_names(model, state) or set()
+    return {tensor_names.template(n) for n in set(state) | saved}
+
+
+def saved_names(model, state: dict) -> set[str] | None:
+    """The names save_pretrained writes for `state` (a part of the model's state dict; meta tensors: names and shapes
+    only), or None where a conversion cannot run on meta tensors."""
+    from transformers.core_model_loading import revert_weight_conversion
+
+    try:
+        return set(revert_weight_conversion(model, dict(state)))
+    except Exception:  # a conversion that needs real values
+        return None
+
+
+def variant_templates(model_type: str, config) -> set[str]:
+    """Templates of the family's tiny test config (tests/tiny/configs.py), which turns on optional parts a default
+    config leaves off (Cohere's QK norms, DeepSeek-V2's dense first layers and plain q_proj): a checkpoint of the
+    family may store them. Empty when the tiny config is the one the entry was built from, or there is none."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    from tests.tiny.configs import TINY
+
+    if model_type not in TINY:
+        return set()
+    variant = AutoConfig.for_model(model_type, **TINY[model_type])
+    if variant.to_dict() == config.to_dict():
+        return set()
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(variant)
+    return checkpoint_templates(model)
+
+
 def saved_buffer_templates(model, buffer_names: set[str]) -> list[str]:
     """Templates of the buffers as save_pretrained writes them (transformers reverts its load-time renames on save:
     Inkling-2's `mlp.gate.e_score_correction_bias` is stored as `mlp.gate.bias`). Only names that differ from the
     model's: the leaves already cover the rest."""
-    from transformers.core_model_loading import revert_weight_conversion
-
     from onboard.inspect_checkpoint import tensor_names
 
     if not buffer_names:
         return []
     state = model.state_dict()
-    try:
-        saved_all = set(revert_weight_conversion(model, dict(state)))
-        saved_params = set(revert_weight_conversion(model, {k: v for k, v in state.items() if k not in buffer_names}))
-    except Exception:  # a conversion that cannot run on meta tensors: keep the model's names
+    saved_all = saved_names(model, state)
+    saved_params = saved_names(model, {k: v for k, v in state.items() if k not in buffer_names})
+    if saved_all is None or saved_params is None:  # keep the model's names
         return []
     renamed = (saved_all - saved_params) - buffer_names
     return sorted({tensor_names.template(n) for n in renamed})

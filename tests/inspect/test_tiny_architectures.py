@@ -189,6 +189,11 @@ def test_profile_matches_transformers(model_type, tiny_checkpoint, tiny_ground_t
         assert FEATURES[model_type] <= set(profile.features), set(profile.features)
     undocumented = [f for f in profile.features if f not in DOCUMENTED and not f.startswith(("rope:", "quantized:"))]
     assert not undocumented, f"features missing from onboard/inspect_checkpoint/features.py FEATURES: {undocumented}"
+    # A checkpoint of a known family, as transformers saves it, holds nothing new to that family: a "tensors not in"
+    # line here is a false novelty claim on the first thing a day-zero report says.
+    assert profile.novelty[0].split(" ")[0] == profile.model_type, profile.novelty  # gpt-sw3 saves model_type gpt2
+    new_tensors = [line for line in profile.novelty if line.startswith("tensors not in")]
+    assert not new_tensors, f"{new_tensors}: rebuild onboard/data/families.json (scripts/build_family_catalog.py)"
 
 
 # Expert counts set in config, yet no layer carries experts: transformers builds dense MLPs, inspect says dense.
