@@ -133,6 +133,9 @@ STRUCTURAL_KEYS = frozenset({
     "classifier_bias", "decoder_bias", "norm_bias", "local_attention",
 })  # fmt: skip
 
+# MiniMax's three residual-scaled sublayers (their alpha / beta factors below).
+_MINIMAX_SUBLAYERS = (("full_attn", "full-attention layers'"), ("linear_attn", "linear-attention layers'"),
+                      ("mlp", "MLP's"))  # fmt: skip
 # Keys with a known effect on the numbers that the profile carries no field for. Generated adapters apply each one,
 # or refuse a value their blocks cannot express (generate_adapter/compose_knowledge.GUARDS: every key there must be
 # here, tests/generate/test_compose.py checks it); a serving engine's kernels must apply it too. Reported as info
@@ -173,6 +176,18 @@ KERNEL_FACTS: dict[str, str] = {
     "softmax_scale": "attention scores scaled by this, not 1/sqrt(head_dim)",
     "linear_allow_neg_eigval": "Gated DeltaNet's beta doubled (2 sigmoid(b)): the state transition's eigenvalues "
     "reach -1 (FLA, OLMo-hybrid)",
+    # MiniMax (DeepNet-style): each sublayer's output is residual * alpha + branch * beta, the residual being the
+    # sublayer norm's output. MiniMax-Text-01 sets every alpha to (2 * 80 layers) ** 0.25 = 3.5566.
+    **{
+        f"{kind}_alpha_factor": f"the {what} residual is scaled by this: residual × alpha + output × beta (MiniMax)"
+        for kind, what in _MINIMAX_SUBLAYERS
+    },
+    **{
+        f"{kind}_beta_factor": f"the {what} output is scaled by this: residual × alpha + output × beta (MiniMax)"
+        for kind, what in _MINIMAX_SUBLAYERS
+    },
+    "block_size": "MiniMax: the lightning (linear) attention's chunk length, a tiling that changes the output only "
+    "by rounding; BigBird: the block of its block-sparse attention, which decides the keys each query sees",
 }
 # The values that change nothing beside the plain computation (no finding for them).
 PLAIN_VALUES: dict[str, tuple[object, ...]] = {
@@ -185,6 +200,7 @@ PLAIN_VALUES: dict[str, tuple[object, ...]] = {
     "alibi_bias_max": (8, None),
     "attn_type": ("multihead_attention", None),
     "norm_type": ("layernorm", "low_precision_layernorm", "layer_norm", None),
+    **{f"{kind}_{ab}_factor": (1, 1.0) for kind, _ in _MINIMAX_SUBLAYERS for ab in ("alpha", "beta")},
 }
 
 

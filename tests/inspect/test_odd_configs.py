@@ -115,7 +115,8 @@ def test_keys_whose_effect_the_tensors_show_are_not_unknown() -> None:
     ("key", "plain", "other"),
     [("do_layer_norm_before", True, False), ("scale_attn_weights", True, False),
      ("shared_expert_combination_strategy", "sum", "average"), ("scale_attn_by_inverse_layer_idx", False, True),
-     ("attention_value_scale", None, 0.707)],
+     ("attention_value_scale", None, 0.707), ("full_attn_alpha_factor", 1, 3.5565588200778455),
+     ("linear_attn_beta_factor", 1.0, 2.0), ("mlp_alpha_factor", 1, 3.5565588200778455)],
 )  # fmt: skip
 def test_a_kernel_fact_is_reported_only_for_a_value_that_changes_the_numbers(key: str, plain: object, other: object):
     # OPT-350m's post-norm layers (do_layer_norm_before false) used to read as a "runtime hint" or an unknown field;
