@@ -141,6 +141,15 @@ class ConfigView:
             self.type_errors[self._found_name(names)] = "an integer"
         return default
 
+    def period(self, *names: str, default: int | None = None) -> int | None:
+        """A layer period ("every n-th layer"): a positive integer. Zero or less is recorded as a type error (an
+        error finding naming the field) and `default` is used, so no layer plan divides by it."""
+        value = self.int(*names, default=default)
+        if value is not None and value < 1 and value is not default:
+            self.type_errors[self._found_name(names)] = "a positive integer (every n-th layer)"
+            return default
+        return value
+
     def float(self, *names: str, default: float | None = None) -> float | None:
         value = self.get(*names, default=default)
         if isinstance(value, bool) or not isinstance(value, (int, float)):

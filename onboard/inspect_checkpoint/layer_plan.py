@@ -119,19 +119,19 @@ def _config_kinds(cv: ConfigView, n: int, mla: bool) -> list[str]:
     if isinstance(pattern, str) and pattern:
         table = {"M": "ssm", "*": "full", "-": "none", "E": "none"}
         return [table.get(ch, f"unknown:{ch}") for ch in pattern[:n]]
-    period = cv.int("attn_layer_period")
+    period = cv.period("attn_layer_period")
     if period:
         offset = cv.int("attn_layer_offset", default=0) or 0
         return ["full" if i % period == offset else "ssm" for i in range(n)]
     indices = cv.get("attn_layer_indices")
     if isinstance(indices, list) or cv.has("attn_layer_indices"):  # Bamba: null means no attention layer at all
         return ["full" if i in (indices or ()) else "ssm" for i in range(n)]
-    interval = cv.int("full_attention_interval")
+    interval = cv.period("full_attention_interval")
     if interval and mt.startswith(("qwen3_next", "qwen3_5")):
         return ["full" if (i + 1) % interval == 0 else "linear" for i in range(n)]
     if mt in _ALL_HYBRID:
         return ["hybrid"] * n
-    every = cv.int("global_attn_every_n_layers")  # AFMoE without layer_types: every n-th layer full, others sliding
+    every = cv.period("global_attn_every_n_layers")  # AFMoE without layer_types: every n-th layer full, others sliding
     if every and window:
         return ["sliding" if (i + 1) % every else "full" for i in range(n)]
     if mt in ("mamba", "mamba2", "falcon_mamba"):
@@ -146,7 +146,7 @@ def _config_kinds(cv: ConfigView, n: int, mla: bool) -> list[str]:
         every = (
             default
             if mt in _LAST_LAYER_FULL
-            else cv.int("sliding_window_pattern", "_sliding_window_pattern", default=default)
+            else cv.period("sliding_window_pattern", "_sliding_window_pattern", default=default)
         )
         return _last_layer_full(mt, ["sliding" if (i + 1) % every else "full" for i in range(n)])
     if mt in _WINDOW_AFTER_MAX_LAYERS:
@@ -199,7 +199,7 @@ def _rope_layers(cv: ConfigView, n: int, kinds: list[str]) -> list[bool]:
     flags = cv.get("no_rope_layers")
     if isinstance(flags, list) and len(flags) >= n:
         return [bool(flags[i]) for i in range(n)]
-    interval = cv.int("no_rope_layer_interval")
+    interval = cv.period("no_rope_layer_interval")
     if interval:
         return [(i + 1) % interval != 0 for i in range(n)]
     # RoPE parameters per layer type, None for a type without RoPE (Ergo's and Cohere Compass's global layers):

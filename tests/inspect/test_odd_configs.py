@@ -49,6 +49,23 @@ def test_wrong_types_are_named():
     assert any(f.code == "config-field-type" and "hidden_size" in f.message for f in p.findings)
 
 
+@pytest.mark.parametrize(
+    ("key", "base"),
+    [("sliding_window_pattern", {"model_type": "gemma3_text", "sliding_window": 512}),
+     ("attn_layer_period", {"model_type": "jamba"}), ("full_attention_interval", {"model_type": "qwen3_next"}),
+     ("global_attn_every_n_layers", {"model_type": "afmoe", "sliding_window": 512}),
+     ("no_rope_layer_interval", {"model_type": "smollm3"})],
+)  # fmt: skip
+@pytest.mark.parametrize("value", [0, -2])
+def test_a_layer_period_below_one_is_named_not_divided_by(key: str, base: dict, value: int) -> None:
+    # Gemma 3 with sliding_window_pattern 0 raised ZeroDivisionError (found by mutating the real configs'
+    # fields); a negative period planned nonsense silently. Every "every n-th layer" key is read as a period now.
+    p = profile_from_parts({**base, "hidden_size": 64, "num_hidden_layers": 4, key: value}, None)
+    named = [f for f in p.findings if f.code == "config-field-type" and key in f.message]
+    assert named and "positive integer" in named[0].message, p.findings
+    assert len(p.layers) == 4
+
+
 @pytest.mark.parametrize("config", [{"num_hidden_layers": -1}, {"num_hidden_layers": 10**9}, {"vocab_size": 2**40}])
 def test_implausible_sizes_are_clean_errors(config):
     with pytest.raises(ConfigError, match="not a plausible value"):
