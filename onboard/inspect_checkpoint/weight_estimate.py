@@ -103,6 +103,9 @@ def _estimate(config_json: str, mtp_layers: int) -> Estimate:
     return Estimate(total_bytes + mtp_bytes, detail, how)
 
 
+_NOT_FOR_THE_ESTIMATE = frozenset({"auto_map", "quantization_config", "num_labels", "id2label", "label2id"})
+
+
 class _NoEstimate(Exception):
     """Why no meta model could be built: the message is shown to the user."""
 
@@ -130,8 +133,9 @@ def _meta_model(config: dict[str, Any]) -> tuple[Any, str]:
     else:
         raise _NoEstimate(f"transformers {version} has no causal-LM class for model_type {model_type!r}")
     # Our own dict through transformers' own config class: auto_map (repository code) and the quantization
-    # (sized here, not applied) are left out.
-    clean = {k: v for k, v in config.items() if k not in ("auto_map", "quantization_config")}
+    # (sized here, not applied) are left out, and so are the classification labels: they size no causal-LM weight,
+    # and the config class builds a dict entry per label (num_labels 2**70 hung inspect, then ran out of memory).
+    clean = {k: v for k, v in config.items() if k not in _NOT_FOR_THE_ESTIMATE}
     with _quiet():
         try:
             hf_config = CONFIG_MAPPING[model_type].from_dict(clean)

@@ -204,3 +204,14 @@ def test_a_spelling_in_a_model_section_is_named_with_its_section() -> None:
         "onboard reads rope_parameters.rope_theta"
     ]
     assert not codes.get("config-unknown-field"), codes
+
+
+def test_a_huge_label_count_does_not_reach_transformers_config_class() -> None:
+    # The config-only weight estimate builds transformers' config class, which makes a dict entry per label:
+    # num_labels 2**70 hung inspect until it ran out of memory. Labels size no causal-LM weight and are left out.
+    config = {"model_type": "llama", "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
+              "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 256}  # fmt: skip
+    plain = profile_from_parts(config, None)
+    labelled = profile_from_parts({**config, "num_labels": 2**70, "id2label": {"0": "a"}}, None)
+    assert plain.memory.weights_source == labelled.memory.weights_source == "estimated"
+    assert labelled.memory.weights_bytes == plain.memory.weights_bytes > 0
