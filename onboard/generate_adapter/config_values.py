@@ -23,6 +23,7 @@ from functools import cache
 from typing import Any
 
 from onboard.errors import ConfigError
+from onboard.inspect_checkpoint.config_class_input import for_config_class
 from onboard.inspect_checkpoint.config_view import MODEL_SECTIONS
 from onboard.inspect_checkpoint.numerics import ACTIVATION_KEYS, family_activation
 from onboard.serde import decode_special_floats
@@ -187,7 +188,7 @@ def read_config(config: Mapping[str, Any]) -> ConfigValues:
     if cls is None:
         return ConfigValues(config)
     try:
-        resolved = cls.from_dict(dict(config))
+        resolved = cls.from_dict(for_config_class(config))
     except Exception as exc:  # transformers validates configs in many ways; any rejection is the same finding
         raise ConfigError(
             f"config.json: transformers' {cls.__name__} rejects it ({type(exc).__name__}: {exc})",

@@ -26,6 +26,7 @@ from functools import lru_cache
 from typing import Any
 
 from onboard.inspect_checkpoint import tensor_names as tn
+from onboard.inspect_checkpoint.config_class_input import for_config_class
 from onboard.inspect_checkpoint.memory import KV_DTYPE_BYTES
 from onboard.inspect_checkpoint.quant_bytes import ByteModel, byte_model
 from onboard.profile import WeightsEstimate
@@ -103,9 +104,6 @@ def _estimate(config_json: str, mtp_layers: int) -> Estimate:
     return Estimate(total_bytes + mtp_bytes, detail, how)
 
 
-_NOT_FOR_THE_ESTIMATE = frozenset({"auto_map", "quantization_config", "num_labels", "id2label", "label2id"})
-
-
 class _NoEstimate(Exception):
     """Why no meta model could be built: the message is shown to the user."""
 
@@ -133,11 +131,10 @@ def _meta_model(config: dict[str, Any]) -> tuple[Any, str]:
     else:
         raise _NoEstimate(f"transformers {version} has no causal-LM class for model_type {model_type!r}")
     # Our own dict through transformers' own config class: auto_map (repository code) and the quantization
-    # (sized here, not applied) are left out, and so are the classification labels: they size no causal-LM weight,
-    # and the config class builds a dict entry per label (num_labels 2**70 hung inspect, then ran out of memory).
-    clean = {k: v for k, v in config.items() if k not in _NOT_FOR_THE_ESTIMATE}
+    # (sized here, not applied) are left out; config_class_input drops the labels and refuses absurd layer counts.
     with _quiet():
         try:
+            clean = for_config_class({k: v for k, v in config.items() if k not in ("auto_map", "quantization_config")})
             hf_config = CONFIG_MAPPING[model_type].from_dict(clean)
             layers = getattr(hf_config.get_text_config(), "num_hidden_layers", 0) or 0
             if not isinstance(layers, int) or layers > MAX_LAYERS:
