@@ -14,6 +14,7 @@ from onboard.errors import ConfigError
 from onboard.findings import Finding, info, warning
 from onboard.inspect_checkpoint import tensor_names as tn
 from onboard.inspect_checkpoint.checkpoint_types import TensorInfo
+from onboard.inspect_checkpoint.config_class_input import MAX_LAYERS
 from onboard.inspect_checkpoint.config_view import TOWER_SECTIONS, ConfigView, tie_word_embeddings
 from onboard.inspect_checkpoint.layer_plan import class_layer_types, plan_layers, shared_kv_sources
 from onboard.inspect_checkpoint.lm_view import in_layer, language_view, shape_of
@@ -261,7 +262,7 @@ def _dims(cv: ConfigView, mla: bool, lm: dict[str, TensorInfo] | None) -> Dims:
 
 
 # Generous upper bounds: a config beyond them is corrupt, and building per-layer plans for it would exhaust memory.
-_LIMITS = {"hidden": 1 << 20, "num_hidden_layers": 10_000, "num_attention_heads": 1 << 14, "num_key_value_heads": 1 << 14,
+_LIMITS = {"hidden": 1 << 20, "num_hidden_layers": MAX_LAYERS, "num_attention_heads": 1 << 14, "num_key_value_heads": 1 << 14,
            "head_dim": 1 << 14, "vocab_size": 1 << 26}  # fmt: skip
 
 

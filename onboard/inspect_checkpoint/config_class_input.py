@@ -18,7 +18,7 @@ from typing import Any
 from onboard.errors import ConfigError
 
 MAX_LAYERS = 10_000
-"""Generous: the deepest released decoders have a few hundred layers (inspect's plausibility limit is the same)."""
+"""Generous: the deepest released decoders have a few hundred layers (inspect's plausibility check reads it too)."""
 LABEL_KEYS = frozenset({"num_labels", "id2label", "label2id"})
 LAYER_COUNT_KEYS = ("num_hidden_layers", "n_layer", "n_layers", "num_layers", "num_decoder_layers")
 

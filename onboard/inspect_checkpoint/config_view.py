@@ -142,8 +142,8 @@ class ConfigView:
         return default
 
     def period(self, *names: str, default: int | None = None) -> int | None:
-        """A layer period ("every n-th layer"): a positive integer. Zero or less is recorded as a type error (an
-        error finding naming the field) and `default` is used, so no layer plan divides by it."""
+        """A layer period ("every n-th layer"): a positive integer. Zero or less is recorded as a type error (the
+        config-field-type warning naming the field) and `default` is used, so no layer plan divides by it."""
         value = self.int(*names, default=default)
         if value is not None and value < 1 and value is not default:
             self.type_errors[self._found_name(names)] = "a positive integer (every n-th layer)"
