@@ -6,6 +6,9 @@ Exit codes: 0 ok, 1 checks found errors, 2 unusable input or usage.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 
 class OnboardError(Exception):
     """Base class: a message for people and an optional hint saying what to do next."""
@@ -77,3 +80,21 @@ class SandboxError(InputError):
 class UnknownDtype(InputError):
     """A dtype the parity comparator has no bounds for (onboard/comparator.py's THRESHOLDS name the dtypes it
     knows): refused, never judged with another dtype's bounds."""
+
+
+def is_native_panic(exc: BaseException) -> bool:
+    """pyo3's PanicException: a Rust library (tokenizers, safetensors) panicking, e.g. on a malformed tokenizer.json.
+    It derives from BaseException, so `except Exception` lets it through to a traceback."""
+    return type(exc).__name__ == "PanicException" and type(exc).__module__ == "pyo3_runtime"
+
+
+@contextmanager
+def panics_as_errors() -> Iterator[None]:
+    """A Rust library's panic inside the block re-raised as RuntimeError, for the caller's `except Exception` that
+    turns a library's refusal of a file into an InputError naming it."""
+    try:
+        yield
+    except BaseException as exc:
+        if is_native_panic(exc):
+            raise RuntimeError(f"the Rust library panicked ({str(exc).strip()[:200]})") from exc
+        raise

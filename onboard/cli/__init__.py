@@ -16,7 +16,7 @@ import click
 
 from onboard import __version__
 from onboard.collector import paused
-from onboard.errors import OnboardError
+from onboard.errors import OnboardError, is_native_panic
 
 # command name -> (module, attribute). Imported lazily so `--help` never pays for a stage's imports.
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -109,8 +109,8 @@ def _run(argv: list[str] | None) -> None:
     except KeyboardInterrupt:
         click.echo("Interrupted.", err=True)
         sys.exit(130)
-    except Exception as exc:  # never show a traceback to users unless asked
-        if debug:
+    except BaseException as exc:  # never show a traceback to users unless asked (a Rust library's panic included)
+        if debug or not (isinstance(exc, Exception) or is_native_panic(exc)):
             raise
         report_error(
             f"internal error: {type(exc).__name__}: {exc}",

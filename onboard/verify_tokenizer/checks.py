@@ -22,6 +22,7 @@ CHECK_CODES: dict[str, tuple[str, ...]] = {
     "chat_template_parity": ("template-", "double-bos", "golden-drift-render"),
     "declared_stop_set": (
         "eos-mismatch",
+        "eos-id-out-of-range",
         "end-of-turn-not-stop",
         "eos-config-disagreement",
         "pad-equals-eos",

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from onboard.errors import InputError
+from onboard.errors import InputError, panics_as_errors
 from onboard.lfs import read_pointer
 from onboard.verify_tokenizer.bpe import Encoder, MergesBPE, RankBPE, encode_with_special
 from onboard.verify_tokenizer.patterns import (
@@ -72,7 +72,8 @@ def load_tokenizer_json(path: Path, info: RepoTokenizerInfo) -> Reference:
     from tokenizers import Tokenizer
 
     try:
-        tok = Tokenizer.from_file(str(path))
+        with panics_as_errors():
+            tok = Tokenizer.from_file(str(path))
     except Exception as exc:
         raise InputError(
             f"{path.name}: cannot be loaded by the tokenizers library ({exc})",

@@ -20,7 +20,8 @@ CONTROL_SHAPE = re.compile(r"^<\|[^|<>]+\|>$|^<｜[^｜]+｜>$")
 @dataclass(frozen=True)
 class SpecialTokens:
     declared: dict[str, dict[str, list[int]]]
-    """file -> role -> ids that file declares (text names resolved through the tokenizer)."""
+    """file -> role -> ids that file declares (text names resolved through the tokenizer), ids no token has
+    included (the stop set leaves those out: `in_range`)."""
     tokenizer: dict[str, int | None]
     """role -> id the loaded tokenizer uses."""
     add_bos_token: bool | None
@@ -64,6 +65,18 @@ def declared_tokens(repo: TokenizerRepo, subject: Subject | None) -> dict[str, d
     return out
 
 
+MAX_TOKEN_ID = 2**31 - 1
+"""Ids above this fit no engine's token type (llama.cpp's llama_token, vLLM's int32 token ids) whatever the vocabulary."""
+
+
+def in_range(declared: dict[str, dict[str, list[int]]], size: int | None) -> dict[str, dict[str, list[int]]]:
+    """`declared` without the ids no token can have: negative, at least `size` (the tokenizer's length, when known),
+    or above MAX_TOKEN_ID. They can never be generated, so they stop nothing; analyse() reports them."""
+    limit = MAX_TOKEN_ID + 1 if size is None else min(size, MAX_TOKEN_ID + 1)
+    return {file: {role: [i for i in ids if 0 <= i < limit] for role, ids in roles.items()}
+            for file, roles in declared.items()}  # fmt: skip
+
+
 def declared_stop_ids(
     declared: dict[str, dict[str, list[int]]], tokenizer_eos: int | None, end_of_turn: list[int]
 ) -> list[int]:
@@ -100,7 +113,7 @@ def checkpoint_stop_set(folder: Path, *, engine: bool = False) -> list[int]:
         subject = open_subject(repo) if has_tokenizer else None
     except (NoVocabulary, LfsPointerError):
         subject = None
-    declared = declared_tokens(repo, subject)
+    declared = in_range(declared_tokens(repo, subject), len(subject) if subject is not None else None)
     eos = subject.hf.eos_token_id if subject is not None else None
     if engine:
         return engine_stop_ids(declared, eos)
@@ -120,13 +133,26 @@ def analyse(
     template: str | None = None,
 ) -> tuple[SpecialTokens, list[Finding]]:
     findings: list[Finding] = []
-    declared = declared_tokens(repo, subject)
+    size = len(subject)
+    as_declared = declared_tokens(repo, subject)
+    declared = in_range(as_declared, size)
+    for file, roles in as_declared.items():
+        for role, ids in roles.items():
+            bad = [i for i in ids if i not in declared[file][role]]
+            if bad:  # an EOS that is no token leaves the stop set short (error); a pad of -1 is an old "none"
+                findings.append((error if role == "eos" else warning)(
+                    f"{role}-id-out-of-range",
+                    f"{file} {role}_token_id declares {bad[0]}, which no token of this {size}-token tokenizer has"
+                    + (": it is never generated, so it stops nothing (left out of the stop set)" if role == "eos" else ""),
+                    f"set {role}_token_id in {file} to the id of the {role.upper()} token (0 to {size - 1})"
+                    + ("" if role == "eos" else ", or remove it"),
+                    file=file,
+                ))  # fmt: skip
     hf = subject.hf
     tokenizer = {role: getattr(hf, f"{role}_token_id", None) for role in ROLES}
     tok_config = repo.json("tokenizer_config.json") or {}
     add_bos, add_eos = tok_config.get("add_bos_token"), tok_config.get("add_eos_token")
     inserts_bos, inserts_eos = subject.observed_insertion()
-    size = len(subject)
 
     gen_eos = declared.get("generation_config.json", {}).get("eos", [])
     cfg_eos = declared.get("config.json", {}).get("eos", [])
@@ -199,7 +225,7 @@ def analyse(
     findings += _not_special(repo, subject, stops, template or "")
     stop_tokens = [_show(subject, i) for i in stops]
     findings.append(info("stop-set", f"stop set: {', '.join(stop_tokens) or 'empty'}"))
-    tokens = SpecialTokens(declared, tokenizer, add_bos, add_eos, inserts_bos, inserts_eos, stops, stop_tokens,
+    tokens = SpecialTokens(as_declared, tokenizer, add_bos, add_eos, inserts_bos, inserts_eos, stops, stop_tokens,
                            size, embedding_rows)  # fmt: skip
     return tokens, findings
 

@@ -18,9 +18,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from onboard.errors import InputError
+from onboard.errors import InputError, panics_as_errors
 from onboard.findings import Finding, warning
 from onboard.lfs import LfsPointerError
+from onboard.verify_tokenizer.settings import check_settings
 from onboard.verify_tokenizer.vocabulary import (
     SETTINGS_FILES,
     NoVocabulary,
@@ -140,8 +141,11 @@ def _raw_bpe(root: Path) -> Subject:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from transformers import GPT2Tokenizer
 
+    check_settings(root)
+
     try:
-        tok = GPT2Tokenizer.from_pretrained(str(root), trust_remote_code=False, local_files_only=True)
+        with panics_as_errors():
+            tok = GPT2Tokenizer.from_pretrained(str(root), trust_remote_code=False, local_files_only=True)
     except Exception as exc:  # malformed vocab.json / merges.txt: tokenizers raises several types
         raise InputError(
             f"{root.name}: vocab.json + merges.txt cannot be loaded as byte-level BPE ({type(exc).__name__}: "
@@ -171,8 +175,9 @@ def load_subject(root: Path) -> Subject:
     from onboard.reference import tokenizer_needs_code, trust_remote_code
 
     logging.getLogger("transformers").setLevel(logging.ERROR)
+    check_settings(root)
     try:
-        with warnings.catch_warnings():
+        with warnings.catch_warnings(), panics_as_errors():
             warnings.simplefilter("ignore")
             tok = AutoTokenizer.from_pretrained(str(root), trust_remote_code=trust_remote_code(), local_files_only=True)
     except Exception as exc:  # transformers raises many types (ValueError, OSError, Exception from tokenizers)
