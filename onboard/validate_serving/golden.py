@@ -19,7 +19,7 @@ import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import msgspec
 
@@ -128,16 +128,22 @@ class _ManifestShape(msgspec.Struct):
     long_prompt: dict[str, Any] | None = None
 
 
+# A token id is never negative; a log-probability is never above 0 (the comparator exponentiates them); each
+# position's top-k lists at least one token.
+_TokenId = Annotated[int, msgspec.Meta(ge=0)]
+_LogProb = Annotated[float, msgspec.Meta(le=0.0)]
+
+
 class _PromptLine(msgspec.Struct):
     """One line of prompts.jsonl, as prompt_line writes it."""
 
     name: str
     kind: str
-    prompt_ids: list[int]
-    generated_ids: list[int]
-    top_ids: list[list[int]]
-    top_logprobs: list[list[float]]
-    token_logprobs: list[float | None]
+    prompt_ids: list[_TokenId]
+    generated_ids: list[_TokenId]
+    top_ids: list[Annotated[list[_TokenId], msgspec.Meta(min_length=1)]]
+    top_logprobs: list[list[_LogProb]]
+    token_logprobs: list[_LogProb | None]
     text: str | None = None
     boundaries: dict[str, int] = {}
 
@@ -167,6 +173,11 @@ def read_golden(folder: Path) -> GoldenSet:
         doc = serde.decode_json(line, _PromptLine, f"{where}: malformed golden line", redo)
         if not len(doc.top_ids) == len(doc.top_logprobs) == len(doc.token_logprobs):
             raise InputError(f"{where}: malformed golden line (top_ids, top_logprobs and token_logprobs differ "
+                             "in length)", redo)  # fmt: skip
+        uneven = next((j for j, (ids, lps) in enumerate(zip(doc.top_ids, doc.top_logprobs)) if len(ids) != len(lps)),
+                      None)  # fmt: skip
+        if uneven is not None:
+            raise InputError(f"{where}: malformed golden line (top_ids[{uneven}] and top_logprobs[{uneven}] differ "
                              "in length)", redo)  # fmt: skip
         rows = tuple(
             TopK(tuple(ids), tuple(lps), tok)

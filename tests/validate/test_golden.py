@@ -102,6 +102,35 @@ def test_read_golden_errors_name_the_file_and_line(tiny, tmp_path: Path) -> None
         read_golden(bad)
 
 
+@pytest.mark.parametrize(
+    ("field", "value", "says"),
+    [
+        (("top_ids", 2), [], r"Expected `array` of length >= 1 - at `\$\.top_ids\[2\]`"),  # was an IndexError
+        (("top_logprobs", 2, 0), 1e30, r"Expected `float` <= 0.0 - at `\$\.top_logprobs\[2\]\[0\]`"),  # OverflowError
+        (("token_logprobs", 1), 0.5, r"<= 0.0 - at `\$\.token_logprobs\[1\]`"),
+        (("prompt_ids", 0), -1, r"Expected `int` >= 0 - at `\$\.prompt_ids\[0\]`"),
+        (("top_logprobs", 2), [-0.5], r"top_ids\[2\] and top_logprobs\[2\] differ in length"),
+    ],
+)
+def test_read_golden_refuses_values_no_reference_writes(tiny, tmp_path: Path, field: tuple, value, says: str) -> None:
+    """Values that broke `onboard golden diff` / validate deep in the comparator are refused where the line is read,
+    naming the file, the line and the JSON path."""
+    src = tiny.golden("qwen3").folder
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    (bad / "MANIFEST.json").write_text((src / "MANIFEST.json").read_text())
+    lines = (src / "prompts.jsonl").read_text().splitlines()
+    doc = json.loads(lines[1])
+    target = doc
+    for key in field[:-1]:
+        target = target[key]
+    target[field[-1]] = value
+    (bad / "prompts.jsonl").write_text("\n".join([lines[0], json.dumps(doc), *lines[2:]]) + "\n")
+    with pytest.raises(InputError, match=r"prompts.jsonl:2: malformed golden line.*" + says) as info:
+        read_golden(bad)
+    assert info.value.hint == "re-record the goldens"
+
+
 def test_recording_keeps_other_stages_files(tiny, tmp_path: Path) -> None:
     """golden_outputs/<slug>/ is shared (verify-tokenizer writes tokenizer.json there): recording must not drop it."""
     from onboard.validate_serving.golden import record
