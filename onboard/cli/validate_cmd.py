@@ -99,6 +99,10 @@ def validate_command(
     if endpoint and candidate != "adapter":
         raise InputError("--candidate is for in-process validation", "drop --candidate when using --endpoint")
     spec_args = speculative_args(speculative, speculative_k, engine_name, endpoint)  # before goldens or an engine
+    if plan_file is not None:
+        from onboard.quantize.plan_file import read_plan
+
+        read_plan(plan_file)  # a plan no quantize-plan wrote is named now, not after the whole run (judge_served)
     golden = read_golden(golden_dir or default_golden_dir(source))
     checkpoint = checkpoint_of(source, endpoint)
     if checkpoint is not None:

@@ -11,6 +11,7 @@ from typing import Any
 from onboard.engines import llamacpp
 from onboard.errors import InputError
 from onboard.findings import Finding, exit_code_for
+from onboard.quantize.plan_file import read_plan
 
 EXACT_INTERMEDIATE = {"bfloat16": "bf16", "float16": "f16"}
 """Stored dtype -> the converter type that keeps the weights exactly, before quantizing (anything else: f32)."""
@@ -24,11 +25,10 @@ def convert_gguf(
 
     folder = resolve_local(source)
     refuse_repository_code(folder)
+    plan = read_plan(plan_file) if plan_file is not None else None  # a bad plan is named before any engine runs
     llamacpp.require()
     target = out or Path("onboarding") / slug(source) / f"{folder.name}-{outtype.upper()}.gguf"
-    overrides = llamacpp.Overrides()
-    if plan_file is not None:
-        overrides = llamacpp.plan_overrides(_read_plan(plan_file), folder)
+    overrides = llamacpp.Overrides() if plan is None else llamacpp.plan_overrides(plan, folder)
     quantizing = plan_file is not None or outtype not in llamacpp.CONVERTER_TYPES
     findings: list[Finding] = []
     written: Path | None = None
@@ -64,16 +64,6 @@ def _intermediate(folder: Path) -> str:
         config = {}
     stored = config.get("dtype") or config.get("torch_dtype")
     return EXACT_INTERMEDIATE.get(str(stored), "f32")
-
-
-def _read_plan(path: Path) -> dict[str, Any]:
-    from onboard.fsutil import read_json
-
-    plan = read_json(path)
-    if not isinstance(plan, dict) or not isinstance(plan.get("units"), list):
-        raise InputError(f"--plan {path}: not a quantize-plan.json (no units list)",
-                         "pass the quantize-plan.json that `onboard quantize-plan` wrote")  # fmt: skip
-    return plan
 
 
 def refuse_repository_code(folder: Path) -> None:

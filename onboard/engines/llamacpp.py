@@ -22,11 +22,14 @@ import tempfile
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from onboard.engines import venvs
 from onboard.engines.launch import EngineStartError, free_port, serve_process
 from onboard.findings import Finding, fatal
+
+if TYPE_CHECKING:
+    from onboard.quantize.plan_file import PlanFile
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
@@ -174,11 +177,11 @@ TENSOR_TYPE = re.compile(r"--tensor-type '([^=']+)=([^']+)'")
 FLAG = re.compile(r"--(token-embedding-type|output-tensor-type) (\S+)")
 
 
-def plan_overrides(plan: dict[str, Any], folder: Path) -> Overrides:
+def plan_overrides(plan: PlanFile, folder: Path) -> Overrides:
     """The quantize-plan's per-tensor llama.cpp types, from the same mapping that writes its llama-quantize.sh."""
     from onboard.quantize.emit import checkpoint_tensors, llama_cpp, tensors_by_unit
 
-    units = {u["unit"]: u["format"] for u in plan.get("units", [])}
+    units = {u.unit: u.format for u in plan.units}
     text = llama_cpp(units, tensors_by_unit(checkpoint_tensors(folder)), str(folder)).text
     flags = dict(FLAG.findall(text))
     return Overrides(tuple(TENSOR_TYPE.findall(text)), flags.get("token-embedding-type"),

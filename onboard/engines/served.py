@@ -161,12 +161,7 @@ def budget_from(budget_kl: float | None, plan_file: Path | None) -> tuple[float 
     """(budget, planned KL): --budget-kl wins; else the plan's budget_kl and measured_kl."""
     if plan_file is None:
         return budget_kl, None
-    from onboard.fsutil import read_json
+    from onboard.quantize.plan_file import read_plan
 
-    plan = read_json(plan_file)
-    if not isinstance(plan, dict) or not isinstance(plan.get("budget_kl", budget_kl), (int, float, type(None))):
-        raise InputError(f"{plan_file}: not a quantize-plan.json (no numeric budget_kl)", "pass the file "
-                         "`onboard quantize-plan` wrote")  # fmt: skip
-    budget = budget_kl if budget_kl is not None else plan.get("budget_kl")
-    planned = plan.get("measured_kl")
-    return budget, planned if isinstance(planned, (int, float)) else None
+    plan = read_plan(plan_file)
+    return (budget_kl if budget_kl is not None else plan.budget_kl), plan.measured_kl

@@ -208,7 +208,7 @@ ENGINE_FILES = {LLAMA_CPP: "llama-quantize.sh", VLLM: "llmcompressor-recipe.yaml
 def write_files(out: Path, detail: dict[str, Any], folder: Path, source: str) -> list[Path]:
     """quantize-plan.json and the engine files into `out` (each written atomically); `detail` gains `engines`."""
     from onboard.fsutil import atomic_write, atomic_write_json
-    from onboard.quantize.report import PLAN_FILE
+    from onboard.quantize.plan_file import PLAN_FILE
 
     by_unit = tensors_by_unit(checkpoint_tensors(folder))
     plan = {u["unit"]: u["format"] for u in detail["units"]}

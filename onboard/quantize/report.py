@@ -12,8 +12,7 @@ from typing import Any
 import msgspec
 
 from onboard.promote import svg
-
-PLAN_FILE = "quantize-plan.json"
+from onboard.quantize.plan_file import PLAN_FILE, ChosenUnit
 
 PlotParts = tuple[str, str, str, str]
 """(id, title, svg, caption)"""
@@ -34,12 +33,6 @@ class _Unit(msgspec.Struct):
     activation_outlier: float | None = None
 
 
-class _Chosen(msgspec.Struct):
-    unit: str
-    format: str | None = None
-    kl_alone: float | None = None
-
-
 class _Uniform(msgspec.Struct):
     format: str | None = None
     bytes: int | float | None = None
@@ -50,7 +43,7 @@ class _Plan(msgspec.Struct):
     """The fields of quantize-plan.json the report reads (plan.py writes more)."""
 
     sensitivity: list[_Unit]
-    units: list[_Chosen] = []
+    units: list[ChosenUnit] = []
     bytes: int = 0
     bf16_bytes: int = 0
     predicted_kl: float | None = None
@@ -100,9 +93,9 @@ def _table(plan: _Plan) -> TableParts:
     chosen = {u.unit: u for u in plan.units}
     rows = []
     for unit in plan.sensitivity:
-        pick = chosen.get(unit.unit) or _Chosen(unit.unit)
+        pick = chosen.get(unit.unit)
         rows.append((
-            unit.unit, pick.format or "—", _fmt(pick.kl_alone), _fmt(_coarsest_kl(unit)),
+            unit.unit, pick.format if pick else "—", _fmt(pick and pick.kl_alone), _fmt(_coarsest_kl(unit)),
             _fmt(unit.weight_outlier), _fmt(unit.activation_outlier),
         ))  # fmt: skip
     best = plan.uniform_best or _Uniform()

@@ -4,6 +4,7 @@ for a quantized GGUF, the converter's unsupported-architecture message as a find
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -65,3 +66,36 @@ def test_converter_refusing_an_architecture_is_that_finding(tmp_path: Path, caps
     finding = json.loads(capsys.readouterr().out)["findings"][0]
     assert exit_info.value.code == 2 and finding["code"] == "gguf-unsupported-architecture", finding
     assert "Qwen9ForCausalLM" in finding["message"] and not (tmp_path / "x.gguf").exists()
+
+
+@pytest.mark.parametrize(
+    ("edit", "says"),
+    [
+        (lambda p: p.update(units="all"), r"Expected `array`, got `str` - at `\$\.units`"),
+        (
+            lambda p: p["units"].__setitem__(0, "layer.0.attn.qkv"),
+            r"Expected `object`, got `str` - at `\$\.units\[0\]`",
+        ),
+        (lambda p: p["units"][0].pop("format"), r"missing required field `format` - at `\$\.units\[0\]`"),
+        (lambda p: p["units"][0].update(unit="layer0"), r"\$\.units\[0\]\.unit 'layer0' is not a unit quantize-plan"),
+        (lambda p: p["units"][1].update(format="q3_k"), r"\$\.units\[1\]\.format 'q3_k' is not a known format"),
+        (lambda p: p.update(budget_kl="small"), r"Expected `float \| null`, got `str` - at `\$\.budget_kl`"),
+    ],
+)
+def test_a_plan_no_quantize_plan_wrote_is_named_before_any_engine_runs(tmp_path: Path, capsys, edit, says) -> None:
+    # Before: a unit that is not an object, or a unit name without its layer, was a TypeError / IndexError deep in
+    # the per-tensor mapping, after the converter had run (or a budget that is text reached the KL check).
+    plan = {"budget_kl": 0.002, "measured_kl": 0.0015,
+            "units": [{"unit": "layer.0.attn.qkv", "format": "q8_0"}, {"unit": "embedding+head", "format": "bf16"}]}  # fmt: skip
+    edit(plan)
+    path = tmp_path / "quantize-plan.json"
+    path.write_text(json.dumps(plan))
+    for argv in (["convert", "gguf", str(FIXTURE), "--plan", str(path), "--out", str(tmp_path / "x.gguf")],
+                 ["validate", str(FIXTURE), "--engine", "llama.cpp", "--gguf", str(tmp_path / "x.gguf"),
+                  "--plan", str(path)]):  # fmt: skip
+        with pytest.raises(SystemExit) as exit_info:
+            main(argv)
+        err = capsys.readouterr().err
+        assert exit_info.value.code == 2 and "Error: " in err and "internal error" not in err, (argv[0], err)
+        assert re.search(says, err) and "quantize-plan.json" in err, (argv[0], err)
+    assert not (tmp_path / "x.gguf").exists()
