@@ -110,6 +110,23 @@ def test_bad_option_values_are_usage_errors(demo):
     assert run("inspect", str(demo), "--max-model-len", "0").returncode == 2
 
 
+def test_a_command_that_loads_triton_ends_with_its_own_output(demo, tmp_path):
+    # The command's last line stays the last thing a user sees: no nanobind "leaked instances / types / functions"
+    # report from libtriton at teardown (it came when cli.main froze the collector with Triton's objects alive).
+    r = run("generate", str(demo), "--out", str(tmp_path / "gen"))
+    assert r.returncode in (0, 1), r.stderr[-2000:]
+    assert r.stderr.rstrip().splitlines()[-1].startswith("UNVERIFIED adapter_parity"), r.stderr[-2000:]
+    assert "nanobind" not in r.stderr and "leaked" not in r.stderr
+    # The same command with the collector frozen at the end regardless: this Triton does print the report.
+    frozen = "import gc, sys\nfrom onboard import cli\ntry:\n    cli.main(sys.argv[1:])\nfinally:\n    gc.freeze()"
+    bare = subprocess.run([sys.executable, "-c", frozen, "generate", str(demo), "--out", str(tmp_path / "bare")],
+                          capture_output=True, text=True, cwd=REPO, timeout=120,
+                          env={**os.environ, "HF_HUB_OFFLINE": "1"})  # fmt: skip
+    if "nanobind" not in bare.stderr:
+        pytest.skip("this Triton prints no teardown report: nothing to hide (a Triton that prints one checks this)")
+    assert bare.returncode == r.returncode
+
+
 def test_debug_env_shows_traceback(tmp_path):
     r = run("inspect", str(tmp_path / "nope"), env={"ONBOARD_DEBUG": "1"})
     assert r.returncode != 0 and "Traceback" in r.stderr
