@@ -89,7 +89,12 @@ class MLAttention(nn.Module):
     """MLA self-attention. forward(x [B, S, hidden], cos, sin [.., S, qk_rope_head_dim / 2]) -> [B, S, hidden].
 
     `rope_interleaved=True` for checkpoints whose rope dims are stored as interleaved pairs (DeepSeek V3's
-    `rope_interleave`); attention scores equal HF's, which writes the rotated pairs de-interleaved."""
+    `rope_interleave`); attention scores equal HF's, which writes the rotated pairs de-interleaved.
+
+    dots.llm3's variant (all off by default): `latent_scale` multiplies the normed q and kv latents by
+    sqrt(hidden / rank) (the indexer reads the scaled q latent); `k_rope_norm_eps` RMS-normalises the shared rotary key
+    head before its rotation (`k_rope_only_layernorm`); `head_gate` multiplies each head's output by
+    sigmoid(g_proj(x)), one value per head, before o_proj."""
 
     def __init__(
         self,
@@ -106,6 +111,9 @@ class MLAttention(nn.Module):
         scale: float | None = None,
         rope_interleaved: bool = False,
         indexer: IndexerSpec | None = None,
+        latent_scale: bool = False,
+        k_rope_norm_eps: float | None = None,
+        head_gate: bool = False,
     ) -> None:
         super().__init__()
         self.num_heads, self.q_lora_rank, self.kv_lora_rank = num_heads, q_lora_rank, kv_lora_rank
@@ -127,6 +135,12 @@ class MLAttention(nn.Module):
         if indexer is not None and q_lora_rank is None:
             raise ValueError("the DSA indexer reads the low-rank query latent: q_lora_rank is required")
         self.indexer = Indexer(hidden_size, q_lora_rank, indexer) if indexer is not None else None  # type: ignore[arg-type]
+        self.q_latent_scale = (hidden_size / q_lora_rank) ** 0.5 if latent_scale and q_lora_rank else 1.0
+        self.kv_latent_scale = (hidden_size / kv_lora_rank) ** 0.5 if latent_scale else 1.0
+        if k_rope_norm_eps is not None:
+            self.k_rope_only_layernorm = RMSNorm(qk_rope_head_dim, k_rope_norm_eps)
+        self.k_rope_norm = k_rope_norm_eps is not None
+        self.g_proj = nn.Linear(hidden_size, num_heads, bias=False) if head_gate else None
 
     def forward(
         self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, ctx: AttentionContext | None = None
@@ -136,12 +150,20 @@ class MLAttention(nn.Module):
         b, s, _ = x.shape
         h = self.num_heads
         q_latent = None if self.q_lora_rank is None else self.q_a_layernorm(self.q_a_proj(x))
+        if q_latent is not None and self.q_latent_scale != 1.0:
+            q_latent = q_latent * self.q_latent_scale
         q = self.q_proj(x) if q_latent is None else self.q_b_proj(q_latent)
         q_nope, q_rot = q.view(b, s, h, self.qk_head_dim).split([self.nope, self.rope_dim], dim=-1)
         kv_latent, k_rot = self.kv_a_proj_with_mqa(x).split([self.kv_lora_rank, self.rope_dim], dim=-1)
+        k_rot = k_rot.reshape(b, s, 1, self.rope_dim)
+        if self.k_rope_norm:
+            k_rot = self.k_rope_only_layernorm(k_rot)
         q_rot = dispatch.rope(q_rot, cos, sin, self.rope_interleaved)
-        k_rot = dispatch.rope(k_rot.reshape(b, s, 1, self.rope_dim), cos, sin, self.rope_interleaved)
-        kv = self.kv_b_proj(self.kv_a_layernorm(kv_latent)).view(b, s, h, self.nope + self.v_head_dim)
+        k_rot = dispatch.rope(k_rot, cos, sin, self.rope_interleaved)
+        kv_latent = self.kv_a_layernorm(kv_latent)
+        if self.kv_latent_scale != 1.0:
+            kv_latent = kv_latent * self.kv_latent_scale
+        kv = self.kv_b_proj(kv_latent).view(b, s, h, self.nope + self.v_head_dim)
         k_nope, v = kv.split([self.nope, self.v_head_dim], dim=-1)
         q = torch.cat((q_nope, q_rot), dim=-1)
         k = torch.cat((k_nope, k_rot.expand(b, s, h, self.rope_dim)), dim=-1)
@@ -151,4 +173,6 @@ class MLAttention(nn.Module):
         if ctx.cache is not None:
             k, v = ctx.cache.extend(k, v)
         out = attend(q.transpose(1, 2), k, v, self.scale, key_mask=ctx.key_mask, keep=keep)
+        if self.g_proj is not None:
+            out = out * torch.sigmoid(self.g_proj(x)).view(b, s, h, 1)
         return self.o_proj(out.reshape(b, s, h * self.v_head_dim))

@@ -247,7 +247,7 @@ class Composer:
             ffn = ", ".join(f'"{name}"' for name in FEED_FORWARD_LAYER_TYPES.values())
             expr = f"None if layer_type in ({ffn}) else {expr}"  # a feed-forward layer (Nemotron-H)
         g_gate = self.roles.get("attn.g_gate")  # read only by softmax attention's options: MLA, linear mixers do not
-        if g_gate is not None and not any(g_gate.source in rule.sources for rule in self.wm.rules):
+        if g_gate is not None and not self.wm.reads(g_gate.source):
             self.unconsumed_tensor_stubs([g_gate.template])
         return expr  # type: ignore[return-value]
 

@@ -212,6 +212,10 @@ FAMILY_FACTS: dict[str, dict[str, object]] = {
     # rotary half-split (DeepSeek-V3.2) or interleaved (GLM-MoE-DSA)
     "deepseek_v32": {"mla_rope_interleave": True},
     "glm_moe_dsa": {"mla_rope_interleave": True, "indexer_rope_interleaved": True},
+    # dots.llm3 (Dots3Note): GLM-MoE-DSA's rotary layout, plus the normed q / kv latents scaled by sqrt(hidden / rank)
+    # and the latent norms at rms_norm_eps (its code), and sigmoid(g_proj(x)) gating each head's output
+    "dots3_note_text": {"mla_rope_interleave": True, "indexer_rope_interleaved": True, "mla_latent_scale": True,
+                        "mla_latent_norm_eps": "config", "attention_gate_fn": "sigmoid"},
     # qkv_proj rows in mp_num=4 blocks of [q, v, k] (its modelling code): the loader's codegen_qkv op reorders them
     "codegen": {"qkv_layout": "codegen", "rope_interleaved": True},  # rotate_every_two, as GPT-J
     # Laguna: the attention output gated by softplus(g_proj(x)), one value per head; sigmoid-scored experts ranked

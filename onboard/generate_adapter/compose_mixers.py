@@ -39,6 +39,9 @@ def mla_expression(c: ComposerParts) -> str:
     bias = r.get("mla", "bias", "kv_a_proj_with_mqa") is not None
     if bias:
         c.wm.add(layer_target("self_attn.o_proj.bias"), (r.get("attn.o", "bias").source,))  # type: ignore[union-attr]
+    if any(layer.window for layer in c.p.layers):  # dots.llm3's sliding_attention layers (inspect: MLA + window)
+        c.stub("mla_sliding_window", "latent attention on sliding-window layers: the MLA block attends to every "
+               "earlier key")  # fmt: skip
     f.need("q_lora_rank", "int | None", "None")
     for name in ("kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"):
         f.need(name, "int", None)
@@ -46,14 +49,39 @@ def mla_expression(c: ComposerParts) -> str:
     rope_interleave = f.need("rope_interleave", "bool", interleave) if c.has_key("rope_interleave") else interleave
     c.rotary_head_dim = "args.qk_rope_head_dim"
     c.words.append("multi-head latent attention")
+    # The latent norms' eps: DeepSeek's code fixes it (1e-6); dots.llm3's reads rms_norm_eps
+    latent_eps = c.eps() if c.fact("mla_latent_norm_eps") == "config" else "MLA_LATENT_NORM_EPS"
     return (
         "MLAttention(args.hidden_size, args.num_attention_heads, q_lora_rank=args.q_lora_rank, "
         "kv_lora_rank=args.kv_lora_rank, qk_nope_head_dim=args.qk_nope_head_dim, "
         "qk_rope_head_dim=args.qk_rope_head_dim, v_head_dim=args.v_head_dim, "
-        f"rms_norm_eps=MLA_LATENT_NORM_EPS, bias={bias}, scale=mla_scale(args.qk_nope_head_dim + "
+        f"rms_norm_eps={latent_eps}, bias={bias}, scale=mla_scale(args.qk_nope_head_dim + "
         "args.qk_rope_head_dim, rope_config(args, FULL, args.qk_rope_head_dim)), "
-        f"rope_interleaved={rope_interleave}{_sparse_indexer(c)})"
+        f"rope_interleaved={rope_interleave}{_sparse_indexer(c)}{_dots_variant(c)})"
     )
+
+
+def _dots_variant(c: ComposerParts) -> str:
+    """dots.llm3's additions to MLA, as keyword arguments ('' for DeepSeek's): latent scales (code only: a family
+    fact), an RMSNorm on the rotary key head (its tensor), a sigmoid gate per head (g_proj, one row per head)."""
+    out = ""
+    if c.fact("mla_latent_scale"):
+        out += ", latent_scale=True"
+        c.words.append("q / kv latents scaled by sqrt(hidden / rank)")
+    if c.roles.get("mla", "weight", "k_rope_only_layernorm") is not None:
+        out += f", k_rope_norm_eps={c.eps()}"
+        c.words.append("an RMSNorm on the rotary key head")
+    gate = c.roles.get("attn.g_gate")
+    if gate is not None:
+        per_head = bool(gate.shape) and gate.shape[0] == c.p.dims.num_attention_heads
+        if c.fact("attention_gate_fn") != "sigmoid" or not per_head:
+            c.stub("attention_g_proj", f"{gate.template}: an output gate on latent attention other than one sigmoid "
+                   "per head (the function only the family's code says: compose_knowledge attention_gate_fn)")  # fmt: skip
+            return out
+        c.wm.add(layer_target("self_attn.g_proj.weight"), (gate.source,))
+        out += ", head_gate=True"
+        c.words.append("sigmoid output gate per head (g_proj)")
+    return out
 
 
 def _sparse_indexer(c: ComposerParts) -> str:

@@ -158,6 +158,9 @@ def _shared(c: ComposerParts, hidden: int, expert_inter: int | None, gated: bool
     candidates: list[tuple[str, int | None]] = []
     if c.has_key("shared_expert_intermediate_size"):
         candidates.append(("args.shared_expert_intermediate_size", moe.shared_expert_intermediate_size))  # type: ignore[union-attr]
+        if c.has_key("num_shared_experts") and moe.shared_expert_intermediate_size:  # type: ignore[union-attr]
+            candidates.append(("args.shared_expert_intermediate_size * args.num_shared_experts",  # dots.llm3
+                               moe.shared_expert_intermediate_size * (moe.num_shared_experts or 1)))  # type: ignore[union-attr]  # fmt: skip
     if c.has_key("num_shared_experts") and expert_inter:
         moe_size = "args.moe_intermediate_size" if c.has_key("moe_intermediate_size") else "args.intermediate_size"
         candidates.append((f"{moe_size} * args.num_shared_experts", expert_inter * moe.num_shared_experts))  # type: ignore[union-attr]

@@ -53,7 +53,8 @@ ALIASES: dict[str, tuple[str, ...]] = {
     # refused (compose_knowledge.GUARDS)
     "norm_topk_prob": ("moe_normalize_expert_weights",),
     "num_shared_experts": ("n_shared_experts", "moe_num_shared_experts", "shared_expert_count"),
-    "shared_expert_intermediate_size": ("shared_intermediate_size", "moe_shared_expert_intermediate_size"),
+    "shared_expert_intermediate_size": ("shared_intermediate_size", "moe_shared_expert_intermediate_size",
+                                        "shared_experts_intermediate_size"),  # dots.llm3: per shared expert
     "routed_scaling_factor": ("router_scaling_factor", "route_scale", "moe_routed_scaling_factor"),
     "logit_scale": ("lm_head_multiplier", "output_multiplier"),
     "embedding_multiplier": ("emb_scale", "scale_emb", "embeddings_multiplier"),

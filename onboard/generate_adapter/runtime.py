@@ -116,9 +116,17 @@ def rope_config(args: Any, layer_type: str = FULL, head_dim: int | None = None) 
     {"full_attention": {...}, "sliding_attention": {...}}); old-style configs give `rope_local_base_freq` for
     sliding layers."""
     params = getattr(args, "rope_parameters", None) or getattr(args, "rope_scaling", None) or {}
-    if FULL in params or SLIDING in params:
-        params = params.get(layer_type) or params.get(FULL) or {}
+    types = {FULL, SLIDING, *(getattr(args, "layer_types", None) or ())}
+    nested = {k: v for k, v in params.items() if k in types and isinstance(v, Mapping)}
+    if nested:  # per layer type; a full-attention layer of another name (dots.llm3's indexed_attention) takes the
+        others = [v for k, v in nested.items() if k != SLIDING]  # one entry that is not sliding
+        params = nested.get(layer_type) or nested.get(FULL) or (others[0] if len(others) == 1 else {})
     params = dict(params)
+    partial = params.get("partial_rotary_factor")
+    if head_dim and partial and int(args.head_dim * partial) == head_dim:
+        # MLA rotates qk_rope_head_dim dims (head_dim here); a partial factor stating the same share of the config's
+        # head_dim (dots.llm3: 16 x 0.5 = 8) is that, not a second fraction of it
+        params.pop("partial_rotary_factor")
     local = getattr(args, "rope_local_base_freq", None)
     if layer_type == SLIDING and local is not None and "rope_theta" not in params:
         params = {"rope_type": "default", "rope_theta": local}

@@ -138,11 +138,18 @@ class WeightMapBuilder:
         self._conv1d: bool | None = None
         self.partial: list[str] = []
         """Bias templates only some layers store (zero in the others): named in the adapter's summary."""
+        self.by_name: set[str] = set()
+        """Sources a block reads under their own name (no rule written)."""
 
     def add(self, target: str, sources: tuple[str, ...], op: str = "copy") -> None:
         if op == "copy" and sources == (target,):
-            return  # same name: the loader reads it without a rule
+            self.by_name.add(target)  # same name: the loader reads it without a rule
+            return
         self.rules.append(WeightRule(target, sources, op))
+
+    def reads(self, source: str) -> bool:
+        """Does a block read the tensors `source` names (through a rule, or by their own name)?"""
+        return source in self.by_name or any(source in rule.sources for rule in self.rules)
 
     def linear(self, target: str, found: Found, out_dim: int, in_dim: int) -> None:
         """A 2-D weight (and its bias) of a Linear or Conv1D module: copy or transpose."""

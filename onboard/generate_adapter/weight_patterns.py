@@ -61,7 +61,8 @@ LAYER_PATTERNS: tuple[tuple[str, str], ...] = (
     (rf"{_ATTN}\.gate_proj\.weight", "attn.gate"),
     (rf"{_ATTN}\.g_proj\.weight", "attn.g_gate"),  # Laguna's output gate: its function only the code says
     (rf"{_ATTN}\.gate_bias", "attn.gate_bias"),  # Beam: a bias per head on gate_proj's gate  # AFMoE: sigmoid(gate_proj(x)) gates the attention output  # BitNet: RMSNorm on the attention output before o_proj
-    (rf"{_ATTN}\.(?P<part>q_a_proj|q_b_proj|kv_a_proj_with_mqa|kv_b_proj|q_a_layernorm|kv_a_layernorm){_P}", "mla"),
+    (rf"{_ATTN}\.(?P<part>q_a_proj|q_b_proj|kv_a_proj_with_mqa|kv_b_proj|q_a_layernorm|kv_a_layernorm|"
+     rf"k_rope_only_layernorm){_P}", "mla"),  # dots.llm3: an RMSNorm on the shared rotary key head
     (rf"{_ATTN}\.indexer\.(?P<part>wq_b|wk|k_norm|weights_proj){_P}", "mla.indexer"),  # DeepSeek sparse attention
     # --- Gated DeltaNet, the linear-attention mixer (Qwen3-Next's grouped projections, Qwen3.5's separate ones) -
     (rf"linear_attn\.(?P<part>in_proj_qkvz|in_proj_ba|in_proj_qkv|in_proj_z|in_proj_b|in_proj_a|in_proj|conv1d|"

@@ -242,6 +242,7 @@ def plan_layers(
     layers: list[LayerInfo] = []
     for i, kind in enumerate(kinds):
         seen = roles.get(i, set()) if roles is not None else None
+        declared = kind
         parallel_ssm = False
         if kind == "hybrid":
             # Zamba: Mamba plus one attention block shared by every hybrid layer, stored once (tied), so the tensors
@@ -260,8 +261,11 @@ def plan_layers(
         mlp = "dense"
         if moe_layers is not None:
             mlp = "moe" if moe_layers.get(i) else ("dense" if i in moe_layers else "none")
-        layers.append(LayerInfo(i, kind, _window_for(kind, cv), mlp, rope_flags[i] and kind in ("full", "sliding",
-                                "chunked", "mla"), parallel_ssm))  # fmt: skip
+        if mla and declared == "sliding" and kind in ("sliding", "mla"):  # latent attention on a window (dots.llm3)
+            kind = "mla"
+        window = _window(cv) if kind == "mla" and declared == "sliding" else _window_for(kind, cv)
+        layers.append(LayerInfo(i, kind, window, mlp, rope_flags[i] and kind in ("full", "sliding", "chunked", "mla"),
+                                parallel_ssm))  # fmt: skip
     return tuple(layers), findings
 
 

@@ -50,9 +50,10 @@ def moe_from_config(cv: ConfigView, lm: dict[str, TensorInfo] | None) -> Moe | N
     shared = cv.int(
         "n_shared_experts", "num_shared_experts", "moe_num_shared_experts", "shared_expert_count", default=0
     )
-    # GraniteMoE-Shared / Granite-4.0's shared_mlp is sized by shared_intermediate_size (0: none)
+    # GraniteMoE-Shared / Granite-4.0's shared_mlp is sized by shared_intermediate_size (0: none); dots.llm3's
+    # shared_experts_intermediate_size is per shared expert (its MLP: that times n_shared_experts)
     shared_size = cv.int("shared_expert_intermediate_size", "moe_shared_expert_intermediate_size",
-                         "shared_intermediate_size")  # fmt: skip
+                         "shared_intermediate_size", "shared_experts_intermediate_size")  # fmt: skip
     if not shared and shared_size:
         shared = 1
     if not shared and lm and any("shared_expert" in n or "shared_mlp" in n for n in lm):

@@ -155,6 +155,17 @@ LOAD_BEARING: dict[str, dict[str, str]] = {
         "HeadTransform(args.hidden_size, args.classifier_activation,": 'HeadTransform(args.hidden_size, "relu",',
         "norm(args, args.hidden_size) if i else nn.Identity()": "norm(args, args.hidden_size)",
     },
+    # dots.llm3 (Dots3Note): DeepSeek's latent attention with the normed q / kv latents scaled by sqrt(hidden / rank)
+    # at rms_norm_eps (its code: family facts), an RMSNorm on the shared rotary key head, a sigmoid gate per head
+    # (g_proj) before o_proj, and GLM-MoE-DSA's interleaved rotary in the attention and its top-k indexer.
+    "dots3_note_text": {
+        "latent_scale=True": "latent_scale=False",
+        "rms_norm_eps=args.rms_norm_eps, bias=False": "rms_norm_eps=MLA_LATENT_NORM_EPS, bias=False",
+        "k_rope_norm_eps=args.rms_norm_eps": "k_rope_norm_eps=None",
+        "head_gate=True": "head_gate=False",
+        "rope_interleaved=True, indexer=": "rope_interleaved=False, indexer=",
+        "args.index_topk, rope_interleaved=True)": "args.index_topk)",
+    },
     # GPT-1: post-LN layers (the residual sums normalised, by the norms a pre-norm layer would store), no final norm,
     # its afn "gelu" being the tanh approximation (numerics.FAMILY_ACTIVATION_NAMES), learned positions_embed.
     "openai-gpt": POST_LN,
@@ -217,7 +228,10 @@ def test_kv_shared_layers_storing_their_own_kv_projections(tiny, tmp_path: Path)
     ckpt = copy_tiny(tiny, "gemma4_unified_text", tmp_path)
     tensors = load_file(str(ckpt / "model.safetensors"))
     g = torch.Generator().manual_seed(1)
-    for shared, source in ((2, 0), (3, 1)):  # each stores a copy-shaped k_proj (and v_proj, k_norm where its source does)
+    for shared, source in (
+        (2, 0),
+        (3, 1),
+    ):  # each stores a copy-shaped k_proj (and v_proj, k_norm where its source does)
         for part in ("k_proj.weight", "v_proj.weight", "k_norm.weight"):
             like = tensors.get(f"model.layers.{source}.self_attn.{part}")
             if like is not None:
@@ -305,7 +319,9 @@ def test_mpt_values_the_blocks_cannot_express_are_refused_by_name(tiny, tmp_path
     config["attn_config"][key] = value
     (ckpt / "config.json").write_text(json.dumps(config))
     profile = inspect(str(ckpt))
-    assert [f for f in profile.findings if f.code == "config-kernel-fact" and f.message.startswith(f"attn_config.{key} =")]
+    assert [
+        f for f in profile.findings if f.code == "config-kernel-fact" and f.message.startswith(f"attn_config.{key} =")
+    ]
     adapter = composed_adapter(ckpt, tmp_path / "out")
     with pytest.raises(Exception, match=key):
         load_adapter(adapter).Model.from_pretrained(ckpt)
@@ -338,3 +354,15 @@ def test_opt_350m_layout_composes_and_refuses_the_other_layout(tmp_path: Path) -
             load_adapter(adapter).Model.from_pretrained(ckpt)
         edit_config(ckpt, **{key: overrides[key]})
     assert config["hidden_size"] == 64
+
+
+def test_latent_attention_on_a_sliding_window_is_refused_by_name(tiny, tmp_path: Path) -> None:
+    """dots.llm3 configs may give some layers `sliding_attention`: inspect keeps the window on those MLA layers (the KV
+    cache is bounded there), and composition stubs it, since the MLA block attends to every earlier key."""
+    ckpt = copy_tiny(tiny, "dots3_note_text", tmp_path)
+    rope = json.loads((ckpt / "config.json").read_text())["rope_parameters"]["indexed_attention"]
+    edit_config(ckpt, layer_types=["sliding_attention", "indexed_attention"], sliding_window=8,
+                rope_parameters={"indexed_attention": rope, "sliding_attention": rope})  # fmt: skip
+    profile = inspect(str(ckpt))
+    assert [(layer.attention, layer.window) for layer in profile.layers] == [("mla", 8), ("mla", None)]
+    assert [stub.op for stub in plan(profile, compose_only=True).stubs] == ["mla_sliding_window"]
