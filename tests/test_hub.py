@@ -9,6 +9,7 @@ failure mapped to a clean OnboardError.
 from __future__ import annotations
 
 import json
+import re
 import time
 from pathlib import Path
 
@@ -173,6 +174,33 @@ def test_repo_not_found_and_gated(hub_env: HubServer, tmp_path: Path) -> None:
     with pytest.raises(HubError) as info:
         open_source("org/gated")
     assert "gated" in info.value.message and "org/gated" in info.value.message
+
+
+@pytest.mark.parametrize(
+    ("edit", "says"),
+    [
+        (lambda info: info.update(sha="../../outside"), r"Expected `str` matching regex .* - at `\$\.sha`"),
+        (lambda info: info.update(siblings="all"), r"Expected `array`, got `str` - at `\$\.siblings`"),
+        (lambda info: info["siblings"][0].update(rfilename=5), r"got `int` - at `\$\.siblings\[0\]\.rfilename`"),
+        (lambda info: info["siblings"][0].update(size=-1), r"Expected `int` >= 0 - at `\$\.siblings\[0\]\.size`"),
+        (lambda info: info["siblings"].__setitem__(0, None), r"Expected `object`, got `null` - at `\$\.siblings\[0\]`"),
+    ],
+)
+def test_a_model_info_answer_the_hub_never_gives_is_a_hub_error_naming_the_field(
+    hub_env: HubServer, tmp_path: Path, edit, says: str
+) -> None:
+    # A mirror or proxy answering in another shape: each of these was an internal error (KeyError, TypeError,
+    # AttributeError) deep in the listing's users; the sha also names cache folders and URLs.
+    sha = hub_env.add_repo(REPO, M.valid(tmp_path / "repo"))
+    files = sorted(p.name for p in (tmp_path / "repo").iterdir())
+    info = {"id": REPO, "sha": sha, "siblings": [{"rfilename": name, "size": 1} for name in files]}
+    edit(info)
+    hub_env.add_route("GET", r"^/api/models/org/tiny(\?.*)?$", lambda handler, _match: handler.send_json(info))
+    with pytest.raises(HubError) as caught:
+        open_source(REPO)
+    assert caught.value.message.startswith(f"hub repo {REPO!r}: the hub's model info: "), caught.value.message
+    assert re.search(says, caught.value.message), caught.value.message
+    assert "HF_ENDPOINT" in (caught.value.hint or "")
 
 
 def test_5xx_is_retried_then_succeeds(hub_env: HubServer, tmp_path: Path) -> None:

@@ -36,9 +36,12 @@ from collections.abc import Callable, Mapping, Sequence
 from itertools import groupby
 from operator import itemgetter
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 from urllib.parse import quote
 
+import msgspec
+
+from onboard import serde
 from onboard.errors import CheckpointError, HubError, InputError, OnboardError, SourceNotFound
 from onboard.fsutil import atomic_write
 from onboard.inspect_checkpoint.checkpoint_types import RepoFile, RepoListing, SafetensorsHeader
@@ -128,21 +131,33 @@ def list_repo(repo_id: str, revision: str | None, *, speculate: bool = True) -> 
     do not list the repo again. A branch or tag can move, so it is always asked for online."""
     if offline() or (revision and _SHA_RE.fullmatch(revision) and (repo_cache(repo_id) / f"{revision}.json").is_file()):
         return _resolve_offline(repo_id, revision)
-    from huggingface_hub.hf_api import ModelInfo
-
     if speculate:
         _speculate(repo_id, revision)
     what = f"hub repo {repo_id!r}" + (f" at revision {revision!r}" if revision else "")
     url = f"{endpoint()}/api/models/{repo_id}" + (f"/revision/{quote(revision, safe='')}" if revision else "")
     response = _request("GET", url, what, params={"blobs": True})  # blobs: file sizes (what model_info sends)
-    info = ModelInfo(**response.json())
+    info = serde.decode_json(response.content, _ModelInfo, f"{what}: the hub's model info", _BAD_ANSWER, HubError)
     if not info.sha:
         raise HubError(f"{what}: the hub did not report a commit sha", "retry; if it persists, pass --revision <sha>")
-    listing = RepoListing(
-        repo_id, revision, info.sha, tuple(RepoFile(s.rfilename, s.size) for s in info.siblings or ())
-    )
+    listing = RepoListing(repo_id, revision, info.sha, tuple(RepoFile(s.rfilename, s.size) for s in info.siblings))
     _save_listing(listing)
     return listing
+
+
+class _Sibling(msgspec.Struct):
+    rfilename: str
+    size: Annotated[int, msgspec.Meta(ge=0)] | None = None
+
+
+class _ModelInfo(msgspec.Struct):
+    """The fields of the hub's model info that a listing reads. The commit sha goes into URLs and cache paths, so it
+    must be one; a malformed answer (a mirror or proxy that is not the hub) is a HubError naming the field."""
+
+    sha: Annotated[str, msgspec.Meta(pattern="^[0-9a-f]{40}$")] | None = None
+    siblings: list[_Sibling] = []
+
+
+_BAD_ANSWER = "the endpoint (HF_ENDPOINT) does not answer as the hub does: check it, or retry later"
 
 
 def repo_cache(repo_id: str) -> Path:
