@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from onboard.errors import InputError
+from onboard.errors import InputError, OnboardError
 
 BUILTIN = "transformers"
 REPO_CODE = "repository-code"
@@ -251,9 +251,14 @@ def load_transformers(path: Path, dtype: str, device: str = "cpu", attn: str = "
         from transformers import AutoModelForImageTextToText as auto
     try:
         model = auto.from_pretrained(path, trust_remote_code=trust_remote_code(), **kwargs)
-    except (OSError, ValueError, KeyError) as exc:
+    except OnboardError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - the files' fault: a config the weights contradict (RuntimeError: size
+        # mismatch), a value torch cannot allocate (RuntimeError, OverflowError), a missing file (OSError) ...
+        lines = str(exc).strip().splitlines()
         raise InputError(
-            f"{path}: transformers cannot load this checkpoint ({type(exc).__name__}: {exc})",
-            f"{reference_for(path).detail}; check that the weights are present",
+            f"{path}: transformers cannot load this checkpoint ({type(exc).__name__}: {lines[0][:300] if lines else ''})",
+            f"{reference_for(path).detail}; check that the weights are present and that config.json describes them "
+            "(onboard inspect compares the two)",
         ) from exc
     return model.to(device).eval()

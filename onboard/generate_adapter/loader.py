@@ -108,6 +108,22 @@ class _Reader:
         return self._open[file].get_tensor(self.stored.get(name, name))  # type: ignore[attr-defined]
 
 
+def stored_elements(path: Path) -> int | None:
+    """Elements of every tensor the checkpoint in `path` stores, from the safetensors headers (None when they cannot
+    be read: the load reports that)."""
+    from math import prod
+
+    from onboard.errors import OnboardError
+    from onboard.inspect_checkpoint.safetensors_header import read_local_header
+
+    try:
+        shards = sorted(set(checkpoint_index(path).values()))
+        headers = [read_local_header(shard, shard.name) for shard in shards]
+    except (OnboardError, OSError):
+        return None
+    return sum(prod(t.shape) for h in headers for t in h.tensors.values())
+
+
 def runtime_tensors(model: nn.Module) -> dict[str, torch.Tensor]:
     """Parameters (tied ones once) and persistent buffers: everything a checkpoint must fill."""
     out = dict(model.named_parameters())

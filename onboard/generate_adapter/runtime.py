@@ -111,6 +111,37 @@ def kv_shared_source(layer_types: Sequence[str], num_shared: int | None, i: int)
     return sources[i]
 
 
+OVERSIZE = 4
+"""How many times the checkpoint's stored elements a model built from its config.json may hold before it is refused
+unbuilt (tied heads, unstored buffers and dropped MTP layers keep honest models well inside this)."""
+
+
+def _check_buildable(cls: Any, args: Any, path: Path) -> None:
+    """Build the model on the meta device first (no memory): dims that no tensor can have (negative, past int64) are a
+    ConfigError naming config.json rather than torch's error, and a config describing a model several times larger
+    than the weights stored next to it is refused before its memory is allocated."""
+    from onboard.generate_adapter.loader import stored_elements
+
+    try:
+        with torch.device("meta"):
+            probe = cls(args)
+    except (RuntimeError, ValueError, OverflowError, TypeError) as exc:
+        lines = str(exc).strip().splitlines()
+        raise ConfigError(
+            f"{path / 'config.json'}: the {cls.MODEL_TYPE} adapter cannot build a model from these values "
+            f"({type(exc).__name__}: {lines[0][:200] if lines else ''})",
+            "check the dims fields of config.json against the weights (onboard inspect compares them)",
+        ) from exc
+    built = sum(t.numel() for t in probe.parameters())
+    stored = stored_elements(path)
+    if stored is not None and built > OVERSIZE * stored + 2**20:
+        raise ConfigError(
+            f"{path / 'config.json'}: describes a model of {built:,} parameters, but the checkpoint stores {stored:,} "
+            "elements",
+            "check the dims fields of config.json against the weights (onboard inspect compares them)",
+        )
+
+
 def rope_config(args: Any, layer_type: str = FULL, head_dim: int | None = None) -> RopeConfig:
     """RopeConfig for one attention type. New-style `rope_parameters` may be nested per layer type (Gemma 3:
     {"full_attention": {...}, "sliding_attention": {...}}); old-style configs give `rope_local_base_freq` for
@@ -218,6 +249,7 @@ class AdapterModel(nn.Module):
         # Missing kernels first: a stubbed adapter's fields are placeholders, so their errors would hide the stubs.
         require_kernels(cls.MODEL_TYPE, cls.REQUIRED_KERNELS, cls.ADAPTER_FILE)
         args = cls.Args.from_dict(config)
+        _check_buildable(cls, args, path)
         previous = torch.get_default_dtype()
         torch.set_default_dtype(dtype)
         try:

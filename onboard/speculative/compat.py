@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from onboard.errors import ChecksFailed
+from onboard.errors import ChecksFailed, InputError
 from onboard.findings import Finding, info, warning
 
 MAX_SHOWN = 12  # mapping entries shown in a finding's message (all of them are in the JSON)
@@ -39,10 +39,16 @@ class Compatibility:
 
 
 def embedding_rows(folder: Path) -> int:
-    """config.json's vocab_size (text_config's for multimodal wrappers): the embedding and head rows."""
+    """config.json's vocab_size (text_config's for multimodal wrappers): the embedding and head rows. A value no
+    embedding can have is an InputError naming the field (the id mapping walks the rows past the tokenizer's)."""
+    from onboard.verify_tokenizer.special_tokens import MAX_TOKEN_ID
+
     config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
-    rows = config.get("vocab_size") or (config.get("text_config") or {}).get("vocab_size")
-    return int(rows or 0)
+    rows = config.get("vocab_size") or (config.get("text_config") or {}).get("vocab_size") or 0
+    if not isinstance(rows, int) or isinstance(rows, bool) or not 0 <= rows <= MAX_TOKEN_ID + 1:
+        raise InputError(f"{folder.name}/config.json: vocab_size {rows!r} is not an embedding's row count",
+                         "set vocab_size to the rows of the checkpoint's embedding (onboard inspect shows them)")  # fmt: skip
+    return rows
 
 
 def check_compatibility(target: Path, draft: Path) -> Compatibility:

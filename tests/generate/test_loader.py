@@ -56,6 +56,30 @@ def test_shape_mismatch_is_reported(tiny, tmp_path: Path) -> None:
         _model("qwen2").from_pretrained(ckpt)
 
 
+@pytest.mark.parametrize(
+    ("changes", "says"),
+    [
+        ({"hidden_size": -1}, r"cannot build a model from these values \(RuntimeError: "),
+        ({"intermediate_size": 10**30}, r"cannot build a model from these values \((RuntimeError|OverflowError|TypeError)"),
+        ({"intermediate_size": 10**6}, r"describes a model of [\d,]+ parameters, but the checkpoint stores [\d,]+ elements"),
+    ],
+)  # fmt: skip
+def test_a_config_no_model_of_these_weights_has_is_refused_before_any_allocation(
+    tiny, tmp_path: Path, changes: dict, says: str
+) -> None:
+    # Built on the meta device first: torch's errors for impossible dims become a ConfigError naming config.json,
+    # and a config several times larger than the stored weights is refused before its memory is allocated (a
+    # 10**6-wide MLP in the tiny qwen2 was allocated, 1.5 GB, then refused by the loader; 10**30 reached torch).
+    from onboard.errors import ConfigError
+
+    ckpt = _copy(tiny, tmp_path)
+    config = json.loads((ckpt / "config.json").read_text())
+    (ckpt / "config.json").write_text(json.dumps({**config, **changes}))
+    with pytest.raises(ConfigError, match=r"config\.json: (the qwen2 adapter )?" + says) as info:
+        _model("qwen2").from_pretrained(ckpt)
+    assert "onboard inspect" in (info.value.hint or "")
+
+
 def test_pickle_only_and_missing_config_are_input_errors(tiny, tmp_path: Path) -> None:
     ckpt = _copy(tiny, tmp_path)
     (ckpt / "model.safetensors").rename(ckpt / "pytorch_model.bin")

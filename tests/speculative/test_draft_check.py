@@ -224,3 +224,32 @@ def test_golden_trajectories_are_the_goldens_and_measure_like_the_targets_own(re
     draft_golden = record(str(DRAFT), tmp_path / "draft-golden", max_new_tokens=4, dtype="bfloat16", calibrate=())
     with pytest.raises(InputError, match="goldens of another checkpoint"):
         run(Request(str(TARGET), str(DRAFT), golden=draft_golden.folder, out=tmp_path / "x"), lambda _m: None)
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "says"),
+    [
+        ("vocab_size", 10**30, "config.json: vocab_size 1000000000000000000000000000000 is not an embedding's row count"),
+        ("vocab_size", -5, "config.json: vocab_size -5 is not an embedding's row count"),
+        ("hidden_size", -1, "transformers cannot load this checkpoint (RuntimeError: Trying to create tensor with "
+                            "negative dimension"),
+        ("hidden_size", 10**30, "transformers cannot load this checkpoint"),
+    ],
+)  # fmt: skip
+def test_a_draft_config_its_weights_cannot_have_is_an_error_naming_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], key: str, value: object, says: str
+) -> None:
+    # Before: vocab_size 10**30 walked every row past the tokenizer's (a hang); hidden_size -1 or 10**30 reached
+    # torch's allocator through the adapter and transformers (internal errors with C++ frames).
+    from onboard.cli import main
+
+    draft = tmp_path / "draft"
+    shutil.copytree(DRAFT, draft)
+    config = json.loads((draft / "config.json").read_text())
+    config[key] = value
+    (draft / "config.json").write_text(json.dumps(config))
+    with pytest.raises(SystemExit) as exit_info:
+        main(["draft-check", str(TARGET), str(draft), "--out", str(tmp_path / "out")])
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2 and "internal error" not in err and "frame #" not in err, err[-2000:]
+    assert f"draft{'/' if key == 'vocab_size' else ': '}{says}" in err and "Error: " in err, err[-2000:]
