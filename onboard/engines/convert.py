@@ -25,6 +25,7 @@ def convert_gguf(
 
     folder = resolve_local(source)
     refuse_repository_code(folder)
+    refuse_contradicted_config(folder)
     plan = read_plan(plan_file) if plan_file is not None else None  # a bad plan is named before any engine runs
     llamacpp.require()
     target = out or Path("onboarding") / slug(source) / f"{folder.name}-{outtype.upper()}.gguf"
@@ -64,6 +65,24 @@ def _intermediate(folder: Path) -> str:
         config = {}
     stored = config.get("dtype") or config.get("torch_dtype")
     return EXACT_INTERMEDIATE.get(str(stored), "f32")
+
+
+CONTRADICTIONS = ("vocab-mismatch", "shape-mismatch")
+"""inspect's findings of a config.json that its weights contradict."""
+
+
+def refuse_contradicted_config(folder: Path) -> None:
+    """llama.cpp's converter takes config.json at its word: a vocab_size of 10**30 has it pad the vocabulary up to
+    that many tokens (memory until the machine gives out), wrong dims write a GGUF llama.cpp cannot load. inspect
+    compares config.json with the safetensors headers (no weights read); what it finds contradicted is refused."""
+    from onboard.inspect_checkpoint import inspect
+
+    found = [f for f in inspect(str(folder)).findings if f.code in CONTRADICTIONS and f.severity in ("error", "fatal")]
+    if found:
+        more = f" (+{len(found) - 1} more)" if len(found) > 1 else ""
+        raise InputError(f"{folder / 'config.json'}: the weights contradict it: {found[0].message}{more}",
+                         f"fix config.json to describe the weights (`onboard inspect {folder}` lists every "
+                         "contradiction), then convert")  # fmt: skip
 
 
 def refuse_repository_code(folder: Path) -> None:

@@ -99,3 +99,19 @@ def test_a_plan_no_quantize_plan_wrote_is_named_before_any_engine_runs(tmp_path:
         assert exit_info.value.code == 2 and "Error: " in err and "internal error" not in err, (argv[0], err)
         assert re.search(says, err) and "quantize-plan.json" in err, (argv[0], err)
     assert not (tmp_path / "x.gguf").exists()
+
+
+@pytest.mark.parametrize(("key", "value"), [("vocab_size", 10**30), ("hidden_size", 256)])
+def test_a_config_its_weights_contradict_is_refused_before_the_converter(tmp_path: Path, capsys, key, value) -> None:
+    # llama.cpp's converter takes config.json at its word: vocab_size 10**30 had it pad the vocabulary until memory
+    # ran out (5 GB after a minute, no end); inspect's comparison with the headers refuses it first.
+    model = tmp_path / "contradicted"
+    shutil.copytree(FIXTURE, model, ignore=shutil.ignore_patterns("corpus.txt.gz"))
+    config = json.loads((model / "config.json").read_text())
+    config[key] = value
+    (model / "config.json").write_text(json.dumps(config))
+    with pytest.raises(SystemExit) as exit_info:
+        main(["convert", "gguf", str(model), "--out", str(tmp_path / "x.gguf")])
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2 and "config.json: the weights contradict it: " in err, err
+    assert "onboard inspect" in err and not (tmp_path / "x.gguf").exists()
