@@ -137,9 +137,7 @@ class MLAttention(nn.Module):
         self.indexer = Indexer(hidden_size, q_lora_rank, indexer) if indexer is not None else None  # type: ignore[arg-type]
         self.q_latent_scale = (hidden_size / q_lora_rank) ** 0.5 if latent_scale and q_lora_rank else 1.0
         self.kv_latent_scale = (hidden_size / kv_lora_rank) ** 0.5 if latent_scale else 1.0
-        if k_rope_norm_eps is not None:
-            self.k_rope_only_layernorm = RMSNorm(qk_rope_head_dim, k_rope_norm_eps)
-        self.k_rope_norm = k_rope_norm_eps is not None
+        self.k_rope_only_layernorm = RMSNorm(qk_rope_head_dim, k_rope_norm_eps) if k_rope_norm_eps is not None else None
         self.g_proj = nn.Linear(hidden_size, num_heads, bias=False) if head_gate else None
 
     def forward(
@@ -156,7 +154,7 @@ class MLAttention(nn.Module):
         q_nope, q_rot = q.view(b, s, h, self.qk_head_dim).split([self.nope, self.rope_dim], dim=-1)
         kv_latent, k_rot = self.kv_a_proj_with_mqa(x).split([self.kv_lora_rank, self.rope_dim], dim=-1)
         k_rot = k_rot.reshape(b, s, 1, self.rope_dim)
-        if self.k_rope_norm:
+        if self.k_rope_only_layernorm is not None:
             k_rot = self.k_rope_only_layernorm(k_rot)
         q_rot = dispatch.rope(q_rot, cos, sin, self.rope_interleaved)
         k_rot = dispatch.rope(k_rot, cos, sin, self.rope_interleaved)
