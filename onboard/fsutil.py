@@ -56,6 +56,20 @@ def clean_os_errors(fn: Callable[P, R]) -> Callable[P, R]:
     return wrapper
 
 
+def make_dirs(folder: Path) -> Path:
+    """Create `folder` and its parents (an existing one is fine); an OSError becomes an InputError naming it.
+
+    Commands that work for minutes call it on their output folder FIRST, so a path that cannot hold their output
+    (a typo under /proc, a file where a folder should be, a read-only mount) fails at once, not after the work."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except FileExistsError as exc:  # a file (or a link to one) where the folder should be
+        raise os_error(OSError(errno.ENOTDIR, "a file is in the way"), folder, "create the folder") from exc
+    except OSError as exc:
+        raise os_error(exc, folder, "create the folder") from exc
+    return folder
+
+
 def _process_umask() -> int:
     """The umask, read without changing it (os.umask sets it, which would race with threads creating files)."""
     try:

@@ -7,6 +7,7 @@ TRITON_INTERPRET must be set before anything imports triton: kernels then run on
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -32,3 +33,25 @@ def shared_data() -> Path:
             "(or set ONBOARD_SHARED_DATA to its data/ path) to run the real-data tests"
         )
     return SHARED_DATA
+
+
+@pytest.fixture
+def cli_in_process(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> Callable[..., tuple[int, str, str]]:
+    """`onboard ARGV` run in this process as a user runs it: offline, without ONBOARD_DEBUG, in an empty working
+    folder (default output folders land in tmp_path, no ./golden_outputs of the checkout is read).
+    Returns (exit code, stdout, stderr)."""
+    from onboard.cli import main
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.delenv("ONBOARD_DEBUG", raising=False)
+    monkeypatch.chdir(tmp_path)
+
+    def run(*argv: str) -> tuple[int, str, str]:
+        with pytest.raises(SystemExit) as info:
+            main(list(argv))
+        out, err = capsys.readouterr()
+        return int(info.value.code or 0), out, err
+
+    return run

@@ -6,27 +6,12 @@ from __future__ import annotations
 
 import json
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from onboard.cli import main
-
 TRAINED = Path(__file__).resolve().parent / "fixtures" / "trained-qwen3"
-
-
-def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    with pytest.raises(SystemExit) as info:
-        main(list(argv))
-    out, err = capsys.readouterr()
-    return int(info.value.code or 0), out, err
-
-
-@pytest.fixture(autouse=True)
-def _clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    monkeypatch.delenv("ONBOARD_DEBUG", raising=False)
-    monkeypatch.chdir(tmp_path)  # no ./golden_outputs of the checkout is read
 
 
 def _copy(dest: Path, file: str, edit) -> Path:  # type: ignore[no-untyped-def]
@@ -47,20 +32,20 @@ def _copy(dest: Path, file: str, edit) -> Path:  # type: ignore[no-untyped-def]
     ],
 )
 def test_a_setting_transformers_breaks_on_is_refused_by_name(
-    capsys: pytest.CaptureFixture[str], tmp_path: Path, file: str, field: str, value: object, says: str
+    cli_in_process: Callable[..., tuple[int, str, str]], tmp_path: Path, file: str, field: str, value: object, says: str
 ) -> None:
     root = _copy(tmp_path / "repo", file, lambda doc: doc.__setitem__(field, value))
-    rc, out, err = _run(capsys, "verify-tokenizer", str(root), "--json")
+    rc, out, err = cli_in_process("verify-tokenizer", str(root), "--json")
     assert rc == 2 and out == "", (rc, out[-500:], err)
     assert f"Error: {file}: {says}" in err and f"Hint: set {field} in {file}" in err, err
     assert "internal error" not in err and "Traceback" not in err
 
 
-def test_a_number_and_a_null_are_accepted(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+def test_a_number_and_a_null_are_accepted(cli_in_process: Callable[..., tuple[int, str, str]], tmp_path: Path) -> None:
     def edit(doc: dict) -> None:
         doc["model_max_length"], doc["unk_token"] = 1e30, None  # old writers' "no limit", and no unknown token
 
-    rc, out, err = _run(capsys, "verify-tokenizer", str(_copy(tmp_path / "repo", "tokenizer_config.json", edit)),
+    rc, out, err = cli_in_process("verify-tokenizer", str(_copy(tmp_path / "repo", "tokenizer_config.json", edit)),
                         "--json")  # fmt: skip
     assert rc == 0, err
     assert json.loads(out)["passed"] is True
@@ -69,10 +54,10 @@ def test_a_number_and_a_null_are_accepted(capsys: pytest.CaptureFixture[str], tm
 @pytest.mark.parametrize(("file", "value"), [("generation_config.json", -1), ("generation_config.json", 10**30),
                                              ("generation_config.json", [4034, 5000]), ("config.json", -1)])  # fmt: skip
 def test_an_eos_id_no_token_has_is_an_error_and_stays_out_of_the_stop_set(
-    capsys: pytest.CaptureFixture[str], tmp_path: Path, file: str, value: object
+    cli_in_process: Callable[..., tuple[int, str, str]], tmp_path: Path, file: str, value: object
 ) -> None:
     root = _copy(tmp_path / "repo", file, lambda doc: doc.__setitem__("eos_token_id", value))
-    rc, out, err = _run(capsys, "verify-tokenizer", str(root), "--json")
+    rc, out, err = cli_in_process("verify-tokenizer", str(root), "--json")
     assert rc == 1 and "internal error" not in err, err
     report = json.loads(out)
     found = [f for f in report["findings"] if f["code"] == "eos-id-out-of-range"]
@@ -85,10 +70,12 @@ def test_an_eos_id_no_token_has_is_an_error_and_stays_out_of_the_stop_set(
     assert bad in report["special_tokens"]["declared"][file]["eos"]  # the report still says what the file declares
 
 
-def test_a_pad_id_of_minus_one_is_a_warning(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+def test_a_pad_id_of_minus_one_is_a_warning(
+    cli_in_process: Callable[..., tuple[int, str, str]], tmp_path: Path
+) -> None:
     # Older conversions wrote pad_token_id -1 for "no pad": worth fixing, not a reason to stop.
     root = _copy(tmp_path / "repo", "config.json", lambda doc: doc.__setitem__("pad_token_id", -1))
-    rc, out, err = _run(capsys, "verify-tokenizer", str(root), "--json")
+    rc, out, err = cli_in_process("verify-tokenizer", str(root), "--json")
     found = [f for f in json.loads(out)["findings"] if f["code"] == "pad-id-out-of-range"]
     assert rc == 0 and [f["severity"] for f in found] == ["warning"], (rc, found, err)
 
@@ -108,15 +95,15 @@ def panicking(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_a_tokenizer_json_the_rust_library_panics_on_is_an_input_error(
-    capsys: pytest.CaptureFixture[str], panicking: Path
+    cli_in_process: Callable[..., tuple[int, str, str]], panicking: Path
 ) -> None:
-    rc, out, err = _run(capsys, "verify-tokenizer", str(panicking), "--json")
+    rc, out, err = cli_in_process("verify-tokenizer", str(panicking), "--json")
     assert rc == 2 and "Error: tokenizer.json: cannot be loaded by the tokenizers library" in err, (rc, err[-2000:])
     assert "panicked" in err and "Traceback" not in err and "internal error" not in err
 
 
 def test_the_cli_reports_a_native_panic_without_a_traceback(
-    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, panicking: Path
+    cli_in_process: Callable[..., tuple[int, str, str]], monkeypatch: pytest.MonkeyPatch, panicking: Path
 ) -> None:
     # The last line of defence: a panic no loader wraps is an internal error, as any other unexpected exception.
     import tokenizers
@@ -127,5 +114,5 @@ def test_the_cli_reports_a_native_panic_without_a_traceback(
         tokenizers.Tokenizer.from_file(str(panicking / "tokenizer.json"))
 
     monkeypatch.setattr(inspect_cmd, "inspect", panics)
-    rc, _, err = _run(capsys, "inspect", str(TRAINED))
+    rc, _, err = cli_in_process("inspect", str(TRAINED))
     assert rc == 2 and "Error: internal error: PanicException" in err and "Traceback" not in err, err

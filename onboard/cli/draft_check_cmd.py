@@ -7,13 +7,15 @@ from pathlib import Path
 
 import click
 
+from onboard.cli.params import FiniteFloatRange
+
 
 @click.command("draft-check")
 @click.argument("target")
 @click.argument("draft")
 @click.option("--k", "max_k", type=click.IntRange(1, 8), default=8, show_default=True,
               help="Measure draft windows k = 1..K.")  # fmt: skip
-@click.option("--temperature", type=click.FloatRange(min=0), default=1.0, show_default=True,
+@click.option("--temperature", type=FiniteFloatRange(min=0), default=1.0, show_default=True,
               help="Also compute sampling acceptance sum(min(p, q)) at this temperature (0: greedy only).")  # fmt: skip
 @click.option("--golden", type=click.Path(path_type=Path, file_okay=False),
               help="Golden folder of TARGET: its prompts and recorded continuations are the trajectories. "
@@ -45,8 +47,10 @@ def draft_check_command(target: str, draft: str, max_k: int, temperature: float,
       onboard draft-check ./DeepSeek-V3 mtp --golden golden_outputs/deepseek-ai__DeepSeek-V3
     """
     from onboard.cli.output import emit_json, say
+    from onboard.inspect_checkpoint.source import refuse_local_revision
     from onboard.speculative.check import Request, run
 
+    refuse_local_revision(target, revision)
     request = Request(target, draft, tuple(range(1, max_k + 1)), temperature, dtype, golden, max_new_tokens, out,
                       revision)  # fmt: skip
     result = run(request, say)

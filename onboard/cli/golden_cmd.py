@@ -56,8 +56,10 @@ def record_command(
     """
     from onboard.cli.output import emit_json, say
     from onboard.errors import InputError
+    from onboard.inspect_checkpoint.source import refuse_local_revision
     from onboard.validate_serving.golden import CALIBRATION, record
 
+    refuse_local_revision(source, revision)
     dtypes = tuple(d.strip() for d in calibrate.split(",") if d.strip())
     unknown = [d for d in dtypes if d not in CALIBRATION]
     if unknown:

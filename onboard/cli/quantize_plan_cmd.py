@@ -8,6 +8,8 @@ from pathlib import Path
 
 import click
 
+from onboard.cli.params import FiniteFloatRange
+
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]i?b?|b)?\s*$", re.IGNORECASE)
 _UNITS = {
     "": 1,
@@ -36,7 +38,7 @@ def parse_size(text: str) -> int:
 @click.argument("source")
 @click.option(
     "--budget-kl",
-    type=click.FloatRange(min=0, min_open=True),
+    type=FiniteFloatRange(min=0, min_open=True),
     help="Largest mean KL(reference || quantized) per token allowed; the plan uses the fewest bytes within it.",
 )
 @click.option("--target-bytes", help="Weight bytes to fit (e.g. 1.5G, 800MB); the plan has the least KL within it.")
@@ -95,11 +97,13 @@ def quantize_plan_command(
       onboard quantize-plan ./checkpoint --golden golden_outputs/Org__Model --budget-kl 0.005 --formats vllm
     """
     from onboard.cli.output import emit_json, say
+    from onboard.inspect_checkpoint.source import refuse_local_revision
     from onboard.quantize.formats import parse_formats
     from onboard.quantize.plan import Request, run
 
     if (budget_kl is None) == (target_bytes is None):
         raise click.UsageError("give exactly one of --budget-kl and --target-bytes")
+    refuse_local_revision(source, revision)
     request = Request(
         source, budget_kl=budget_kl, target_bytes=parse_size(target_bytes) if target_bytes else None, golden=golden,
         formats=parse_formats(formats_spec), dtype=dtype, out=out, revision=revision, max_tokens=max_tokens,

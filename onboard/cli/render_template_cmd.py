@@ -8,6 +8,8 @@ from pathlib import Path
 
 import click
 
+from onboard.cli.params import seconds
+
 
 @click.command("render-template")
 @click.argument("template_or_source")
@@ -32,7 +34,9 @@ import click
     default=None,
     help="What strftime_now returns (default: the frozen 2025-01-15 12:00), e.g. to reproduce a dated render.",
 )
-@click.option("--timeout", "timeout_s", type=float, default=10.0, show_default=True, help="Seconds before giving up.")
+@click.option(
+    "--timeout", "timeout_s", type=seconds(0.1), default=10.0, show_default=True, help="Seconds before giving up."
+)
 def render_template_command(
     template_or_source: str, context_file: Path, template_name: str | None, polyfill: str | None,
     revision: str | None, now: datetime | None, timeout_s: float,

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 
+from onboard.cli.params import seconds
 from onboard.cli.remote_code_options import policy_from, remote_code_options
 from onboard.engines.options import engine_options, judge_served, started_engine
 
@@ -33,7 +34,7 @@ from onboard.engines.options import engine_options, judge_served, started_engine
     "--out", type=click.Path(path_type=Path), help="Where validation.json goes (default: onboarding/<slug>/)."
 )
 @click.option(
-    "--timeout", "timeout_s", type=click.FloatRange(0.1), default=120.0, show_default=True, help="Per request, seconds."
+    "--timeout", "timeout_s", type=seconds(0.1), default=120.0, show_default=True, help="Per request, seconds."
 )
 @click.option("--no-performance", is_flag=True, help="Skip the performance measurements.")
 @engine_options
@@ -83,6 +84,7 @@ def validate_command(
     from onboard.cli import report_error
     from onboard.cli.output import emit_json, say
     from onboard.errors import InputError
+    from onboard.fsutil import make_dirs
     from onboard.reference import REPO_CODE, reference_for, rerun_command
     from onboard.validate_serving.candidates import DTYPES
     from onboard.validate_serving.env import slug
@@ -109,6 +111,7 @@ def validate_command(
         assert_same_checkpoint(golden, checkpoint)  # before loading a model: goldens of another checkpoint are an error
     policy = policy_from(trust_remote_code, unsafe_no_sandbox)
     path = out if out and out.suffix == ".json" else (out or Path("onboarding") / slug(source)) / "validation.json"
+    make_dirs(path.parent)  # a folder that cannot hold validation.json fails now, not after the engine ran
     if candidate == "reference" and checkpoint is not None and reference_for(checkpoint).kind == REPO_CODE:
         # The self-check's candidate would be the repository's code: it runs in the sandbox worker, or not at all.
         rerun = rerun_command("validate", source, "--golden", str(golden.folder), "--candidate", "reference",

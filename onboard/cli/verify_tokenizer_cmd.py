@@ -33,7 +33,10 @@ from onboard.cli.remote_code_options import policy_from, remote_code_options
     help='Extra strings: JSONL of {"text": …} or one string per line.',
 )
 @click.option(
-    "--embedding-rows", type=int, default=None, help="Override the embedding row count (default: from the checkpoint)."
+    "--embedding-rows",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Override the embedding row count (default: from the checkpoint).",
 )
 @remote_code_options
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON on stdout.")

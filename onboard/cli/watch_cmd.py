@@ -7,6 +7,7 @@ from typing import Any
 
 import click
 
+from onboard.cli.params import seconds
 from onboard.cli.worker_options import DB_OPTION, worker_options
 
 
@@ -19,9 +20,7 @@ from onboard.cli.worker_options import DB_OPTION, worker_options
     envvar="ONBOARD_WATCH_AUTHORS",
     help="Hub user or organisation to watch (repeatable; the env var takes a space-separated list).",
 )
-@click.option(
-    "--interval", type=click.FloatRange(min=1), default=300.0, show_default=True, help="Seconds between polls."
-)
+@click.option("--interval", type=seconds(1), default=300.0, show_default=True, help="Seconds between polls.")
 @click.option("--once", is_flag=True, help="Poll once, run (or forward) what is new, exit. For cron / CI schedules.")
 @click.option("--baseline", is_flag=True, help="Record what exists now without enqueuing it (use on the first run).")
 @click.option("--enqueue-only", is_flag=True, help="Only enqueue; another process (`onboard queue work`) runs jobs.")

@@ -7,6 +7,7 @@ from typing import Any
 
 import click
 
+from onboard.cli.params import FiniteFloatRange
 from onboard.cli.worker_options import DB_OPTION, worker_options
 
 
@@ -22,7 +23,7 @@ def webhook_group() -> None:
               help="Environment variable holding the webhook secret (compared with X-Webhook-Secret).")  # fmt: skip
 @click.option("--max-body-bytes", type=click.IntRange(min=1024), default=1 << 20, show_default=True,
               help="Larger bodies get 413.")  # fmt: skip
-@click.option("--replay-window", type=click.FloatRange(min=0), default=86400.0, show_default=True,
+@click.option("--replay-window", type=FiniteFloatRange(min=0), default=86400.0, show_default=True,
               help="Seconds during which an identical payload is a replay (answered, not stored again).")  # fmt: skip
 @click.option("--workers", type=click.IntRange(min=0), default=1, show_default=True,
               help="Worker threads running jobs; 0 stores only (run `onboard queue work` elsewhere).")  # fmt: skip

@@ -9,6 +9,8 @@ from typing import Any
 
 import click
 
+from onboard.cli.params import seconds
+
 DB_OPTION = click.option(
     "--db", "db_path", type=click.Path(dir_okay=False), envvar="ONBOARD_QUEUE_DB",
     help="Queue database (SQLite). Default: $ONBOARD_QUEUE_DB, else ~/.local/state/onboard/queue.sqlite.",
@@ -22,11 +24,11 @@ def worker_options(func: Callable[..., Any]) -> Callable[..., Any]:
                      help="Command run per job; {repo} {revision} {slug} are replaced. "
                           "Default: onboard new-model {repo} --revision {revision} --json"),
         click.option("--workdir", type=click.Path(file_okay=False), help="Working directory of the run command."),
-        click.option("--job-timeout", type=click.FloatRange(min=1), default=3600.0, show_default=True,
+        click.option("--job-timeout", type=seconds(1), default=3600.0, show_default=True,
                      help="Seconds before a run is killed (and retried)."),
         click.option("--max-attempts", type=click.IntRange(min=1), default=3, show_default=True,
                      help="Runs per job before it is marked failed."),
-        click.option("--retry-delay", type=click.FloatRange(min=0), default=30.0, show_default=True,
+        click.option("--retry-delay", type=seconds(0), default=30.0, show_default=True,
                      help="First retry delay in seconds (doubles each attempt, capped at 15 min)."),
         click.option("--dispatch-github", metavar="OWNER/REPO", envvar="ONBOARD_DISPATCH_REPO",
                      help="Forward jobs as repository_dispatch events to this GitHub repository instead of running "

@@ -19,6 +19,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 from onboard.errors import InputError
+from onboard.fsutil import make_dirs
 
 HOST = "127.0.0.1"
 
@@ -73,7 +74,7 @@ def serve_process(
 ) -> Iterator[str]:
     """Start `cmd` (which must listen on `port`), wait until GET `ready_path` answers 200, yield the base URL."""
     check_port(port)
-    log.parent.mkdir(parents=True, exist_ok=True)
+    make_dirs(log.parent)
     previous = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGHUP)}
     with log.open("w") as out:
         proc = subprocess.Popen(list(cmd), stdout=out, stderr=subprocess.STDOUT, env=dict(env or os.environ),

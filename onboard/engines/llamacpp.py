@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 from onboard.engines import venvs
 from onboard.engines.launch import EngineStartError, free_port, serve_process
 from onboard.findings import Finding, fatal
+from onboard.fsutil import make_dirs
 
 if TYPE_CHECKING:
     from onboard.quantize.plan_file import PlanFile
@@ -91,7 +92,7 @@ def convert(
     """llama.cpp's converter on the local checkpoint `source`; `out` appears only when it succeeded.
     `pre_tokenizer`: the name to write when the converter does not know the tokenizer's hash (llamacpp_convert.py)."""
     require()
-    out.parent.mkdir(parents=True, exist_ok=True)
+    make_dirs(out.parent)
     tmp = _partial(out)
     named = ["--pre-tokenizer", pre_tokenizer] if pre_tokenizer else []
     cmd = [sys.executable, str(HERE / "llamacpp_convert.py"), str(converter_dir()), *named, "--", str(source),

@@ -9,6 +9,7 @@ from typing import Any
 
 import click
 
+from onboard.cli.params import FiniteFloatRange
 from onboard.errors import InputError
 
 
@@ -22,7 +23,7 @@ def engine_options(func: Callable[..., Any]) -> Callable[..., Any]:
                      help="--engine llama.cpp: the GGUF to serve (default: SOURCE converted to F16 by llama.cpp)."),
         click.option("--engine-port", type=click.IntRange(1, 65535),
                      help="Port for --engine on 127.0.0.1 (default: a free one)."),
-        click.option("--budget-kl", type=click.FloatRange(0.0),
+        click.option("--budget-kl", type=FiniteFloatRange(0.0),
                      help="Quantized GGUF: the mean KL per position it may cost (default: the --plan's budget)."),
         click.option("--plan", "plan_file", type=click.Path(path_type=Path),
                      help="Quantized GGUF: the quantize-plan.json it was made from (budget and planned KL)."),

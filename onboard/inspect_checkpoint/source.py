@@ -57,6 +57,13 @@ _DRIVE_RE = re.compile(r"[A-Za-z]:")
 _REPO_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9._-]{0,95}")
 
 
+def refuse_local_revision(source: str, revision: str | None) -> None:
+    """--revision names a hub commit: with a local folder it would be ignored without a word, so it is refused."""
+    if revision is not None and (Path(source).expanduser().is_dir()):
+        raise InputError(f"--revision {revision!r} applies to hub repos, not the local folder {source!r}",
+                         "check out the revision in the folder (git checkout), or drop --revision")  # fmt: skip
+
+
 def open_source(
     source: str,
     revision: str | None = None,
@@ -81,9 +88,7 @@ def open_source(
                 f"local checkpoint folder {source!r} {what}",
                 "give the folder that holds config.json (or a hub repo id like org/name)",
             )
-        if revision is not None:
-            raise InputError(f"--revision {revision!r} applies to hub repos, not the local folder {source!r}",
-                             "check out the revision in the folder (git checkout), or drop --revision")  # fmt: skip
+        refuse_local_revision(source, revision)
         return LocalSource(source, path.resolve())
     if not _REPO_ID_RE.fullmatch(source) or ".." in source or source.endswith((".", "-")):
         raise SourceNotFound(

@@ -17,7 +17,7 @@ from typing import Any
 
 from onboard.checkpoint_id import checkpoint_fingerprint
 from onboard.errors import OnboardError
-from onboard.fsutil import atomic_write_json
+from onboard.fsutil import atomic_write_json, make_dirs
 from onboard.inspect_checkpoint.checkpoint_types import RepoListing
 from onboard.pipeline.cache import cached, forget, remember, stage_key
 from onboard.pipeline.progress import Progress
@@ -97,7 +97,7 @@ def run_new_model(
     slug = slug_for(source)
     rev, local_dir, fingerprint, listing = _identify(source, revision)
     run_dir = workspace / "onboarding" / slug / rev
-    run_dir.mkdir(parents=True, exist_ok=True)
+    make_dirs(run_dir)
     ctx = RunContext(source, revision or (rev if local_dir is None else None), slug, run_dir, workspace, target,
                      endpoint, served_model, local_dir=local_dir, run_id=rev,
                      policy=policy or RemoteCodePolicy(), max_long_tokens=max_long_tokens, dtype=dtype,

@@ -173,13 +173,14 @@ def plan(swept: Swept, request: Request, say: Any) -> Outcome:
 
 def run(request: Request, say: Any) -> Outcome:
     """Sweep, plan, and write quantize-plan.json and the engine files into `request.out`."""
+    from onboard.fsutil import make_dirs
     from onboard.validate_serving.env import slug
 
     if (request.budget_kl is None) == (request.target_bytes is None):
         raise InputError("give exactly one of --budget-kl and --target-bytes")
+    out = make_dirs(request.out or Path("quantize") / slug(request.source))  # before the sweep, not after it
     swept = prepare(request, say)
     outcome = plan(swept, request, say)
-    out = request.out or Path("quantize") / slug(request.source)
     outcome.files = emit.write_files(out, outcome.detail, swept.folder, request.source)
     return outcome
 

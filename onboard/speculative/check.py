@@ -50,12 +50,13 @@ class Trajectory:
 
 def run(request: Request, say: Any) -> dict[str, Any]:
     """The draft-check result (also written to OUT/draft-check.json); IncompatibleDraft after writing it."""
+    from onboard.fsutil import make_dirs
     from onboard.speculative.compat import IncompatibleDraft, check_compatibility
     from onboard.validate_serving.env import resolve_local, slug
 
     started = time.perf_counter()
     folder = resolve_local(request.target, request.revision)
-    out = request.out or Path("draft-check") / slug(request.target)
+    out = make_dirs(request.out or Path("draft-check") / slug(request.target))  # before the work, not after
     kind = request.draft if request.draft in SPECIAL_DRAFTS else "model"
     draft_folder = resolve_local(request.draft) if kind == "model" else None
     result: dict[str, Any] = {"stage": "draft-check", "target": request.target, "draft": request.draft,
@@ -228,7 +229,7 @@ def _acceptance(windows: list[Windows], request: Request, draft_step: float, tar
 def _finish(
     result: dict[str, Any], findings: list[Finding], windows: list[Windows] | None, out: Path
 ) -> dict[str, Any]:
-    from onboard.fsutil import atomic_write_json
+    from onboard.fsutil import atomic_write_json, make_dirs
     from onboard.serde import to_dict
 
     compatible = not any(f.code == "incompatible-draft" for f in findings)
@@ -246,7 +247,7 @@ def _finish(
          "skipped": not measured},
     ]  # fmt: skip
     result["passed"] = compatible and measured
-    out.mkdir(parents=True, exist_ok=True)
+    make_dirs(out)
     atomic_write_json(out / RESULT_FILE, result)
     result["written"] = str(out / RESULT_FILE)
     return result

@@ -27,7 +27,7 @@ from onboard import reference as references
 from onboard import serde
 from onboard.comparator import CALIBRATION, NoiseStats, compare_rows, noise_from, scale_ratio
 from onboard.errors import InputError
-from onboard.fsutil import atomic_write, read_json
+from onboard.fsutil import atomic_write, make_dirs, read_json
 from onboard.reference import (
     REPO_CODE,
     Reference,
@@ -246,7 +246,7 @@ def record(
     folder = resolve_local(source, revision)
     policy = policy or RemoteCodePolicy()
     ref = reference_for(folder)
-    target = out or Path("golden_outputs") / slug(source)
+    target = make_dirs(out or Path("golden_outputs") / slug(source))  # before the reference runs, not after
     if ref.kind == REPO_CODE and not trust_remote_code():  # this process never imports the repo's code
         options = {"revision": revision, "max_new_tokens": max_new_tokens, "top_k": top_k, "dtype": dtype,
                    "calibrate": list(calibrate), "max_long_tokens": max_long_tokens}  # fmt: skip
