@@ -31,6 +31,7 @@ _OS_HINTS: dict[int, str] = {
     errno.ENOTDIR: "a parent of that path is a file, not a folder: choose another path",
     errno.EISDIR: "that path is a folder: give a file path",
     errno.EEXIST: "a file is in the way where a folder is needed: choose another path",
+    errno.ENAMETOOLONG: "a file or folder name in that path is too long for the file system: choose a shorter one",
 }
 
 

@@ -125,3 +125,30 @@ def test_revision_with_a_local_folder_is_refused(
 ) -> None:
     code, _, err = cli_in_process(*argv, "--revision", "v2")
     assert code == 2 and "--revision 'v2' applies to hub repos, not the local folder" in err, err
+
+
+def test_a_file_name_too_long_is_named_with_what_to_do(cli_in_process: Callable[..., tuple[int, str, str]]) -> None:
+    # Before: "internal error: OSError: [Errno 36] File name too long … this is a bug in onboard".
+    long_name = "x" * 5000
+    code, _, err = cli_in_process("verify-tokenizer", str(TRAINED), "--corpus", long_name)
+    assert code == 2 and f"Error: cannot use {long_name}: File name too long" in err, err[-500:]
+    assert "Hint: a file or folder name in that path is too long" in err and "internal error" not in err
+
+
+def test_a_folder_given_for_a_file_is_named(cli_in_process: Callable[..., tuple[int, str, str]]) -> None:
+    code, _, err = cli_in_process("verify-tokenizer", str(TRAINED), "--corpus", "")  # "" is the working folder
+    assert code == 2 and "Error: cannot use .: Is a directory" in err and "give a file path" in err, err[-500:]
+
+
+def test_an_os_error_without_a_path_stays_an_internal_error(
+    cli_in_process: Callable[..., tuple[int, str, str]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Only an error about a named path is the input's fault; a refused connection or the like is not mapped.
+    from onboard.cli import inspect_cmd
+
+    def refused(*_args: object, **_kwargs: object) -> None:
+        raise ConnectionRefusedError(111, "Connection refused")
+
+    monkeypatch.setattr(inspect_cmd, "inspect", refused)
+    code, _, err = cli_in_process("inspect", str(TRAINED))
+    assert code == 2 and "Error: internal error: ConnectionRefusedError" in err and "Traceback" not in err, err

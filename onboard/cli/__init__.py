@@ -114,6 +114,15 @@ def _run(argv: list[str] | None) -> None:
     except BaseException as exc:  # never show a traceback to users unless asked (a Rust library's panic included)
         if debug or not (isinstance(exc, Exception) or is_native_panic(exc)):
             raise
+        if isinstance(exc, OSError) and exc.filename:
+            # A path the file system refused (a name too long, a folder given for a file, …) that no stage turned
+            # into an InputError: name it and say what to do rather than call it a bug. (Without a file name, a
+            # refused connection say, it is not about a path.)
+            from onboard.fsutil import os_error
+
+            error = os_error(exc, exc.filename, "use")
+            report_error(error.message, error.hint)
+            sys.exit(2)
         report_error(
             f"internal error: {type(exc).__name__}: {exc}",
             "this is a bug in onboard; rerun with ONBOARD_DEBUG=1 for the traceback and report it",
