@@ -123,15 +123,18 @@ def converter_findings(log: str, source: Path) -> list[Finding]:
     if "pre-tokenizer was not recognized" in log:
         match = CHKHSH.search(log)
         digest = match.group(1) if match else "unknown"
-        family = identified_family(source)
+        name, family = identified_family(source)
+        now = (f"For this conversion: rerun `onboard convert gguf` with `--pre-tokenizer {name}` (onboard's "
+               "identification; `onboard validate SOURCE --engine llama.cpp --gguf F` then checks llama.cpp's ids "
+               "against transformers'). " if name else "")  # fmt: skip
         return [fatal("gguf-unknown-pre-tokenizer",
                       f"llama.cpp's converter does not know this tokenizer's pre-tokenizer (chkhsh {digest}); "
                       f"onboard identifies it as: {family}",
-                      f"add chkhsh {digest} to get_vocab_base_pre() in convert_hf_to_gguf (conversion/base.py; "
-                      "convert_hf_to_gguf_update.py generates the entry from the repo) under the llama.cpp "
-                      "pre-tokenizer whose regex this tokenizer uses, and the same name to llama-vocab.cpp if it is "
-                      "new; or use a llama.cpp release that knows it. `onboard verify-tokenizer SOURCE` shows the "
-                      "regex and the fingerprint", file="tokenizer.json")]  # fmt: skip
+                      f"{now}For llama.cpp itself: add chkhsh {digest} to get_vocab_base_pre() in convert_hf_to_gguf "
+                      "(conversion/base.py; convert_hf_to_gguf_update.py generates the entry from the repo) under the "
+                      "llama.cpp pre-tokenizer whose regex this tokenizer uses, and the same name to llama-vocab.cpp "
+                      "if it is new; or use a llama.cpp release that knows it. `onboard verify-tokenizer SOURCE` "
+                      "shows the regex and the fingerprint", file="tokenizer.json")]  # fmt: skip
     match = UNSUPPORTED.search(log)
     if match:
         arch = match.group(1) or match.group(2)
@@ -145,8 +148,9 @@ def converter_findings(log: str, source: Path) -> list[Finding]:
                   "the converter's message above names the tensor or field it could not handle")]  # fmt: skip
 
 
-def identified_family(source: Path) -> str:
-    """What onboard's own fingerprint says the pre-tokenizer is (its chkhsh table, then the tokenizer class)."""
+def identified_family(source: Path) -> tuple[str | None, str]:
+    """What onboard's own fingerprint says the pre-tokenizer is (its chkhsh table, then the tokenizer class): the
+    llama.cpp pre-tokenizer name to write (None when neither tells) and the identification in words."""
     from onboard.errors import InputError
     from onboard.verify_tokenizer.fingerprint import fingerprint
     from onboard.verify_tokenizer.patterns import name_for_tokenizer_class
@@ -155,13 +159,13 @@ def identified_family(source: Path) -> str:
     try:
         subject = load_subject(source)
     except InputError as exc:
-        return f"unknown (the tokenizer does not load: {exc.message})"
+        return None, f"unknown (the tokenizer does not load: {exc.message})"
     fp = fingerprint(subject)
     if fp.family:
-        return f"{fp.family} (chkhsh {fp.chkhsh}, as {fp.reference_repo})"
+        return fp.family, f"{fp.family} (chkhsh {fp.chkhsh}, as {fp.reference_repo})"
     by_class = name_for_tokenizer_class(subject.class_name)
     why = f"; its class {subject.class_name} implies {by_class}" if by_class else ""
-    return f"no known family (chkhsh {fp.chkhsh} is in no llama.cpp release onboard knows){why}"
+    return by_class, f"no known family (chkhsh {fp.chkhsh} is in no llama.cpp release onboard knows){why}"
 
 
 # --- quantize -----------------------------------------------------------------------------------------------------

@@ -42,6 +42,20 @@ def test_budget_and_planned_kl_come_from_the_plan(tmp_path: Path) -> None:
     assert not kl_budget_check(result, 0.0019, None).passed
 
 
+def test_unknown_pre_tokenizer_names_the_one_run_fix_first() -> None:
+    from onboard.engines.llamacpp import converter_findings
+
+    digest = "ab" * 32
+    log = f"WARNING:hf-to-gguf:** chkhsh:  {digest}\nNotImplementedError: BPE pre-tokenizer was not recognized"
+    [finding] = converter_findings(log, FIXTURE)
+    assert finding.code == "gguf-unknown-pre-tokenizer" and f"chkhsh {digest}" in finding.message
+    # The trained fixture's tokenizer is in no llama.cpp release; its class says which pre-tokenizer it uses.
+    assert (finding.hint or "").startswith(
+        "For this conversion: rerun `onboard convert gguf` with `--pre-tokenizer qwen2`"
+    )
+    assert "get_vocab_base_pre()" in (finding.hint or "")
+
+
 def test_unsupported_architecture_message_is_a_finding_with_the_fix() -> None:
     from onboard.engines.llamacpp import converter_findings
 

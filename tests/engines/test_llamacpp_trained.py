@@ -6,6 +6,7 @@ llama.cpp's converter, quantizer and runtime through `onboard convert gguf` and 
   GGUF tokenizer check; prefill and decode land in validation.json. The wrong fix (--pre-tokenizer gpt-2: another
   regex) is a gguf-tokenizer-drift.
 - Q8_0 passes a 0.002 KL budget (measured reported); the same measurement fails a budget below it.
+- A quantize-plan at that budget converts with its per-tensor types, serves, and meets its own budget.
 - A GGUF whose rope_freq_base was edited with the gguf package fails logit_parity.
 """
 
@@ -61,6 +62,7 @@ def test_unknown_pre_tokenizer_is_a_finding_with_chkhsh(work, capsys, tmp_path: 
     ours = fingerprint(load_subject(work["model"])).chkhsh  # llama.cpp's hash equals onboard's fingerprint
     assert f"chkhsh {ours}" in finding["message"] and "Qwen2Tokenizer implies qwen2" in finding["message"]
     assert "get_vocab_base_pre" in finding["hint"]
+    assert "rerun `onboard convert gguf` with `--pre-tokenizer qwen2`" in finding["hint"]  # the one-run fix first
     assert not target.exists() and not list(tmp_path.glob("*.partial")), "a refused conversion leaves no file"
 
 
@@ -95,6 +97,57 @@ def test_q8_0_is_judged_by_its_kl_budget(work, capsys, tmp_path: Path) -> None:
 
     tight = kl_budget_check(result, budget["measured_kl"] / 2, None)
     assert not tight.passed and tight.required and "> budget" in tight.detail
+
+
+def test_a_quantize_plan_converts_serves_and_meets_its_budget(work, capsys, tmp_path: Path) -> None:
+    """The README's walk-through: quantize-plan over the goldens, convert with the plan's per-tensor types, validate
+    the GGUF against the plan's budget (no --budget-kl: the plan's own), planned and measured side by side."""
+    plan_dir = tmp_path / "plan"
+    code, out, err = onboard(capsys, "quantize-plan", str(work["model"]), "--golden", str(work["golden"]),
+                             "--budget-kl", "0.002", "--formats", "llama.cpp", "--out", str(plan_dir), "--json")  # fmt: skip
+    summary = json.loads(out)
+    assert code == 0 and summary["measured_kl"] <= 0.002, err[-2000:]
+    formats = {u["format"] for u in summary["units"]}
+    assert len(formats) > 1, formats  # a mixed plan, not a uniform one in disguise
+    gguf = tmp_path / "plan.gguf"
+    code, out, err = onboard(capsys, "convert", "gguf", str(work["model"]), "--type", "q8_0", "--plan",
+                             str(plan_dir / "quantize-plan.json"), "--out", str(gguf), "--pre-tokenizer", "qwen2",
+                             "--json")  # fmt: skip
+    assert code == 0 and gguf.is_file(), err[-2000:]
+    _assert_types_as_planned(gguf, json.loads(out))
+    out_json = tmp_path / "validation.json"
+    code, _, err = onboard(capsys, "validate", str(work["model"]), "--golden", str(work["golden"]), "--engine",
+                           "llama.cpp", "--gguf", str(gguf), "--plan", str(plan_dir / "quantize-plan.json"),
+                           "--no-performance", "--out", str(out_json))  # fmt: skip
+    result = json.loads(out_json.read_text())
+    budget = result["check_data"]["quantized_kl_budget"]
+    assert code == 0 and result["passed"], err[-3000:]
+    assert budget["budget_kl"] == 0.002 and budget["planned_kl"] == pytest.approx(summary["measured_kl"])
+    assert 0 < budget["measured_kl"] <= 0.002, budget
+    print("plan:", next(c["detail"] for c in result["checks"] if c["name"] == "quantized_kl_budget"))  # -s: figure
+
+
+def _assert_types_as_planned(gguf_path: Path, converted: dict) -> None:
+    """Every tensor a plan override names is stored in the type the plan's simulation rounded it to: the override's
+    type, or llama.cpp's fallback where a K-quant does not fit the row (the fixture's 192- and 128-wide rows)."""
+    import re
+
+    from gguf import GGUFReader
+
+    from onboard.quantize.formats import FORMATS
+
+    tensors = {t.name: t for t in GGUFReader(str(gguf_path)).tensors}
+    overrides = [(pattern, kind) for pattern, kind in converted["tensor_types"]]
+    if converted["token_embedding_type"]:
+        overrides.append((re.escape("token_embd.weight"), converted["token_embedding_type"]))
+    assert len(overrides) > 1, converted
+    for pattern, kind in overrides:
+        named = [t for name, t in tensors.items() if re.fullmatch(pattern, name)]
+        assert named, (pattern, sorted(tensors))
+        for tensor in named:
+            shape = tuple(int(d) for d in reversed(tensor.shape))  # GGUF lists ne0 (the row length) first
+            expected = FORMATS[kind.lower()].resolve(shape).ggml_type
+            assert tensor.tensor_type.name.lower() == expected.lower(), (tensor.name, kind, tensor.tensor_type.name)
 
 
 def test_edited_rope_freq_base_fails_parity(work, capsys, tmp_path: Path) -> None:

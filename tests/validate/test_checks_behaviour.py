@@ -259,14 +259,41 @@ def _greedy(name: str, got: Sequence[int], ref: Sequence[int]) -> GreedyResult:
 
 
 def test_degeneration_fails_only_on_a_loop_the_reference_lacks():
-    looping, fine = [9] + [4] * 6, [1, 2, 3, 4, 5, 6, 7]
-    result = checks.degeneration(
-        [_greedy("a", looping, fine), _greedy("b", looping, looping), _greedy("c", fine, fine)]
-    )
+    stuck, fine = [4] * 7, [1, 2, 3, 4, 5, 6, 7]  # a model emitting one token forever leaves the reference at once
+    result = checks.degeneration([_greedy("a", stuck, fine), _greedy("b", stuck, stuck), _greedy("c", fine, fine)])
     assert not result.passed and result.required
-    assert result.detail == "a: 1-gram repeated 6x at the end (reference does not loop)"
-    clean = checks.degeneration([_greedy("b", looping, looping), _greedy("c", fine, fine)])
+    assert result.detail == "a: 1-gram repeated 7x at the end (reference does not loop)"
+    clean = checks.degeneration([_greedy("b", stuck, stuck), _greedy("c", fine, fine)])
     assert clean.passed and clean.detail == "2 continuations: no loop the reference lacks"
+
+
+def test_degeneration_fails_a_loop_begun_where_the_reference_moved_on():
+    # The reference said 3 once and moved on; on the same text the candidate keeps saying 3.
+    result = checks.degeneration([_greedy("a", [1, 2, 3, 3, 3, 3, 3, 3], [1, 2, 3, 4, 5, 6, 7, 8])])
+    assert not result.passed and result.detail == "a: 1-gram repeated 6x at the end (reference does not loop)"
+    assert result.data["loops"] == [{"prompt": "a", "period": 1, "repeats": 6, "start": 2, "left_reference_at": 3,
+                                     "attributable": True}]  # fmt: skip
+
+
+def test_degeneration_lists_a_loop_begun_on_text_the_reference_never_continued():
+    # The candidate left the reference's text at token 2 (greedy_parity's finding, or a quantized candidate's
+    # budget); its loop from token 3 is on its own text, which the goldens say nothing about.
+    result = checks.degeneration([_greedy("a", [1, 2, 9, 5, 5, 5, 5, 5, 5], [1, 2, 3, 4, 5, 6, 7, 8, 9])])
+    assert result.passed, result.detail
+    assert result.detail == (
+        "1 continuations: no loop the reference lacks; not counted (the goldens do not say whether the reference "
+        "loops on the candidate's own text): a: 1-gram repeated 6x at the end, from generated token 3, after "
+        "leaving the reference's text at token 2"
+    )
+    assert result.data["loops"][0]["attributable"] is False
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "expected"),
+    [([1, 2, 3], [1, 2, 3], None), ([1, 2, 3], [1, 9, 3], 1), ([1, 2], [1, 2, 3], 2), ([], [1], 0), ([], [], None)],
+)
+def test_first_difference(a, b, expected):
+    assert checks.first_difference(a, b) == expected
 
 
 # stop_set
