@@ -11,7 +11,8 @@ import functools
 import json
 import os
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 
@@ -69,6 +70,23 @@ def make_dirs(folder: Path) -> Path:
     except OSError as exc:
         raise os_error(exc, folder, "create the folder") from exc
     return folder
+
+
+@contextmanager
+def output_folder(folder: Path) -> Iterator[Path]:
+    """make_dirs(folder) for a command's output, undone when the command fails: the folders it created are removed
+    again while still empty, so a run that stopped early leaves nothing to mistake for a result."""
+    missing = [p for p in (folder, *folder.parents) if not p.exists()]  # the deepest first
+    make_dirs(folder)
+    try:
+        yield folder
+    except BaseException:
+        for created in missing:
+            try:
+                created.rmdir()
+            except OSError:  # not empty (something was written) or gone: keep it and what is above it
+                break
+        raise
 
 
 def _process_umask() -> int:

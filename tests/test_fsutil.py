@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import stat
+from pathlib import Path
 
 import pytest
 
@@ -54,3 +55,34 @@ def test_permission_hint_names_what_was_refused(tmp_path) -> None:
     assert "no permission to read there" in os_error(denied, tmp_path, "hash the checkpoint files in").hint
     assert "no permission to open there" in os_error(PermissionError(errno.EPERM, "x"), tmp_path, "use").hint
     assert os_error(OSError(errno.ENOSPC, "No space"), tmp_path, "write").hint.startswith("the disk is full")
+
+
+def test_output_folder_is_made_first_and_removed_again_when_the_command_fails(tmp_path: Path) -> None:
+    from onboard.fsutil import output_folder
+
+    target = tmp_path / "a" / "b" / "c"
+    with pytest.raises(RuntimeError), output_folder(target) as folder:
+        assert folder == target and target.is_dir()  # there before the work starts
+        raise RuntimeError("the command failed before writing")
+    assert not (tmp_path / "a").exists()  # every folder it made, removed: nothing to mistake for a result
+
+    (tmp_path / "a").mkdir()
+    with pytest.raises(RuntimeError), output_folder(target):
+        (target / "partial-log.txt").write_text("what the engine said\n")
+        raise RuntimeError("failed after writing")
+    assert (target / "partial-log.txt").is_file()  # what was written stays, with its folders
+
+    with output_folder(tmp_path / "ok") as folder:
+        (folder / "result.json").write_text("{}")
+    assert (tmp_path / "ok" / "result.json").is_file()
+
+
+def test_output_folder_under_a_file_is_an_input_error(tmp_path: Path) -> None:
+    from onboard.fsutil import output_folder
+
+    (tmp_path / "f").write_text("x")
+    with pytest.raises(InputError, match="cannot create the folder") as info, output_folder(tmp_path / "f" / "out"):
+        pass
+    assert "a parent of that path is a file" in (info.value.hint or "") or "file is in the way" in (
+        info.value.hint or ""
+    )

@@ -84,7 +84,7 @@ def validate_command(
     from onboard.cli import report_error
     from onboard.cli.output import emit_json, say
     from onboard.errors import InputError
-    from onboard.fsutil import make_dirs
+    from onboard.fsutil import output_folder
     from onboard.reference import REPO_CODE, reference_for, rerun_command
     from onboard.validate_serving.candidates import DTYPES
     from onboard.validate_serving.env import slug
@@ -111,27 +111,29 @@ def validate_command(
         assert_same_checkpoint(golden, checkpoint)  # before loading a model: goldens of another checkpoint are an error
     policy = policy_from(trust_remote_code, unsafe_no_sandbox)
     path = out if out and out.suffix == ".json" else (out or Path("onboarding") / slug(source)) / "validation.json"
-    make_dirs(path.parent)  # a folder that cannot hold validation.json fails now, not after the engine ran
-    if candidate == "reference" and checkpoint is not None and reference_for(checkpoint).kind == REPO_CODE:
-        # The self-check's candidate would be the repository's code: it runs in the sandbox worker, or not at all.
-        rerun = rerun_command("validate", source, "--golden", str(golden.folder), "--candidate", "reference",
-                              policy=policy)  # fmt: skip
-        result = validate_in_sandbox(golden, checkpoint, dtype, policy, rerun, performance=not no_performance)
-    else:
-        with started_engine(engine_name, source, dtype, gguf, engine_port, path.parent / "engine", endpoint,
-                            budget_kl, plan_file, engine_args=spec_args) as served:  # fmt: skip
-            if served is not None:  # --engine: the started engine is the endpoint
-                endpoint, served_model, dtype = served.url, served.name, served.dtype
-            engine = open_candidate(source, dtype, endpoint, served_model, timeout_s, candidate)
-            try:
-                result = validate(golden, engine, source=source, performance=not no_performance,
-                                  checkpoint=checkpoint, policy=policy)  # fmt: skip
-                if speculative:
-                    add_speculative_check(result, golden, engine, endpoint, speculative, speculative_k)
-            finally:
-                engine.close()
-            judge_served(result, served, source, budget_kl, plan_file)
-    write_result(result, path)
+    # The folder is made now (one that cannot hold validation.json fails before any engine runs) and removed again
+    # if the run fails before writing it.
+    with output_folder(path.parent):
+        if candidate == "reference" and checkpoint is not None and reference_for(checkpoint).kind == REPO_CODE:
+            # The self-check's candidate would be the repository's code: it runs in the sandbox worker, or not at all.
+            rerun = rerun_command("validate", source, "--golden", str(golden.folder), "--candidate", "reference",
+                                  policy=policy)  # fmt: skip
+            result = validate_in_sandbox(golden, checkpoint, dtype, policy, rerun, performance=not no_performance)
+        else:
+            with started_engine(engine_name, source, dtype, gguf, engine_port, path.parent / "engine", endpoint,
+                                budget_kl, plan_file, engine_args=spec_args) as served:  # fmt: skip
+                if served is not None:  # --engine: the started engine is the endpoint
+                    endpoint, served_model, dtype = served.url, served.name, served.dtype
+                engine = open_candidate(source, dtype, endpoint, served_model, timeout_s, candidate)
+                try:
+                    result = validate(golden, engine, source=source, performance=not no_performance,
+                                      checkpoint=checkpoint, policy=policy)  # fmt: skip
+                    if speculative:
+                        add_speculative_check(result, golden, engine, endpoint, speculative, speculative_k)
+                finally:
+                    engine.close()
+                judge_served(result, served, source, budget_kl, plan_file)
+        write_result(result, path)
     if as_json:
         emit_json(result)
     else:

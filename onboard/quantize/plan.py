@@ -173,15 +173,15 @@ def plan(swept: Swept, request: Request, say: Any) -> Outcome:
 
 def run(request: Request, say: Any) -> Outcome:
     """Sweep, plan, and write quantize-plan.json and the engine files into `request.out`."""
-    from onboard.fsutil import make_dirs
+    from onboard.fsutil import output_folder
     from onboard.validate_serving.env import slug
 
     if (request.budget_kl is None) == (request.target_bytes is None):
         raise InputError("give exactly one of --budget-kl and --target-bytes")
-    out = make_dirs(request.out or Path("quantize") / slug(request.source))  # before the sweep, not after it
-    swept = prepare(request, say)
-    outcome = plan(swept, request, say)
-    outcome.files = emit.write_files(out, outcome.detail, swept.folder, request.source)
+    with output_folder(request.out or Path("quantize") / slug(request.source)) as out:  # before the sweep
+        swept = prepare(request, say)
+        outcome = plan(swept, request, say)
+        outcome.files = emit.write_files(out, outcome.detail, swept.folder, request.source)
     return outcome
 
 

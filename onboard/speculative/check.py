@@ -50,13 +50,20 @@ class Trajectory:
 
 def run(request: Request, say: Any) -> dict[str, Any]:
     """The draft-check result (also written to OUT/draft-check.json); IncompatibleDraft after writing it."""
-    from onboard.fsutil import make_dirs
-    from onboard.speculative.compat import IncompatibleDraft, check_compatibility
+    from onboard.fsutil import output_folder
     from onboard.validate_serving.env import resolve_local, slug
 
     started = time.perf_counter()
     folder = resolve_local(request.target, request.revision)
-    out = make_dirs(request.out or Path("draft-check") / slug(request.target))  # before the work, not after
+    with output_folder(request.out or Path("draft-check") / slug(request.target)) as out:  # before the work
+        return _check(request, folder, out, started, say)
+
+
+def _check(request: Request, folder: Path, out: Path, started: float, say: Any) -> dict[str, Any]:
+    """run's measurement, written into `out` (made beforehand)."""
+    from onboard.speculative.compat import IncompatibleDraft, check_compatibility
+    from onboard.validate_serving.env import resolve_local
+
     kind = request.draft if request.draft in SPECIAL_DRAFTS else "model"
     draft_folder = resolve_local(request.draft) if kind == "model" else None
     result: dict[str, Any] = {"stage": "draft-check", "target": request.target, "draft": request.draft,

@@ -27,7 +27,7 @@ from onboard import reference as references
 from onboard import serde
 from onboard.comparator import CALIBRATION, NoiseStats, compare_rows, noise_from, scale_ratio
 from onboard.errors import InputError
-from onboard.fsutil import atomic_write, make_dirs, read_json
+from onboard.fsutil import atomic_write, output_folder, read_json
 from onboard.reference import (
     REPO_CODE,
     Reference,
@@ -246,51 +246,51 @@ def record(
     folder = resolve_local(source, revision)
     policy = policy or RemoteCodePolicy()
     ref = reference_for(folder)
-    target = make_dirs(out or Path("golden_outputs") / slug(source))  # before the reference runs, not after
-    if ref.kind == REPO_CODE and not trust_remote_code():  # this process never imports the repo's code
-        options = {"revision": revision, "max_new_tokens": max_new_tokens, "top_k": top_k, "dtype": dtype,
-                   "calibrate": list(calibrate), "max_long_tokens": max_long_tokens}  # fmt: skip
-        rerun = rerun or rerun_command("golden", "record", source, "--out", str(target), policy=policy)
-        return record_in_sandbox(source, target, folder, ref, policy, rerun, options)
-    profile = _profile(str(folder))
-    tokenizer = load_tokenizer(folder)
-    model = load_transformers(folder, dtype)
-    reference = InProcessCandidate(model, folder, dtype, kind="reference", hf=True)
-    vocab = int(model.get_output_embeddings().weight.shape[0])
-    cap = max_long_tokens or DEFAULT_MAX_LONG
-    suite = build_suite(tokenizer, profile, vocab_size=vocab, max_new_tokens=max_new_tokens, max_long_tokens=cap)
-    max_positions = profile.dims.max_position_embeddings if profile else None
-    long_plan = plan_long(boundaries_of(profile), max_positions, max_new_tokens, cap)
-    prompts = [_record_prompt(reference, spec, max_new_tokens, top_k) for spec in suite]
-    longest = max(prompts, key=lambda p: len(p.sequence))
-    activations = reference.scan_activations(longest.sequence) or []
-    reference.close()
-    noise = {
-        cand: asdict(_calibrate(folder, prompts, cand, base, top_k))
-        for cand, base in CALIBRATION.items()
-        if cand in calibrate
-    }
-    manifest = {
-        "format": FORMAT,
-        "source": source,
-        "revision": revision or (profile.revision if profile else None),
-        "weights_fingerprint": checkpoint_fingerprint(folder),
-        "model_type": profile.model_type if profile else None,
-        "reference": {**describe(ref, policy, folder), "attn_implementation": "eager", "dtype": dtype, "device": "cpu"},
-        "versions": library_versions(),
-        "hardware": hardware(),
-        "generation": {"greedy": True, "max_new_tokens": max_new_tokens, "top_k": top_k, "ignore_eos": True},
-        "logprob_decimals": LOGPROB_DECIMALS,
-        "stop_token_ids": checkpoint_stop_set(folder),
-        "boundaries": boundaries_of(profile),
-        "long_prompt": asdict(long_plan),
-        "noise": noise,
-        "activation_max_abs": {s.name: s.max_abs for s in activations},
-        "prompts": [{"name": p.name, "kind": p.kind, "prompt_tokens": len(p.prompt_ids), "generated_tokens": len(p.generated_ids)} for p in prompts],
-        "recorded_seconds": round(time.time() - started, 2),
-    }  # fmt: skip
-    write_golden(target, manifest, prompts)
-    return GoldenSet(target, manifest, tuple(prompts))
+    with output_folder(out or Path("golden_outputs") / slug(source)) as target:  # before the reference runs
+        if ref.kind == REPO_CODE and not trust_remote_code():  # this process never imports the repo's code
+            options = {"revision": revision, "max_new_tokens": max_new_tokens, "top_k": top_k, "dtype": dtype,
+                       "calibrate": list(calibrate), "max_long_tokens": max_long_tokens}  # fmt: skip
+            rerun = rerun or rerun_command("golden", "record", source, "--out", str(target), policy=policy)
+            return record_in_sandbox(source, target, folder, ref, policy, rerun, options)
+        profile = _profile(str(folder))
+        tokenizer = load_tokenizer(folder)
+        model = load_transformers(folder, dtype)
+        reference = InProcessCandidate(model, folder, dtype, kind="reference", hf=True)
+        vocab = int(model.get_output_embeddings().weight.shape[0])
+        cap = max_long_tokens or DEFAULT_MAX_LONG
+        suite = build_suite(tokenizer, profile, vocab_size=vocab, max_new_tokens=max_new_tokens, max_long_tokens=cap)
+        max_positions = profile.dims.max_position_embeddings if profile else None
+        long_plan = plan_long(boundaries_of(profile), max_positions, max_new_tokens, cap)
+        prompts = [_record_prompt(reference, spec, max_new_tokens, top_k) for spec in suite]
+        longest = max(prompts, key=lambda p: len(p.sequence))
+        activations = reference.scan_activations(longest.sequence) or []
+        reference.close()
+        noise = {
+            cand: asdict(_calibrate(folder, prompts, cand, base, top_k))
+            for cand, base in CALIBRATION.items()
+            if cand in calibrate
+        }
+        manifest = {
+            "format": FORMAT,
+            "source": source,
+            "revision": revision or (profile.revision if profile else None),
+            "weights_fingerprint": checkpoint_fingerprint(folder),
+            "model_type": profile.model_type if profile else None,
+            "reference": {**describe(ref, policy, folder), "attn_implementation": "eager", "dtype": dtype, "device": "cpu"},
+            "versions": library_versions(),
+            "hardware": hardware(),
+            "generation": {"greedy": True, "max_new_tokens": max_new_tokens, "top_k": top_k, "ignore_eos": True},
+            "logprob_decimals": LOGPROB_DECIMALS,
+            "stop_token_ids": checkpoint_stop_set(folder),
+            "boundaries": boundaries_of(profile),
+            "long_prompt": asdict(long_plan),
+            "noise": noise,
+            "activation_max_abs": {s.name: s.max_abs for s in activations},
+            "prompts": [{"name": p.name, "kind": p.kind, "prompt_tokens": len(p.prompt_ids), "generated_tokens": len(p.generated_ids)} for p in prompts],
+            "recorded_seconds": round(time.time() - started, 2),
+        }  # fmt: skip
+        write_golden(target, manifest, prompts)
+        return GoldenSet(target, manifest, tuple(prompts))
 
 
 def _profile(source: str) -> Any | None:
