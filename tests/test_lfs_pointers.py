@@ -190,6 +190,24 @@ def test_golden_validate_new_model_refuse_pointers(
     assert rc == 2 and "the checkpoint is unusable: lfs-pointer: 3 files are Git LFS pointers" in err
 
 
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["generate", "{clone}", "--out", "{tmp}/gen", "--parity"],
+        ["quantize-plan", "{clone}", "--budget-kl", "0.1", "--out", "{tmp}/plan"],
+        ["draft-check", "{clone}", "ngram", "--out", "{tmp}/draft"],
+    ],
+)
+def test_commands_that_load_the_weights_name_pointers(
+    clone: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str]
+) -> None:
+    # Before: `generate --parity` loaded the pointer ("SafetensorError: header too large") and told the user to fix
+    # the adapter.
+    rc, _, err = _run(capsys, *(a.format(clone=clone, tmp=tmp_path) for a in argv))
+    assert rc == 2 and "Error: [lfs-pointer] model-00001-of-00002.safetensors is a Git LFS pointer" in err, err
+    assert "fix the adapter" not in err and "internal error" not in err
+
+
 def test_tokenizer_files_gguf_and_pickle_pointers(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     for vocabulary in ("tokenizer.model", "tokenizer.json"):
         root = M.write_repo(tmp_path / vocabulary.replace(".", "_"))

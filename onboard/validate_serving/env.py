@@ -52,17 +52,23 @@ def slug(source: str) -> str:
     return golden_key(source)
 
 
+def require_loadable(path: Path) -> None:
+    """A clone without git-lfs: every pointer among the files a load of the checkpoint reads (SNAPSHOT_PATTERNS) is
+    named, with the fix (git lfs pull …), before anything parses one (safetensors would call a pointer's text a
+    header too large)."""
+    from fnmatch import fnmatch
+
+    from onboard.lfs import files_under, require_real_files
+
+    needed = [f for f in files_under(path) if any(fnmatch(f.rsplit("/", 1)[-1], p) for p in SNAPSHOT_PATTERNS)]
+    require_real_files(path, needed)
+
+
 def resolve_local(source: str, revision: str | None = None) -> Path:
     """A local folder for SOURCE: the folder itself, or a hub snapshot (config, tokenizer, safetensors only)."""
     path = Path(source)
     if path.is_dir():
-        from fnmatch import fnmatch
-
-        from onboard.lfs import files_under, require_real_files
-
-        # A clone without git-lfs: name every pointer a reference load would read, before anything parses one.
-        needed = [f for f in files_under(path) if any(fnmatch(f.rsplit("/", 1)[-1], p) for p in SNAPSHOT_PATTERNS)]
-        require_real_files(path, needed)
+        require_loadable(path)
         if not (path / "config.json").is_file():
             raise InputError(f"{path}: no config.json", "point SOURCE at a transformers checkpoint folder")
         return path
