@@ -62,6 +62,7 @@ def draft_check_command(target: str, draft: str, max_k: int, temperature: float,
 
 def _report(result: dict) -> None:  # type: ignore[type-arg]
     from onboard.cli.output import say
+    from onboard.speculative.speedup import describe_k
 
     for finding in result["findings"]:
         say(f"{finding['severity']}: [{finding['code']}] {finding['message']}")
@@ -79,10 +80,10 @@ def _report(result: dict) -> None:  # type: ignore[type-arg]
         for row, speed in zip(greedy["by_k"], greedy["speedup"]):
             extra = f" {_times(by_k[row['k']]['measured'])}" if row["k"] in by_k else ""
             say(f"{row['k']:>2} {row['mean_accepted']:>13.2f} {speed['measured']:>7.2f}x{extra}")
-        say(f"greedy alpha {greedy['alpha']:.3f}; recommended k: {greedy['recommended_k'] or 'none (no k is faster)'}")
+        say(f"greedy alpha {greedy['alpha']:.3f}; recommended k: {describe_k(greedy['recommended_k'])}")
         if sampled:
             say(f"T={sampled['temperature']}: alpha sum(min(p, q)) {sampled['alpha']:.3f}; recommended k: "
-                f"{sampled['recommended_k'] or 'none (no k is faster)'}")  # fmt: skip
+                f"{describe_k(sampled['recommended_k'])}")  # fmt: skip
     say(f"wrote {result['written']}")
 
 

@@ -242,7 +242,7 @@ def _finish(
     compatible = not any(f.code == "incompatible-draft" for f in findings)
     measured = windows is not None
     greedy = result.get("greedy") or {}
-    detail = (f"greedy alpha {greedy['alpha']:.3f}, recommended k {greedy['recommended_k']}" if measured
+    detail = (f"greedy alpha {greedy['alpha']:.3f}, recommended k {speedup.describe_k(greedy['recommended_k'])}" if measured
               else "; ".join(f.message for f in findings if f.severity in ("error", "fatal"))[:300])  # fmt: skip
     result["findings"] = [to_dict(f) for f in findings]
     result["checks"] = [

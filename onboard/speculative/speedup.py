@@ -34,6 +34,11 @@ def recommended_k(rows: Sequence[dict[str, Any]]) -> int | None:
     return best["k"] if best is not None and best["measured"] > 1.0 else None
 
 
+def describe_k(k: int | None) -> str:
+    """recommended_k in words: the k, or why there is none."""
+    return str(k) if k else "none (no k is faster)"
+
+
 def decode_step_seconds(candidate: Any, prompt: Sequence[int]) -> float:
     """One KV-cached greedy decode step of an in-process candidate (prefill excluded)."""
     best = float("inf")

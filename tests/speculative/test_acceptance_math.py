@@ -6,7 +6,7 @@ import pytest
 
 from onboard.speculative.acceptance import Windows, greedy_by_position, greedy_table, simulate
 from onboard.speculative.drafts import ngram_proposals
-from onboard.speculative.speedup import model_speedup, recommended_k
+from onboard.speculative.speedup import describe_k, model_speedup, recommended_k
 
 
 def test_simulate_follows_the_decode_loop() -> None:
@@ -41,6 +41,7 @@ def test_speedup_formula_and_recommendation() -> None:
     rows = [{"k": 1, "measured": 1.2}, {"k": 2, "measured": 1.4}, {"k": 3, "measured": 1.4}]
     assert recommended_k(rows) == 2
     assert recommended_k([{"k": 1, "measured": 0.9}]) is None
+    assert describe_k(2) == "2" and describe_k(None) == "none (no k is faster)"  # not "None" in the checklist
 
 
 def test_a_window_longer_than_every_trajectory_is_unmeasured_not_zero() -> None:

@@ -101,6 +101,8 @@ def test_speedup_and_recommendation_follow_the_measurements(result: dict) -> Non
         assert speed["model"] == pytest.approx(model_speedup(greedy["alpha"], row["k"], c))
     best = max(greedy["speedup"], key=lambda r: r["measured"])
     assert greedy["recommended_k"] == (best["k"] if best["measured"] > 1 else None)
+    measured_check = next(c for c in result["checks"] if c["name"] == "draft_acceptance_measured")
+    assert f"recommended k {greedy['recommended_k'] or 'none (no k is faster)'}" in measured_check["detail"]
     positions = greedy["by_position"]
     assert [p["position"] for p in positions] == list(range(1, 9))
     assert positions[0]["cumulative"] == pytest.approx(greedy["alpha"])
