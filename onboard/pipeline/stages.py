@@ -105,8 +105,11 @@ def run_inspect(ctx: RunContext) -> dict[str, Any]:
     atomic_write(ctx.run_dir / "profile.json", profile.to_json() + "\n")
     fatal = [f for f in profile.findings if f.severity == "fatal"]
     checks = inspect_checks(profile.to_dict())  # the same verdicts the checklist derives from a profile.json
+    # checkpoint_dir: the absolute folder this run read (a local source), so promote can hash its files from
+    # anywhere; the profile's `source` is the path as typed, relative to where new-model ran.
+    local = str(ctx.local_dir.resolve()) if ctx.local_dir is not None else None
     result = _result("inspect", checks, model_type=profile.model_type, revision=profile.revision,
-                     features=list(profile.features), unusable=bool(fatal))  # fmt: skip
+                     features=list(profile.features), unusable=bool(fatal), checkpoint_dir=local)  # fmt: skip
     atomic_write_json(ctx.run_dir / "inspect.json", result)
     return result
 

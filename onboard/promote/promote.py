@@ -207,17 +207,29 @@ def _revision_of(results: StageResults, rev_dir: Path) -> str:
     return rev if isinstance(rev, str) and rev else rev_dir.name
 
 
+def _profile(results: StageResults, rev_dir: Path) -> tuple[Path, dict[str, Any]]:
+    """The ModelProfile the run pinned (profile.json, which inspect and new-model write) and its fields; else the
+    inspect stage's own file. new-model's inspect.json is a stage summary (checks, model_type): hashing it, or
+    reading the checkpoint's files and source from it, recorded no file at all."""
+    pinned = rev_dir / "profile.json"
+    if pinned.is_file():
+        data = read_json(pinned, hint="rerun `onboard inspect SOURCE --json` (or new-model) to rewrite it")
+        if isinstance(data, dict):
+            return pinned, data
+    name = results.stages["inspect"].file if "inspect" in results.stages else "profile.json"
+    return rev_dir / name, results.data("inspect")
+
+
 def build_record(slug: str, workspace: Path, ev: Evaluation, by: str) -> PromotionRecord:
     """Gather hashes, checks, versions and hardware into a record (not yet saved)."""
     results, rev_dir = ev.results, ev.rev_dir
-    profile = results.data("inspect")
-    files, notes = source_files(rev_dir, profile, workspace)
+    profile_file, profile = _profile(results, rev_dir)
+    files, notes = source_files(rev_dir, profile, workspace, results.data("inspect").get("checkpoint_dir"))
     golden = results.data("golden")
     golden_dir = _golden_dir(golden, workspace, slug)
     golden_sha = golden.get("golden_sha256") if isinstance(golden.get("golden_sha256"), str) else None
     golden_sha = golden_sha or (hashing.sha256_tree(golden_dir) if golden_dir else None)
     tok = results.data("verify-tokenizer").get("tokenizer_sha256")
-    profile_file = rev_dir / (results.stages["inspect"].file if "inspect" in results.stages else "profile.json")
     versions = provenance.tool_versions()
     for stage, result in results.stages.items():
         if isinstance(result.data.get("tool_version"), str):
@@ -258,16 +270,22 @@ def _golden_dir(golden: dict[str, Any], workspace: Path, slug: str) -> Path | No
     return default if default.is_dir() else None
 
 
-def source_files(rev_dir: Path, profile: dict[str, Any], workspace: Path) -> tuple[tuple[FileEntry, ...], list[str]]:
+def source_files(
+    rev_dir: Path, profile: dict[str, Any], workspace: Path, checkpoint_dir: object = None
+) -> tuple[tuple[FileEntry, ...], list[str]]:
     """Checkpoint file hashes: `files.json` from the pipeline (e.g. hub LFS sha256s), else hashed from a local
-    folder, else names only with a note saying they were not hashed."""
+    folder (`checkpoint_dir`, the absolute folder new-model read, then the profile's source as typed, from here or
+    the workspace), else names only with a note saying they were not hashed."""
     manifest = rev_dir / "files.json"
     if manifest.is_file():
         return _parse_manifest(manifest), []
     names = [str(n) for n in profile.get("files") or []]
     source = str(profile.get("source") or "")
-    for root in (Path(source), workspace / source):
-        if source and root.is_dir():
+    roots = [Path(checkpoint_dir)] if isinstance(checkpoint_dir, str) and checkpoint_dir else []
+    if source:
+        roots += [Path(source), workspace / source]
+    for root in roots:
+        if root.is_dir():
             try:
                 entries = tuple(
                     FileEntry(n, hashing.sha256_file(root / n), (root / n).stat().st_size)

@@ -8,6 +8,7 @@ from this run, and the required `determinism` item is ticked by checks that ran 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import subprocess
@@ -54,6 +55,14 @@ def test_demo_is_promoted_after_the_two_signoffs(tmp_path: Path) -> None:
     record = json.loads(shown.stdout)
     assert record["slug"] == "demo-qwen3" and record["revision"] == revision
     assert sorted(s["item"] for s in record["signoffs"]) == sorted(SIGNOFFS)
+    # What was promoted is pinned: every checkpoint file hashed, the profile (not new-model's stage summary) and the
+    # tokenizer. Before: new-model's inspect.json stood in for the profile, and no file was recorded at all.
+    run = ws / "onboarding" / "demo-qwen3" / revision
+    assert {f["path"] for f in record["files"]} == {p.name for p in demo.iterdir() if p.is_file()}, record["files"]
+    weights = next(f for f in record["files"] if f["path"] == "model.safetensors")
+    assert weights["sha256"] == hashlib.sha256((demo / "model.safetensors").read_bytes()).hexdigest()
+    assert record["profile_sha256"] == hashlib.sha256((run / "profile.json").read_bytes()).hexdigest()
+    assert record["tokenizer_sha256"]
     # The record's evidence is this run's validate result, determinism included, not a made-up stage file.
     validate = json.loads((ws / "onboarding" / "demo-qwen3" / revision / "validate.json").read_text())
     assert validate["candidate"]["kind"] == "adapter"
