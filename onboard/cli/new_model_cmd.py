@@ -27,6 +27,8 @@ if TYPE_CHECKING:
 @click.option("--resume/--no-resume", default=True, show_default=True,
               help="Reuse stage results whose inputs are unchanged.")  # fmt: skip
 @click.option("--promote", "do_promote", is_flag=True, help="Promote when every required checklist item passes.")
+@click.option("--registry", type=click.Path(dir_okay=False), help="Registry database the checklist is ticked against "
+              "and --promote records into (default: $ONBOARD_REGISTRY, else <workspace>/onboarding/registry.sqlite3).")  # fmt: skip
 @click.option("--max-long-tokens", type=click.IntRange(16), default=None,
               help="Cap on the goldens' long prompt (default 4096). It is sized to cross the model's sliding window, "
               "attention chunk and original rope context; raise it when validate says a boundary was not crossed.")  # fmt: skip
@@ -44,6 +46,7 @@ def new_model_command(
     workspace: Path,
     resume: bool,
     do_promote: bool,
+    registry: str | None,
     max_long_tokens: int | None,
     dtype: str | None,
     trust_remote_code: bool,
@@ -77,7 +80,7 @@ def new_model_command(
     policy = policy_from(trust_remote_code, unsafe_no_sandbox)
     result = run_new_model(source, revision=revision, target=target, endpoint=endpoint, served_model=served_model,
                            workspace=workspace, resume=resume, promote=do_promote, policy=policy,
-                           max_long_tokens=max_long_tokens, dtype=dtype)  # fmt: skip
+                           max_long_tokens=max_long_tokens, dtype=dtype, registry=registry)  # fmt: skip
     if as_json:
         emit_json(result.to_dict())
     say(f"report: {result.report.get('html')}")

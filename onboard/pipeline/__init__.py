@@ -90,6 +90,7 @@ def run_new_model(
     policy: RemoteCodePolicy | None = None,
     max_long_tokens: int | None = None,
     dtype: str | None = None,
+    registry: Path | str | None = None,
 ) -> PipelineResult:
     from onboard.promote.workspace import slug_for
 
@@ -158,7 +159,7 @@ def run_new_model(
         result.stages[stage.name] = {"outcome": outcome, "seconds": round(seconds, 2), "passed": out.get("passed"),
                                      "detail": ", ".join(failed), "usable": _usable(stage.name, out)}  # fmt: skip
         _note_unusable(result, stage.name, out)
-    _finish(result, workspace, progress, promote)
+    _finish(result, workspace, progress, promote, registry)
     return result
 
 
@@ -183,13 +184,15 @@ def _note_unusable(result: PipelineResult, stage: str, out: dict[str, Any]) -> N
         result.unusable = True
 
 
-def _finish(result: PipelineResult, workspace: Path, progress: Progress, promote: bool) -> None:
+def _finish(
+    result: PipelineResult, workspace: Path, progress: Progress, promote: bool, registry: Path | str | None = None
+) -> None:
     from onboard.promote.promote import evaluate_revision
     from onboard.promote.promote import promote as do_promote
     from onboard.promote.report import render_report
 
     progress.start("checklist")
-    ev = evaluate_revision(result.slug, workspace, revision=result.revision)
+    ev = evaluate_revision(result.slug, workspace, revision=result.revision, registry=registry)
     result.ready = ev.state.ready
     result.blocking = [status.id for status in ev.state.blocking]
     result.checklist_md = str(ev.checklist_md)
@@ -206,6 +209,6 @@ def _finish(result: PipelineResult, workspace: Path, progress: Progress, promote
             progress.done("promote", "failed", "refused: required checklist items are open")
             return
         started = time.perf_counter()
-        outcome = do_promote(result.slug, workspace, revision=result.revision)
+        outcome = do_promote(result.slug, workspace, revision=result.revision, registry=registry)
         result.promoted = True
         progress.done("promote", "ok", f"record {outcome.record_path} in {time.perf_counter() - started:.1f} s")

@@ -143,6 +143,29 @@ def test_new_revision_is_compared_with_earlier_goldens(clean_run, demo, tmp_path
 
 
 @pytest.mark.slow
+def test_a_new_revision_is_judged_against_the_registry_it_is_given(demo, tmp_path):
+    """Promoted into a registry of its own (not the workspace's default): new-model --registry ticks the new
+    revision's checklist against that promotion, so the failed golden comparison blocks it there too."""
+    from onboard.promote import promote, record_signoff
+
+    ws, registry = tmp_path / "ws", tmp_path / "elsewhere" / "registry.sqlite3"
+    first = run_new_model(str(demo), workspace=ws, quiet=True, registry=registry)
+    for item in ("licence_reviewed", "model_card_read"):
+        record_signoff(first.run_dir, item, "tester")
+    promote(first.slug, ws, registry=registry)
+    changed = tmp_path / "next" / demo.name  # the same slug, other weights' config: a new revision
+    shutil.copytree(demo, changed)
+    config = json.loads((changed / "config.json").read_text())
+    config["rms_norm_eps"] = 0.5
+    (changed / "config.json").write_text(json.dumps(config))
+    judged = run_new_model(str(changed), workspace=ws, quiet=True, registry=registry)
+    assert "goldens_match_promoted" in judged.blocking, judged.blocking
+    # The workspace's default registry holds no promotion: there the item is not applicable (first promotion).
+    default = run_new_model(str(changed), workspace=ws, quiet=True)
+    assert "goldens_match_promoted" not in default.blocking, default.blocking
+
+
+@pytest.mark.slow
 def test_a_crashing_stage_is_recorded_and_others_still_run(demo, tmp_path, monkeypatch):
     """A bug in one stage: its dependents are blocked, the independent stages run, the report says why."""
 
