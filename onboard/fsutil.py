@@ -65,9 +65,7 @@ def make_dirs(folder: Path) -> Path:
     (a typo under /proc, a file where a folder should be, a read-only mount) fails at once, not after the work."""
     try:
         folder.mkdir(parents=True, exist_ok=True)
-    except FileExistsError as exc:  # a file (or a link to one) where the folder should be
-        raise os_error(OSError(errno.ENOTDIR, "a file is in the way"), folder, "create the folder") from exc
-    except OSError as exc:
+    except OSError as exc:  # FileExistsError included: a file where the folder should be (EEXIST's hint says so)
         raise os_error(exc, folder, "create the folder") from exc
     return folder
 

@@ -200,7 +200,8 @@ def degeneration(greedy: list[GreedyResult]) -> CheckResult:
             bad.append(f"{what} (reference does not loop)")
         else:
             listed.append(f"{what}, from generated token {start}, after leaving the reference's text at token {left}")
-    detail = "; ".join(bad) or f"{len(greedy)} continuations: no loop the reference lacks"
+    clean = "no loop the reference lacks" if not listed else "no loop begun on the reference's text"
+    detail = "; ".join(bad) or f"{len(greedy)} continuations: {clean}"
     if listed:
         detail += ("; not counted (the goldens do not say whether the reference loops on the candidate's own text): "
                    + "; ".join(listed))  # fmt: skip

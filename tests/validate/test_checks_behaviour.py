@@ -281,7 +281,7 @@ def test_degeneration_lists_a_loop_begun_on_text_the_reference_never_continued()
     result = checks.degeneration([_greedy("a", [1, 2, 9, 5, 5, 5, 5, 5, 5], [1, 2, 3, 4, 5, 6, 7, 8, 9])])
     assert result.passed, result.detail
     assert result.detail == (
-        "1 continuations: no loop the reference lacks; not counted (the goldens do not say whether the reference "
+        "1 continuations: no loop begun on the reference's text; not counted (the goldens do not say whether the reference "
         "loops on the candidate's own text): a: 1-gram repeated 6x at the end, from generated token 3, after "
         "leaving the reference's text at token 2"
     )
