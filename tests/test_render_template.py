@@ -104,3 +104,42 @@ def test_named_template_from_a_source_folder(tmp_path: Path) -> None:
     assert CliRunner().invoke(cli, [*base, "--template-name", "tool_use"], standalone_mode=False).stdout == "T1"
     missing = CliRunner().invoke(cli, [*base, "--template-name", "nope"], standalone_mode=False)
     assert isinstance(missing.exception, OnboardError) and "tool_use" in (missing.exception.hint or "")
+
+
+SYSTEM_THEN_TOOL_CALL = {
+    "messages": [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "Weather?"},
+        {"role": "assistant", "tool_calls": [{"type": "function", "function": {"name": "w", "arguments": {"c": "P"}}}]},
+    ]
+}
+# Joins tool-call arguments as text (DeepSeek-R1's template does): raises on a dict, whoever speaks first.
+JOINS_ARGUMENTS = (
+    "{% for m in messages %}{{ m.role }}:{{ m.content or '' }}"
+    "{% for c in m.tool_calls or [] %}{{ c.function.name + '(' + c.function.arguments + ')' }}{% endfor %}{% endfor %}"
+)
+# Refuses a system message, and later (like Gemma's) any role that is not user/assistant.
+NO_SYSTEM = (
+    "{% if messages[0].role == 'system' %}{{ raise_exception('System role not supported') }}{% endif %}"
+    "{% for m in messages %}{% if m.role not in ('user', 'assistant') %}{{ raise_exception('roles') }}{% endif %}"
+    "{{ m.role }}{% endfor %}"
+)
+
+
+def test_an_error_the_system_message_does_not_cause_is_not_blamed_on_it(tmp_path: Path) -> None:
+    # Before: any error in a conversation that starts with a system message was "system role rejected", with the
+    # system-merge polyfill as the fix (on DeepSeek-R1's template, for tool-call arguments given as an object).
+    result = _render(tmp_path, JOINS_ARGUMENTS, SYSTEM_THEN_TOOL_CALL)
+    assert isinstance(result.exception, OnboardError)
+    assert result.exception.message.startswith("the template raised: TypeError: can only concatenate str")
+    assert "pass each tool call's `arguments` as a JSON string" in (result.exception.hint or "")
+
+
+def test_the_system_message_is_blamed_when_it_is_what_the_template_refused(tmp_path: Path) -> None:
+    for context in ({"messages": [{"role": "system", "content": "x"}, {"role": "user", "content": "y"}]},
+                    {"messages": [{"role": "system", "content": "x"}, {"role": "tool", "content": "y"}]}):  # fmt: skip
+        # Without the system message it renders, or fails further on (the tool role): the system came first.
+        result = _render(tmp_path, NO_SYSTEM, context)
+        assert isinstance(result.exception, OnboardError)
+        assert result.exception.message == "system role rejected: the template raised: System role not supported"
+        assert "--polyfill system-merge" in (result.exception.hint or "")

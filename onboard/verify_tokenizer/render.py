@@ -39,6 +39,33 @@ def system_dropped(context: dict[str, Any], result: RenderResult) -> bool:
     return bool(result.ok and text and text not in (result.text or ""))
 
 
+def without_system(context: dict[str, Any]) -> dict[str, Any]:
+    """The context with its leading system message left out."""
+    return {**context, "messages": context["messages"][1:]}
+
+
+def _system_at_fault(
+    template: str, context: dict[str, Any], result: RenderResult, timeout_s: float, now: datetime | None
+) -> bool:
+    """Whether the system message is what the template raised on: without it the conversation renders, or fails
+    further on with another error. The same error without it means something else (tool-call arguments, say)."""
+    if result.error_kind != "template-error" or not system_text(context):
+        return False
+    again = render(template, without_system(context), timeout_s=timeout_s, now=now)
+    return again.ok or again.message != result.message
+
+
+def _rejection_hint(result: RenderResult, context: dict[str, Any]) -> str:
+    calls = [c for m in context.get("messages") or [] if isinstance(m, dict) for c in m.get("tool_calls") or []]
+    structured = any(isinstance((c.get("function") or {}).get("arguments"), dict) for c in calls if isinstance(c, dict))
+    if structured and "dict" in (result.message or ""):
+        return (
+            "the template joins tool-call arguments as text: pass each tool call's `arguments` as a JSON string "
+            "(transformers accepts both; this template takes only a string)"
+        )
+    return "check the messages against what the template accepts"
+
+
 def render_for_cli(
     template: str, context: dict[str, Any], polyfill: str | None, timeout_s: float, now: datetime | None = None
 ) -> tuple[str, list[str]]:
@@ -54,19 +81,19 @@ def render_for_cli(
             f"note: the template read the clock (strftime_now); rendered with the frozen time {now or FROZEN_NOW:%Y-%m-%d %H:%M}"
         )
     if not result.ok:
-        raise_for(result, plain_context if not polyfill else context, polyfill is None)
+        raise_for(
+            result, context, polyfill is None and _system_at_fault(template, plain_context, result, timeout_s, now)
+        )
     if polyfill is None and system_dropped(plain_context, result):
         notes.append(f"warning: system role rejected: the template dropped the system message; {POLYFILL_HINT}")
     return result.text or "", notes
 
 
-def raise_for(result: RenderResult, context: dict[str, Any], plain: bool) -> None:
+def raise_for(result: RenderResult, context: dict[str, Any], system_at_fault: bool) -> None:
     if result.error_kind == "template-error":
-        if plain and system_text(context):
+        if system_at_fault:
             raise TemplateRejected(f"system role rejected: the template raised: {result.message}", POLYFILL_HINT)
-        raise TemplateRejected(
-            f"the template raised: {result.message}", "check the messages against what the template accepts"
-        )
+        raise TemplateRejected(f"the template raised: {result.message}", _rejection_hint(result, context))
     hints = {
         "syntax": "fix the template; it is not valid Jinja",
         "security": "the template touches Python internals; transformers' sandbox refuses it too",
