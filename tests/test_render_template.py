@@ -132,7 +132,7 @@ def test_an_error_the_system_message_does_not_cause_is_not_blamed_on_it(tmp_path
     result = _render(tmp_path, JOINS_ARGUMENTS, SYSTEM_THEN_TOOL_CALL)
     assert isinstance(result.exception, OnboardError)
     assert result.exception.message.startswith("the template raised: TypeError: can only concatenate str")
-    assert "pass each tool call's `arguments` as a JSON string" in (result.exception.hint or "")
+    assert "pass `arguments` as a JSON string" in (result.exception.hint or "")
 
 
 def test_the_system_message_is_blamed_when_it_is_what_the_template_refused(tmp_path: Path) -> None:
@@ -143,3 +143,13 @@ def test_the_system_message_is_blamed_when_it_is_what_the_template_refused(tmp_p
         assert isinstance(result.exception, OnboardError)
         assert result.exception.message == "system role rejected: the template raised: System role not supported"
         assert "--polyfill system-merge" in (result.exception.hint or "")
+
+
+def test_verify_tokenizer_says_why_deepseek_r1_rejects_tool_calls(shared_data: Path) -> None:
+    """DeepSeek-R1's template concatenates tool-call arguments as text; vLLM passes them as objects."""
+    from onboard.verify_tokenizer import verify_tokenizer
+
+    report = verify_tokenizer(str(shared_data / "deepseek" / "deepseek-r1_hf-mirror"))
+    [finding] = [f for f in report.findings if f.code == "template-rejects-tools"]
+    assert "can only concatenate str" in finding.message
+    assert (finding.hint or "").startswith("tool-calling conversations fail in vLLM: the template joins tool-call")

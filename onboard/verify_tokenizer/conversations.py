@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from onboard.findings import Finding, error, info, warning
-from onboard.verify_tokenizer.render import system_dropped
+from onboard.verify_tokenizer.render import ARGUMENTS_AS_TEXT_HINT, joins_arguments_as_text, system_dropped
 from onboard.verify_tokenizer.sandbox import RenderResult, render_many
 from onboard.verify_tokenizer.subject import Subject
 
@@ -164,8 +164,11 @@ def _findings(
                            file=file))  # fmt: skip
     tools = next(r for r in renders if r.name == "tools")
     if not tools.ok:
+        as_text = joins_arguments_as_text(tools.message, contexts[renders.index(tools)])
+        hint = ("tool-calling conversations fail in vLLM: " + ARGUMENTS_AS_TEXT_HINT if as_text
+                else "tool-calling requests fail; fix the template or declare the model tool-less")  # fmt: skip
         out.append(warning("template-rejects-tools", f"the template raised on tools / tool messages: {tools.message}",
-                           "tool-calling requests fail; fix the template or declare the model tool-less", file=file))  # fmt: skip
+                           hint, file=file))  # fmt: skip
     elif TOOL_RESULT not in (tools.text or ""):
         out.append(info("template-ignores-tools", "the template renders no tool result (no tool support)", file=file))
     failed = [r for r in renders if not r.ok and r.name not in ("system_multi_turn", "tools")]

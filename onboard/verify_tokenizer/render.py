@@ -55,14 +55,23 @@ def _system_at_fault(
     return again.ok or again.message != result.message
 
 
-def _rejection_hint(result: RenderResult, context: dict[str, Any]) -> str:
+ARGUMENTS_AS_TEXT_HINT = (
+    "the template joins tool-call arguments as text and fails on an object, the form transformers documents and vLLM "
+    "passes (it parses the OpenAI JSON string into one): pass `arguments` as a JSON string, or make the template "
+    "serialize an object (`| tojson`)"
+)
+
+
+def joins_arguments_as_text(message: str | None, context: dict[str, Any]) -> bool:
+    """A render that failed on tool-call arguments given as an object (the template concatenates them as text)."""
     calls = [c for m in context.get("messages") or [] if isinstance(m, dict) for c in m.get("tool_calls") or []]
     structured = any(isinstance((c.get("function") or {}).get("arguments"), dict) for c in calls if isinstance(c, dict))
-    if structured and "dict" in (result.message or ""):
-        return (
-            "the template joins tool-call arguments as text: pass each tool call's `arguments` as a JSON string "
-            "(transformers accepts both; this template takes only a string)"
-        )
+    return structured and "dict" in (message or "")
+
+
+def _rejection_hint(result: RenderResult, context: dict[str, Any]) -> str:
+    if joins_arguments_as_text(result.message, context):
+        return ARGUMENTS_AS_TEXT_HINT
     return "check the messages against what the template accepts"
 
 
