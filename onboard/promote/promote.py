@@ -284,18 +284,35 @@ def source_files(
     roots = [Path(checkpoint_dir)] if isinstance(checkpoint_dir, str) and checkpoint_dir else []
     if source:
         roots += [Path(source), workspace / source]
+    snapshot = _cached_snapshot(source, profile.get("revision"))
+    roots += [snapshot] if snapshot is not None else []
     for root in roots:
         if root.is_dir():
+            absent = [n for n in names if not (root / n).is_file()]
             try:
                 entries = tuple(
                     FileEntry(n, hashing.sha256_file(root / n), (root / n).stat().st_size)
+                    if n not in absent else FileEntry(n, None)
                     for n in names
-                    if (root / n).is_file()
-                )
+                )  # fmt: skip
             except OSError as exc:
                 raise os_error(exc, root, "hash the checkpoint files in") from exc
-            return entries, []
+            # A hub snapshot holds what the stages read (weights, config, tokenizer), not READMEs and the like.
+            return entries, [f"{len(absent)} of {len(names)} files not hashed: not in {root}"] if absent else []
     return tuple(FileEntry(n, None) for n in names), [f"checkpoint files not hashed: {source or 'source'} not local"]
+
+
+def _cached_snapshot(repo_id: str, revision: object) -> Path | None:
+    """The hub snapshot new-model downloaded (weights, config and tokenizer files) at the pinned commit, from the
+    local cache only: nothing is fetched at promote time. None for a folder source or when it is not cached."""
+    if not isinstance(revision, str) or not revision or repo_id.count("/") != 1 or Path(repo_id).exists():
+        return None
+    try:
+        from huggingface_hub import snapshot_download
+
+        return Path(snapshot_download(repo_id, revision=revision, local_files_only=True))
+    except Exception:  # noqa: BLE001 - not cached (or no cache at all): the record says the files were not hashed
+        return None
 
 
 class _FileHash(msgspec.Struct):

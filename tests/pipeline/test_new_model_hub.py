@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import subprocess
 import sys
@@ -32,3 +33,15 @@ def test_new_model_from_the_hub(hub_env: HubServer, tmp_path: Path) -> None:
     assert r.returncode == 1 and {"licence_reviewed", "model_card_read"} <= set(summary["blocking"])
     assert (tmp_path / "ws" / "onboarding" / "acme__demo-qwen3" / sha / "report.html").is_file()
     assert (tmp_path / "ws" / "checklists" / "acme__demo-qwen3.md").is_file()
+    # Promoted, the record pins the files the run downloaded, hashed from the local hub cache (no request): before,
+    # a hub source's record named its files with no hash at all.
+    for args in (["signoff", "acme__demo-qwen3", "licence_reviewed", "--by", "t"],
+                 ["signoff", "acme__demo-qwen3", "model_card_read", "--by", "t"],
+                 ["promote", "acme__demo-qwen3"]):  # fmt: skip
+        done = subprocess.run([sys.executable, "-m", "onboard", *args, "--workspace", str(tmp_path / "ws")],
+                              capture_output=True, text=True, timeout=600)  # fmt: skip
+        assert done.returncode == 0, done.stderr
+    record = json.loads((tmp_path / "ws" / "onboarding" / "acme__demo-qwen3" / sha / "promotion.json").read_text())
+    files = {f["path"]: f["sha256"] for f in record["files"]}
+    assert files["model.safetensors"] == hashlib.sha256((DEMO / "model.safetensors").read_bytes()).hexdigest()
+    assert files["tokenizer_config.json"] and record["tokenizer_sha256"]

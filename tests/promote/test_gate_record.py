@@ -215,13 +215,14 @@ def test_source_not_local_gives_names_and_a_note(tmp_path):
     assert notes == ["checkpoint files not hashed: source not local"]
 
 
-def test_local_source_relative_to_the_workspace_is_hashed_and_missing_files_left_out(tmp_path):
+def test_local_source_relative_to_the_workspace_is_hashed_and_missing_files_named_unhashed(tmp_path):
     rev = make_workspace(tmp_path)
     files, notes = source_files(rev, {"source": "tiny-chat", "files": ["config.json", "absent.bin"]}, tmp_path)
     assert [(f.path, f.sha256) for f in files] == [
-        ("config.json", hashing.sha256_file(tmp_path / "tiny-chat" / "config.json"))
+        ("config.json", hashing.sha256_file(tmp_path / "tiny-chat" / "config.json")),
+        ("absent.bin", None),
     ]
-    assert notes == []
+    assert notes == [f"1 of 2 files not hashed: not in {tmp_path / 'tiny-chat'}"]  # named, not silently left out
 
 
 # A second revision, and evaluation of an already promoted one
