@@ -24,6 +24,12 @@ MAX_SAFETENSORS_HEADER = 100 * 2**20
 DOC_SUFFIXES = frozenset({".md", ".png", ".jpg", ".jpeg", ".gif", ".svg", ".pdf"})
 DOC_PREFIXES = ("LICENSE", "LICENCE", "NOTICE", "USE_POLICY")
 REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+COMMIT_SHA = re.compile(r"[0-9a-f]{40}")
+"""A full git commit sha, as the hub names revisions (a listing's `sha`, a webhook's `headSha` / `newSha`)."""
+
+
+def is_commit_sha(value: object) -> bool:
+    return isinstance(value, str) and COMMIT_SHA.fullmatch(value) is not None
 
 
 def checkpoint_fingerprint(folder: Path) -> str:

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import struct
 import threading
 import time
@@ -42,6 +41,7 @@ from urllib.parse import quote
 import msgspec
 
 from onboard import serde
+from onboard.checkpoint_id import COMMIT_SHA, is_commit_sha
 from onboard.errors import CheckpointError, HubError, InputError, OnboardError, SourceNotFound
 from onboard.fsutil import atomic_write
 from onboard.inspect_checkpoint.checkpoint_types import RepoFile, RepoListing, SafetensorsHeader
@@ -66,7 +66,6 @@ _RETRY_STATUS = (408, 429, 500, 502, 503, 504)
 ENTRY_CHARS = 60
 HEADER_OVERHEAD = 8 + 64  # the length prefix, `{"__metadata__":{"format":"pt"}}` and up to 7 bytes of padding
 ESTIMATE_MARGIN = 1.08  # shards with wider shapes than average: a miss costs a round trip, 8% costs bytes only
-_SHA_RE = re.compile(r"[0-9a-f]{40}")
 # Files every inspect reads first, asked for at the revision while the listing is still on its way (their commit is
 # checked against the listing's sha before use): the index sizes the header requests, so it is on the critical path.
 SPECULATIVE_FILES = ("config.json", INDEX_FILE)
@@ -129,7 +128,7 @@ def list_repo(repo_id: str, revision: str | None, *, speculate: bool = True) -> 
     A commit's files never change: asked by its 40-hex sha, a listing cached earlier (this run's, or any before) is
     used without asking the hub, so the stages after new-model's first listing (they all pass the resolved sha)
     do not list the repo again. A branch or tag can move, so it is always asked for online."""
-    if offline() or (revision and _SHA_RE.fullmatch(revision) and (repo_cache(repo_id) / f"{revision}.json").is_file()):
+    if offline() or (revision and is_commit_sha(revision) and (repo_cache(repo_id) / f"{revision}.json").is_file()):
         return _resolve_offline(repo_id, revision)
     if speculate:
         _speculate(repo_id, revision)
@@ -153,7 +152,7 @@ class _ModelInfo(msgspec.Struct):
     """The fields of the hub's model info that a listing reads. The commit sha goes into URLs and cache paths, so it
     must be one; a malformed answer (a mirror or proxy that is not the hub) is a HubError naming the field."""
 
-    sha: Annotated[str, msgspec.Meta(pattern="^[0-9a-f]{40}$")] | None = None
+    sha: Annotated[str, msgspec.Meta(pattern=f"^{COMMIT_SHA.pattern}$")] | None = None
     siblings: list[_Sibling] = []
 
 
@@ -176,7 +175,7 @@ def _ref_name(revision: str | None) -> str:
 
 def _resolve_offline(repo_id: str, revision: str | None) -> RepoListing:
     hint = "run the same command once with network access (it caches what it reads), or unset HF_HUB_OFFLINE"
-    sha = revision if revision and _SHA_RE.fullmatch(revision) else None
+    sha = revision if revision and is_commit_sha(revision) else None
     for ref in (repo_cache(repo_id) / "refs" / _ref_name(revision),
                 hf_cache_dir() / f"models--{repo_id.replace('/', '--')}" / "refs" / (revision or "main")):  # fmt: skip
         if sha is None and ref.is_file():

@@ -17,6 +17,7 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from onboard.checkpoint_id import is_commit_sha
 from onboard.errors import CheckpointError, ConfigError, InputError, OnboardError, SourceNotFound
 from onboard.findings import Finding, fatal, warning
 from onboard.inspect_checkpoint.checkpoint_types import RepoFile, RepoListing, SafetensorsHeader
@@ -390,7 +391,7 @@ def git_head(root: Path) -> str | None:
             git = (root / git.read_text().split(":", 1)[1].strip()).resolve()
         head = (git / "HEAD").read_text().strip()
         if not head.startswith("ref:"):
-            return head if re.fullmatch(r"[0-9a-f]{40}", head) else None
+            return head if is_commit_sha(head) else None
         ref = head.split(":", 1)[1].strip()
         ref_file = git / ref
         if ref_file.is_file():

@@ -15,8 +15,9 @@ from typing import Any
 import msgspec
 
 from onboard import serde
+from onboard.checkpoint_id import is_commit_sha
 from onboard.errors import InputError
-from onboard.watch.types import JobKey, is_repo_id, is_revision
+from onboard.watch.types import JobKey, is_repo_id
 
 MAIN_REF = "refs/heads/main"
 
@@ -115,6 +116,6 @@ def parse_payload(payload: bytes | Any) -> ParsedEvent:
     sha, why = _main_sha(parsed)
     if sha is None:
         return ignored(why)
-    if not is_revision(sha):
-        return ignored(f"revision {sha!r} is not a commit sha")
+    if not is_commit_sha(sha):  # the hub sends full shas; anything else would only fail later, in the job
+        return ignored(f"revision {sha!r} is not a commit sha (40 hex digits)")
     return ParsedEvent(action, scope, repo_type, name, JobKey(name, sha))

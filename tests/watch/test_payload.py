@@ -32,6 +32,11 @@ SHA, NEW = "c379e821c9c95d613899e8c4343e4bfee2b0c600", "575db8b7a51b6f85eb06eee5
         (hf_payload("../etc", SHA), None, "not a hub model id"),
         (hf_payload("org/m", "", action="create", scope="repo"), None, "headSha"),
         (hf_payload("org/m", "x" * 300, action="create", scope="repo"), None, "not a commit sha"),
+        # A ref-like name is not a commit: the hub sends 40 hex digits (a branch name would only fail in the job).
+        (hf_payload("org/m", SHA[:-1], action="create", scope="repo"), None, "not a commit sha (40 hex digits)"),
+        (hf_payload("org/m", "main", refs=[{"ref": "refs/heads/main", "oldSha": None, "newSha": "main"}]), None,
+         "not a commit sha"),
+        (hf_payload("org/m", SHA.upper(), action="create", scope="repo"), None, "not a commit sha"),
     ],
 )  # fmt: skip
 def test_parse(payload: dict, key: JobKey | None, reason: str) -> None:
