@@ -236,7 +236,7 @@ def _acceptance(windows: list[Windows], request: Request, draft_step: float, tar
 def _finish(
     result: dict[str, Any], findings: list[Finding], windows: list[Windows] | None, out: Path
 ) -> dict[str, Any]:
-    from onboard.fsutil import atomic_write_json, make_dirs
+    from onboard.fsutil import atomic_write_json
     from onboard.serde import to_dict
 
     compatible = not any(f.code == "incompatible-draft" for f in findings)
@@ -254,7 +254,6 @@ def _finish(
          "skipped": not measured},
     ]  # fmt: skip
     result["passed"] = compatible and measured
-    make_dirs(out)
     atomic_write_json(out / RESULT_FILE, result)
     result["written"] = str(out / RESULT_FILE)
     return result
