@@ -17,6 +17,11 @@ KL. A plan measures at least its worst unit alone (quantizing more does not undo
 here does), so where `bound` > 0.5 no plan of that size reaches 0.5.
 
     .venv/bin/python benchmarks/bench_quantize_plan.py --same-bytes llama.cpp
+    .venv/bin/python benchmarks/bench_quantize_plan.py --same-bytes llama.cpp --fixture tests/fixtures/trained-qwen3-untied
+
+`--fixture` plans another trained checkpoint: trained-qwen3-untied is the quantization fixture (hidden 256, so
+K-quants apply natively, and an untied head); the default, the tied 192-wide reference, stores K-quants as their
+fallbacks.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from pathlib import Path
 
 FULL = {"hidden_size": 768, "intermediate_size": 2048, "num_hidden_layers": 12, "num_attention_heads": 12,
         "num_key_value_heads": 4, "head_dim": 64, "vocab_size": 16384}  # fmt: skip
@@ -42,14 +48,14 @@ def build(dims: dict, seed: int = 0):  # type: ignore[no-untyped-def]
     return model.eval()
 
 
-def same_bytes(formats: str) -> list[dict]:
-    """Per complete uniform format of the trained fixture: the plan at its exact size against it."""
-    from pathlib import Path
+TRAINED = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "trained-qwen3"
 
+
+def same_bytes(formats: str, fixture: Path = TRAINED) -> list[dict]:
+    """Per complete uniform format of a trained checkpoint: the plan at its exact size against it."""
     from onboard.quantize import plan as quantize_plan
     from onboard.quantize.formats import parse_formats
 
-    fixture = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "trained-qwen3"
     request = quantize_plan.Request(str(fixture), budget_kl=1.0, max_tokens=256, formats=parse_formats(formats))
     swept = quantize_plan.prepare(request, lambda _m: None)
     alone = _alone(swept)
@@ -119,13 +125,15 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
     parser.add_argument("--same-bytes", nargs="?", const="all", metavar="FORMATS",
                         help="the plan at each uniform format's size on the trained fixture (formats: all)")  # fmt: skip
+    parser.add_argument("--fixture", type=Path, default=TRAINED,
+                        help="the trained checkpoint --same-bytes plans (default: tests/fixtures/trained-qwen3)")  # fmt: skip
     args = parser.parse_args(argv)
     import torch
 
     if args.same_bytes:
         if args.threads:
             torch.set_num_threads(args.threads)
-        return {"rows": same_bytes(args.same_bytes)}  # type: ignore[dict-item]
+        return {"rows": same_bytes(args.same_bytes, args.fixture)}  # type: ignore[dict-item]
 
     from onboard.quantize import ggml_native
     from onboard.quantize.apply import QuantizedWeights

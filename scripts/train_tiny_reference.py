@@ -16,9 +16,16 @@ thread, deterministic algorithms, a fixed number of steps (not a time budget).
     .venv/bin/python scripts/train_tiny_reference.py --tokenizer-only --out /tmp/t   # config + tokenizer only
     .venv/bin/python scripts/train_tiny_reference.py --refresh-corpus                # re-extract the corpus
     .venv/bin/python scripts/train_tiny_reference.py --draft     # tests/fixtures/trained-qwen3-draft/ (~1 min)
+    .venv/bin/python scripts/train_tiny_reference.py --untied    # tests/fixtures/trained-qwen3-untied/ (~5 min)
 
 `--draft` trains a much smaller model of the same family on the same corpus with the same tokenizer (copied from
 the built reference): the draft model of speculative-decoding tests (`onboard draft-check`, issue 15).
+
+`--untied` trains the same recipe on the same corpus and tokenizer at hidden 256 (heads of 64) with an untied
+output head: the quantization fixture (`onboard quantize-plan`, issue 13). Every row is a multiple of 256 wide, so
+llama.cpp's K-quants (Q4_K, Q6_K: super-blocks of 256) apply as they do to every released model; on the reference's
+192-wide rows llama-quantize stores them as their fallbacks (Q5_0, Q8_0), and its tied embedding (35% of the weights)
+is one tensor for the input and the head. Untied, as in Llama-3.1-8B, Qwen3-8B and Mistral-7B.
 
 Bit-identical weights need the same torch version and CPU instruction set (float summation order differs between
 AVX2 and AVX-512 kernels): compare `sha256sum model.safetensors` with PROVENANCE.md on such a machine.
@@ -76,6 +83,9 @@ CONFIG: dict[str, Any] = dict(  # shrunk from Qwen/Qwen3-1.7B (real values in co
     rms_norm_eps=1e-6,
     tie_word_embeddings=True,
 )
+# The quantization fixture: K-quant-native widths (every row a multiple of 256) and an untied head.
+UNTIED_OUT = REPO / "tests" / "fixtures" / "trained-qwen3-untied"
+UNTIED_CONFIG: dict[str, Any] = dict(CONFIG, hidden_size=256, head_dim=64, tie_word_embeddings=False)
 # The draft: same vocabulary and tokenizer, ~6% of the reference's parameters (a real draft is 5-15% of its target,
 # e.g. Qwen3-0.6B for Qwen3-8B), small enough to commit (a few hundred KB in bfloat16).
 DRAFT_OUT = REPO / "tests" / "fixtures" / "trained-qwen3-draft"
@@ -331,22 +341,22 @@ def measure(model: Any, windows: Any) -> dict[str, float]:
     }
 
 
-PROVENANCE = """# trained-qwen3: a trained tiny reference model (test fixture and demo)
+PROVENANCE = """# {name}: {title}
 
 Built by `scripts/train_tiny_reference.py` (deterministic, offline; rebuild: `.venv/bin/python
-scripts/train_tiny_reference.py`). Why it exists: random tiny checkpoints have near-uniform outputs, so fidelity
-checks tuned on them say nothing about what they catch on a real model (issue 17).
+scripts/train_tiny_reference.py{flag}`). Why it exists: random tiny checkpoints have near-uniform outputs, so fidelity
+checks tuned on them say nothing about what they catch on a real model (issue 17).{why}
 
 ## Contents
 
 - `config.json`: Qwen3 (`model_type` qwen3, `Qwen3ForCausalLM`), {layers} layers, hidden {hidden}, {heads} heads /
-  {kv} KV heads of {head_dim}, MLP {inter}, vocabulary {vocab}, rope theta {theta:g}, rms_norm_eps {eps:g}, tied
-  embeddings; {params:,} parameters stored in bfloat16 (`model.safetensors`, sha256 `{model_sha}`).
+  {kv} KV heads of {head_dim}, MLP {inter}, vocabulary {vocab}, rope theta {theta:g}, rms_norm_eps {eps:g}, {tied};
+  {params:,} parameters stored in bfloat16 (`model.safetensors`, sha256 `{model_sha}`).
 - Tokenizer: byte-level BPE of {bpe} tokens trained with the `tokenizers` library on the corpus below, with Qwen2's
   NFC normalizer and pre-tokenizer regex (`vocab.json`, `merges.txt`), plus Qwen3's 26 special tokens at ids
   {first_special}..{last_special} and Qwen3's chat template (`tokenizer_config.json`, `added_tokens.json`,
   `special_tokens_map.json`; from `examples/tokenizer-qwen3`, Apache-2.0, Copyright 2025 Alibaba Cloud).
-- `corpus.txt.gz`: the training text, frozen ({documents} documents, sha256 `{corpus_sha}`): the docstrings of
+- {corpus}: the training text, frozen ({documents} documents, sha256 `{corpus_sha}`): the docstrings of
   {modules} Python {python} standard-library modules (read with `inspect`; Python Software Foundation License), this
   repository's docs/*.md, and chat turns asking about a documented function and answering with its docstring's
   first paragraph. `--refresh-corpus` re-extracts it (docstrings differ between Python versions).
@@ -371,12 +381,21 @@ first residual stream is small ({temb:.3f} rms), as in real checkpoints, so rms_
 
 ## Reproducing
 
-`.venv/bin/python scripts/train_tiny_reference.py --tokenizer-only --out /tmp/t` rebuilds the config and tokenizer
-(a test compares them with these files). Bit-identical weights need the same torch version and CPU instruction set
+`.venv/bin/python scripts/train_tiny_reference.py{flag} --tokenizer-only --out /tmp/t` rebuilds the config and
+tokenizer (a test compares the reference's with its files). Bit-identical weights need the same torch version and CPU instruction set
 (summation order differs between AVX2 and AVX-512 kernels): run the full script with `--out /tmp/t` and compare
 `sha256sum /tmp/t/model.safetensors` with the sha256 above. Built with Python {python}, torch {torch},
 transformers {transformers}, tokenizers {tokenizers}.
 """
+
+
+UNTIED_WHY = """
+
+This one is the quantization fixture (`onboard quantize-plan`, issue 13): every weight row is a multiple of 256
+wide, so llama.cpp's K-quants (Q4_K, Q6_K: super-blocks of 256) apply as they do in every released model (on the
+reference's 192-wide rows llama-quantize stores them as Q5_0 / Q8_0), and the output head is its own tensor, as in
+Llama-3.1-8B, Qwen3-8B or Mistral-7B (the reference's tied embedding is 35% of its weights and one tensor for both
+ends). Same corpus, tokenizer and training recipe as `tests/fixtures/trained-qwen3`."""
 
 
 def write_provenance(out: Path, config: Any, info: dict[str, Any]) -> None:
@@ -389,7 +408,12 @@ def write_provenance(out: Path, config: Any, info: dict[str, Any]) -> None:
              "mlp_outlier_ratio": "MLP activation max / rms", "embedding_rms": "first residual stream rms"}  # fmt: skip
     trained, random_ = info["trained"], info["random"]
     rows = "\n".join(f"| {label} | {trained[k]} | {random_[k]} |" for k, label in names.items())
+    untied = not config.tie_word_embeddings
     text = PROVENANCE.format(
+        name=out.name.removesuffix(".tmp"), flag=" --untied" if untied else "", why=UNTIED_WHY if untied else "",
+        title="a trained tiny model for quantization plans" if untied else "a trained tiny reference model (test "
+        "fixture and demo)", tied="an untied output head" if untied else "tied embeddings",
+        corpus="`corpus.txt.gz` of `tests/fixtures/trained-qwen3`" if untied else "`corpus.txt.gz`",
         layers=config.num_hidden_layers, hidden=config.hidden_size, heads=config.num_attention_heads,
         kv=config.num_key_value_heads, head_dim=config.head_dim, inter=config.intermediate_size,
         vocab=config.vocab_size, theta=CONFIG["rope_theta"], eps=config.rms_norm_eps, params=info["parameters"],
@@ -413,7 +437,9 @@ def sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def build(out: Path, *, tokenizer_only: bool = False, refresh_corpus: bool = False) -> dict[str, Any]:
+def build(
+    out: Path, *, shape: dict[str, Any] = CONFIG, tokenizer_only: bool = False, refresh_corpus: bool = False
+) -> dict[str, Any]:
     import torch
 
     torch.set_num_threads(1)
@@ -425,7 +451,7 @@ def build(out: Path, *, tokenizer_only: bool = False, refresh_corpus: bool = Fal
     tmp.mkdir(parents=True)
     write_corpus(tmp / CORPUS_FILE, docs)
     tokenizer = train_tokenizer(docs, tmp)
-    config = model_config(tokenizer)
+    config = model_config(tokenizer, shape)
     write_config(config, tmp)
     info: dict[str, Any] = {"documents": len(docs), "corpus_sha256": sha256(tmp / CORPUS_FILE)}
     if not tokenizer_only:
@@ -444,6 +470,8 @@ def build(out: Path, *, tokenizer_only: bool = False, refresh_corpus: bool = Fal
         info["random"] = measure(_random_model(config), held[:BATCH])
         info["model_sha256"] = sha256(tmp / "model.safetensors")
         write_provenance(tmp, config, info)
+    if shape is not CONFIG:  # a variant trains on the reference's frozen corpus: one copy of it is enough
+        (tmp / CORPUS_FILE).unlink()
     shutil.rmtree(out, ignore_errors=True)
     os.replace(tmp, out)
     return info
@@ -523,9 +551,12 @@ def main() -> None:
     parser.add_argument("--tokenizer-only", action="store_true", help="Write config and tokenizer only (no training).")
     parser.add_argument("--refresh-corpus", action="store_true", help="Re-extract the corpus from stdlib and docs.")
     parser.add_argument("--draft", action="store_true", help=f"Build the draft model ({DRAFT_OUT.name}) instead.")
+    parser.add_argument("--untied", action="store_true", help=f"Build the quantization fixture ({UNTIED_OUT.name}).")
     args = parser.parse_args()
     if args.draft:
         info = build_draft(DRAFT_OUT if args.out == OUT else args.out)
+    elif args.untied:
+        info = build(UNTIED_OUT if args.out == OUT else args.out, shape=UNTIED_CONFIG, tokenizer_only=args.tokenizer_only)
     else:
         info = build(args.out, tokenizer_only=args.tokenizer_only, refresh_corpus=args.refresh_corpus)
     print(json.dumps(info, indent=2))

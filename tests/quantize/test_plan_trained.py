@@ -3,7 +3,8 @@ run in bf16), through the generated qwen3 adapter. Issue 13's acceptance: at a s
 between them, and at uniform Q4_1's and Q6_K's own sizes, the plan's measured KL is at most half the best uniform
 format's that fits the same size; a plan
 for a KL budget is measured within it; a layer seeded with heavy weight outliers ranks most sensitive and keeps
-more bits than the rest of the plan."""
+more bits than the rest of the plan. The same-bytes criterion at every uniform size is asserted on the untied
+quantization fixture (test_plan_untied.py), whose rows take K-quants natively; here they fall back."""
 
 from __future__ import annotations
 
@@ -19,19 +20,11 @@ from onboard.quantize.formats import BF16, FORMATS
 TRAINED = Path(__file__).resolve().parents[1] / "fixtures" / "trained-qwen3"
 MAX_TOKENS = 256  # the long prompt cut to 256 tokens: the sweep stays around 15 s on 2 cores
 
+pytestmark = pytest.mark.usefixtures("one_thread")  # tests/quantize/conftest.py
 
-def _quiet(_message: str) -> None:
+
+def quiet(_message: str) -> None:
     return None
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _one_thread():  # type: ignore[no-untyped-def]
-    import torch
-
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 def _request(path: Path, **kwargs) -> quantize_plan.Request:  # type: ignore[no-untyped-def]
@@ -40,7 +33,7 @@ def _request(path: Path, **kwargs) -> quantize_plan.Request:  # type: ignore[no-
 
 @pytest.fixture(scope="module")
 def swept() -> quantize_plan.Swept:
-    return quantize_plan.prepare(_request(TRAINED, budget_kl=1.0), _quiet)
+    return quantize_plan.prepare(_request(TRAINED, budget_kl=1.0), quiet)
 
 
 def _uniform_bytes(swept: quantize_plan.Swept, name: str) -> float:
@@ -51,7 +44,7 @@ def _uniform_bytes(swept: quantize_plan.Swept, name: str) -> float:
 def test_plan_between_uniform_sizes_halves_the_best_uniform_kl(swept: quantize_plan.Swept) -> None:
     # Halfway between uniform Q5_1 and uniform Q6_K: the best uniform format that fits is Q5_1.
     target = int((_uniform_bytes(swept, "q5_1") + _uniform_bytes(swept, "q6_k")) / 2)
-    outcome = quantize_plan.plan(swept, _request(TRAINED, target_bytes=target), _quiet)
+    outcome = quantize_plan.plan(swept, _request(TRAINED, target_bytes=target), quiet)
     s = outcome.summary
     assert outcome.met and s["bytes"] <= target
     assert s["uniform_best"]["format"] == "q5_1" and s["uniform_best"]["bytes"] <= target
@@ -64,9 +57,9 @@ def test_plan_at_exactly_the_uniform_q4_1_size_halves_its_kl(swept: quantize_pla
     # (q8_0, q5_1, q4_k, q4_0, mxfp4: 0.54-1.0x) the tied embedding, 35% of the weights, measures about half the
     # uniform's KL alone at the cheapest format it can take there: see benchmarks/bench_quantize_plan.py
     # --same-bytes (its bound column).
-    uniform = {u["format"]: u for u in swept.uniforms(_quiet)}
+    uniform = {u["format"]: u for u in swept.uniforms(quiet)}
     target = uniform["q4_1"]["bytes"]
-    outcome = quantize_plan.plan(swept, _request(TRAINED, target_bytes=target), _quiet)
+    outcome = quantize_plan.plan(swept, _request(TRAINED, target_bytes=target), quiet)
     s = outcome.summary
     assert outcome.met and s["bytes"] <= target and s["uniform_best"]["format"] == "q4_1"
     assert s["measured_kl"] <= 0.5 * s["uniform_best"]["measured_kl"], (s["measured_kl"], s["uniform_best"])
@@ -76,10 +69,10 @@ def test_plan_at_each_uniform_size_fits_and_measures_no_worse(swept: quantize_pl
     # At every llama.cpp uniform format's exact size, MXFP4 (the smallest) included: the plan fits (the knapsack
     # rounds bytes up, and the smallest plan fits exactly), and what is kept is never measured worse than the
     # knapsack's first plan or the uniform format itself. Figures per size: bench_quantize_plan.py --same-bytes.
-    rows = {u["format"]: u for u in swept.uniforms(_quiet) if u["complete"]}
+    rows = {u["format"]: u for u in swept.uniforms(quiet) if u["complete"]}
     ratios = {}
     for name in ("mxfp4", "q4_0", "q4_1", "q4_k", "q5_1", "q6_k", "q8_0"):
-        outcome = quantize_plan.plan(swept, _request(TRAINED, target_bytes=rows[name]["bytes"]), _quiet)
+        outcome = quantize_plan.plan(swept, _request(TRAINED, target_bytes=rows[name]["bytes"]), quiet)
         s, first = outcome.summary, outcome.detail["rounds"][0]
         assert outcome.met and s["bytes"] <= rows[name]["bytes"], (name, s["bytes"])
         assert s["measured_kl"] <= min(first["measured_kl"], s["uniform_best"]["measured_kl"]), name
@@ -116,7 +109,7 @@ def test_calibration_measures_the_finest_format_alone(swept: quantize_plan.Swept
 
 def test_plan_within_a_kl_budget_is_measured_within_it(swept: quantize_plan.Swept) -> None:
     budget = 2e-3
-    outcome = quantize_plan.plan(swept, _request(TRAINED, budget_kl=budget), _quiet)
+    outcome = quantize_plan.plan(swept, _request(TRAINED, budget_kl=budget), quiet)
     s = outcome.summary
     assert outcome.met and s["measured_kl"] <= budget
     assert set(s) == {"budget_kl", "predicted_kl", "measured_kl", "bytes", "bf16_bytes", "uniform_best", "units"}
@@ -146,8 +139,8 @@ def _seed_outliers(src: Path, dst: Path, layer: int, factor: float = 256.0, colu
 def test_seeded_outlier_layer_ranks_most_sensitive_and_keeps_precision(tmp_path: Path) -> None:
     seeded = _seed_outliers(TRAINED, tmp_path / "seeded", layer=2)
     request = _request(seeded, budget_kl=2e-3)
-    swept = quantize_plan.prepare(request, _quiet)
-    outcome = quantize_plan.plan(swept, request, _quiet)
+    swept = quantize_plan.prepare(request, quiet)
+    outcome = quantize_plan.plan(swept, request, quiet)
     rows = {r["unit"]: r for r in outcome.detail["sensitivity"]}
     coarsest = {name: max(f["kl"] for n, f in row["formats"].items() if n != BF16) for name, row in rows.items()}
     assert max(coarsest, key=coarsest.get) == "layer.2.mlp.down", coarsest
