@@ -54,7 +54,7 @@ def parse_size(text: str) -> int:
     default="all",
     show_default=True,
     help="Formats to choose from: all, llama.cpp, vllm, or a comma list of int8, fp8, fp8-block, int4-g128, "
-    "mxfp4, q8_0, q6_k, q5_1, q4_k, q4_1, q4_0.",
+    "mxfp4, q8_0, q6_k, q5_1, q4_k, q4_1, q4_0, q3_k (q3_k needs llama.cpp's own quantizers installed).",
 )
 @click.option(
     "--dtype",
@@ -128,6 +128,8 @@ def _report(outcome, say) -> None:  # type: ignore[no-untyped-def]
             f"the plan saves {best['bytes'] - s['bytes']:,} bytes against it")  # fmt: skip
     else:
         say("best uniform format: none of the formats alone meets the budget / fits the size")
+    for name, reason in d.get("formats_left_out", {}).items():
+        say(f"not planned: {name}: {reason}")
     same = d.get("same_bytes_uniform")
     if same and same.get("plan_over_uniform_kl") is not None:
         say(f"nearest uniform size: {same['format']} ({same['bytes']:,} bytes): measured KL {same['measured_kl']:.3e}, "

@@ -2,8 +2,11 @@
 
 Bytes are what the engine stores per tensor (elements plus scales, zero points and block headers). A format that
 cannot hold a tensor's shape either falls back the way the engine does (llama.cpp: a K-quant on rows not divisible
-by 256 becomes Q5_0 / Q8_0, else F16 — llama_tensor_get_type) or does not apply to that unit (vLLM's group and
-block kernels need the input dimension divisible by 128).
+by 256 becomes Q5_0 / Q8_0 / IQ4_NL, else F16 — llama_tensor_get_type) or does not apply to that unit (vLLM's group
+and block kernels need the input dimension divisible by 128).
+
+Q3_K (and IQ4_NL, its fallback) round only through llama.cpp's own library: there is no torch port of their scale
+searches. Without the library a plan leaves them out and says so (`usable`).
 """
 
 from __future__ import annotations
@@ -43,6 +46,8 @@ class Format:
     per_tensor_bytes: float = 0.0
     tile: int = 0
     """Square weight blocks with one float32 scale each (fp8 per-block)."""
+    native_only: bool = False
+    """Rounded only by llama.cpp's library (ggml_native): `weight` is never a stand-in for it."""
 
     @property
     def row_local(self) -> bool:
@@ -97,6 +102,18 @@ def _to_fp16(x: torch.Tensor) -> torch.Tensor:
 
 
 _ALL_KINDS = ("embedding", *LINEAR_KINDS)
+NEEDS_LIBRARY = (
+    "rounds only through llama.cpp's own quantizers: install them with scripts/install_llama_cpp.sh, or point "
+    "ONBOARD_LLAMACPP_VENV at a llama-cpp-python install (and leave ONBOARD_GGML_NATIVE unset)"
+)
+
+
+def _library_only(type_name: str) -> Callable[[torch.Tensor], torch.Tensor]:
+    def weight(w: torch.Tensor) -> torch.Tensor:
+        raise RuntimeError(f"{type_name} {NEEDS_LIBRARY}")  # plans drop the format first (usable): never reached
+
+    return weight
+
 
 FORMATS: dict[str, Format] = {
     f.name: f
@@ -124,13 +141,19 @@ FORMATS: dict[str, Format] = {
                ggml_type="q4_1"),
         Format("q4_0", LLAMA_CPP, 32, 18.0, lambda w: ggml.via_gguf(w, "Q4_0"), ggml.q8_0_activation, _ALL_KINDS,
                ggml_type="q4_0"),
+        # 3.44 bits: what pays for finer units in a plan the size of a 4-bit format (llama.cpp's Q3_K_M / Q4_K_M
+        # mixes). Multiplies with Q8_K activations.
+        Format("q3_k", LLAMA_CPP, 256, 110.0, _library_only("q3_K"), ggml.q8_k_activation, _ALL_KINDS,
+               ggml_type="q3_K", fallback="iq4_nl", native_only=True),
         # Fallbacks only (never offered on their own): what llama.cpp stores when a K-quant does not fit the row.
+        Format("iq4_nl", LLAMA_CPP, 32, 18.0, _library_only("iq4_nl"), ggml.q8_0_activation, _ALL_KINDS,
+               ggml_type="iq4_nl", native_only=True),
         Format("q5_0", LLAMA_CPP, 32, 22.0, lambda w: ggml.via_gguf(w, "Q5_0"), ggml.q8_0_activation, _ALL_KINDS,
                ggml_type="q5_0"),
         Format("f16", LLAMA_CPP, 1, 2.0, _to_fp16, _to_fp16, _ALL_KINDS, ggml_type="f16"),
     )
 }  # fmt: skip
-CANDIDATES = ("int8", "fp8", "fp8-block", "int4-g128", "mxfp4", "q8_0", "q6_k", "q5_1", "q4_k", "q4_1", "q4_0")
+CANDIDATES = ("int8", "fp8", "fp8-block", "int4-g128", "mxfp4", "q8_0", "q6_k", "q5_1", "q4_k", "q4_1", "q4_0", "q3_k")
 PRESETS = {
     "all": CANDIDATES,
     LLAMA_CPP: tuple(n for n in CANDIDATES if FORMATS[n].engine == LLAMA_CPP),
@@ -156,3 +179,20 @@ def parse_formats(spec: str) -> tuple[str, ...]:
     if not names:
         raise InputError("--formats: no format given", f"use all, llama.cpp, vllm or some of {', '.join(CANDIDATES)}")
     return tuple(n for n in CANDIDATES if n in names)
+
+
+def usable(names: tuple[str, ...]) -> tuple[tuple[str, ...], dict[str, str]]:
+    """The formats this process can round exactly as the engine does, and why each other one is left out."""
+    kept: list[str] = []
+    dropped: dict[str, str] = {}
+    for name in names:
+        needed = [FORMATS[name], *([FORMATS[FORMATS[name].fallback]] if FORMATS[name].fallback else [])]
+        missing = [f for f in needed if f.native_only and not ggml_native.supports(str(f.ggml_type), f.block,
+                                                                                    f.bytes_per_block)]  # fmt: skip
+        if missing:
+            dropped[name] = (
+                f"{', '.join(f.name for f in missing)} {NEEDS_LIBRARY}; this process: {ggml_native.describe()}"
+            )
+        else:
+            kept.append(name)
+    return tuple(kept), dropped

@@ -112,6 +112,13 @@ def describe() -> str:
     return f"llama.cpp's own quantizers ({library.path})"
 
 
+def supports(type_name: str, block: int, bytes_per_block: float) -> bool:
+    """The library is there and stores this type as our format table says."""
+    with _lock:
+        library = _library()
+    return library is not None and library.type_id(type_name, block, bytes_per_block) is not None
+
+
 def quantize(w: Any, type_name: str, block: int, bytes_per_block: float) -> Any | None:
     """dequantize(quantize(w)) by the engine's library (float32, w's shape), or None when it cannot be used."""
     import torch

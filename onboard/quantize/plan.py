@@ -17,14 +17,14 @@ refined as well (over those KLs), and the plan is the best measured of both.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from onboard.errors import InputError
 from onboard.quantize import emit, ggml_native, refine, uniform
 from onboard.quantize.apply import QuantizedWeights, quantized
-from onboard.quantize.formats import BF16, CANDIDATES, FORMATS
+from onboard.quantize.formats import BF16, CANDIDATES, FORMATS, usable
 from onboard.quantize.forward import Runner, Score
 from onboard.quantize.search import Option, fewest_bytes, least_kl
 from onboard.quantize.sensitivity import Sensitivity, calibrate, matmul_modules, sweep, unit_modules
@@ -78,6 +78,8 @@ class Swept:
     uniform_rows: list[dict[str, Any]] | None = None
     calibrated: list[dict[str, float]] | None = None
     """Per unit, format -> KL alone with the finest predicted format measured too (sensitivity.calibrate)."""
+    left_out: dict[str, str] = field(default_factory=dict)
+    """Requested formats this process cannot round as the engine does, and why (formats.usable)."""
 
     @property
     def bf16_bytes(self) -> float:
@@ -107,6 +109,11 @@ class Swept:
 def prepare(request: Request, say: Any) -> Swept:
     from onboard.validate_serving.env import resolve_local
 
+    formats, left_out = usable(request.formats)
+    if not formats:
+        raise InputError(f"--formats: none of {', '.join(request.formats)} can be simulated here",
+                         "; ".join(left_out.values()))  # fmt: skip
+    request = replace(request, formats=formats)
     folder = resolve_local(request.source, request.revision)
     model, runtime, hf = _load(folder, request.dtype)
     sequences, prompts_from = _sequences(folder, request.golden, model, request.max_tokens)
@@ -119,7 +126,8 @@ def prepare(request: Request, say: Any) -> Swept:
     weights = QuantizedWeights()
     candidates = [FORMATS[name] for name in request.formats]
     results, seconds = sweep(model, runner, units, candidates, weights, say)
-    return Swept(request, folder, model, runtime, runner, units, kept * 2.0, results, seconds, prompts_from, weights)
+    return Swept(request, folder, model, runtime, runner, units, kept * 2.0, results, seconds, prompts_from, weights,
+                 left_out=left_out)  # fmt: skip
 
 
 def plan(swept: Swept, request: Request, say: Any) -> Outcome:
@@ -155,6 +163,7 @@ def plan(swept: Swept, request: Request, say: Any) -> Outcome:
         "runtime": swept.runtime,
         "dtype": swept.request.dtype,
         "formats": list(swept.request.formats),
+        "formats_left_out": swept.left_out,
         "quantizer": ggml_native.describe(),
         "prompts": {"count": len(runner.sequences), "positions": runner.positions, "from": swept.prompts_from,
                     "max_tokens": swept.request.max_tokens},

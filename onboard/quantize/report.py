@@ -49,6 +49,7 @@ class _Plan(msgspec.Struct):
     predicted_kl: float | None = None
     measured_kl: float | None = None
     uniform_best: _Uniform | None = None
+    formats_left_out: dict[str, str] = {}
 
 
 def section(rev_dir: Path) -> tuple[list[PlotParts], list[TableParts], list[str]]:
@@ -60,7 +61,8 @@ def section(rev_dir: Path) -> tuple[list[PlotParts], list[TableParts], list[str]
         plan = msgspec.json.decode(path.read_bytes(), type=_Plan)
     except (OSError, msgspec.DecodeError) as exc:  # a wrong shape names the field: `$.sensitivity[2].kind`
         return [], [], [f"quantization plan: {path} unreadable ({exc}); rerun onboard quantize-plan"]
-    return [_plot(plan.sensitivity)], [_table(plan)], []
+    left_out = [f"quantization plan: {name} not planned: {why}" for name, why in plan.formats_left_out.items()]
+    return [_plot(plan.sensitivity)], [_table(plan)], left_out
 
 
 def _coarsest_kl(unit: _Unit) -> float | None:

@@ -92,7 +92,7 @@ def test_converter_refusing_an_architecture_is_that_finding(tmp_path: Path, caps
         ),
         (lambda p: p["units"][0].pop("format"), r"missing required field `format` - at `\$\.units\[0\]`"),
         (lambda p: p["units"][0].update(unit="layer0"), r"\$\.units\[0\]\.unit 'layer0' is not a unit quantize-plan"),
-        (lambda p: p["units"][1].update(format="q3_k"), r"\$\.units\[1\]\.format 'q3_k' is not a known format"),
+        (lambda p: p["units"][1].update(format="q2_k"), r"\$\.units\[1\]\.format 'q2_k' is not a known format"),
         (lambda p: p.update(budget_kl="small"), r"Expected `float \| null`, got `str` - at `\$\.budget_kl`"),
     ],
 )

@@ -13,7 +13,10 @@ from onboard.quantize import ggml_native
 from onboard.quantize.formats import FORMATS, LLAMA_CPP
 from tests.engines.conftest import require_llamacpp
 
-GGML_FORMATS = sorted(n for n, f in FORMATS.items() if f.engine == LLAMA_CPP and f.ggml_type and f.block > 1)
+GGML_FORMATS = sorted(n for n, f in FORMATS.items() if f.engine == LLAMA_CPP and f.ggml_type and f.block > 1
+                      and not f.native_only)  # fmt: skip
+# No torch port: the library is the only quantizer, so the checks are on what it stores (usable() gates them).
+LIBRARY_ONLY = sorted(n for n, f in FORMATS.items() if f.native_only)
 
 
 def _trained_like(rows: int, cols: int, seed: int) -> torch.Tensor:
@@ -72,3 +75,40 @@ def test_disabling_the_library_falls_back_to_the_port(native: None, monkeypatch:
         ggml_native._library.cache_clear()
     monkeypatch.delenv(ggml_native.DISABLE_ENV)
     assert "llama.cpp's own quantizers" in ggml_native.describe()
+
+
+@pytest.mark.parametrize("name", LIBRARY_ONLY)
+def test_a_library_only_format_rounds_through_the_library(native: None, name: str) -> None:
+    fmt = FORMATS[name]
+    w = _trained_like(96, 1024, seed=7)
+    out = fmt.quantize(w)
+    assert out.shape == w.shape and out.dtype == torch.float32 and torch.isfinite(out).all()
+    assert not torch.equal(out, w)
+    # Coarser than Q4_K / Q4_0 at Q3_K's 3.44 bits, finer than nothing; IQ4_NL (4.5 bits) about Q4_0's.
+    error = {n: float((FORMATS[n].quantize(w) - w).pow(2).mean() / w.pow(2).mean()) for n in ("q4_k", "q4_0", name)}
+    if name == "q3_k":
+        assert error["q4_k"] < error["q3_k"] < 0.1, error
+    else:
+        assert error[name] < 1.5 * error["q4_0"], error
+    with pytest.raises(RuntimeError, match="llama.cpp's own quantizers"):
+        fmt.weight(w)  # never a silent stand-in
+
+
+def test_q3_k_falls_back_to_iq4_nl_on_rows_not_of_256() -> None:
+    assert FORMATS["q3_k"].resolve((8, 192)) is FORMATS["iq4_nl"]
+    assert FORMATS["q3_k"].resolve((8, 512)) is FORMATS["q3_k"]
+    assert FORMATS["q3_k"].nbytes((8, 512)) == 8 * 2 * 110 and FORMATS["q3_k"].nbytes((8, 192)) == 8 * 6 * 18
+
+
+def test_without_the_library_a_plan_leaves_q3_k_out_and_says_why(monkeypatch: pytest.MonkeyPatch) -> None:
+    from onboard.quantize.formats import usable
+
+    monkeypatch.setenv(ggml_native.DISABLE_ENV, "0")
+    ggml_native._library.cache_clear()
+    try:
+        kept, left_out = usable(("q8_0", "q4_k", "q3_k"))
+    finally:
+        ggml_native._library.cache_clear()
+    assert kept == ("q8_0", "q4_k") and set(left_out) == {"q3_k"}
+    assert "q3_k, iq4_nl" in left_out["q3_k"] and "install_llama_cpp.sh" in left_out["q3_k"]
+    assert "ONBOARD_GGML_NATIVE=0" in left_out["q3_k"]

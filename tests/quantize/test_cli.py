@@ -47,6 +47,28 @@ def test_budget_plan_json_and_files(tiny: Path, tmp_path: Path, capsys: pytest.C
     assert "Error:" not in err and "wrote" in err
 
 
+def test_without_llamacpps_quantizers_q3_k_is_left_out_and_said(
+    tiny: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from onboard.quantize import ggml_native
+
+    monkeypatch.setenv(ggml_native.DISABLE_ENV, "0")
+    ggml_native._library.cache_clear()
+    try:
+        only, _, only_err = _run(capsys, str(tiny), "--budget-kl", "0.5", "--formats", "q3_k", "--out", str(tmp_path))
+        code, _, err = _run(capsys, str(tiny), "--budget-kl", "0.5", "--out", str(tmp_path),
+                            "--formats", "q8_0,q4_k,q3_k", "--max-tokens", "48")  # fmt: skip
+    finally:
+        ggml_native._library.cache_clear()
+    assert only == 2 and "Error: --formats: none of q3_k can be simulated here" in only_err
+    assert "Hint: q3_k, iq4_nl rounds only through llama.cpp's own quantizers" in only_err
+    assert code == 0, err
+    assert "not planned: q3_k: q3_k, iq4_nl rounds only through llama.cpp's own quantizers" in err
+    detail = json.loads((tmp_path / "quantize-plan.json").read_text())
+    assert detail["formats"] == ["q8_0", "q4_k"] and set(detail["formats_left_out"]) == {"q3_k"}
+    assert {u["format"] for u in detail["units"]} <= {"q8_0", "q4_k", "bf16"}
+
+
 def test_size_that_no_plan_fits_exits_1(tiny: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = _run(capsys, str(tiny), "--target-bytes", "10k", "--out", str(tmp_path), "--json", *FAST)
     assert code == 1
@@ -58,7 +80,7 @@ def test_size_that_no_plan_fits_exits_1(tiny: Path, tmp_path: Path, capsys: pyte
     [
         (["--budget-kl", "0.1", "--target-bytes", "1M"], "exactly one of --budget-kl and --target-bytes"),
         ([], "exactly one of --budget-kl and --target-bytes"),
-        (["--budget-kl", "0.1", "--formats", "q3_k"], "Error: --formats: unknown format 'q3_k'"),
+        (["--budget-kl", "0.1", "--formats", "q2_k"], "Error: --formats: unknown format 'q2_k'"),
         (["--target-bytes", "lots"], "is not a size"),
     ],
 )

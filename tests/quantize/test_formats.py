@@ -120,9 +120,9 @@ def test_bytes_and_llama_cpp_fallbacks() -> None:
 
 
 def test_parse_formats() -> None:
-    assert parse_formats("llama.cpp") == ("mxfp4", "q8_0", "q6_k", "q5_1", "q4_k", "q4_1", "q4_0")
+    assert parse_formats("llama.cpp") == ("mxfp4", "q8_0", "q6_k", "q5_1", "q4_k", "q4_1", "q4_0", "q3_k")
     assert parse_formats("q4_k, int8") == ("int8", "q4_k")
     from onboard.errors import InputError
 
-    with pytest.raises(InputError, match="unknown format 'q3_k'"):
-        parse_formats("q3_k")
+    with pytest.raises(InputError, match="unknown format 'q2_k'"):
+        parse_formats("q2_k")

@@ -49,12 +49,17 @@ def test_plan_between_uniform_sizes_halves_the_best_uniform_kl(swept: quantize_p
     assert outcome.met and s["bytes"] <= target
     assert s["uniform_best"]["format"] == "q5_1" and s["uniform_best"]["bytes"] <= target
     assert s["measured_kl"] <= 0.5 * s["uniform_best"]["measured_kl"], (s["measured_kl"], s["uniform_best"])
-    assert 0.5 < s["measured_kl"] / s["predicted_kl"] < 2.0  # the sum of units alone predicts the whole plan
+    # The sum of the sweep's per-unit KLs predicts the whole plan (the knapsack's first plan, measured). A plan
+    # chosen over calibrated KLs (each unit's finest format measured alone) reports their sum, which over-predicts
+    # (errors of different units partly cancel): up to 2.6x here.
+    first = outcome.detail["rounds"][0]
+    assert 0.5 < first["measured_kl"] / first["predicted_kl"] < 2.0, first
+    assert s["measured_kl"] <= s["predicted_kl"] * 2.0
 
 
 def test_plan_at_exactly_the_uniform_q4_1_size_halves_its_kl(swept: quantize_plan.Swept) -> None:
-    # At a uniform format's own size (not between sizes); Q6_K too, below. Where it does not hold on this fixture
-    # (q8_0, q5_1, q4_k, q4_0, mxfp4: 0.54-1.0x) the tied embedding, 35% of the weights, measures about half the
+    # At a uniform format's own size (not between sizes); the others below. Where it does not hold on this fixture
+    # (q3_k, q4_0, q4_k, q6_k, q8_0: 0.5-0.72x) the tied embedding, 35% of the weights, measures about half the
     # uniform's KL alone at the cheapest format it can take there: see benchmarks/bench_quantize_plan.py
     # --same-bytes (its bound column).
     uniform = {u["format"]: u for u in swept.uniforms(quiet)}
@@ -66,23 +71,28 @@ def test_plan_at_exactly_the_uniform_q4_1_size_halves_its_kl(swept: quantize_pla
 
 
 def test_plan_at_each_uniform_size_fits_and_measures_no_worse(swept: quantize_plan.Swept) -> None:
-    # At every llama.cpp uniform format's exact size, MXFP4 (the smallest) included: the plan fits (the knapsack
-    # rounds bytes up, and the smallest plan fits exactly), and what is kept is never measured worse than the
-    # knapsack's first plan or the uniform format itself. Figures per size: bench_quantize_plan.py --same-bytes.
+    # At every llama.cpp uniform format's exact size, the smallest included: the plan fits (the knapsack rounds
+    # bytes up, and the smallest plan fits exactly), and what is kept is never measured worse than the knapsack's
+    # first plan or the uniform format itself. Figures per size: bench_quantize_plan.py --same-bytes. Q3_K (IQ4_NL
+    # on these 192-wide rows) is planned only where llama.cpp's own quantizers are installed (formats.usable).
     rows = {u["format"]: u for u in swept.uniforms(quiet) if u["complete"]}
     ratios = {}
-    for name in ("mxfp4", "q4_0", "q4_1", "q4_k", "q5_1", "q6_k", "q8_0"):
+    for name in [n for n in ("mxfp4", "q3_k", "q4_0", "q4_1", "q4_k", "q5_1", "q6_k", "q8_0") if n in rows]:
         outcome = quantize_plan.plan(swept, _request(TRAINED, target_bytes=rows[name]["bytes"]), quiet)
         s, first = outcome.summary, outcome.detail["rounds"][0]
         assert outcome.met and s["bytes"] <= rows[name]["bytes"], (name, s["bytes"])
         assert s["measured_kl"] <= min(first["measured_kl"], s["uniform_best"]["measured_kl"]), name
         ratios[name] = s["measured_kl"] / s["uniform_best"]["measured_kl"]
-    assert max(r for n, r in ratios.items() if n != "mxfp4") < 0.8, ratios
-    # Issue 13's 0.5 at a uniform format's own size: Q4_1 (0.33) meets it; Q6_K measures 0.51 with llama.cpp's own
-    # quantizers (0.495 with the earlier, inexact port), refined from the calibrated knapsack's plan (0.57 from the
-    # first one). At MXFP4, Q4_0 and Q8_0 no plan can reach it (the bench's bound). bf16 matmuls round differently
-    # per CPU (AMX, AVX-512, AVX2): Q6_K is asserted with room, so a CI machine of another kind does not flip it.
-    assert ratios["q4_1"] <= 0.5 and ratios["q6_k"] <= 0.55, ratios
+    smallest = min(rows[n]["bytes"] for n in ratios)
+    assert max(r for n, r in ratios.items() if rows[n]["bytes"] > smallest) < 0.8, ratios
+    # Issue 13's 0.5 at a uniform format's own size: Q4_1 (0.25) and Q5_1 (0.29) meet it; Q6_K measures 0.51 with
+    # llama.cpp's own quantizers. With Q3_K to pay for finer units (IQ4_NL here, 4.5 bits), MXFP4's size measures
+    # 0.33 (without it MXFP4 is the smallest format: 1.0). At Q4_0 and Q8_0 no plan can reach it (the bench's
+    # bound). bf16 matmuls round differently per CPU (AMX, AVX-512, AVX2): Q6_K is asserted with room, so a CI
+    # machine of another kind does not flip it.
+    assert ratios["q4_1"] <= 0.5 and ratios["q5_1"] <= 0.5 and ratios["q6_k"] <= 0.55, ratios
+    if "q3_k" in ratios:
+        assert ratios["mxfp4"] <= 0.5, ratios
 
 
 def test_calibration_measures_the_finest_format_alone(swept: quantize_plan.Swept) -> None:
