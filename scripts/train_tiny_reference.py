@@ -383,7 +383,7 @@ first residual stream is small ({temb:.3f} rms), as in real checkpoints, so rms_
 
 `.venv/bin/python scripts/train_tiny_reference.py{flag} --tokenizer-only --out /tmp/t` rebuilds the config and
 tokenizer (a test compares the reference's with its files). Bit-identical weights need the same torch version and CPU instruction set
-(summation order differs between AVX2 and AVX-512 kernels): run the full script with `--out /tmp/t` and compare
+(summation order differs between AVX2 and AVX-512 kernels): run the full script with `{flag_arg}--out /tmp/t` and compare
 `sha256sum /tmp/t/model.safetensors` with the sha256 above. Built with Python {python}, torch {torch},
 transformers {transformers}, tokenizers {tokenizers}.
 """
@@ -411,6 +411,7 @@ def write_provenance(out: Path, config: Any, info: dict[str, Any]) -> None:
     untied = not config.tie_word_embeddings
     text = PROVENANCE.format(
         name=out.name.removesuffix(".tmp"), flag=" --untied" if untied else "", why=UNTIED_WHY if untied else "",
+        flag_arg="--untied " if untied else "",
         title="a trained tiny model for quantization plans" if untied else "a trained tiny reference model (test "
         "fixture and demo)", tied="an untied output head" if untied else "tied embeddings",
         corpus="`corpus.txt.gz` of `tests/fixtures/trained-qwen3`" if untied else "`corpus.txt.gz`",

@@ -103,14 +103,15 @@ def _to_fp16(x: torch.Tensor) -> torch.Tensor:
 
 _ALL_KINDS = ("embedding", *LINEAR_KINDS)
 NEEDS_LIBRARY = (
-    "rounds only through llama.cpp's own quantizers: install them with scripts/install_llama_cpp.sh, or point "
+    "from llama.cpp's own quantizers (no torch port): install them with scripts/install_llama_cpp.sh, or point "
     "ONBOARD_LLAMACPP_VENV at a llama-cpp-python install (and leave ONBOARD_GGML_NATIVE unset)"
 )
 
 
 def _library_only(type_name: str) -> Callable[[torch.Tensor], torch.Tensor]:
     def weight(w: torch.Tensor) -> torch.Tensor:
-        raise RuntimeError(f"{type_name} {NEEDS_LIBRARY}")  # plans drop the format first (usable): never reached
+        # Plans drop the format first (usable): reached only by a caller that skipped that.
+        raise RuntimeError(f"{type_name} needs rounding {NEEDS_LIBRARY}")
 
     return weight
 
@@ -191,7 +192,7 @@ def usable(names: tuple[str, ...]) -> tuple[tuple[str, ...], dict[str, str]]:
                                                                                     f.bytes_per_block)]  # fmt: skip
         if missing:
             dropped[name] = (
-                f"{', '.join(f.name for f in missing)} {NEEDS_LIBRARY}; this process: {ggml_native.describe()}"
+                f"needs {' and '.join(f.name for f in missing)} {NEEDS_LIBRARY}; this process: {ggml_native.describe()}"
             )
         else:
             kept.append(name)

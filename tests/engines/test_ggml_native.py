@@ -110,5 +110,5 @@ def test_without_the_library_a_plan_leaves_q3_k_out_and_says_why(monkeypatch: py
     finally:
         ggml_native._library.cache_clear()
     assert kept == ("q8_0", "q4_k") and set(left_out) == {"q3_k"}
-    assert "q3_k, iq4_nl" in left_out["q3_k"] and "install_llama_cpp.sh" in left_out["q3_k"]
+    assert "needs q3_k and iq4_nl from llama.cpp's own quantizers" in left_out["q3_k"] and "install_llama_cpp.sh" in left_out["q3_k"]
     assert "ONBOARD_GGML_NATIVE=0" in left_out["q3_k"]

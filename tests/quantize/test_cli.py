@@ -61,9 +61,9 @@ def test_without_llamacpps_quantizers_q3_k_is_left_out_and_said(
     finally:
         ggml_native._library.cache_clear()
     assert only == 2 and "Error: --formats: none of q3_k can be simulated here" in only_err
-    assert "Hint: q3_k, iq4_nl rounds only through llama.cpp's own quantizers" in only_err
+    assert "Hint: needs q3_k and iq4_nl from llama.cpp's own quantizers" in only_err
     assert code == 0, err
-    assert "not planned: q3_k: q3_k, iq4_nl rounds only through llama.cpp's own quantizers" in err
+    assert "not planned: q3_k: needs q3_k and iq4_nl from llama.cpp's own quantizers" in err
     detail = json.loads((tmp_path / "quantize-plan.json").read_text())
     assert detail["formats"] == ["q8_0", "q4_k"] and set(detail["formats_left_out"]) == {"q3_k"}
     assert {u["format"] for u in detail["units"]} <= {"q8_0", "q4_k", "bf16"}
