@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from onboard.comparator import Tolerances, compare_rows, judge
+from onboard.comparator import Tolerances, compare_rows, first_difference, judge
 from onboard.validate_serving.candidates import Candidate, LayerStat, TopK, run_concurrently
 from onboard.validate_serving.golden import GoldenSet
 from onboard.validate_serving.parity import CheckResult, GreedyResult
@@ -206,14 +206,6 @@ def degeneration(greedy: list[GreedyResult]) -> CheckResult:
         detail += ("; not counted (the goldens do not say whether the reference loops on the candidate's own text): "
                    + "; ".join(listed))  # fmt: skip
     return CheckResult("degeneration", not bad, True, detail, data={"loops": loops})
-
-
-def first_difference(a: Sequence[int], b: Sequence[int]) -> int | None:
-    """The first position where `a` and `b` differ (the shorter one's length when one is a prefix of the other);
-    None when they are equal."""
-    n = min(len(a), len(b))
-    at = next((i for i in range(n) if a[i] != b[i]), None)
-    return at if at is not None else (None if len(a) == len(b) else n)
 
 
 def stop_set(golden: GoldenSet, candidate: Candidate) -> CheckResult:

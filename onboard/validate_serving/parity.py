@@ -17,6 +17,7 @@ from onboard.comparator import (
     Tolerances,
     compare_position,
     compare_rows,
+    first_difference,
     judge,
     judge_scale,
     scale_ratio,
@@ -175,9 +176,8 @@ def greedy_parity(
 
 def _greedy_one(prompt: GoldenPrompt, gen: Generation, tol: Tolerances) -> GreedyResult:
     ref = prompt.generated_ids
-    n = min(len(ref), len(gen.ids))
-    at = next((t for t in range(n) if ref[t] != gen.ids[t]), None)
-    if at is None:
+    at = first_difference(ref, gen.ids)
+    if at is None or at == min(len(ref), len(gen.ids)):  # equal, or one ends where the other goes on
         if len(gen.ids) < len(ref) and gen.finish_reason != "stop":
             return GreedyResult(
                 prompt, gen, len(gen.ids), False, f"{prompt.name}: only {len(gen.ids)} of {len(ref)} tokens"

@@ -6,6 +6,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from onboard.comparator import first_difference
 from onboard.verify_tokenizer.references import Reference
 from onboard.verify_tokenizer.subject import Subject
 
@@ -55,13 +56,6 @@ class RoundTrip:
     """(full decode, streamed decode)"""
 
 
-def first_difference(a: Sequence[int], b: Sequence[int]) -> int:
-    for i, (x, y) in enumerate(zip(a, b)):
-        if x != y:
-            return i
-    return min(len(a), len(b))
-
-
 def compare(subject: Subject, texts: Sequence[str], subject_ids: list[list[int]], ref: Reference) -> Comparison:
     """Encode `texts` with `ref` and compare with the subject's ids (already computed, add_special_tokens=False)."""
     start = time.perf_counter()
@@ -90,7 +84,7 @@ def divergence(subject: Subject, text: str, ids: list[int], ref_ids: list[int]) 
     def tokens(seq: list[int]) -> list[str]:
         return [str(subject.hf.convert_ids_to_tokens(i)) if 0 <= i < size else f"<id {i}>" for i in seq]
 
-    at = first_difference(ids, ref_ids)
+    at = first_difference(ids, ref_ids) or 0  # only called for ids that differ: never None
     return Divergence(text, at, ids, ref_ids, pieces(ids), pieces(ref_ids), tokens(ids), tokens(ref_ids))
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from onboard.comparator import TopK, tolerances
+from onboard.comparator import TopK, first_difference, tolerances
 from onboard.validate_serving import checks
 from onboard.validate_serving.candidates import Capabilities, Generation, LayerStat
 from onboard.validate_serving.golden import GoldenPrompt, GoldenSet
@@ -293,7 +293,7 @@ def test_degeneration_lists_a_loop_begun_on_text_the_reference_never_continued()
     [([1, 2, 3], [1, 2, 3], None), ([1, 2, 3], [1, 9, 3], 1), ([1, 2], [1, 2, 3], 2), ([], [1], 0), ([], [], None)],
 )
 def test_first_difference(a, b, expected):
-    assert checks.first_difference(a, b) == expected
+    assert first_difference(a, b) == expected
 
 
 # stop_set
