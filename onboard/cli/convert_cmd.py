@@ -18,8 +18,9 @@ def convert_group() -> None:
 
 @convert_group.command("gguf")
 @click.argument("source")
-@click.option("--type", "outtype", type=click.Choice(TYPES), default="f16", show_default=True,
-              help="GGUF file type (llama.cpp's names). With --plan: the base type; the plan sets every unit's type.")  # fmt: skip
+@click.option("--type", "outtype", type=click.Choice(TYPES), default=None,
+              help="GGUF file type (llama.cpp's names; default f16). With --plan: the base type, quantized (default "
+              "q8_0); the plan sets every unit's type and the GGUF is checked to store them.")  # fmt: skip
 @click.option("--plan", "plan_file", type=click.Path(path_type=Path),
               help="quantize-plan.json (onboard quantize-plan): per-tensor types through llama.cpp's quantizer.")  # fmt: skip
 @click.option(
@@ -29,7 +30,7 @@ def convert_group() -> None:
               "tokenizer's hash (the fix gguf-unknown-pre-tokenizer names; validate --engine llama.cpp checks it).")  # fmt: skip
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON on stdout.")
 def convert_gguf_command(
-    source: str, outtype: str, plan_file: Path | None, out: Path | None, pre_tokenizer: str | None, as_json: bool
+    source: str, outtype: str | None, plan_file: Path | None, out: Path | None, pre_tokenizer: str | None, as_json: bool
 ) -> None:
     """Convert the checkpoint folder SOURCE to GGUF with llama.cpp's converter (and quantizer).
 

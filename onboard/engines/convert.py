@@ -18,11 +18,19 @@ EXACT_INTERMEDIATE = {"bfloat16": "bf16", "float16": "f16"}
 
 
 def convert_gguf(
-    source: str, outtype: str, plan_file: Path | None, out: Path | None, pre_tokenizer: str | None
+    source: str, outtype: str | None, plan_file: Path | None, out: Path | None, pre_tokenizer: str | None
 ) -> tuple[dict[str, Any], int]:
-    """(result, exit code): result = {stage, source, type, gguf, bytes, file_type, tensor_types, findings}."""
+    """(result, exit code): result = {stage, source, type, gguf, bytes, file_type, tensor_types, findings}.
+    `outtype` None: Q8_0 under a plan (llamacpp.PLAN_BASE_TYPE), else F16."""
     from onboard.validate_serving.env import resolve_local, slug
 
+    outtype = outtype or (llamacpp.PLAN_BASE_TYPE if plan_file is not None else "f16")
+    if plan_file is not None and outtype in llamacpp.UNQUANTIZED_TYPES:
+        raise InputError(f"--type {outtype} with --plan: llama.cpp applies a plan's per-tensor types only under a "
+                         f"quantized file type; every layer's tensors would stay {outtype.upper()} (only the embedding's and "
+                         "the head's types apply)",
+                         f"use --type {llamacpp.PLAN_BASE_TYPE} (or leave --type out): the plan sets every unit's "
+                         "type, the base type only names the file")  # fmt: skip
     folder = resolve_local(source)
     refuse_repository_code(folder)
     refuse_contradicted_config(folder)
@@ -42,6 +50,9 @@ def convert_gguf(
                 written = llamacpp.quantize(conversion.path, target, outtype, overrides)
         finally:
             base.unlink(missing_ok=True)
+        if plan is not None and written is not None:
+            findings += _as_planned(written, overrides, outtype)
+            written = written if written.exists() else None
     else:
         conversion = llamacpp.convert(folder, target, outtype, pre_tokenizer=pre_tokenizer)
         findings += conversion.findings
@@ -56,6 +67,21 @@ def convert_gguf(
     if written:
         result["file_type"] = llamacpp.gguf_file_type(written)[1]
     return result, exit_code_for(findings)
+
+
+def _as_planned(gguf: Path, overrides: llamacpp.Overrides, outtype: str) -> list[Finding]:
+    """The GGUF stores every planned tensor as the plan rounded it, or it is removed: a file that is not the plan
+    would be validated against the plan's budget as if it were."""
+    wrong = llamacpp.types_not_as_planned(gguf, overrides)
+    if not wrong:
+        return []
+    gguf.unlink()
+    more = f" (+{len(wrong) - 1} more)" if len(wrong) > 1 else ""
+    return [Finding("gguf-plan-not-applied", "error",
+                    f"llama.cpp's quantizer did not apply the plan under --type {outtype}: {wrong[0]}{more}; "
+                    f"{gguf.name} was removed",
+                    f"convert with --type {llamacpp.PLAN_BASE_TYPE}: llama.cpp skips a tensor's type override when "
+                    "the file type must fall back on that tensor's rows", file=str(gguf))]  # fmt: skip
 
 
 def _intermediate(folder: Path) -> str:

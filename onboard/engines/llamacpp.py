@@ -193,6 +193,43 @@ def plan_overrides(plan: PlanFile, folder: Path) -> Overrides:
                      flags.get("output-tensor-type"))  # fmt: skip
 
 
+UNQUANTIZED_TYPES = ("f32", "f16", "bf16")
+PLAN_BASE_TYPE = "q8_0"
+"""The file type a plan is quantized under. llama.cpp applies per-tensor types only when the file type is quantized
+(llama_model_quantize_impl: the overrides sit inside `ggml_is_quantized(default_type)`), and skips a tensor's
+override when the base type itself must fall back on that tensor's rows (a K-quant file type on rows not a multiple
+of 256): Q8_0's blocks of 32 fit every row a plan quantizes."""
+
+
+def types_not_as_planned(gguf: Path, overrides: Overrides) -> list[str]:
+    """Tensors the GGUF stores in another type than the plan rounded them to (the override's type, or llama.cpp's
+    fallback where a K-quant does not fit the row), one line each; a pattern that matches no tensor is one too."""
+    import re
+
+    from gguf import GGUFReader
+
+    from onboard.quantize.formats import FORMATS
+
+    tensors = GGUFReader(str(gguf)).tensors
+    wanted = list(overrides.tensor_types)
+    if overrides.token_embedding_type:
+        wanted.append((re.escape("token_embd.weight"), overrides.token_embedding_type))
+    if overrides.output_tensor_type and any(t.name == "output.weight" for t in tensors):  # tied: no output tensor
+        wanted.append((re.escape("output.weight"), overrides.output_tensor_type))
+    wrong = []
+    for pattern, kind in wanted:
+        named = [t for t in tensors if re.fullmatch(pattern, t.name)]
+        if not named:
+            wrong.append(f"no tensor matches the plan's {pattern} (planned {kind})")
+        for tensor in named:
+            shape = tuple(int(d) for d in reversed(tensor.shape))  # GGUF lists ne0 (the row length) first
+            fmt = FORMATS.get(kind.lower())
+            expected = str(fmt.resolve(shape).ggml_type) if fmt is not None else kind
+            if tensor.tensor_type.name.lower() != expected.lower():
+                wrong.append(f"{tensor.name}: stored as {tensor.tensor_type.name}, the plan rounded it as {expected}")
+    return wrong
+
+
 def quantize(src: Path, out: Path, ftype: str, overrides: Overrides = Overrides(), threads: int = 0) -> Path:
     """llama_model_quantize(src -> out) with the overrides; `out` appears only when it succeeded."""
     interpreter = require()

@@ -115,6 +115,21 @@ def test_a_plan_no_quantize_plan_wrote_is_named_before_any_engine_runs(tmp_path:
     assert not (tmp_path / "x.gguf").exists()
 
 
+@pytest.mark.parametrize("base", ["f16", "bf16", "f32"])
+def test_a_plan_under_an_unquantized_file_type_is_refused_before_the_converter(tmp_path: Path, capsys, base) -> None:
+    # llama.cpp applies per-tensor types only under a quantized file type: `--type f16 --plan` wrote a GGUF whose
+    # layers all stayed F16 (only the embedding's and head's types applied), which validate --plan then judged
+    # against the plan's budget as if it were the plan.
+    plan = {"budget_kl": 0.002, "measured_kl": 0.0015, "units": [{"unit": "layer.0.attn.qkv", "format": "q4_k"}]}
+    path = tmp_path / "quantize-plan.json"
+    path.write_text(json.dumps(plan))
+    with pytest.raises(SystemExit) as exit_info:
+        main(["convert", "gguf", str(FIXTURE), "--type", base, "--plan", str(path), "--out", str(tmp_path / "x.gguf")])
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2 and f"Error: --type {base} with --plan" in err, err
+    assert "Hint: use --type q8_0 (or leave --type out)" in err and not (tmp_path / "x.gguf").exists()
+
+
 @pytest.mark.parametrize(("key", "value"), [("vocab_size", 10**30), ("hidden_size", 256)])
 def test_a_config_its_weights_contradict_is_refused_before_the_converter(tmp_path: Path, capsys, key, value) -> None:
     # llama.cpp's converter takes config.json at its word: vocab_size 10**30 had it pad the vocabulary until memory

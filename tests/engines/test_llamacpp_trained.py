@@ -6,7 +6,8 @@ llama.cpp's converter, quantizer and runtime through `onboard convert gguf` and 
   GGUF tokenizer check; prefill and decode land in validation.json. The wrong fix (--pre-tokenizer gpt-2: another
   regex) is a gguf-tokenizer-drift.
 - Q8_0 passes a 0.002 KL budget (measured reported); the same measurement fails a budget below it.
-- A quantize-plan at that budget converts with its per-tensor types, serves, and meets its own budget.
+- A quantize-plan at that budget converts with its per-tensor types (under Q8_0 when --type is left out), serves,
+  and meets its own budget; a GGUF whose types are not the plan's (llama.cpp skipping overrides) is refused.
 - A GGUF whose rope_freq_base was edited with the gguf package fails logit_parity.
 """
 
@@ -99,22 +100,41 @@ def test_q8_0_is_judged_by_its_kl_budget(work, capsys, tmp_path: Path) -> None:
     assert not tight.passed and tight.required and "> budget" in tight.detail
 
 
-def test_a_quantize_plan_converts_serves_and_meets_its_budget(work, capsys, tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def plan(work, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
+    """quantize-plan over the goldens at a 0.002 budget, llama.cpp's formats: (quantize-plan.json, the --json)."""
+    plan_dir = tmp_path_factory.mktemp("plan")
+    code, out = _main_json(["quantize-plan", str(work["model"]), "--golden", str(work["golden"]), "--budget-kl",
+                            "0.002", "--formats", "llama.cpp", "--out", str(plan_dir), "--json"])  # fmt: skip
+    summary = json.loads(out)
+    assert code == 0 and summary["measured_kl"] <= 0.002, summary
+    return plan_dir / "quantize-plan.json", summary
+
+
+def _main_json(argv: list[str]) -> tuple[int, str]:
+    import contextlib
+    import io
+
+    stdout = io.StringIO()
+    with contextlib.redirect_stdout(stdout), pytest.raises(SystemExit) as exit_info:
+        main(argv)
+    return int(exit_info.value.code or 0), stdout.getvalue()
+
+
+def test_a_quantize_plan_converts_serves_and_meets_its_budget(work, plan, capsys, tmp_path: Path) -> None:
     """The README's walk-through: quantize-plan over the goldens, convert with the plan's per-tensor types, validate
     the GGUF against the plan's budget (no --budget-kl: the plan's own), planned and measured side by side."""
-    plan_dir = tmp_path / "plan"
-    code, out, err = onboard(capsys, "quantize-plan", str(work["model"]), "--golden", str(work["golden"]),
-                             "--budget-kl", "0.002", "--formats", "llama.cpp", "--out", str(plan_dir), "--json")  # fmt: skip
-    summary = json.loads(out)
-    assert code == 0 and summary["measured_kl"] <= 0.002, err[-2000:]
+    plan_file, summary = plan
     formats = {u["format"] for u in summary["units"]}
     assert len(formats) > 1, formats  # a mixed plan, not a uniform one in disguise
     gguf = tmp_path / "plan.gguf"
-    code, out, err = onboard(capsys, "convert", "gguf", str(work["model"]), "--type", "q8_0", "--plan",
-                             str(plan_dir / "quantize-plan.json"), "--out", str(gguf), "--pre-tokenizer", "qwen2",
-                             "--json")  # fmt: skip
+    code, out, err = onboard(capsys, "convert", "gguf", str(work["model"]), "--plan", str(plan_file), "--out",
+                             str(gguf), "--pre-tokenizer", "qwen2", "--json")  # fmt: skip
     assert code == 0 and gguf.is_file(), err[-2000:]
-    _assert_types_as_planned(gguf, json.loads(out))
+    converted = json.loads(out)
+    assert converted["type"] == "q8_0" and converted["file_type"] == "MOSTLY_Q8_0"  # the base a plan needs
+    _assert_types_as_planned(gguf, converted)
+    plan_dir = plan_file.parent
     out_json = tmp_path / "validation.json"
     code, _, err = onboard(capsys, "validate", str(work["model"]), "--golden", str(work["golden"]), "--engine",
                            "llama.cpp", "--gguf", str(gguf), "--plan", str(plan_dir / "quantize-plan.json"),
@@ -125,6 +145,26 @@ def test_a_quantize_plan_converts_serves_and_meets_its_budget(work, capsys, tmp_
     assert budget["budget_kl"] == 0.002 and budget["planned_kl"] == pytest.approx(summary["measured_kl"])
     assert 0 < budget["measured_kl"] <= 0.002, budget
     print("plan:", next(c["detail"] for c in result["checks"] if c["name"] == "quantized_kl_budget"))  # -s: figure
+
+
+def test_a_gguf_that_is_not_the_plan_is_refused_and_removed(work, plan, capsys, tmp_path: Path, monkeypatch) -> None:
+    """llama.cpp skips a tensor's override silently (under an unquantized file type, or where the file type itself
+    falls back on the tensor's rows): the GGUF is checked against the plan, and one that is not the plan removed."""
+    from onboard.engines import llamacpp
+
+    quantize = llamacpp.quantize
+
+    def skipping_overrides(src: Path, out: Path, ftype: str, *_args: object, **_kwargs: object) -> Path:
+        return quantize(src, out, ftype)  # every per-tensor type left out, as llama.cpp's silent skips do
+
+    monkeypatch.setattr(llamacpp, "quantize", skipping_overrides)
+    gguf = tmp_path / "not-the-plan.gguf"
+    code, out, err = onboard(capsys, "convert", "gguf", str(work["model"]), "--plan", str(plan[0]), "--out",
+                             str(gguf), "--pre-tokenizer", "qwen2", "--json")  # fmt: skip
+    [finding] = json.loads(out)["findings"]
+    assert code == 1 and finding["code"] == "gguf-plan-not-applied", finding
+    assert "stored as Q8_0, the plan rounded it as" in finding["message"] and "was removed" in finding["message"]
+    assert not gguf.exists() and not list(tmp_path.glob("*.partial"))
 
 
 def _assert_types_as_planned(gguf_path: Path, converted: dict) -> None:
