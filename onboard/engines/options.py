@@ -67,7 +67,14 @@ def started_engine(
 def judge_served(result: dict[str, Any], served: Any, source: str, budget_kl: float | None,
                  plan_file: Path | None) -> None:  # fmt: skip
     """Add the engine's own checks to a validate result (in place): the GGUF tokenizer, the quantized KL budget."""
-    from onboard.engines.served import FIDELITY_CHECKS, add_checks, budget_from, gguf_tokenizer_checks, kl_budget_check
+    from onboard.engines.served import (
+        FIDELITY_CHECKS,
+        add_checks,
+        budget_from,
+        gguf_tokenizer_checks,
+        kl_budget_check,
+        plan_types_check,
+    )
 
     if served is None:
         if budget_kl is not None or plan_file is not None:
@@ -84,4 +91,6 @@ def judge_served(result: dict[str, Any], served: Any, source: str, budget_kl: fl
         raise InputError(f"{served.gguf.name} is quantized ({served.file_type}): it is judged against a KL budget",
                          "pass --budget-kl X or --plan quantize-plan.json")  # fmt: skip
     checks.append(kl_budget_check(result, budget, planned))
+    if plan_file is not None:
+        checks.append(plan_types_check(served.gguf, plan_file, Path(source)))
     add_checks(result, checks, informational=FIDELITY_CHECKS)

@@ -141,6 +141,24 @@ def kl_budget_check(result: dict[str, Any], budget: float, planned: float | None
                        data={"measured_kl": measured, "budget_kl": budget, "planned_kl": planned})  # fmt: skip
 
 
+def plan_types_check(gguf: Path, plan_file: Path, folder: Path) -> CheckResult:
+    """The GGUF is the plan: every tensor the plan names is stored as the plan rounded it (a GGUF quantized another
+    way, or one whose overrides llama.cpp skipped, would be judged against a planned KL that does not describe it)."""
+    from onboard.engines import llamacpp
+    from onboard.quantize.plan_file import read_plan
+
+    overrides = llamacpp.plan_overrides(read_plan(plan_file), folder)
+    wrong = llamacpp.types_not_as_planned(gguf, overrides)
+    named = len(overrides.tensor_types) + bool(overrides.token_embedding_type) + bool(overrides.output_tensor_type)
+    if not wrong:
+        return CheckResult("gguf_plan_types", True, True, f"{gguf.name} stores every tensor of the plan's {named} "
+                           f"per-tensor types as {plan_file.name} rounded it")  # fmt: skip
+    more = f" (+{len(wrong) - 1} more)" if len(wrong) > 1 else ""
+    return CheckResult("gguf_plan_types", False, True, f"{gguf.name} is not the plan in {plan_file.name}: {wrong[0]}"
+                       f"{more}; convert it with `onboard convert gguf SOURCE --plan {plan_file}`",
+                       data={"code": "gguf-plan-not-applied", "differ": wrong})  # fmt: skip
+
+
 def add_checks(result: dict[str, Any], checks: list[CheckResult], informational: tuple[str, ...] = ()) -> None:
     """Append `checks` to a validate result and turn `informational` checks into non-required ones (in place)."""
     for check in result["checks"]:

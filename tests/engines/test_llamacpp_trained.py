@@ -144,6 +144,8 @@ def test_a_quantize_plan_converts_serves_and_meets_its_budget(work, plan, capsys
     assert code == 0 and result["passed"], err[-3000:]
     assert budget["budget_kl"] == 0.002 and budget["planned_kl"] == pytest.approx(summary["measured_kl"])
     assert 0 < budget["measured_kl"] <= 0.002, budget
+    types = next(c for c in result["checks"] if c["name"] == "gguf_plan_types")
+    assert types["passed"] and types["required"], types
     print("plan:", next(c["detail"] for c in result["checks"] if c["name"] == "quantized_kl_budget"))  # -s: figure
 
 
@@ -165,6 +167,16 @@ def test_a_gguf_that_is_not_the_plan_is_refused_and_removed(work, plan, capsys, 
     assert code == 1 and finding["code"] == "gguf-plan-not-applied", finding
     assert "stored as Q8_0, the plan rounded it as" in finding["message"] and "was removed" in finding["message"]
     assert not gguf.exists() and not list(tmp_path.glob("*.partial"))
+    # A GGUF made another way (every tensor Q8_0 here) is not judged against the plan's KL as if it were the plan.
+    monkeypatch.undo()
+    out_json = tmp_path / "validation.json"
+    code, _, err = onboard(capsys, "validate", str(work["model"]), "--golden", str(work["golden"]), "--engine",
+                           "llama.cpp", "--gguf", str(work["q8_0"]), "--plan", str(plan[0]), "--no-performance",
+                           "--out", str(out_json))  # fmt: skip
+    result = json.loads(out_json.read_text())
+    types = next(c for c in result["checks"] if c["name"] == "gguf_plan_types")
+    assert code == 1 and result["failed"] == ["gguf_plan_types"], (result["failed"], err[-1500:])
+    assert "is not the plan in quantize-plan.json: " in types["detail"] and "stored as Q8_0" in types["detail"]
 
 
 def _assert_types_as_planned(gguf_path: Path, converted: dict) -> None:
