@@ -317,8 +317,8 @@ def scale_fit(metrics: Sequence[PositionMetrics]) -> tuple[float, float] | None:
 
 
 def first_difference(a: Sequence[int], b: Sequence[int]) -> int | None:
-    """Token ids: The first position where `a` and `b` differ (the shorter one's length when one is a prefix of the other);
-    None when they are equal."""
+    """The first position where two token-id sequences differ (the shorter one's length when one is a prefix of the
+    other); None when they are equal."""
     n = min(len(a), len(b))
     at = next((i for i in range(n) if a[i] != b[i]), None)
     return at if at is not None else (None if len(a) == len(b) else n)

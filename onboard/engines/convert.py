@@ -80,8 +80,9 @@ def _as_planned(gguf: Path, overrides: llamacpp.Overrides, outtype: str) -> list
     return [Finding("gguf-plan-not-applied", "error",
                     f"llama.cpp's quantizer did not apply the plan under --type {outtype}: {wrong[0]}{more}; "
                     f"{gguf.name} was removed",
-                    f"convert with --type {llamacpp.PLAN_BASE_TYPE}: llama.cpp skips a tensor's type override when "
-                    "the file type must fall back on that tensor's rows", file=str(gguf))]  # fmt: skip
+                    f"convert with --type {llamacpp.PLAN_BASE_TYPE}: llama.cpp leaves a tensor's type override unapplied "
+                    "under an unquantized file type, and (by its source) where the file type itself falls back on the "
+                    "tensor's rows", file=str(gguf))]  # fmt: skip
 
 
 def _intermediate(folder: Path) -> str:

@@ -196,9 +196,10 @@ def plan_overrides(plan: PlanFile, folder: Path) -> Overrides:
 UNQUANTIZED_TYPES = ("f32", "f16", "bf16")
 PLAN_BASE_TYPE = "q8_0"
 """The file type a plan is quantized under. llama.cpp applies per-tensor types only when the file type is quantized
-(llama_model_quantize_impl: the overrides sit inside `ggml_is_quantized(default_type)`), and skips a tensor's
-override when the base type itself must fall back on that tensor's rows (a K-quant file type on rows not a multiple
-of 256): Q8_0's blocks of 32 fit every row a plan quantizes."""
+(llama_model_quantize_impl: the overrides sit inside `ggml_is_quantized(default_type)`), and its source also skips a
+tensor's override where the base type itself falls back on that tensor's rows (a K-quant file type on rows not a
+multiple of 256; not reproduced with Q4_K_S on the 192-wide fixture): Q8_0's blocks of 32 fit every row a plan
+quantizes. convert reads the written types back either way (types_not_as_planned)."""
 
 
 def types_not_as_planned(gguf: Path, overrides: Overrides) -> list[str]:

@@ -187,7 +187,8 @@ def usable(names: tuple[str, ...]) -> tuple[tuple[str, ...], dict[str, str]]:
     kept: list[str] = []
     dropped: dict[str, str] = {}
     for name in names:
-        needed = [FORMATS[name], *([FORMATS[FORMATS[name].fallback]] if FORMATS[name].fallback else [])]
+        fmt = FORMATS[name]
+        needed = [fmt, FORMATS[fmt.fallback]] if fmt.fallback else [fmt]
         missing = [f for f in needed if f.native_only and not ggml_native.supports(str(f.ggml_type), f.block,
                                                                                     f.bytes_per_block)]  # fmt: skip
         if missing:
