@@ -17,6 +17,12 @@ if os.environ.get("ONBOARD_TEST_GPU") != "1":
 # Tests never reach a real hub: the hub tests start a local server and point HF_ENDPOINT at it explicitly.
 os.environ.setdefault("HF_HUB_DISABLE_UPDATE_CHECK", "1")
 os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
+# Under pytest-xdist (`make test` runs one worker per core), each worker's torch and the processes it starts get an
+# equal share of the cores: by default every worker's torch would start a thread per core, and on CI's 2 cores two
+# busy workers with 2 OpenMP threads each spend their time waiting for one another. Set before torch is imported.
+if os.environ.get("PYTEST_XDIST_WORKER") and "OMP_NUM_THREADS" not in os.environ:
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    os.environ["OMP_NUM_THREADS"] = str(max(1, (os.cpu_count() or 1) // max(workers, 1)))
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SHARED_DATA = Path(os.environ.get("ONBOARD_SHARED_DATA", REPO_ROOT.parent / "shared" / "data"))
@@ -55,3 +61,30 @@ def cli_in_process(
         return int(info.value.code or 0), out, err
 
     return run
+
+
+ENGINE_MARKERS = ("vllm", "llamacpp")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Groups for pytest-xdist's `--dist loadgroup` (`make test`): a file's tests stay on one worker, so its module-
+    and session-scoped fixtures (a swept model, a started server) are built once, as in a serial run; and every test
+    of one engine runs on one worker, so two servers of that engine never start at once (vLLM's CPU build takes
+    both cores and gigabytes to start). Without xdist the marks do nothing.
+
+    Order: the engine groups first, then files with a `slow` test, then the rest as collected. xdist hands groups
+    out in this order as workers free up, so the longest ones start early and the run ends on short files instead
+    of one worker finishing a several-minute group alone."""
+    group_of: dict[str, str] = {}
+    rank: dict[str, int] = {}
+    for item in items:
+        engine = next((m for m in ENGINE_MARKERS if item.get_closest_marker(m)), None)
+        given = item.get_closest_marker("xdist_group")
+        group = str(given.args[0]) if given else f"engine-{engine}" if engine else item.nodeid.split("::")[0]
+        if not given:
+            item.add_marker(pytest.mark.xdist_group(group))
+        group_of[item.nodeid] = group
+        rank[group] = min(rank.get(group, 2), 0 if engine else 1 if item.get_closest_marker("slow") else 2)
+    if os.environ.get("PYTEST_XDIST_WORKER"):  # a serial run keeps the collected order
+        items.sort(key=lambda item: rank[group_of[item.nodeid]])

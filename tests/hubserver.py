@@ -18,6 +18,7 @@ import hashlib
 import json
 import re
 import socket
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -133,6 +134,12 @@ class HubServer:
         class Server(ThreadingHTTPServer):
             daemon_threads = True
             request_queue_size = 512  # 100+ concurrent connects must not hit a full listen backlog (SYN retry = 1 s)
+
+            def handle_error(self, request: object, client_address: object) -> None:
+                # A client that stops reading on purpose (a speculative GET past its size limit, a timed-out retry)
+                # resets the connection mid-write: that is the client's choice, not a server fault to print.
+                if not isinstance(sys.exc_info()[1], (ConnectionResetError, BrokenPipeError)):
+                    super().handle_error(request, client_address)
 
         self._httpd = Server(("127.0.0.1", 0), Handler)
         self._thread = threading.Thread(target=self._httpd.serve_forever, args=(0.05,), name="hubserver", daemon=True)

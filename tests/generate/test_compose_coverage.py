@@ -17,6 +17,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[2]
 README = REPO / "README.md"
 START, END = "<!-- compose-coverage:start -->", "<!-- compose-coverage:end -->"
@@ -125,6 +127,7 @@ def readme_block() -> str:
     return text[text.index(START) + len(START) : text.index(END)].strip("\n") + "\n"
 
 
+@pytest.mark.slow  # every architecture tests/tiny builds: a checkpoint, an adapter and a parity run each
 def test_composition_coverage_matches_readme() -> None:
     # ~1 min on 2 cores for 141 tiny checkpoints: under the ~3 min that would make it a slow test.
     from onboard.generate_adapter.archs import ARCHS

@@ -20,7 +20,7 @@ from onboard.quantize.formats import BF16, FORMATS
 TRAINED = Path(__file__).resolve().parents[1] / "fixtures" / "trained-qwen3"
 MAX_TOKENS = 256  # the long prompt cut to 256 tokens: the sweep stays around 15 s on 2 cores
 
-pytestmark = pytest.mark.usefixtures("one_thread")  # tests/quantize/conftest.py
+pytestmark = [pytest.mark.usefixtures("one_thread"), pytest.mark.slow]  # one_thread: tests/quantize/conftest.py
 
 
 def quiet(_message: str) -> None:

@@ -22,7 +22,7 @@ from onboard.quantize import plan as quantize_plan
 UNTIED = Path(__file__).resolve().parents[1] / "fixtures" / "trained-qwen3-untied"
 MAX_TOKENS = 256  # the long prompt cut to 256 tokens, as in test_plan_trained.py
 
-pytestmark = pytest.mark.usefixtures("one_thread")  # tests/quantize/conftest.py
+pytestmark = [pytest.mark.usefixtures("one_thread"), pytest.mark.slow]  # one_thread: tests/quantize/conftest.py
 
 
 def quiet(_message: str) -> None:
