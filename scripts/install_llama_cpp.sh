@@ -24,14 +24,16 @@ export PIP_DISABLE_PIP_VERSION_CHECK=1
 # (hidden 192; segfault in llama_decode) and its F16 tiny Qwen3-MoE missed logit parity, while the AVX2 baseline build
 # of the same sdist passed every test on the same machine. On x86-64 we build that baseline: the same kernels on
 # every CI machine. LLAMA_CPP_CMAKE_ARGS overrides (e.g. "-DGGML_NATIVE=ON" for the fastest local engine).
+# -DLLAVA_BUILD=OFF: the sdist also builds the multimodal library (libmtmd: clip, audio, image), which the bindings
+# load only for image chat formats and onboard never uses; leaving it out shortens the cold build.
 if [ -n "${LLAMA_CPP_CMAKE_ARGS+set}" ]; then
     BUILD_FLAGS="$LLAMA_CPP_CMAKE_ARGS"
 elif [ "$(uname -m)" = x86_64 ] && grep -qw avx2 /proc/cpuinfo 2>/dev/null; then
-    BUILD_FLAGS="-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON"
+    BUILD_FLAGS="-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON -DLLAVA_BUILD=OFF"
 elif [ "$(uname -m)" = x86_64 ]; then
-    BUILD_FLAGS="-DGGML_NATIVE=OFF"
+    BUILD_FLAGS="-DGGML_NATIVE=OFF -DLLAVA_BUILD=OFF"
 else
-    BUILD_FLAGS=""  # other architectures: llama.cpp's own default for that CPU
+    BUILD_FLAGS="-DLLAVA_BUILD=OFF"  # other architectures: llama.cpp's own default for that CPU
 fi
 WANT="$LLAMA_CPP_PYTHON_VERSION $BUILD_FLAGS"
 
