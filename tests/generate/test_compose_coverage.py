@@ -127,9 +127,8 @@ def readme_block() -> str:
     return text[text.index(START) + len(START) : text.index(END)].strip("\n") + "\n"
 
 
-@pytest.mark.slow  # every architecture tests/tiny builds: a checkpoint, an adapter and a parity run each
+@pytest.mark.slow  # 141 tiny checkpoints, an adapter and a parity run each: 25-80 s on 2 cores, machine-dependent
 def test_composition_coverage_matches_readme() -> None:
-    # ~1 min on 2 cores for 141 tiny checkpoints: under the ~3 min that would make it a slow test.
     from onboard.generate_adapter.archs import ARCHS
 
     table, results = coverage_table()
