@@ -7,7 +7,8 @@ TRITON_INTERPRET must be set before anything imports triton: kernels then run on
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -61,6 +62,19 @@ def cli_in_process(
         return int(info.value.code or 0), out, err
 
     return run
+
+
+@pytest.fixture(autouse=True)
+def _forget_repository_modules() -> Iterator[None]:
+    """Drop the repository code a test imported in this process (the sandbox stand-ins, the day-zero fixture test).
+
+    The real sandbox worker's modules die with it. In the test process transformers keeps them in sys.modules and
+    does not run a module again whose files hash the same, so a later test in the same process (another file, under
+    pytest-xdist) would load the repository's code without executing it and its import canary would stay empty."""
+    before = set(sys.modules)
+    yield
+    for name in [n for n in sys.modules if n not in before and n.split(".", 1)[0] == "transformers_modules"]:
+        del sys.modules[name]
 
 
 ENGINE_MARKERS = ("vllm", "llamacpp")
