@@ -22,7 +22,7 @@ demo: $(VENV_STAMP) examples/demo-qwen3/model.safetensors
 	HF_HUB_OFFLINE=1 .venv/bin/onboard new-model examples/demo-qwen3 --target l4 --workspace demo-workspace || test $$? -eq 1
 
 ## The whole test suite (what CI runs), one pytest-xdist worker per core (at most 4; TEST_WORKERS=N overrides, 0 runs
-## it serially). --dist loadgroup: a file's tests share a worker, each engine's tests too (tests/conftest.py).
+## it serially). --dist loadgroup: a file's tests share a worker, each engine's tests too (tests/xdist_groups.py).
 TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); [ $$n -gt 4 ] && n=4; echo $$n)
 test: $(VENV_STAMP) examples/demo-qwen3/model.safetensors
 	.venv/bin/pytest -q --durations=30 -n $(TEST_WORKERS) --dist loadgroup

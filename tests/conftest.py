@@ -80,25 +80,35 @@ def _forget_repository_modules() -> Iterator[None]:
 ENGINE_MARKERS = ("vllm", "llamacpp")
 
 
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | None:
+    """`--dist loadgroup` (what `make test` passes): one group per file and per engine, tests/xdist_groups.py."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from tests.xdist_groups import make_scheduler
+
+    return make_scheduler(config, log)
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Groups for pytest-xdist's `--dist loadgroup` (`make test`): a file's tests stay on one worker, so its module-
-    and session-scoped fixtures (a swept model, a started server) are built once, as in a serial run; and every test
-    of one engine runs on one worker, so two servers of that engine never start at once (vLLM's CPU build takes
-    both cores and gigabytes to start). Without xdist the marks do nothing.
+    """Under pytest-xdist, the order groups are handed out in (tests/xdist_groups.py): the engine groups first, then
+    files with a `slow` test, then the rest as collected, so the longest start early and the run ends on short files
+    instead of one worker finishing a several-minute group alone. A serial run keeps the collected order.
 
-    Order: the engine groups first, then files with a `slow` test, then the rest as collected. xdist hands groups
-    out in this order as workers free up, so the longest ones start early and the run ends on short files instead
-    of one worker finishing a several-minute group alone."""
-    group_of: dict[str, str] = {}
+    Refuses a run where an engine-marked test is in a file xdist_groups.ENGINE_FILES does not list: its server could
+    start beside another of the same engine."""
+    from tests.xdist_groups import group_of
+
     rank: dict[str, int] = {}
+    unlisted = set()
     for item in items:
         engine = next((m for m in ENGINE_MARKERS if item.get_closest_marker(m)), None)
-        given = item.get_closest_marker("xdist_group")
-        group = str(given.args[0]) if given else f"engine-{engine}" if engine else item.nodeid.split("::")[0]
-        if not given:
-            item.add_marker(pytest.mark.xdist_group(group))
-        group_of[item.nodeid] = group
+        group = group_of(item.nodeid)
+        if engine and group != f"engine-{engine}":
+            unlisted.add(f"{item.nodeid.split('::', 1)[0]} ({engine})")
         rank[group] = min(rank.get(group, 2), 0 if engine else 1 if item.get_closest_marker("slow") else 2)
-    if os.environ.get("PYTEST_XDIST_WORKER"):  # a serial run keeps the collected order
-        items.sort(key=lambda item: rank[group_of[item.nodeid]])
+    if unlisted:
+        raise pytest.UsageError(f"engine tests in files not in tests/xdist_groups.py ENGINE_FILES: "
+                                f"{', '.join(sorted(unlisted))}; add each file there with its engine")  # fmt: skip
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        items.sort(key=lambda item: rank[group_of(item.nodeid)])
