@@ -80,6 +80,7 @@ def _forget_repository_modules() -> Iterator[None]:
 ENGINE_MARKERS = ("vllm", "llamacpp")
 
 
+@pytest.hookimpl(optionalhook=True)  # pytest-xdist's hook: without xdist installed, pytest must not reject it
 def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | None:
     """`--dist loadgroup` (what `make test` passes): one group per file and per engine, tests/xdist_groups.py."""
     if config.getvalue("dist") != "loadgroup":
