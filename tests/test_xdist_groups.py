@@ -22,3 +22,25 @@ def test_groups_are_the_file_or_the_engine() -> None:
     assert group_of("tests/validate/test_vllm.py::test_vllm_matches_goldens[llama]") == "engine-vllm"
     assert group_of("tests/speculative/test_vllm_speculative.py::test_y") == "engine-vllm"
     assert group_of("tests/engines/test_convert_inputs.py::test_z") == "engine-llamacpp"
+
+
+def test_a_files_tests_run_on_one_worker() -> None:
+    """End to end through pytest-xdist, as `make test` runs it: each file's tests on one worker. Under xdist 3.8 +
+    pytest 9.2's own loadgroup (pytest-xdist #1386) test_fsutil.py's tests went to both workers."""
+    import os
+    import re
+    import subprocess
+    import sys
+
+    files = ["tests/test_fsutil.py", "tests/test_xdist_groups.py"]
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", "-v", "-n", "2", "--dist", "loadgroup", "-p", "no:cacheprovider",
+         "-k", "not test_a_files_tests_run_on_one_worker", *files],
+        cwd=REPO, capture_output=True, text=True, timeout=300, env={**os.environ, "PYTEST_ADDOPTS": ""},
+    )  # fmt: skip
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+    workers: dict[str, set[str]] = {}
+    for worker, nodeid in re.findall(r"\[(gw\d+)\][^\n]*? PASSED (tests/\S+)", run.stdout):
+        workers.setdefault(nodeid.split("::", 1)[0], set()).add(worker)
+    assert set(workers) == set(files), run.stdout[-2000:]
+    assert all(len(w) == 1 for w in workers.values()), workers
