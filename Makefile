@@ -28,7 +28,7 @@ test: $(VENV_STAMP) examples/demo-qwen3/model.safetensors
 	.venv/bin/pytest -q --durations=30 -n $(TEST_WORKERS) --dist loadgroup
 
 test-fast: $(VENV_STAMP)
-	.venv/bin/pytest -q -m "not slow"
+	.venv/bin/pytest -q -m "not slow" -n $(TEST_WORKERS) --dist loadgroup
 
 lint: $(VENV_STAMP)
 	.venv/bin/ruff check . && .venv/bin/ruff format --check onboard
