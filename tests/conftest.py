@@ -77,9 +77,6 @@ def _forget_repository_modules() -> Iterator[None]:
         del sys.modules[name]
 
 
-ENGINE_MARKERS = ("vllm", "llamacpp")
-
-
 @pytest.hookimpl(optionalhook=True)  # pytest-xdist's hook: without xdist installed, pytest must not reject it
 def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | None:
     """`--dist loadgroup` (what `make test` passes): one group per file and per engine, tests/xdist_groups.py."""
@@ -98,7 +95,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
     Refuses a run where an engine-marked test is in a file xdist_groups.ENGINE_FILES does not list: its server could
     start beside another of the same engine."""
-    from tests.xdist_groups import group_of
+    from tests.xdist_groups import ENGINE_MARKERS, group_of
 
     rank: dict[str, int] = {}
     unlisted = set()

@@ -33,10 +33,12 @@ def test_a_files_tests_run_on_one_worker() -> None:
     import sys
 
     files = ["tests/test_fsutil.py", "tests/test_xdist_groups.py"]
+    # A fresh session, not one that thinks it is this run's worker (make test runs this test under xdist).
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_XDIST_")} | {"PYTEST_ADDOPTS": ""}
     run = subprocess.run(
         [sys.executable, "-m", "pytest", "-v", "-n", "2", "--dist", "loadgroup", "-p", "no:cacheprovider",
          "-k", "not test_a_files_tests_run_on_one_worker", *files],
-        cwd=REPO, capture_output=True, text=True, timeout=300, env={**os.environ, "PYTEST_ADDOPTS": ""},
+        cwd=REPO, capture_output=True, text=True, timeout=300, env=env,
     )  # fmt: skip
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
     workers: dict[str, set[str]] = {}

@@ -16,7 +16,8 @@ from __future__ import annotations
 
 from typing import Any
 
-# Files holding engine-marked tests (the vllm / llamacpp markers): each engine's files form one group.
+ENGINE_MARKERS = ("vllm", "llamacpp")
+# Files holding engine-marked tests (ENGINE_MARKERS): each engine's files form one group.
 # tests/conftest.py refuses a run where an engine-marked test lives in a file not listed here.
 ENGINE_FILES = {
     "tests/validate/test_vllm.py": "vllm",
