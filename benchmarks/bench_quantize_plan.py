@@ -49,6 +49,7 @@ def build(dims: dict, seed: int = 0):  # type: ignore[no-untyped-def]
 
 
 TRAINED = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "trained-qwen3"
+FORWARD_REPEATS = 5
 
 
 def same_bytes(formats: str, fixture: Path = TRAINED) -> list[dict]:
@@ -156,6 +157,7 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     started = time.perf_counter()
     runner.record_reference(matmul_modules(model, units), unit_modules(model, units))
     reference_seconds = time.perf_counter() - started
+    runner.time_forward(FORWARD_REPEATS)  # the unit of cost: the median of several plain forwards, not one sample
     candidates = [FORMATS[name] for name in CANDIDATES]
     weights = QuantizedWeights()
     results, seconds = sweep(model, runner, units, candidates, weights, lambda _m: None)
@@ -168,7 +170,8 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     print(f"model: qwen3 {parameters / 1e6:.1f}M parameters, {len(units)} units, {len(runner.sequences)} prompts, "
           f"{runner.positions} positions, {torch.get_num_threads()} threads")  # fmt: skip
     print(
-        f"one forward over the suite: {runner.forward_seconds:.2f} s (reference run with hooks {reference_seconds:.2f} s)"
+        f"one forward over the suite: {runner.forward_seconds:.3f} s (median of {FORWARD_REPEATS}; reference run with "
+        f"hooks {reference_seconds:.2f} s)"
     )
     # The llama.cpp formats cost 4-10x more through the torch port than through llama.cpp's own library: say which.
     print(f"llama.cpp formats quantized by: {ggml_native.describe()}")

@@ -104,13 +104,26 @@ def activation_modules(model: Any, tensor: Tensor) -> list[Any]:
     ]
 
 
+Rounding = tuple[Any, int, Any]  # (input tensor, its version counter then, its rounding)
+
+
 @contextmanager
-def quantized(model: Any, assignment: Mapping[Unit, Format], weights: QuantizedWeights) -> Iterator[None]:
-    """Within the block, every unit of `assignment` holds its format's weights (BF16: unchanged)."""
+def quantized(
+    model: Any,
+    assignment: Mapping[Unit, Format],
+    weights: QuantizedWeights,
+    roundings: dict[tuple[Any, int], Rounding] | None = None,
+) -> Iterator[None]:
+    """Within the block, every unit of `assignment` holds its format's weights (BF16: unchanged).
+
+    `roundings`: a dict the caller keeps across blocks that feed their matmuls the same input tensors (the sweep's
+    energies rerun a unit's module from its recorded inputs once per format); every input rounded is kept there
+    and its rounding reused by a later block with the same activation function (5 of the 12 candidates round as
+    Q8_0, 3 as Q8_K). Without it, nothing outlives the block."""
     import torch
 
     handles, touched = [], []
-    last: dict[Any, tuple[Any, int, Any]] = {}  # the hooks' latest rounding per function (see _round_input)
+    last: dict[Any, Rounding] = {}  # the hooks' latest rounding per function (see _round_input)
     try:
         with torch.no_grad():
             for unit, fmt in assignment.items():
@@ -123,7 +136,8 @@ def quantized(model: Any, assignment: Mapping[Unit, Format], weights: QuantizedW
                     act = fmt.activation_for(tensor.shape)
                     if act is not None:
                         handles += [
-                            m.register_forward_pre_hook(_round_input(act, last)) for m in weights.holders(model, tensor)
+                            m.register_forward_pre_hook(_round_input(act, last, roundings))
+                            for m in weights.holders(model, tensor)
                         ]
         yield
     finally:
@@ -133,20 +147,26 @@ def quantized(model: Any, assignment: Mapping[Unit, Format], weights: QuantizedW
             tensor.param.data = weights.original(tensor)
 
 
-def _round_input(act: Any, last: dict[Any, tuple[Any, int, Any]]) -> Any:
+def _round_input(act: Any, last: dict[Any, Rounding], kept: dict[tuple[Any, int], Rounding] | None = None) -> Any:
     """A pre-hook rounding a matmul's input with `act`. `last` (one per `quantized` block) remembers the latest
     rounding per function: q, k and v (gate and up) read the same tensor, which is then rounded once, not three
-    times (the same values: the same tensor, unchanged since, as its version counter shows)."""
+    times (the same values: the same tensor, unchanged since, as its version counter shows). `kept`: every rounding
+    by function and input, for later blocks (see `quantized`); an entry holds its input, so the id stays its own."""
 
     def hook(_module: Any, args: tuple[Any, ...]) -> tuple[Any, ...] | None:
         if not args or not hasattr(args[0], "is_floating_point") or not args[0].is_floating_point():
             return None
         x = args[0]
         seen = last.get(act)
+        if seen is None or seen[0] is not x or seen[1] != x._version:
+            seen = kept.get((act, id(x))) if kept is not None else None
         if seen is not None and seen[0] is x and seen[1] == x._version:
+            last[act] = seen
             return (seen[2], *args[1:])
         rounded = act(x.float()).to(x.dtype)
         last[act] = (x, x._version, rounded)
+        if kept is not None:
+            kept[(act, id(x))] = last[act]
         return (rounded, *args[1:])
 
     return hook

@@ -59,11 +59,9 @@ class _Library:
         return self._checked[key]
 
     def _check(self, name: str, block: int, bytes_per_block: float) -> int | None:
-        from gguf import GGMLQuantizationType
-
         # The ids are GGUF's file-format constants (the gguf package's enum); asking ggml for an id it does not
         # have would abort the process, so only these are asked, and the name it answers must match.
-        member = GGMLQuantizationType.__members__.get(name.upper())
+        member = _quantization_types().__members__.get(name.upper())
         if member is None:
             return None
         type_id = int(member.value)
@@ -75,6 +73,34 @@ class _Library:
         if traits.blck_size != block or traits.type_size != bytes_per_block:
             return None
         return type_id
+
+
+@cache
+def _quantization_types() -> Any:
+    """The gguf package's GGMLQuantizationType (GGUF's type ids), read from its module gguf/constants.py alone.
+
+    Why: importing the package runs its __init__, which imports its vocabulary module and, through it,
+    mistral_common: 0.33-0.39 s, spent inside a sweep's first quantization (1.6% of the benchmark's sweep) for one
+    enum. constants.py needs only the standard library (17 ms). The package's own enum when it is imported already,
+    or when constants.py is not where the package keeps it."""
+    import importlib.util
+    import sys
+
+    if "gguf" not in sys.modules:
+        spec = importlib.util.find_spec("gguf")
+        folders = list(spec.submodule_search_locations or []) if spec else []
+        path = Path(folders[0]) / "constants.py" if folders else None
+        if path is not None and path.is_file():
+            standalone = importlib.util.spec_from_file_location("_onboard_gguf_constants", path)
+            if standalone is not None and standalone.loader is not None:
+                module = importlib.util.module_from_spec(standalone)
+                standalone.loader.exec_module(module)
+                found = getattr(module, "GGMLQuantizationType", None)
+                if found is not None:
+                    return found
+    from gguf import GGMLQuantizationType
+
+    return GGMLQuantizationType
 
 
 def library_path() -> Path | None:

@@ -155,8 +155,9 @@ def _energies(
     weights stay cached (it is measured next); the others are dropped as soon as their energy is known."""
     energies: dict[str, float] = {}
     probe: Format | None = None
+    roundings: dict[tuple[Any, int], Any] = {}  # the module's recorded inputs rounded, per activation function
     for fmt in usable:
-        energies[fmt.name] = _energy(model, runner, unit, fmt, weights)
+        energies[fmt.name] = _energy(model, runner, unit, fmt, weights, roundings)
         if probe is None or (energies[fmt.name], -unit.nbytes(fmt)) > (energies[probe.name], -unit.nbytes(probe)):
             if probe is not None:
                 weights.drop(unit, probe)
@@ -167,10 +168,12 @@ def _energies(
     return energies, probe
 
 
-def _energy(model: Any, runner: Runner, unit: Unit, fmt: Format, weights: QuantizedWeights) -> float:
+def _energy(
+    model: Any, runner: Runner, unit: Unit, fmt: Format, weights: QuantizedWeights, roundings: dict[Any, Any]
+) -> float:
     if unit.kind == "embedding":
         return _lookup_energy(runner, unit, fmt, weights)
-    with quantized(model, {unit: fmt}, weights):
+    with quantized(model, {unit: fmt}, weights, roundings):
         return runner.module_delta(unit_module(model, unit))
 
 

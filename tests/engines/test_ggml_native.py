@@ -112,3 +112,22 @@ def test_without_the_library_a_plan_leaves_q3_k_out_and_says_why(monkeypatch: py
     assert kept == ("q8_0", "q4_k") and set(left_out) == {"q3_k"}
     assert "needs q3_k and iq4_nl from llama.cpp's own quantizers" in left_out["q3_k"] and "install_llama_cpp.sh" in left_out["q3_k"]
     assert "ONBOARD_GGML_NATIVE=0" in left_out["q3_k"]
+
+
+def test_the_type_ids_come_from_ggufs_constants_without_importing_the_package() -> None:
+    """ggml_native reads GGUF's type ids from gguf/constants.py alone (the package's __init__ imports
+    mistral_common: ~0.35 s inside a sweep); the enum must equal the package's own."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from onboard.quantize import ggml_native as g; t = g._quantization_types(); "
+        "assert 'gguf' not in sys.modules, 'the gguf package was imported'; "
+        "print(sorted((m.name, int(m.value)) for m in t))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    from gguf import GGMLQuantizationType
+
+    assert done.stdout.strip() == str(sorted((m.name, int(m.value)) for m in GGMLQuantizationType))
+    assert ggml_native._quantization_types().Q4_K.value == GGMLQuantizationType.Q4_K.value == 12

@@ -97,6 +97,47 @@ def test_a_format_is_swapped_in_and_the_original_tensor_swapped_back() -> None:
     assert weights.used == 0 and not weights.has(unit.tensors[0], FORMATS["q4_0"])
 
 
+def test_a_kept_rounding_is_reused_by_formats_that_round_inputs_alike() -> None:
+    """The sweep's energies rerun a unit's module from the same recorded input once per format: with `roundings`
+    kept across the blocks, an input is rounded once per activation function, and every output is bit-identical
+    to rounding it afresh; a changed input (its version counter moved) is rounded again."""
+    import dataclasses
+
+    from onboard.quantize.apply import QuantizedWeights, quantized
+    from onboard.quantize.formats import FORMATS
+    from onboard.quantize.units import Tensor, Unit
+
+    calls = []
+
+    def counted(x: torch.Tensor) -> torch.Tensor:
+        calls.append(x.shape)
+        return FORMATS["q8_0"].activation(x)  # type: ignore[misc]
+
+    same_rounding = [dataclasses.replace(FORMATS[n], activation=counted) for n in ("q8_0", "q4_0", "q5_1")]
+    g = torch.Generator().manual_seed(3)
+    linear = torch.nn.Linear(256, 64, bias=False).to(torch.bfloat16)
+    linear.weight.requires_grad_(False)
+    linear.weight.copy_(torch.randn(64, 256, generator=g) * 0.02)
+    unit = Unit("layer.0.mlp.down", 0, "mlp", [Tensor("layer.0.down.weight", linear.weight)])
+    x = torch.randn(5, 256, generator=g).bfloat16()
+    weights, kept = QuantizedWeights(), {}
+    shared, fresh = [], []
+    for fmt in same_rounding:
+        with quantized(linear, {unit: fmt}, weights, kept):
+            shared.append(linear(x))
+        with quantized(linear, {unit: fmt}, weights):
+            fresh.append(linear(x))
+    assert len(calls) == 1 + len(same_rounding)  # once kept, then once per block that keeps nothing
+    assert all(torch.equal(a, b) for a, b in zip(shared, fresh))
+    assert not torch.equal(shared[0], shared[1])  # the weights differ: only the input's rounding is shared
+    x.mul_(2)  # in place: the kept rounding is stale
+    with quantized(linear, {unit: same_rounding[0]}, weights, kept):
+        again = linear(x)
+    with quantized(linear, {unit: same_rounding[0]}, weights):
+        assert torch.equal(again, linear(x))
+    assert len(calls) == 3 + len(same_rounding)
+
+
 def test_the_sweep_keeps_no_weights_once_measured(tiny_checkpoint) -> None:  # type: ignore[no-untyped-def]  # noqa: F811
     """Every format's weights are dropped once the unit is measured (fresh memory is the sweep's dearest cost), and
     every weight is the model's own tensor again afterwards."""
