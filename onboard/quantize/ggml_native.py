@@ -82,7 +82,7 @@ def _quantization_types() -> Any:
     Why: importing the package runs its __init__, which imports its vocabulary module and, through it,
     mistral_common: 0.33-0.39 s, spent inside a sweep's first quantization (1.6% of the benchmark's sweep) for one
     enum. constants.py needs only the standard library (17 ms). The package's own enum when it is imported already,
-    or when constants.py is not where the package keeps it."""
+    or when constants.py is not where the package keeps it or does not load alone."""
     import importlib.util
     import sys
 
@@ -94,7 +94,10 @@ def _quantization_types() -> Any:
             standalone = importlib.util.spec_from_file_location("_onboard_gguf_constants", path)
             if standalone is not None and standalone.loader is not None:
                 module = importlib.util.module_from_spec(standalone)
-                standalone.loader.exec_module(module)
+                try:
+                    standalone.loader.exec_module(module)
+                except Exception:  # noqa: BLE001 - a gguf whose constants need the package: import it below
+                    module = None
                 found = getattr(module, "GGMLQuantizationType", None)
                 if found is not None:
                     return found

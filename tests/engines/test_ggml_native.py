@@ -131,3 +131,22 @@ def test_the_type_ids_come_from_ggufs_constants_without_importing_the_package() 
 
     assert done.stdout.strip() == str(sorted((m.name, int(m.value)) for m in GGMLQuantizationType))
     assert ggml_native._quantization_types().Q4_K.value == GGMLQuantizationType.Q4_K.value == 12
+
+
+def test_a_constants_module_that_does_not_load_alone_falls_back_to_the_package(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A gguf whose constants.py needs the rest of the package: the package's own enum is used, no error."""
+    import os
+    import subprocess
+    import sys
+
+    package = tmp_path / "gguf"
+    package.mkdir()
+    (package / "constants.py").write_text("from . import sibling  # needs the package\n")
+    (package / "sibling.py").write_text("")
+    (package / "__init__.py").write_text("import enum\nclass GGMLQuantizationType(enum.IntEnum):\n    Q4_K = 12\n")
+    code = "from onboard.quantize import ggml_native as g; print(g._quantization_types().__module__)"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), os.getcwd()])}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env,
+                          check=False)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "gguf"
