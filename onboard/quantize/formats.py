@@ -48,6 +48,9 @@ class Format:
     """Square weight blocks with one float32 scale each (fp8 per-block)."""
     native_only: bool = False
     """Rounded only by llama.cpp's library (ggml_native): `weight` is never a stand-in for it."""
+    activation_per_token: bool = True
+    """The activation rounding of one token depends on that token alone (per-token or per-block scales); False for a
+    dynamic per-tensor scale (fp8), which every token of a forward shares."""
 
     @property
     def row_local(self) -> bool:
@@ -123,7 +126,7 @@ FORMATS: dict[str, Format] = {
         Format("int8", VLLM, 1, 1.0, numerics.int8_per_channel, numerics.int8_per_token, LINEAR_KINDS,
                per_row_bytes=4.0),
         Format("fp8", VLLM, 1, 1.0, numerics.fp8_per_tensor, numerics.fp8_dynamic_per_tensor, LINEAR_KINDS,
-               per_tensor_bytes=4.0),
+               per_tensor_bytes=4.0, activation_per_token=False),
         Format("fp8-block", VLLM, 128, 128.0, numerics.fp8_block, numerics.fp8_per_token_group, LINEAR_KINDS,
                tile=128),
         Format("int4-g128", VLLM, 128, 64.0 + 2.0 + 0.5, numerics.int4_group_asym, None, LINEAR_KINDS),

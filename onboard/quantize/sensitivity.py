@@ -173,8 +173,9 @@ def _energy(
 ) -> float:
     if unit.kind == "embedding":
         return _lookup_energy(runner, unit, fmt, weights)
+    per_token = all(fmt.resolve(t.shape).activation_per_token for t in unit.tensors)
     with quantized(model, {unit: fmt}, weights, roundings):
-        return runner.module_delta(unit_module(model, unit))
+        return runner.module_delta(unit_module(model, unit), per_token)
 
 
 def _lookup_energy(runner: Runner, unit: Unit, fmt: Format, weights: QuantizedWeights) -> float:

@@ -138,6 +138,40 @@ def test_a_kept_rounding_is_reused_by_formats_that_round_inputs_alike() -> None:
     assert len(calls) == 3 + len(same_rounding)
 
 
+def test_token_wise_modules_are_joined_and_token_mixing_ones_are_not() -> None:
+    """An error energy reruns a module that maps each token on its own once over every prompt's tokens: checked on
+    the recorded outputs, not assumed. A module that mixes neighbouring tokens (a time shift) keeps one run per
+    prompt; the joined energy equals the per-prompt one; the per-prompt records become views of the joined ones."""
+
+    class Shift(torch.nn.Module):  # each token plus its predecessor: joining prompts would mix them at the seam
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return x + torch.nn.functional.pad(x, (0, 0, 1, 0))[..., :-1, :]
+
+    g = torch.Generator().manual_seed(4)
+    linear, shift = torch.nn.Linear(64, 32).to(torch.bfloat16), Shift()
+    runner = forward.Runner(torch.nn.Sequential(linear), [], hf=False)
+    prompts = [torch.randn(1, n, 64, generator=g).bfloat16() for n in (5, 9, 3)]
+    for module in (linear, shift):
+        with torch.no_grad():
+            runner._module_io[id(module)] = [((x,), {}, module(x)) for x in prompts]
+    runner._join_token_wise([linear, shift])
+    assert id(linear) in runner._joined and id(shift) not in runner._joined
+    joined_input = runner._joined[id(linear)][0]
+    assert all(args[0].untyped_storage().data_ptr() == joined_input.untyped_storage().data_ptr()
+               for args, _, _ in runner._module_io[id(linear)])  # fmt: skip
+    with torch.no_grad():
+        linear.weight.add_(0.01)
+    together, alone = runner.module_delta(linear), runner.module_delta(linear, per_token=False)
+    assert together > 0 and together == pytest.approx(alone, rel=1e-4)
+    assert runner.module_delta(shift) == 0.0  # unchanged module, run per prompt
+
+
+def test_only_a_per_tensor_activation_scale_keeps_prompts_apart() -> None:
+    from onboard.quantize.formats import CANDIDATES, FORMATS
+
+    assert [n for n in CANDIDATES if not FORMATS[n].activation_per_token] == ["fp8"]
+
+
 def test_the_sweep_keeps_no_weights_once_measured(tiny_checkpoint) -> None:  # type: ignore[no-untyped-def]  # noqa: F811
     """Every format's weights are dropped once the unit is measured (fresh memory is the sweep's dearest cost), and
     every weight is the model's own tensor again afterwards."""
