@@ -83,27 +83,36 @@ def _quantization_types() -> Any:
     mistral_common: 0.33-0.39 s, spent inside a sweep's first quantization (1.6% of the benchmark's sweep) for one
     enum. constants.py needs only the standard library (17 ms). The package's own enum when it is imported already,
     or when constants.py is not where the package keeps it or does not load alone."""
-    import importlib.util
     import sys
 
     if "gguf" not in sys.modules:
-        spec = importlib.util.find_spec("gguf")
-        folders = list(spec.submodule_search_locations or []) if spec else []
-        path = Path(folders[0]) / "constants.py" if folders else None
-        if path is not None and path.is_file():
-            standalone = importlib.util.spec_from_file_location("_onboard_gguf_constants", path)
-            if standalone is not None and standalone.loader is not None:
-                module = importlib.util.module_from_spec(standalone)
-                try:
-                    standalone.loader.exec_module(module)
-                except Exception:  # noqa: BLE001 - a gguf whose constants need the package: import it below
-                    module = None
-                found = getattr(module, "GGMLQuantizationType", None)
-                if found is not None:
-                    return found
+        found = getattr(_gguf_constants_alone(), "GGMLQuantizationType", None)
+        if found is not None:
+            return found
     from gguf import GGMLQuantizationType
 
     return GGMLQuantizationType
+
+
+def _gguf_constants_alone() -> Any | None:
+    """gguf/constants.py run as a module of its own (the package's __init__ not run), or None where it is not there
+    or does not load alone."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("gguf")
+    folders = list(spec.submodule_search_locations or []) if spec else []
+    path = Path(folders[0]) / "constants.py" if folders else None
+    standalone = (
+        importlib.util.spec_from_file_location("_onboard_gguf_constants", path) if path and path.is_file() else None
+    )
+    if standalone is None or standalone.loader is None:
+        return None
+    module = importlib.util.module_from_spec(standalone)
+    try:
+        standalone.loader.exec_module(module)
+    except Exception:  # noqa: BLE001 - a gguf whose constants need the package: the caller imports it
+        return None
+    return module
 
 
 def library_path() -> Path | None:

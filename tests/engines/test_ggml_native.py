@@ -6,6 +6,8 @@ without llama.cpp uses: it must store the same values, so a plan measured there 
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -145,7 +147,8 @@ def test_a_constants_module_that_does_not_load_alone_falls_back_to_the_package(t
     (package / "sibling.py").write_text("")
     (package / "__init__.py").write_text("import enum\nclass GGMLQuantizationType(enum.IntEnum):\n    Q4_K = 12\n")
     code = "from onboard.quantize import ggml_native as g; print(g._quantization_types().__module__)"
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), os.getcwd()])}
+    repo = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(repo)])}
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env,
                           check=False)  # fmt: skip
     assert done.returncode == 0, done.stderr

@@ -148,9 +148,10 @@ def test_token_wise_modules_are_joined_and_token_mixing_ones_are_not() -> None:
             return x + torch.nn.functional.pad(x, (0, 0, 1, 0))[..., :-1, :]
 
     g = torch.Generator().manual_seed(4)
-    linear, shift = torch.nn.Linear(64, 32).to(torch.bfloat16), Shift()
+    # float32: the join is dtype-blind, and a bf16 matmul may round differently with the row count on some CPUs
+    linear, shift = torch.nn.Linear(64, 32), Shift()
     runner = forward.Runner(torch.nn.Sequential(linear), [], hf=False)
-    prompts = [torch.randn(1, n, 64, generator=g).bfloat16() for n in (5, 9, 3)]
+    prompts = [torch.randn(1, n, 64, generator=g) for n in (5, 9, 3)]
     for module in (linear, shift):
         with torch.no_grad():
             runner._module_io[id(module)] = [((x,), {}, module(x)) for x in prompts]
