@@ -27,7 +27,7 @@ def test_kl_by_hand_on_two_tokens() -> None:
 
 def test_kept_reference_chunks_give_the_same_values() -> None:
     g = torch.Generator().manual_seed(0)
-    rows = forward.KL_CHUNK * 2 + 17  # several chunks and a partial one
+    rows = forward.kl_chunk_rows(300) * 2 + 17  # several chunks and a partial one
     reference = (torch.randn(rows, 300, generator=g) * 3).bfloat16()
     candidate = (reference.float() + 0.05 * torch.randn(rows, 300, generator=g)).bfloat16()
     kept = list(forward._reference_chunks(reference))
