@@ -11,7 +11,7 @@ import functools
 import json
 import os
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
@@ -103,9 +103,13 @@ def _process_umask() -> int:
 _UMASK = _process_umask()
 
 
-def atomic_write(path: Path, data: str | bytes, *, mode: int | None = None, durable: bool = True) -> None:
+def atomic_write(
+    path: Path, data: str | bytes | Sequence[bytes], *, mode: int | None = None, durable: bool = True
+) -> None:
     """Write `data` to `path` through a temp file in the same folder and os.replace: readers see old or new.
 
+    `data` may be a sequence of byte strings, written one after another: a large file framed around buffers the
+    caller already holds is then never joined into one more copy (joining holds the GIL; each write releases it).
     The file gets `mode`, else the permissions a plain open() would give (mkstemp's 0600 would hide shared files
     such as goldens from the rest of a team). `durable=False` skips the fsync, for caches that are cheap to lose.
     An OSError becomes an InputError naming the path and the fix.
@@ -115,7 +119,10 @@ def atomic_write(path: Path, data: str | bytes, *, mode: int | None = None, dura
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
         with os.fdopen(fd, "wb") as fh:
-            fh.write(data.encode("utf-8") if isinstance(data, str) else data)
+            if isinstance(data, (str, bytes)):
+                fh.write(data.encode("utf-8") if isinstance(data, str) else data)
+            else:
+                fh.writelines(data)
             if durable:
                 fh.flush()
                 os.fsync(fh.fileno())

@@ -28,6 +28,14 @@ def test_writes_text_and_bytes_with_plain_open_permissions(tmp_path):
     assert sorted(p.name for p in tmp_path.rglob("*")) == ["out.json", "run.sh", "sub"]  # no temp file left
 
 
+def test_writes_a_sequence_of_pieces_in_order(tmp_path):
+    target = tmp_path / "pack.bin"
+    pieces = [b"\xdf", b"", bytes(range(256)) * 400, b"tail"]  # one piece larger than the write buffer
+    atomic_write(target, pieces, durable=False)
+    assert target.read_bytes() == b"".join(pieces)
+    assert [p.name for p in tmp_path.iterdir()] == ["pack.bin"]
+
+
 def test_a_failed_write_keeps_the_old_file_and_names_the_path(tmp_path, monkeypatch):
     target = tmp_path / "validation.json"
     target.write_text("old\n")

@@ -13,6 +13,7 @@ import re
 import time
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from onboard.errors import HubError, InputError, SourceNotFound
@@ -275,6 +276,20 @@ def test_server_ignoring_range_is_cut_short(hub_env: HubServer, tmp_path: Path) 
 def test_fake_sha_is_40_hex() -> None:
     sha = fake_sha(REPO, "main")
     assert len(sha) == 40 and int(sha, 16) >= 0
+
+
+@pytest.mark.parametrize(
+    "blobs",
+    [
+        {},
+        {"model.safetensors": b""},
+        {"é/model-00001-of-00002.safetensors": bytes(range(256)) * 300, "b": b"\x00" * 70},
+    ],
+)
+def test_header_pack_frames_are_the_msgpack_that_msgspec_writes(blobs: dict[str, bytes]) -> None:
+    framed = b"".join(header_pack.msgpack_frames(blobs))
+    assert msgspec.msgpack.decode(framed, type=dict[str, bytes]) == blobs
+    assert list(msgspec.msgpack.decode(framed, type=dict[str, bytes])) == list(blobs)  # the shards' order kept
 
 
 def test_wait_for_pack_writes_returns_once_the_pack_is_readable(tmp_path: Path, monkeypatch) -> None:

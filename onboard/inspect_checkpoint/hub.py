@@ -570,7 +570,7 @@ def map_hub_error(exc: BaseException, what: str, attempts: int = 1) -> OnboardEr
     return None
 
 
-def cache_write(path: Path, data: bytes) -> None:
+def cache_write(path: Path, data: bytes | Sequence[bytes]) -> None:
     """Concurrent inspects never see a half-written cache entry; a cache needs no fsync, and a failed write is no
     error."""
     try:
