@@ -8,7 +8,6 @@ a hub cache snapshot (`models--ORG--NAME/snapshots/SHA`) of a new revision finds
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 from pathlib import Path
@@ -37,6 +36,8 @@ def checkpoint_fingerprint(folder: Path) -> str:
 
     Hidden files and folders (`.git`, `.cache`) and documentation (DOC_SUFFIXES, DOC_PREFIXES) are left out.
     """
+    import hashlib  # here, not at the top: hashlib loads OpenSSL (~3.5 ms), and inspect imports this module
+
     digest = hashlib.sha256()
     for path in sorted(_content_files(folder)):
         rel = path.relative_to(folder).as_posix()

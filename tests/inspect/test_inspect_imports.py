@@ -1,7 +1,8 @@
 """Local inspect stays close to a bare header parse (issue 12 §2): its start-up imports no numpy and no torch.
 
 numpy's import alone was ~0.1-0.2 s of a whole-process `onboard inspect` of a 671B checkpoint whose bare header parse
-takes ~0.1 s; the TensorIndex groups tensors with C-level sorts and slices instead.
+takes ~0.1 s; the TensorIndex groups tensors with C-level sorts and slices instead. hashlib (OpenSSL, ~3.5 ms) is
+loaded only by what hashes (the checkpoint fingerprint), not by the modules inspect shares with it.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ try:
     main()
 except SystemExit:
     pass
-heavy = sorted(m for m in ("numpy", "torch", "transformers", "concurrent.futures") if m in sys.modules)
+heavy = sorted(m for m in ("numpy", "torch", "transformers", "concurrent.futures", "hashlib") if m in sys.modules)
 sys.stderr.write("HEAVY=" + json.dumps(heavy) + "\\n")
 """
 
