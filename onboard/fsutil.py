@@ -119,8 +119,10 @@ def atomic_write(
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
         with os.fdopen(fd, "wb") as fh:
-            if isinstance(data, (str, bytes)):
-                fh.write(data.encode("utf-8") if isinstance(data, str) else data)
+            if isinstance(data, str):
+                fh.write(data.encode("utf-8"))
+            elif isinstance(data, (bytes, bytearray, memoryview)):
+                fh.write(data)
             else:
                 fh.writelines(data)
             if durable:

@@ -34,6 +34,9 @@ def test_writes_a_sequence_of_pieces_in_order(tmp_path):
     atomic_write(target, pieces, durable=False)
     assert target.read_bytes() == b"".join(pieces)
     assert [p.name for p in tmp_path.iterdir()] == ["pack.bin"]
+    for whole in (bytearray(b"\x01\x02"), memoryview(b"\x03\x04")):  # bytes-like: one buffer, not a sequence of ints
+        atomic_write(target, whole, durable=False)
+        assert target.read_bytes() == bytes(whole)
 
 
 def test_a_failed_write_keeps_the_old_file_and_names_the_path(tmp_path, monkeypatch):
