@@ -138,7 +138,7 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
 
     from onboard.quantize import ggml_native
     from onboard.quantize.apply import QuantizedWeights
-    from onboard.quantize.formats import CANDIDATES, FORMATS
+    from onboard.quantize.formats import CANDIDATES, FORMATS, usable
     from onboard.quantize.forward import Runner
     from onboard.quantize.plan import MAX_SEQUENCE_TOKENS
     from onboard.quantize.sensitivity import calibrate, matmul_modules, sweep, unit_modules
@@ -158,7 +158,8 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     runner.record_reference(matmul_modules(model, units), unit_modules(model, units))
     reference_seconds = time.perf_counter() - started
     runner.time_forward(FORWARD_REPEATS)  # the unit of cost: the median of several plain forwards, not one sample
-    candidates = [FORMATS[name] for name in CANDIDATES]
+    kept, left_out = usable(CANDIDATES)  # as quantize-plan: Q3_K only through llama.cpp's library
+    candidates = [FORMATS[name] for name in kept]
     weights = QuantizedWeights()
     results, seconds = sweep(model, runner, units, candidates, weights, lambda _m: None)
     budget = len(units) * runner.forward_seconds
@@ -175,6 +176,8 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     )
     # The llama.cpp formats cost 4-10x more through the torch port than through llama.cpp's own library: say which.
     print(f"llama.cpp formats quantized by: {ggml_native.describe()}")
+    for name, why in left_out.items():
+        print(f"left out: {name}: {why}")
     print(f"sweep ({len(candidates)} formats): {seconds:.1f} s; units x forward: {budget:.1f} s")
     print(f"ratio sweep / (units x forward): {ratio:.2f} (target <= 2)")
     print(f"calibration (finest format of each unit measured alone): {calibration:.1f} s; sweep + calibration / "
