@@ -18,7 +18,13 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from onboard.quantize.apply import QuantizedWeights, activation_modules, activations_simulated, quantized
+from onboard.quantize.apply import (
+    QuantizedWeights,
+    Rounding,
+    activation_modules,
+    activations_simulated,
+    quantized,
+)
 from onboard.quantize.formats import BF16, FORMATS, Format
 from onboard.quantize.forward import Runner
 from onboard.quantize.units import Unit
@@ -155,7 +161,7 @@ def _energies(
     weights stay cached (it is measured next); the others are dropped as soon as their energy is known."""
     energies: dict[str, float] = {}
     probe: Format | None = None
-    roundings: dict[tuple[Any, int], Any] = {}  # the module's recorded inputs rounded, per activation function
+    roundings: dict[tuple[Any, int], Rounding] = {}  # the module's recorded inputs rounded, per activation function
     for fmt in usable:
         energies[fmt.name] = _energy(model, runner, unit, fmt, weights, roundings)
         if probe is None or (energies[fmt.name], -unit.nbytes(fmt)) > (energies[probe.name], -unit.nbytes(probe)):
@@ -169,7 +175,12 @@ def _energies(
 
 
 def _energy(
-    model: Any, runner: Runner, unit: Unit, fmt: Format, weights: QuantizedWeights, roundings: dict[Any, Any]
+    model: Any,
+    runner: Runner,
+    unit: Unit,
+    fmt: Format,
+    weights: QuantizedWeights,
+    roundings: dict[tuple[Any, int], Rounding],
 ) -> float:
     if unit.kind == "embedding":
         return _lookup_energy(runner, unit, fmt, weights)
