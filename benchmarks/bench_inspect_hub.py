@@ -70,11 +70,12 @@ def fresh_client(ours: bool) -> None:
     from huggingface_hub import set_client_factory
     from huggingface_hub.utils._http import default_client_factory
 
-    from onboard.inspect_checkpoint import header_pack, hub_client
+    from onboard.inspect_checkpoint import curl_fetch, header_pack, hub_client
 
     header_pack.wait_for_pack_writes()  # the previous contender's header pack (written after it returned) lands untimed
     set_client_factory(default_client_factory)
     hub_client._checked = not ours
+    curl_fetch.reset()  # libcurl's loop and its open connections: none kept from the previous repeat
 
 
 def timed(url: str, fn: Callable[[], object]) -> tuple[float, dict]:
@@ -145,6 +146,9 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
         print(f"  {label:42s} {t * 1e3:8.0f} ms ({stats['cpu_s']:.2f} s CPU)  {stats['bytes_served'] / 1e6:7.2f} MB  {stats['requests']:4d} "
               f"requests ({stats['range_requests']} ranged, {stats['list_requests']} listing), "
               f"{stats['max_in_flight']} in flight at most")  # fmt: skip
+        overrun = stats["overrun_ms"]
+        print(f"  {'':42s} the server's own time beyond the {latency * 1e3:.0f} ms per request: median "
+              f"{overrun[len(overrun) // 2]:.0f} ms, max {overrun[-1]:.0f} ms (its work and queueing, one process)")  # fmt: skip
     header_bytes = sum(8 + h.header_len for h in seen["headers"].values())  # type: ignore[union-attr]
     ranged = best["headers"][1]["shard_requests"]
     print(f"headers {header_bytes / 1e6:.2f} MB; onboard's range requests fetched {seen['range_bytes'] / 1e6:.2f} MB "

@@ -113,3 +113,20 @@ def test_start_workers_on_a_closed_pool_starts_nothing() -> None:
     pool.shutdown(wait=True)
     hub_client.start_workers(pool, 4).join(timeout=10)
     assert len(pool._threads) == 0
+
+
+def test_start_workers_takes_the_count_from_a_function_called_on_its_thread() -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    callers: list[str] = []
+
+    def count() -> int:
+        callers.append(threading.current_thread().name)
+        return 5
+
+    pool = ThreadPoolExecutor(max_workers=12, thread_name_prefix="test-start")
+    try:
+        hub_client.start_workers(pool, count).join(timeout=10)
+        assert callers == ["onboard-hub-start"] and len(pool._threads) == 5
+    finally:
+        pool.shutdown(wait=True)

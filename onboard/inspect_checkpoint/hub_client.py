@@ -1,35 +1,44 @@
 """The HTTP client hub requests go through: how many are in flight at once, and huggingface_hub's client with one
 connection pool per worker thread (installed in huggingface_hub, so its backoff still sends and retries every
-request). `hub` is the only user; this holds no hub logic."""
+request but the header ranges' first tries, which hub may send through libcurl). `hub` is the only user; this holds no
+hub logic."""
 
 from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from onboard.errors import InputError
 
 CONCURRENCY_ENV = "ONBOARD_HUB_CONCURRENCY"
-# Requests in flight at once: below the 100 connections huggingface_hub's default httpx client pools (so the limit is
-# ours even where `install_client` leaves that client in place); a 163-shard checkpoint costs two waves of headers
-# (64 measured no better on CPU or wall than 96 with the per-thread pools, load ~4).
+# Requests in flight at once through huggingface_hub's client, one worker thread each: below the 100 connections its
+# default httpx client pools (so the limit is ours even where `install_client` leaves that client in place); a
+# 163-shard checkpoint costs two waves of headers (64 measured no better on CPU or wall than 96, load ~4).
 DEFAULT_CONCURRENCY = 96
+# Header ranges in flight at once when libcurl sends their first tries (no thread per request): every shard of the
+# largest common checkpoints in one wave (DeepSeek-V3's 163, Llama-3.1-405B's 191). 128 left 35 of 163 shards for a
+# second wave: 10-20 ms more on bench_inspect_hub.py.
+CURL_CONCURRENCY = 192
 
 
-def concurrency() -> int:
-    """Requests in flight at once: $ONBOARD_HUB_CONCURRENCY, else DEFAULT_CONCURRENCY."""
+def concurrency(curl: bool = False) -> int:
+    """Requests in flight at once: $ONBOARD_HUB_CONCURRENCY, else CURL_CONCURRENCY for libcurl's first tries
+    (`curl`) and DEFAULT_CONCURRENCY for requests through huggingface_hub's client."""
     raw = os.environ.get(CONCURRENCY_ENV, "").strip()
     if not raw:
-        return DEFAULT_CONCURRENCY
+        return CURL_CONCURRENCY if curl else DEFAULT_CONCURRENCY
     if not raw.isdigit() or int(raw) < 1:
         raise InputError(f"{CONCURRENCY_ENV}={raw!r} is not a positive whole number",
                          f"set {CONCURRENCY_ENV} to the number of hub requests allowed in flight, e.g. 64, or unset it")  # fmt: skip
     return int(raw)
 
 
-def start_workers(pool: Any, count: int) -> threading.Thread:
+def start_workers(pool: Any, count: int | Callable[[], int]) -> threading.Thread:
     """Start `count` worker threads of `pool` (a ThreadPoolExecutor) from a background thread, and return it.
+    `count` may be a function, called first on that thread (it may import what deciding takes: hub's check for
+    libcurl loads ~23 ms of shared libraries, paid there while the caller waits on the network).
 
     Why: the executor starts a worker per submit while none is idle, and each start waits until the new thread runs;
     with workers already sending requests, that wait is a GIL hand-off (5 ms switch interval) per thread. Started
@@ -43,7 +52,7 @@ def start_workers(pool: Any, count: int) -> threading.Thread:
 
     def start() -> None:
         try:
-            for _ in range(count):
+            for _ in range(count() if callable(count) else count):
                 pool.submit(hold)
         except RuntimeError:  # the pool was shut down first (the source closed early): nothing to start
             pass
@@ -62,9 +71,10 @@ _lock = threading.Lock()
 _checked = False
 
 
-def install_client() -> None:
+def install_client() -> bool:
     """Give huggingface_hub's shared client (the one its backoff sends every request through) one connection pool
-    per worker thread, once per process, before onboard's first request.
+    per worker thread, once per process, before onboard's first request. Returns whether huggingface_hub's client is
+    this one (hub.first_try_by_curl sends header ranges outside it only then).
 
     Why: huggingface_hub's default client has one httpx pool for the process, and httpcore scans every connection
     of it, under its lock, twice per request; with ~96 header requests in flight that scan is about a quarter of a
@@ -76,8 +86,15 @@ def install_client() -> None:
     process has set its own factory, or when proxy variables are set (httpx reads those only without a custom
     transport). `set_client_factory` closes the current session; it is reopened on the next request."""
     global _checked
-    if _checked:
-        return
+    if not _checked:
+        _install()
+    from huggingface_hub.utils import _http
+
+    return getattr(_http, "_GLOBAL_CLIENT_FACTORY", None) is client_factory
+
+
+def _install() -> None:
+    global _checked
     with _lock:
         if _checked:
             return

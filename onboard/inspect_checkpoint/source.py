@@ -404,6 +404,16 @@ def git_head(root: Path) -> str | None:
     return None
 
 
+def _workers_to_start() -> int:
+    """Workers an inspect needs at once: one per header in flight when they go through huggingface_hub's client,
+    else enough for the small files fetched alongside (and any header asked again after a failed first try)."""
+    from onboard.inspect_checkpoint import hub, hub_client
+
+    return (
+        min(hub_client.concurrency(), len(PREFETCH_FILES) + 7) if hub.first_try_by_curl() else hub_client.concurrency()
+    )
+
+
 class HubSource(Source):
     # `hub` (huggingface_hub, its HTTP client, the header pack cache) is imported in these methods only: a local
     # inspect never loads it.
@@ -424,13 +434,14 @@ class HubSource(Source):
         self.display = repo_id
         self.repo_id = repo_id
         self.local_dir = None
-        # Every request (small files, the index, headers) runs on this pool: its size bounds what is in flight. For
-        # an inspect (prefetch) its workers are started now, in the background, while the listing is in flight:
-        # started on demand, each start waited for the GIL behind the workers already sending (130 ms of a
-        # 163-shard inspect). A caller that reads a few small files (prefetch=False) starts them as it goes.
+        # Every request through huggingface_hub's client (small files, the index, headers unless libcurl sends
+        # their first try: hub.header_future) runs on this pool: its size bounds what is in flight. For an inspect
+        # (prefetch) its workers are started now, in the background, while the listing is in flight: started on
+        # demand, each start waited for the GIL behind the workers already sending (130 ms of a 163-shard inspect).
+        # A caller that reads a few small files (prefetch=False) starts them as it goes.
         self._pool = ThreadPoolExecutor(max_workers=hub_client.concurrency(), thread_name_prefix="onboard-hub")
         if prefetch:
-            hub_client.start_workers(self._pool, hub_client.concurrency())
+            hub_client.start_workers(self._pool, _workers_to_start)
         if not _same_repo(listing, repo_id, revision):  # the caller's listing is reused, never asked for again
             listing = hub.list_repo(repo_id, revision, speculate=speculate)
         assert listing is not None
@@ -492,7 +503,7 @@ class HubSource(Source):
         if fut is None:
             first_range = (self._ranges or {}).get(name, hub.FIRST_RANGE)
             args = (self.repo_id, self.revision, name, self._sizes.get(name), self._counter, first_range)
-            fut = self._pool.submit(hub.header_bytes_of, *args)  # type: ignore[arg-type]
+            fut = hub.header_future(self._pool, *args)  # type: ignore[arg-type]
             self._headers[name] = fut
         return fut
 
