@@ -220,12 +220,19 @@ class _Loop:
         self._limit = 1
         self._deadline: float | None = None  # when curl asked to be called back (time.monotonic)
         self._closing = False
+        self._closed = False
+        self._queue_lock = threading.Lock()  # a transfer is queued only while the loop still runs
         threading.Thread(target=self._run, name="onboard-curl", daemon=True).start()
 
     def submit(self, transfer: _Transfer, limit: int) -> None:
-        self._limit = max(1, limit)
-        self._queue.append(transfer)
-        self._wake()
+        with self._queue_lock:
+            if not self._closed:
+                self._limit = max(1, limit)
+                self._queue.append(transfer)
+                self._wake()
+                return
+        # The loop ended meanwhile (`reset` from another thread): the transfer ends at once, as a dropped connection.
+        transfer.finish((pycurl.E_RECV_ERROR, "the transfer loop was closed"))
 
     def close(self) -> None:
         self._closing = True
@@ -310,10 +317,13 @@ class _Loop:
     def _shut(self) -> None:
         """Every transfer still here ends as a dropped connection (only if the loop itself failed), then the
         descriptors close."""
-        for transfer in [*self._active.values(), *self._queue]:
+        with self._queue_lock:
+            self._closed = True
+            left = [*self._active.values(), *self._queue]
+            self._active.clear()
+            self._queue.clear()
+        for transfer in left:
             transfer.finish((pycurl.E_RECV_ERROR, "the transfer loop stopped"))
-        self._active.clear()
-        self._queue.clear()
         self._multi.close()
         self._selector.close()
         os.close(self._wake_r)

@@ -461,7 +461,10 @@ def header_future(
                 out.set_exception(exc)
 
     headers = _hf_headers(**{"X-Amzn-Trace-Id": str(uuid.uuid4())})  # the request id huggingface_hub's hook adds
-    curl_fetch.fetch_range(url, headers, end, done, timeout_s=TIMEOUT_S, max_in_flight=concurrency(curl=True))
+    try:
+        curl_fetch.fetch_range(url, headers, end, done, timeout_s=TIMEOUT_S, max_in_flight=concurrency(curl=True))
+    except Exception:  # noqa: BLE001 - libcurl refused the transfer (no descriptor left, an option it lacks)
+        return pool.submit(header_bytes_of, repo_id, sha, name, size, counter, first_range)
     return out
 
 

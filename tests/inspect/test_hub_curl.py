@@ -311,3 +311,29 @@ def test_the_wait_before_a_failed_first_try_is_asked_again_is_huggingface_hubs()
     assert hub._first_wait(500, {}) == hub.RETRY_BASE_S
     assert hub._first_wait(503, {"retry-after": "Wed, 21 Oct 2015 07:28:00 GMT"}) == hub.RETRY_BASE_S
     assert hub._first_wait(0, {}) == hub.RETRY_BASE_S  # a dropped connection
+
+
+def test_a_transfer_libcurl_refuses_goes_through_huggingface_hubs_client(
+    hub_env: HubServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    hub_env.add_repo(REPO, _repo(tmp_path / "repo"))
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise curl_fetch.pycurl.error(24, "no descriptor left")
+
+    monkeypatch.setattr(curl_fetch, "fetch_range", refuse)
+    headers = _read(monkeypatch, tmp_path / "cache")
+    assert all(len(h.tensors) == 30 for h in headers.values())
+    assert all(len(_shard_requests(hub_env, s)) == 1 for s in headers)
+
+
+def test_a_transfer_given_to_a_closed_loop_ends_at_once_as_a_dropped_connection() -> None:
+    """A fetch racing a reset from another thread: its outcome comes (as an error the caller retries), never hangs."""
+    loop = curl_fetch._Loop()
+    loop.close()
+    deadline = time.monotonic() + 10
+    while not loop._closed and time.monotonic() < deadline:
+        time.sleep(0.01)
+    got: list[curl_fetch.RangeResult] = []
+    loop.submit(curl_fetch._Transfer("http://127.0.0.1:9/x", {}, 9, got.append, 5.0), 4)
+    assert len(got) == 1 and got[0].error is not None and got[0].error[0] == curl_fetch.pycurl.E_RECV_ERROR
