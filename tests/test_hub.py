@@ -17,7 +17,7 @@ import msgspec
 import pytest
 
 from onboard.errors import HubError, InputError, SourceNotFound
-from onboard.inspect_checkpoint import header_pack, hub
+from onboard.inspect_checkpoint import header_pack, hub, hub_headers
 from onboard.inspect_checkpoint.checkpoint_types import SafetensorsHeader
 from onboard.inspect_checkpoint.source import HubSource, open_source
 from tests import malformed as M
@@ -63,9 +63,12 @@ def test_long_header_takes_a_second_range_for_the_rest_only(hub_env: HubServer, 
     src = open_source(REPO)
     header = src.read_headers(["model.safetensors"])["model.safetensors"]
     assert isinstance(header, SafetensorsHeader) and len(header.tensors) == len(tensors) > 1000
-    assert header.header_len > hub.FIRST_RANGE
+    assert header.header_len > hub_headers.FIRST_RANGE
     ranges = [r[2] for r in hub_env.stats.requests if r[1].endswith("model.safetensors")]
-    assert ranges == [f"bytes=0-{hub.FIRST_RANGE - 1}", f"bytes={hub.FIRST_RANGE}-{8 + header.header_len - 1}"]
+    assert ranges == [
+        f"bytes=0-{hub_headers.FIRST_RANGE - 1}",
+        f"bytes={hub_headers.FIRST_RANGE}-{8 + header.header_len - 1}",
+    ]
     assert src.bytes_fetched == 8 + header.header_len
 
 

@@ -9,7 +9,7 @@ GIL released. Measured on bench_inspect_hub.py's 163 shards: hub inspect 365-385
 under huggingface_hub's client (one worker thread per request), and 450-500 ms with httpcore.
 
 This module only moves bytes: a first try. What to do with an answer that is not a clean 200/206 (huggingface_hub's
-backoff for retries, Retry-After, its error classes) is the caller's (hub.header_future).
+backoff for retries, Retry-After, its error classes) is the caller's (hub_headers.header_future).
 """
 
 from __future__ import annotations

@@ -9,18 +9,15 @@ backoff and cache).
   cache offline, and fetches a file whose size the listing does not give. config.json and the index are asked for
   at the revision while the listing is on its way (`_speculate`), and used once the listing names the same commit:
   listing and index cost one round trip, not two.
-* `header_future` / `header_bytes_of`: one safetensors header with HTTP range requests. The Source asks for every
-  shard at once. Each shard's range is sized from the index (`header_ranges`: its tensor names and the shard's size
-  give the header length to a few percent), so one request per shard is the rule; a second fetches only the rest
-  when the estimate was short. The first try goes through libcurl's multi interface (curl_fetch.py: one thread, in
-  C, at most `concurrency(curl=True)` in flight, default 192) where pycurl is installed and huggingface_hub's client
-  is the one installed here; else, and for anything after a first try, `header_bytes_of` runs in a worker thread
-  (at most `concurrency()` at once, default 96; huggingface_hub's own reader uses 6).
-* Every other request of ours, and every retry, goes through huggingface_hub's `http_backoff` /
-  `http_stream_backoff`: 5xx, 429 and dropped connections are retried with exponential backoff, and a `Retry-After`
-  (429 or 503) is waited out. A failed first try through libcurl is handed to that backoff after the wait it would
-  have made (`_first_wait`), with one retry fewer; the speculative GETs are not retried (a miss falls back to the
-  normal GET, retried).
+* `get_range`: bytes of one file with a range request (streamed, cut at the range's end if the server ignores it);
+  the safetensors headers of every shard are read with it (hub_headers.py: ranges sized from the index, all shards
+  at once, first tries through libcurl).
+* Every request of ours, and every retry, goes through huggingface_hub's `http_backoff` / `http_stream_backoff`
+  (`request_headers` and `backoff_settings` give its auth headers and settings, `mapped_error` our errors): 5xx, 429
+  and dropped connections are retried with exponential backoff, and a `Retry-After` (429 or 503) is waited out. The
+  exceptions: the header ranges' first tries through libcurl (hub_headers.header_future hands any failure to this
+  backoff after the wait it would have made), and the speculative GETs, not retried (a miss falls back to the normal
+  GET, retried).
 
 Listings, small files and headers are immutable per commit, so they are cached next to the HF cache
 (`$ONBOARD_CACHE` or `<HF_HUB_CACHE>/../onboard`; the headers as one pack per commit, header_pack.py): with
@@ -32,12 +29,9 @@ from __future__ import annotations
 
 import json
 import os
-import struct
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
-from itertools import groupby
-from operator import itemgetter
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 from urllib.parse import quote
@@ -46,31 +40,20 @@ import msgspec
 
 from onboard import serde
 from onboard.checkpoint_id import COMMIT_SHA, is_commit_sha
-from onboard.errors import CheckpointError, HubError, InputError, OnboardError, SourceNotFound
+from onboard.errors import HubError, InputError, OnboardError, SourceNotFound
 from onboard.fsutil import atomic_write
-from onboard.inspect_checkpoint.checkpoint_types import RepoFile, RepoListing, SafetensorsHeader
-from onboard.inspect_checkpoint.hub_client import concurrency, install_client
-from onboard.inspect_checkpoint.safetensors_header import PREFIX_LEN, check_header_len, parse_header
+from onboard.inspect_checkpoint.checkpoint_types import RepoFile, RepoListing
+from onboard.inspect_checkpoint.hub_client import install_client
 
 if TYPE_CHECKING:
-    from concurrent.futures import Executor, Future
+    from concurrent.futures import Future
 
-FIRST_RANGE = 100_000  # bytes asked for first when the index cannot size the range (no index, shard not in it)
-MAX_FIRST_RANGE = 4_000_000
 INDEX_FILE = "model.safetensors.index.json"
 RETRIES = 3  # after the first try, on 5xx / 429 / timeouts / dropped connections
 RETRY_BASE_S = 0.25  # first backoff wait, doubled each retry (huggingface_hub's http_backoff); Retry-After wins
 TIMEOUT_S = float(os.environ.get("ONBOARD_HUB_TIMEOUT", "30"))
-CURL_ENV = "ONBOARD_HUB_CURL"  # 0: every header range through huggingface_hub's client (see header_future)
-HEADERS_TTL_S = 10.0  # how long the auth headers of one burst of requests are reused (see _hf_headers)
-_RETRY_STATUS = (408, 429, 500, 502, 503, 504)
-# Header length per tensor, besides its name: `"":{"dtype":"","shape":[],"data_offsets":[,]},` is 46 characters;
-# the dtype (3-7), the shape's digits (a 2-D weight: ~10) and the two offsets (each at most as many digits as the
-# shard's size) make the rest. Calibrated on safetensors-written headers (tiny transformers checkpoints, the trained
-# fixture, a DeepSeek-V3-sized synthetic): 51-58 characters + two offsets' digits; 60 errs on the long side.
-ENTRY_CHARS = 60
-HEADER_OVERHEAD = 8 + 64  # the length prefix, `{"__metadata__":{"format":"pt"}}` and up to 7 bytes of padding
-ESTIMATE_MARGIN = 1.08  # shards with wider shapes than average: a miss costs a round trip, 8% costs bytes only
+HEADERS_TTL_S = 10.0  # how long the auth headers of one burst of requests are reused (see request_headers)
+RETRY_STATUS = (408, 429, 500, 502, 503, 504)
 # Files every inspect reads first, asked for at the revision while the listing is still on its way (their commit is
 # checked against the listing's sha before use): the index sizes the header requests, so it is on the critical path.
 SPECULATIVE_FILES = ("config.json", INDEX_FILE)
@@ -245,7 +228,7 @@ def fetch_file(repo_id: str, sha: str, name: str, size: int | None, counter: Byt
     data = _claim_speculative(repo_id, sha, name, size)
     try:
         if data is None:
-            data = _get_range(url, 0, size - 1, what, counter)
+            data = get_range(url, 0, size - 1, what, counter)
         else:
             counter.add(len(data))
     except SourceNotFound as exc:
@@ -287,8 +270,8 @@ def _speculative_get(url: str, fut: Future[tuple[str, bytes] | None]) -> None:
 
     result = None
     try:
-        with http_stream_backoff("GET", url, headers=_hf_headers(), timeout=TIMEOUT_S,
-                                 **{**_backoff(), "max_retries": 0}) as response:  # fmt: skip
+        with http_stream_backoff("GET", url, headers=request_headers(), timeout=TIMEOUT_S,
+                                 **{**backoff_settings(), "max_retries": 0}) as response:  # fmt: skip
             commits = [r.headers.get("X-Repo-Commit") for r in (*response.history, response)]
             commit = next((c for c in commits if c), None)
             if response.status_code == 200 and commit:
@@ -347,214 +330,16 @@ def download_snapshot(listing: RepoListing, patterns: Sequence[str]) -> Path:
     return config.parent
 
 
-# -- safetensors headers ----------------------------------------------------------------------------------------------
-
-
-def header_ranges(weight_map: dict[str, str], sizes: Mapping[str, int | None]) -> dict[str, int]:
-    """Bytes to ask for first per shard (length prefix + estimated header + margin), from the index's tensor names.
-
-    A header entry is the tensor's name plus ENTRY_CHARS plus its two data offsets, whose digits the shard's size
-    bounds. The names are summed per run of one shard in the index's order: an index lists a shard's tensors in a
-    few long runs (by shard, or sorted by name with layers kept together: ~3k runs for 93k tensors), so this is a
-    C-level sum per run, not a Python step per tensor (measured 4.5-8 ms against 14-18 ms for a sort by shard; as
-    slow as that only for an index in random order).
-    """
-    chars: dict[str, int] = {}
-    counts: dict[str, int] = {}
-    for shard, run in groupby(weight_map.items(), key=itemgetter(1)):
-        names = list(map(itemgetter(0), run))
-        chars[shard] = chars.get(shard, 0) + sum(map(len, names))
-        counts[shard] = counts.get(shard, 0) + len(names)
-    out: dict[str, int] = {}
-    for shard, n in counts.items():
-        if not isinstance(shard, str):
-            continue
-        size = sizes.get(shard)
-        offset_digits = 2 * len(str(size)) if size else 22
-        estimate = HEADER_OVERHEAD + chars[shard] + n * (ENTRY_CHARS + offset_digits)
-        out[shard] = min(MAX_FIRST_RANGE, int(estimate * ESTIMATE_MARGIN) + 256)
-    return out
-
-
-def header_bytes_of(
-    repo_id: str,
-    sha: str,
-    name: str,
-    size: int | None,
-    counter: ByteCounter,
-    first_range: int = FIRST_RANGE,
-    retries: int = RETRIES,
-) -> bytes:
-    """Prefix + header bytes of one shard from the hub, through huggingface_hub's backoff: one range request, a second
-    only for the rest of a longer header (the caller caches them: HubSource, in one pack per commit).
-    Pure I/O: worker threads run this and leave the parsing to the caller, so 100 workers do not fight over the GIL
-    while new ones are still starting."""
-    if name.startswith("/") or ".." in name.split("/"):
-        raise CheckpointError("path-traversal", f"{name}: path leaves the repo", "fix the index's weight_map", name)
-    if offline():
-        raise SourceNotFound(
-            f"the safetensors header of {name} ({repo_id} at {sha[:12]}) is not cached and HF_HUB_OFFLINE=1",
-            "run the same command once with network access, or unset HF_HUB_OFFLINE",
-        )
-    url, what = _shard_url(repo_id, sha, name), f"{name} of hub repo {repo_id!r}"
-    first_end = first_range - 1 if size is None else min(first_range, size) - 1
-    if first_end < 0:
-        raise CheckpointError("truncated", f"{name}: file is empty", None, name)
-    try:
-        blob = _get_range(url, 0, first_end, what, counter, retries)
-        need = _header_need(name, blob, size)
-        if len(blob) < need:  # the estimate was short: only the rest
-            blob += _get_range(url, len(blob), need - 1, what, counter)
-    except SourceNotFound as exc:
-        raise _missing_shard(exc, repo_id, sha, name) from exc
-    return blob[:need]
-
-
-def header_future(
-    pool: Executor, repo_id: str, sha: str, name: str, size: int | None, counter: ByteCounter, first_range: int
-) -> Future[bytes]:
-    """`header_bytes_of` as a future, its first try sent at once through libcurl (curl_fetch.py) where it can be:
-    no worker thread waits on it, and an answer holding the whole header completes the future on curl's thread.
-    Everything else goes on in `pool` through huggingface_hub's backoff: the rest of a longer header; a retryable
-    answer (5xx, 429, a dropped connection, a timeout) asked again after the wait it named (Retry-After, as
-    huggingface_hub's backoff reads it) or the first backoff step, with one retry fewer; any other error raised as
-    huggingface_hub classifies it. Without libcurl (or with a client of the process's own), `header_bytes_of` runs
-    in `pool` from the first try."""
-    from concurrent.futures import Future
-
-    end = (first_range if size is None else min(first_range, size)) - 1
-    if end < 0 or name.startswith("/") or ".." in name.split("/") or offline() or not first_try_by_curl():
-        return pool.submit(header_bytes_of, repo_id, sha, name, size, counter, first_range)
-    import uuid
-
-    from onboard.inspect_checkpoint import curl_fetch
-
-    url, what = _shard_url(repo_id, sha, name), f"{name} of hub repo {repo_id!r}"
-    out: Future[bytes] = Future()
-
-    def then(fn: Callable[..., bytes], *args: Any) -> None:
-        def run() -> None:
-            try:
-                out.set_result(fn(*args))
-            except BaseException as exc:  # noqa: BLE001 - handed to whoever waits on the future
-                out.set_exception(exc)
-
-        try:
-            pool.submit(run)
-        except RuntimeError as exc:  # the source was closed meanwhile: nobody waits for this header any more
-            out.set_exception(exc)
-
-    def done(result: curl_fetch.RangeResult) -> None:  # on curl's thread: decide, never wait
-        try:
-            if result.error is not None or result.status not in (200, 206):
-                then(_after_first_try, result, url, what, repo_id, sha, name, size, counter, first_range)
-                return
-            counter.add(result.received)
-            blob = result.body
-            need = _header_need(name, blob, size)
-            if len(blob) >= need:
-                out.set_result(blob[:need])
-            else:  # a header longer than its estimate: the rest in one more request
-                then(lambda: (blob + _get_range(url, len(blob), need - 1, what, counter))[:need])
-        except BaseException as exc:  # noqa: BLE001 - a bad header (CheckpointError), or a bug: never a hung future
-            if not out.done():
-                out.set_exception(exc)
-
-    headers = _hf_headers(**{"X-Amzn-Trace-Id": str(uuid.uuid4())})  # the request id huggingface_hub's hook adds
-    try:
-        curl_fetch.fetch_range(url, headers, end, done, timeout_s=TIMEOUT_S, max_in_flight=concurrency(curl=True))
-    except Exception:  # noqa: BLE001 - libcurl refused the transfer (no descriptor left, an option it lacks)
-        return pool.submit(header_bytes_of, repo_id, sha, name, size, counter, first_range)
-    return out
-
-
-def first_try_by_curl() -> bool:
-    """Whether header ranges are first tried through libcurl: pycurl is there, huggingface_hub's client is the one
-    `install_client` installed (not a factory of the process's own, such as a proxy or a CA bundle, which must see
-    every request), and ONBOARD_HUB_CURL is not 0."""
-    if os.environ.get(CURL_ENV, "").strip() == "0" or not install_client():
-        return False
-    from onboard.inspect_checkpoint import curl_fetch
-
-    return curl_fetch.available()
-
-
-def _after_first_try(
-    result: Any, url: str, what: str, repo_id: str, sha: str, name: str, size: int | None, counter: ByteCounter,
-    first_range: int,
-) -> bytes:  # fmt: skip
-    """In a worker: a first try that brought no header. A retryable answer is asked again through huggingface_hub's
-    backoff after the wait it named; another error is raised as huggingface_hub classifies it (no request more)."""
-    import httpx2
-    from huggingface_hub.utils import hf_raise_for_status
-
-    if result.error is None and result.status >= 400 and result.status not in _RETRY_STATUS:
-        answer = httpx2.Response(result.status, headers=result.headers, content=result.body,
-                                 request=httpx2.Request("GET", url))  # fmt: skip
-        try:
-            hf_raise_for_status(answer)
-        except Exception as exc:  # noqa: BLE001 - mapped to a clean error, as header_bytes_of's
-            mapped = _mapped(exc, what)
-            mapped.__cause__ = exc  # what _missing_shard reads, as on header_bytes_of's path
-            raise (
-                _missing_shard(mapped, repo_id, sha, name) if isinstance(mapped, SourceNotFound) else mapped
-            ) from exc
-    if result.error is not None or result.status in _RETRY_STATUS:
-        time.sleep(_first_wait(result.status, result.headers))
-        return header_bytes_of(repo_id, sha, name, size, counter, first_range, retries=RETRIES - 1)
-    return header_bytes_of(repo_id, sha, name, size, counter, first_range)  # an answer of another kind: ask again
-
-
-def _first_wait(status: int, headers: Mapping[str, str]) -> float:
-    """What huggingface_hub's backoff waits after a retryable answer: a 429's rate-limit reset or a Retry-After (in
-    seconds), plus one second, else the first backoff step."""
-    from huggingface_hub.utils import parse_ratelimit_headers
-
-    if status == 429 and (limit := parse_ratelimit_headers(headers)) is not None and limit.remaining == 0:
-        return float(limit.reset_in_seconds) + 1
-    retry_after = headers.get("retry-after", "").strip()
-    if status in _RETRY_STATUS and retry_after.isdigit():
-        return float(retry_after) + 1
-    return RETRY_BASE_S
-
-
-def _missing_shard(exc: SourceNotFound, repo_id: str, sha: str, name: str) -> Exception:
-    from huggingface_hub.errors import EntryNotFoundError
-
-    if isinstance(exc.__cause__, EntryNotFoundError):
-        return CheckpointError("missing-shard", f"{name}: not found in {repo_id} at {sha[:12]}", None, name)
-    return exc
-
-
-def _shard_url(repo_id: str, sha: str, name: str) -> str:
-    return f"{endpoint()}/{repo_id}/resolve/{sha}/{name}"
-
-
-def _header_need(name: str, blob: bytes, size: int | None) -> int:
-    """Bytes of prefix + header, from the first bytes of the file; a claimed length is checked before anything of
-    that size is asked for (or allocated)."""
-    if len(blob) < PREFIX_LEN:
-        raise CheckpointError("truncated", f"{name}: file is {len(blob)} bytes, too short for a header", None, name)
-    (header_len,) = struct.unpack("<Q", blob[:PREFIX_LEN])
-    check_header_len(name, header_len, size)
-    return PREFIX_LEN + header_len
-
-
-def parse_header_blob(name: str, blob: bytes, size: int | None) -> SafetensorsHeader:
-    if len(blob) < PREFIX_LEN:
-        raise CheckpointError("truncated", f"{name}: file is {len(blob)} bytes, too short for a header", None, name)
-    (header_len,) = struct.unpack("<Q", blob[:PREFIX_LEN])
-    return parse_header(name, header_len, blob[PREFIX_LEN:], size)
-
-
-def _get_range(url: str, start: int, end: int, what: str, counter: ByteCounter, retries: int = RETRIES) -> bytes:
+def get_range(url: str, start: int, end: int, what: str, counter: ByteCounter, retries: int = RETRIES) -> bytes:
     from huggingface_hub.utils import hf_raise_for_status, http_stream_backoff
 
-    headers = _hf_headers(Range=f"bytes={start}-{end}")
+    headers = request_headers(Range=f"bytes={start}-{end}")
     want = end - start + 1
     try:
         # Stream and stop at `want` bytes: a server that ignores Range must not make us read a 5 GB shard.
-        with http_stream_backoff("GET", url, headers=headers, timeout=TIMEOUT_S, **_backoff(retries)) as response:
+        with http_stream_backoff(
+            "GET", url, headers=headers, timeout=TIMEOUT_S, **backoff_settings(retries)
+        ) as response:
             if response.status_code >= 400:
                 response.read()
                 hf_raise_for_status(response)
@@ -572,7 +357,7 @@ def _get_range(url: str, start: int, end: int, what: str, counter: ByteCounter, 
                     break
             return b"".join(chunks)[:want]
     except Exception as exc:  # noqa: BLE001 - mapped to a clean error below, anything unknown re-raised
-        raise _mapped(exc, what) from exc
+        raise mapped_error(exc, what) from exc
 
 
 # -- errors and retries -----------------------------------------------------------------------------------------------
@@ -581,7 +366,7 @@ def _get_range(url: str, start: int, end: int, what: str, counter: ByteCounter, 
 _headers_cache: tuple[float, dict[str, str]] | None = None
 
 
-def _hf_headers(**extra: str) -> dict[str, str]:
+def request_headers(**extra: str) -> dict[str, str]:
     """huggingface_hub's auth and user-agent headers (build_hf_headers), built at most once every HEADERS_TTL_S:
     building them reads the token file, and with ~100 requests in flight each of those system calls costs a round
     trip through the GIL (~0.2 ms of a burst's CPU per request). A token set or changed is used within the TTL."""
@@ -596,10 +381,10 @@ def _hf_headers(**extra: str) -> dict[str, str]:
     return {**cached[1], **extra}
 
 
-def _backoff(retries: int = RETRIES) -> dict[str, Any]:
+def backoff_settings(retries: int = RETRIES) -> dict[str, Any]:
     """huggingface_hub's backoff settings for our requests (read at call time: tests shorten RETRY_BASE_S)."""
     return {"max_retries": retries, "base_wait_time": RETRY_BASE_S, "max_wait_time": 8.0,
-            "retry_on_status_codes": _RETRY_STATUS}  # fmt: skip
+            "retry_on_status_codes": RETRY_STATUS}  # fmt: skip
 
 
 def _request(method: str, url: str, what: str, **kwargs: Any) -> Any:
@@ -607,15 +392,15 @@ def _request(method: str, url: str, what: str, **kwargs: Any) -> Any:
     from huggingface_hub.utils import hf_raise_for_status, http_backoff
 
     try:
-        response = http_backoff(method, url, headers=_hf_headers(), timeout=TIMEOUT_S,
-                                **_backoff(), **kwargs)  # fmt: skip
+        response = http_backoff(method, url, headers=request_headers(), timeout=TIMEOUT_S,
+                                **backoff_settings(), **kwargs)  # fmt: skip
         hf_raise_for_status(response)
         return response
     except Exception as exc:  # noqa: BLE001 - mapped to a clean error below, anything unknown re-raised
-        raise _mapped(exc, what) from exc
+        raise mapped_error(exc, what) from exc
 
 
-def _mapped(exc: Exception, what: str) -> Exception:
+def mapped_error(exc: Exception, what: str) -> Exception:
     attempts = RETRIES + 1 if _retryable(exc) else 1  # the backoff gives up on a retryable error only when spent
     return map_hub_error(exc, what, attempts=attempts) or exc
 
@@ -653,7 +438,7 @@ def _retryable(exc: BaseException) -> bool:
 
     if isinstance(exc, (httpx2.TimeoutException, httpx2.NetworkError, httpx2.RemoteProtocolError)):
         return True
-    return _status(exc) in _RETRY_STATUS
+    return _status(exc) in RETRY_STATUS
 
 
 def map_hub_error(exc: BaseException, what: str, attempts: int = 1) -> OnboardError | None:

@@ -74,7 +74,7 @@ _checked = False
 def install_client() -> bool:
     """Give huggingface_hub's shared client (the one its backoff sends every request through) one connection pool
     per worker thread, once per process, before onboard's first request. Returns whether huggingface_hub's client is
-    this one (hub.first_try_by_curl sends header ranges outside it only then).
+    this one (hub_headers.first_try_by_curl sends header ranges outside it only then).
 
     Why: huggingface_hub's default client has one httpx pool for the process, and httpcore scans every connection
     of it, under its lock, twice per request; with ~96 header requests in flight that scan is about a quarter of a

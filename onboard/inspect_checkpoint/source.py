@@ -51,6 +51,9 @@ PREFETCH_FILES = (
 )  # fmt: skip
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".ckpt", ".pkl", ".gguf", ".h5", ".msgpack", ".onnx")
 MAP_FROM_BYTES = 1 << 20  # JSON files from this size on are decoded from a memory map
+# Workers an inspect starts when libcurl sends the header ranges' first tries: the small files fetched at once, and
+# room for headers asked again through huggingface_hub's client after a failed first try.
+CURL_WORKERS = 16
 SMALL_FILE_LIMIT = 256 * 2**20  # tokenizer.json of large-vocab models is ~30 MB; weights are refused by suffix
 SKIP_DIRS = {".git", ".cache"}
 MAX_FILES = 200_000  # a checkpoint has tens of files; walking "/" or a home folder by mistake must stop early  # git metadata, huggingface_hub's local_dir bookkeeping
@@ -407,11 +410,9 @@ def git_head(root: Path) -> str | None:
 def _workers_to_start() -> int:
     """Workers an inspect needs at once: one per header in flight when they go through huggingface_hub's client,
     else enough for the small files fetched alongside (and any header asked again after a failed first try)."""
-    from onboard.inspect_checkpoint import hub, hub_client
+    from onboard.inspect_checkpoint import hub_client, hub_headers
 
-    return (
-        min(hub_client.concurrency(), len(PREFETCH_FILES) + 7) if hub.first_try_by_curl() else hub_client.concurrency()
-    )
+    return min(hub_client.concurrency(), CURL_WORKERS) if hub_headers.first_try_by_curl() else hub_client.concurrency()
 
 
 class HubSource(Source):
@@ -435,7 +436,7 @@ class HubSource(Source):
         self.repo_id = repo_id
         self.local_dir = None
         # Every request through huggingface_hub's client (small files, the index, headers unless libcurl sends
-        # their first try: hub.header_future) runs on this pool: its size bounds what is in flight. For an inspect
+        # their first try: hub_headers.header_future) runs on this pool: its size bounds what is in flight. For an inspect
         # (prefetch) its workers are started now, in the background, while the listing is in flight: started on
         # demand, each start waited for the GIL behind the workers already sending (130 ms of a 163-shard inspect).
         # A caller that reads a few small files (prefetch=False) starts them as it goes.
@@ -459,7 +460,7 @@ class HubSource(Source):
         self._counter = hub.ByteCounter()  # header bytes (bytes_fetched)
         self._file_counter = hub.ByteCounter()  # small files and the index
         self._downloads: dict[str, Future[Path | None]] = {}
-        self._headers: dict[str, Future[bytes]] = {}  # raw bytes: parsed by the caller, see hub.header_bytes_of
+        self._headers: dict[str, Future[bytes]] = {}  # raw bytes: parsed by the caller, see hub_headers.header_bytes_of
         self._ranges: dict[str, int] | None = None  # first range per shard, sized from the index
         self._pack = header_pack.read_header_pack(repo_id, listing.sha)  # headers read before (immutable per commit)
         if prefetch:
@@ -492,7 +493,7 @@ class HubSource(Source):
         return fut
 
     def _header_future(self, name: str) -> Future[bytes]:
-        from onboard.inspect_checkpoint import hub
+        from onboard.inspect_checkpoint import hub_headers
 
         fut = self._headers.get(name)
         if fut is None and name in self._pack:
@@ -501,15 +502,15 @@ class HubSource(Source):
             fut = self._headers[name] = Future()
             fut.set_result(self._pack[name])
         if fut is None:
-            first_range = (self._ranges or {}).get(name, hub.FIRST_RANGE)
+            first_range = (self._ranges or {}).get(name, hub_headers.FIRST_RANGE)
             args = (self.repo_id, self.revision, name, self._sizes.get(name), self._counter, first_range)
-            fut = hub.header_future(self._pool, *args)  # type: ignore[arg-type]
+            fut = hub_headers.header_future(self._pool, *args)  # type: ignore[arg-type]
             self._headers[name] = fut
         return fut
 
     def _size_ranges(self) -> None:
         """Each shard's first range from the index's tensor names (once, before any header request is sent)."""
-        from onboard.inspect_checkpoint import hub
+        from onboard.inspect_checkpoint import hub_headers
 
         if self._ranges is not None:
             return
@@ -519,7 +520,7 @@ class HubSource(Source):
             index = None
         weight_map = index.get("weight_map") if index else None
         usable = isinstance(weight_map, dict) and weight_map and set(map(type, weight_map.values())) == {str}
-        self._ranges = hub.header_ranges(weight_map, self._sizes) if usable else {}  # type: ignore[arg-type]
+        self._ranges = hub_headers.header_ranges(weight_map, self._sizes) if usable else {}  # type: ignore[arg-type]
 
     def fetch(self, names: list[str]) -> None:
         for name in names:
@@ -542,7 +543,7 @@ class HubSource(Source):
         self._size_ranges()
         from concurrent.futures import as_completed
 
-        from onboard.inspect_checkpoint import header_pack, hub
+        from onboard.inspect_checkpoint import header_pack, hub_headers
 
         futures = {}
         for name in names:
@@ -558,7 +559,7 @@ class HubSource(Source):
             try:
                 blob = fut.result()
                 fetched[name] = blob
-                parsed[name] = hub.parse_header_blob(name, blob, self._sizes.get(name))
+                parsed[name] = hub_headers.parse_header_blob(name, blob, self._sizes.get(name))
             except CheckpointError as exc:
                 parsed[name] = exc
         out: dict[str, SafetensorsHeader | CheckpointError] = {}

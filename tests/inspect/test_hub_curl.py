@@ -1,5 +1,5 @@
 # ruff: noqa: F811  (pytest fixtures imported from tests.hubserver are used as parameters)
-"""Header ranges' first tries through libcurl (inspect_checkpoint/curl_fetch.py, hub.header_future), on the loopback
+"""Header ranges' first tries through libcurl (inspect_checkpoint/curl_fetch.py, hub_headers.header_future), on the loopback
 hub: the same bytes as through huggingface_hub's client, every failure handed to huggingface_hub's backoff (a 5xx, a
 dropped connection, a 429's Retry-After waited out) or classified as it classifies it (a 404 is a missing shard, with
 no request more), redirects followed without the token to another host, and HTTPS trusting what httpx trusts."""
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from onboard.inspect_checkpoint import curl_fetch, hub, hub_client
+from onboard.inspect_checkpoint import curl_fetch, hub, hub_client, hub_headers
 from onboard.inspect_checkpoint.checkpoint_types import SafetensorsHeader
 from onboard.inspect_checkpoint.source import open_source
 from tests import malformed as M
@@ -75,7 +75,7 @@ def test_first_tries_go_through_libcurl_and_read_what_huggingface_hubs_client_re
     assert all(len(_shard_requests(hub_env, s)) == 1 for s in by_curl)
     hub_env.reset_stats()
     first_tries.clear()
-    monkeypatch.setenv(hub.CURL_ENV, "0")
+    monkeypatch.setenv(hub_headers.CURL_ENV, "0")
     by_client = _read(monkeypatch, tmp_path / "c2")
     assert first_tries == []
     assert all(len(_shard_requests(hub_env, s)) == 1 for s in by_client)
@@ -150,7 +150,7 @@ def test_a_client_of_the_process_keeps_every_request(
     monkeypatch.setattr(hub_client, "_checked", False)
     set_client_factory(lambda: _http.default_client_factory())
     try:
-        assert not hub.first_try_by_curl()
+        assert not hub_headers.first_try_by_curl()
         _read(monkeypatch, tmp_path / "cache")
         assert first_tries == []
     finally:
@@ -306,11 +306,11 @@ def test_reset_closes_the_loop_and_the_next_fetch_starts_another(hub_server: Hub
 def test_the_wait_before_a_failed_first_try_is_asked_again_is_huggingface_hubs() -> None:
     """As huggingface_hub's backoff: a 429's rate-limit reset or a Retry-After in seconds, plus one second; else the
     first backoff step (an HTTP-date Retry-After is not read by it either)."""
-    assert hub._first_wait(429, {"ratelimit": '"api";r=0;t=5'}) == 6.0
-    assert hub._first_wait(503, {"retry-after": "2"}) == 3.0
-    assert hub._first_wait(500, {}) == hub.RETRY_BASE_S
-    assert hub._first_wait(503, {"retry-after": "Wed, 21 Oct 2015 07:28:00 GMT"}) == hub.RETRY_BASE_S
-    assert hub._first_wait(0, {}) == hub.RETRY_BASE_S  # a dropped connection
+    assert hub_headers._first_wait(429, {"ratelimit": '"api";r=0;t=5'}) == 6.0
+    assert hub_headers._first_wait(503, {"retry-after": "2"}) == 3.0
+    assert hub_headers._first_wait(500, {}) == hub.RETRY_BASE_S
+    assert hub_headers._first_wait(503, {"retry-after": "Wed, 21 Oct 2015 07:28:00 GMT"}) == hub.RETRY_BASE_S
+    assert hub_headers._first_wait(0, {}) == hub.RETRY_BASE_S  # a dropped connection
 
 
 def test_a_transfer_libcurl_refuses_goes_through_huggingface_hubs_client(

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from onboard.errors import InputError
-from onboard.inspect_checkpoint import hub, hub_client
+from onboard.inspect_checkpoint import hub, hub_client, hub_headers
 from onboard.inspect_checkpoint.checkpoint_types import SafetensorsHeader
 from onboard.inspect_checkpoint.source import open_source
 from tests import malformed as M
@@ -64,7 +64,7 @@ def test_estimates_hold_real_headers_within_a_few_percent(tmp_path: Path) -> Non
         shards = src.safetensors_files()
         headers = src.read_headers(shards)
         weight_map = {t: s for s in shards for t in headers[s].tensors}  # type: ignore[union-attr]  # the index's
-        ranges = hub.header_ranges(weight_map, {s: src.file_size(s) for s in shards})
+        ranges = hub_headers.header_ranges(weight_map, {s: src.file_size(s) for s in shards})
         assert set(ranges) == set(shards)
         for shard in shards:
             need = 8 + _header_len(root / shard)
@@ -78,7 +78,7 @@ def test_one_request_per_shard_and_one_more_only_for_a_longer_header(hub_env: Hu
     headers = src.read_headers(src.safetensors_files())
     names = sorted(headers)
     assert all(isinstance(h, SafetensorsHeader) and len(h.tensors) == 40 for h in headers.values())
-    estimate = hub.header_ranges(src.index()["weight_map"], {n: src.file_size(n) for n in names})  # type: ignore[index]
+    estimate = hub_headers.header_ranges(src.index()["weight_map"], {n: src.file_size(n) for n in names})  # type: ignore[index]
     for i, name in enumerate(names):
         need = 8 + _header_len(root / name)
         if i == 1:  # 20 KB of metadata the index knows nothing about: the estimate is short, one more request
