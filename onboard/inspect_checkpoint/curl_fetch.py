@@ -5,8 +5,9 @@ the Python work per request, under one GIL. Sent through huggingface_hub's clien
 thread blocked in its backoff, httpx's request and response objects, and httpcore/h11 reading the socket in Python
 (~0.6 ms of CPU one at a time, more with a hundred threads waking each other). Here the caller hands its requests to
 one loop thread and gets each outcome through a callback; libcurl connects, sends, receives and parses in C with the
-GIL released. Measured on bench_inspect_hub.py's 163 shards: hub inspect 365-385 ms against 390-420 ms with libcurl
-under huggingface_hub's client (one worker thread per request), and 450-500 ms with httpcore.
+GIL released. Measured on bench_inspect_hub.py's 163 shards: hub inspect 330-380 ms, against 450-500 ms through
+huggingface_hub's client and httpcore, and 390-420 ms with libcurl as a transport under that client (tried first:
+a worker thread per request still runs its backoff and httpx's objects).
 
 This module only moves bytes: a first try. What to do with an answer that is not a clean 200/206 (huggingface_hub's
 backoff for retries, Retry-After, its error classes) is the caller's (hub_headers.header_future).
@@ -125,17 +126,17 @@ class _Transfer:
         curl.setopt(pycurl.CONNECTTIMEOUT_MS, max(1, int(timeout_s * 1000)))
         curl.setopt(pycurl.LOW_SPEED_LIMIT, 1)  # no byte for timeout_s: a read timeout, as httpx's
         curl.setopt(pycurl.LOW_SPEED_TIME, max(1, round(timeout_s)))
+        cafile, capath = _trust_store()  # for any hop: a redirect may lead from http to https
+        if cafile:
+            curl.setopt(pycurl.CAINFO, cafile)
+        if capath:
+            curl.setopt(pycurl.CAPATH, capath)
         if url.startswith("https:"):
             # Wait for the first connection's TLS handshake to say whether it multiplexes (HTTP/2: the hub, its
             # CDN), then share it, rather than open one connection and handshake per request. Not over plain
             # HTTP, where curl would wait for a whole answer to learn it cannot (bimodal 360/420 ms on the
             # loopback benchmark).
             curl.setopt(pycurl.PIPEWAIT, 1)
-            cafile, capath = _trust_store()
-            if cafile:
-                curl.setopt(pycurl.CAINFO, cafile)
-            if capath:
-                curl.setopt(pycurl.CAPATH, capath)
 
     def _write(self, data: bytes) -> int | None:
         self.received += len(data)
