@@ -258,11 +258,11 @@ def quantized_feature(method: str) -> str:
     return f"quantized:{method}"
 
 
-class ModelProfile(msgspec.Struct, frozen=True):
-    source: str
-    revision: str | None
-    model_type: str
-    architectures: tuple[str, ...]
+class Architecture(msgspec.Struct, frozen=True):
+    """What inspect's architecture analysis finds in config.json and the tensor names (inspect_checkpoint/
+    architecture.py, whose ArchFacts adds what only feeds features.derive); a ModelProfile carries all of it. One
+    declaration for both, so profile.json opens with these fields."""
+
     dims: Dims
     layers: tuple[LayerInfo, ...]
     rope: Rope | None
@@ -279,6 +279,13 @@ class ModelProfile(msgspec.Struct, frozen=True):
     quantization: Quantization | None
     multimodal: tuple[str, ...]
     """Towers present besides the language model: vision, audio, …"""
+
+
+class ModelProfile(Architecture, frozen=True):
+    source: str
+    revision: str | None
+    model_type: str
+    architectures: tuple[str, ...]
     features: tuple[str, ...]
     parameters: ParameterCounts | None
     memory: MemoryPlan | None

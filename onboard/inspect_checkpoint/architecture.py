@@ -30,29 +30,26 @@ from onboard.inspect_checkpoint.numerics import (
 from onboard.inspect_checkpoint.per_layer import per_layer_tensors, with_kv_widths, with_norm_names
 from onboard.inspect_checkpoint.ssm_config import ssm_from_config
 from onboard.inspect_checkpoint.tensor_index import TensorIndex
-from onboard.profile import Biases, Dims, LayerInfo, ModelProfile, Moe, Multipliers, Norms, Quantization, Rope, Ssm
+from onboard.profile import (
+    Architecture,
+    Biases,
+    Dims,
+    LayerInfo,
+    ModelProfile,
+    Quantization,
+    Ssm,
+)
 
 PARALLEL_RESIDUAL_TYPES = {"gptj", "codegen", "phi", "cohere", "cohere2", "cohere2_moe", "cohere_compass_text",
                            "gpt_neox", "falcon", "stablelm"}  # fmt: skip
 
 
-class ArchFacts(msgspec.Struct, frozen=True):
-    dims: Dims
-    layers: tuple[LayerInfo, ...]
-    rope: Rope | None
+class ArchFacts(Architecture, frozen=True):
+    """The architecture analysis: what a ModelProfile carries (profile.Architecture), and what only feeds
+    features.derive."""
+
     position_encoding: str
     """rope | alibi | absolute | nope (none by config or family: no positional encoding) | none | unknown"""
-    norms: Norms
-    activation: str | None
-    mlp_gated: bool | None
-    biases: Biases
-    multipliers: Multipliers
-    tie_word_embeddings: bool
-    attention_sinks: bool
-    moe: Moe | None
-    mtp_layers: int
-    quantization: Quantization | None
-    multimodal: tuple[str, ...]
     parallel_residual: bool
     ssm: Ssm | None = None
     layer_options: tuple[str, ...] = ()
