@@ -85,15 +85,15 @@ def header_bytes_of(
     only for the rest of a longer header (the caller caches them: HubSource, in one pack per commit).
     Pure I/O: worker threads run this and leave the parsing to the caller, so 100 workers do not fight over the GIL
     while new ones are still starting."""
-    if name.startswith("/") or ".." in name.split("/"):
+    if _leaves_repo(name):
         raise CheckpointError("path-traversal", f"{name}: path leaves the repo", "fix the index's weight_map", name)
     if hub.offline():
         raise SourceNotFound(
             f"the safetensors header of {name} ({repo_id} at {sha[:12]}) is not cached and HF_HUB_OFFLINE=1",
             "run the same command once with network access, or unset HF_HUB_OFFLINE",
         )
-    url, what = _shard_url(repo_id, sha, name), f"{name} of hub repo {repo_id!r}"
-    first_end = first_range - 1 if size is None else min(first_range, size) - 1
+    url, what = _shard_url(repo_id, sha, name), _what(repo_id, name)
+    first_end = _first_end(first_range, size)
     if first_end < 0:
         raise CheckpointError("truncated", f"{name}: file is empty", None, name)
     try:
@@ -118,14 +118,14 @@ def header_future(
     in `pool` from the first try."""
     from concurrent.futures import Future
 
-    end = (first_range if size is None else min(first_range, size)) - 1
-    if end < 0 or name.startswith("/") or ".." in name.split("/") or hub.offline() or not first_try_by_curl():
+    end = _first_end(first_range, size)
+    if end < 0 or _leaves_repo(name) or hub.offline() or not first_try_by_curl():  # header_bytes_of explains these
         return pool.submit(header_bytes_of, repo_id, sha, name, size, counter, first_range)
     import uuid
 
     from onboard.inspect_checkpoint import curl_fetch
 
-    url, what = _shard_url(repo_id, sha, name), f"{name} of hub repo {repo_id!r}"
+    url, what = _shard_url(repo_id, sha, name), _what(repo_id, name)
     out: Future[bytes] = Future()
 
     def then(fn: Callable[..., bytes], *args: Any) -> None:
@@ -226,6 +226,19 @@ def _missing_shard(exc: SourceNotFound, repo_id: str, sha: str, name: str) -> Ex
 
 def _shard_url(repo_id: str, sha: str, name: str) -> str:
     return f"{hub.endpoint()}/{repo_id}/resolve/{sha}/{name}"
+
+
+def _what(repo_id: str, name: str) -> str:
+    return f"{name} of hub repo {repo_id!r}"
+
+
+def _first_end(first_range: int, size: int | None) -> int:
+    """The first range's last byte: `first_range` bytes, not past the file's end (negative for an empty file)."""
+    return (first_range if size is None else min(first_range, size)) - 1
+
+
+def _leaves_repo(name: str) -> bool:
+    return name.startswith("/") or ".." in name.split("/")
 
 
 def _header_need(name: str, blob: bytes, size: int | None) -> int:
