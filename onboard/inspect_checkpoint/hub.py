@@ -31,7 +31,7 @@ import json
 import os
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 from urllib.parse import quote
@@ -423,9 +423,14 @@ def with_retries(call: Callable[[], T], what: str) -> T:
 
 def _retry_after(exc: BaseException) -> float:
     """Seconds a 429/503 answer asked us to wait (its Retry-After header, in seconds), else 0."""
-    response = getattr(exc, "response", None)
-    value = str(getattr(response, "headers", {}).get("Retry-After", "")).strip()
-    return float(value) if value.isdigit() else 0.0
+    return retry_after_s(getattr(getattr(exc, "response", None), "headers", {})) or 0.0
+
+
+def retry_after_s(headers: Mapping[str, str]) -> float | None:
+    """An answer's Retry-After in seconds (httpx's headers, or a dict with lower-case names); None without one or
+    with an HTTP-date, which huggingface_hub's backoff does not read either."""
+    value = str(headers.get("retry-after", "")).strip()
+    return float(value) if value.isdigit() else None
 
 
 def _status(exc: BaseException) -> int | None:

@@ -156,9 +156,8 @@ def header_future(
             if not out.done():
                 out.set_exception(exc)
 
-    headers = hub.request_headers(
-        **{"X-Amzn-Trace-Id": str(uuid.uuid4())}
-    )  # the request id huggingface_hub's hook adds
+    trace = {"X-Amzn-Trace-Id": str(uuid.uuid4())}  # the request id huggingface_hub's request hook adds
+    headers = hub.request_headers(**trace)
     try:
         curl_fetch.fetch_range(url, headers, end, done, timeout_s=hub.TIMEOUT_S, max_in_flight=concurrency(curl=True))
     except Exception:  # noqa: BLE001 - libcurl refused the transfer (no descriptor left, an option it lacks)
@@ -210,9 +209,9 @@ def _first_wait(status: int, headers: Mapping[str, str]) -> float:
 
     if status == 429 and (limit := parse_ratelimit_headers(headers)) is not None and limit.remaining == 0:
         return float(limit.reset_in_seconds) + 1
-    retry_after = headers.get("retry-after", "").strip()
-    if status in hub.RETRY_STATUS and retry_after.isdigit():
-        return float(retry_after) + 1
+    retry_after = hub.retry_after_s(headers)
+    if status in hub.RETRY_STATUS and retry_after is not None:
+        return retry_after + 1
     return hub.RETRY_BASE_S
 
 
@@ -244,15 +243,17 @@ def _leaves_repo(name: str) -> bool:
 def _header_need(name: str, blob: bytes, size: int | None) -> int:
     """Bytes of prefix + header, from the first bytes of the file; a claimed length is checked before anything of
     that size is asked for (or allocated)."""
-    if len(blob) < PREFIX_LEN:
-        raise CheckpointError("truncated", f"{name}: file is {len(blob)} bytes, too short for a header", None, name)
-    (header_len,) = struct.unpack("<Q", blob[:PREFIX_LEN])
+    header_len = _claimed_len(name, blob)
     check_header_len(name, header_len, size)
     return PREFIX_LEN + header_len
 
 
 def parse_header_blob(name: str, blob: bytes, size: int | None) -> SafetensorsHeader:
+    return parse_header(name, _claimed_len(name, blob), blob[PREFIX_LEN:], size)
+
+
+def _claimed_len(name: str, blob: bytes) -> int:
+    """The header length the file's 8-byte prefix claims."""
     if len(blob) < PREFIX_LEN:
         raise CheckpointError("truncated", f"{name}: file is {len(blob)} bytes, too short for a header", None, name)
-    (header_len,) = struct.unpack("<Q", blob[:PREFIX_LEN])
-    return parse_header(name, header_len, blob[PREFIX_LEN:], size)
+    return struct.unpack("<Q", blob[:PREFIX_LEN])[0]
