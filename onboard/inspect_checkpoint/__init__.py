@@ -18,7 +18,7 @@ from onboard.errors import ConfigError
 from onboard.findings import Finding, info, warning
 from onboard.inspect_checkpoint import tensor_names as tn
 from onboard.inspect_checkpoint.architecture import analyze
-from onboard.inspect_checkpoint.checkpoint_types import RepoListing, SafetensorsHeader, TensorInfo
+from onboard.inspect_checkpoint.checkpoint_types import RepoListing, TensorInfo
 from onboard.inspect_checkpoint.config_lint import comparable_keys, lint_config
 from onboard.inspect_checkpoint.config_view import MODEL_SECTIONS, ConfigView
 from onboard.inspect_checkpoint.consistency import check_conv_channels, check_dtype, check_shapes, check_vocab
@@ -76,11 +76,9 @@ def inspect(
             "a transformers checkpoint needs config.json next to its weights; is this the right folder or repo?",
         )
     read = read_shard_headers(src)
-    shards, headers = read.shards, read.headers
-    findings = list(src.findings) + check_integrity(src, headers, index_matches=read.index_matches)
-    good = [h for h in headers.values() if isinstance(h, SafetensorsHeader)]
+    findings = list(src.findings) + check_integrity(src, read.headers, index_matches=read.index_matches)
     # No readable header at all (every listed shard missing or broken): sized like a metadata-only folder, not 0 B.
-    tensors = TensorIndex.from_headers(good) if good else None
+    tensors = read.tensors
     remote = find_remote_code(src, config)
     profile = profile_from_parts(
         config,
@@ -93,9 +91,9 @@ def inspect(
         target=parsed_target,
         max_model_len=max_model_len,
         kv_dtype=kv_dtype,
-        index=None if good else src.index(),  # only sizes a checkpoint whose headers could not be read
+        index=None if tensors is not None else src.index(),  # sizes only a checkpoint whose headers were unreadable
     )
-    return finish(profile, shards)  # unreadable weights: weight-derived fields unknown, fatal findings first
+    return finish(profile, read.shards)  # unreadable weights: weight-derived fields unknown, fatal findings first
 
 
 def profile_from_parts(

@@ -78,27 +78,24 @@ def per_layer_tensors(index: TensorIndex, n: int) -> tuple[dict[int, set[str]], 
 
     Expert groups are skipped: each MoE layer also has a router, which is enough to mark it.
     """
-    wanted = []
-    for g in index.groups:
+    roles: dict[int, set[str]] = defaultdict(set)
+    moe_layers: dict[int, bool] = {}
+    for g in index.groups:  # a group's tensors share its template: role and component are judged once per group
         tmpl = tn.strip_lm_prefix(g.template)
         if tn.tower_of(g.template) or not in_layer(tmpl) or tn.component_of_template(tmpl) == "experts":
             continue
-        if tn.layer_role(tmpl) or tn.component_of_template(tmpl) in ("mlp", "router", "shared_experts"):
-            wanted.append(g)
-    roles: dict[int, set[str]] = defaultdict(set)
-    moe_layers: dict[int, bool] = {}
-    for name in index.names_of(wanted):
-        idx = tn.layer_index(name)
-        if idx is None or idx >= n:
-            continue
-        tmpl = tn.template(tn.strip_lm_prefix(name))
         role, comp = tn.layer_role(tmpl), tn.component_of_template(tmpl)
-        if role:
-            roles[idx].add(role)
-        if comp in ("router", "shared_experts"):
-            moe_layers[idx] = moe_layers.get(idx, False) or comp == "router"
-        elif comp == "mlp":
-            moe_layers.setdefault(idx, False)
+        if not role and comp not in ("mlp", "router", "shared_experts"):
+            continue
+        for idx in map(tn.layer_index, index.names_of([g])):
+            if idx is None or idx >= n:
+                continue
+            if role:
+                roles[idx].add(role)
+            if comp in ("router", "shared_experts"):
+                moe_layers[idx] = moe_layers.get(idx, False) or comp == "router"
+            elif comp == "mlp":
+                moe_layers.setdefault(idx, False)
     if not any(moe_layers.values()) and any(tn.component_of_template(g.template) == "experts" for g in index.groups):
         # Experts without a recognised router: fall back to the experts' own layer indices.
         experts = [g for g in index.groups if tn.component_of_template(g.template) == "experts"]

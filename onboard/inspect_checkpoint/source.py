@@ -219,9 +219,11 @@ class Source:
         return self._index
 
     def safetensors_files(self) -> list[str]:
-        """The shards: the index's weight_map values if there is an index, else top-level *.safetensors.
+        """The shards, sorted: the index's weight_map values if there is an index, else top-level *.safetensors.
 
-        Unsafe paths (`..`, absolute) are left out here; `check_integrity` reports them.
+        Sorted, the order writers number them in (model-00001-of-… first): an index names them in the order of its
+        sorted tensor names, which puts the shard holding lm_head.weight, or layer 10's, before layer 2's. Unsafe
+        paths (`..`, absolute) are left out here; `check_integrity` reports them.
         """
         idx = self.index()
         weight_map = idx.get("weight_map") if idx else None
@@ -230,7 +232,7 @@ class Source:
                 distinct = dict.fromkeys(weight_map.values())  # 100k+ tensors, ~100 shards: dedupe first
             except TypeError:  # a list or object as a value: an invalid index (integrity says so), not a crash
                 distinct = dict.fromkeys(v for v in weight_map.values() if isinstance(v, str))
-            return [v for v in distinct if isinstance(v, str) and is_safe_relpath(v)]
+            return sorted(v for v in distinct if isinstance(v, str) and is_safe_relpath(v))
         return self.top_level_shards()
 
     def top_level_shards(self) -> list[str]:

@@ -10,11 +10,13 @@ tensor, and no per-tensor list kept beyond the group id of each tensor.
 from __future__ import annotations
 
 import re
+from array import array
 from bisect import bisect_right
 from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping
-from itertools import compress, count, repeat
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from itertools import accumulate, chain, compress, count, repeat
 from operator import attrgetter, itemgetter, ne, sub
+from typing import NamedTuple
 
 import msgspec
 
@@ -54,10 +56,68 @@ class TensorGroup(msgspec.Struct, frozen=True):
         return n * 2 if self.dtype == "U8" and self.template.endswith("_blocks") else n
 
 
+class IndexPart(msgspec.Struct, array_like=True):
+    """A TensorIndex as one process hands it to another (index_worker: the shards read on a second core). The
+    per-tensor data travels as three buffers, not 50k objects to build and free: the names end to end, the offset
+    each ends at, and each tensor's group id. Positions count from the part's first tensor."""
+
+    groups: list[TensorGroup]
+    order: list[tuple[str, int]]
+    raw_firsts: dict[str, int]
+    names: str
+    ends: bytes  # array("q")
+    firsts: bytes  # array("q")
+    counts: dict[int, int]
+    id_shapes: dict[int, tuple[int, ...]]
+    odd_shapes: dict[int, tuple[int, ...]]
+
+
+class _PackedNames:
+    """Names end to end in one string and the offset each ends at; a name is cut out when asked for."""
+
+    __slots__ = ("_text", "_ends")
+
+    def __init__(self, text: str, ends: array) -> None:
+        self._text, self._ends = text, ends
+
+    def __len__(self) -> int:
+        return len(self._ends)
+
+    def __getitem__(self, p: int) -> str:
+        return self._text[self._ends[p - 1] if p else 0 : self._ends[p]]
+
+    def __iter__(self) -> Iterator[str]:
+        return map(self._text.__getitem__, map(slice, chain((0,), self._ends), self._ends))
+
+
+class _Segment(NamedTuple):
+    """Tensors built together (one build, or one process's part): their names and group ids, the ids counted from
+    the segment's own first tensor (at `start` in the whole index), so putting parts together copies no list."""
+
+    start: int
+    names: Sequence[str] | _PackedNames
+    firsts: Sequence[int]
+
+
 class TensorIndex:
     def __init__(self, groups: list[TensorGroup]) -> None:
         self.groups = groups
         self.total = sum(g.count for g in groups)
+        # Per tensor, for the name and shape queries (none in an index made of groups alone): its name and its group
+        # id, the position of its raw group's first tensor. A raw group is one masked name with one dtype and the
+        # same digits inside names (`w1` apart from `w3`): what becomes a group, or part of one once groups of other
+        # digit counts (`layers.9` and `layers.10`) are merged. A group's `members` name its raw groups' firsts.
+        self._segments: list[_Segment] = []
+        self._starts: list[int] = []
+        self._counts: dict[int, int] = {}  # tensors per group id
+        self._first_of: dict[str, int] = {}  # a raw group's first tensor's name -> its group id
+        self._id_shapes: dict[int, tuple[int, ...]] = {}  # group id -> the shape of its tensors not in _odd_shapes
+        self._odd_shapes: dict[int, tuple[int, ...]] = {}  # position -> shape, where unlike its masked name's first
+        self._small: dict[int, list[int]] | None = None
+        # What concat needs to order groups as one build over all the tensors would: each masked name's first
+        # position, and per group the masked name and first position of the first raw group merged into it.
+        self._raw_firsts: dict[str, int] = {}
+        self._order: list[tuple[str, int]] = []
 
     # -- building ------------------------------------------------------------------------------------------------
 
@@ -85,6 +145,62 @@ class TensorIndex:
         return cls._build(names, entries, bounds)
 
     @classmethod
+    def concat(cls, parts: Iterable[TensorIndex]) -> TensorIndex:
+        """The index of the parts' tensors one after another: the groups, in the order, that one build over all of
+        them gives. (A group's `members` also name its first tensor in each part: the queries look tensors up by
+        those.)"""
+        parts = [p for p in parts if p.total]
+        if len(parts) <= 1:
+            return parts[0] if parts else cls([])
+        index = cls([])
+        keyed: list[tuple[tuple[int, int], TensorGroup, tuple[str, int]]] = []
+        off = 0
+        for part in parts:
+            index._segments += [seg._replace(start=seg.start + off) for seg in part._segments]
+            index._counts.update({i + off: n for i, n in part._counts.items()})
+            index._first_of.update({name: i + off for name, i in part._first_of.items()})
+            index._id_shapes.update({i + off: shape for i, shape in part._id_shapes.items()})
+            index._odd_shapes.update({p + off: shape for p, shape in part._odd_shapes.items()})
+            for key, i in part._raw_firsts.items():
+                index._raw_firsts.setdefault(key, i + off)
+            # A group sorts where one build would have met it: at its masked name's first tensor in any part, then
+            # by its own first tensor (dtypes of one masked name split in the order they first appear).
+            keyed += [((index._raw_firsts[key], own + off), g, (key, own + off))
+                      for g, (key, own) in zip(part.groups, part._order, strict=True)]  # fmt: skip
+            off += part.total
+        keyed.sort(key=itemgetter(0))
+        index.groups, index._order = _merge([g for _, g, _ in keyed], [o for _, _, o in keyed])
+        index.total = off
+        index._starts = [seg.start for seg in index._segments]
+        return index
+
+    def to_part(self) -> IndexPart:
+        names = [name for seg in self._segments for name in seg.names]
+        firsts = array("q")
+        for seg in self._segments:
+            firsts.extend(map(seg.start.__add__, seg.firsts) if seg.start else seg.firsts)
+        ends = array("q", accumulate(map(len, names)))
+        return IndexPart(self.groups, self._order, self._raw_firsts, "".join(names), ends.tobytes(), firsts.tobytes(),
+                         dict(self._counts), self._id_shapes, self._odd_shapes)  # fmt: skip
+
+    @classmethod
+    def from_part(cls, part: IndexPart) -> TensorIndex:
+        """The index a part describes; ValueError if its buffers disagree with its counts."""
+        ends, firsts = array("q"), array("q")
+        ends.frombytes(part.ends)
+        firsts.frombytes(part.firsts)
+        index = cls(part.groups)
+        counted = len(ends) == len(firsts) == index.total == sum(part.counts.values())
+        if not counted or (ends and ends[-1] != len(part.names)):
+            raise ValueError("an index part whose buffers disagree with its counts")
+        names = _PackedNames(part.names, ends)
+        index._segments, index._starts = [_Segment(0, names, firsts)], [0]
+        index._counts, index._id_shapes, index._odd_shapes = part.counts, part.id_shapes, part.odd_shapes
+        index._first_of = {names[i]: i for i in part.id_shapes}
+        index._raw_firsts, index._order = part.raw_firsts, part.order
+        return index
+
+    @classmethod
     def _build(
         cls, names: list[str], entries: list, bounds: list[tuple[int, str]], sized_by_shape: bool = False
     ) -> TensorIndex:
@@ -108,10 +224,14 @@ class TensorIndex:
         # member, and split by dtype when their dtypes are mixed (rare: one layer kept in higher precision).
         group_ids = first_index.values()
         first_dtype = {i: entries[i].dtype for i in group_ids}
+        id_shapes = {i: tuple(entries[i].shape) for i in group_ids}
         first_size = dict(zip(group_ids, _sizes(map(entries.__getitem__, group_ids))))
         mixed = _differs_from_first(map(_DTYPE, entries), firsts, first_dtype)
-        if sized_by_shape:  # comparing shapes is one C-level step per tensor; sizes are four
-            uneven = _differs_from_first(map(_SHAPE, entries), firsts, {i: entries[i].shape for i in group_ids})
+        # The tensors shaped unlike their masked name's first (few: one wider layer); the shape queries take every
+        # other tensor's shape from that first. Comparing shapes is one C-level step per tensor.
+        odd = list(compress(count(), map(ne, map(_SHAPE, entries), map(id_shapes.__getitem__, firsts))))
+        if sized_by_shape:  # one dtype and one shape make one size
+            uneven = {firsts[p] for p in odd}
         else:
             uneven = _differs_from_first(_sizes(entries), firsts, first_size)
         ends_of_files = [b[0] for b in bounds]
@@ -121,7 +241,8 @@ class TensorIndex:
             return TensorGroup(template, e.dtype, n, size, names[first], tuple(e.shape),
                                bounds[bisect_right(ends_of_files, first)][1])  # fmt: skip
 
-        groups = []
+        groups: list[TensorGroup] = []
+        order: list[tuple[str, int]] = []  # per group: its masked name and its first tensor's position
         members_of: dict | None = None
         for key, i in first_index.items():
             inner = _inner_digit_positions(key)
@@ -132,6 +253,7 @@ class TensorIndex:
                 else:
                     size = counts[i] * first_size[i]
                 groups.append(group(_RUNS.sub("{}", key), i, counts[i], size))
+                order.append((key, i))
                 continue
             # A raw group is split when its dtypes are mixed or when it masked digits inside a name component
             # (`w1`/`w3`, `fc1`/`fc2` share a masked key).
@@ -143,13 +265,21 @@ class TensorIndex:
             for sub_members in positions_by_key(sub_keys).values():
                 positions = list(map(members.__getitem__, sub_members))
                 size = sum(_sizes(map(entries.__getitem__, positions)))
+                if positions[0] != i:  # a raw group of its own: its tensors take its first position as their id
+                    for p in positions:
+                        firsts[p] = positions[0]
+                    counts[positions[0]], counts[i] = len(positions), counts[i] - len(positions)
+                    id_shapes[positions[0]] = id_shapes[i]  # what the odd shapes were judged against
                 groups.append(group(tn.template(names[positions[0]]), positions[0], len(positions), size))
-        index = cls(_merge(groups))
-        index._names_list = names
-        index._entries = entries
-        index._firsts = firsts
-        index._counts = counts  # tensors per group id, counted once (_small_group_positions reads them too)
-        index._first_of = {names[i]: i for i in group_ids}  # first tensor's name -> its group id
+                order.append((key, positions[0]))
+        index = cls([])
+        index.groups, index._order = _merge(groups, order)
+        index.total = len(names)
+        index._segments, index._starts, index._counts = [_Segment(0, names, firsts)], [0], counts
+        index._first_of = {names[i]: i for i in id_shapes}
+        index._id_shapes = id_shapes
+        index._odd_shapes = {p: tuple(entries[p].shape) for p in odd}
+        index._raw_firsts = first_index
         return index
 
     # -- queries -------------------------------------------------------------------------------------------------
@@ -161,31 +291,41 @@ class TensorIndex:
     def shapes_of(self, groups: Iterable[TensorGroup]) -> list[tuple[str, tuple[int, ...]]]:
         """(name, shape) of every tensor in the given groups (small groups only, as names_of)."""
         groups = list(groups)
-        names = getattr(self, "_names_list", None)
-        if names is None or not groups:
+        if not self._segments or not groups:
             return [(g.first_name, g.first_shape) for g in groups]
         firsts_wanted = {m for g in groups for m in (g.members or (g.first_name,))}
         # The group id of a tensor is the position of its group's first tensor; find those positions once.
         ids = {self._first_of[n] for n in firsts_wanted if n in self._first_of}
         small = self._small_group_positions()
         if ids <= small.keys():  # per-layer groups, asked for again and again: positions listed once
-            positions: Iterable[int] = sorted(p for i in ids for p in small[i])
+            found: Iterable[tuple[int, int]] = sorted((p, i) for i in ids for p in small[i])
         else:
-            positions = compress(count(), map(ids.__contains__, self._firsts))
-        entries = self._entries
-        return [(names[p], tuple(entries[p].shape)) for p in positions]
+            found = self._find(ids)
+        odd, id_shapes, starts, segments = self._odd_shapes, self._id_shapes, self._starts, self._segments
+        out = []
+        for p, i in found:
+            seg = segments[bisect_right(starts, p) - 1]
+            out.append((seg.names[p - seg.start], odd[p] if p in odd else id_shapes[i]))
+        return out
+
+    def _find(self, ids: set[int]) -> Iterator[tuple[int, int]]:
+        """(position, group id) of each tensor in the groups `ids`, in order: one C-level pass per segment."""
+        for seg in self._segments:
+            local = {i - seg.start for i in ids if seg.start <= i < seg.start + len(seg.firsts)}
+            if local:
+                firsts = seg.firsts
+                for p in compress(count(), map(local.__contains__, firsts)):
+                    yield seg.start + p, seg.start + firsts[p]
 
     def _small_group_positions(self) -> dict[int, list[int]]:
         """Group id -> positions of its tensors, for the groups of at most SMALL_GROUP tensors (one pass over all
         tensors, the first time it is needed)."""
-        small = getattr(self, "_small", None)
-        if small is None:
+        if self._small is None:
             wanted = {i for i, n in self._counts.items() if n <= SMALL_GROUP}
-            small = self._small = {i: [] for i in wanted}
-            firsts = self._firsts
-            for p in compress(count(), map(wanted.__contains__, firsts)):
-                small[firsts[p]].append(p)
-        return small
+            self._small = {i: [] for i in wanted}
+            for p, i in self._find(wanted):
+                self._small[i].append(p)
+        return self._small
 
 
 def positions_by_key(keys: list) -> dict:
@@ -220,17 +360,21 @@ def _inner_digit_positions(key: str) -> tuple[int, ...]:
     return tuple(p for p, ch in enumerate(key) if ch == "#" and p not in whole)
 
 
-def _merge(groups: list[TensorGroup]) -> list[TensorGroup]:
-    """One group per (template, dtype): raw groups differ when indices have different digit counts."""
+def _merge(groups: list[TensorGroup], order: list[tuple[str, int]]) -> tuple[list[TensorGroup], list[tuple[str, int]]]:
+    """One group per (template, dtype): raw groups differ when indices have different digit counts. Each merged
+    group keeps the `order` entry of the first group merged into it."""
     merged: dict[tuple[str, str], TensorGroup] = {}
-    for g in groups:
+    first_order: dict[tuple[str, str], tuple[str, int]] = {}
+    for g, where in zip(groups, order, strict=True):
         key = (g.template, g.dtype)
+        members = g.members or (g.first_name,)
         prev = merged.get(key)
         if prev is None:
             merged[key] = TensorGroup(g.template, g.dtype, g.count, g.nbytes, g.first_name, g.first_shape,
-                                      g.first_file, (g.first_name,))  # fmt: skip
+                                      g.first_file, members)  # fmt: skip
+            first_order[key] = where
         else:
             merged[key] = TensorGroup(prev.template, prev.dtype, prev.count + g.count, prev.nbytes + g.nbytes,
                                       prev.first_name, prev.first_shape, prev.first_file,
-                                      prev.members + (g.first_name,))  # fmt: skip
-    return list(merged.values())
+                                      prev.members + members)  # fmt: skip
+    return list(merged.values()), list(first_order.values())

@@ -1,5 +1,6 @@
 """Run by test_index_worker.py in a fresh, single-threaded interpreter: inspect every case with index_worker's
-forked worker and without it, and print what each gave (JSON on stdout).
+forked worker (as it runs, left all but one shard, failing) and without it, and print what each gave (JSON on
+stdout).
 
     python -m tests.inspect.index_worker_cases TMPDIR
 """
@@ -16,6 +17,7 @@ import msgspec
 
 from onboard.errors import OnboardError
 from onboard.inspect_checkpoint import index_worker, inspect
+from onboard.inspect_checkpoint.tensor_index import TensorIndex
 from tests import malformed as M
 
 FIRST, SECOND = "model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors"
@@ -56,7 +58,7 @@ def _second_truncated(root: Path) -> Path:
 
 def _index_order(root: Path) -> Path:
     """Layer 0 in b.safetensors, listed first by the index; layer 1 in a.safetensors. Inspect reads the shards in
-    the index's order, whatever order the folder lists them in."""
+    sorted order, whatever order the index names them in."""
     layer0 = {n: spec for n, spec in M.TENSORS.items() if ".layers.0." in n}
     layer1 = {n.replace(".layers.0.", ".layers.1."): spec for n, spec in layer0.items()}
     rest = {n: spec for n, spec in M.TENSORS.items() if n not in layer0}
@@ -66,9 +68,37 @@ def _index_order(root: Path) -> Path:
     return root
 
 
+def _many_shards(root: Path) -> Path:
+    """Twelve layers over six shards, the index's tensor names sorted as save_pretrained writes them (so it names
+    the shards out of order: layers.10 before layers.2). Layer 10's q_proj is BF16 (one masked name, two dtypes, in
+    different shards), layer 11's MLP is wider than the others (shapes unlike their group's first), and layers 9 and
+    10 mask to different keys (one group merged from two, across shards)."""
+    layer0 = {n: spec for n, spec in M.TENSORS.items() if ".layers.0." in n}
+    layers: dict[int, M.TensorSpec] = {}
+    for i in range(12):
+        layers[i] = {}
+        for name, (dtype, shape) in layer0.items():
+            if i == 10 and "q_proj" in name:
+                dtype = "BF16"
+            if i == 11 and ".mlp." in name:
+                shape = [8, 24] if "down_proj" in name else [24, 8]
+            layers[i][name.replace(".layers.0.", f".layers.{i}.")] = (dtype, shape)
+    ends = {n: spec for n, spec in M.TENSORS.items() if ".layers." not in n}
+    shards = {f"model-{k + 1:05d}-of-00006.safetensors": {**layers[2 * k], **layers[2 * k + 1]} for k in range(6)}
+    shards["model-00001-of-00006.safetensors"] = {"model.embed_tokens.weight": ends.pop("model.embed_tokens.weight"),
+                                                  **shards["model-00001-of-00006.safetensors"]}  # fmt: skip
+    shards["model-00006-of-00006.safetensors"].update(ends)
+    index = M.make_index(shards)
+    index["weight_map"] = dict(sorted(index["weight_map"].items()))  # type: ignore[call-overload]
+    M.write_repo(root, shards, index=index)
+    (root / "config.json").write_text(json.dumps({**M.CONFIG, "num_hidden_layers": 12}))
+    return root
+
+
 CASES: dict[str, Callable[[Path], Path]] = {
     "valid": M.valid,
     "index_order": _index_order,
+    "many_shards": _many_shards,
     "ghost_tensor": lambda r: _index(M.valid(r), lambda wm: wm.__setitem__("model.ghost.weight", SECOND)),
     "unlisted_tensor": lambda r: _index(M.valid(r), lambda wm: wm.pop("lm_head.weight")),
     "moved_tensor": lambda r: _index(M.valid(r), lambda wm: wm.__setitem__("lm_head.weight", FIRST)),
@@ -103,7 +133,8 @@ def run(path: Path) -> dict[str, object]:
     def recording_read(src):  # type: ignore[no-untyped-def]
         result = read(src)
         seen["matched"] = result.index_matches
-        seen["shards"] = [result.shards, list(result.headers)]  # the order inspect reads them in
+        seen["shards"] = result.shards  # the order inspect groups them in
+        seen["read_here"] = list(result.headers)  # the shards this process read itself
         return result
 
     index_worker._Worker.start, index_worker.read_shard_headers = counting_start, recording_read  # type: ignore[method-assign]
@@ -116,16 +147,29 @@ def run(path: Path) -> dict[str, object]:
     return seen
 
 
+def _failing_part(self: TensorIndex) -> object:
+    raise RuntimeError("the worker fails before it hands its part over")
+
+
 def main(tmp: Path) -> None:
+    """Each case four ways: without the worker; with it; with it left every shard but the first (GROUP_SHARE so
+    large that this process stops claiming after one); with a worker that fails once it has read its shards."""
     index_worker.FORK_FROM_BYTES = 0  # the cases' indexes are tiny
     index_worker.spare_cpu = lambda: True  # exercise the worker on a one-CPU runner too
+    share, to_part = index_worker.GROUP_SHARE, TensorIndex.to_part
     out: dict[str, dict[str, object]] = {}
     for name, build in CASES.items():
         root = build(tmp / name)
         os.environ["ONBOARD_INSPECT_FORK"] = "0"
         without = run(root)
         os.environ.pop("ONBOARD_INSPECT_FORK")
-        out[name] = {"with": run(root), "without": without}
+        with_worker = run(root)
+        index_worker.GROUP_SHARE = 1e9
+        split = run(root)
+        TensorIndex.to_part = _failing_part  # type: ignore[method-assign,assignment]
+        failing = run(root)
+        index_worker.GROUP_SHARE, TensorIndex.to_part = share, to_part  # type: ignore[method-assign]
+        out[name] = {"with": with_worker, "without": without, "split": split, "failing": failing}
     try:
         os.waitpid(-1, os.WNOHANG)
         out["_children_left"] = True  # type: ignore[assignment]

@@ -20,7 +20,11 @@ from onboard.inspect_checkpoint.source import open_source
 from tests import malformed as M
 
 REPO = Path(__file__).resolve().parents[2]
-MATCHING = {"valid", "index_order"}  # every other case has an index the headers contradict, or an unusual one
+MATCHING = {
+    "valid",
+    "index_order",
+    "many_shards",
+}  # every other case has an index the headers contradict, or an odd one
 
 
 @pytest.fixture(scope="module")
@@ -40,12 +44,16 @@ def test_worker_runs_and_changes_nothing(cases: dict) -> None:
 
     assert set(CASES) <= cases.keys()
     for name in CASES:
-        with_worker, without = cases[name]["with"], cases[name]["without"]
-        assert with_worker["worker"] and not without["worker"], name
-        assert with_worker["result"] == without["result"], name  # the same profile, or the same error
-        assert with_worker.get("shards") == without.get("shards"), name  # read in the index's order
-        assert with_worker["matched"] == (name in MATCHING), name
-    assert cases["index_order"]["with"]["shards"][0] == ["b.safetensors", "a.safetensors"]
+        without = cases[name]["without"]
+        assert not without["worker"], name
+        for way in ("with", "split", "failing"):
+            run = cases[name][way]
+            assert run["worker"], (name, way)
+            assert run["result"] == without["result"], (name, way)  # the same profile, or the same error
+            assert run.get("shards") == without.get("shards"), (name, way)  # grouped in the same order
+        assert cases[name]["with"]["matched"] == cases[name]["split"]["matched"] == (name in MATCHING), name
+        assert not cases[name]["failing"]["matched"], name  # no digest: the index is decoded here, as without
+    assert cases["index_order"]["with"]["shards"] == ["a.safetensors", "b.safetensors"]  # sorted, not the index's
     # The cases do find what they were built for: the fallback is exercised, not just the fast path.
     codes = {name: [f["code"] for f in c["with"]["result"]["findings"]] for name, c in cases.items()
              if isinstance(c, dict) and isinstance(c["with"]["result"], dict)}  # fmt: skip
@@ -53,6 +61,21 @@ def test_worker_runs_and_changes_nothing(cases: dict) -> None:
     assert "tensor-missing" in codes["swapped_tensors"] and "tensor-not-indexed" in codes["swapped_tensors"]
     assert codes["stale_extra_shard"] == ["extra-shard"]
     assert cases["index_not_json"]["with"]["result"].startswith("ConfigError: model.safetensors.index.json")
+
+
+def test_the_worker_reads_and_groups_the_shards_after_the_first(cases: dict) -> None:
+    """Left every shard but the first, the worker's grouped part is what inspect uses where the index matches (this
+    process read one shard), and it changes nothing: the profile is the one read without the worker."""
+    for name in MATCHING:
+        split = cases[name]["split"]
+        assert split["read_here"] == split["shards"][:1], name
+    many = cases["many_shards"]["split"]
+    assert len(many["shards"]) == 6 and many["result"]["parameters"]["total"] > 0
+    templates = {t["template"]: t["count"] for t in many["result"]["tensor_templates"]}
+    assert templates["model.layers.{}.self_attn.q_proj.weight"] == 12  # BF16 layer 10 and the F32 rest
+    # A shard the worker cannot read: this process reads it again and reports it, as without the worker.
+    truncated = cases["truncated_shard"]["split"]
+    assert truncated["read_here"] == truncated["shards"] and not truncated["matched"]
 
 
 def test_no_worker_is_left_behind(cases: dict) -> None:

@@ -2,8 +2,16 @@
 
 from __future__ import annotations
 
-from onboard.inspect_checkpoint.checkpoint_types import TensorInfo
-from onboard.inspect_checkpoint.tensor_index import TensorIndex
+import itertools
+from pathlib import Path
+
+import msgspec
+
+from onboard.inspect_checkpoint import tensor_names as tn
+from onboard.inspect_checkpoint.checkpoint_types import SafetensorsHeader, TensorInfo
+from onboard.inspect_checkpoint.safetensors_header import read_local_header
+from onboard.inspect_checkpoint.tensor_index import IndexPart, TensorIndex
+from tests import malformed as M
 
 
 def _t(name: str, dtype: str, shape: tuple[int, ...], begin: int, width: int, file: str = "a.safetensors"):
@@ -66,3 +74,61 @@ def test_digits_inside_names_stay_apart():
         "transformer.h.{}.mlp.fc1.weight": (1, 16, (8, 2)),
         "transformer.h.{}.mlp.fc2.weight": (1, 16, (2, 8)),
     }
+
+
+def _shards(root: Path) -> list[SafetensorsHeader]:
+    """Five shards of twelve layers: layer 10's q_proj in BF16 (one masked name, two dtypes), layer 11's MLP wider
+    (shapes unlike the group's first), experts named w1/w3 (digits inside a name), layers 9 and 10 masking apart."""
+    tensors: dict[str, tuple[str, list[int]]] = {"model.embed_tokens.weight": ("BF16", [32, 8])}
+    for i in range(12):
+        tensors[f"model.layers.{i}.self_attn.q_proj.weight"] = ("BF16" if i == 10 else "F32", [8, 8])
+        tensors[f"model.layers.{i}.mlp.up_proj.weight"] = ("F32", [24 if i == 11 else 16, 8])
+        for e in range(3):
+            for w in ("w1", "w3"):
+                tensors[f"model.layers.{i}.mlp.experts.{e}.{w}.weight"] = ("F8_E4M3", [4, 8])
+    tensors["lm_head.weight"] = ("BF16", [32, 8])
+    names = list(tensors)
+    cuts = [0, 5, 30, 31, 70, len(names)]  # uneven shards, one holding a single tensor
+    headers = []
+    for k, (a, b) in enumerate(itertools.pairwise(cuts)):
+        name = f"model-{k + 1:05d}-of-00005.safetensors"
+        M.write_safetensors(root / name, M.header_dict({n: tensors[n] for n in names[a:b]}))
+        headers.append(read_local_header(root / name, name))
+    return headers
+
+
+def _facts(index: TensorIndex) -> list[tuple]:
+    every = index.shapes_of(index.groups)
+    per_group = [index.shapes_of([g]) for g in index.groups]
+    fields = [(g.template, g.dtype, g.count, g.nbytes, g.first_name, g.first_shape, g.first_file) for g in index.groups]
+    return [index.total, fields, every, per_group]
+
+
+def test_parts_put_together_group_as_one_build(tmp_path: Path) -> None:
+    """index_worker groups the shards in two processes and puts the parts together: at every cut, and through the
+    wire format, the result is what one build over all the shards gives (groups in the same order, the same firsts,
+    the same tensors behind every group)."""
+    headers = _shards(tmp_path)
+    whole = TensorIndex.from_headers(headers)
+    assert len({g.template for g in whole.groups}) < len(whole.groups)  # the mixed-dtype group is split
+    for cut in range(len(headers) + 1):
+        wire = msgspec.msgpack.encode(TensorIndex.from_headers(headers[cut:]).to_part())
+        theirs = TensorIndex.from_part(msgspec.msgpack.decode(wire, type=IndexPart))
+        joined = TensorIndex.concat([TensorIndex.from_headers(headers[:cut]), theirs])
+        assert _facts(joined) == _facts(whole), cut
+    three = TensorIndex.concat([TensorIndex.from_headers(headers[a:b]) for a, b in ((0, 2), (2, 3), (3, 5))])
+    assert _facts(three) == _facts(whole)
+
+
+def test_each_group_answers_for_its_own_tensors(tmp_path: Path) -> None:
+    """A masked name split by dtype or by digits inside names (`w1`/`w3`) gives groups whose queries name their own
+    tensors: not the whole masked name's under its first group, and none under the others."""
+    index = TensorIndex.from_headers(_shards(tmp_path))
+    for g in index.groups:
+        shapes = index.shapes_of([g])
+        assert len(shapes) == g.count, g
+        assert {tn.template(name) for name, _ in shapes} == {g.template}, g
+    q_bf16 = next(g for g in index.groups if g.template.endswith("q_proj.weight") and g.dtype == "BF16")
+    assert index.names_of([q_bf16]) == ["model.layers.10.self_attn.q_proj.weight"]
+    up = next(g for g in index.groups if g.template.endswith("up_proj.weight"))
+    assert dict(index.shapes_of([up]))["model.layers.11.mlp.up_proj.weight"] == (24, 8)  # the wider layer's own
