@@ -14,7 +14,7 @@ from array import array
 from bisect import bisect_right
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from itertools import accumulate, chain, compress, count, repeat
+from itertools import accumulate, compress, count, repeat
 from operator import attrgetter, itemgetter, ne, sub
 from typing import NamedTuple
 
@@ -58,36 +58,37 @@ class TensorGroup(msgspec.Struct, frozen=True):
 
 class IndexPart(msgspec.Struct, array_like=True):
     """A TensorIndex as one process hands it to another (index_worker: the shards read on a second core). The
-    per-tensor data travels as three buffers, not 50k objects to build and free: the names end to end, the offset
-    each ends at, and each tensor's group id. Positions count from the part's first tensor."""
+    per-tensor data travels as three buffers, not 50k objects to build and free: the names end to end (UTF-8), the
+    byte offset each ends at, and each tensor's group id. Decoded, they are views into the buffer the part was
+    decoded from, not copies. Positions count from the part's first tensor."""
 
     groups: list[TensorGroup]
     order: list[tuple[str, int]]
     raw_firsts: dict[str, int]
-    names: str
-    ends: bytes  # array("q")
-    firsts: bytes  # array("q")
+    names: memoryview
+    ends: memoryview  # int64s (array("q"))
+    firsts: memoryview  # int64s
     counts: dict[int, int]
     id_shapes: dict[int, tuple[int, ...]]
     odd_shapes: dict[int, tuple[int, ...]]
 
 
 class _PackedNames:
-    """Names end to end in one string and the offset each ends at; a name is cut out when asked for."""
+    """Names end to end (UTF-8) and the byte offset each ends at; a name is decoded when asked for."""
 
-    __slots__ = ("_text", "_ends")
+    __slots__ = ("_data", "_ends")
 
-    def __init__(self, text: str, ends: array) -> None:
-        self._text, self._ends = text, ends
+    def __init__(self, data: memoryview, ends: Sequence[int]) -> None:
+        self._data, self._ends = data, ends
 
     def __len__(self) -> int:
         return len(self._ends)
 
     def __getitem__(self, p: int) -> str:
-        return self._text[self._ends[p - 1] if p else 0 : self._ends[p]]
+        return str(self._data[self._ends[p - 1] if p else 0 : self._ends[p]], "utf-8")
 
     def __iter__(self) -> Iterator[str]:
-        return map(self._text.__getitem__, map(slice, chain((0,), self._ends), self._ends))
+        return map(self.__getitem__, range(len(self._ends)))
 
 
 class _Segment(NamedTuple):
@@ -179,16 +180,19 @@ class TensorIndex:
         firsts = array("q")
         for seg in self._segments:
             firsts.extend(map(seg.start.__add__, seg.firsts) if seg.start else seg.firsts)
-        ends = array("q", accumulate(map(len, names)))
-        return IndexPart(self.groups, self._order, self._raw_firsts, "".join(names), ends.tobytes(), firsts.tobytes(),
-                         dict(self._counts), self._id_shapes, self._odd_shapes)  # fmt: skip
+        text = "".join(names)
+        data = text.encode()
+        lengths = (
+            map(len, names) if len(data) == len(text) else map(len, map(str.encode, names))
+        )  # ASCII: bytes = chars
+        ends = array("q", accumulate(lengths))
+        return IndexPart(self.groups, self._order, self._raw_firsts, memoryview(data), memoryview(ends),
+                         memoryview(firsts), dict(self._counts), self._id_shapes, self._odd_shapes)  # fmt: skip
 
     @classmethod
     def from_part(cls, part: IndexPart) -> TensorIndex:
         """The index a part describes; ValueError if its buffers disagree with its counts."""
-        ends, firsts = array("q"), array("q")
-        ends.frombytes(part.ends)
-        firsts.frombytes(part.firsts)
+        ends, firsts = part.ends.cast("B").cast("q"), part.firsts.cast("B").cast("q")
         index = cls(part.groups)
         counted = len(ends) == len(firsts) == index.total == sum(part.counts.values())
         if not counted or (ends and ends[-1] != len(part.names)):
