@@ -50,18 +50,22 @@ FORK_MAX_RSS = 1 << 30
 # less: 1/4 measured best (benchmarks/bench_inspect_local.py's checkpoint, 1/5 to 2/5 tried).
 GROUP_SHARE = 1 / 4
 Headers = dict[str, SafetensorsHeader | CheckpointError]
-Seen = dict[str, tuple[int, int]]  # shard -> (its tensors, hash of their names)
+# Per shard, what the index lists there: how many tensors, a hash of their names in the index's order, and a hash of
+# the set of them. A header lists the same names in the same order when its writer sorted them by name (as
+# safetensors does within a dtype), and hashing a tuple costs a tenth of building a set: the set is hashed only
+# when the order differs (shards mixing dtypes).
+Listed = dict[str, tuple[int, int, int]]
 _SLOTS = struct.Struct("qq")  # the claims: next position from the front, one past the next from the back
 
 
 class IndexDigest(msgspec.Struct, array_like=True):
-    names: Seen  # what the index lists per shard
+    names: Listed
 
 
 class WorkerResult(msgspec.Struct, array_like=True):
     digest: IndexDigest | None  # None: the index is not the usual kind, this process judges it
     first: int  # the first position the worker read (the list's length if none)
-    seen: Seen  # what the worker's shards hold
+    held: bool  # each shard the worker read holds what the index lists for it
     part: IndexPart | None  # its shards' tensors, grouped; None where it read none or one failed
 
 
@@ -100,7 +104,7 @@ def read_shard_headers(src: Source) -> ShardHeaders:
             parts = [p for p in (mine, theirs) if p is not None]
             return ShardHeaders(shards, headers, True, TensorIndex.concat(parts) if parts else None)
     headers.update(src.read_headers(shards[len(headers) :]))  # the worker's shards, read here
-    if digest is not None and digest.names == _seen(headers):
+    if digest is not None and _holds(digest, headers, shards):
         return ShardHeaders(shards, headers, True, _grouped(headers.values()))
     shards = src.safetensors_files()  # the index decoded here, as without the worker
     headers.update(src.read_headers([s for s in shards if s not in headers]))
@@ -114,7 +118,7 @@ def _fits(result: WorkerResult, shards: list[str], headers: Headers) -> bool:
     read_rest = result.part is not None or result.first == len(shards)
     return (
         result.digest is not None and result.first == len(headers) and read_rest
-        and result.digest.names == {**_seen(headers), **result.seen}
+        and result.held and _holds(result.digest, headers, shards[: len(headers)], everything=shards)
     )  # fmt: skip
 
 
@@ -123,11 +127,20 @@ def _grouped(headers: Iterable[SafetensorsHeader | CheckpointError]) -> TensorIn
     return TensorIndex.from_headers(good) if good else None
 
 
-def _seen(headers: Headers) -> Seen:
-    """(tensors, hash of their names) per readable shard: an unreadable one is absent, so it never matches."""
-    return {
-        s: (len(h.tensors), hash(frozenset(h.tensors))) for s, h in headers.items() if isinstance(h, SafetensorsHeader)
-    }
+def _holds(digest: IndexDigest, headers: Headers, shards: list[str], everything: list[str] | None = None) -> bool:
+    """The index lists exactly `everything` (default: `shards`), and each of `shards` holds what it lists there."""
+    listed = digest.names
+    if listed.keys() != set(everything if everything is not None else shards):
+        return False
+    for shard in shards:
+        h = headers.get(shard)
+        if not isinstance(h, SafetensorsHeader):
+            return False
+        count, in_order, as_set = listed[shard]
+        names = h.tensors
+        if len(names) != count or (hash(tuple(names)) != in_order and hash(frozenset(names)) != as_set):
+            return False
+    return True
 
 
 def _digest(src: Source) -> IndexDigest | None:
@@ -143,24 +156,27 @@ def _digest(src: Source) -> IndexDigest | None:
         by_shard.setdefault(shard, []).append(name)
     if not all(is_safe_relpath(s) and is_top_level_shard(s) for s in by_shard):
         return None
-    return IndexDigest({s: (len(names), hash(frozenset(names))) for s, names in by_shard.items()})
+    return IndexDigest({s: (len(names), hash(tuple(names)), hash(frozenset(names))) for s, names in by_shard.items()})
 
 
 def _work(src: Source, shards: list[str], claims: _Claims) -> WorkerResult:
     """In the worker: the digest, then the shards claimed from the back, grouped."""
     digest = _digest(src)
     if digest is None:  # this process reads everything and judges the index
-        return WorkerResult(digest, len(shards), {}, None)
+        return WorkerResult(digest, len(shards), False, None)
     first = len(shards)
     headers: Headers = {}
     while (i := claims.back()) is not None:
         headers.update(src.read_headers([shards[i]]))
         first = i
-    seen = _seen(headers)
-    if len(seen) != len(headers) or not headers:  # read none, or one unreadable (this process reads and reports it)
-        return WorkerResult(digest, first, {}, None)
-    part = TensorIndex.from_headers([headers[s] for s in shards[first:]])  # type: ignore[misc]
-    return WorkerResult(digest, first, seen, part.to_part())
+    mine = shards[first:]
+    if not mine:  # this process read them all
+        return WorkerResult(digest, first, True, None)
+    if not all(isinstance(headers[s], SafetensorsHeader) for s in mine):  # this process reads it again and reports it
+        return WorkerResult(digest, first, False, None)
+    part = TensorIndex.from_headers([headers[s] for s in mine])  # type: ignore[misc]
+    held = _holds(digest, headers, mine, everything=shards)
+    return WorkerResult(digest, first, held, part.to_part())
 
 
 def _usable(src: Source) -> bool:

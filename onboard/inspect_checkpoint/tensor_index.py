@@ -24,6 +24,7 @@ from onboard.inspect_checkpoint import tensor_names as tn
 from onboard.inspect_checkpoint.checkpoint_types import DTYPE_BYTES, SafetensorsHeader, TensorInfo
 
 _DIGITS = str.maketrans("0123456789", "##########")
+_DIGIT_BYTES = bytes.maketrans(b"0123456789", b"##########")
 _CHUNK = 4096  # names masked per call
 SMALL_GROUP = 1024  # groups this small (per-layer tensors, not experts) keep their positions once asked for
 _DTYPE, _SHAPE, _OFFSETS = attrgetter("dtype"), attrgetter("shape"), attrgetter("data_offsets")
@@ -218,7 +219,10 @@ class TensorIndex:
         firsts: list[int] = []  # each tensor → index of its group's first tensor
         for start in range(0, len(names), _CHUNK):
             chunk = names[start : start + _CHUNK]
-            masked = "\n".join(chunk).translate(_DIGITS).split("\n")
+            joined = "\n".join(chunk)
+            # ASCII names (the usual case) are masked as bytes: a 256-entry table, not a lookup per character.
+            text = joined.encode().translate(_DIGIT_BYTES).decode() if joined.isascii() else joined.translate(_DIGITS)
+            masked = text.split("\n")
             if len(masked) != len(chunk):  # a name holding a newline (legal JSON): mask one by one
                 masked = [name.translate(_DIGITS) for name in chunk]
             firsts += map(first_index.setdefault, masked, count(start))

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from onboard.inspect_checkpoint import index_worker
+from onboard.inspect_checkpoint.safetensors_header import read_local_header
 from onboard.inspect_checkpoint.source import open_source
 from tests import malformed as M
 
@@ -106,3 +107,20 @@ def test_no_fork_with_threads_or_a_small_index(tmp_path: Path, monkeypatch: pyte
     finally:
         stop.set()
         thread.join()
+
+
+def test_a_shard_holds_what_the_index_lists_in_either_order(tmp_path: Path) -> None:
+    """The index's names per shard match a header's by an ordered hash where the orders agree (one dtype, names
+    sorted), else by the set: a reordered shard still matches, a different name or count does not."""
+    path = M.write_safetensors(tmp_path / "a.safetensors", M.header_dict({"x": ("F32", [2]), "y": ("BF16", [2])}))
+    headers = {"a.safetensors": read_local_header(path, "a.safetensors")}
+
+    def listing(*names: str) -> index_worker.IndexDigest:
+        return index_worker.IndexDigest({"a.safetensors": (len(names), hash(names), hash(frozenset(names)))})
+
+    assert index_worker._holds(listing("x", "y"), headers, ["a.safetensors"])
+    assert index_worker._holds(listing("y", "x"), headers, ["a.safetensors"])  # the set decides
+    assert not index_worker._holds(listing("x", "z"), headers, ["a.safetensors"])
+    assert not index_worker._holds(listing("x"), headers, ["a.safetensors"])
+    both = ["a.safetensors", "b.safetensors"]  # a folder shard the index does not list
+    assert not index_worker._holds(listing("x", "y"), headers, ["a.safetensors"], everything=both)

@@ -132,3 +132,15 @@ def test_each_group_answers_for_its_own_tensors(tmp_path: Path) -> None:
     assert index.names_of([q_bf16]) == ["model.layers.10.self_attn.q_proj.weight"]
     up = next(g for g in index.groups if g.template.endswith("up_proj.weight"))
     assert dict(index.shapes_of([up]))["model.layers.11.mlp.up_proj.weight"] == (24, 8)  # the wider layer's own
+
+
+def test_names_beyond_ascii_group_like_the_rest():
+    """ASCII names are masked as bytes, others as text: both give the same groups."""
+    items = dict([
+        _t("model.layers.0.mlp.größe.weight", "BF16", (4, 2), 0, 2),
+        _t("model.layers.1.mlp.größe.weight", "BF16", (4, 2), 16, 2),
+        _t("model.layers.0.mlp.w1.weight", "BF16", (4, 2), 32, 2),
+        _t("model.layers.1.mlp.w1.weight", "BF16", (4, 2), 48, 2),
+    ])  # fmt: skip
+    got = {g.template: g.count for g in TensorIndex.from_tensors(items).groups}
+    assert got == {"model.layers.{}.mlp.größe.weight": 2, "model.layers.{}.mlp.w1.weight": 2}
