@@ -296,7 +296,7 @@ class _Worker:
             try:
                 os.close(read_end)
                 claims.put(msgspec.msgpack.encode(_work(src, shards, claims)))
-                os.write(write_end, b"\n")  # done (EOF alone would also be a failure)
+                os.write(write_end, b"\n")  # done: read at once (the end of the pipe comes after the exit unmaps)
                 code = 0
             except BaseException:  # noqa: BLE001 - any failure: the parent reads no result and does the work
                 pass
@@ -307,10 +307,7 @@ class _Worker:
 
     def result(self) -> WorkerResult | None:
         """What the worker found, or None if it failed (this process then does its work)."""
-        done = b""
-        while chunk := os.read(self.fd, 16):
-            done += chunk
-        if done != b"\n":  # it ended without saying it was done
+        if os.read(self.fd, 1) != b"\n":  # the end of the pipe: it ended without saying it was done
             return None
         try:
             return msgspec.msgpack.decode(self.claims.get(), type=WorkerResult)
@@ -321,8 +318,8 @@ class _Worker:
         if self.fd >= 0:
             os.close(self.fd)
             self.fd = -1
+            self.claims.close()
             try:
                 os.waitpid(self.pid, 0)
             except ChildProcessError:  # already reaped (SIGCHLD ignored by the embedding process)
                 pass
-            self.claims.close()
