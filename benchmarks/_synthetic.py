@@ -16,7 +16,7 @@ from pathlib import Path
 
 from onboard.inspect_checkpoint.checkpoint_types import DTYPE_BYTES
 
-VERSION = "4"  # bump when the layout changes: cached builds are rebuilt
+VERSION = "5"  # bump when the layout changes: cached builds are rebuilt
 
 CONFIG = {
     "architectures": ["DeepseekV3ForCausalLM"], "model_type": "deepseek_v3",
@@ -109,7 +109,10 @@ def build(root: Path, quick: bool = False, shards: int | None = None, experts: i
         name = f"model-{k + 1:05d}-of-{n_shards:05d}.safetensors"
         header: dict[str, object] = {"__metadata__": {"format": "pt"}}
         pos = 0
-        for t, dtype, shape in all_tensors[k * per : (k + 1) * per]:
+        # Laid out as safetensors writes a shard: the widest dtype first, by name within a dtype (so a shard mixing
+        # fp8 weights and fp32 scales lists its names in another order than the index, which sorts them by name).
+        in_shard = sorted(all_tensors[k * per : (k + 1) * per], key=lambda t: (-DTYPE_BYTES[t[1]], t[1], t[0]))
+        for t, dtype, shape in in_shard:
             nbytes = int(prod(shape) * DTYPE_BYTES[dtype])
             header[t] = {"dtype": dtype, "shape": shape, "data_offsets": [pos, pos + nbytes]}
             weight_map[t] = name
@@ -122,7 +125,8 @@ def build(root: Path, quick: bool = False, shards: int | None = None, experts: i
             f.truncate(8 + len(raw) + pos)  # the data: a sparse hole
         total += pos
     index = {"metadata": {"total_size": total}, "weight_map": weight_map}
-    (root / "model.safetensors.index.json").write_text(json.dumps(index, indent=2))
+    text = json.dumps(index, indent=2, sort_keys=True)  # as save_pretrained writes it: tensor names sorted
+    (root / "model.safetensors.index.json").write_text(text)
     stamp.write_text(key)
     return root
 

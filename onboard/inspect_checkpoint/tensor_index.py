@@ -183,9 +183,8 @@ class TensorIndex:
             firsts.extend(map(seg.start.__add__, seg.firsts) if seg.start else seg.firsts)
         text = "".join(names)
         data = text.encode()
-        lengths = (
-            map(len, names) if len(data) == len(text) else map(len, map(str.encode, names))
-        )  # ASCII: bytes = chars
+        # ASCII names (the usual case): a name's bytes are its characters.
+        lengths = map(len, names) if len(data) == len(text) else map(len, map(str.encode, names))
         ends = array("q", accumulate(lengths))
         return IndexPart(self.groups, self._order, self._raw_firsts, memoryview(data), memoryview(ends),
                          memoryview(firsts), dict(self._counts), self._id_shapes, self._odd_shapes)  # fmt: skip
