@@ -151,6 +151,36 @@ def _failing_part(self: TensorIndex) -> object:
     raise RuntimeError("the worker fails before it hands its part over")
 
 
+def claims_race(n: int = 20_000) -> dict[str, object]:
+    """This process claims positions from the front while a forked child claims from the back, both as fast as
+    they can (GROUP_SHARE 0: the front never stops early): each position must go to exactly one of them."""
+    share, index_worker.GROUP_SHARE = index_worker.GROUP_SHARE, 0
+    claims = index_worker._Claims(n)
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.close(read_end)
+            taken = []
+            while (i := claims.back()) is not None:
+                taken.append(i)
+            with os.fdopen(write_end, "w") as out:
+                json.dump(taken, out)
+        finally:
+            os._exit(0)
+    os.close(write_end)
+    front = []
+    while (i := claims.front()) is not None:
+        front.append(i)
+    with os.fdopen(read_end) as pipe:
+        back = json.load(pipe)
+    os.waitpid(pid, 0)
+    claims.close()
+    index_worker.GROUP_SHARE = share
+    return {"front": len(front), "back": len(back), "each_once": sorted(front + back) == list(range(n)),
+            "front_first": front == list(range(len(front))), "back_last": back == list(range(n - 1, len(front) - 1, -1))}  # fmt: skip
+
+
 def main(tmp: Path) -> None:
     """Each case four ways: without the worker; with it; with it left every shard but the first (GROUP_SHARE so
     large that this process stops claiming after one); with a worker that fails once it has read its shards."""
@@ -175,6 +205,7 @@ def main(tmp: Path) -> None:
         out["_children_left"] = True  # type: ignore[assignment]
     except ChildProcessError:
         out["_children_left"] = False  # type: ignore[assignment]
+    out["_claims_race"] = claims_race()  # type: ignore[assignment]
     json.dump(out, sys.stdout)
 
 

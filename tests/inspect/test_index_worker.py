@@ -7,6 +7,7 @@ process, and this one has threads (torch, the hub server fixtures).
 from __future__ import annotations
 
 import json
+import math
 import os
 import subprocess
 import sys
@@ -56,8 +57,8 @@ def test_worker_runs_and_changes_nothing(cases: dict) -> None:
         assert not cases[name]["failing"]["matched"], name  # no digest: the index is decoded here, as without
     assert cases["index_order"]["with"]["shards"] == ["a.safetensors", "b.safetensors"]  # sorted, not the index's
     # The cases do find what they were built for: the fallback is exercised, not just the fast path.
-    codes = {name: [f["code"] for f in c["with"]["result"]["findings"]] for name, c in cases.items()
-             if isinstance(c, dict) and isinstance(c["with"]["result"], dict)}  # fmt: skip
+    codes = {name: [f["code"] for f in cases[name]["with"]["result"]["findings"]] for name in CASES
+             if isinstance(cases[name]["with"]["result"], dict)}  # fmt: skip
     assert codes["valid"] == [] and codes["index_order"] == []
     assert "tensor-missing" in codes["swapped_tensors"] and "tensor-not-indexed" in codes["swapped_tensors"]
     assert codes["stale_extra_shard"] == ["extra-shard"]
@@ -77,6 +78,30 @@ def test_the_worker_reads_and_groups_the_shards_after_the_first(cases: dict) -> 
     # A shard the worker cannot read: this process reads it again and reports it, as without the worker.
     truncated = cases["truncated_shard"]["split"]
     assert truncated["read_here"] == truncated["shards"] and not truncated["matched"]
+
+
+def test_the_two_processes_claim_each_shard_once(cases: dict) -> None:
+    race = cases["_claims_race"]
+    assert race["each_once"] and race["front_first"] and race["back_last"], race
+    assert race["front"] > 0 and race["back"] > 0, race  # they did race: both claimed some
+
+
+def test_this_process_leaves_the_worker_its_share() -> None:
+    """Claiming alone from the front, this process stops once the rest would keep the worker busy until its own
+    grouping ends (GROUP_SHARE of the lead it has); the worker then takes every position left."""
+    claims = index_worker._Claims(100)
+    try:
+        front = []
+        while (i := claims.front()) is not None:
+            front.append(i)
+        back = []
+        while (i := claims.back()) is not None:
+            back.append(i)
+    finally:
+        claims.close()
+    # It stops at the first lead `a` where the 100 - a unclaimed are at most a × GROUP_SHARE (80 of 100 at 1/4).
+    assert len(front) == math.ceil(100 / (1 + index_worker.GROUP_SHARE))
+    assert front == list(range(len(front))) and back == list(range(99, len(front) - 1, -1))
 
 
 def test_no_worker_is_left_behind(cases: dict) -> None:
