@@ -4,7 +4,10 @@ A 1T-parameter checkpoint has ~140k tensors but only ~100 distinct name shapes (
 The analysis works on those groups: per-tensor work would cost more than reading the headers, and a whole-process
 `onboard inspect` aims at 2.5× a bare header read (benchmarks/bench_inspect_local.py). The per-tensor steps below are
 `map`, `str.translate`, `dict.setdefault`, `Counter` and `compress` over iterators — no Python-level loop body per
-tensor, and no per-tensor list kept beyond the group id of each tensor.
+tensor, and no per-tensor list kept beyond each tensor's name and group id.
+
+Indexes built apart (index_worker groups the last shards in a second process) are put together with `concat`,
+which gives what one build over all the tensors gives; one crosses processes as an `IndexPart`.
 """
 
 from __future__ import annotations
