@@ -17,7 +17,7 @@ from array import array
 from bisect import bisect_right
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from itertools import accumulate, compress, count, repeat
+from itertools import accumulate, chain, compress, count, repeat
 from operator import attrgetter, itemgetter, ne, sub
 from typing import NamedTuple
 
@@ -198,7 +198,8 @@ class TensorIndex:
         ends, firsts = part.ends.cast("B").cast("q"), part.firsts.cast("B").cast("q")
         index = cls(part.groups)
         counted = len(ends) == len(firsts) == index.total == sum(part.counts.values())
-        if not counted or (ends and ends[-1] != len(part.names)):
+        in_range = all(0 <= i < index.total for i in chain(part.counts, part.id_shapes, part.odd_shapes))
+        if not counted or not in_range or (ends and ends[-1] != len(part.names)):
             raise ValueError("an index part whose buffers disagree with its counts")
         names = _PackedNames(part.names, ends)
         index._segments, index._starts = [_Segment(0, names, firsts)], [0]

@@ -6,6 +6,7 @@ import itertools
 from pathlib import Path
 
 import msgspec
+import pytest
 
 from onboard.inspect_checkpoint import tensor_names as tn
 from onboard.inspect_checkpoint.checkpoint_types import SafetensorsHeader, TensorInfo
@@ -144,3 +145,18 @@ def test_names_beyond_ascii_group_like_the_rest():
     ])  # fmt: skip
     got = {g.template: g.count for g in TensorIndex.from_tensors(items).groups}
     assert got == {"model.layers.{}.mlp.größe.weight": 2, "model.layers.{}.mlp.w1.weight": 2}
+
+
+def test_a_part_that_does_not_add_up_is_refused(tmp_path: Path) -> None:
+    """index_worker reads a part from another process: one whose buffers or ids disagree with its counts is a
+    ValueError (its shards are then read again), never an index that answers wrongly."""
+    part = TensorIndex.from_headers(_shards(tmp_path)).to_part()
+    assert TensorIndex.from_part(part).total == 98
+    for broken in (
+        msgspec.structs.replace(part, firsts=part.firsts[:-8]),
+        msgspec.structs.replace(part, names=part.names[:-1]),
+        msgspec.structs.replace(part, counts={**part.counts, 10_000: 1}),
+        msgspec.structs.replace(part, id_shapes={**part.id_shapes, -1: (1,)}),
+    ):
+        with pytest.raises(ValueError):
+            TensorIndex.from_part(broken)
