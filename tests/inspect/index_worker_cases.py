@@ -153,15 +153,18 @@ def _failing_part(self: TensorIndex) -> object:
 
 def claims_race(n: int = 20_000) -> dict[str, object]:
     """This process claims positions from the front while a forked child claims from the back, both as fast as
-    they can (GROUP_SHARE 0: the front never stops early): each position must go to exactly one of them."""
+    they can (GROUP_SHARE 0: the front never stops early): each position must go to exactly one of them. The child
+    takes ten before this process starts, so both claim some however the two are scheduled."""
     share, index_worker.GROUP_SHARE = index_worker.GROUP_SHARE, 0
     claims = index_worker._Claims(n)
     read_end, write_end = os.pipe()
+    ready_read, ready_write = os.pipe()
     pid = os.fork()
     if pid == 0:
         try:
             os.close(read_end)
-            taken = []
+            taken = [claims.back() for _ in range(10)]
+            os.write(ready_write, b"go")
             while (i := claims.back()) is not None:
                 taken.append(i)
             with os.fdopen(write_end, "w") as out:
@@ -169,6 +172,9 @@ def claims_race(n: int = 20_000) -> dict[str, object]:
         finally:
             os._exit(0)
     os.close(write_end)
+    os.close(ready_write)  # the child's end alone: its exit ends the wait below even if it fails first
+    os.read(ready_read, 2)
+    os.close(ready_read)
     front = []
     while (i := claims.front()) is not None:
         front.append(i)

@@ -66,11 +66,14 @@ def test_worker_runs_and_changes_nothing(cases: dict) -> None:
 
 
 def test_the_worker_reads_and_groups_the_shards_after_the_first(cases: dict) -> None:
-    """Left every shard but the first, the worker's grouped part is what inspect uses where the index matches (this
-    process read one shard), and it changes nothing: the profile is the one read without the worker."""
+    """Left every shard but the first, the worker's grouped part is what inspect uses where the index matches, and
+    it changes nothing: the profile is the one read without the worker."""
     for name in MATCHING:
         split = cases[name]["split"]
-        assert split["read_here"] == split["shards"][:1], name
+        here = split["read_here"]
+        # This process read a prefix: its first shard, more where the worker got ahead of it, none where the worker
+        # claimed them all first (a busy machine); the worker read the rest, at least one.
+        assert len(here) < len(split["shards"]) and here == split["shards"][: len(here)], name
     many = cases["many_shards"]["split"]
     assert len(many["shards"]) == 6 and many["result"]["parameters"]["total"] > 0
     templates = {t["template"]: t["count"] for t in many["result"]["tensor_templates"]}
