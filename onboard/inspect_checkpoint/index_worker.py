@@ -94,7 +94,6 @@ def read_shard_headers(src: Source) -> ShardHeaders:
         result = worker.result()
     finally:
         worker.close()
-    digest = result.digest if result is not None else None
     if result is not None and _fits(result, shards, headers):
         try:
             theirs = TensorIndex.from_part(result.part) if result.part is not None else None
@@ -103,10 +102,7 @@ def read_shard_headers(src: Source) -> ShardHeaders:
         else:
             parts = [p for p in (mine, theirs) if p is not None]
             return ShardHeaders(shards, headers, True, TensorIndex.concat(parts) if parts else None)
-    headers.update(src.read_headers(shards[len(headers) :]))  # the worker's shards, read here
-    if digest is not None and _holds(digest, headers, shards):
-        return ShardHeaders(shards, headers, True, _grouped(headers.values()))
-    shards = src.safetensors_files()  # the index decoded here, as without the worker
+    shards = src.safetensors_files()  # the worker's shards read here and the index judged here, as without it
     headers.update(src.read_headers([s for s in shards if s not in headers]))
     ordered = {s: headers[s] for s in shards}
     return ShardHeaders(shards, ordered, False, _grouped(ordered.values()))

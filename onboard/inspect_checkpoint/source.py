@@ -55,8 +55,8 @@ MAP_FROM_BYTES = 1 << 20  # JSON files from this size on are decoded from a memo
 # room for headers asked again through huggingface_hub's client after a failed first try.
 CURL_WORKERS = 16
 SMALL_FILE_LIMIT = 256 * 2**20  # tokenizer.json of large-vocab models is ~30 MB; weights are refused by suffix
-SKIP_DIRS = {".git", ".cache"}
-MAX_FILES = 200_000  # a checkpoint has tens of files; walking "/" or a home folder by mistake must stop early  # git metadata, huggingface_hub's local_dir bookkeeping
+SKIP_DIRS = {".git", ".cache"}  # git metadata, huggingface_hub's local_dir bookkeeping
+MAX_FILES = 200_000  # a checkpoint has tens of files; walking "/" or a home folder by mistake must stop early
 _DRIVE_RE = re.compile(r"[A-Za-z]:")
 _REPO_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9._-]{0,95}")
 
