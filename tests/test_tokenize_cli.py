@@ -10,6 +10,7 @@ from click.testing import CliRunner
 
 from onboard.cli import cli
 from onboard.errors import OnboardError
+from tests.real_data import llamacpp_vectors
 
 QWEN = "qwen/qwen3-1.7b_mlx-bf16-copy"
 
@@ -30,9 +31,7 @@ def test_text_json_with_tokens(qwen: str) -> None:
 
 
 def test_jsonl_in_jsonl_out(qwen: str, shared_data: Path, tmp_path: Path) -> None:
-    cases = json.loads((shared_data / "llamacpp/tokenizer_vectors.json").read_text(encoding="utf-8"))["tokenizers"][
-        "qwen2"
-    ]["cases"]
+    cases = llamacpp_vectors(shared_data)["qwen2"]["cases"]
     src = tmp_path / "in.jsonl"
     src.write_text("".join(json.dumps({"text": c["text"]}) + "\n" for c in cases), encoding="utf-8")
     result = CliRunner().invoke(cli, ["tokenize", qwen, "--jsonl", str(src)], standalone_mode=False)

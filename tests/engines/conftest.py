@@ -1,7 +1,6 @@
 """llama.cpp engine tests: the `llamacpp` marker, and the rule for a missing engine.
 
-Skipped with a reason naming scripts/install_llama_cpp.sh when .venv-llamacpp is absent; under CI=true a missing
-engine fails instead (CI installs it: .ci/run).
+A missing engine goes through tests/ci.py's rule: skipped naming scripts/install_llama_cpp.sh, failed under CI=true.
 """
 
 from __future__ import annotations
@@ -9,6 +8,8 @@ from __future__ import annotations
 import os
 
 import pytest
+
+from tests.ci import need
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
@@ -21,15 +22,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def require_llamacpp() -> None:
-    from onboard.engines import llamacpp
-
-    if llamacpp.available():
-        return
-    reason = (f"llama.cpp not installed ({llamacpp.engine_python()} or its converter missing): run "
-              "scripts/install_llama_cpp.sh")  # fmt: skip
-    if os.environ.get("CI") == "true":
-        pytest.fail(f"CI=true but {reason}; the engine tests must run in CI", pytrace=False)
-    pytest.skip(reason)
+    need("llamacpp")
 
 
 @pytest.fixture(scope="module")

@@ -13,11 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import SHARED_DATA
 from tests.validate.tiny_models import build
 
 pytestmark = [pytest.mark.llamacpp, pytest.mark.usefixtures("_llamacpp_installed", "_one_torch_thread")]
-PHI_TOKENIZER = SHARED_DATA / "phi" / "phi-3.5-mini-instruct_user-upload"
+PHI_TOKENIZER = "phi/phi-3.5-mini-instruct_user-upload"  # in the real test data (tests/ci.py, real-data)
 TRAINED = Path(__file__).resolve().parents[1] / "fixtures" / "trained-qwen3"
 TRAINED_TOKENIZER = ("vocab.json", "merges.txt", "tokenizer_config.json", "special_tokens_map.json",
                      "added_tokens.json", "generation_config.json")  # fmt: skip
@@ -25,7 +24,7 @@ SPM_KINDS = ("gemma2", "gemma3")  # llama.cpp's gemma converters read only Sente
 SPM_FILES = ("tokenizer.model", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
 
 
-def _checkpoint(kind: str, out: Path, shared_data: Path) -> Path:
+def _checkpoint(kind: str, out: Path, request: pytest.FixtureRequest) -> Path:
     if kind not in SPM_KINDS:  # the trained fixture's real 4096-token BPE: a small vocabulary keeps goldens cheap
         ids = {"vocab_size": 4096, "bos_token_id": 4032, "eos_token_id": 4034, "pad_token_id": 4032}
         path = build(kind, out, overrides=ids)
@@ -35,8 +34,9 @@ def _checkpoint(kind: str, out: Path, shared_data: Path) -> Path:
     path = build(
         kind, out, overrides={"vocab_size": 32064, "bos_token_id": 1, "eos_token_id": 32000, "pad_token_id": 0}
     )
+    phi = request.getfixturevalue("shared_data") / PHI_TOKENIZER  # only these kinds need the real data
     for name in SPM_FILES:
-        shutil.copy(PHI_TOKENIZER / name, path / name)
+        shutil.copy(phi / name, path / name)
     return path
 
 
@@ -45,14 +45,14 @@ def _checkpoint(kind: str, out: Path, shared_data: Path) -> Path:
 WRAPPERS = {"qwen2_5_vl": ("Qwen2_5_VLForConditionalGeneration", "visual."),
             "gemma3": ("Gemma3ForConditionalGeneration", "vision_tower.")}  # fmt: skip
 @pytest.mark.parametrize("kind", ["llama", "gemma2", "qwen3_moe", "qwen2_5_vl", "gemma3"])
-def test_convert_serve_validate(kind: str, tmp_path: Path, shared_data: Path) -> None:
+def test_convert_serve_validate(kind: str, tmp_path: Path, request: pytest.FixtureRequest) -> None:
     from onboard.engines import llamacpp
     from onboard.engines.served import Served, gguf_tokenizer_checks
     from onboard.validate_serving.endpoint import EndpointCandidate
     from onboard.validate_serving.golden import record
     from onboard.validate_serving.run import validate
 
-    model = _checkpoint(kind, tmp_path / kind, shared_data)
+    model = _checkpoint(kind, tmp_path / kind, request)
     if kind in WRAPPERS:  # the wrapper itself: goldens from transformers' wrapper, its tower in the checkpoint
         import json
 
@@ -91,7 +91,7 @@ def test_a_layer_pattern_llamacpp_hard_codes_is_caught_past_the_window(tmp_path:
                  "num_hidden_layers": 2, "layer_types": ["sliding_attention", "full_attention"]}  # fmt: skip
     model = build("gemma3", tmp_path / "gemma3", overrides=overrides)
     for name in SPM_FILES:
-        shutil.copy(PHI_TOKENIZER / name, model / name)
+        shutil.copy(shared_data / PHI_TOKENIZER / name, model / name)
     golden = record(str(model), tmp_path / "golden", max_new_tokens=4, calibrate=("float16",), max_long_tokens=64)
     converted = llamacpp.convert(model, tmp_path / "gemma3-f16.gguf", "f16")
     assert converted.path is not None, converted.findings

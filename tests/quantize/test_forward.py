@@ -173,6 +173,7 @@ def test_only_a_per_tensor_activation_scale_keeps_prompts_apart() -> None:
     assert [n for n in CANDIDATES if not FORMATS[n].activation_per_token] == ["fp8"]
 
 
+@pytest.mark.needs("llamacpp")  # every candidate format: Q3_K and IQ4_NL round only in llama.cpp's own library
 def test_the_sweep_keeps_no_weights_once_measured(tiny_checkpoint) -> None:  # type: ignore[no-untyped-def]  # noqa: F811
     """Every format's weights are dropped once the unit is measured (fresh memory is the sweep's dearest cost), and
     every weight is the model's own tensor again afterwards."""

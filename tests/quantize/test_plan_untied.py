@@ -12,12 +12,12 @@ fall back to Q5_0 / Q8_0 / IQ4_NL) is planned in test_plan_trained.py."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
 
 from onboard.quantize import plan as quantize_plan
+from tests.ci import need
 
 UNTIED = Path(__file__).resolve().parents[1] / "fixtures" / "trained-qwen3-untied"
 MAX_TOKENS = 256  # the long prompt cut to 256 tokens, as in test_plan_trained.py
@@ -59,10 +59,7 @@ def test_plan_at_a_uniform_formats_size_halves_the_best_uniform_kl(
     swept: quantize_plan.Swept, uniform: dict[str, dict], size_of: str, best: str, bound: float
 ) -> None:
     if size_of in ("mxfp4", "q4_k") and "q3_k" not in swept.request.formats:
-        reason = f"{size_of}'s size needs Q3_K: {swept.left_out['q3_k']}"
-        if os.environ.get("CI") == "true":  # CI installs llama.cpp: its absence there is a failure, not a skip
-            pytest.fail(f"CI=true but {reason}", pytrace=False)
-        pytest.skip(reason)
+        need("llamacpp")  # these sizes need Q3_K, which only llama.cpp's own quantizers round
     target = uniform[size_of]["bytes"]
     outcome = quantize_plan.plan(swept, quantize_plan.Request(str(UNTIED), target_bytes=target, max_tokens=MAX_TOKENS),
                                  quiet)  # fmt: skip

@@ -20,11 +20,10 @@ def vllm_available() -> bool:
 
 
 def require_vllm() -> None:
-    """Skip without vLLM's CPU build, except under CI=true, where CI installs it (.ci/run): a failure there."""
-    from tests.ci import missing
+    """tests/ci.py's rule: skipped naming scripts/install_vllm_cpu.sh, failed under CI=true (CI installs it)."""
+    from tests.ci import need
 
-    if not vllm_available():
-        missing(f"vLLM CPU build not installed ({VLLM_PYTHON} missing): run scripts/install_vllm_cpu.sh")
+    need("vllm")
 
 
 def engine_steps(url: str) -> float:
