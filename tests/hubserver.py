@@ -20,7 +20,6 @@ import json
 import os
 import re
 import socket
-import ssl
 import stat
 import sys
 import threading
@@ -67,9 +66,6 @@ class Stats:
     """The most requests the server was handling at once (latency included)."""
     auth: list[str | None] = field(default_factory=list)
     """The Authorization header of each request, parallel to `requests`."""
-    overrun: list[float] = field(default_factory=list)
-    """Seconds each answered request took beyond the injected latency (the server's own work and queueing), in the
-    order they finished: a benchmark reports it, so a figure bounded by this server shows as such."""
 
     def count(self, method: str | None = None, contains: str = "") -> int:
         return sum(1 for m, p, _ in self.requests if (method is None or m == method) and contains in p)
@@ -96,8 +92,7 @@ def _oid(path: str, size: int, mtime_ns: int) -> str:
 class HubServer:
     """Threaded loopback server. Use as a context manager or via the `hub_server` fixture."""
 
-    def __init__(self, latency: float = 0.0, tls: ssl.SSLContext | None = None) -> None:
-        self.tls = tls  # a server-side context: HTTPS with its certificate (the trust-store tests)
+    def __init__(self, latency: float = 0.0) -> None:
         self.repos: dict[str, dict[str, Snapshot]] = {}
         self.gated: set[str] = set()
         self.faults: list[Fault] = []
@@ -139,7 +134,7 @@ class HubServer:
     def url(self) -> str:
         assert self._httpd is not None, "server not started"
         host, port = self._httpd.server_address[:2]
-        return f"{'https' if self.tls else 'http'}://{host}:{port}"
+        return f"http://{host}:{port}"
 
     def start(self) -> HubServer:
         server = self
@@ -148,19 +143,18 @@ class HubServer:
             hub = server
 
         class Server(ThreadingHTTPServer):
+            """http.server's threading server with its default listen backlog (request_queue_size, 5), as small
+            mirrors and proxies have: a client that opens many connections at once meets it here too."""
+
             daemon_threads = True
-            request_queue_size = 512  # 100+ concurrent connects must not hit a full listen backlog (SYN retry = 1 s)
 
             def handle_error(self, request: object, client_address: object) -> None:
                 # A client that stops reading on purpose (a speculative GET past its size limit, a timed-out retry)
                 # resets the connection mid-write: that is the client's choice, not a server fault to print.
-                if not isinstance(sys.exc_info()[1], (ConnectionResetError, BrokenPipeError, ssl.SSLError)):
+                if not isinstance(sys.exc_info()[1], (ConnectionResetError, BrokenPipeError)):
                     super().handle_error(request, client_address)
 
         self._httpd = Server(("127.0.0.1", 0), Handler)
-        if self.tls is not None:  # the handshake happens on the handler's first read, not in the accept loop
-            self._httpd.socket = self.tls.wrap_socket(self._httpd.socket, server_side=True,
-                                                      do_handshake_on_connect=False)  # fmt: skip
         self._thread = threading.Thread(target=self._httpd.serve_forever, args=(0.05,), name="hubserver", daemon=True)
         self._thread.start()
         return self
@@ -200,10 +194,9 @@ class HubServer:
             self.in_flight += 1
             self.stats.max_in_flight = max(self.stats.max_in_flight, self.in_flight)
 
-    def _leave(self, took: float) -> None:
+    def _leave(self) -> None:
         with self._lock:
             self.in_flight -= 1
-            self.stats.overrun.append(max(0.0, took - self.latency))
 
     def _add_bytes(self, n: int) -> None:
         with self._lock:
@@ -213,7 +206,7 @@ class HubServer:
 class _Handler(BaseHTTPRequestHandler):
     hub: HubServer
     protocol_version = "HTTP/1.1"  # keep-alive: the client pools connections as it would against the real hub
-    # Headers and body go out in separate writes: with Nagle on, delayed ACKs add ~40 ms to every response.
+    # Headers and body go out in separate writes: with Nagle on, delayed ACKs would hold back every response.
     disable_nagle_algorithm = True
 
     def log_message(self, format: str, *args: object) -> None:  # quiet
@@ -250,11 +243,10 @@ class _Handler(BaseHTTPRequestHandler):
     # -- routing ---------------------------------------------------------------------------------------------------
     def _dispatch(self, method: str) -> None:
         self.hub._enter()
-        start = time.monotonic()
         try:
             self._dispatch_counted(method)
         finally:
-            self.hub._leave(time.monotonic() - start)
+            self.hub._leave()
 
     def _dispatch_counted(self, method: str) -> None:
         split = urlsplit(self.path)
@@ -384,8 +376,8 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _send_body(self, path: Path, start: int, length: int) -> int:
         """The headers and the body's bytes. A body up to SMALL_BODY goes out with the headers in one write: each
-        system call lets another of the server's threads take the GIL, and with a hundred ranges answered at once
-        (hub inspect's burst) those hand-overs, not the 50 ms of latency asked for, set when the answers leave."""
+        system call lets another of the server's threads take the GIL, and with many ranges answered at once those
+        hand-overs would delay the answers beyond the latency asked for."""
         fd = os.open(path, os.O_RDONLY)
         try:
             if length <= SMALL_BODY:
@@ -411,7 +403,8 @@ def serve_main(argv: list[str] | None = None) -> None:
     """Run the server in its own process (benchmarks: the client's threads then do not share its GIL).
 
     `python -m tests.hubserver --repo org/name=DIR [--latency 0.05]` (from the repo root) prints the URL, then serves until killed.
-    `GET /_stats` returns {"bytes_served", "requests"}; `GET /_reset` zeroes them (neither is counted).
+    `GET /_stats` returns {"bytes_served", "requests", "max_in_flight", "shard_requests"}; `GET /_reset` zeroes them
+    (neither is counted).
     """
     import argparse
     import sys
@@ -432,10 +425,7 @@ def serve_main(argv: list[str] | None = None) -> None:
             server.stats.auth.pop()
             body = {"bytes_served": server.stats.bytes_served, "requests": len(server.stats.requests),
                     "max_in_flight": server.stats.max_in_flight,
-                    "range_requests": sum(1 for r in server.stats.requests if r[2]),
-                    "shard_requests": sum(1 for r in server.stats.requests if r[1].endswith(".safetensors")),
-                    "list_requests": sum(1 for r in server.stats.requests if r[1].startswith("/api/models/")),
-                    "overrun_ms": sorted(round(t * 1e3, 1) for t in server.stats.overrun)}  # fmt: skip
+                    "shard_requests": sum(1 for r in server.stats.requests if r[1].endswith(".safetensors"))}  # fmt: skip
         handler.send_json(body)
 
     def reset(handler: _Handler, match: re.Match[str]) -> None:

@@ -8,12 +8,12 @@ failure mapped to a clean OnboardError.
 
 from __future__ import annotations
 
+import email.utils
 import json
 import re
 import time
 from pathlib import Path
 
-import msgspec
 import pytest
 
 from onboard.errors import HubError, InputError, SourceNotFound
@@ -255,6 +255,32 @@ def test_timeout(hub_env: HubServer, tmp_path: Path, monkeypatch: pytest.MonkeyP
     assert time.monotonic() - start < 3
 
 
+def _rate_limited(retry_after: str) -> Exception:
+    import httpx2
+    from huggingface_hub.errors import HfHubHTTPError
+
+    answer = httpx2.Response(429, headers={"Retry-After": retry_after}, request=httpx2.Request("GET", "http://hub/x"))
+    return HfHubHTTPError("429 Too Many Requests", response=answer)
+
+
+def test_with_retries_waits_out_retry_after_in_seconds_or_as_a_date(monkeypatch: pytest.MonkeyPatch) -> None:
+    """hf_hub_download's calls (hub.with_retries) wait what a 429 asks, in either of Retry-After's forms."""
+    slept: list[float] = []
+    monkeypatch.setattr(hub.time, "sleep", slept.append)
+    in_30_s = email.utils.formatdate(time.time() + 30, usegmt=True)
+    failures = iter([_rate_limited("7"), _rate_limited(in_30_s), _rate_limited("soon")])
+
+    def call() -> str:
+        failure = next(failures, None)
+        if failure is not None:
+            raise failure
+        return "done"
+
+    assert hub.with_retries(call, "config.json of hub repo 'org/tiny'") == "done"
+    assert slept[0] == 7 and 27 < slept[1] <= 30
+    assert slept[2] == hub.RETRY_BASE_S * 4  # unreadable: the backoff's own step
+
+
 def test_missing_file_in_listing_and_404_shard(hub_env: HubServer, tmp_path: Path) -> None:
     hub_env.add_repo(REPO, M.valid(tmp_path / "repo"))
     src = open_source(REPO, prefetch=False)
@@ -289,18 +315,17 @@ def test_fake_sha_is_40_hex() -> None:
         {"é/model-00001-of-00002.safetensors": bytes(range(256)) * 300, "b": b"\x00" * 70},
     ],
 )
-def test_header_pack_frames_are_the_msgpack_that_msgspec_writes(blobs: dict[str, bytes]) -> None:
-    framed = b"".join(header_pack.msgpack_frames(blobs))
-    assert msgspec.msgpack.decode(framed, type=dict[str, bytes]) == blobs
-    assert list(msgspec.msgpack.decode(framed, type=dict[str, bytes])) == list(blobs)  # the shards' order kept
-
-
-def test_wait_for_pack_writes_returns_once_the_pack_is_readable(tmp_path: Path, monkeypatch) -> None:
+def test_header_pack_round_trip(blobs: dict[str, bytes], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ONBOARD_CACHE", str(tmp_path / "cache"))
-    blobs = {f"model-{i:05d}.safetensors": bytes([i]) * 2_000_000 for i in range(4)}  # written in the background
     header_pack.write_header_pack("org/m", "a" * 40, blobs)
-    header_pack.wait_for_pack_writes()
-    assert header_pack._header_pack_path("org/m", "a" * 40).is_file()
-    with header_pack._pack_lock:
-        assert header_pack._pack_writes == {}
-    assert header_pack.read_header_pack("org/m", "a" * 40) == blobs
+    read = header_pack.read_header_pack("org/m", "a" * 40)
+    assert read == blobs and list(read) == list(blobs)  # the shards' order kept
+    assert header_pack.read_header_pack("org/m", "b" * 40) == {}  # another commit: nothing cached
+
+
+def test_a_damaged_header_pack_reads_as_empty(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ONBOARD_CACHE", str(tmp_path / "cache"))
+    header_pack.write_header_pack("org/m", "a" * 40, {"model.safetensors": b"x" * 100})
+    path = header_pack._header_pack_path("org/m", "a" * 40)
+    path.write_bytes(path.read_bytes()[:50])  # cut short
+    assert header_pack.read_header_pack("org/m", "a" * 40) == {}

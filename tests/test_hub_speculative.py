@@ -1,6 +1,6 @@
 # ruff: noqa: F811  (pytest fixtures imported from tests.hubserver are used as parameters)
 """config.json and the index are asked for alongside the listing, and used only when they are the listed commit's;
-the auth headers built once for a burst of requests still carry the token, and a new token is used."""
+every request carries the token, and a new token is used."""
 
 from __future__ import annotations
 
@@ -65,13 +65,11 @@ def test_every_request_carries_the_token_and_a_new_token_is_used(
 ) -> None:
     hub_env.add_repo(REPO, M.valid(tmp_path / "repo"))
     monkeypatch.setenv("HF_TOKEN", "hf_first")
-    monkeypatch.setattr(hub, "_headers_cache", None)
     with open_source(REPO) as src:
         src.read_headers(src.safetensors_files())
     assert len(hub_env.stats.auth) == 5  # the listing, config.json, the index and the 2 shards
     assert set(hub_env.stats.auth) == {"Bearer hf_first"}
     hub_env.reset_stats()
     monkeypatch.setenv("HF_TOKEN", "hf_second")
-    monkeypatch.setattr(hub, "HEADERS_TTL_S", 0.0)  # as when the TTL has passed
     hub.list_repo(REPO, None)
     assert hub_env.stats.auth and set(hub_env.stats.auth) == {"Bearer hf_second"}

@@ -18,7 +18,7 @@ from onboard.errors import ConfigError
 from onboard.findings import Finding, info, warning
 from onboard.inspect_checkpoint import tensor_names as tn
 from onboard.inspect_checkpoint.architecture import analyze
-from onboard.inspect_checkpoint.checkpoint_types import RepoListing, TensorInfo
+from onboard.inspect_checkpoint.checkpoint_types import RepoListing, SafetensorsHeader, TensorInfo
 from onboard.inspect_checkpoint.config_lint import comparable_keys, lint_config
 from onboard.inspect_checkpoint.config_view import MODEL_SECTIONS, ConfigView
 from onboard.inspect_checkpoint.consistency import check_conv_channels, check_dtype, check_shapes, check_vocab
@@ -61,7 +61,6 @@ def inspect(
     """Inspect a local folder or hub repo id. Problems are findings in the profile; unusable input raises.
 
     `listing`: the hub repo's listing made earlier in the run (new-model's), so the repo is not listed twice."""
-    from onboard.inspect_checkpoint.index_worker import read_shard_headers
     from onboard.inspect_checkpoint.integrity import check_integrity
     from onboard.inspect_checkpoint.remote_code import find_remote_code
     from onboard.inspect_checkpoint.source import open_source
@@ -75,10 +74,12 @@ def inspect(
             f"{src.display}: no config.json",
             "a transformers checkpoint needs config.json next to its weights; is this the right folder or repo?",
         )
-    read = read_shard_headers(src)
-    findings = list(src.findings) + check_integrity(src, read.headers, index_matches=read.index_matches)
+    shards = src.safetensors_files()  # sorted: tensors are grouped in the order writers number the shards
+    headers = src.read_headers(shards) if shards else {}
+    findings = list(src.findings) + check_integrity(src, headers)
+    readable = [h for h in headers.values() if isinstance(h, SafetensorsHeader)]
     # No readable header at all (every listed shard missing or broken): sized like a metadata-only folder, not 0 B.
-    tensors = read.tensors
+    tensors = TensorIndex.from_headers(readable) if readable else None
     remote = find_remote_code(src, config)
     profile = profile_from_parts(
         config,
@@ -93,7 +94,7 @@ def inspect(
         kv_dtype=kv_dtype,
         index=None if tensors is not None else src.index(),  # sizes only a checkpoint whose headers were unreadable
     )
-    return finish(profile, read.shards)  # unreadable weights: weight-derived fields unknown, fatal findings first
+    return finish(profile, shards)  # unreadable weights: weight-derived fields unknown, fatal findings first
 
 
 def profile_from_parts(

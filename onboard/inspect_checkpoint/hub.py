@@ -10,14 +10,12 @@ backoff and cache).
   at the revision while the listing is on its way (`_speculate`), and used once the listing names the same commit:
   listing and index cost one round trip, not two.
 * `get_range`: bytes of one file with a range request (streamed, cut at the range's end if the server ignores it);
-  the safetensors headers of every shard are read with it (hub_headers.py: ranges sized from the index, all shards
-  at once, first tries through libcurl).
+  the safetensors headers of every shard are read with it (hub_headers.py: ranges sized from the index), at most
+  `concurrency()` requests in flight.
 * Every request of ours, and every retry, goes through huggingface_hub's `http_backoff` / `http_stream_backoff`
   (`request_headers` and `backoff_settings` give its auth headers and settings, `mapped_error` our errors): 5xx, 429
   and dropped connections are retried with exponential backoff, and a `Retry-After` (429 or 503) is waited out. The
-  exceptions: the header ranges' first tries through libcurl (hub_headers.header_future hands any failure to this
-  backoff after the wait it would have made), and the speculative GETs, not retried (a miss falls back to the normal
-  GET, retried).
+  exception: the speculative GETs, not retried (a miss falls back to the normal GET, retried).
 
 Listings, small files and headers are immutable per commit, so they are cached next to the HF cache
 (`$ONBOARD_CACHE` or `<HF_HUB_CACHE>/../onboard`; the headers as one pack per commit, header_pack.py): with
@@ -31,7 +29,7 @@ import json
 import os
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 from urllib.parse import quote
@@ -43,7 +41,7 @@ from onboard.checkpoint_id import COMMIT_SHA, is_commit_sha
 from onboard.errors import HubError, InputError, OnboardError, SourceNotFound
 from onboard.fsutil import atomic_write
 from onboard.inspect_checkpoint.checkpoint_types import RepoFile, RepoListing
-from onboard.inspect_checkpoint.hub_client import install_client
+from onboard.retry_after import retry_after_seconds
 
 if TYPE_CHECKING:
     from concurrent.futures import Future
@@ -52,7 +50,11 @@ INDEX_FILE = "model.safetensors.index.json"
 RETRIES = 3  # after the first try, on 5xx / 429 / timeouts / dropped connections
 RETRY_BASE_S = 0.25  # first backoff wait, doubled each retry (huggingface_hub's http_backoff); Retry-After wins
 TIMEOUT_S = float(os.environ.get("ONBOARD_HUB_TIMEOUT", "30"))
-HEADERS_TTL_S = 10.0  # how long the auth headers of one burst of requests are reused (see request_headers)
+CONCURRENCY_ENV = "ONBOARD_HUB_CONCURRENCY"
+# Requests in flight at once, a connection each: a modest pool, not a connection per shard. A burst of ~100 connects
+# overflows a small server's listen backlog (5 in Python's http.server and many proxies), and each connect dropped
+# waits for TCP's SYN retry; 16 still reads ~160 shards in about ten round trips.
+DEFAULT_CONCURRENCY = 16
 RETRY_STATUS = (408, 429, 500, 502, 503, 504)
 # Files every inspect reads first, asked for at the revision while the listing is still on its way (their commit is
 # checked against the listing's sha before use): the index sizes the header requests, so it is on the critical path.
@@ -330,16 +332,14 @@ def download_snapshot(listing: RepoListing, patterns: Sequence[str]) -> Path:
     return config.parent
 
 
-def get_range(url: str, start: int, end: int, what: str, counter: ByteCounter, retries: int = RETRIES) -> bytes:
+def get_range(url: str, start: int, end: int, what: str, counter: ByteCounter) -> bytes:
     from huggingface_hub.utils import hf_raise_for_status, http_stream_backoff
 
     headers = request_headers(Range=f"bytes={start}-{end}")
     want = end - start + 1
     try:
         # Stream and stop at `want` bytes: a server that ignores Range must not make us read a 5 GB shard.
-        with http_stream_backoff(
-            "GET", url, headers=headers, timeout=TIMEOUT_S, **backoff_settings(retries)
-        ) as response:
+        with http_stream_backoff("GET", url, headers=headers, timeout=TIMEOUT_S, **backoff_settings()) as response:
             if response.status_code >= 400:
                 response.read()
                 hf_raise_for_status(response)
@@ -363,27 +363,29 @@ def get_range(url: str, start: int, end: int, what: str, counter: ByteCounter, r
 # -- errors and retries -----------------------------------------------------------------------------------------------
 
 
-_headers_cache: tuple[float, dict[str, str]] | None = None
-
-
 def request_headers(**extra: str) -> dict[str, str]:
-    """huggingface_hub's auth and user-agent headers (build_hf_headers), built at most once every HEADERS_TTL_S:
-    building them reads the token file, and with ~100 requests in flight each of those system calls costs a round
-    trip through the GIL (~0.2 ms of a burst's CPU per request). A token set or changed is used within the TTL."""
-    global _headers_cache
-    install_client()
-    now = time.monotonic()
-    cached = _headers_cache
-    if cached is None or not 0 <= now - cached[0] < HEADERS_TTL_S:
-        from huggingface_hub.utils import build_hf_headers
+    """huggingface_hub's auth and user-agent headers (build_hf_headers), plus `extra`."""
+    from huggingface_hub.utils import build_hf_headers
 
-        cached = _headers_cache = (now, build_hf_headers(library_name="onboard"))
-    return {**cached[1], **extra}
+    return {**build_hf_headers(library_name="onboard"), **extra}
 
 
-def backoff_settings(retries: int = RETRIES) -> dict[str, Any]:
+def concurrency() -> int:
+    """Requests in flight at once: $ONBOARD_HUB_CONCURRENCY, else DEFAULT_CONCURRENCY."""
+    raw = os.environ.get(CONCURRENCY_ENV, "").strip()
+    if not raw:
+        return DEFAULT_CONCURRENCY
+    if not raw.isdigit() or int(raw) < 1:
+        raise InputError(
+            f"{CONCURRENCY_ENV}={raw!r} is not a positive whole number",
+            f"set {CONCURRENCY_ENV} to the number of hub requests allowed in flight, e.g. 8, or unset it",
+        )
+    return int(raw)
+
+
+def backoff_settings() -> dict[str, Any]:
     """huggingface_hub's backoff settings for our requests (read at call time: tests shorten RETRY_BASE_S)."""
-    return {"max_retries": retries, "base_wait_time": RETRY_BASE_S, "max_wait_time": 8.0,
+    return {"max_retries": RETRIES, "base_wait_time": RETRY_BASE_S, "max_wait_time": 8.0,
             "retry_on_status_codes": RETRY_STATUS}  # fmt: skip
 
 
@@ -422,15 +424,8 @@ def with_retries(call: Callable[[], T], what: str) -> T:
 
 
 def _retry_after(exc: BaseException) -> float:
-    """Seconds a 429/503 answer asked us to wait (its Retry-After header, in seconds), else 0."""
-    return retry_after_s(getattr(getattr(exc, "response", None), "headers", {})) or 0.0
-
-
-def retry_after_s(headers: Mapping[str, str]) -> float | None:
-    """An answer's Retry-After in seconds (httpx's headers, or a dict with lower-case names); None without one or
-    with an HTTP-date, which huggingface_hub's backoff does not read either."""
-    value = str(headers.get("retry-after", "")).strip()
-    return float(value) if value.isdigit() else None
+    """Seconds a 429/503 answer asked us to wait (its Retry-After header), else 0."""
+    return retry_after_seconds(getattr(getattr(exc, "response", None), "headers", None)) or 0.0
 
 
 def _status(exc: BaseException) -> int | None:

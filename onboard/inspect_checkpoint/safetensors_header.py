@@ -4,10 +4,9 @@ A safetensors file is `u64 little-endian header length N` + `N bytes of JSON` + 
 tensor names to `{dtype, shape, data_offsets: [begin, end]}` (offsets relative to the data region) plus an optional
 `__metadata__` of string pairs. We read only the prefix and the header, never the data.
 
-Speed matters (a 1T-parameter checkpoint has ~100k tensors in ~160 shards and `onboard inspect` must cost about as
-much as a bare `json.loads` of those headers), so the common case is a fast path: msgspec decodes the JSON straight
-into small C structs (3x faster than `json.loads` building dicts) and one tight loop checks dtypes, sizes and
-contiguity. Anything unusual falls back to the slow path, which re-parses with `json` and names the exact problem.
+A 1T-parameter checkpoint has ~100k tensors in ~160 shards, so the common case is a fast path: msgspec decodes the
+JSON straight into small C structs (no dict per tensor) and one tight loop checks dtypes, sizes and contiguity.
+Anything unusual falls back to the slow path, which re-parses with `json` and names the exact problem.
 """
 
 from __future__ import annotations
@@ -20,6 +19,8 @@ from math import prod
 from pathlib import Path
 from typing import Any, Literal, NamedTuple
 
+import msgspec
+
 from onboard.errors import CheckpointError
 from onboard.inspect_checkpoint.checkpoint_types import DTYPE_BYTES, SafetensorsHeader, TensorInfo
 
@@ -31,31 +32,28 @@ _HINT_WRITER = "the header is inconsistent: re-save the checkpoint with the `saf
 
 
 class _Entry(NamedTuple):
-    """Fallback tensor record (same attribute names as the msgspec struct) when msgspec is not installed."""
+    """A tensor record of the slow path (same attribute names as the fast path's `_Struct`)."""
 
     dtype: str
     shape: tuple[int, ...]
     data_offsets: tuple[int, int]
 
 
-try:  # optional accelerator: without it the same checks run on `json.loads` output, ~2x slower
-    import msgspec
+class _Struct(msgspec.Struct, gc=False):
+    # Defaults let `__metadata__` (a str->str map) decode into an empty record; the slow path judges it.
+    # The dtype is one of the known names: decoded to that one shared string (not a copy per tensor), and an
+    # unknown dtype fails the decode, so the slow path names it.
+    dtype: Literal[tuple(DTYPE_BYTES)] = ""  # type: ignore[valid-type]
+    shape: tuple[int, ...] = ()
+    data_offsets: tuple[int, int] = (-1, -1)
 
-    class _Struct(msgspec.Struct, gc=False):
-        # Defaults let `__metadata__` (a str->str map) decode into an empty record; the slow path judges it.
-        # The dtype is one of the known names: decoded to that one shared string (not a copy per tensor), and an
-        # unknown dtype fails the decode, so the slow path names it.
-        dtype: Literal[tuple(DTYPE_BYTES)] = ""  # type: ignore[valid-type]
-        shape: tuple[int, ...] = ()
-        data_offsets: tuple[int, int] = (-1, -1)
 
-    class _Meta(msgspec.Struct):
-        metadata: dict[str, str] = msgspec.field(default_factory=dict, name="__metadata__")
+class _Meta(msgspec.Struct):
+    metadata: dict[str, str] = msgspec.field(default_factory=dict, name="__metadata__")
 
-    _DECODE = msgspec.json.Decoder(dict[str, _Struct]).decode
-    _DECODE_META = msgspec.json.Decoder(_Meta).decode
-except ImportError:  # pragma: no cover - exercised only where msgspec is absent
-    msgspec = None
+
+_DECODE = msgspec.json.Decoder(dict[str, _Struct]).decode
+_DECODE_META = msgspec.json.Decoder(_Meta).decode
 
 
 _COMMON_METADATA = {
@@ -107,13 +105,6 @@ class TensorMap(Mapping[str, TensorInfo]):
 
     def __repr__(self) -> str:
         return f"TensorMap({self._file!r}, {len(self._raw)} tensors)"
-
-
-def bare_read_header(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """The benchmark baseline: open, read the 8-byte length, read the header, `json.loads`. No checks at all."""
-    with open(path, "rb") as f:
-        (n,) = struct.unpack("<Q", f.read(PREFIX_LEN))
-        return json.loads(f.read(n))
 
 
 def read_local_header(path: Path, rel_name: str) -> SafetensorsHeader:
@@ -174,8 +165,6 @@ def _fast_parse(
     file: str, header_len: int, header_bytes: bytes, file_size: int | None, data_len: int | None
 ) -> SafetensorsHeader | None:
     """The common, valid case in one pass; None means 'something is off, let the slow path explain'."""
-    if msgspec is None:
-        return None
     try:
         raw = _DECODE(header_bytes)
     except (msgspec.DecodeError, msgspec.ValidationError):
@@ -192,8 +181,7 @@ def _fast_parse(
     sizes = DTYPE_BYTES
     pos = 0
     # Writers lay tensors out in the order of the header's keys, so one pass checks contiguity; a file written in
-    # another order takes the slow path (still correct, just slower). A plain loop: measured faster than the same
-    # checks as C-level maps and list comparisons (the intermediate lists cost more than the loop body).
+    # another order takes the slow path (still correct, just slower).
     for e in raw.values():
         begin, end = e.data_offsets
         size = sizes.get(e.dtype)

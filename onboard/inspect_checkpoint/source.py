@@ -17,6 +17,8 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+import msgspec
+
 from onboard.checkpoint_id import is_commit_sha
 from onboard.errors import CheckpointError, ConfigError, InputError, OnboardError, SourceNotFound
 from onboard.findings import Finding, fatal, warning
@@ -36,13 +38,6 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from concurrent.futures import Future
 
-try:
-    import msgspec
-    from msgspec.json import decode as _msgspec_decode
-except ImportError:  # pragma: no cover
-    msgspec = None  # type: ignore[assignment]
-    _msgspec_decode = None
-
 INDEX_FILE = "model.safetensors.index.json"
 # Small files `onboard inspect` reads from every repo: fetched concurrently up front for hub sources.
 PREFETCH_FILES = (
@@ -51,9 +46,6 @@ PREFETCH_FILES = (
 )  # fmt: skip
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".ckpt", ".pkl", ".gguf", ".h5", ".msgpack", ".onnx")
 MAP_FROM_BYTES = 1 << 20  # JSON files from this size on are decoded from a memory map
-# Workers an inspect starts when libcurl sends the header ranges' first tries: the small files fetched at once, and
-# room for headers asked again through huggingface_hub's client after a failed first try.
-CURL_WORKERS = 16
 SMALL_FILE_LIMIT = 256 * 2**20  # tokenizer.json of large-vocab models is ~30 MB; weights are refused by suffix
 SKIP_DIRS = {".git", ".cache"}  # git metadata, huggingface_hub's local_dir bookkeeping
 MAX_FILES = 200_000  # a checkpoint has tens of files; walking "/" or a home folder by mistake must stop early
@@ -182,7 +174,7 @@ class Source:
             return None
         try:
             with path.open("rb") as fh:
-                if _msgspec_decode is not None and fh.seek(0, os.SEEK_END) >= MAP_FROM_BYTES:
+                if fh.seek(0, os.SEEK_END) >= MAP_FROM_BYTES:
                     # A large index is decoded from the page cache: no 10 MB buffer to allocate and fill.
                     with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as view:
                         doc = _fast_decode(view, typed)
@@ -283,8 +275,7 @@ class LocalSource(Source):
         return real
 
     def read_headers(self, names: list[str]) -> dict[str, SafetensorsHeader | CheckpointError]:
-        # Sequential: the work is json parsing under the GIL and the files are in the page cache; a thread pool
-        # measured slower (benchmarks/bench_inspect_local.py).
+        # Sequential: the work is JSON parsing under the GIL, from the page cache; threads would only take turns.
         out: dict[str, SafetensorsHeader | CheckpointError] = {}
         for name in names:
             path = self.path_of(name)
@@ -302,11 +293,9 @@ class LocalSource(Source):
 
 
 def _fast_decode(data: bytes | mmap.mmap, typed: Callable[[bytes], dict[str, Any]] | None) -> dict[str, Any] | None:
-    """msgspec's decode (~2x faster than json on a 100k-entry index), `typed` first; None if neither gives a JSON
-    object (json then explains the problem precisely)."""
-    if _msgspec_decode is None:
-        return None
-    for decode in (typed, _msgspec_decode) if typed else (_msgspec_decode,):
+    """msgspec's decode (it reads UTF-8 bytes directly, faster than json), `typed` first; None if neither gives a
+    JSON object (json then explains the problem precisely)."""
+    for decode in (typed, msgspec.json.decode) if typed else (msgspec.json.decode,):
         try:
             doc = decode(data)  # type: ignore[arg-type]
         except Exception:  # noqa: BLE001 - re-parsed by the caller with json for a precise message
@@ -320,7 +309,7 @@ def _index_decoder(listed: tuple[str, ...]) -> Callable[[bytes], dict[str, Any]]
     shard as the one shared string of that shard, not a fresh copy per tensor: ~100k strings fewer to build, hash and
     free. Anything else (another key, an unlisted shard, a value that is not a string) fails it, and the caller
     decodes the file generically."""
-    if msgspec is None or not listed:
+    if not listed:
         return None
 
     fields = [("weight_map", dict[str, Literal[listed]]), ("metadata", Any, msgspec.UNSET)]  # type: ignore[valid-type]
@@ -409,14 +398,6 @@ def git_head(root: Path) -> str | None:
     return None
 
 
-def _workers_to_start() -> int:
-    """Workers an inspect needs at once: one per header in flight when they go through huggingface_hub's client,
-    else enough for the small files fetched alongside (and any header asked again after a failed first try)."""
-    from onboard.inspect_checkpoint import hub_client, hub_headers
-
-    return min(hub_client.concurrency(), CURL_WORKERS) if hub_headers.first_try_by_curl() else hub_client.concurrency()
-
-
 class HubSource(Source):
     # `hub` (huggingface_hub, its HTTP client, the header pack cache) is imported in these methods only: a local
     # inspect never loads it.
@@ -432,19 +413,14 @@ class HubSource(Source):
     ) -> None:
         from concurrent.futures import ThreadPoolExecutor
 
-        from onboard.inspect_checkpoint import header_pack, hub, hub_client
+        from onboard.inspect_checkpoint import header_pack, hub
 
         self.display = repo_id
         self.repo_id = repo_id
         self.local_dir = None
-        # Every request through huggingface_hub's client (small files, the index, headers unless libcurl sends
-        # their first try: hub_headers.header_future) runs on this pool: its size bounds what is in flight. For an inspect
-        # (prefetch) its workers are started now, in the background, while the listing is in flight: started on
-        # demand, each start waited for the GIL behind the workers already sending (130 ms of a 163-shard inspect).
-        # A caller that reads a few small files (prefetch=False) starts them as it goes.
-        self._pool = ThreadPoolExecutor(max_workers=hub_client.concurrency(), thread_name_prefix="onboard-hub")
-        if prefetch:
-            hub_client.start_workers(self._pool, _workers_to_start)
+        # Every request but the listing and its speculative GETs (hub.list_repo) runs on this pool (small files, the
+        # index, the headers): its size bounds the requests in flight.
+        self._pool = ThreadPoolExecutor(max_workers=hub.concurrency(), thread_name_prefix="onboard-hub")
         if not _same_repo(listing, repo_id, revision):  # the caller's listing is reused, never asked for again
             listing = hub.list_repo(repo_id, revision, speculate=speculate)
         assert listing is not None
@@ -462,7 +438,7 @@ class HubSource(Source):
         self._counter = hub.ByteCounter()  # header bytes (bytes_fetched)
         self._file_counter = hub.ByteCounter()  # small files and the index
         self._downloads: dict[str, Future[Path | None]] = {}
-        self._headers: dict[str, Future[bytes]] = {}  # raw bytes: parsed by the caller, see hub_headers.header_bytes_of
+        self._headers: dict[str, Future[bytes]] = {}  # raw bytes, parsed by read_headers and cached as they came
         self._ranges: dict[str, int] | None = None  # first range per shard, sized from the index
         self._pack = header_pack.read_header_pack(repo_id, listing.sha)  # headers read before (immutable per commit)
         if prefetch:
@@ -506,7 +482,7 @@ class HubSource(Source):
         if fut is None:
             first_range = (self._ranges or {}).get(name, hub_headers.FIRST_RANGE)
             args = (self.repo_id, self.revision, name, self._sizes.get(name), self._counter, first_range)
-            fut = hub_headers.header_future(self._pool, *args)  # type: ignore[arg-type]
+            fut = self._pool.submit(hub_headers.header_bytes_of, *args)  # type: ignore[arg-type]
             self._headers[name] = fut
         return fut
 
@@ -551,8 +527,7 @@ class HubSource(Source):
         for name in names:
             if name in self._sizes:
                 futures[name] = self._header_future(name)
-        # Parsed in the order they arrive, so parsing overlaps the requests still in flight (in name order, the
-        # parse of every header after the slowest one waited for it: ~16 ms past the last response at 163 shards).
+        # Parsed in the order they arrive, so parsing overlaps the requests still in flight.
         parsed: dict[str, SafetensorsHeader | CheckpointError] = {}
         fetched: dict[str, bytes] = {}
         pending = {fut: name for name, fut in futures.items()}

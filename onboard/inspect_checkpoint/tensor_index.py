@@ -1,25 +1,19 @@
 """All tensors of a checkpoint grouped by name shape, built in one pass at C speed.
 
 A 1T-parameter checkpoint has ~140k tensors but only ~100 distinct name shapes (`layers.#.mlp.experts.#.w1.weight`).
-The analysis works on those groups: per-tensor work would cost more than reading the headers, and a whole-process
-`onboard inspect` aims at 2.5× a bare header read (benchmarks/bench_inspect_local.py). The per-tensor steps below are
-`map`, `str.translate`, `dict.setdefault`, `Counter` and `compress` over iterators — no Python-level loop body per
-tensor, and no per-tensor list kept beyond each tensor's name and group id.
-
-Indexes built apart (index_worker groups the last shards in a second process) are put together with `concat`,
-which gives what one build over all the tensors gives; one crosses processes as an `IndexPart`.
+The analysis works on those groups: per-tensor Python work would cost more than reading the headers. The per-tensor
+steps below are `map`, `str.translate`, `dict.setdefault`, `Counter` and `compress` over iterators — no Python-level
+loop body per tensor, and no per-tensor list kept beyond each tensor's name and group id.
 """
 
 from __future__ import annotations
 
 import re
-from array import array
 from bisect import bisect_right
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from itertools import accumulate, chain, compress, count, repeat
+from itertools import compress, count, repeat
 from operator import attrgetter, itemgetter, ne, sub
-from typing import NamedTuple
 
 import msgspec
 
@@ -60,50 +54,6 @@ class TensorGroup(msgspec.Struct, frozen=True):
         return n * 2 if self.dtype == "U8" and self.template.endswith("_blocks") else n
 
 
-class IndexPart(msgspec.Struct, array_like=True):
-    """A TensorIndex as one process hands it to another (index_worker: the shards read on a second core). The
-    per-tensor data travels as three buffers, not 50k objects to build and free: the names end to end (UTF-8), the
-    byte offset each ends at, and each tensor's group id. Decoded, they are views into the buffer the part was
-    decoded from, not copies. Positions count from the part's first tensor."""
-
-    groups: list[TensorGroup]
-    order: list[tuple[str, int]]
-    raw_firsts: dict[str, int]
-    names: memoryview
-    ends: memoryview  # int64s (array("q"))
-    firsts: memoryview  # int64s
-    counts: dict[int, int]
-    id_shapes: dict[int, tuple[int, ...]]
-    odd_shapes: dict[int, tuple[int, ...]]
-
-
-class _PackedNames:
-    """Names end to end (UTF-8) and the byte offset each ends at; a name is decoded when asked for."""
-
-    __slots__ = ("_data", "_ends")
-
-    def __init__(self, data: memoryview, ends: Sequence[int]) -> None:
-        self._data, self._ends = data, ends
-
-    def __len__(self) -> int:
-        return len(self._ends)
-
-    def __getitem__(self, p: int) -> str:
-        return str(self._data[self._ends[p - 1] if p else 0 : self._ends[p]], "utf-8")
-
-    def __iter__(self) -> Iterator[str]:
-        return map(self.__getitem__, range(len(self._ends)))
-
-
-class _Segment(NamedTuple):
-    """Tensors built together (one build, or one process's part): their names and group ids, the ids counted from
-    the segment's own first tensor (at `start` in the whole index), so putting parts together copies no list."""
-
-    start: int
-    names: Sequence[str] | _PackedNames
-    firsts: Sequence[int]
-
-
 class TensorIndex:
     def __init__(self, groups: list[TensorGroup]) -> None:
         self.groups = groups
@@ -112,17 +62,13 @@ class TensorIndex:
         # id, the position of its raw group's first tensor. A raw group is one masked name with one dtype and the
         # same digits inside names (`w1` apart from `w3`): what becomes a group, or part of one once groups of other
         # digit counts (`layers.9` and `layers.10`) are merged. A group's `members` name its raw groups' firsts.
-        self._segments: list[_Segment] = []
-        self._starts: list[int] = []
+        self._names: Sequence[str] = ()
+        self._firsts: list[int] = []
         self._counts: dict[int, int] = {}  # tensors per group id
         self._first_of: dict[str, int] = {}  # a raw group's first tensor's name -> its group id
         self._id_shapes: dict[int, tuple[int, ...]] = {}  # group id -> the shape of its tensors not in _odd_shapes
         self._odd_shapes: dict[int, tuple[int, ...]] = {}  # position -> shape, where unlike its masked name's first
         self._small: dict[int, list[int]] | None = None
-        # What concat needs to order groups as one build over all the tensors would: each masked name's first
-        # position, and per group the masked name and first position of the first raw group merged into it.
-        self._raw_firsts: dict[str, int] = {}
-        self._order: list[tuple[str, int]] = []
 
     # -- building ------------------------------------------------------------------------------------------------
 
@@ -148,65 +94,6 @@ class TensorIndex:
         files = [t.file for t in entries]
         bounds = [(i + 1, f) for i, f in enumerate(files)]
         return cls._build(names, entries, bounds)
-
-    @classmethod
-    def concat(cls, parts: Iterable[TensorIndex]) -> TensorIndex:
-        """The index of the parts' tensors one after another: the groups, in the order, that one build over all of
-        them gives. (A group's `members` also name its first tensor in each part: the queries look tensors up by
-        those.)"""
-        parts = [p for p in parts if p.total]
-        if len(parts) <= 1:
-            return parts[0] if parts else cls([])
-        index = cls([])
-        keyed: list[tuple[tuple[int, int], TensorGroup, tuple[str, int]]] = []
-        off = 0
-        for part in parts:
-            index._segments += [seg._replace(start=seg.start + off) for seg in part._segments]
-            index._counts.update({i + off: n for i, n in part._counts.items()})
-            index._first_of.update({name: i + off for name, i in part._first_of.items()})
-            index._id_shapes.update({i + off: shape for i, shape in part._id_shapes.items()})
-            index._odd_shapes.update({p + off: shape for p, shape in part._odd_shapes.items()})
-            for key, i in part._raw_firsts.items():
-                index._raw_firsts.setdefault(key, i + off)
-            # A group sorts where one build would have met it: at its masked name's first tensor in any part, then
-            # by its own first tensor (dtypes of one masked name split in the order they first appear).
-            keyed += [((index._raw_firsts[key], own + off), g, (key, own + off))
-                      for g, (key, own) in zip(part.groups, part._order, strict=True)]  # fmt: skip
-            off += part.total
-        keyed.sort(key=itemgetter(0))
-        index.groups, index._order = _merge([g for _, g, _ in keyed], [o for _, _, o in keyed])
-        index.total = off
-        index._starts = [seg.start for seg in index._segments]
-        return index
-
-    def to_part(self) -> IndexPart:
-        names = [name for seg in self._segments for name in seg.names]
-        firsts = array("q")
-        for seg in self._segments:
-            firsts.extend(map(seg.start.__add__, seg.firsts) if seg.start else seg.firsts)
-        text = "".join(names)
-        data = text.encode()
-        # ASCII names (the usual case): a name's bytes are its characters.
-        lengths = map(len, names) if len(data) == len(text) else map(len, map(str.encode, names))
-        ends = array("q", accumulate(lengths))
-        return IndexPart(self.groups, self._order, self._raw_firsts, memoryview(data), memoryview(ends),
-                         memoryview(firsts), dict(self._counts), self._id_shapes, self._odd_shapes)  # fmt: skip
-
-    @classmethod
-    def from_part(cls, part: IndexPart) -> TensorIndex:
-        """The index a part describes; ValueError if its buffers disagree with its counts."""
-        ends, firsts = part.ends.cast("B").cast("q"), part.firsts.cast("B").cast("q")
-        index = cls(part.groups)
-        counted = len(ends) == len(firsts) == index.total == sum(part.counts.values())
-        in_range = all(0 <= i < index.total for i in chain(part.counts, part.id_shapes, part.odd_shapes))
-        if not counted or not in_range or (ends and ends[-1] != len(part.names)):
-            raise ValueError("an index part whose buffers disagree with its counts")
-        names = _PackedNames(part.names, ends)
-        index._segments, index._starts = [_Segment(0, names, firsts)], [0]
-        index._counts, index._id_shapes, index._odd_shapes = part.counts, part.id_shapes, part.odd_shapes
-        index._first_of = {names[i]: i for i in part.id_shapes}
-        index._raw_firsts, index._order = part.raw_firsts, part.order
-        return index
 
     @classmethod
     def _build(
@@ -253,7 +140,6 @@ class TensorIndex:
                                bounds[bisect_right(ends_of_files, first)][1])  # fmt: skip
 
         groups: list[TensorGroup] = []
-        order: list[tuple[str, int]] = []  # per group: its masked name and its first tensor's position
         members_of: dict | None = None
         for key, i in first_index.items():
             inner = _inner_digit_positions(key)
@@ -264,7 +150,6 @@ class TensorIndex:
                 else:
                     size = counts[i] * first_size[i]
                 groups.append(group(_RUNS.sub("{}", key), i, counts[i], size))
-                order.append((key, i))
                 continue
             # A raw group is split when its dtypes are mixed or when it masked digits inside a name component
             # (`w1`/`w3`, `fc1`/`fc2` share a masked key).
@@ -282,15 +167,11 @@ class TensorIndex:
                     counts[positions[0]], counts[i] = len(positions), counts[i] - len(positions)
                     id_shapes[positions[0]] = id_shapes[i]  # what the odd shapes were judged against
                 groups.append(group(tn.template(names[positions[0]]), positions[0], len(positions), size))
-                order.append((key, positions[0]))
-        index = cls([])
-        index.groups, index._order = _merge(groups, order)
-        index.total = len(names)
-        index._segments, index._starts, index._counts = [_Segment(0, names, firsts)], [0], counts
+        index = cls(_merge(groups))
+        index._names, index._firsts, index._counts = names, firsts, counts
         index._first_of = {names[i]: i for i in id_shapes}
         index._id_shapes = id_shapes
         index._odd_shapes = {p: tuple(entries[p].shape) for p in odd}
-        index._raw_firsts = first_index
         return index
 
     # -- queries -------------------------------------------------------------------------------------------------
@@ -302,7 +183,7 @@ class TensorIndex:
     def shapes_of(self, groups: Iterable[TensorGroup]) -> list[tuple[str, tuple[int, ...]]]:
         """(name, shape) of every tensor in the given groups (small groups only, as names_of)."""
         groups = list(groups)
-        if not self._segments or not groups:
+        if not self._firsts or not groups:
             return [(g.first_name, g.first_shape) for g in groups]
         firsts_wanted = {m for g in groups for m in (g.members or (g.first_name,))}
         # The group id of a tensor is the position of its group's first tensor; find those positions once.
@@ -312,21 +193,14 @@ class TensorIndex:
             found: Iterable[tuple[int, int]] = sorted((p, i) for i in ids for p in small[i])
         else:
             found = self._find(ids)
-        odd, id_shapes, starts, segments = self._odd_shapes, self._id_shapes, self._starts, self._segments
-        out = []
-        for p, i in found:
-            seg = segments[bisect_right(starts, p) - 1]
-            out.append((seg.names[p - seg.start], odd[p] if p in odd else id_shapes[i]))
-        return out
+        odd, id_shapes, names = self._odd_shapes, self._id_shapes, self._names
+        return [(names[p], odd[p] if p in odd else id_shapes[i]) for p, i in found]
 
     def _find(self, ids: set[int]) -> Iterator[tuple[int, int]]:
-        """(position, group id) of each tensor in the groups `ids`, in order: one C-level pass per segment."""
-        for seg in self._segments:
-            local = {i - seg.start for i in ids if seg.start <= i < seg.start + len(seg.firsts)}
-            if local:
-                firsts = seg.firsts
-                for p in compress(count(), map(local.__contains__, firsts)):
-                    yield seg.start + p, seg.start + firsts[p]
+        """(position, group id) of each tensor in the groups `ids`, in order: one C-level pass."""
+        firsts = self._firsts
+        for p in compress(count(), map(ids.__contains__, firsts)):
+            yield p, firsts[p]
 
     def _small_group_positions(self) -> dict[int, list[int]]:
         """Group id -> positions of its tensors, for the groups of at most SMALL_GROUP tensors (one pass over all
@@ -334,11 +208,9 @@ class TensorIndex:
         if self._small is None:
             wanted = {i for i, n in self._counts.items() if n <= SMALL_GROUP}
             small = self._small = {i: [] for i in wanted}
-            for seg in self._segments:  # _find's pass, without a tuple per tensor found (~10k here)
-                start, firsts = seg.start, seg.firsts
-                local = {i - start for i in wanted if start <= i < start + len(firsts)}
-                for p in compress(count(), map(local.__contains__, firsts)):
-                    small[start + firsts[p]].append(start + p)
+            firsts = self._firsts
+            for p in compress(count(), map(wanted.__contains__, firsts)):
+                small[firsts[p]].append(p)
         return self._small
 
 
@@ -374,21 +246,18 @@ def _inner_digit_positions(key: str) -> tuple[int, ...]:
     return tuple(p for p, ch in enumerate(key) if ch == "#" and p not in whole)
 
 
-def _merge(groups: list[TensorGroup], order: list[tuple[str, int]]) -> tuple[list[TensorGroup], list[tuple[str, int]]]:
-    """One group per (template, dtype): raw groups differ when indices have different digit counts. Each merged
-    group keeps the `order` entry of the first group merged into it."""
+def _merge(groups: list[TensorGroup]) -> list[TensorGroup]:
+    """One group per (template, dtype): raw groups differ when indices have different digit counts."""
     merged: dict[tuple[str, str], TensorGroup] = {}
-    first_order: dict[tuple[str, str], tuple[str, int]] = {}
-    for g, where in zip(groups, order, strict=True):
+    for g in groups:
         key = (g.template, g.dtype)
         members = g.members or (g.first_name,)
         prev = merged.get(key)
         if prev is None:
             merged[key] = TensorGroup(g.template, g.dtype, g.count, g.nbytes, g.first_name, g.first_shape,
                                       g.first_file, members)  # fmt: skip
-            first_order[key] = where
         else:
             merged[key] = TensorGroup(prev.template, prev.dtype, prev.count + g.count, prev.nbytes + g.nbytes,
                                       prev.first_name, prev.first_shape, prev.first_file,
                                       prev.members + members)  # fmt: skip
-    return list(merged.values()), list(first_order.values())
+    return list(merged.values())

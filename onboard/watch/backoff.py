@@ -1,11 +1,9 @@
-"""Retry delays: exponential with jitter, never shorter than what the server asked for (Retry-After)."""
+"""Retry delays: exponential with jitter, never shorter than what the server asked for (Retry-After, parsed by
+onboard.retry_after)."""
 
 from __future__ import annotations
 
-import email.utils
 import random
-import time
-from collections.abc import Mapping
 from dataclasses import dataclass
 
 
@@ -25,20 +23,3 @@ class Backoff:
         raw *= 1.0 + random.uniform(-self.jitter, self.jitter)
         # The server's Retry-After is a floor, and it may exceed our cap: a rate limit is not ours to shorten.
         return max(raw, retry_after or 0.0)
-
-
-def retry_after_seconds(headers: Mapping[str, str] | None, now: float | None = None) -> float | None:
-    """Parse `Retry-After` (delay-seconds or an HTTP date) into seconds from now; None when absent or unreadable."""
-    if not headers:
-        return None
-    value = next((v for k, v in headers.items() if k.lower() == "retry-after"), None)
-    if value is None:
-        return None
-    value = value.strip()
-    if value.isdigit():
-        return float(value)
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    return max(0.0, when.timestamp() - (now if now is not None else time.time()))

@@ -13,7 +13,7 @@ import urllib.request
 from dataclasses import dataclass
 
 from onboard.errors import InputError
-from onboard.watch.backoff import retry_after_seconds
+from onboard.retry_after import retry_after_seconds
 from onboard.watch.types import Job, RunOutcome
 
 DEFAULT_EVENT_TYPE = "hf-model-upload"

@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from onboard.errors import HubError
-from onboard.watch.backoff import Backoff, retry_after_seconds
+from onboard.retry_after import retry_after_seconds
+from onboard.watch.backoff import Backoff
 from onboard.watch.dedupe import PromotedCheck, never_promoted
 from onboard.watch.queue import Queue
 from onboard.watch.types import JobKey, is_repo_id

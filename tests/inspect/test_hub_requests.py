@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from onboard.errors import InputError
-from onboard.inspect_checkpoint import hub, hub_client, hub_headers
+from onboard.inspect_checkpoint import hub, hub_headers
 from onboard.inspect_checkpoint.checkpoint_types import SafetensorsHeader
 from onboard.inspect_checkpoint.source import open_source
 from tests import malformed as M
@@ -120,21 +120,21 @@ def test_requests_in_flight_are_bounded_by_the_limit(
 ) -> None:
     hub_env.add_repo(REPO, _sharded_repo(tmp_path / "repo", 12, per_shard=4))
     hub_env.latency = 0.1  # every request stays open long enough to overlap with the others
-    monkeypatch.setenv(hub_client.CONCURRENCY_ENV, "3")
+    monkeypatch.setenv(hub.CONCURRENCY_ENV, "3")
     src = open_source(REPO)
     assert all(isinstance(h, SafetensorsHeader) for h in src.read_headers(src.safetensors_files()).values())
     assert hub_env.stats.max_in_flight == 3
     hub_env.reset_stats()
     monkeypatch.setenv("ONBOARD_CACHE", str(tmp_path / "cold-cache"))  # every header asked for again
-    monkeypatch.delenv(hub_client.CONCURRENCY_ENV)
-    assert hub_client.concurrency() == hub_client.DEFAULT_CONCURRENCY >= 64
+    monkeypatch.delenv(hub.CONCURRENCY_ENV)
+    assert hub.concurrency() == hub.DEFAULT_CONCURRENCY > 3
     src = open_source(REPO)
     src.read_headers(src.safetensors_files())
     assert hub_env.stats.max_in_flight > 3  # the default lets the 12 shards go at once
     for bad in ("0", "many"):
-        monkeypatch.setenv(hub_client.CONCURRENCY_ENV, bad)
-        with pytest.raises(InputError, match=hub_client.CONCURRENCY_ENV):
-            hub_client.concurrency()
+        monkeypatch.setenv(hub.CONCURRENCY_ENV, bad)
+        with pytest.raises(InputError, match=hub.CONCURRENCY_ENV):
+            hub.concurrency()
 
 
 def test_a_listing_passed_down_is_not_asked_again(hub_env: HubServer, tmp_path: Path) -> None:

@@ -12,7 +12,7 @@ import pytest
 from huggingface_hub import HfApi
 
 from onboard.errors import HubError
-from onboard.watch.backoff import Backoff, retry_after_seconds
+from onboard.watch.backoff import Backoff
 from onboard.watch.poller import Watcher, poll_once
 from onboard.watch.queue import Queue
 from tests.hubserver import HubServer
@@ -95,9 +95,6 @@ def test_backoff_policy() -> None:
     b = Backoff(base_s=5, factor=2, cap_s=60, jitter=0.0)
     assert [b.delay(n) for n in (1, 2, 3, 4, 5, 6)] == [5, 10, 20, 40, 60, 60]
     assert b.delay(1, retry_after=120) == 120  # the server's wait wins, even over the cap
-    assert retry_after_seconds({"retry-after": "30"}) == 30
-    assert retry_after_seconds({"Retry-After": "Wed, 21 Oct 2015 07:28:00 GMT"}, now=1445412470.0) == 10
-    assert retry_after_seconds({"Retry-After": "soon"}) is None and retry_after_seconds(None) is None
 
 
 def _watch_cli(hub: HubServer, db: Path, log: Path, *extra: str) -> dict:

@@ -1,0 +1,30 @@
+"""An HTTP answer's `Retry-After` header (RFC 9110 §10.2.3) as seconds to wait: the one parser for hub requests
+(inspect_checkpoint.hub) and the watch service's polls and dispatches."""
+
+from __future__ import annotations
+
+import email.utils
+import time
+from collections.abc import Mapping
+from datetime import timezone
+
+
+def retry_after_seconds(headers: Mapping[str, str] | None, now: float | None = None) -> float | None:
+    """Seconds from `now` (default: the clock) that `headers` ask a client to wait: delay-seconds, or an HTTP-date
+    (0 once it has passed). None when the header is absent or is neither (a negative number, a fraction, text).
+    Header names are matched case-insensitively, so a plain dict, httpx's or urllib's headers all work."""
+    if not headers:
+        return None
+    value = next((v for k, v in headers.items() if k.lower() == "retry-after"), None)
+    if value is None:
+        return None
+    value = str(value).strip()
+    if value.isascii() and value.isdigit():
+        return float(value)
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when.tzinfo is None:  # asctime's form carries no zone: an HTTP-date is always GMT
+        when = when.replace(tzinfo=timezone.utc)
+    return max(0.0, when.timestamp() - (time.time() if now is None else now))
