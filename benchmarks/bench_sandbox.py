@@ -1,9 +1,8 @@
 """The sandboxed reference's forward vs transformers in process, same model, same dtype, same threads (CPU).
 
 A llama-shaped model (~35M parameters, random weights, built from its config and saved to a temp dir) is loaded
-twice: in this process (trust_remote_code=False) and in the sandbox worker through run_isolated (bubblewrap or
-unshare, whichever run_isolated picks). Prints the median forward time of each side and the ratio sandbox /
-in-process (target <= 1.5x). The sandbox's forward is timed inside the worker, so process start, imports and
+twice: in this process (trust_remote_code=False) and in the sandbox worker through run_isolated (bubblewrap).
+Prints the median forward time of each side and the ratio sandbox / in-process (target <= 1.5x). The sandbox's forward is timed inside the worker, so process start, imports and
 loading do not count there; the whole call (start + imports + load + forwards + transfer back) is reported
 separately, because that is what a caller waits for. The logits must agree exactly (same dtype and threads).
 

@@ -47,8 +47,8 @@ def _row(multiplier: float, floor: tuple[float, ...], uncalibrated: tuple[float,
 # max(floor, multiplier × the reference's own statistic in that dtype); floors only stop a perfectly quiet reference
 # (float32 vs float64: KL ~1e-13) from demanding bit-exactness of another kernel library. Without a calibration the
 # `uncalibrated` column applies alone (the old generous bounds: nothing better is known, and validate says so).
-#   stat: what is compared; why: the reason for the multiplier (figures: README, "What each check can and cannot
-#   see", re-measured by benchmarks/fidelity_limits.py).
+#   stat: what is compared; why: the reason for the multiplier (figures: docs/fidelity.md, re-measured by
+#   benchmarks/fidelity_limits.py).
 THRESHOLDS: dict[str, dict[str, object]] = {
     "kl_mean": _row(1.5, (1e-14, 1e-10, 1e-8, 1e-6), (1e-13, 1e-10, 1e-4, 1e-3),
         stat="mean KL(ref||cand) over positions <= multiplier x (reference mean + SAMPLE_SIGMAS x its sd / sqrt(N)) "

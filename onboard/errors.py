@@ -61,7 +61,7 @@ class ConfigError(InputError):
 
 
 class SandboxUnavailable(InputError):
-    """Isolation cannot be set up here (no bubblewrap / unshare, or namespaces are disabled): install it, or pass
+    """Isolation cannot be set up here (no bubblewrap, or namespaces are disabled): install it, or pass
     --unsafe-no-sandbox to run the repository's code without isolation (reported)."""
 
 

@@ -154,7 +154,7 @@ def describe(reference: Reference, policy: RemoteCodePolicy, checkpoint: Path | 
 
 
 def _isolation(policy: RemoteCodePolicy) -> str:
-    """How the repository's code is (or was) isolated: bubblewrap, unshare, or none (--unsafe-no-sandbox)."""
+    """How the repository's code is (or was) isolated: bubblewrap, or none (--unsafe-no-sandbox)."""
     from onboard.errors import SandboxUnavailable
     from onboard.sandbox import isolation_method
     from onboard.sandbox.protocol import in_worker

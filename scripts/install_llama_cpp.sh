@@ -6,8 +6,8 @@
 # $VENV/share/llama.cpp and run with the project's .venv python (torch, transformers already there; no second torch).
 # Idempotent: a stamp file records a finished install and its build flags. The compiled wheel is kept in a cache
 # folder named by version and flags (pip's own wheel cache ignores CMAKE_ARGS, so it would hand back a wheel built
-# with other flags), so a rebuild on the same machine reuses it (the first build is the slow part: see README,
-# "Quantize and serve on llama.cpp").
+# with other flags), so a rebuild on the same machine reuses it (the first build is the slow part: see
+# benchmarks/README.md, "llama.cpp").
 # Usage: scripts/install_llama_cpp.sh [VENV_DIR]   (default .venv-llamacpp in the repository root)
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -1,7 +1,7 @@
 """Every `onboard …` command line in README.md and docs/*.md names a command that exists and options it takes.
 
-The README's CLI reference is generated from --help (scripts/gen_cli_reference.py), but the walk-throughs, the
-runbook and the webhook guide are written by hand: a renamed option would leave them telling users to type
+docs/cli.md is generated from --help (scripts/gen_cli_reference.py), but the README's tour, the other docs pages,
+the runbook and the webhook guide are written by hand: a renamed option would leave them telling users to type
 something that fails. Only the words are checked (the command path and every --option), nothing is run.
 """
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -152,7 +151,6 @@ def run_new_model(
             continue
         ctx.results[stage.name] = out
         remember(run_dir, stage.name, key)
-        _crash_for_tests(stage.name)
         failed = [c["name"] for c in out.get("checks", []) if c.get("required", True) and not c.get("passed")]
         outcome = "ok" if out.get("passed", True) else "checks-failed"
         seconds = progress.done(stage.name, outcome, ", ".join(failed[:4]))
@@ -161,12 +159,6 @@ def run_new_model(
         _note_unusable(result, stage.name, out)
     _finish(result, workspace, progress, promote, registry)
     return result
-
-
-def _crash_for_tests(stage: str) -> None:
-    """ONBOARD_TEST_CRASH_AFTER=<stage>: die like `kill -9` right after that stage (the resume test uses it)."""
-    if os.environ.get("ONBOARD_TEST_CRASH_AFTER") == stage:
-        os.kill(os.getpid(), signal.SIGKILL)
 
 
 def _usable(stage: str, out: dict[str, Any]) -> bool:

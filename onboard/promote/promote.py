@@ -22,7 +22,6 @@ from onboard.fsutil import atomic_write_json, clean_os_errors, os_error, read_js
 from onboard.promote import hashing, provenance
 from onboard.promote.checklist import Checklist, ChecklistState, evaluate, load_checklist
 from onboard.promote.checklist_md import write_checklist
-from onboard.promote.faults import pause
 from onboard.promote.record import CheckRow, FileEntry, PromotionRecord
 from onboard.promote.registry import AlreadyPromoted, Registry, default_registry_path
 from onboard.promote.signoff import load_signoffs
@@ -120,7 +119,6 @@ def promote(
     rev_dir = resolve_revision(workspace, slug, revision)
     reg = Registry(registry or default_registry_path(workspace))
     with _revision_lock(rev_dir):
-        pause("locked")
         finished = _finish_interrupted(rev_dir, reg)
         if finished is not None:
             ev = evaluate_revision(slug, workspace, revision=rev_dir.name, registry=reg.path, checklist=checklist)
@@ -142,9 +140,7 @@ def promote(
             )
         record = build_record(slug, workspace, ev, by or provenance.current_user())
         atomic_write_json(rev_dir / PENDING, {"attempt": record.attempt, "model": record.model})
-        pause("pending_written")
         saved = reg.add(record, expect_latest=ev.previous.id if ev.previous else None)
-        pause("committed")
         _finish(rev_dir, saved)
         return PromotionOutcome(saved, state, False, rev_dir / RECORD, ev.checklist_md)
 
@@ -197,7 +193,6 @@ def _finish_interrupted(rev_dir: Path, reg: Registry) -> PromotionRecord | None:
 
 def _finish(rev_dir: Path, record: PromotionRecord) -> None:
     atomic_write_json(rev_dir / RECORD, record.to_dict())
-    pause("record_written")
     (rev_dir / PENDING).unlink(missing_ok=True)
 
 

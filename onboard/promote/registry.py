@@ -18,7 +18,6 @@ from pathlib import Path
 
 from onboard.errors import ChecksFailed, InputError
 from onboard.fsutil import os_error
-from onboard.promote.faults import pause
 from onboard.promote.record import PromotionRecord, PromotionSummary
 
 ENV_REGISTRY = "ONBOARD_REGISTRY"
@@ -146,7 +145,6 @@ class Registry:
         with self._connect() as conn:
             conn.execute("BEGIN IMMEDIATE")  # takes the write lock now: concurrent promoters queue here
             try:
-                pause("txn_begun")
                 same = conn.execute(
                     "SELECT id, promoted_by, promoted_at FROM promotions WHERE model = ? AND revision = ?",
                     (record.model, record.revision),
@@ -168,18 +166,15 @@ class Registry:
                      record.golden_sha256, json.dumps(record.to_dict(), ensure_ascii=False)),
                 )  # fmt: skip
                 record_id = int(cur.lastrowid or 0)
-                pause("promotion_inserted")
                 conn.executemany(
                     "INSERT INTO promotion_files (promotion_id, path, sha256, size) VALUES (?, ?, ?, ?)",
                     [(record_id, f.path, f.sha256, f.size) for f in record.files],
                 )
-                pause("files_inserted")
                 conn.executemany(
                     "INSERT INTO promotion_checks (promotion_id, stage, name, passed, required, detail)"
                     " VALUES (?, ?, ?, ?, ?, ?)",
                     [(record_id, c.stage, c.name, int(c.passed), int(c.required), c.detail) for c in record.checks],
                 )
-                pause("checks_inserted")
                 conn.execute("COMMIT")
             except sqlite3.IntegrityError as exc:
                 conn.rollback()

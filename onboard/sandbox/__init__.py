@@ -3,8 +3,8 @@
     from onboard.sandbox import run_isolated, Limits, SandboxError, SandboxUnavailable
     logits = run_isolated("onboard.sandbox.causal_lm:logits", kwargs={...}, checkpoint=Path(...))
 
-Isolation (onboard/sandbox/isolation.py): bubblewrap, else util-linux `unshare`, else SandboxUnavailable unless
-the user passed --unsafe-no-sandbox. The worker: no network, read-only file system but its temp dir, fresh HOME
+Isolation (onboard/sandbox/isolation.py): bubblewrap, else SandboxUnavailable unless the user passed
+--unsafe-no-sandbox. The worker: no network, read-only file system but its temp dir, fresh HOME
 and HF cache, offline, CPU-time / memory / file-size / wall-time limits. Nothing here imports torch.
 """
 

@@ -1,6 +1,6 @@
-"""How the worker is isolated: bubblewrap first, util-linux `unshare` second, nothing only when the user says so.
+"""How the worker is isolated: bubblewrap, or nothing only when the user says so (--unsafe-no-sandbox).
 
-Both methods give the worker the same view:
+bubblewrap (a maintained, audited tool) gives the worker this view:
 - no network: a fresh network namespace (loopback down too); also fresh PID, IPC and UTS namespaces;
 - the whole file system read-only, with the parent's HOME, /tmp, /var/tmp and /run hidden behind empty read-only
   tmpfs (secrets and Unix sockets such as a Docker socket live there; a socket ignores read-only mounts);
@@ -8,8 +8,6 @@ Both methods give the worker the same view:
   (plus the targets of its symlinks: a hub cache snapshot links into `blobs/`);
 - one writable folder: the call's own temp dir;
 - no capabilities (as root too), no controlling terminal.
-bubblewrap builds this view itself; with `unshare` the worker builds it (onboard/sandbox/lockdown.py) before it
-imports anything else. bubblewrap is preferred because it is a maintained, audited tool.
 """
 
 from __future__ import annotations
@@ -25,12 +23,12 @@ from pathlib import Path
 from onboard.errors import SandboxUnavailable
 
 BUBBLEWRAP = "bubblewrap"
-UNSHARE = "unshare"
 UNSAFE = "none (--unsafe-no-sandbox)"
 
 INSTALL_HINT = (
     "install bubblewrap (Debian/Ubuntu: `apt-get install bubblewrap`, Fedora: `dnf install bubblewrap`) and allow "
-    "unprivileged user namespaces, or rerun with --unsafe-no-sandbox to run the repository's code WITHOUT isolation"
+    "unprivileged user namespaces, or add --unsafe-no-sandbox to run the repository's code WITHOUT isolation "
+    "(it gets this user's network and files)"
 )
 
 
@@ -121,7 +119,7 @@ def _outermost(paths: set[str]) -> list[str]:
     return out
 
 
-# ---- the two methods ------------------------------------------------------------------------------------------
+# ---- bubblewrap -----------------------------------------------------------------------------------------------
 
 
 def bwrap_prefix(view: View) -> list[str]:
@@ -139,61 +137,51 @@ def bwrap_prefix(view: View) -> list[str]:
     return [*args, "--chdir", view.writable, "--"]
 
 
-def unshare_prefix() -> list[str]:
-    """util-linux `unshare`: namespaces only; the worker then locks the file system down itself (lockdown.py)."""
-    args = ["unshare", "--net", "--mount", "--pid", "--ipc", "--uts", "--fork", "--kill-child", "--mount-proc"]
-    if os.geteuid() != 0:
-        args.append("--map-root-user")  # an unprivileged user gets the namespaces through a user namespace
-    return [*args, "--"]
+def bubblewrap_problem() -> str | None:
+    """None when bubblewrap runs a trivial command here, else why not."""
+    exe = shutil.which("bwrap")
+    return "`bwrap` is not installed (not on PATH)" if exe is None else _probe(exe)
 
 
 @functools.cache
-def _works(method: str) -> str | None:
-    """None when `method` runs a trivial command here, else why not (one probe per process)."""
-    if method == BUBBLEWRAP:
-        exe, probe = "bwrap", ["bwrap", "--unshare-net", "--unshare-pid", "--die-with-parent", "--ro-bind", "/", "/",
-                               "--dev", "/dev", "--proc", "/proc", "--", "true"]  # fmt: skip
-    else:
-        exe, probe = "unshare", [*unshare_prefix(), "true"]
-    if shutil.which(exe) is None:
-        return f"`{exe}` is not installed"
+def _probe(exe: str) -> str | None:
+    """One probe per bwrap binary and process: namespaces may be disabled even where bwrap is installed."""
+    namespaces = ["--unshare-net", "--unshare-pid", "--die-with-parent"]
+    probe = [exe, *namespaces, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--", "true"]
     try:
         proc = subprocess.run(probe, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=30)
     except (OSError, subprocess.TimeoutExpired) as exc:
-        return f"`{exe}` could not start: {exc}"
+        return f"`bwrap` could not start: {exc}"
     if proc.returncode != 0:
-        return f"`{exe}` cannot create namespaces here: {proc.stderr.strip()[-300:] or f'exit {proc.returncode}'}"
+        return f"`bwrap` cannot create namespaces here: {proc.stderr.strip()[-300:] or f'exit {proc.returncode}'}"
     return None
 
 
 def choose_method(unsafe_no_sandbox: bool = False, method: str | None = None) -> str:
-    """The isolation method a call will use: BUBBLEWRAP, UNSHARE, or UNSAFE (only when the user asked for it).
+    """The isolation a call will use: BUBBLEWRAP, or UNSAFE (only when the user asked for it).
 
     --unsafe-no-sandbox permits running without isolation; it does not turn off isolation that works.
 
     Args:
-        unsafe_no_sandbox: the user passed --unsafe-no-sandbox: run unisolated when no method works.
-        method: force BUBBLEWRAP, UNSHARE or UNSAFE (UNSAFE needs unsafe_no_sandbox too): tests, diagnostics.
+        unsafe_no_sandbox: the user passed --unsafe-no-sandbox: run unisolated when bubblewrap does not work.
+        method: force BUBBLEWRAP or UNSAFE (UNSAFE needs unsafe_no_sandbox too): tests, diagnostics.
 
     Raises:
-        SandboxUnavailable: no method works here (or the forced one does not), and unsafe_no_sandbox is False.
+        SandboxUnavailable: bubblewrap does not work here (or was forced and does not), and unsafe_no_sandbox is False.
     """
+    if method not in (None, BUBBLEWRAP, UNSAFE):
+        raise ValueError(f"unknown sandbox method {method!r}")
     if method == UNSAFE:
         if not unsafe_no_sandbox:
             raise ValueError("running without isolation needs unsafe_no_sandbox=True")
         return UNSAFE
-    candidates = [method] if method else [BUBBLEWRAP, UNSHARE]
-    reasons = []
-    for candidate in candidates:
-        if candidate not in (BUBBLEWRAP, UNSHARE):
-            raise ValueError(f"unknown sandbox method {candidate!r}")
-        why = _works(candidate)
-        if why is None:
-            return candidate
-        reasons.append(why)
+    why = bubblewrap_problem()
+    if why is None:
+        return BUBBLEWRAP
     if unsafe_no_sandbox and method is None:
         return UNSAFE
     raise SandboxUnavailable(
-        "cannot isolate the repository's code (no network, read-only checkpoint, limits): " + "; ".join(reasons),
+        f"--trust-remote-code runs the repository's code only inside bubblewrap (no network, read-only checkpoint, "
+        f"limits), and {why}",
         INSTALL_HINT,
     )

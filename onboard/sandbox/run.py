@@ -16,11 +16,11 @@ import subprocess
 import sys
 import tempfile
 import warnings
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from onboard.errors import SandboxError, SandboxUnavailable
+from onboard.errors import SandboxError
 from onboard.sandbox import isolation
 from onboard.sandbox.codec import decode, encode
 from onboard.sandbox.protocol import INPUTS, LOG, OUTPUTS, REQUEST, RESULT, TargetRefused, check_target
@@ -75,13 +75,13 @@ def run_isolated(
             (an UnsafeSandboxWarning is issued; the caller reports it).
         threads: torch intra-op threads in the worker; default: the parent's torch.get_num_threads() when torch is
             loaded, else the same default torch would pick in the parent.
-        method: force an isolation method (isolation.BUBBLEWRAP / UNSHARE / UNSAFE): tests and diagnostics.
+        method: force isolation.BUBBLEWRAP or isolation.UNSAFE: tests and diagnostics.
 
     Returns:
         The function's return value (JSON data, tensors restored as torch tensors on CPU).
 
     Raises:
-        SandboxUnavailable: isolation cannot be set up (says what to install).
+        SandboxUnavailable: bubblewrap does not work here and unsafe_no_sandbox is False (says what to install).
         SandboxError: the worker failed: the target raised (remote traceback's last lines in the message), a limit
             stopped it (named), it was refused, or it died without a result.
     """
@@ -102,7 +102,7 @@ def run_isolated(
 
 
 def isolation_method(unsafe_no_sandbox: bool = False) -> str:
-    """What run_isolated will use here: "bubblewrap", "unshare" or "none (--unsafe-no-sandbox)" (for reports).
+    """What run_isolated will use here: "bubblewrap" or "none (--unsafe-no-sandbox)" (for reports).
 
     Raises:
         SandboxUnavailable: as run_isolated would.
@@ -123,15 +123,12 @@ def _call(workdir: Path, method: str, target: str, kwargs: dict[str, Any], check
         "kwargs": encode(kwargs, workdir / INPUTS, "kwargs"),
         "limits": {"cpu_s": int(limits.cpu_s), "memory_bytes": int(limits.memory_bytes),
                    "file_bytes": int(limits.file_bytes)},
-        "lockdown": asdict(view) if method == isolation.UNSHARE else None,
         "onboard_root": onboard_root,
     }  # fmt: skip
     (workdir / REQUEST).write_text(json.dumps(request))
     command = [sys.executable, "-P", "-B", "-m", "onboard.sandbox.worker", str(workdir)]
     if method == isolation.BUBBLEWRAP:
         command = isolation.bwrap_prefix(view) + command
-    elif method == isolation.UNSHARE:
-        command = isolation.unshare_prefix() + command
     env = worker_env(workdir, threads)
     with open(workdir / LOG, "wb") as log:
         proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env,
@@ -173,7 +170,7 @@ def _wait(proc: subprocess.Popen, wall_s: float) -> bool:
         return False
     except subprocess.TimeoutExpired:
         try:
-            os.killpg(proc.pid, signal.SIGKILL)  # bwrap/unshare die, and with them the worker's PID namespace
+            os.killpg(proc.pid, signal.SIGKILL)  # bwrap dies, and with it the worker's PID namespace
         except ProcessLookupError:
             pass
         proc.wait()
@@ -209,8 +206,6 @@ def _raise_failure(result: dict[str, Any], limits: Limits, target: str) -> Any:
     kind = str(result.get("kind", "raised"))
     error = f"{result.get('type', 'Exception')}: {result.get('message', '')}"
     remote = str(result.get("traceback", ""))
-    if kind == "isolation":
-        raise SandboxUnavailable(str(result.get("message")), isolation.INSTALL_HINT)
     if kind == "memory":
         raise SandboxError("memory", f"{target} ran out of memory: the limit is {_gib(limits.memory_bytes)} of "
                            f"address space (Limits.memory_bytes) — {error}",

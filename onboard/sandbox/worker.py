@@ -1,7 +1,6 @@
 """The sandboxed worker: `python -m onboard.sandbox.worker WORKDIR` (started by run_isolated, never by hand).
 
-Order matters: limits first, then (unshare method) the file-system lockdown, and only then the target is imported
-and called. The target must be a function of our own `onboard.` package; it may load the repository's code (the only
+Order matters: limits first, and only then the target is imported and called. The target must be a function of our own `onboard.` package; it may load the repository's code (the only
 place trust_remote_code=True is allowed). The outcome goes to WORKDIR/result.json (+ outputs.safetensors for
 tensors); the parent reads nothing else but the log's tail.
 """
@@ -80,15 +79,6 @@ def run(workdir: Path) -> dict[str, Any]:
     """Run the request in `workdir`; the result dict (also on failure of the target)."""
     request = json.loads((workdir / REQUEST).read_text())
     apply_limits(request["limits"])
-    if request.get("lockdown"):
-        from onboard.sandbox.lockdown import LockdownError, lock_down
-
-        try:
-            lock_down(**request["lockdown"])
-        except LockdownError as exc:
-            return _failure("isolation", exc)
-    if os.getpid() == 1:
-        _become_init()
     from onboard.sandbox.codec import decode, encode
 
     try:
@@ -100,19 +90,6 @@ def run(workdir: Path) -> dict[str, Any]:
         return {"ok": True, "value": encode(value, workdir / OUTPUTS)}
     except BaseException as exc:  # noqa: BLE001  (SystemExit from repository code is a failure too)
         return _failure("memory" if _is_memory_error(exc) else "raised", exc)
-
-
-def _become_init() -> None:
-    """Under `unshare --pid` the worker is PID 1, which the kernel shields from signals without a handler (SIGXCPU
-    from the CPU limit would be ignored). So PID 1 forks: the child goes on to run the target, PID 1 only waits
-    and passes the child's fate on as its exit status (128 + signal, as a shell reports it)."""
-    child = os.fork()
-    if child == 0:
-        return
-    while True:
-        pid, status = os.wait()  # reaps orphans too; the PID namespace dies with us
-        if pid == child:
-            os._exit(128 + os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status))
 
 
 def main(argv: list[str]) -> None:

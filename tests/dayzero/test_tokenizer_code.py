@@ -5,7 +5,10 @@ recorded where the user's goldens are."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import subprocess
+import sys
 
 import pytest
 
@@ -54,3 +57,26 @@ def test_with_the_flag_it_is_checked_in_the_worker(code_tokenizer, in_process_sa
     report = json.loads(out)
     assert code == 0 and report["golden"]["action"] == "compared" and report["golden"]["drift"] == 0, err
     assert not canary.exists()  # the stand-in's imports went to its own canary (ONBOARD_DAYZERO_CANARY)
+
+
+def test_without_bubblewrap_the_flag_is_refused_unless_unsafe(code_tokenizer, tmp_path, monkeypatch) -> None:
+    """No bubblewrap on PATH: --trust-remote-code is an Error/Hint naming the package and --unsafe-no-sandbox;
+    with --unsafe-no-sandbox the worker runs unisolated and stderr says so."""
+    root, canary = code_tokenizer
+    no_bwrap = tmp_path / "bin"
+    no_bwrap.mkdir()
+    env = {**os.environ, "PATH": str(no_bwrap), "HF_HUB_OFFLINE": "1"}
+    golden = ["--golden", str(tmp_path / "g"), "--record"]
+    argv = [sys.executable, "-m", "onboard", "verify-tokenizer", str(root), *golden, "--trust-remote-code"]
+    refused = subprocess.run(argv, capture_output=True, text=True, env=env, stdin=subprocess.DEVNULL, timeout=300)
+    assert refused.returncode == 2 and "Traceback" not in refused.stderr, refused.stderr
+    assert refused.stderr.startswith("Error: ") and "`bwrap` is not installed" in refused.stderr
+    hint = refused.stderr.partition("Hint: ")[2]
+    assert "apt-get install bubblewrap" in hint and "--unsafe-no-sandbox" in hint
+    assert not canary.exists() and not (tmp_path / "g").exists()
+    unsafe = subprocess.run(
+        [*argv, "--unsafe-no-sandbox"], capture_output=True, text=True, env=env, stdin=subprocess.DEVNULL, timeout=300
+    )
+    assert unsafe.returncode == 0, unsafe.stderr[-3000:]
+    assert "WITHOUT isolation (--unsafe-no-sandbox)" in unsafe.stderr
+    assert canary.exists()  # the repository's code ran, and nothing stopped it writing outside its temp dir

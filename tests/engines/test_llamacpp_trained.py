@@ -122,7 +122,7 @@ def _main_json(argv: list[str]) -> tuple[int, str]:
 
 
 def test_a_quantize_plan_converts_serves_and_meets_its_budget(work, plan, capsys, tmp_path: Path) -> None:
-    """The README's walk-through: quantize-plan over the goldens, convert with the plan's per-tensor types, validate
+    """docs/quantize.md's walk-through: quantize-plan over the goldens, convert with the plan's per-tensor types, validate
     the GGUF against the plan's budget (no --budget-kl: the plan's own), planned and measured side by side."""
     plan_file, summary = plan
     formats = {u["format"] for u in summary["units"]}

@@ -3,8 +3,8 @@ composed from its profile alone (hand-written ArchSpecs ignored) and, where comp
 generate's parity check (the one comparator's calibrated verdict: float32 against transformers, eager, prompts up to
 one longer than twice the sliding window).
 
-The outcome per architecture is the table in README.md ("Composition coverage"); the test recomputes it and fails
-when it drifts. Regenerate the README block with:
+The outcome per architecture is the table in docs/coverage.md; the test recomputes it and fails when it drifts.
+Regenerate that block with:
 
     OMP_NUM_THREADS=1 python -m tests.generate.test_compose_coverage --write
 """
@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-README = REPO / "README.md"
+COVERAGE_DOC = REPO / "docs" / "coverage.md"
 START, END = "<!-- compose-coverage:start -->", "<!-- compose-coverage:end -->"
 REGISTERED_NOTE = "(has an ArchSpec)"
 REGENERATE = "OMP_NUM_THREADS=1 python -m tests.generate.test_compose_coverage --write"
@@ -91,7 +91,7 @@ def _clean(text: str) -> str:
 
 
 def coverage_table() -> tuple[str, dict[str, str]]:
-    """The README block (markdown table) and {model_type: result}."""
+    """The docs/coverage.md block (markdown table) and {model_type: result}."""
     import torch
 
     from onboard.generate_adapter.archs import ARCHS
@@ -122,13 +122,13 @@ def coverage_table() -> tuple[str, dict[str, str]]:
     return head + "\n".join(rows) + "\n", results
 
 
-def readme_block() -> str:
-    text = README.read_text()
+def documented_block() -> str:
+    text = COVERAGE_DOC.read_text()
     return text[text.index(START) + len(START) : text.index(END)].strip("\n") + "\n"
 
 
 @pytest.mark.slow  # 141 tiny checkpoints, an adapter and a parity run each: 25-80 s on 2 cores, machine-dependent
-def test_composition_coverage_matches_readme() -> None:
+def test_composition_coverage_matches_docs() -> None:
     from onboard.generate_adapter.archs import ARCHS
 
     table, results = coverage_table()
@@ -136,18 +136,18 @@ def test_composition_coverage_matches_readme() -> None:
     assert len(beyond) >= 30, f"only {len(beyond)} architectures beyond the {len(ARCHS)} registered compose: {beyond}"
     unlinted = [m for m, r in results.items() if r == "lint fails"]
     assert not unlinted, f"{unlinted}: the adapter passes parity but inspect's lint calls a key it reads unknown"
-    assert table == readme_block(), f"README composition table is stale; regenerate it with: {REGENERATE}"
+    assert table == documented_block(), f"docs/coverage.md is stale; regenerate it with: {REGENERATE}"
 
 
-def write_readme() -> None:
+def write_docs() -> None:
     table, _ = coverage_table()
-    text = README.read_text()
+    text = COVERAGE_DOC.read_text()
     start, end = text.index(START) + len(START), text.index(END)
-    README.write_text(text[:start] + "\n" + table + text[end:])
+    COVERAGE_DOC.write_text(text[:start] + "\n" + table + text[end:])
 
 
 if __name__ == "__main__":
     if "--write" in sys.argv:
-        write_readme()
+        write_docs()
     else:
         print(coverage_table()[0])

@@ -33,9 +33,11 @@ def demo() -> Path:
 def clean_run(demo, tmp_path_factory):
     """Cold run in a fresh workspace, killed (SIGKILL) right after `verify-tokenizer`, then resumed."""
     ws = tmp_path_factory.mktemp("ws")
-    env = {**os.environ, "ONBOARD_TEST_CRASH_AFTER": "verify-tokenizer", "HF_HUB_OFFLINE": "1"}
-    crashed = subprocess.run([sys.executable, "-m", "onboard", "new-model", str(demo), "--workspace", str(ws)],
-                             capture_output=True, text=True, env=env, timeout=600)  # fmt: skip
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    crash = [sys.executable, str(REPO / "tests" / "faults.py"), "crash-after", "verify-tokenizer", "--"]
+    crashed = subprocess.run(
+        [*crash, "new-model", str(demo), "--workspace", str(ws)], capture_output=True, text=True, env=env, timeout=600
+    )
     assert crashed.returncode == -9, crashed.stderr
     resumed = run_new_model(str(demo), workspace=ws, quiet=True)
     return ws, resumed

@@ -17,19 +17,18 @@ from pathlib import Path
 
 import pytest
 
-from onboard.promote.faults import POINTS
+from tests.faults import PAUSE_POINTS as POINTS
 from tests.promote.workspaces import SLUG, make_workspace
 
+FAULTS = Path(__file__).resolve().parents[1] / "faults.py"
 FULL = {"files": 4, "checks": 22}  # what make_workspace's run records
 
 
 def start(ws: Path, registry: Path, pause_at: str | None = None, marker: Path | None = None, seconds: str = "60"):
+    """`onboard promote`, paused at `pause_at` (tests/faults.py writes `marker` there, then sleeps `seconds`)."""
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "ONBOARD_USER": "ci-bot"}
-    if pause_at:
-        env.update(
-            ONBOARD_TEST_PAUSE_AT=pause_at, ONBOARD_TEST_PAUSE_FILE=str(marker), ONBOARD_TEST_PAUSE_SECONDS=seconds
-        )
-    cmd = [sys.executable, "-m", "onboard", "promote", SLUG, "--workspace", str(ws), "--registry", str(registry)]
+    onboard = [str(FAULTS), "pause-at", pause_at, str(marker), seconds, "--"] if pause_at else ["-m", "onboard"]
+    cmd = [sys.executable, *onboard, "promote", SLUG, "--workspace", str(ws), "--registry", str(registry)]
     return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
 
 

@@ -165,7 +165,7 @@ def test_targets_outside_onboard_are_refused_before_any_process(target: str, mon
     assert err.value.kind == "refused" and "only functions of the onboard package" in err.value.message
 
 
-def test_unknown_onboard_function_is_refused_by_the_worker(default_method: str) -> None:
+def test_unknown_onboard_function_is_refused_by_the_worker(method: str) -> None:
     with pytest.raises(SandboxError) as err:
-        run_isolated(f"{PROBES}:no_such_probe", method=default_method)
+        run_isolated(f"{PROBES}:no_such_probe", method=method)
     assert err.value.kind == "refused" and "no function 'no_such_probe'" in err.value.message
