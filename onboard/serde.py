@@ -44,10 +44,26 @@ def field_names(cls: type) -> tuple[str, ...]:
     return tuple(f.name for f in dataclasses.fields(cls))
 
 
+OMIT_EMPTY = {"omit_empty": True}
+"""Dataclass field metadata: the field is left out of `to_dict` while empty (it reads back as its default)."""
+
+
+@cache
+def _omitted_when_empty(cls: type) -> frozenset[str]:
+    if not dataclasses.is_dataclass(cls):
+        return frozenset()
+    return frozenset(f.name for f in dataclasses.fields(cls) if f.metadata.get("omit_empty"))
+
+
 def to_dict(obj: Any) -> Any:
     if is_record(type(obj)):
         withheld = set(getattr(obj, UNKNOWN, None) or ()) if _declares_unknown(type(obj)) else set()
-        return {name: UNKNOWN if name in withheld else to_dict(getattr(obj, name)) for name in field_names(type(obj))}
+        omit = _omitted_when_empty(type(obj))
+        return {
+            name: UNKNOWN if name in withheld else to_dict(getattr(obj, name))
+            for name in field_names(type(obj))
+            if name not in omit or getattr(obj, name)
+        }
     if isinstance(obj, (list, tuple)):
         return [to_dict(x) for x in obj]
     if isinstance(obj, dict):

@@ -118,3 +118,90 @@ def test_detector_sees_a_cycle_hidden_in_a_function(tmp_path):
     graph = import_graph(pkg)
     assert graph["pkg.a"] == {"pkg.b"} and graph["pkg.b"] == {"pkg.a"} and graph["pkg.c"] == set()
     assert find_cycles(graph) == [["pkg.a", "pkg.b", "pkg.a"]]
+
+
+LAYERS: tuple[tuple[str, ...], ...] = (
+    ("core",),
+    ("inspect_checkpoint",),
+    ("generate_adapter", "verify_tokenizer"),
+    ("adapters",),
+    ("validate_serving",),
+    ("quantize", "speculative"),
+    ("engines",),
+    ("promote",),
+    ("pipeline",),
+    ("watch",),
+    ("cli",),
+)
+"""The layer order of onboard's sub-packages, lowest first. A module may import its own sub-package and those of
+lower layers only; sub-packages sharing a layer do not import each other.
+
+- core: the top-level modules (errors, serde, fsutil, findings, comparator, checks, environment, svg, ...), blocks,
+  kernels and sandbox: what every stage may use, depending on no stage.
+- inspect_checkpoint reads a checkpoint; generate_adapter and verify_tokenizer read its profile.
+- adapters are generate_adapter's output: they import its runtime and the blocks.
+- validate_serving runs adapters and references (generate_adapter.runtime, divergence) against the goldens.
+- quantize and speculative plan on top of validate's goldens and runtime.
+- engines sit above quantize, not beside it as issue 44 sketched: llama.cpp's conversion and quantization take
+  quantize's plan file and formats, while quantize needs nothing of an engine (it only reads where llama.cpp's venv
+  lives, a core fact).
+- promote reads every stage's results (its report draws quantize's and speculative's); pipeline runs the stages
+  and then promote; watch queues pipeline runs and reads promote's registry; cli wraps them all.
+"""
+CORE_PACKAGES = ("blocks", "kernels", "sandbox")
+ENTRY_POINTS = {"onboard.__main__": "cli"}
+"""`python -m onboard` is the command line's entry point, not a core module."""
+
+
+def unit_of(module: str, package: Path = PACKAGE) -> str:
+    """The LAYERS unit of a module: its sub-package, or `core` for top-level modules and CORE_PACKAGES."""
+    if module in ENTRY_POINTS:
+        return ENTRY_POINTS[module]
+    parts = module.split(".")
+    if len(parts) == 1 or not (package / parts[1]).is_dir() or parts[1] in CORE_PACKAGES:
+        return "core"
+    return parts[1]
+
+
+def layer_violations(graph: dict[str, set[str]], layers: tuple[tuple[str, ...], ...], package: Path) -> list[str]:
+    level = {unit: i for i, names in enumerate(layers) for unit in names}
+    problems = []
+    for module in sorted(graph):
+        here = unit_of(module, package)
+        for target in sorted(graph[module]):
+            there = unit_of(target, package)
+            if here == there or level[there] < level[here]:
+                continue
+            lower = [u for names in layers[: level[here]] for u in names]
+            problems.append(
+                f"{module} imports {target}: {here} (layer {level[here]}) may import only its own package and the "
+                f"layers below it ({', '.join(lower) or 'none'}); {there} is layer {level[there]}"
+            )
+    return problems
+
+
+def test_every_sub_package_has_a_layer():
+    units = {unit_of(m) for m in import_graph(PACKAGE)}
+    placed = {u for names in LAYERS for u in names}
+    assert units <= placed, f"sub-packages missing from LAYERS in {__file__}: {sorted(units - placed)}"
+
+
+def test_sub_packages_import_only_lower_layers():
+    problems = layer_violations(import_graph(PACKAGE), LAYERS, PACKAGE)
+    assert not problems, "imports against the layer order (tests/test_import_graph.py LAYERS):\n" + "\n".join(problems)
+
+
+def test_layer_rule_names_the_offending_import(tmp_path):
+    pkg = tmp_path / "pkg"
+    for sub in ("low", "high", "side"):
+        (pkg / sub).mkdir(parents=True)
+        (pkg / sub / "__init__.py").write_text("")
+    (pkg / "__init__.py").write_text("")
+    (pkg / "low" / "a.py").write_text("from pkg.high import b\n")
+    (pkg / "high" / "b.py").write_text("from pkg.low import a\n")
+    (pkg / "side" / "c.py").write_text("def f():\n    from pkg.high import b\n")
+    layers = (("core",), ("low",), ("high", "side"))
+    problems = layer_violations(import_graph(pkg), layers, pkg)
+    assert len(problems) == 2
+    assert problems[0].startswith("pkg.low.a imports pkg.high.b: low (layer 1) may import only")
+    assert problems[1].startswith("pkg.side.c imports pkg.high.b: side (layer 2)") and "high is layer 2" in problems[1]

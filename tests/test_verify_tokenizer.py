@@ -171,7 +171,9 @@ def test_cli_json_report_and_exit_code(shared: Path, tmp_path: Path) -> None:
     checks = {c["name"]: c for c in report["checks"]}
     assert set(checks) >= {"tokenizer_parity", "chat_template_parity", "declared_stop_set", "round_trip",
                            "special_tokens", "fingerprint_known"}  # fmt: skip
-    assert all(set(c) == {"name", "passed", "required", "detail"} for c in report["checks"])
+    assert all(
+        set(c) == {"name", "passed", "required", "detail", "skipped", "not_applicable"} for c in report["checks"]
+    )
     assert not checks["declared_stop_set"]["passed"] and "eos-mismatch" in checks["declared_stop_set"]["detail"]
     assert not checks["tokenizer_parity"]["passed"] and checks["chat_template_parity"]["passed"]
     assert checks["fingerprint_known"]["required"] is False

@@ -54,6 +54,7 @@ def record_command(
       onboard golden record ./checkpoint
       onboard golden record Qwen/Qwen3-0.6B --out golden_outputs/Qwen__Qwen3-0.6B --max-long-tokens 2048
     """
+    from onboard.checks import Check, stage_result
     from onboard.cli.output import emit_json, say
     from onboard.errors import InputError
     from onboard.inspect_checkpoint.source import refuse_local_revision
@@ -76,15 +77,8 @@ def record_command(
         policy=policy,
     )
     prompts = golden.manifest["prompts"]
-    result = {
-        "stage": "golden",
-        "passed": True,
-        "checks": [
-            {"name": "golden_recorded", "passed": True, "required": True, "detail": f"{len(prompts)} prompts"},
-        ],
-        "folder": str(golden.folder),
-        "manifest": golden.manifest,
-    }
+    recorded = Check("golden_recorded", True, detail=f"{len(prompts)} prompts")
+    result = stage_result("golden", [recorded], folder=str(golden.folder), manifest=golden.manifest)
     if as_json:
         emit_json(result)
         return

@@ -7,9 +7,10 @@ from pathlib import Path
 
 import click
 
+from onboard.cli.engine_options import engine_options
 from onboard.cli.params import seconds
 from onboard.cli.remote_code_options import policy_from, remote_code_options
-from onboard.engines.options import engine_options, judge_served, started_engine
+from onboard.engines.options import judge_served, started_engine
 
 
 @click.command("validate")
@@ -83,11 +84,11 @@ def validate_command(
     """
     from onboard.cli import report_error
     from onboard.cli.output import emit_json, say
+    from onboard.environment import slug
     from onboard.errors import InputError
     from onboard.fsutil import output_folder
     from onboard.reference import REPO_CODE, reference_for, rerun_command
     from onboard.validate_serving.candidates import DTYPES
-    from onboard.validate_serving.env import slug
     from onboard.validate_serving.golden import assert_same_checkpoint, read_golden
     from onboard.validate_serving.remote_candidate import validate_in_sandbox
     from onboard.validate_serving.report import summary, write_result

@@ -22,7 +22,7 @@ def convert_gguf(
 ) -> tuple[dict[str, Any], int]:
     """(result, exit code): result = {stage, source, type, gguf, bytes, file_type, tensor_types, findings}.
     `outtype` None: Q8_0 under a plan (llamacpp.PLAN_BASE_TYPE), else F16."""
-    from onboard.validate_serving.env import resolve_local, slug
+    from onboard.environment import resolve_local, slug
 
     outtype = outtype or (llamacpp.PLAN_BASE_TYPE if plan_file is not None else "f16")
     if plan_file is not None and outtype in llamacpp.UNQUANTIZED_TYPES:

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from onboard.engines import venvs
+from onboard import venvs
 from onboard.engines.launch import EngineStartError, free_port, serve_process
 from onboard.findings import Finding, fatal
 from onboard.fsutil import make_dirs

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from onboard.checks import Check
 from onboard.errors import InputError
-from onboard.validate_serving.parity import CheckResult
 
 ENGINES = ("llama.cpp", "vllm")
 GGUF_DTYPES = {0: "float32", 1: "float16", 32: "bfloat16"}
@@ -76,7 +76,7 @@ def engine_endpoint(
         yield Served(url, name, GGUF_DTYPES.get(code, QUANTIZED_DTYPE), gguf, type_name, code not in GGUF_DTYPES)
 
 
-def gguf_tokenizer_checks(served: Served, folder: Path) -> list[CheckResult]:
+def gguf_tokenizer_checks(served: Served, folder: Path) -> list[Check]:
     """llama.cpp's ids (the GGUF's own vocabulary) against transformers' on the verify-tokenizer corpus.
 
     `gguf_tokenizer` (required): the first string whose ids differ is a gguf-tokenizer-drift. A string that differs
@@ -105,43 +105,43 @@ def gguf_tokenizer_checks(served: Served, folder: Path) -> list[CheckResult]:
         drift = drift or (text, got, want)
     checks = [_drift_check(drift, len(texts))]
     if unnormalized:
-        checks.append(CheckResult("gguf_tokenizer_normalization", False, False, f"{len(unnormalized)} corpus "
-                                  f"strings not in NFC (first {unnormalized[0]!r}) tokenize differently: transformers "
-                                  "normalizes them to NFC, llama.cpp does not; their NFC forms match. Text reaching "
-                                  "llama.cpp should be NFC-normalized by the caller"))  # fmt: skip
+        checks.append(Check("gguf_tokenizer_normalization", False, False, f"{len(unnormalized)} corpus "
+                            f"strings not in NFC (first {unnormalized[0]!r}) tokenize differently: transformers "
+                            "normalizes them to NFC, llama.cpp does not; their NFC forms match. Text reaching "
+                            "llama.cpp should be NFC-normalized by the caller"))  # fmt: skip
     return checks
 
 
-def _drift_check(drift: tuple[str, list[int], list[int]] | None, count: int) -> CheckResult:
+def _drift_check(drift: tuple[str, list[int], list[int]] | None, count: int) -> Check:
     if drift is None:
-        return CheckResult("gguf_tokenizer", True, True, f"{count} corpus strings: llama.cpp's ids from the GGUF "
-                           "equal transformers' ids (up to NFC normalization, see gguf_tokenizer_normalization)")  # fmt: skip
+        return Check("gguf_tokenizer", True, True, f"{count} corpus strings: llama.cpp's ids from the GGUF "
+                     "equal transformers' ids (up to NFC normalization, see gguf_tokenizer_normalization)")  # fmt: skip
     text, got, want = drift
     at = next((i for i, (a, b) in enumerate(zip(got, want)) if a != b), min(len(got), len(want)))
-    return CheckResult("gguf_tokenizer", False, True, f"gguf-tokenizer-drift: {text[:80]!r} tokenizes differently "
-                       f"through the GGUF (llama.cpp) than through transformers from id {at}: llama.cpp "
-                       f"{got[at:at + 6]} vs transformers {want[at:at + 6]} ({len(got)} vs {len(want)} ids); the "
-                       "converter wrote another pre-tokenizer, vocabulary or merges than the tokenizer uses: check "
-                       "tokenizer.ggml.pre against `onboard verify-tokenizer`",
-                       data={"code": "gguf-tokenizer-drift", "text": text})  # fmt: skip
+    return Check("gguf_tokenizer", False, True, f"gguf-tokenizer-drift: {text[:80]!r} tokenizes differently "
+                 f"through the GGUF (llama.cpp) than through transformers from id {at}: llama.cpp "
+                 f"{got[at:at + 6]} vs transformers {want[at:at + 6]} ({len(got)} vs {len(want)} ids); the "
+                 "converter wrote another pre-tokenizer, vocabulary or merges than the tokenizer uses: check "
+                 "tokenizer.ggml.pre against `onboard verify-tokenizer`",
+                 data={"code": "gguf-tokenizer-drift", "text": text})  # fmt: skip
 
 
-def kl_budget_check(result: dict[str, Any], budget: float, planned: float | None) -> CheckResult:
+def kl_budget_check(result: dict[str, Any], budget: float, planned: float | None) -> Check:
     """Mean KL per position (over every prompt position the parity compared) against the budget."""
     kls = [p["kl"] for p in result.get("positions", []) if p.get("kl") is not None]
     if not kls:
-        return CheckResult("quantized_kl_budget", False, True, "no finite KL measured: every position overflowed or "
-                           "no position was compared; see logit_parity")  # fmt: skip
+        return Check("quantized_kl_budget", False, True, "no finite KL measured: every position overflowed or "
+                     "no position was compared; see logit_parity")  # fmt: skip
     measured = math.fsum(kls) / len(kls)
     plan = f", planned {planned:.4g}" if planned is not None else ""
     ok = measured <= budget
     detail = (f"mean KL {measured:.4g} over {len(kls)} positions {'<=' if ok else '>'} budget {budget:.4g}{plan} "
               "(the dtype-noise parity checks are information for a quantized GGUF)")  # fmt: skip
-    return CheckResult("quantized_kl_budget", ok, True, detail,
-                       data={"measured_kl": measured, "budget_kl": budget, "planned_kl": planned})  # fmt: skip
+    return Check("quantized_kl_budget", ok, True, detail,
+                 data={"measured_kl": measured, "budget_kl": budget, "planned_kl": planned})  # fmt: skip
 
 
-def plan_types_check(gguf: Path, plan_file: Path, folder: Path) -> CheckResult:
+def plan_types_check(gguf: Path, plan_file: Path, folder: Path) -> Check:
     """The GGUF is the plan: every tensor the plan names is stored as the plan rounded it (a GGUF quantized another
     way, or one whose overrides llama.cpp skipped, would be judged against a planned KL that does not describe it)."""
     from onboard.engines import llamacpp
@@ -151,28 +151,23 @@ def plan_types_check(gguf: Path, plan_file: Path, folder: Path) -> CheckResult:
     wrong = llamacpp.types_not_as_planned(gguf, overrides)
     named = len(overrides.tensor_types) + bool(overrides.token_embedding_type) + bool(overrides.output_tensor_type)
     if not wrong:
-        return CheckResult("gguf_plan_types", True, True, f"{gguf.name} stores every tensor of the plan's {named} "
-                           f"per-tensor types as {plan_file.name} rounded it")  # fmt: skip
+        return Check("gguf_plan_types", True, True, f"{gguf.name} stores every tensor of the plan's {named} "
+                     f"per-tensor types as {plan_file.name} rounded it")  # fmt: skip
     more = f" (+{len(wrong) - 1} more)" if len(wrong) > 1 else ""
-    return CheckResult("gguf_plan_types", False, True, f"{gguf.name} is not the plan in {plan_file.name}: {wrong[0]}"
-                       f"{more}; convert it with `onboard convert gguf SOURCE --plan {plan_file}`",
-                       data={"code": "gguf-plan-not-applied", "differ": wrong})  # fmt: skip
+    return Check("gguf_plan_types", False, True, f"{gguf.name} is not the plan in {plan_file.name}: {wrong[0]}"
+                 f"{more}; convert it with `onboard convert gguf SOURCE --plan {plan_file}`",
+                 data={"code": "gguf-plan-not-applied", "differ": wrong})  # fmt: skip
 
 
-def add_checks(result: dict[str, Any], checks: list[CheckResult], informational: tuple[str, ...] = ()) -> None:
+def add_checks(result: dict[str, Any], checks: list[Check], informational: tuple[str, ...] = ()) -> None:
     """Append `checks` to a validate result and turn `informational` checks into non-required ones (in place)."""
+    from onboard.validate_serving.report import add_checks as add_to_result
+
     for check in result["checks"]:
         if check["name"] in informational and check["required"]:
             check["required"] = False
             check["detail"] = f"information (quantized GGUF, judged by quantized_kl_budget): {check['detail']}"
-    for c in checks:
-        result["checks"].append({"name": c.name, "passed": c.passed, "required": c.required, "skipped": c.skipped,
-                                 "not_applicable": c.not_applicable, "detail": c.detail})  # fmt: skip
-        if c.data:
-            result.setdefault("check_data", {})[c.name] = c.data
-    result["failed"] = [c["name"] for c in result["checks"] if c["required"] and not c["passed"]]
-    result["not_checked"] = [c["name"] for c in result["checks"] if c["skipped"]]
-    result["passed"] = not result["failed"]
+    add_to_result(result, checks)
 
 
 def budget_from(budget_kl: float | None, plan_file: Path | None) -> tuple[float | None, float | None]:

@@ -7,10 +7,10 @@ import os
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from onboard.engines import venvs
+from onboard import venvs
 from onboard.engines.launch import EngineStartError, free_port, serve_process
 
-START_TIMEOUT_S = 240.0  # eager start of a tiny model is ~20 s on 2 cores; a busy machine takes several times that
+START_TIMEOUT_S = 240.0  # an eager start of a tiny model on a small CPU machine, with room for a busy one
 DTYPES = {"float32": "float32", "bfloat16": "bfloat16", "float16": "float16"}
 
 
@@ -50,8 +50,8 @@ def serve(
     interpreter = require()
     port = port or free_port()
     # One device, so one worker, inside the engine process (vLLM's uni executor, its layout for a single GPU): the
-    # CPU platform otherwise starts a worker process of its own, a third process importing vLLM (spawned, ~8-10 s of
-    # each start on 2 cores). Its CPU platform keeps the multiproc executor unless VLLM_ENABLE_V1_MULTIPROCESSING=0;
+    # CPU platform otherwise starts a worker process of its own, a third process importing vLLM (spawned, on every
+    # start). Its CPU platform keeps the multiproc executor unless VLLM_ENABLE_V1_MULTIPROCESSING=0;
     # the API server still runs the engine in a process of its own. Where the model runs does not change its numbers.
     env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_TARGET_DEVICE": "cpu", "HF_HUB_OFFLINE": "1",
            "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1", "VLLM_ENABLE_V1_MULTIPROCESSING": "0"}  # fmt: skip

@@ -14,20 +14,13 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from onboard.checks import Check, all_passed, stage_result
 from onboard.errors import InputError
 from onboard.fsutil import atomic_write
 from onboard.profile import ModelProfile
 from onboard.reference import RemoteCodePolicy
 
-__all__ = ["Check", "GenerateResult", "default_out_dir", "generate", "load_profile", "render_files"]
-
-
-@dataclass(frozen=True)
-class Check:
-    name: str
-    passed: bool
-    required: bool
-    detail: str
+__all__ = ["GenerateResult", "default_out_dir", "generate", "load_profile", "render_files"]
 
 
 @dataclass(frozen=True)
@@ -55,14 +48,13 @@ class GenerateResult:
 
     @property
     def passed(self) -> bool:
-        return all(c.passed for c in self.checks if c.required)
+        return all_passed(self.checks)
 
     def to_dict(self) -> dict[str, Any]:
-        out = {"stage": self.stage, "passed": self.passed, "checks": [asdict(c) for c in self.checks]}
-        out.update({k: v for k, v in asdict(self).items() if k not in ("stage", "checks")})
-        out["files"], out["stubs"] = list(self.files), list(self.stubs)
-        out["overrides"], out["verification"] = list(self.overrides), self.verification
-        return out
+        fields = {k: v for k, v in asdict(self).items() if k not in ("stage", "checks")}
+        fields["files"], fields["stubs"] = list(self.files), list(self.stubs)
+        fields["overrides"], fields["verification"] = list(self.overrides), self.verification
+        return stage_result(self.stage, self.checks, **fields)
 
 
 def load_profile(source_or_profile: ModelProfile | str | os.PathLike) -> ModelProfile:

@@ -20,14 +20,12 @@ from typing import Any
 import torch
 from torch import nn
 
+from onboard.comparator import threshold
 from onboard.generate_adapter.divergence_capture import ROTARY, WEIGHT_SUFFIX, capture, key_of
 from onboard.generate_adapter.divergence_causes import Evidence, likely_causes
 
-# Per-point relative error max|Δ| / max|ref| beyond which a point has diverged, by the adapter's dtype (the one
-# table). float32: generate's parity bar; clean adapters stay near 1e-6 at every point. Low precision: a floor
-# under NOISE_SLACK x the reference's own error in that dtype at the same point, when that noise was captured.
-POINT_TOLERANCE: dict[str, float] = {"float64": 1e-9, "float32": 1e-4, "float16": 5e-3, "bfloat16": 2e-2}
-NOISE_SLACK = 2.0
+POINT_RULE = "point_error"
+"""The comparator's THRESHOLDS row bounding one point's relative error max|Δ| / max|ref| (its reason is there)."""
 
 
 def fusions(weight_map: Sequence[Any]) -> dict[str, tuple[str, ...]]:
@@ -89,10 +87,11 @@ def compare(
     """Two captures of the same input -> {per_layer_error, first_divergence, only_in_reference, only_in_adapter}.
 
     `noise`: the reference captured in `dtype` (when the adapter runs in low precision against a float32
-    reference): each point's tolerance becomes max(POINT_TOLERANCE[dtype], NOISE_SLACK x the reference's own error).
+    reference): each point's tolerance is then the point_error row's bound on the reference's own error there
+    (comparator.threshold); without it, the row's uncalibrated bound. A dtype outside the table raises UnknownDtype.
     """
     ours = _unfuse(dict(ours), ref, fused or {})
-    floor = POINT_TOLERANCE[dtype]
+    floor = threshold(POINT_RULE, dtype)
     rows, first = [], None
     for key, expected in ref.items():
         if "/" in key or key not in ours:
@@ -101,7 +100,7 @@ def compare(
         tol = floor
         if noise is not None and key in noise:
             noise_rel = point_error(noise[key], expected)[1]
-            tol = max(floor, NOISE_SLACK * noise_rel) if math.isfinite(noise_rel) else floor
+            tol = threshold(POINT_RULE, dtype, noise_rel) if math.isfinite(noise_rel) else floor
         layer, module = _split_key(key)
         row = {"layer": layer, "module": module, "max_abs": max_abs, "rel": rel, "tolerance": tol}
         row.update({"nonfinite": bad} if bad else {})

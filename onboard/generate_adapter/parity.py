@@ -178,7 +178,7 @@ def check_parity(
     The reference is transformers, or the repository's code in the sandbox when `policy` trusts it. When no
     reference may run, the result is "unverified" (never passed) and names `rerun`, the command that would run it.
     """
-    from onboard.validate_serving.env import require_loadable
+    from onboard.environment import require_loadable
 
     checkpoint = Path(checkpoint)
     require_loadable(checkpoint)  # a pointer is the clone's fault, named with the fix, not the adapter's

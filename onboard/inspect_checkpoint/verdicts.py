@@ -12,11 +12,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from onboard.checks import Check
+
 __all__ = ["inspect_checks"]
 
 
-def inspect_checks(profile: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """[{name, passed, required, detail}] for the three inspect checks of `profile` (a ModelProfile as JSON)."""
+def inspect_checks(profile: Mapping[str, Any]) -> list[Check]:
+    """The three inspect checks of `profile` (a ModelProfile as JSON)."""
     findings = [f for f in profile.get("findings") or [] if isinstance(f, dict)]
     bad = [f for f in findings if f.get("severity") in ("fatal", "error")]
     lint = [f for f in findings if str(f.get("code", "")).startswith("config-") and f.get("severity") != "info"]
@@ -34,14 +36,12 @@ def inspect_checks(profile: Mapping[str, Any]) -> list[dict[str, Any]]:
         else (f"novelty vs {family or 'no known family'}: " + "; ".join(novelty[:5]))
     )
     return [
-        _check("inspect_no_errors", not bad, _describe(bad) if bad else f"{len(findings)} findings, no errors"),
-        _check("config_lint_clean", not lint, _describe(lint) if lint else "no unknown or unmodelled config fields"),
-        _check("architecture_no_novelty", bool(family) and not novelty, arch_detail),
+        Check("inspect_no_errors", not bad, detail=_describe(bad) if bad else f"{len(findings)} findings, no errors"),
+        Check(
+            "config_lint_clean", not lint, detail=_describe(lint) if lint else "no unknown or unmodelled config fields"
+        ),
+        Check("architecture_no_novelty", bool(family) and not novelty, detail=arch_detail),
     ]
-
-
-def _check(name: str, passed: bool, detail: str) -> dict[str, Any]:
-    return {"name": name, "passed": passed, "required": True, "detail": detail}
 
 
 def _describe(items: list[dict[str, Any]]) -> str:

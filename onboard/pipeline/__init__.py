@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from onboard.checkpoint_id import checkpoint_fingerprint
+from onboard.checks import Check, failed_names, read_checks, stage_result
 from onboard.errors import OnboardError
 from onboard.fsutil import atomic_write_json, make_dirs
 from onboard.inspect_checkpoint.checkpoint_types import RepoListing
@@ -143,15 +144,14 @@ def run_new_model(
             result.stages[stage.name] = {"outcome": "error", "seconds": round(seconds, 2), "passed": False,
                                          "detail": detail}  # fmt: skip
             # Recorded in the run folder, so the checklist and the report say why the stage's items are open.
-            atomic_write_json(run_dir / f"{stage.name}.json", {"stage": stage.name, "passed": False, "error": detail,
-                              "checks": [{"name": f"{stage.name}_ran", "passed": False, "required": True,
-                                          "detail": detail}]})  # fmt: skip
+            ran = Check(f"{stage.name}_ran", False, detail=detail)
+            atomic_write_json(run_dir / f"{stage.name}.json", stage_result(stage.name, [ran], error=detail))
             if stage.name == "inspect":
                 result.unusable = True
             continue
         ctx.results[stage.name] = out
         remember(run_dir, stage.name, key)
-        failed = [c["name"] for c in out.get("checks", []) if c.get("required", True) and not c.get("passed")]
+        failed = failed_names(read_checks(out.get("checks", []), f"{stage.name}.json")[0])
         outcome = "ok" if out.get("passed", True) else "checks-failed"
         seconds = progress.done(stage.name, outcome, ", ".join(failed[:4]))
         result.stages[stage.name] = {"outcome": outcome, "seconds": round(seconds, 2), "passed": out.get("passed"),
@@ -166,8 +166,8 @@ def _usable(stage: str, out: dict[str, Any]) -> bool:
     if stage == "inspect":
         return not out.get("unusable")
     if stage == "generate":
-        names = {c["name"]: c for c in out.get("checks", [])}
-        return all(names.get(n, {}).get("passed", True) for n in ("adapter_imports", "kernels_implemented"))
+        checks, _ = read_checks(out.get("checks", []), "generate.json")
+        return all(c.passed for c in checks if c.name in ("adapter_imports", "kernels_implemented"))
     return True
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from onboard.checks import Check, stage_result
 from onboard.fsutil import atomic_write_json
 from onboard.reference import RemoteCodePolicy, classify
 
@@ -31,8 +32,7 @@ def write_refused(run_dir: Path, stage: str, result_file: str, reason: str) -> d
     from onboard.promote.checklist import load_checklist
 
     names = load_checklist().check_names().get(stage) or [f"{stage}_ran"]
-    checks = [{"name": name, "passed": False, "required": True, "skipped": True, "detail": reason}
-              for name in dict.fromkeys(names)]  # fmt: skip
-    result = {"stage": stage, "passed": False, "blocked": reason, "checks": checks}
+    checks = [Check(name, False, detail=reason, skipped=True) for name in dict.fromkeys(names)]
+    result = stage_result(stage, checks, blocked=reason)
     atomic_write_json(run_dir / result_file, result)
     return result

@@ -1,6 +1,6 @@
 """The stages of `onboard new-model`, each a thin call into its stage package.
 
-Every stage writes its result (the shared contract: stage, passed, checks) into the run folder
+Every stage writes its result (onboard/checks.py: stage, passed, checks) into the run folder
 `<workspace>/onboarding/<slug>/<revision>/` and returns it. `STAGES` lists them in order with what they need.
 """
 
@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from onboard.checks import Check, stage_result
 from onboard.fsutil import atomic_write, atomic_write_json
 from onboard.inspect_checkpoint.checkpoint_types import RepoListing
 from onboard.inspect_checkpoint.verdicts import inspect_checks
@@ -93,11 +94,6 @@ class Stage:
     """Where its code lives (cache.code_path names): an edit there invalidates its cached result."""
 
 
-def _result(stage: str, checks: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:
-    passed = all(c["passed"] for c in checks if c.get("required", True))
-    return {"stage": stage, "passed": passed, "checks": checks, **extra}
-
-
 def run_inspect(ctx: RunContext) -> dict[str, Any]:
     from onboard.inspect_checkpoint import inspect
 
@@ -108,7 +104,7 @@ def run_inspect(ctx: RunContext) -> dict[str, Any]:
     # checkpoint_dir: the absolute folder this run read (a local source), so promote can hash its files from
     # anywhere; the profile's `source` is the path as typed, relative to where new-model ran.
     local = str(ctx.local_dir.resolve()) if ctx.local_dir is not None else None
-    result = _result("inspect", checks, model_type=profile.model_type, revision=profile.revision,
+    result = stage_result("inspect", checks, model_type=profile.model_type, revision=profile.revision,
                      features=list(profile.features), unusable=bool(fatal), checkpoint_dir=local)  # fmt: skip
     atomic_write_json(ctx.run_dir / "inspect.json", result)
     return result
@@ -117,7 +113,7 @@ def run_inspect(ctx: RunContext) -> dict[str, Any]:
 def _ensure_local(ctx: RunContext) -> None:
     """Stages past inspect need the weights: a hub source is downloaded once (safetensors + small files only)."""
     if ctx.local_dir is None:
-        from onboard.validate_serving.env import SNAPSHOT_PATTERNS, resolve_local
+        from onboard.environment import SNAPSHOT_PATTERNS, resolve_local
 
         if ctx.listing is not None:  # the run's listing says what to fetch: no second listing request
             from onboard.inspect_checkpoint.hub import download_snapshot
@@ -163,7 +159,7 @@ def run_golden(ctx: RunContext) -> dict[str, Any]:
     _ensure_local(ctx)
     folder = ctx.golden_root / ctx.slug
     previous = folder / "MANIFEST.json"
-    checks: list[dict[str, Any]] = []
+    checks: list[Check] = []
     extra: dict[str, Any] = {}
     cap = ctx.max_long_tokens or DEFAULT_MAX_LONG
     options = {"revision": ctx.run_id, "policy": ctx.policy, "rerun": ctx.rerun, "max_long_tokens": cap}
@@ -175,33 +171,33 @@ def run_golden(ctx: RunContext) -> dict[str, Any]:
                 detail = f"re-recorded {folder} with --max-long-tokens {cap}"
             else:
                 detail = f"reusing {folder} (same revision)"
-            checks.append({"name": "goldens_recorded", "passed": True, "required": True, "detail": detail})
+            checks.append(Check("goldens_recorded", True, detail=detail))
             return _done_golden(ctx, checks, folder)
         # A new revision: its reference must still match the goldens of the earlier (promoted) revision.
         new_folder = ctx.run_dir / "golden"
         record(str(ctx.local_dir or ctx.source), new_folder, **options)
         match = _compare_goldens(read_golden(folder), read_golden(new_folder))
-        checks.append({"name": "goldens_recorded", "passed": True, "required": True, "detail": str(new_folder)})
+        checks.append(Check("goldens_recorded", True, detail=str(new_folder)))
         checks.append(match)
         extra["compared_with"] = str(folder)
         return _done_golden(ctx, checks, new_folder, **extra)
     record(str(ctx.local_dir or ctx.source), folder, **options)
-    checks.append({"name": "goldens_recorded", "passed": True, "required": True, "detail": str(folder)})
+    checks.append(Check("goldens_recorded", True, detail=str(folder)))
     return _done_golden(ctx, checks, folder)
 
 
-def _compare_goldens(old: Any, new: Any) -> dict[str, Any]:
+def _compare_goldens(old: Any, new: Any) -> Check:
     """The new revision's reference against the earlier (promoted) goldens, value by value (`onboard golden diff`)."""
     from onboard.validate_serving.golden_diff import diff_goldens
 
     diff = diff_goldens(old, new)
-    return {"name": "goldens_match_promoted", "passed": diff.passed, "required": True, "detail": diff.detail}
+    return Check("goldens_match_promoted", diff.passed, detail=diff.detail)
 
 
-def _done_golden(ctx: RunContext, checks: list[dict[str, Any]], folder: Path, **extra: Any) -> dict[str, Any]:
+def _done_golden(ctx: RunContext, checks: list[Check], folder: Path, **extra: Any) -> dict[str, Any]:
     from onboard.promote.hashing import sha256_tree
 
-    result = _result("golden", checks, golden_dir=str(folder), golden_sha256=sha256_tree(folder), **extra)
+    result = stage_result("golden", checks, golden_dir=str(folder), golden_sha256=sha256_tree(folder), **extra)
     atomic_write_json(ctx.run_dir / "golden.json", result)
     return result
 
@@ -269,18 +265,29 @@ def _trust(ctx: RunContext) -> dict[str, Any]:
 
 
 # The code each stage runs, besides this module and what every stage shares (the profile, findings, errors, I/O).
-_SHARED = ("pipeline/stages.py", "profile.py", "serde.py", "findings.py", "errors.py", "fsutil.py", "reference.py")
+_SHARED = (
+    "pipeline/stages.py",
+    "profile.py",
+    "serde.py",
+    "findings.py",
+    "errors.py",
+    "fsutil.py",
+    "reference.py",
+    "checks.py",
+    "environment.py",
+)
 STAGES: tuple[Stage, ...] = (
     Stage("inspect", run_inspect, ("profile.json", "inspect.json"), params=lambda c: {"target": c.target},
           code=(*_SHARED, "inspect_checkpoint", "lfs.py")),
     Stage("generate", run_generate, ("generate.json",), needs=("inspect",), params=_trust,
-          code=(*_SHARED, "generate_adapter", "blocks", "kernels", "templates")),
+          code=(*_SHARED, "generate_adapter", "blocks", "kernels", "templates", "comparator.py")),
     Stage("verify-tokenizer", run_verify_tokenizer, ("verify-tokenizer.json",), needs=("inspect",),
           code=(*_SHARED, "verify_tokenizer", "lfs.py")),
     Stage("golden", run_golden, ("golden.json",), needs=("inspect",),
           params=lambda c: {**_trust(c), "max_long_tokens": c.max_long_tokens}, refuses=_reference_refusal,
-          code=(*_SHARED, "validate_serving", "verify_tokenizer", "sandbox", "checkpoint_id.py")),
+          code=(*_SHARED, "validate_serving", "verify_tokenizer", "sandbox", "checkpoint_id.py", "comparator.py")),
     Stage("validate", run_validate, ("validate.json",), needs=("generate", "golden"),
           params=lambda c: {"endpoint": c.endpoint, "served_model": c.served_model, "dtype": c.served_dtype},
-          refuses=_validate_refusal, code=(*_SHARED, "validate_serving", "verify_tokenizer", "sandbox", "adapters")),
+          refuses=_validate_refusal,
+          code=(*_SHARED, "validate_serving", "verify_tokenizer", "sandbox", "adapters", "comparator.py")),
 )  # fmt: skip

@@ -22,7 +22,7 @@ from onboard.fsutil import atomic_write_json, clean_os_errors, os_error, read_js
 from onboard.promote import hashing, provenance
 from onboard.promote.checklist import Checklist, ChecklistState, evaluate, load_checklist
 from onboard.promote.checklist_md import write_checklist
-from onboard.promote.record import CheckRow, FileEntry, PromotionRecord
+from onboard.promote.record import FileEntry, PromotionRecord
 from onboard.promote.registry import AlreadyPromoted, Registry, default_registry_path
 from onboard.promote.signoff import load_signoffs
 from onboard.promote.stage_results import StageResults, load_stage_results
@@ -246,7 +246,7 @@ def build_record(slug: str, workspace: Path, ev: Evaluation, by: str) -> Promoti
         tokenizer_sha256=tok if isinstance(tok, str) else hashing.tokenizer_hash({f.path: f.sha256 for f in files}),
         golden_sha256=golden_sha,
         golden_dir=str(golden_dir) if golden_dir else None,
-        checks=tuple(CheckRow(s, c.name, c.passed, c.required, c.detail) for s, c in results.all_checks()),
+        checks=tuple(c for _, c in results.all_checks()),
         checklist={it.id: it.status for it in ev.state.items},
         signoffs=load_signoffs(rev_dir),  # signoff.py's Signoff structs as stored, not copied
         versions=versions,

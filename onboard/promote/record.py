@@ -6,6 +6,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from onboard import serde
+from onboard.checks import Check
 from onboard.promote.checklist import Signoff
 
 
@@ -15,15 +16,6 @@ class FileEntry:
     sha256: str | None
     """None when the file was not available to hash (a hub checkpoint without recorded hashes)."""
     size: int | None = None
-
-
-@dataclass(frozen=True)
-class CheckRow:
-    stage: str
-    name: str
-    passed: bool
-    required: bool
-    detail: str = ""
 
 
 @dataclass(frozen=True)
@@ -42,7 +34,8 @@ class PromotionRecord:
     tokenizer_sha256: str | None
     golden_sha256: str | None
     golden_dir: str | None
-    checks: tuple[CheckRow, ...]
+    checks: tuple[Check, ...]
+    """Every stage's checks at promotion time, each with its stage."""
     checklist: dict[str, str]
     """item id -> status at promotion time."""
     signoffs: tuple[Signoff, ...]

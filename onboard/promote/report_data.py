@@ -10,7 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from onboard.promote import report_layers, svg
+from onboard import svg
+from onboard.promote import report_layers
 from onboard.promote.checklist import ChecklistState
 from onboard.promote.stage_results import STAGE_FILES, StageResults
 from onboard.quantize import report as quantize_report

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from onboard.promote import svg
+from onboard import svg
 
 # Value of a row, first key present: the bisect's `rel`, then older per-layer formats.
 ERROR_KEYS = ("rel", "max_abs_error", "max_error", "error", "max_logprob_error", "kl")

@@ -3,18 +3,22 @@
 A missing stage is simply absent; an unreadable one is kept with its error so the checklist and the report can say
 why an item is open instead of crashing. `inspect` has no checks of its own in `profile.json` (a ModelProfile), so
 they are derived here from its findings unless the pipeline stored an `inspect.json` with a `checks` list.
-Files and checks are decoded by msgspec; a malformed check is reported with its JSON path (`$.checks[2].passed`).
+Files and checks (onboard.checks.Check) are decoded by msgspec; a malformed check is reported with its JSON path
+(`$.checks[2].passed`). Each check read here carries its stage.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import msgspec
 
+from onboard.checks import Check, all_passed, read_checks
+from onboard.findings import SEVERITIES, Finding
 from onboard.inspect_checkpoint.verdicts import inspect_checks
+from onboard.verify_tokenizer.checks import build_checks
 
 # stage -> files that may hold its result, first found wins.
 STAGE_FILES: dict[str, tuple[str, ...]] = {
@@ -26,18 +30,6 @@ STAGE_FILES: dict[str, tuple[str, ...]] = {
     "draft-check": ("draft-check.json",),  # onboard draft-check --out onboarding/<slug>/<revision>
 }
 STAGES = tuple(STAGE_FILES)
-
-
-@dataclass(frozen=True)
-class Check:
-    name: str
-    passed: bool
-    required: bool = True
-    detail: str = ""
-    skipped: bool = False
-    """The stage did not run it: the item stays open unless the stage also says `not_applicable`."""
-    not_applicable: bool = False
-    """Nothing to check for this model (e.g. no boundary for long_context_parity): satisfies the item."""
 
 
 @dataclass(frozen=True)
@@ -93,64 +85,30 @@ def _load_one(stage: str, path: Path) -> StageResult:
         return StageResult(stage, path.name, None, (), {}, f"{path.name} is unreadable: not JSON ({exc})")
     raw = data.get("checks")
     if raw is None and stage == "inspect":
-        checks, error = derive_inspect_checks(data), None
+        checks, error = tuple(inspect_checks(data)), None
     elif raw is None and stage == "verify-tokenizer" and isinstance(data.get("findings"), list):
         checks, error = derive_tokenizer_checks(data), None
     else:
-        checks, error = _parse_checks(raw, path.name)
+        checks, error = read_checks(raw, path.name)
     if stage == "validate" and error is None and not any(c.name == "performance_recorded" for c in checks):
         checks = (*checks, derive_performance_check(data))
     passed = data.get("passed") if isinstance(data.get("passed"), bool) else None
     if passed is None and stage == "inspect" and error is None:
-        passed = all(c.passed for c in checks if c.required)
-    return StageResult(stage, path.name, passed, checks, data, error)
+        passed = all_passed(checks)
+    return StageResult(stage, path.name, passed, tuple(replace(c, stage=stage) for c in checks), data, error)
 
 
-def _parse_checks(raw: Any, file: str) -> tuple[tuple[Check, ...], str | None]:
-    """Each item decoded into a Check by msgspec (types checked); a malformed item is named with its field and
-    left out, the others kept, so one bad entry does not hide the stage's other results."""
-    if not isinstance(raw, list):
-        return (), f"{file} has no `checks` list"
-    checks: list[Check] = []
-    bad: list[str] = []
-    for i, item in enumerate(raw):
-        try:
-            checks.append(msgspec.convert(item, Check))
-        except msgspec.ValidationError as exc:
-            where = f"$.checks[{i}]"  # msgspec's path is relative to the item, and omitted at its root
-            message = str(exc)
-            bad.append(message.replace("`$", f"`{where}") if " - at `$" in message else f"{message} - at `{where}`")
-    return tuple(checks), (f"{file}: malformed checks (need name and passed): {'; '.join(bad)}" if bad else None)
-
-
-def derive_inspect_checks(profile: dict[str, Any]) -> tuple[Check, ...]:
-    """The inspect checks the checklist expects, from a ModelProfile's JSON (inspect_checkpoint.verdicts)."""
-    return tuple(Check(**check) for check in inspect_checks(profile))
-
-
-# verify-tokenizer finding code (prefix) -> the check it fails; any other error finding fails tokenizer_parity.
-TOKENIZER_CODE_CHECKS: dict[str, str] = {
-    "template-": "chat_template_parity",
-    "double-bos": "chat_template_parity",
-    "golden-drift-render": "chat_template_parity",
-    "golden-drift-stop-set": "declared_stop_set",
-    "eos-config-disagreement": "declared_stop_set",
-}
+CHECKLIST_TOKENIZER_CHECKS = ("tokenizer_parity", "chat_template_parity", "declared_stop_set")
 
 
 def derive_tokenizer_checks(report: dict[str, Any]) -> tuple[Check, ...]:
-    """tokenizer_parity / chat_template_parity / declared_stop_set from a findings-only verify-tokenizer report."""
-    failing: dict[str, list[str]] = {"tokenizer_parity": [], "chat_template_parity": [], "declared_stop_set": []}
-    for f in report.get("findings") or []:
-        if not isinstance(f, dict) or f.get("severity") not in ("error", "fatal"):
-            continue
-        code = str(f.get("code", ""))
-        name = next((c for prefix, c in TOKENIZER_CODE_CHECKS.items() if code.startswith(prefix)), "tokenizer_parity")
-        failing[name].append(f"{code}: {str(f.get('message', ''))[:160]}")
-    return tuple(
-        Check(name, not bad, True, "; ".join(bad[:3]) + (" …" if len(bad) > 3 else "") if bad else "no error findings")
-        for name, bad in failing.items()
-    )
+    """The checklist's verify-tokenizer checks from a findings-only report, by verify-tokenizer's own rules."""
+    findings = [
+        Finding(str(f.get("code", "")), f["severity"], str(f.get("message", "")))
+        for f in report.get("findings") or []
+        if isinstance(f, dict) and f.get("severity") in SEVERITIES
+    ]
+    return tuple(c for c in build_checks(findings, None, None, None) if c.name in CHECKLIST_TOKENIZER_CHECKS)
 
 
 def derive_performance_check(validate: dict[str, Any]) -> Check:

@@ -3,7 +3,7 @@
 Weights: the format's dequantized values, computed in float32 from the checkpoint's values and stored back in the
 model dtype (as a W4A16 kernel's bf16 dequantization does). A quantized weight is swapped in as the Parameter's
 data and the original tensor swapped back afterwards: nothing is copied, and the originals are never cloned (a
-copy of every weight the sweep touches was 200 MB of fresh memory on the 100M-parameter benchmark).
+copy of every weight the sweep touches would be as much fresh memory as the model's weights).
 
 Activations: a forward pre-hook on each module that multiplies by a quantized 2-D weight (nn.Linear, a tied or
 untied head) rounds its input the way the engine does; an embedding lookup has no matmul input, and the inputs of
@@ -31,15 +31,15 @@ class QuantizedWeights:
     Kept, not evicted: plans measured one after another apply every unit in turn, a cycle that a least-recently-used
     bound larger than the model would thrash. A caller that will not reuse an entry drops it (the sweep keeps only
     each unit's probe): fresh memory is dear (every new page is zero-filled by the kernel, and on a VM first backed
-    by the host), while what is dropped is reused by the next entry (forward.hold_freed_memory). Filling 2 GiB with
-    every format of every unit cost the benchmark's sweep 8 s more than no cache at all."""
+    by the host), while what is dropped is reused by the next entry (forward.hold_freed_memory): filling the cache
+    with every format of every unit costs more than it saves."""
 
     def __init__(self, limit: int = CACHE_LIMIT_BYTES) -> None:
         self.limit, self.used = limit, 0
         self._cache: dict[tuple[str, str], Any] = {}
         self._original: dict[str, Any] = {}
         # The float32 [out, in] source of the last few tensors: the sweep quantizes one unit's tensors into every
-        # format in turn, and converting the checkpoint's values for each format cost about 1 s of the benchmark.
+        # format in turn, so the checkpoint's values are converted once per tensor, not once per format.
         self._sources: OrderedDict[str, Any] = OrderedDict()
         self._holders: dict[str, list[Any]] = {}
 
@@ -84,8 +84,7 @@ class QuantizedWeights:
         return source
 
     def holders(self, model: Any, tensor: Tensor) -> list[Any]:
-        """activation_modules(model, tensor), found once (a walk over every module of the model each time cost
-        0.8 s of the benchmark's sweep)."""
+        """activation_modules(model, tensor), found once (not a walk over every module of the model each time)."""
         if tensor.name not in self._holders:
             self._holders[tensor.name] = activation_modules(model, tensor)
         return self._holders[tensor.name]

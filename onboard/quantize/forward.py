@@ -21,11 +21,13 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
+from onboard.comparator import DTYPE_COLUMNS, threshold
+
 _LAYER_LIST = re.compile(r"(?:^|\.)(?:layers|h|blocks|layer)$")
 KL_CHUNK_BYTES = 2 << 20
 """Float32 log-probabilities per KL chunk (32 positions at a vocabulary of 16k, 16 at 32k, 3 at 152k): the chunk's
-few arrays stay in cache across the KL's passes. 256 positions per chunk (16 MB arrays at 16k) made every pass a trip
-to memory: 22.9 ms against 9.5 ms for one score's KL over 331 positions at 16k."""
+few arrays stay in cache across the KL's passes, where larger chunks (16 MB arrays) make every pass a trip to
+memory."""
 REFERENCE_CACHE_BYTES = 1 << 30
 """The reference's log-probabilities, probabilities and argmax are kept for every score while they fit (float32:
 8 bytes per position and vocabulary entry); past that, each score recomputes them chunk by chunk."""
@@ -44,9 +46,8 @@ def hold_freed_memory() -> bool:
     """Ask glibc to serve large temporaries from its heap and keep what is freed, for the rest of the process.
 
     Why: a sweep allocates and frees logits- and weight-sized tensors (megabytes) thousands of times; by default glibc
-    maps each anew and the kernel zero-fills every page again. On the benchmark (bench_quantize_plan.py, 2 cores)
-    this took the sweep from 37 s to 26 s and its KL scoring from 10.8 s to 3.7 s, the one forward it is compared
-    with from 0.19 s to 0.17 s. Peak memory is unchanged; freed memory stays with the process until it exits.
+    maps each anew and the kernel zero-fills every page again (the effect: benchmarks/bench_quantize_plan.py).
+    Peak memory is unchanged; freed memory stays with the process until it exits.
     False (nothing changed) where the C library is not glibc."""
     import ctypes
     import ctypes.util
@@ -224,11 +225,10 @@ class Runner:
     def _join_token_wise(self, modules: Sequence[Any]) -> None:
         """Per unit module that maps each token on its own (a projection, a dense MLP: checked here, not assumed from
         its type), its recorded inputs and outputs joined along the positions: an error energy then reruns it once
-        over all prompts (on the benchmark, 0.9 s of the sweep's 4 s of energies were per-call overheads and small
-        matmuls). The check: the module run once on the joined inputs gives each token's recorded output, to 1%
-        of its norm (a batched matmul may round differently; a token mixed with its neighbours, as a time shift or
-        a convolution does, misses by far more). The per-prompt records become views of the joined tensors, so the
-        memory is the same."""
+        over all prompts instead of once per prompt (fewer, larger matmuls). The check: the module run once on the
+        joined inputs gives each token's recorded output within the comparator's `token_wise` bound (a batched
+        matmul may round differently; a token mixed with its neighbours, as a time shift or a convolution does,
+        misses by far more). The per-prompt records become views of the joined tensors, so the memory is the same."""
         import torch
 
         for module in modules:
@@ -256,14 +256,14 @@ class Runner:
             ]
 
 
-TOKEN_WISE_TOLERANCE = 1e-2
-"""Largest relative change of a token's output when its module runs over every prompt at once (see
-Runner._join_token_wise)."""
-
-
 def _token_wise_equal(got: Any, reference: Any) -> bool:
+    """Each token's output within the comparator's `token_wise` bound of its recorded one (Runner._join_token_wise).
+    An output dtype outside the threshold table is never joined: the module then runs per prompt, as unjoined."""
+    dtype = str(reference.dtype).removeprefix("torch.")
+    if dtype not in DTYPE_COLUMNS:
+        return False
     error = (got.float() - reference.float()).norm(dim=-1)
-    return bool((error <= TOKEN_WISE_TOLERANCE * reference.float().norm(dim=-1)).all())
+    return bool((error <= threshold("token_wise", dtype) * reference.float().norm(dim=-1)).all())
 
 
 def kl_chunk_rows(vocab: int) -> int:

@@ -2,8 +2,8 @@
 
 Why: a plan's llama.cpp formats must round exactly as `llama-quantize` does. The engine's library does so by
 definition; the torch port (ggml_kquants.py) agrees on Q6_K but differs on a few Q4_K sub-blocks, whose scale
-search compares float32 sums in the order the compiler chose. The library is also 4-10x faster (C, one chunk of
-rows per torch thread; ctypes releases the GIL).
+search compares float32 sums in the order the compiler chose. The library is also faster (C, one chunk of rows
+per torch thread; ctypes releases the GIL).
 
 Safety: the library is loaded only from the llama.cpp install this project made (scripts/install_llama_cpp.sh,
 or ONBOARD_LLAMACPP_VENV), never from a checkpoint. Before a type is used, its block size and bytes per block are
@@ -80,9 +80,9 @@ def _quantization_types() -> Any:
     """The gguf package's GGMLQuantizationType (GGUF's type ids), read from its module gguf/constants.py alone.
 
     Why: importing the package runs its __init__, which imports its vocabulary module and, through it,
-    mistral_common: 0.33-0.39 s, spent inside a sweep's first quantization (1.6% of the benchmark's sweep) for one
-    enum. constants.py needs only the standard library (17 ms). The package's own enum when it is imported already,
-    or when constants.py is not where the package keeps it or does not load alone."""
+    mistral_common, inside a sweep's first quantization, for one enum; constants.py needs only the standard library.
+    The package's own enum when it is imported already, or when constants.py is not where the package keeps it or
+    does not load alone."""
     import sys
 
     if "gguf" not in sys.modules:
@@ -117,7 +117,7 @@ def _gguf_constants_alone() -> Any | None:
 
 def library_path() -> Path | None:
     """libggml-base of the llama.cpp install, when there is one."""
-    from onboard.engines import venvs
+    from onboard import venvs
 
     for candidate in sorted(venvs.llamacpp().glob("lib/python3*/site-packages/llama_cpp/lib/libggml-base.so")):
         return candidate

@@ -107,7 +107,7 @@ class Swept:
 
 
 def prepare(request: Request, say: Any) -> Swept:
-    from onboard.validate_serving.env import resolve_local
+    from onboard.environment import resolve_local
 
     formats, left_out = usable(request.formats)
     if not formats:
@@ -182,8 +182,8 @@ def plan(swept: Swept, request: Request, say: Any) -> Outcome:
 
 def run(request: Request, say: Any) -> Outcome:
     """Sweep, plan, and write quantize-plan.json and the engine files into `request.out`."""
+    from onboard.environment import slug
     from onboard.fsutil import output_folder
-    from onboard.validate_serving.env import slug
 
     if (request.budget_kl is None) == (request.target_bytes is None):
         raise InputError("give exactly one of --budget-kl and --target-bytes")

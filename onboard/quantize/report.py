@@ -11,7 +11,7 @@ from typing import Any
 
 import msgspec
 
-from onboard.promote import svg
+from onboard import svg
 from onboard.quantize.plan_file import PLAN_FILE, ChosenUnit
 
 PlotParts = tuple[str, str, str, str]

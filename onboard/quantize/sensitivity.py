@@ -8,8 +8,8 @@ is quadratic in small perturbations, and so is the energy). The head, and an emb
 directly: every format is measured there. Cost: about one forward over the suite per unit (see the benchmark).
 
 Memory: the sweep keeps no format's weights once measured (at most two formats of one unit at a time). Every weight
-it kept was fresh memory, which the kernel zero-fills page by page: on the benchmark's 2-core VM, filling the cache
-with every unit's formats (2 GiB) made the sweep 30 s instead of 17-19 s.
+it kept would be fresh memory, which the kernel zero-fills page by page: a cache of every unit's formats costs the
+sweep more than recomputing them.
 """
 
 from __future__ import annotations
@@ -211,7 +211,7 @@ def _weight_outlier(unit: Unit) -> float:
     peak = 0.0
     for tensor in unit.tensors:
         w = tensor.param.detach()
-        # Accumulated in float32 without a float32 copy of the weight (half the time on the benchmark's embedding).
+        # Accumulated in float32 without a float32 copy of the weight.
         rms = float(torch.linalg.vector_norm(w, dtype=torch.float32)) / max(w.numel(), 1) ** 0.5
         if rms > 0:
             low, high = torch.aminmax(w)

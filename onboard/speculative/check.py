@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from onboard.checks import Check
 from onboard.errors import InputError
 from onboard.findings import Finding, error
 from onboard.speculative import acceptance, drafts, speedup
@@ -50,8 +51,8 @@ class Trajectory:
 
 def run(request: Request, say: Any) -> dict[str, Any]:
     """The draft-check result (also written to OUT/draft-check.json); IncompatibleDraft after writing it."""
+    from onboard.environment import resolve_local, slug
     from onboard.fsutil import output_folder
-    from onboard.validate_serving.env import resolve_local, slug
 
     started = time.perf_counter()
     folder = resolve_local(request.target, request.revision)
@@ -61,8 +62,8 @@ def run(request: Request, say: Any) -> dict[str, Any]:
 
 def _check(request: Request, folder: Path, out: Path, started: float, say: Any) -> dict[str, Any]:
     """run's measurement, written into `out` (made beforehand)."""
+    from onboard.environment import resolve_local
     from onboard.speculative.compat import IncompatibleDraft, check_compatibility
-    from onboard.validate_serving.env import resolve_local
 
     kind = request.draft if request.draft in SPECIAL_DRAFTS else "model"
     draft_folder = resolve_local(request.draft) if kind == "model" else None
@@ -245,14 +246,13 @@ def _finish(
     detail = (f"greedy alpha {greedy['alpha']:.3f}, recommended k {speedup.describe_k(greedy['recommended_k'])}" if measured
               else "; ".join(f.message for f in findings if f.severity in ("error", "fatal"))[:300])  # fmt: skip
     result["findings"] = [to_dict(f) for f in findings]
-    result["checks"] = [
-        # Not required: speculative decoding is optional, so its checks never block a promotion on their own.
-        {"name": "draft_compatible", "passed": compatible, "required": False,
-         "detail": "tokenizer ids, special tokens and vocabulary checked" if compatible else detail,
-         "not_applicable": result["draft_kind"] != "model"},
-        {"name": "draft_acceptance_measured", "passed": measured, "required": False, "detail": detail,
-         "skipped": not measured},
-    ]  # fmt: skip
+    # Not required: speculative decoding is optional, so its checks never block a promotion on their own.
+    compat_detail = "tokenizer ids, special tokens and vocabulary checked" if compatible else detail
+    checks = [
+        Check("draft_compatible", compatible, False, compat_detail, not_applicable=result["draft_kind"] != "model"),
+        Check("draft_acceptance_measured", measured, False, detail, skipped=not measured),
+    ]
+    result["checks"] = [c.to_dict() for c in checks]
     result["passed"] = compatible and measured
     atomic_write_json(out / RESULT_FILE, result)
     result["written"] = str(out / RESULT_FILE)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from onboard.promote import svg
+from onboard import svg
 
 PlotParts = tuple[str, str, str, str]
 TableParts = tuple[str, tuple[str, ...], tuple[tuple[str, ...], ...]]

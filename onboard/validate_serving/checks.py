@@ -1,6 +1,6 @@
 """Behavioural checks beyond parity: determinism, degeneration, stops, NaN/inf and fp16 overflow.
 
-Each returns a CheckResult with a stable name (checklists/day-zero.yaml links to them). What a candidate cannot
+Each returns a Check with a stable name (checklists/day-zero.yaml links to them). What a candidate cannot
 show (no batch, no padding, no activations, no logit_bias) is reported as skipped with the reason, never as a pass.
 """
 
@@ -9,10 +9,11 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from onboard.comparator import Tolerances, compare_rows, first_difference, judge
+from onboard.checks import Check
+from onboard.comparator import Tolerances, compare_rows, first_difference, judge, known_dtype
 from onboard.validate_serving.candidates import Candidate, LayerStat, TopK, run_concurrently
 from onboard.validate_serving.golden import GoldenSet
-from onboard.validate_serving.parity import CheckResult, GreedyResult
+from onboard.validate_serving.parity import GreedyResult
 
 REPEATS = 3
 # Largest finite value per dtype: activations above it overflow to inf (BUGZOO B39).
@@ -49,7 +50,7 @@ def _rows(candidate: Candidate, batch: Sequence[Sequence[int]], top_k: int, new_
     return [list(g.steps) for g in candidate.generate(batch, new_tokens, top_k)]
 
 
-def determinism_repeat(golden: GoldenSet, candidate: Candidate, top_k: int, tol: Tolerances) -> CheckResult:
+def determinism_repeat(golden: GoldenSet, candidate: Candidate, top_k: int, tol: Tolerances) -> Check:
     """The same request repeated must give bitwise-identical logprobs and tokens.
 
     Threshold 0 (bitwise), no tolerance: nothing differs between identical requests on an idle candidate, so any
@@ -69,7 +70,7 @@ def determinism_repeat(golden: GoldenSet, candidate: Candidate, top_k: int, tol:
         if gens[0].ids != gens[1].ids:
             problems.append(f"{prompt.name}: greedy tokens differ between identical requests")
     detail = "; ".join(problems) or f"{len(prompts)} prompts x {REPEATS} requests and 2 generations: bitwise identical"
-    return CheckResult(
+    return Check(
         "determinism_repeat",
         not problems,
         True,
@@ -78,11 +79,11 @@ def determinism_repeat(golden: GoldenSet, candidate: Candidate, top_k: int, tol:
     )
 
 
-def determinism_batch(golden: GoldenSet, candidate: Candidate, top_k: int, tol: Tolerances) -> CheckResult:
+def determinism_batch(golden: GoldenSet, candidate: Candidate, top_k: int, tol: Tolerances) -> Check:
     """A prompt alone vs in a batch with other prompts of the same length (B43: batch-size dependence at T=0)."""
     if not candidate.capabilities.batch:
-        return CheckResult("determinism_batch", False, False, "not checked: the candidate has no batch interface; "
-                           "a candidate that takes several prompts per call would check it", skipped=True)  # fmt: skip
+        return Check("determinism_batch", False, False, "not checked: the candidate has no batch interface; "
+                     "a candidate that takes several prompts per call would check it", skipped=True)  # fmt: skip
     prompts = sorted(golden.prompts, key=lambda p: len(p.sequence))
     target = prompts[0]
     n_new = len(target.generated_ids)
@@ -107,10 +108,10 @@ def determinism_batch(golden: GoldenSet, candidate: Candidate, top_k: int, tol: 
     if gen_alone != gen_mixed:
         ok, detail = False, detail + "; greedy tokens differ between batch 1 and batch N"
     detail = f"{target.name} alone vs in a batch of {len(batch)}: {_spread_text(spread, spread == 0.0, tol.max_logprob_error)}; {detail}"
-    return CheckResult("determinism_batch", ok, True, detail, data={"max_difference": spread, "bitwise": spread == 0.0})
+    return Check("determinism_batch", ok, True, detail, data={"max_difference": spread, "bitwise": spread == 0.0})
 
 
-def determinism_padding(golden: GoldenSet, candidate: Candidate, top_k: int, tol: Tolerances) -> CheckResult:
+def determinism_padding(golden: GoldenSet, candidate: Candidate, top_k: int, tol: Tolerances) -> Check:
     """A sequence alone vs inside batches with sequences of other lengths, arranged the ways the candidate batches:
     in process, left- and right-padded batches; an engine, one multi-prompt request and concurrent single requests
     (its scheduler batches them as it batches traffic).
@@ -120,14 +121,14 @@ def determinism_padding(golden: GoldenSet, candidate: Candidate, top_k: int, tol
     differently with the batch's shape (the adapter in float32: spread ~1e-7 to 1e-6). Greedy tokens must agree."""
     caps = candidate.capabilities
     if not caps.padding:
-        return CheckResult("determinism_padding", False, False, "not checked: this candidate takes no batches of "
-                           "different lengths; an engine endpoint or the generated adapter would check it",
-                           skipped=True)  # fmt: skip
+        return Check("determinism_padding", False, False, "not checked: this candidate takes no batches of "
+                     "different lengths; an engine endpoint or the generated adapter would check it",
+                     skipped=True)  # fmt: skip
     by_length = {len(p.sequence): p for p in golden.prompts if p.kind != "long"}
     prompts = [by_length[n] for n in sorted(by_length)]
     if len(prompts) < 2:
-        return CheckResult("determinism_padding", False, False, "not checked: needs two prompts of different "
-                           "lengths; re-record the goldens with the default prompt suite", skipped=True)  # fmt: skip
+        return Check("determinism_padding", False, False, "not checked: needs two prompts of different "
+                     "lengths; re-record the goldens with the default prompt suite", skipped=True)  # fmt: skip
     target = prompts[0]
     seq = target.sequence if caps.prompt_logprobs else target.prompt_ids
     n_new = len(target.generated_ids)
@@ -149,7 +150,7 @@ def determinism_padding(golden: GoldenSet, candidate: Candidate, top_k: int, tol
         worst, bitwise, tol.max_logprob_error
     )
     detail = summary + ("; " + "; ".join(problems) if problems else "")
-    return CheckResult("determinism_padding", not problems, True, detail, data={
+    return Check("determinism_padding", not problems, True, detail, data={
         "max_difference": worst, "bitwise": bitwise, "tolerance": tol.max_logprob_error, "arrangements": arrangements})  # fmt: skip
 
 
@@ -175,7 +176,7 @@ def loop_of(ids: Sequence[int]) -> tuple[int, int] | None:
     return None
 
 
-def degeneration(greedy: list[GreedyResult]) -> CheckResult:
+def degeneration(greedy: list[GreedyResult]) -> Check:
     """A token or n-gram loop in the candidate's greedy output where the reference, on the same text, moves on (B25,
     B28 symptoms): a loop that has begun by the token where the candidate leaves the reference's continuation.
 
@@ -205,10 +206,10 @@ def degeneration(greedy: list[GreedyResult]) -> CheckResult:
     if listed:
         detail += ("; not counted (the goldens do not say whether the reference loops on the candidate's own text): "
                    + "; ".join(listed))  # fmt: skip
-    return CheckResult("degeneration", not bad, True, detail, data={"loops": loops})
+    return Check("degeneration", not bad, True, detail, data={"loops": loops})
 
 
-def stop_set(golden: GoldenSet, candidate: Candidate) -> CheckResult:
+def stop_set(golden: GoldenSet, candidate: Candidate) -> Check:
     """The candidate stops on every token of the declared stop set (B01: Llama 3 stops on two ids).
 
     The stop set is the tokenizer's declared one (verify_tokenizer.special_tokens.declared_stop_ids: every EOS the
@@ -218,12 +219,12 @@ def stop_set(golden: GoldenSet, candidate: Candidate) -> CheckResult:
     """
     stops = [int(t) for t in golden.manifest.get("stop_token_ids", [])]
     if not stops:
-        return CheckResult("stop_set", False, False, "not checked: the goldens record no stop tokens (the checkpoint "
-                           "declares no EOS); declare eos_token_id in generation_config.json (onboard verify-tokenizer "
-                           "lists the stop set), re-record the goldens and validate again", skipped=True)  # fmt: skip
+        return Check("stop_set", False, False, "not checked: the goldens record no stop tokens (the checkpoint "
+                     "declares no EOS); declare eos_token_id in generation_config.json (onboard verify-tokenizer "
+                     "lists the stop set), re-record the goldens and validate again", skipped=True)  # fmt: skip
     if not candidate.capabilities.force_token:
-        return CheckResult("stop_set", False, False, "not checked: the candidate cannot force a token (no logit_bias); "
-                           "an engine that accepts logit_bias (vLLM, SGLang) checks it", skipped=True)  # fmt: skip
+        return Check("stop_set", False, False, "not checked: the candidate cannot force a token (no logit_bias); "
+                     "an engine that accepts logit_bias (vLLM, SGLang) checks it", skipped=True)  # fmt: skip
     prompt = min(golden.prompts, key=lambda p: len(p.prompt_ids)).prompt_ids
     failures = []
     for token in stops:
@@ -238,10 +239,10 @@ def stop_set(golden: GoldenSet, candidate: Candidate) -> CheckResult:
     if failures and missing:
         detail += (f"; the candidate stops on {honoured} (generation_config.json eos_token_id and the tokenizer's "
                    f"EOS): add {missing} to generation_config.json eos_token_id")  # fmt: skip
-    return CheckResult("stop_set", not failures, True, detail, data={"stop_token_ids": stops, "honoured": honoured})
+    return Check("stop_set", not failures, True, detail, data={"stop_token_ids": stops, "honoured": honoured})
 
 
-def nan_inf_scan(parity_rows: Sequence[Sequence[TopK]], activations: list[LayerStat] | None) -> CheckResult:
+def nan_inf_scan(parity_rows: Sequence[Sequence[TopK]], activations: list[LayerStat] | None) -> Check:
     """No NaN/inf in any returned logprob, nor (when observable) in any module's activations."""
     bad_rows = sum(1 for rows in parity_rows for r in rows if not all(math.isfinite(v) for v in r.logprobs))
     bad_layers = [s.name for s in activations or [] if s.nonfinite]
@@ -255,17 +256,18 @@ def nan_inf_scan(parity_rows: Sequence[Sequence[TopK]], activations: list[LayerS
         if activations is not None
         else "logprobs only (activations not observable)"
     )
-    return CheckResult("nan_inf_scan", not problems, True, "; ".join(problems) or f"all finite ({scope})")
+    return Check("nan_inf_scan", not problems, True, "; ".join(problems) or f"all finite ({scope})")
 
 
-def fp16_overflow(golden: GoldenSet, dtype: str, activations: list[LayerStat] | None) -> CheckResult:
-    """Per-layer activation max-abs (float32 reference, and the candidate's own when observable) vs the dtype range."""
-    limit = DTYPE_MAX.get(dtype, DTYPE_MAX["float32"])
+def fp16_overflow(golden: GoldenSet, dtype: str, activations: list[LayerStat] | None) -> Check:
+    """Per-layer activation max-abs (float32 reference, and the candidate's own when observable) vs the dtype range.
+    A dtype without a range in DTYPE_MAX raises UnknownDtype (another dtype's range would pass or fail by chance)."""
+    limit = DTYPE_MAX[known_dtype(dtype, DTYPE_MAX, "largest finite value in validate's DTYPE_MAX")]
     reference = {k: float(v) for k, v in golden.manifest.get("activation_max_abs", {}).items()}
     if not reference and activations is None:
-        return CheckResult("fp16_overflow", False, False, "not checked: no activation statistics (goldens without "
-                           "activation_max_abs, a candidate without hooks); goldens recorded by onboard golden record "
-                           "carry them", skipped=True)  # fmt: skip
+        return Check("fp16_overflow", False, False, "not checked: no activation statistics (goldens without "
+                     "activation_max_abs, a candidate without hooks); goldens recorded by onboard golden record "
+                     "carry them", skipped=True)  # fmt: skip
     over = sorted((v, k) for k, v in reference.items() if v > limit)
     cand_over = [s for s in activations or [] if s.nonfinite or s.max_abs > limit]
     peak_name, peak = max(reference.items(), key=lambda kv: kv[1], default=("-", 0.0))
@@ -283,6 +285,6 @@ def fp16_overflow(golden: GoldenSet, dtype: str, activations: list[LayerStat] | 
     )
     if not problems and headroom < HEADROOM_WARN:
         detail += f" (warning: below x{HEADROOM_WARN:g}; other inputs may overflow)"
-    return CheckResult(
+    return Check(
         "fp16_overflow", not problems, True, detail, data={"headroom": headroom if math.isfinite(headroom) else None}
     )

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 from urllib.parse import urlparse
 
+from onboard.environment import hardware
 from onboard.validate_serving.candidates import (
     CandidateInfo,
     Capabilities,
@@ -22,7 +23,6 @@ from onboard.validate_serving.candidates import (
     TopK,
     run_concurrently,
 )
-from onboard.validate_serving.env import hardware
 from onboard.validate_serving.openai_client import DEFAULT_RETRIES, EndpointError, HTTPStatusError, OpenAIClient
 
 __all__ = ["EndpointCandidate", "EndpointError"]

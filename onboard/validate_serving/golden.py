@@ -234,8 +234,8 @@ def record(
     `policy` trusts it, that code in the sandbox worker (record_in_worker); refused otherwise, naming `rerun`.
     """
     from onboard.checkpoint_id import checkpoint_fingerprint
+    from onboard.environment import hardware, resolve_local, slug
     from onboard.reference import load_transformers
-    from onboard.validate_serving.env import hardware, resolve_local, slug
     from onboard.validate_serving.prompts import DEFAULT_MAX_LONG, boundaries_of, build_suite, plan_long
     from onboard.validate_serving.runtime import InProcessCandidate
     from onboard.verify_tokenizer.special_tokens import checkpoint_stop_set

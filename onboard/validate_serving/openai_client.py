@@ -53,7 +53,7 @@ class Version(msgspec.Struct):
 
 class OpenAIClient:
     def __init__(self, base: str, timeout_s: float, retries: int = DEFAULT_RETRIES) -> None:
-        import openai  # ~1 s to import: only when an endpoint is validated
+        import openai  # a heavy import: only when an endpoint is validated
 
         self.base = base
         self.timeout = timeout_s

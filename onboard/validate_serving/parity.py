@@ -8,9 +8,9 @@ separately, and its first divergence is excused only when it is a near-tie for b
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
 
+from onboard.checks import Check
 from onboard.comparator import (
     LATE_FROM,
     PositionMetrics,
@@ -26,19 +26,6 @@ from onboard.validate_serving.candidates import Candidate, Generation, TopK
 from onboard.validate_serving.golden import GoldenPrompt, GoldenSet
 
 SHOW_TOP = 5
-
-
-@dataclass(frozen=True)
-class CheckResult:
-    name: str
-    passed: bool
-    required: bool
-    detail: str
-    skipped: bool = False
-    """Not run (engine capability, a cap, too little signal): never a pass; the detail says what would run it."""
-    data: dict[str, Any] = field(default_factory=dict)
-    not_applicable: bool = False
-    """Skipped because the model has nothing to check (no boundary to cross): the one skip that satisfies an item."""
 
 
 @dataclass(frozen=True)
@@ -68,7 +55,7 @@ def score_prompts(golden: GoldenSet, candidate: Candidate, top_k: int) -> list[P
     return out
 
 
-def logit_checks(parities: list[PromptParity], tol: Tolerances) -> list[CheckResult]:
+def logit_checks(parities: list[PromptParity], tol: Tolerances) -> list[Check]:
     """logit_parity (positions before any boundary), long_context_parity (past them), logit_scale (all positions)."""
     short = [m for p in parities for m in (p.metrics if p.long_from is None else p.metrics[: p.long_from])]
     long = [m for p in parities if p.long_from is not None for m in p.metrics[p.long_from :]]
@@ -77,31 +64,29 @@ def logit_checks(parities: list[PromptParity], tol: Tolerances) -> list[CheckRes
         bounds = sorted({f"{k}={v}" for p in parities for k, v in p.prompt.boundaries.items()}) or ["the boundaries"]
         check = _verdict_check("long_context_parity", long, tol, parities)
         results.append(
-            CheckResult(check.name, check.passed, True, f"past {', '.join(bounds)}: {check.detail}", data=check.data)
+            Check(check.name, check.passed, True, f"past {', '.join(bounds)}: {check.detail}", data=check.data)
         )
     else:
         results.append(
-            CheckResult("long_context_parity", True, False, "not checked: the model has no sliding window or rope "
-                        "original context below the long prompt's length (the long prompt is in logit_parity)", skipped=True)
+            Check("long_context_parity", True, False, "not checked: the model has no sliding window or rope "
+                  "original context below the long prompt's length (the long prompt is in logit_parity)", skipped=True)
         )  # fmt: skip
     ratios = {p.prompt.name: p.ratio for p in parities if p.ratio is not None}
     ok, slope, limit = judge_scale([m for p in parities for m in p.metrics], tol)
     if slope is None:
         results.append(
-            CheckResult("logit_scale", True, True, "not checked: distributions too flat to estimate a scale "
-                        "(a checkpoint with peaked outputs would show it)", skipped=True)
+            Check("logit_scale", True, True, "not checked: distributions too flat to estimate a scale "
+                  "(a checkpoint with peaked outputs would show it)", skipped=True)
         )  # fmt: skip
     else:
         worst = max(ratios.items(), key=lambda kv: abs(kv[1] - 1.0), default=("-", 1.0))
         detail = (f"logit-scale slope {slope:.4g} over all positions (tolerance |slope-1| <= {limit:.3g}); "
                   f"worst prompt {worst[0]} {worst[1]:.4g}")  # fmt: skip
-        results.append(CheckResult("logit_scale", ok, True, detail, data={"slope": slope, "ratios": ratios}))
+        results.append(Check("logit_scale", ok, True, detail, data={"slope": slope, "ratios": ratios}))
     return results
 
 
-def _verdict_check(
-    name: str, metrics: list[PositionMetrics], tol: Tolerances, parities: list[PromptParity]
-) -> CheckResult:
+def _verdict_check(name: str, metrics: list[PositionMetrics], tol: Tolerances, parities: list[PromptParity]) -> Check:
     verdict = judge(metrics, tol)
     late = f", mean KL past index {LATE_FROM} {verdict.kl_late_mean:.3g}" if verdict.kl_late_mean is not None else ""
     detail = (
@@ -112,7 +97,7 @@ def _verdict_check(
     )
     if not verdict.passed:
         detail = "; ".join(verdict.reasons) + " — " + detail + _worst_position(metrics, parities)
-    return CheckResult(
+    return Check(
         name,
         verdict.passed,
         True,
@@ -150,7 +135,7 @@ class GreedyResult:
 
 def greedy_parity(
     golden: GoldenSet, candidate: Candidate, top_k: int, tol: Tolerances
-) -> tuple[CheckResult, list[GreedyResult]]:
+) -> tuple[Check, list[GreedyResult]]:
     """Greedy continuations vs the golden's; the first divergence is shown with both sides' top-k."""
     results = []
     for prompt in golden.prompts:
@@ -171,7 +156,7 @@ def greedy_parity(
             if r.diverged_at is not None
         ]
     }
-    return CheckResult("greedy_parity", not bad, True, detail, data=data), results
+    return Check("greedy_parity", not bad, True, detail, data=data), results
 
 
 def _greedy_one(prompt: GoldenPrompt, gen: Generation, tol: Tolerances) -> GreedyResult:

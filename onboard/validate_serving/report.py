@@ -1,7 +1,6 @@
 """The validate stage result (validation.json, the `--json` output) and its human summary.
 
-Result fields (shared stage contract, COMMON.md): stage, passed, checks [{name, passed, required, detail, skipped,
-not_applicable}] (skipped: not run, the detail says what would run it; not_applicable: nothing to check for this model);
+Result fields: the stage result of onboard/checks.py (stage, passed, checks), failed and not_checked (check names);
 plus self_check and mode (true / "self-check: …" when transformers was compared with its own goldens), candidate,
 golden, tolerances (and the threshold table they came from), positions (per-position arrays for plots: prompt,
 index, kl, max_logprob_error, top1_agree) and performance (see performance.py for definitions).
@@ -11,15 +10,17 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from onboard.checks import Check, all_passed, failed_names, read_checks, stage_result
 from onboard.comparator import Tolerances
 from onboard.fsutil import atomic_write
 from onboard.validate_serving.candidates import Candidate
 from onboard.validate_serving.golden import GoldenSet
-from onboard.validate_serving.parity import CheckResult, PromptParity
+from onboard.validate_serving.parity import PromptParity
 
 SELF_CHECK = "self-check: transformers against its own goldens (tests the harness, not a serving implementation)"
 """What `--candidate reference` proves. The checklist never ticks an item from such a result."""
@@ -33,44 +34,32 @@ def _finite(value: float) -> float | None:
 def build_result(
     golden: GoldenSet,
     candidate: Candidate,
-    checks: list[CheckResult],
+    checks: list[Check],
     parities: list[PromptParity],
     tol: Tolerances,
     performance: dict[str, Any] | None,
     thresholds: dict[str, Any],
 ) -> dict[str, Any]:
-    passed = all(c.passed for c in checks if c.required)
     self_check = candidate.info.kind == "reference-as-candidate"
     return json_safe(
-        {
-            "stage": "validate",
-            "passed": passed,
-            "self_check": self_check,
-            "mode": SELF_CHECK if self_check else f"{candidate.info.kind} against the reference's goldens",
-            "checks": [
-                {
-                    "name": c.name,
-                    "passed": c.passed,
-                    "required": c.required,
-                    "skipped": c.skipped,
-                    "not_applicable": c.not_applicable,
-                    "detail": c.detail,
-                }
-                for c in checks
-            ],
-            "failed": [c.name for c in checks if c.required and not c.passed],
-            "not_checked": [c.name for c in checks if c.skipped],
-            "candidate": asdict(candidate.info) | {"capabilities": asdict(candidate.capabilities)},
-            "golden": {
+        stage_result(
+            "validate",
+            checks,
+            self_check=self_check,
+            mode=SELF_CHECK if self_check else f"{candidate.info.kind} against the reference's goldens",
+            failed=failed_names(checks),
+            not_checked=[c.name for c in checks if c.skipped],
+            candidate=asdict(candidate.info) | {"capabilities": asdict(candidate.capabilities)},
+            golden={
                 "folder": str(golden.folder),
                 "source": golden.manifest.get("source"),
                 "revision": golden.manifest.get("revision"),
                 "reference": golden.manifest.get("reference"),
                 "versions": golden.manifest.get("versions"),
             },
-            "tolerances": asdict(tol),
-            "thresholds": thresholds,
-            "positions": [
+            tolerances=asdict(tol),
+            thresholds=thresholds,
+            positions=[
                 {
                     "prompt": p.prompt.name,
                     "index": m.index,
@@ -81,10 +70,28 @@ def build_result(
                 for p in parities
                 for m in p.metrics
             ],
-            "check_data": {c.name: c.data for c in checks if c.data},
-            "performance": performance,
-        }
+            check_data={c.name: c.data for c in checks if c.data},
+            performance=performance,
+        )
     )
+
+
+def add_checks(result: dict[str, Any], checks: Sequence[Check]) -> None:
+    """Append `checks` to a validate result (in place, their data under `check_data`) and judge it again."""
+    result["checks"].extend(c.to_dict() for c in checks)
+    for c in checks:
+        if c.data:
+            result.setdefault("check_data", {})[c.name] = json_safe(c.data)
+    rejudge(result)
+
+
+def rejudge(result: dict[str, Any]) -> None:
+    """`passed`, `failed` and `not_checked` of a validate result again from its checks (after checks were added or
+    made optional)."""
+    checks, _ = read_checks(result["checks"], "validate result")
+    result["failed"] = failed_names(checks)
+    result["not_checked"] = [c.name for c in checks if c.skipped]
+    result["passed"] = all_passed(checks)
 
 
 def json_safe(value: Any) -> Any:

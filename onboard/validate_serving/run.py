@@ -6,6 +6,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from onboard.checks import Check
 from onboard.comparator import THRESHOLDS, compare_rows, tolerances
 from onboard.validate_serving.candidates import Candidate
 from onboard.validate_serving.checks import (
@@ -18,7 +19,7 @@ from onboard.validate_serving.checks import (
     stop_set,
 )
 from onboard.validate_serving.golden import GoldenSet, read_golden
-from onboard.validate_serving.parity import CheckResult, PromptParity, greedy_parity, logit_checks, score_prompts
+from onboard.validate_serving.parity import PromptParity, greedy_parity, logit_checks, score_prompts
 from onboard.validate_serving.report import SELF_CHECK
 
 MAX_CANDIDATE_TOP_K = 20  # vLLM's default --max-logprobs
@@ -38,7 +39,7 @@ GROUPS = {
 
 
 def default_golden_dir(source: str) -> Path:
-    from onboard.validate_serving.env import slug
+    from onboard.environment import slug
 
     return Path("golden_outputs") / slug(source)
 
@@ -62,7 +63,7 @@ def open_candidate(
         from onboard.validate_serving.endpoint import EndpointCandidate
 
         return EndpointCandidate(endpoint, served_model or source, dtype, timeout_s=timeout_s)
-    from onboard.validate_serving.env import resolve_local
+    from onboard.environment import resolve_local
     from onboard.validate_serving.runtime import load_candidate
 
     if candidate not in CANDIDATES:
@@ -79,7 +80,7 @@ def open_candidate(
 def checkpoint_of(source: str, endpoint: str | None) -> Path | None:
     """The local checkpoint folder the goldens must belong to; None for an endpoint named by a hub id (its weights
     are the engine's, not on this machine)."""
-    from onboard.validate_serving.env import resolve_local
+    from onboard.environment import resolve_local
 
     if endpoint and not Path(source).is_dir():
         return None
@@ -109,17 +110,17 @@ def validate(
     dtype = candidate.info.dtype
     tol = tolerances(dtype, golden.noise(dtype))
     top_k = min(MAX_CANDIDATE_TOP_K, 2 * golden.top_k)
-    checks: list[CheckResult] = []
+    checks: list[Check] = []
     greedy_check, greedy = greedy_parity(golden, candidate, top_k, tol)
     if candidate.capabilities.prompt_logprobs:
         parities = score_prompts(golden, candidate, top_k)
     else:
         parities = _parities_from_generation(greedy)
         checks.append(
-            CheckResult("prompt_position_parity", False, False, "not checked: the engine returns no prompt logprobs "
-                        "(neither prompt_logprobs nor echo); parity judged on generated positions only; an engine "
-                        "that returns prompt_logprobs (vLLM, SGLang) or echo with logprobs checks every prompt "
-                        "position", skipped=True)
+            Check("prompt_position_parity", False, False, "not checked: the engine returns no prompt logprobs "
+                  "(neither prompt_logprobs nor echo); parity judged on generated positions only; an engine "
+                  "that returns prompt_logprobs (vLLM, SGLang) or echo with logprobs checks every prompt "
+                  "position", skipped=True)
         )  # fmt: skip
     checks += [_long_context_coverage(c, golden) for c in logit_checks(parities, tol)]
     checks.append(greedy_check)
@@ -164,20 +165,20 @@ def _parities_from_generation(greedy: list[Any]) -> list[PromptParity]:
     return out
 
 
-def _goldens_checkpoint(golden: GoldenSet, checkpoint: Path | None) -> CheckResult:
+def _goldens_checkpoint(golden: GoldenSet, checkpoint: Path | None) -> Check:
     """Goldens of another checkpoint are an error (raised); this check records which checkpoint they matched."""
     from onboard.validate_serving.golden import assert_same_checkpoint
 
     if checkpoint is None:
-        return CheckResult("goldens_checkpoint", False, False, "not checked: no local checkpoint folder to "
-                           "fingerprint; pass the checkpoint folder as SOURCE to check that the goldens were recorded "
-                           "from it", skipped=True)  # fmt: skip
+        return Check("goldens_checkpoint", False, False, "not checked: no local checkpoint folder to "
+                     "fingerprint; pass the checkpoint folder as SOURCE to check that the goldens were recorded "
+                     "from it", skipped=True)  # fmt: skip
     fingerprint = assert_same_checkpoint(golden, checkpoint)
-    return CheckResult("goldens_checkpoint", True, False, f"goldens recorded from this checkpoint ({checkpoint.name}, "
-                       f"fingerprint {fingerprint})", data={"weights_fingerprint": fingerprint})  # fmt: skip
+    return Check("goldens_checkpoint", True, False, f"goldens recorded from this checkpoint ({checkpoint.name}, "
+                 f"fingerprint {fingerprint})", data={"weights_fingerprint": fingerprint})  # fmt: skip
 
 
-def _long_context_coverage(check: CheckResult, golden: GoldenSet) -> CheckResult:
+def _long_context_coverage(check: Check, golden: GoldenSet) -> Check:
     """long_context_parity is "not applicable" only when no boundary can be crossed within the model's context.
 
     A boundary the long prompt stops short of (the --max-long-tokens cap) leaves the check not checked, never n/a,
@@ -194,7 +195,7 @@ def _long_context_coverage(check: CheckResult, golden: GoldenSet) -> CheckResult
         detail = (f"not applicable: {where} lies beyond the model's context (max_position_embeddings), no prompt can "
                   "cross it" if beyond else "not applicable: the model has no sliding window, attention chunk or "
                   "original rope context to cross (the long prompt is in logit_parity)")  # fmt: skip
-        return CheckResult(check.name, True, False, detail, skipped=True, not_applicable=True)
+        return Check(check.name, True, False, detail, skipped=True, not_applicable=True)
     bounds = {**golden.manifest.get("boundaries", {}), **beyond}
     name = max(uncrossed, key=lambda k: uncrossed[k])
     what = ", ".join(f"{k}={bounds.get(k, '?')}" for k in sorted(uncrossed))
@@ -203,12 +204,12 @@ def _long_context_coverage(check: CheckResult, golden: GoldenSet) -> CheckResult
             f"--max-long-tokens {uncrossed[name]}")  # fmt: skip
     short = f"the long prompt ({plan['tokens']} tokens, --max-long-tokens {plan['cap']}) stops before {what}"
     if not check.skipped and not check.passed:
-        return CheckResult(check.name, False, check.required, f"{check.detail}; also not checked: {short}; {hint}",
-                           data=check.data)  # fmt: skip
+        return Check(check.name, False, check.required, f"{check.detail}; also not checked: {short}; {hint}",
+                     data=check.data)  # fmt: skip
     detail = f"not checked: {short}; {hint}"
     if not check.skipped:
         detail = f"{check.detail}; {detail}"
-    return CheckResult(check.name, False, False, detail, skipped=True, data=check.data)
+    return Check(check.name, False, False, detail, skipped=True, data=check.data)
 
 
 def long_plan_of(golden: GoldenSet) -> dict[str, Any]:
@@ -225,22 +226,22 @@ def long_plan_of(golden: GoldenSet) -> dict[str, Any]:
     return {"tokens": tokens, "cap": "unknown", "uncrossed": uncrossed, "beyond_context": {}}
 
 
-def _info_checks(golden: GoldenSet, candidate: Candidate, source: str | None) -> list[CheckResult]:
+def _info_checks(golden: GoldenSet, candidate: Candidate, source: str | None) -> list[Check]:
     out = []
     dtype = candidate.info.dtype
     noise = golden.noise(dtype)
     if noise is None:
-        out.append(CheckResult("noise_calibrated", False, False, f"no noise calibration for {dtype} in the goldens: "
-                               f"tolerance floors used alone; re-record with onboard golden record SOURCE "
-                               f"--calibrate {dtype} to calibrate them", skipped=True))  # fmt: skip
+        out.append(Check("noise_calibrated", False, False, f"no noise calibration for {dtype} in the goldens: "
+                         f"tolerance floors used alone; re-record with onboard golden record SOURCE "
+                         f"--calibrate {dtype} to calibrate them", skipped=True))  # fmt: skip
     elif noise.nonfinite:
-        out.append(CheckResult("noise_calibrated", False, False, f"the reference itself overflows in {noise.dtype}: "
-                               "floors used; this dtype is unsafe for the model"))  # fmt: skip
+        out.append(Check("noise_calibrated", False, False, f"the reference itself overflows in {noise.dtype}: "
+                         "floors used; this dtype is unsafe for the model"))  # fmt: skip
     else:
-        out.append(CheckResult("noise_calibrated", True, False, f"{noise.dtype} noise from float32 vs {noise.baseline} "
-                               f"over {noise.positions} positions: max logprob error {noise.max_logprob_error:.3g}"))  # fmt: skip
+        out.append(Check("noise_calibrated", True, False, f"{noise.dtype} noise from float32 vs {noise.baseline} "
+                         f"over {noise.positions} positions: max logprob error {noise.max_logprob_error:.3g}"))  # fmt: skip
     if candidate.info.kind == "reference-as-candidate":
-        out.append(CheckResult("adapter_runtime", False, False, f"not checked: {SELF_CHECK}; validate the generated "
-                               "adapter (onboard new-model SOURCE generates and validates it) or an engine "
-                               "(--endpoint URL --served-model NAME)", skipped=True))  # fmt: skip
+        out.append(Check("adapter_runtime", False, False, f"not checked: {SELF_CHECK}; validate the generated "
+                         "adapter (onboard new-model SOURCE generates and validates it) or an engine "
+                         "(--endpoint URL --served-model NAME)", skipped=True))  # fmt: skip
     return out

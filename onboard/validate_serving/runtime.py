@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from onboard.comparator import topk_rows
+from onboard.environment import hardware
 from onboard.errors import InputError, OnboardError
 from onboard.reference import load_transformers, torch_dtype
 from onboard.validate_serving.candidates import (
@@ -25,7 +26,6 @@ from onboard.validate_serving.candidates import (
     LayerStat,
     TopK,
 )
-from onboard.validate_serving.env import hardware
 from onboard.versions import library_versions
 
 # A "block" in activation reports: everything up to and including the layer index.

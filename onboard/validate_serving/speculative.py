@@ -31,8 +31,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from onboard.checks import Check
 from onboard.errors import InputError
-from onboard.validate_serving.parity import CheckResult
 
 CHECK = "speculative_equivalence"
 DEFAULT_K = 3
@@ -142,7 +142,7 @@ def _total(rows: list[dict[str, Any]]) -> dict[str, Any]:
     return total
 
 
-def speculative_check(golden: Any, candidate: Any, url: str, spec: str, k: int = DEFAULT_K) -> CheckResult:
+def speculative_check(golden: Any, candidate: Any, url: str, spec: str, k: int = DEFAULT_K) -> Check:
     """Greedy continuation of every golden prompt with speculation on == the golden continuation; the engine's
     acceptance counters per request, and ours for ngram."""
     differing, engine_rows, ours_rows = [], [], []
@@ -172,7 +172,7 @@ def speculative_check(golden: Any, candidate: Any, url: str, spec: str, k: int =
     if data["engine"] and data["ours"]:
         problems += _against_ours(data["engine"], data["ours"], k, len(ours_rows))
     detail = _detail(data, problems)
-    return CheckResult(CHECK, not problems, False, detail, data=data)
+    return Check(CHECK, not problems, False, detail, data=data)
 
 
 def _against_ours(engine: dict[str, Any], ours: dict[str, Any], k: int, requests: int) -> list[str]:
@@ -213,7 +213,7 @@ def speculative_args(spec: str | None, k: int, engine_name: str | None, endpoint
 
 def add_speculative_check(result: dict[str, Any], golden: Any, candidate: Any, url: str, spec: str, k: int) -> None:
     """Append the speculative_equivalence check to a validate result (required: --speculative asked for it)."""
-    from onboard.engines.served import add_checks
+    from onboard.validate_serving.report import add_checks
 
     check = speculative_check(golden, candidate, url, spec, k)
     add_checks(result, [dataclasses.replace(check, required=True)])

@@ -1,16 +1,18 @@
-"""The stage-result checks of verify-tokenizer (`{name, passed, required, detail}`), derived from its findings.
+"""The stage-result checks of verify-tokenizer (onboard.checks.Check), derived from its findings.
 
 checklists/day-zero.yaml ticks `tokenizer_verified` with `tokenizer_parity` and `template_verified` with
 `chat_template_parity`; promotion derives `declared_stop_set` too. The finer checks (round_trip, special_tokens,
 fingerprint_known, goldens_match) say where a failure is. Invariant: the stage passes (no error finding) exactly when
 every required check passes, because every error fails `chat_template_parity` (template errors) or
-`tokenizer_parity` (everything else, like onboard/promote/stage_results.py's derivation from findings).
+`tokenizer_parity` (everything else). Promotion derives the checklist's three from an older findings-only report
+with build_checks too (onboard/promote/stage_results.py).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from onboard.checks import Check
 from onboard.findings import Finding
 
 STAGE = "verify-tokenizer"
@@ -45,14 +47,6 @@ REQUIRED = {"fingerprint_known": False}
 
 
 @dataclass(frozen=True)
-class StageCheck:
-    name: str
-    passed: bool
-    required: bool
-    detail: str
-
-
-@dataclass(frozen=True)
 class StopToken:
     id: int
     token: str
@@ -72,21 +66,21 @@ def _describe(findings: list[Finding], limit: int = 3) -> str:
 def build_checks(
     findings: list[Finding], family: str | None, chkhsh: str | None, golden_action: str | None,
     unavailable: str | None = None,
-) -> list[StageCheck]:  # fmt: skip
+) -> list[Check]:  # fmt: skip
     """The checks in a stable order; `goldens_match` only when a golden was compared or recorded.
 
     `unavailable`: why no tokenizer could be built. Then every check that needs one is reported not run (never
     passed), and only the template's own check is computed."""
     failing = [f for f in findings if f.severity in FAILING]
-    checks: list[StageCheck] = []
+    checks: list[Check] = []
     if unavailable is not None:
         bad = [f for f in failing if concerns(f.code, "chat_template_parity")]
         for name in CHECK_CODES:
             if name == "chat_template_parity":
-                checks.append(StageCheck(name, not bad, True, _detail(name, bad, [], findings, None)))
+                checks.append(Check(name, not bad, True, _detail(name, bad, [], findings, None)))
             elif name != "goldens_match":
-                checks.append(StageCheck(name, False, True, f"not run: {unavailable}"))
-        checks.append(StageCheck("fingerprint_known", False, REQUIRED["fingerprint_known"], f"not run: {unavailable}"))
+                checks.append(Check(name, False, True, f"not run: {unavailable}"))
+        checks.append(Check("fingerprint_known", False, REQUIRED["fingerprint_known"], f"not run: {unavailable}"))
         return checks
     for name in CHECK_CODES:
         if name == "goldens_match" and golden_action not in ("compared", "recorded"):
@@ -97,11 +91,11 @@ def build_checks(
             bad = [f for f in failing if not concerns(f.code, "chat_template_parity")]
         warned = [f for f in findings if f.severity == "warning" and concerns(f.code, name)]
         detail = _detail(name, bad, warned, findings, golden_action)
-        checks.append(StageCheck(name, not bad, REQUIRED.get(name, True), detail))
+        checks.append(Check(name, not bad, REQUIRED.get(name, True), detail))
     known = family is not None
-    checks.append(StageCheck("fingerprint_known", known, REQUIRED["fingerprint_known"],
-                             f"tokenizer family {family}" if known else f"new pre-tokenizer (chkhsh {(chkhsh or '')[:16]}…); llama.cpp's "
-                             "table lists byte-level BPE pre-tokenizers only, SentencePiece-style ones never match"))  # fmt: skip
+    checks.append(Check("fingerprint_known", known, REQUIRED["fingerprint_known"],
+                        f"tokenizer family {family}" if known else f"new pre-tokenizer (chkhsh {(chkhsh or '')[:16]}…); llama.cpp's "
+                        "table lists byte-level BPE pre-tokenizers only, SentencePiece-style ones never match"))  # fmt: skip
     return checks
 
 

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from onboard.checks import Check
 from onboard.findings import Finding, error, exit_code_for, info, warning
-from onboard.verify_tokenizer.checks import StageCheck, StopToken
+from onboard.verify_tokenizer.checks import StopToken
 from onboard.verify_tokenizer.compare import Comparison, RoundTrip
 from onboard.verify_tokenizer.conversations import TemplateCheck
 from onboard.verify_tokenizer.fingerprint import Fingerprint
@@ -23,7 +24,7 @@ class TokenizerReport:
     stage: str
     passed: bool
     """No error or fatal finding (equivalently: every required check passed)."""
-    checks: list[StageCheck]
+    checks: list[Check]
     stop_set: list[StopToken]
     """Every EOS id plus the template's end-of-turn tokens: what the validate stage expects the endpoint to stop on."""
     source: str

@@ -18,7 +18,7 @@ def test_hub_snapshot_has_the_repository_code(dayzero, hub_env: HubServer) -> No
     fixture = dayzero("llama")
     hub_env.add_repo("org/dayzero-llama", fixture.path)
     # A fresh process: huggingface_hub reads HF_ENDPOINT (set by hub_env) at import time.
-    code = "from onboard.validate_serving.env import resolve_local; print(resolve_local('org/dayzero-llama'))"
+    code = "from onboard.environment import resolve_local; print(resolve_local('org/dayzero-llama'))"
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     snapshot = Path(proc.stdout.strip())

@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import json
 
+import pytest
 import torch
 
+from onboard.comparator import THRESHOLDS
+from onboard.errors import UnknownDtype
 from onboard.generate_adapter.divergence import compare, fusions
 from onboard.generate_adapter.divergence_capture import by_position, point_of
 from onboard.generate_adapter.divergence_causes import (
@@ -124,3 +127,19 @@ def test_each_heuristic_fires_on_its_pattern_only() -> None:
     assert grows_with_position([wrong], [theirs], tol).startswith("rotary cos/sin tables differ from position 1")
     assert missing_modules(["q_norm", "k_norm"]).endswith("missing QK-norm")
     assert missing_modules(["experts"]) is None  # our MoE blocks never call an experts module
+
+
+def test_point_tolerance_is_the_comparators_row_and_an_unknown_dtype_is_refused() -> None:
+    """The bisect's per-point bound is comparator.THRESHOLDS["point_error"] (floor, or the multiplier on the
+    reference's own error in that dtype); a dtype the table has no column for is an error, not float32's bound."""
+    ref = _capture(layers__0__mlp=_rand(S, C))
+    ours = {"layers.0.mlp": ref["layers.0.mlp"] * (1 + 3e-3)}
+    row = THRESHOLDS["point_error"]
+    result = compare(ours, ref, "float16")
+    assert result["point_tolerance"] == row["floor"]["float16"] and result["first_divergence"] is None
+    noisy = {"layers.0.mlp": ref["layers.0.mlp"] * (1 + 4e-2)}  # the reference's own float16 run, this far off
+    widened = compare({"layers.0.mlp": ref["layers.0.mlp"] * (1 + 6e-2)}, ref, "float16", noise=noisy)
+    assert widened["per_layer_error"][0]["tolerance"] == pytest.approx(row["multiplier"] * 4e-2, rel=1e-3)
+    assert widened["first_divergence"] is None
+    with pytest.raises(UnknownDtype, match=r"dtype 'float8_e4m3fn' has no column"):
+        compare(ours, ref, "float8_e4m3fn")

@@ -73,9 +73,9 @@ def outcome(model_type: str, root: Path) -> tuple[str, str]:
         return "refused at load", _clean(exc.message)
     if parity["passed"]:
         # new-model also needs inspect's lint clean: a key the adapter reads but inspect calls unknown blocks promotion
-        lint = next(c for c in inspect_checks(msgspec.to_builtins(profile)) if c["name"] == "config_lint_clean")
-        if not lint["passed"]:
-            return "lint fails", _clean(lint["detail"]) + overrides
+        lint = next(c for c in inspect_checks(msgspec.to_builtins(profile)) if c.name == "config_lint_clean")
+        if not lint.passed:
+            return "lint fails", _clean(lint.detail) + overrides
         return "composed", "parity passed" + overrides
     if parity["status"] == "unverified":  # the reference itself raised: nothing to judge against
         return "parity unverified", _clean(parity["detail"]) + overrides

@@ -3,12 +3,15 @@ checklist's reading of a profile.json."""
 
 from __future__ import annotations
 
+import json
+from dataclasses import replace
+
 from onboard.inspect_checkpoint.verdicts import inspect_checks
-from onboard.promote.stage_results import derive_inspect_checks
+from onboard.promote.stage_results import load_stage_results
 
 
 def _checks(**profile: object) -> dict[str, dict]:
-    return {c["name"]: c for c in inspect_checks({"findings": [], **profile})}
+    return {c.name: c.to_dict() for c in inspect_checks({"findings": [], **profile})}
 
 
 def test_a_family_model_type_carrying_something_new_is_novelty() -> None:
@@ -16,7 +19,9 @@ def test_a_family_model_type_carrying_something_new_is_novelty() -> None:
     # and adds attention sinks is exactly what a person must review.
     new = _checks(model_type="qwen3", closest_family="qwen3", novelty=["qwen3 + attention_sinks", "tensors not in "
                                                                         "qwen3: sinks"])  # fmt: skip
-    assert not new["architecture_no_novelty"]["passed"] and "attention_sinks" in new["architecture_no_novelty"]["detail"]
+    assert (
+        not new["architecture_no_novelty"]["passed"] and "attention_sinks" in new["architecture_no_novelty"]["detail"]
+    )
     same = _checks(model_type="qwen3", closest_family="qwen3", novelty=["qwen3"])
     assert same["architecture_no_novelty"]["passed"]
     unknown = _checks(model_type="newlm", closest_family=None, novelty=["no known family to compare with"])
@@ -34,7 +39,9 @@ def test_config_lint_counts_every_config_finding_above_info() -> None:
     assert info_only["config_lint_clean"]["passed"]
 
 
-def test_the_checklist_derives_the_same_checks() -> None:
+def test_the_checklist_derives_the_same_checks(tmp_path) -> None:
     profile = {"model_type": "qwen3", "closest_family": "qwen3", "novelty": ["qwen3 + moe"], "findings": []}
-    derived = [(c.name, c.passed, c.required, c.detail) for c in derive_inspect_checks(profile)]
-    assert derived == [(c["name"], c["passed"], c["required"], c["detail"]) for c in inspect_checks(profile)]
+    (tmp_path / "profile.json").write_text(json.dumps(profile))
+    derived = load_stage_results(tmp_path).get("inspect")
+    assert derived is not None and [c.stage for c in derived.checks] == ["inspect"] * 3
+    assert [replace(c, stage="") for c in derived.checks] == inspect_checks(profile)

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from onboard.errors import InputError
+from onboard.inspect_checkpoint.verdicts import inspect_checks
 from onboard.promote import evaluate_revision, load_checklist, load_signoffs, load_stage_results, record_signoff
 from onboard.promote.checklist import evaluate
 from onboard.promote.checklist_md import render_checklist_md
-from onboard.promote.stage_results import derive_inspect_checks
 from tests.ci import missing
 from tests.promote.workspaces import REV_A, SLUG, make_workspace
 
@@ -155,11 +155,11 @@ def test_inspect_checks_derived_from_profile_findings():
             {"code": "header-past-eof", "severity": "fatal", "message": "shard 2 truncated"},
         ],
     }
-    checks = {c.name: c for c in derive_inspect_checks(profile)}
+    checks = {c.name: c for c in inspect_checks(profile)}
     assert not checks["inspect_no_errors"].passed and "header-past-eof" in checks["inspect_no_errors"].detail
     assert not checks["config_lint_clean"].passed and "unknown field foo" in checks["config_lint_clean"].detail
     assert checks["architecture_no_novelty"].passed
-    none = {c.name: c for c in derive_inspect_checks({"closest_family": None, "novelty": ["no known family"]})}
+    none = {c.name: c for c in inspect_checks({"closest_family": None, "novelty": ["no known family"]})}
     assert not none["architecture_no_novelty"].passed
 
 

@@ -10,6 +10,7 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from onboard.adapters.deepseek_v3 import Model
+from onboard.comparator import threshold
 from onboard.errors import InputError
 from onboard.speculative import mtp_parity as mtp_parity_module
 from onboard.speculative.mtp import load_mtp, mtp_draft_chain, mtp_draft_logits, mtp_draft_windows, target_hidden
@@ -63,7 +64,8 @@ def test_mtp_parity_with_transformers_and_a_swapped_norm_fails(
     assert result["status"] == "passed" and result["passed"] is True, result
     assert result["tolerance"] == "calibrated (onboard/comparator.py THRESHOLDS)"
     assert "judged against transformers in float64" in result["detail"] and "FAILED" not in result["detail"]
-    assert 0 < result["worst"] < 1e-4  # for reading: float32 rounding of a second implementation (measured 5e-6)
+    # For reading, max|Δlogit| / max|logit|: within float32 rounding of a second implementation (point_error's bound).
+    assert 0 < result["worst"] < threshold("point_error", "float32")
 
     def swapped(path: Path, target: object) -> object:
         draft = load_mtp(path, target)

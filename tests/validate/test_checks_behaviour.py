@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from onboard.comparator import TopK, first_difference, tolerances
+from onboard.errors import UnknownDtype
 from onboard.validate_serving import checks
 from onboard.validate_serving.candidates import Capabilities, Generation, LayerStat
 from onboard.validate_serving.golden import GoldenPrompt, GoldenSet
@@ -448,7 +449,10 @@ def test_every_check_reports_under_its_checklist_name():
     assert "several prompts per call" in results["determinism_batch"][1].detail
 
 
-def test_fp16_overflow_unknown_dtype_uses_the_float32_range():
+def test_fp16_overflow_refuses_a_dtype_without_a_range():
+    """A dtype DTYPE_MAX lacks is refused by name (it used to be judged against float32's range, by chance)."""
     golden = _golden(3, manifest=_stats(layers_0=1e38))
-    assert checks.fp16_overflow(golden, "int8", None).passed
-    assert not checks.fp16_overflow(_golden(3, manifest=_stats(layers_0=1e39)), "int8", None).passed
+    assert checks.fp16_overflow(golden, "float32", None).passed
+    assert not checks.fp16_overflow(_golden(3, manifest=_stats(layers_0=1e39)), "float32", None).passed
+    with pytest.raises(UnknownDtype, match=r"dtype 'int8' has no largest finite value .*\(known: float16, bfloat16"):
+        checks.fp16_overflow(golden, "int8", None)

@@ -19,11 +19,15 @@ from onboard.comparator import (
     Tolerances,
     TopK,
     agreement,
+    threshold,
     tolerances,
 )
 from onboard.errors import InputError, UnknownDtype
 
-RULES = ("kl_mean", "kl_late", "kl_tail", "kl_max", "max_logprob_error", "logit_scale", "top1_swaps", "near_tie")
+RULES = ("kl_mean", "kl_late", "kl_tail", "kl_max", "max_logprob_error", "logit_scale", "top1_swaps", "near_tie",
+         "point_error", "token_wise")  # fmt: skip
+NEVER_CALIBRATED = ("token_wise",)
+"""Rules with no reference statistic to scale: the bound alone applies, whatever is measured."""
 # Tolerances field -> the THRESHOLDS row that sets it.
 FIELD_RULE = {
     "max_logprob_error": "max_logprob_error",
@@ -214,7 +218,10 @@ def test_the_threshold_table_states_each_rules_statistic_multiplier_and_bounds_p
         assert sorted(entry) == ["floor", "multiplier", "stat", "uncalibrated", "why"], rule
         assert isinstance(entry["stat"], str) and len(entry["stat"]) > 20, rule
         assert isinstance(entry["why"], str) and len(entry["why"]) > 40 and entry["why"] != entry["stat"], rule
-        assert entry["multiplier"] > 1.0, rule
+        if rule in NEVER_CALIBRATED:
+            assert entry["multiplier"] == 1.0 and entry["floor"] == entry["uncalibrated"], rule
+        else:
+            assert entry["multiplier"] > 1.0, rule
         for column in ("floor", "uncalibrated"):
             assert list(entry[column]) == list(DTYPE_COLUMNS), (rule, column)
         assert all(entry["uncalibrated"][d] >= entry["floor"][d] for d in DTYPE_COLUMNS), rule
@@ -222,3 +229,20 @@ def test_the_threshold_table_states_each_rules_statistic_multiplier_and_bounds_p
     assert table == THRESHOLDS
     for noise in (None, full_noise()):
         assert fields(fresh.tolerances("bfloat16", noise)) == fields(tolerances("bfloat16", noise))
+
+
+def test_threshold_reads_a_rule_of_the_table_for_checks_outside_the_distribution_verdict() -> None:
+    """The first-divergence bisect and quantize-plan's runner take their bounds from the same table: the calibrated
+    bound scales the reference's own statistic above the floor, the uncalibrated one applies without it."""
+    row = THRESHOLDS["point_error"]
+    assert threshold("point_error", "float32") == row["uncalibrated"]["float32"] == 1e-4
+    assert threshold("point_error", "bfloat16", 1e-9) == row["floor"]["bfloat16"]
+    assert threshold("point_error", "bfloat16", 0.05) == pytest.approx(row["multiplier"] * 0.05)
+    assert threshold("token_wise", "float16") == THRESHOLDS["token_wise"]["uncalibrated"]["float16"] == 1e-2
+
+
+@pytest.mark.parametrize("rule", ["point_error", "token_wise", "kl_max"])
+def test_threshold_refuses_a_dtype_without_a_column(rule: str) -> None:
+    for measured in (None, 0.1):
+        with pytest.raises(UnknownDtype, match=r"dtype 'float8_e4m3fn' has no column .*\(known: float64, float32"):
+            threshold(rule, "float8_e4m3fn", measured)

@@ -1,7 +1,7 @@
 """Where each engine's own virtualenv lives (scripts/install_llama_cpp.sh and install_vllm_cpu.sh make them).
 
-One place for both, importing nothing of the engines: quantize-plan loads llama.cpp's library from there
-(quantize/ggml_native.py) without pulling in the engine modules, which import quantize themselves.
+A core module: quantize-plan loads llama.cpp's library from there (quantize/ggml_native.py) without importing the
+engines, which sit above quantize in the layer order (tests/test_import_graph.py).
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 
 
 def llamacpp() -> Path:
