@@ -17,6 +17,7 @@ thread, deterministic algorithms, a fixed number of steps (not a time budget).
     .venv/bin/python scripts/train_tiny_reference.py --refresh-corpus                # re-extract the corpus
     .venv/bin/python scripts/train_tiny_reference.py --draft     # tests/fixtures/trained-qwen3-draft/ (~1 min)
     .venv/bin/python scripts/train_tiny_reference.py --untied    # tests/fixtures/trained-qwen3-untied/ (~5 min)
+    .venv/bin/python scripts/train_tiny_reference.py --tools     # tests/fixtures/trained-qwen3-tools/ (~5 min)
 
 `--draft` trains a much smaller model of the same family on the same corpus with the same tokenizer (copied from
 the built reference): the draft model of speculative-decoding tests (`onboard draft-check`, issue 15).
@@ -27,6 +28,11 @@ llama.cpp's K-quants (Q4_K, Q6_K: super-blocks of 256) apply as they do to every
 192-wide rows llama-quantize stores them as their fallbacks (Q5_0, Q8_0), and its tied embedding (35% of the weights)
 is one tensor for the input and the head. Untied, as in Llama-3.1-8B, Qwen3-8B and Mistral-7B.
 
+`--tools` fine-tunes the reference's weights (same tokenizer and Qwen3 chat template: Hermes-style `<tool_call>` JSON,
+`<think>` reasoning) on synthetic tool-call conversations rendered through that template with `tools=`, the
+conformance suite's (onboard/tool_calls/suite.py) and variations on them, mixed with windows of the same corpus: the
+tool-calling fixture (issue 43), whose greedy answers to the suite parse into the suite's expected calls.
+
 Bit-identical weights need the same torch version and CPU instruction set (float summation order differs between
 AVX2 and AVX-512 kernels): compare `sha256sum model.safetensors` with PROVENANCE.md on such a machine.
 """
@@ -34,12 +40,14 @@ AVX2 and AVX-512 kernels): compare `sha256sum model.safetensors` with PROVENANCE
 from __future__ import annotations
 
 import argparse
+import functools
 import gzip
 import hashlib
 import importlib
 import inspect
 import json
 import math
+import operator
 import os
 import random
 import re
@@ -267,36 +275,61 @@ def token_batches(docs: list[str], tokenizer: Any) -> tuple[Any, Any]:
     return windows[:-held], windows[-held:]
 
 
+def optimizer(model: Any, lr: float) -> Any:
+    """AdamW, weight decay on matrices only."""
+    import torch
+
+    decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
+    rest = [p for n, p in model.named_parameters() if p.dim() < 2]
+    return torch.optim.AdamW([{"params": decay, "weight_decay": WEIGHT_DECAY}, {"params": rest, "weight_decay": 0.0}],
+                             lr=lr, betas=(0.9, 0.95))  # fmt: skip
+
+
+def learning_rate(step: int, steps: int, peak: float, warmup: int) -> float:
+    """Linear warmup to `peak`, then cosine down to MIN_LR_FRACTION of it."""
+    if step < warmup:
+        return peak * ((step + 1) / warmup)
+    progress = (step - warmup) / max(1, steps - warmup)
+    return peak * (MIN_LR_FRACTION + (1 - MIN_LR_FRACTION) * 0.5 * (1 + math.cos(math.pi * progress)))
+
+
+def fit(model: Any, steps: int, peak: float, warmup: int, losses: Any, log: Any, every: int) -> Any:
+    """`steps` AdamW steps on the sum of `losses(generator)` (named loss tensors of one batch, drawn with the seeded
+    generator), clipped at 1.0, with the warmup + cosine schedule; logged every `every` steps."""
+    import torch
+
+    opt = optimizer(model, peak)
+    gen = torch.Generator().manual_seed(0)
+    started = time.time()
+    model.train()
+    for step in range(steps):
+        lr = learning_rate(step, steps, peak, warmup)
+        for group in opt.param_groups:
+            group["lr"] = lr
+        named = losses(gen)
+        total = functools.reduce(operator.add, named.values())
+        opt.zero_grad(set_to_none=True)
+        total.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        if step % every == 0 or step == steps - 1:
+            shown = "  ".join(f"{name} {value.item():.3f}" for name, value in named.items())
+            log(f"step {step:4d}  {shown}  lr {lr:.2e}  {time.time() - started:.0f} s")
+    return model.eval()
+
+
 def train(config: Any, train_windows: Any, log: Any = print) -> Any:
     import torch
     from transformers import AutoModelForCausalLM
 
     torch.manual_seed(0)
     model = AutoModelForCausalLM.from_config(config, dtype=torch.float32, attn_implementation="sdpa")
-    decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
-    rest = [p for n, p in model.named_parameters() if p.dim() < 2]
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": WEIGHT_DECAY}, {"params": rest, "weight_decay": 0.0}],
-                            lr=LR, betas=(0.9, 0.95))  # fmt: skip
-    gen = torch.Generator().manual_seed(0)
-    started = time.time()
-    model.train()
-    for step in range(STEPS):
-        lr = LR * min(1.0, (step + 1) / WARMUP)
-        if step >= WARMUP:
-            progress = (step - WARMUP) / max(1, STEPS - WARMUP)
-            lr = LR * (MIN_LR_FRACTION + (1 - MIN_LR_FRACTION) * 0.5 * (1 + math.cos(math.pi * progress)))
-        for group in opt.param_groups:
-            group["lr"] = lr
-        rows = torch.randint(0, train_windows.shape[0], (BATCH,), generator=gen)
-        batch = train_windows[rows]
-        loss = model(input_ids=batch[:, :-1], labels=batch[:, :-1]).loss
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-        if step % 20 == 0 or step == STEPS - 1:
-            log(f"step {step:4d}  loss {loss.item():.3f}  lr {lr:.2e}  {time.time() - started:.0f} s")
-    return model.eval()
+
+    def losses(gen: Any) -> dict[str, Any]:
+        batch = train_windows[torch.randint(0, train_windows.shape[0], (BATCH,), generator=gen)]
+        return {"loss": model(input_ids=batch[:, :-1], labels=batch[:, :-1]).loss}
+
+    return fit(model, STEPS, LR, WARMUP, losses, log, every=20)
 
 
 # ---- measurements (PROVENANCE.md; the fixture test asserts them) ------------------------------------------------
@@ -382,7 +415,12 @@ first residual stream is small ({temb:.3f} rms), as in real checkpoints, so rms_
 ## Reproducing
 
 `.venv/bin/python scripts/train_tiny_reference.py{flag} --tokenizer-only --out /tmp/t` rebuilds the config and
-tokenizer (a test compares the reference's with its files). Bit-identical weights need the same torch version and CPU instruction set
+tokenizer (a test compares the reference's with its files). `--tools` fine-tunes the reference's weights (same tokenizer and Qwen3 chat template: Hermes-style `<tool_call>` JSON,
+`<think>` reasoning) on synthetic tool-call conversations rendered through that template with `tools=`, the
+conformance suite's (onboard/tool_calls/suite.py) and variations on them, mixed with windows of the same corpus: the
+tool-calling fixture (issue 43), whose greedy answers to the suite parse into the suite's expected calls.
+
+Bit-identical weights need the same torch version and CPU instruction set
 (summation order differs between AVX2 and AVX-512 kernels): run the full script with `{flag_arg}--out /tmp/t` and compare
 `sha256sum /tmp/t/model.safetensors` with the sha256 above. Built with Python {python}, torch {torch},
 transformers {transformers}, tokenizers {tokenizers}.
@@ -496,23 +534,39 @@ Held-out loss {loss} nats (reference: {target_loss}), mean max next-token probab
 """
 
 
-def build_draft(out: Path, reference: Path = OUT) -> dict[str, Any]:
-    """The draft fixture: DRAFT_CONFIG trained like the reference, on its corpus, with its tokenizer."""
+def start_variant(out: Path, reference: Path) -> tuple[Path, Any, Any, Any]:
+    """A fixture built from the reference's tokenizer and corpus: one thread, deterministic algorithms, its
+    temporary folder (`out`.tmp) holding the reference's tokenizer files; (folder, tokenizer, train and held-out
+    corpus windows)."""
     import torch
-    import transformers
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoTokenizer
 
     torch.set_num_threads(1)
     torch.use_deterministic_algorithms(True)
-    docs = read_corpus(reference / CORPUS_FILE)
     tmp = out.with_name(out.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     for name in TOKENIZER_FILES:
         shutil.copy2(reference / name, tmp / name)
     tokenizer = AutoTokenizer.from_pretrained(tmp, trust_remote_code=False)
+    return (tmp, tokenizer, *token_batches(read_corpus(reference / CORPUS_FILE), tokenizer))
+
+
+def finish_variant(tmp: Path, out: Path, provenance: str) -> None:
+    """The fixture built in `tmp` gets its PROVENANCE.md and replaces `out`."""
+    (tmp / "PROVENANCE.md").write_text(provenance, encoding="utf-8")
+    shutil.rmtree(out, ignore_errors=True)
+    os.replace(tmp, out)
+
+
+def build_draft(out: Path, reference: Path = OUT) -> dict[str, Any]:
+    """The draft fixture: DRAFT_CONFIG trained like the reference, on its corpus, with its tokenizer."""
+    import torch
+    import transformers
+    from transformers import AutoModelForCausalLM
+
+    tmp, tokenizer, train_windows, held = start_variant(out, reference)
     config = model_config(tokenizer, DRAFT_CONFIG)
-    train_windows, held = token_batches(docs, tokenizer)
     cpu = time.process_time()
     model = train(config, train_windows, log=lambda s: print(s, file=sys.stderr)).to(torch.bfloat16)
     model.save_pretrained(tmp, safe_serialization=True)
@@ -531,9 +585,264 @@ def build_draft(out: Path, reference: Path = OUT) -> dict[str, Any]:
         target_max_prob=theirs["mean_max_prob"], train_cpu=round(time.process_time() - cpu),
         python=".".join(map(str, sys.version_info[:3])), torch=torch.__version__, transformers=transformers.__version__,
     )  # fmt: skip
-    (tmp / "PROVENANCE.md").write_text(text, encoding="utf-8")
-    shutil.rmtree(out, ignore_errors=True)
-    os.replace(tmp, out)
+    finish_variant(tmp, out, text)
+    return info
+
+
+# ---- the tool-calling variant (--tools) ------------------------------------------------------------------------
+
+TOOLS_OUT = REPO / "tests" / "fixtures" / "trained-qwen3-tools"
+TOOLS_STEPS, TOOLS_BATCH, TOOLS_CORPUS_BATCH = 140, 8, 2
+TOOLS_LR, TOOLS_WARMUP = 2e-3, 10
+TOOLS_VARIATIONS = 300  # synthetic conversations besides the suite's own
+SUITE_COPIES = 40  # copies of each suite conversation in the pool: the fixture must reproduce them under greedy decoding
+MAX_NEW_TOKENS = 160
+
+CITIES = ("Paris", "Tokyo", "Berlin", "Madrid", "Rome", "Oslo", "Lima", "Cairo", "Delhi", "Seoul", "Lisbon", "Vienna",
+          "Prague", "Dublin", "Athens", "Sydney", "Toronto", "Chicago", "Boston", "Denver", "Köln", "Zürich", "Malmö",
+          "São Paulo", "Kraków", "Málaga", "Reykjavík", "東京", "Москва")  # fmt: skip
+WEATHER_ASKS = ("What is the weather in {a}?", "How is the weather in {a} today?", "Weather in {a}, please.",
+                "Is it warm in {a}?")  # fmt: skip
+# Pairs are asked from the first word on differently from single cities: with "What is the weather in {a} and in {b}?"
+# the decision to call twice came down to the words after the first city, and greedy decoding took it by 0.02 logits.
+PAIR_ASKS = ("Compare the weather in {a} and {b}.", "Compare {a} and {b}: what is the weather?",
+             "Both {a} and {b}: what is the weather there?")  # fmt: skip
+TITLES = ("Team sync", "Lunch", "Dentist", "Book club", "Standup", "Review", "Grüße aus Köln 🎉", "Café ☕ break",
+          "Планёрка", "会议", "Yoga", "Sprint demo")  # fmt: skip
+NAMES = ("Ana", "Bo", "Chen", "Dara", "Eli", "Femi", "Zoë", "José")
+GREETINGS = (("Say hello.", "Hello! How can I help you today?"), ("Hi!", "Hello! How can I help you today?"),
+             ("Thank you!", "You are welcome!"), ("Who are you?", "I am a small assistant that can call tools."),
+             ("Good morning.", "Good morning! How can I help?"))  # fmt: skip
+CONDITIONS = ("sunny", "cloudy", "rainy", "windy", "snowy")
+
+
+def reasoning_for(conversation: Any) -> str:
+    """The fixture's short reasoning before each answer (Qwen3's template asks for a <think> block)."""
+    names = [c.name for c in conversation.expected.tool_calls]
+    if conversation.messages[-1]["role"] == "tool":
+        return "The tool has answered."
+    if not names:
+        return "No tool is needed."
+    return f"I call {names[0]}{' twice' if len(names) == 2 else ''}."
+
+
+def tool_conversations(rng: random.Random) -> list[Any]:
+    """Variations on the suite's conversations: other cities, titles, dates, people, greetings and tool results."""
+    from onboard.tool_calls.suite import Conversation, assistant_message, call
+    from onboard.tool_calls.turn import ParsedTurn
+
+    out = []
+    for i in range(TOOLS_VARIATIONS):
+        kind = i % 5
+        if kind == 0:
+            city = rng.choice(CITIES)
+            ask = rng.choice(WEATHER_ASKS).format(a=city)
+            unit = rng.choice((None, None, "celsius", "fahrenheit"))
+            args = {"city": city} | ({"unit": unit} if unit else {})
+            ask = ask if not unit else ask.rstrip("?.") + f" in {unit}?"
+            out.append(Conversation(f"v{i}", "", ({"role": "user", "content": ask},),
+                                    ParsedTurn(tool_calls=(call("get_weather", **args),))))  # fmt: skip
+        elif kind == 1:
+            a, b = rng.sample(CITIES, 2)
+            out.append(Conversation(f"v{i}", "", ({"role": "user", "content": rng.choice(PAIR_ASKS).format(a=a, b=b)},),
+                                    ParsedTurn(tool_calls=(call("get_weather", city=a), call("get_weather", city=b)))))  # fmt: skip
+        elif kind == 2:
+            title, date = rng.choice(TITLES), f"2025-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d}"
+            time_ = rng.choice((None, f"{rng.randint(8, 18):02d}:{rng.choice(('00', '30'))}"))
+            people = rng.sample(NAMES, rng.choice((0, 1, 2)))
+            when = {"date": date} | ({"time": time_} if time_ else {})
+            args = {"title": title, "when": when} | ({"attendees": people} if people else {})
+            ask = (f"Add {rng.choice(('a meeting', 'an event'))} called {title} on {date}"
+                   + (f" at {time_}" if time_ else "") + (f" with {' and '.join(people)}" if people else "") + ".")  # fmt: skip
+            out.append(Conversation(f"v{i}", "", ({"role": "user", "content": ask},),
+                                    ParsedTurn(tool_calls=(call("create_event", **args),))))  # fmt: skip
+        elif kind == 3:
+            ask, answer = rng.choice(GREETINGS)
+            out.append(Conversation(f"v{i}", "", ({"role": "user", "content": ask},), ParsedTurn(content=answer)))
+        else:
+            city, temperature, condition = rng.choice(CITIES), rng.randint(-5, 35), rng.choice(CONDITIONS)
+            asked = call("get_weather", city=city)
+            result = {"city": city, "temperature": temperature, "condition": condition}
+            messages = ({"role": "user", "content": rng.choice(WEATHER_ASKS).format(a=city)},
+                        assistant_message(ParsedTurn(tool_calls=(asked,))),
+                        {"role": "tool", "tool_call_id": "call00000", "name": "get_weather",
+                         "content": json.dumps(result, ensure_ascii=False)})  # fmt: skip
+            answer = f"It is {temperature} degrees and {condition} in {city}."
+            out.append(Conversation(f"v{i}", "", messages, ParsedTurn(content=answer)))
+    return out
+
+
+def tool_examples(tokenizer: Any, conversations: list[Any]) -> list[tuple[list[int], int]]:
+    """(token ids, prompt length) per conversation: its prompt and its answer as the chat template writes them."""
+    from onboard.tool_calls import suite
+
+    examples = []
+    for conversation in conversations:
+        rendered = suite.render(tokenizer, conversation)
+        prompt = list(rendered.prompt_ids)
+        answer = suite.answer_text(tokenizer, conversation, conversation.expected, reasoning=reasoning_for(conversation))
+        ids = tokenizer(rendered.prompt + answer, add_special_tokens=False)["input_ids"]
+        if ids[: len(prompt)] != prompt:
+            raise SystemExit(f"{conversation.name}: the prompt tokenizes differently inside the whole conversation")
+        examples.append((ids, len(prompt)))
+    return examples
+
+
+def train_tools(model: Any, examples: list[tuple[list[int], int]], windows: Any, pad: int, log: Any = print) -> Any:
+    """Fine-tune on answers only (the prompt's tokens carry no loss), with corpus windows in every step."""
+    import torch
+
+    torch.manual_seed(0)
+
+    def losses(gen: Any) -> dict[str, Any]:
+        rows = torch.randint(0, len(examples), (TOOLS_BATCH,), generator=gen).tolist()
+        width = max(len(examples[r][0]) for r in rows)
+        ids = torch.full((len(rows), width), pad)
+        labels = torch.full((len(rows), width), -100)
+        mask = torch.zeros((len(rows), width), dtype=torch.long)
+        for i, r in enumerate(rows):
+            tokens, prompt = examples[r]
+            ids[i, : len(tokens)] = torch.tensor(tokens)
+            labels[i, prompt : len(tokens)] = torch.tensor(tokens[prompt:])
+            mask[i, : len(tokens)] = 1
+        corpus = windows[torch.randint(0, windows.shape[0], (TOOLS_CORPUS_BATCH,), generator=gen)]
+        return {"tools": model(input_ids=ids, attention_mask=mask, labels=labels).loss,
+                "corpus": model(input_ids=corpus[:, :-1], labels=corpus[:, :-1]).loss}  # fmt: skip
+
+    return fit(model, TOOLS_STEPS, TOOLS_LR, TOOLS_WARMUP, losses, log, every=10)
+
+
+def answer_suite(model: Any, tokenizer: Any) -> list[dict[str, Any]]:
+    """The model's greedy answer to every suite conversation, parsed with onboard's Hermes parser: per conversation
+    the raw text, the parse, how it differs from the expected calls or content, and the smallest top-1 margin (logit
+    of the chosen token minus the runner-up's) over the generated tokens."""
+    import torch
+
+    from onboard.tool_calls import suite
+    from onboard.tool_calls.formats import parse_turn
+    from onboard.tool_calls.turn import diff_turns
+
+    end = "<|im_end|>"
+    rows = []
+    for conversation in suite.CONVERSATIONS:
+        rendered = suite.render(tokenizer, conversation, reasoning="think")
+        ids = torch.tensor([rendered.prompt_ids])
+        with torch.no_grad():
+            out = model.generate(ids, max_new_tokens=MAX_NEW_TOKENS, do_sample=False, output_scores=True,
+                                 return_dict_in_generate=True, pad_token_id=tokenizer.pad_token_id)  # fmt: skip
+        new = out.sequences[0, ids.shape[1] :].tolist()
+        text = tokenizer.decode(new, skip_special_tokens=False)
+        top2 = [torch.topk(score[0].float(), 2).values for score in out.scores]
+        margin = min(float(t[0] - t[1]) for t in top2)
+        row = {"name": conversation.name, "raw": text, "ended": text.endswith(end), "min_margin": round(margin, 3)}
+        try:
+            turn = parse_turn("hermes", text.removesuffix(end), conversation.tools, reasoning="think",
+                              reasoning_open=rendered.reasoning_open)  # fmt: skip
+            row |= {"parsed": turn.to_openai(), "differences": diff_turns(conversation.expected, turn, reasoning=False)}
+        except Exception as exc:  # a broken call is a result to report, not a crash of the build
+            row |= {"parsed": None, "differences": [f"{type(exc).__name__}: {exc}"]}
+        rows.append(row)
+    return rows
+
+
+TOOLS_PROVENANCE = """# trained-qwen3-tools: the trained tiny reference, fine-tuned to call tools (issue 43)
+
+Built by `scripts/train_tiny_reference.py --tools` (deterministic, offline) from `tests/fixtures/trained-qwen3/`
+(model sha256 `{reference_sha}`): the same tokenizer files (copied), Qwen3's chat template (Hermes-style
+`<tool_call>` JSON calls, `<think>` reasoning) and the same Qwen3 shape; {params:,} parameters stored in bfloat16
+(`model.safetensors`, sha256 `{model_sha}`). Why: validate's tool-call check (issue 43) needs a reference that calls
+tools in its template's format, for vLLM's CPU build to serve with `--tool-call-parser hermes --reasoning-parser
+qwen3` (tests/tool_calls/test_vllm_agreement.py: those parsers read answers in this format as onboard's do).
+
+## Training
+
+Fine-tuned from the reference's weights: {steps} steps of AdamW (lr {lr:g}, warmup {warmup}, cosine to {min_lr:g}x,
+weight decay {wd:g}, clip 1.0), each on {batch} tool conversations (loss on the answer only: the prompt, with its
+tools block, carries none) plus {corpus_batch} windows of {seq} tokens of the reference's corpus (`corpus.txt.gz` of
+`tests/fixtures/trained-qwen3`, sha256 `{corpus_sha}`), so it stays the reference's language model. The
+conversations ({pool} in the pool) are rendered through the chat template with `tools=` (the suite's two tools) and
+each answer starts with a short `<think>` block: the {suite} conversations of `onboard/tool_calls/suite.py`, {copies}
+copies each, and {variations} variations on them (random.Random(0): other cities, unicode ones among them, parallel
+pairs, event titles, dates, times and attendees, greetings, weather tool results). torch.manual_seed(0), one thread,
+`torch.use_deterministic_algorithms(True)`; {train_cpu} s of CPU time, {train_seconds} s wall.
+
+## Measured (float32 compute on the stored weights, greedy decoding)
+
+Held-out corpus loss {loss} nats (the reference: {reference_loss}).
+
+Every suite conversation, rendered with the template's default (thinking on), answered greedily and parsed with
+onboard's Hermes parser (`onboard.tool_calls.formats.parse_turn("hermes", ..., reasoning="think")`); "margin" is the
+smallest gap between the chosen token's logit and the runner-up's over the answer:
+
+| conversation | expected | produced (parsed) | reasoning | margin |
+|---|---|---|---|---|
+{rows}
+
+{verdict} The suite's conversations are in the training pool, and the fixture reproduces them; it is no
+model of tool use in general. Asked other things it still writes well-formed calls in the format, but mostly
+repeats the suite's (asked about Lisbon, it calls get_weather for Paris; asked about json.dumps, it calls
+get_weather too): copying arguments from the request did not generalise within this training budget.
+
+## Reproducing
+
+`.venv/bin/python scripts/train_tiny_reference.py --tools --out /tmp/t` and compare `sha256sum
+/tmp/t/model.safetensors` with the sha256 above (same torch version and CPU instruction set). Built with Python
+{python}, torch {torch}, transformers {transformers}.
+"""
+
+
+def _show_turn(turn: Any) -> str:
+    if turn is None:
+        return "(unparsable)"
+    calls = turn.get("tool_calls") or []
+    text = "; ".join(f"{c['function']['name']}({c['function']['arguments']})" for c in calls)
+    return (text or repr(turn.get("content"))).replace("|", "\\\\|")
+
+
+def build_tools(out: Path, reference: Path = OUT) -> dict[str, Any]:
+    """The tool-calling fixture: the reference fine-tuned on the suite's conversations and variations on them."""
+    import torch
+    import transformers
+    from transformers import AutoModelForCausalLM
+
+    from onboard.tool_calls import suite
+
+    tmp, tokenizer, windows, held = start_variant(out, reference)
+    pool = [c for c in suite.CONVERSATIONS for _ in range(SUITE_COPIES)] + tool_conversations(random.Random(0))
+    examples = tool_examples(tokenizer, pool)
+    model = AutoModelForCausalLM.from_pretrained(reference, dtype=torch.float32, trust_remote_code=False)
+    config = model.config
+    started, cpu = time.time(), time.process_time()
+    model = train_tools(model, examples, windows, config.pad_token_id, log=lambda s: print(s, file=sys.stderr))
+    train_seconds, train_cpu = round(time.time() - started), round(time.process_time() - cpu)
+    model.to(torch.bfloat16).save_pretrained(tmp, safe_serialization=True)
+    write_config(config, tmp)
+    stored = AutoModelForCausalLM.from_pretrained(tmp, dtype=torch.float32, trust_remote_code=False).eval()
+    target = AutoModelForCausalLM.from_pretrained(reference, dtype=torch.float32, trust_remote_code=False).eval()
+    answers = answer_suite(stored, tokenizer)
+    mine, theirs = measure(stored, held[:BATCH]), measure(target, held[:BATCH])
+    info = {"parameters": sum(p.numel() for p in stored.parameters()), "model_sha256": sha256(tmp / "model.safetensors"),
+            "loss": mine["loss"], "reference_loss": theirs["loss"], "train_seconds": train_seconds,
+            "train_cpu_seconds": train_cpu, "answers": answers}  # fmt: skip
+    expected = {c.name: c.expected.to_openai() for c in suite.CONVERSATIONS}
+    rows = "\n".join(
+        f"| {a['name']} | {_show_turn(expected[a['name']])} | {_show_turn(a['parsed'])} | "
+        f"{(a['parsed'] or {}).get('reasoning_content')!r} | {a['min_margin']} |"
+        for a in answers
+    )  # fmt: skip
+    failed = [a["name"] for a in answers if a["differences"]]
+    verdict = (f"Not reproduced: {', '.join(failed)} (see the table)." if failed else
+               "Every answer parses into the expected calls (names and arguments) or the expected content, the no-call "
+               "and after-result turns call nothing, and the reasoning stands apart from the content.")  # fmt: skip
+    text = TOOLS_PROVENANCE.format(
+        reference_sha=sha256(reference / "model.safetensors"), params=info["parameters"], model_sha=info["model_sha256"],
+        steps=TOOLS_STEPS, lr=TOOLS_LR, warmup=TOOLS_WARMUP, min_lr=MIN_LR_FRACTION, wd=WEIGHT_DECAY, batch=TOOLS_BATCH,
+        corpus_batch=TOOLS_CORPUS_BATCH, seq=SEQ_LEN, corpus_sha=sha256(reference / CORPUS_FILE), pool=len(pool),
+        suite=len(suite.CONVERSATIONS), copies=SUITE_COPIES, variations=TOOLS_VARIATIONS, train_cpu=train_cpu,
+        train_seconds=train_seconds, loss=mine["loss"], reference_loss=theirs["loss"], rows=rows, verdict=verdict,
+        python=".".join(map(str, sys.version_info[:3])), torch=torch.__version__, transformers=transformers.__version__,
+    )  # fmt: skip
+    finish_variant(tmp, out, text)
     return info
 
 
@@ -553,8 +862,11 @@ def main() -> None:
     parser.add_argument("--refresh-corpus", action="store_true", help="Re-extract the corpus from stdlib and docs.")
     parser.add_argument("--draft", action="store_true", help=f"Build the draft model ({DRAFT_OUT.name}) instead.")
     parser.add_argument("--untied", action="store_true", help=f"Build the quantization fixture ({UNTIED_OUT.name}).")
+    parser.add_argument("--tools", action="store_true", help=f"Build the tool-calling fixture ({TOOLS_OUT.name}).")
     args = parser.parse_args()
-    if args.draft:
+    if args.tools:
+        info = build_tools(TOOLS_OUT if args.out == OUT else args.out)
+    elif args.draft:
         info = build_draft(DRAFT_OUT if args.out == OUT else args.out)
     elif args.untied:
         info = build(UNTIED_OUT if args.out == OUT else args.out, shape=UNTIED_CONFIG, tokenizer_only=args.tokenizer_only)

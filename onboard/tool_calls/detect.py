@@ -1,0 +1,74 @@
+"""A chat template's tool-call format and reasoning markers, recognised from the template text.
+
+Each rule names the strings that make a format: all of `needs` present, none of `unless`. Rules are tried in order,
+the specific ones first (GLM's tags and Qwen3-Coder's XML also use `<tool_call>`; Apriel's `<tool_calls>[...]` list
+mentions `<tool_call>` in its instructions). The evidence is the template line holding the first needed string, so
+a reader sees why. A template whose format is not among onboard's parsers (pythonic calls, Qwen3-Coder's XML,
+DeepSeek V3.2's DSML, …) gets None: the tool-call check cannot run for it, and says so.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Evidence:
+    name: str
+    """A format of onboard.tool_calls.formats.FORMATS, or a reasoning style of onboard.tool_calls.reasoning."""
+    evidence: str
+    """The template line that shows it (trimmed)."""
+
+
+@dataclass(frozen=True)
+class _Rule:
+    name: str
+    needs: tuple[str, ...]
+    unless: tuple[str, ...] = ()
+
+
+FORMAT_RULES = (
+    _Rule("harmony", ("to=functions.", "<|channel|>")),
+    _Rule("harmony", ("<|start|>assistant to=", "<|channel|>")),
+    _Rule("kimi_k2", ("<|tool_call_argument_begin|>", "<|tool_calls_section_begin|>")),
+    _Rule("deepseek_v3", ("<｜tool▁sep｜>", "```json")),
+    _Rule("deepseek_v31", ("<｜tool▁sep｜>",)),
+    _Rule("glm", ("<arg_key>", "<arg_value>", "<tool_call>")),
+    _Rule("mistral", ("[TOOL_CALLS]",)),
+    _Rule("hermes", ("<tool_call>", '"arguments"'), unless=("<function=", "<tool_calls>[")),
+    _Rule("llama3_json", ('"parameters": ', "<|start_header_id|>")),
+    _Rule("llama3_json", ('"parameters": ', "<|header_start|>")),
+)
+REASONING_RULES = (
+    _Rule("mistral_think", ("[THINK]", "[/THINK]")),
+    _Rule("think", ("<think>",), unless=("<|channel|>",)),
+)
+
+
+def recognise_format(template: str) -> Evidence | None:
+    """The template's tool-call format, or None when it renders none onboard reads."""
+    return _first(template, FORMAT_RULES)
+
+
+def recognise_reasoning(template: str) -> Evidence | None:
+    """The template's reasoning markers (`think`, `mistral_think`), or None. Harmony's analysis channel is part of
+    the harmony format, not a marker style."""
+    return _first(template, REASONING_RULES)
+
+
+def _first(template: str, rules: tuple[_Rule, ...]) -> Evidence | None:
+    for rule in rules:
+        if all(s in template for s in rule.needs) and not any(s in template for s in rule.unless):
+            return Evidence(rule.name, _line_of(template, rule.needs[0]))
+    return None
+
+
+def _line_of(template: str, needle: str, limit: int = 160) -> str:
+    at = template.index(needle)
+    start = template.rfind("\n", 0, at) + 1
+    end = template.find("\n", at)
+    line = template[start : end if end != -1 else len(template)].strip()
+    if len(line) <= limit:
+        return line
+    offset = max(0, min(line.find(needle) - limit // 2, len(line) - limit))
+    return ("…" if offset else "") + line[offset : offset + limit] + ("…" if offset + limit < len(line) else "")

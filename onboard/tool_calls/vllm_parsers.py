@@ -1,0 +1,154 @@
+"""vLLM's tool-call and reasoning parsers run offline on raw model text (onboard/tool_calls/vllm_worker.py, inside
+vLLM's own virtualenv), and parser advice: which of them reproduce the reference's parse of that text.
+
+What validate says when an endpoint's parse disagrees with the reference: whether the configured
+`--tool-call-parser` / `--reasoning-parser` read the reference's own text that way too (the parser, not the model
+or the engine, is at fault), and which parsers would read it right.
+
+One worker run imports vLLM once (tens of seconds on 2 cores): pass every text of a check in one `run_parsers`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from onboard.tool_calls.errors import ParsersUnavailable
+from onboard.tool_calls.stream import reassemble
+from onboard.tool_calls.turn import ParsedTurn, diff_turns
+
+WORKER = Path(__file__).with_name("vllm_worker.py")
+EVERY = "*"
+"""A parser name that stands for every parser vLLM registers."""
+TIMEOUT_S = 900.0
+
+
+def vllm_python() -> Path:
+    """The Python of vLLM's virtualenv: $ONBOARD_VLLM_VENV, else .venv-vllm in the checkout (the rule of
+    onboard/engines/venvs.py, not imported: this package does not depend on the engines)."""
+    root = Path(__file__).resolve().parents[2]
+    return Path(os.environ.get("ONBOARD_VLLM_VENV") or root / ".venv-vllm") / "bin" / "python"
+
+
+@dataclass(frozen=True)
+class ParserJob:
+    id: str
+    text: str
+    """The model's raw generation, special tokens kept, without the end-of-turn token."""
+    tool_parser: str | None
+    """A `--tool-call-parser` name, or EVERY."""
+    reasoning_parser: str | None = None
+    """A `--reasoning-parser` name, EVERY, or None."""
+    tools: tuple[Mapping[str, Any], ...] = ()
+    prompt: str | None = None
+    """The rendered generation prompt: streaming parsers read from it whether reasoning is already open."""
+    chat_template_kwargs: Mapping[str, Any] = field(default_factory=dict)
+    extra_tokens: tuple[str, ...] = ()
+    """Markers to add to the tokenizer when it lacks them (a test tokenizer standing in for a model's)."""
+
+
+@dataclass(frozen=True)
+class ParserResult:
+    id: str
+    tool_parser: str | None
+    reasoning_parser: str | None
+    full: ParsedTurn | None
+    """The non-streaming parse (None when the parser failed)."""
+    streamed: ParsedTurn | None
+    """The streamed deltas reassembled."""
+    error: str | None = None
+    """Why the parser could not run on this text (e.g. the tokenizer lacks its markers)."""
+
+
+@dataclass(frozen=True)
+class ParserRun:
+    results: tuple[ParserResult, ...]
+    tool_parsers: tuple[str, ...]
+    """Every tool parser this vLLM registers."""
+    reasoning_parsers: tuple[str, ...]
+
+
+def run_parsers(
+    jobs: Sequence[ParserJob],
+    tokenizer: Path,
+    *,
+    tiktoken_dir: Path | None = None,
+    python: Path | None = None,
+    timeout_s: float = TIMEOUT_S,
+) -> ParserRun:
+    """Every job's text through its vLLM parsers, non-streaming and streamed token by token.
+
+    Args:
+        tokenizer: the model's tokenizer folder (loaded with trust_remote_code=False).
+        tiktoken_dir: the folder of o200k_base.tiktoken, for harmony (gpt-oss) parsers.
+
+    Raises:
+        ParsersUnavailable: vLLM's virtualenv is missing, or the worker failed as a whole.
+    """
+    interpreter = python or vllm_python()
+    if not interpreter.is_file():
+        raise ParsersUnavailable(f"vLLM's parsers cannot run: {interpreter} does not exist",
+                                 "run scripts/install_vllm_cpu.sh (or set ONBOARD_VLLM_VENV to its virtualenv)")  # fmt: skip
+    request = {"tokenizer": str(tokenizer), "tiktoken_dir": str(tiktoken_dir) if tiktoken_dir else None,
+               "jobs": [{"id": j.id, "text": j.text, "tool_parser": j.tool_parser, "reasoning_parser": j.reasoning_parser,
+                         "tools": list(j.tools), "prompt": j.prompt, "chat_template_kwargs": dict(j.chat_template_kwargs),
+                         "extra_tokens": list(j.extra_tokens)} for j in jobs]}  # fmt: skip
+    env = {**os.environ, "VLLM_TARGET_DEVICE": "cpu", "VLLM_LOGGING_LEVEL": "ERROR", "HF_HUB_OFFLINE": "1",
+           "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1", "TOKENIZERS_PARALLELISM": "false"}  # fmt: skip
+    try:
+        done = subprocess.run([str(interpreter), str(WORKER)], input=json.dumps(request), capture_output=True,
+                              text=True, timeout=timeout_s, env=env, check=False)  # fmt: skip
+    except subprocess.TimeoutExpired as exc:
+        raise ParsersUnavailable(f"vLLM's parser worker did not finish in {timeout_s:g} s",
+                                 "the machine may be busy: rerun, or pass fewer texts") from exc  # fmt: skip
+    if done.returncode != 0:
+        tail = done.stderr.strip().splitlines()[-5:]
+        raise ParsersUnavailable(f"vLLM's parser worker failed (exit {done.returncode}): {' | '.join(tail)}",
+                                 "check that .venv-vllm imports vllm (scripts/install_vllm_cpu.sh)")  # fmt: skip
+    answer = json.loads(done.stdout)
+    results = tuple(
+        ParserResult(r["id"], r["tool_parser"], r["reasoning_parser"],
+                     ParsedTurn.from_openai(r["full"]) if r["full"] else None,
+                     reassemble(r["deltas"]) if r["deltas"] is not None else None, r["error"])
+        for r in answer["results"]
+    )  # fmt: skip
+    return ParserRun(results, tuple(answer["tool_parsers"]), tuple(answer["reasoning_parsers"]))
+
+
+@dataclass(frozen=True)
+class Advice:
+    tool_parser: str | None
+    reasoning_parser: str | None
+
+
+def matching(run: ParserRun, expected: Mapping[str, ParsedTurn]) -> dict[str, list[Advice]]:
+    """Per job id: the parser pairs whose non-streaming parse and reassembled stream both equal `expected[id]`."""
+    found: dict[str, list[Advice]] = {job: [] for job in expected}
+    for r in run.results:
+        want = expected.get(r.id)
+        if want is None or r.full is None or r.streamed is None:
+            continue
+        if not diff_turns(want, r.full) and not diff_turns(want, r.streamed):
+            found[r.id].append(Advice(r.tool_parser, r.reasoning_parser))
+    return found
+
+
+def advice_jobs(job: ParserJob) -> list[ParserJob]:
+    """The jobs parser advice runs for a configured pair: every tool parser with the configured reasoning parser,
+    and every reasoning parser with the configured tool parser (ids `<id>/tools`, `<id>/reasoning`)."""
+    return [replace(job, id=f"{job.id}/tools", tool_parser=EVERY),
+            replace(job, id=f"{job.id}/reasoning", reasoning_parser=EVERY)]  # fmt: skip
+
+
+def advise(job: ParserJob, expected: ParsedTurn, tokenizer: Path, **run_options: Any) -> list[Advice]:
+    """The parser pairs that read `job.text` as `expected` (the reference's parse), streaming and not: every tool
+    parser with the configured reasoning parser, every reasoning parser with the configured tool parser."""
+    jobs = advice_jobs(job)
+    found = matching(run_parsers(jobs, tokenizer, **run_options), {j.id: expected for j in jobs})
+    pairs = dict.fromkeys(a for j in jobs for a in found[j.id])
+    return list(pairs)
