@@ -123,7 +123,7 @@ def test_detector_sees_a_cycle_hidden_in_a_function(tmp_path):
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("core",),
     ("inspect_checkpoint",),
-    ("generate_adapter", "verify_tokenizer"),
+    ("generate_adapter", "verify_tokenizer", "tool_calls"),
     ("adapters",),
     ("validate_serving",),
     ("quantize", "speculative"),
@@ -138,7 +138,8 @@ lower layers only; sub-packages sharing a layer do not import each other.
 
 - core: the top-level modules (errors, serde, fsutil, findings, comparator, checks, environment, svg, ...), blocks,
   kernels and sandbox: what every stage may use, depending on no stage.
-- inspect_checkpoint reads a checkpoint; generate_adapter and verify_tokenizer read its profile.
+- inspect_checkpoint reads a checkpoint; generate_adapter and verify_tokenizer read its profile; tool_calls reads
+  a model's tool-call text in its chat template's format.
 - adapters are generate_adapter's output: they import its runtime and the blocks.
 - validate_serving runs adapters and references (generate_adapter.runtime, divergence) against the goldens.
 - quantize and speculative plan on top of validate's goldens and runtime.

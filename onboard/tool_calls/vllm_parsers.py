@@ -18,6 +18,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from onboard import venvs
 from onboard.tool_calls.errors import ParsersUnavailable
 from onboard.tool_calls.stream import reassemble
 from onboard.tool_calls.turn import ParsedTurn, diff_turns
@@ -29,10 +30,8 @@ TIMEOUT_S = 900.0
 
 
 def vllm_python() -> Path:
-    """The Python of vLLM's virtualenv: $ONBOARD_VLLM_VENV, else .venv-vllm in the checkout (the rule of
-    onboard/engines/venvs.py, not imported: this package does not depend on the engines)."""
-    root = Path(__file__).resolve().parents[2]
-    return Path(os.environ.get("ONBOARD_VLLM_VENV") or root / ".venv-vllm") / "bin" / "python"
+    """The Python of vLLM's virtualenv (onboard/venvs.py)."""
+    return venvs.vllm() / "bin" / "python"
 
 
 @dataclass(frozen=True)
