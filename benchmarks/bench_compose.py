@@ -1,6 +1,6 @@
 """Composing an adapter for a new architecture: ModelProfile -> files (adapter, kernel stubs, engine configs).
 
-Profiles (built once, not timed): tiny checkpoints of architectures with no hand-written ArchSpec (GPT-2 Conv1D,
+Profiles (built once, not timed): tiny checkpoints of architectures with no committed adapter (GPT-2 Conv1D,
 Falcon fused attention, GLM-4-MoE, an MLA + MoE family, stacked experts with a shared MLP) and, for a real-size
 weight map, the synthetic ~1T-parameter Kimi-K2-like checkpoint of bench_inspect_local.py re-labelled as a
 model_type nobody registered. Then times:

@@ -60,8 +60,8 @@ def entry(model_type: str) -> dict:
 
     from onboard.inspect_checkpoint import profile_from_parts
     from onboard.inspect_checkpoint.checkpoint_types import TensorInfo
-    from onboard.inspect_checkpoint.config_lint import IGNORED
     from onboard.inspect_checkpoint.config_view import ConfigView
+    from onboard.names.config_keys import IGNORED
     from tests.tiny.configs import TINY
 
     config = None

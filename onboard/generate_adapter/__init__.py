@@ -28,7 +28,6 @@ class GenerateResult:
     """The stage result (COMMON contract): stage, passed, checks, plus what was written."""
 
     model_type: str
-    family: str
     out_dir: str
     files: tuple[str, ...]
     stubs: tuple[dict[str, str], ...]
@@ -37,7 +36,7 @@ class GenerateResult:
     stage: str = field(default="generate")
     closest_family: str | None = None
     overrides: tuple[str, ...] = ()
-    """Composed adapters: modelling-code facts of a known family applied (compose_knowledge.FAMILY_FACTS)."""
+    """Modelling-code facts of a known family applied (compose_knowledge.FAMILY_FACTS)."""
 
     @property
     def verification(self) -> str:
@@ -156,8 +155,7 @@ def generate(
     adapter = out / f"adapters/{the_plan.model_type}.py"
     ok, detail = _imports_cleanly(adapter)
     stub_ops = ", ".join(f"kernels/{s.op}.py" for s in the_plan.stubs)
-    origin = (f"composed from the checkpoint's profile (closest known family: {the_plan.closest_family or 'none'})"
-              if the_plan.composed else f"from the {the_plan.family} family's ArchSpec")  # fmt: skip
+    origin = f"composed from the checkpoint's profile (closest known family: {the_plan.closest_family or 'none'})"
     checks = [
         Check("adapter_rendered", True, True, f"adapters/{the_plan.model_type}.py {origin}"),
         Check("adapter_imports", ok, True, detail),
@@ -179,8 +177,15 @@ def generate(
             checks.append(Check(REFERENCE_ROPE_BASE, False, False, disagreement))
     parity_report = None
     if not parity:
-        checks.append(Check("adapter_parity", False, False, "unverified: no reference run; `onboard generate "
-                            "CHECKPOINT_DIR --parity` compares the adapter's logits with the reference model"))  # fmt: skip
+        checks.append(
+            Check(
+                "adapter_parity",
+                False,
+                False,
+                "unverified: no reference run; `onboard generate "
+                "CHECKPOINT_DIR --parity` compares the adapter's logits with the reference model",
+            )
+        )
     else:
         if checkpoint is None and not isinstance(source_or_profile, ModelProfile):
             checkpoint = source_or_profile
@@ -196,7 +201,6 @@ def generate(
             checks.append(Check("adapter_parity", parity_report["passed"], True, parity_report["detail"]))
     return GenerateResult(
         model_type=the_plan.model_type,
-        family=the_plan.family,
         out_dir=str(out),
         files=tuple(sorted(files)),
         stubs=tuple({"op": s.op, "reason": s.reason} for s in the_plan.stubs),
@@ -218,10 +222,14 @@ def tower_check(profile: ModelProfile) -> Check:
         if tower is not None:
             counts[tower] = counts.get(tower, 0) + group.count
     towers = ", ".join(f"{t} ({counts.get(t, 0):,} tensors)" for t in profile.multimodal)
-    return Check("tower_inputs", False, False,
-                 f"unverified: the adapter serves the language model on text; the {towers} tower(s) are not part of "
-                 "it, so image / audio inputs are neither run nor compared here. What would check them: the serving "
-                 "engine's outputs on image / audio prompts against transformers' wrapper")  # fmt: skip
+    return Check(
+        "tower_inputs",
+        False,
+        False,
+        f"unverified: the adapter serves the language model on text; the {towers} tower(s) are not part of "
+        "it, so image / audio inputs are neither run nor compared here. What would check them: the serving "
+        "engine's outputs on image / audio prompts against transformers' wrapper",
+    )
 
 
 def default_out_dir(profile: ModelProfile) -> Path:

@@ -10,13 +10,14 @@ import io
 import textwrap
 import tokenize
 
-from onboard.generate_adapter.archs import BASE_FIELDS
+from onboard.generate_adapter.adapter_spec import BASE_FIELDS
 from onboard.generate_adapter.plan import AdapterPlan
 from onboard.generate_adapter.render import LINE, format_expr, py_repr, render
-from onboard.generate_adapter.weight_maps import DROPPED
 from onboard.generate_adapter.weight_rule import WeightRule
+from onboard.names.tensors import DROPPED
 
 REGENERATE_COMMAND = "python -m onboard.generate_adapter.regenerate"
+REGENERATE = f"onboard generate CHECKPOINT (the committed adapters/: {REGENERATE_COMMAND})"
 
 # Name -> module it is imported from (section: 0 stdlib, 1 third party, 2 first party).
 IMPORTABLE: dict[str, tuple[int, str]] = {
@@ -161,7 +162,7 @@ def _forward(
 
 
 def _fields(plan: AdapterPlan) -> list[tuple[str, str, str | None]]:
-    """BASE_FIELDS with the family's overrides and additions; required fields first (dataclass order rule)."""
+    """BASE_FIELDS with the composition's overrides and additions; required fields first (dataclass order rule)."""
     extra = {name: (name, ann, default) for name, ann, default in plan.spec.fields}
     merged = [extra.pop(name, (name, ann, default)) for name, ann, default in BASE_FIELDS] + list(extra.values())
     return [f for f in merged if f[2] is None] + [f for f in merged if f[2] is not None]
@@ -215,15 +216,13 @@ def adapter_source(plan: AdapterPlan) -> str:
     uses_window = "window" in spec.attention
     rope_kind = "layer_type" if spec.rope_kind == "layer_type" else spec.rope_kind
     summary = spec.summary[0].upper() + spec.summary[1:] + "."
-    if plan.composed:
-        summary += f" Closest known family: {plan.closest_family or 'none'}."
-        summary += f" Family facts applied: {', '.join(plan.overrides)}." if plan.overrides else ""
+    summary += f" Closest known family: {plan.closest_family or 'none'}."
+    summary += f" Family facts applied: {', '.join(plan.overrides)}." if plan.overrides else ""
     context = {
         "model_type": plan.model_type,
-        "family": plan.model_type if plan.composed else plan.family,
         "summary": textwrap.fill(summary, 116),
         "stubs": plan.stubs,
-        "regenerate": REGENERATE_COMMAND if plan.runnable and plan.family == plan.model_type else "onboard generate",
+        "regenerate": REGENERATE,
         "aliases": _aliases(spec.aliases),
         "fields": _fields(plan),
         "post_init": spec.post_init,
@@ -250,20 +249,19 @@ def adapter_source(plan: AdapterPlan) -> str:
         "norm_names": spec.norm_names,
         "norm_exprs": dict(spec.norm_exprs),
         "attention": spec.attention,
-        "mlp_attr": spec.mlp_attr,
         "mlp": spec.mlp,
         "residual_scale": spec.residual_scale,
         "residual_fp32": spec.residual_fp32,
         "forward": _forward(
             spec.placement,
             spec.norm_names,
-            spec.mlp_attr,
+            "mlp",
             " * self.residual_scale" if spec.residual_scale else "",
             bool(spec.residual_fp32),
             spec.layer_scalar,
             bool(spec.layer_gate),
             spec.mlp_reads_residual,
-        ),  # fmt: skip
+        ),
         "embed_scale": spec.embed_scale,
         "lm_head": f"LMHead({spec.embed_width}, args.vocab_size, tied_to=tied"
         + "".join(f", {kw}" for kw in spec.lm_head)

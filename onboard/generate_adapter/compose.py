@@ -1,8 +1,8 @@
 """Compose an adapter from the ModelProfile alone: the per-layer plan and features from inspect, the tensor roles
-from weight_patterns.py, config values read at run time through config_values.py.
+from onboard/names/tensors.py, config values read at run time through config_values.py.
 
-`compose(profile)` returns a `Composition`: an ArchSpec (the same data the hand-written family table holds, so one
-template renders both), the inferred weight map, and a kernel stub for each part the block library cannot express
+`compose(profile)` returns a `Composition`: an AdapterSpec (the data templates/adapter.py.j2 renders), the inferred
+weight map, and a kernel stub for each part the block library cannot express
 (a mixer kind, an unknown tensor, a config key no block reads, a layout the blocks lack). A composition with stubs
 renders an adapter that refuses to run: never a runnable copy of the closest family.
 
@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 
 from onboard.errors import InputError
-from onboard.generate_adapter.arch_parts import ArchSpec, attention
+from onboard.generate_adapter.adapter_spec import AdapterSpec, attention
 from onboard.generate_adapter.compose_attention import attention_options
 from onboard.generate_adapter.compose_head import embedding_projections, lm_head_options
 from onboard.generate_adapter.compose_knowledge import GATED_ACTIVATION_NAMES, PLAIN_ACTIVATION_NAMES
@@ -48,9 +48,9 @@ from onboard.generate_adapter.compose_rules import (
     guard_statements,
     op_name,
     pattern_expr,
+    read_keys,
     single_block_layers,
 )
-from onboard.generate_adapter.config_values import aliases_of
 from onboard.generate_adapter.weight_inference import (
     AmbiguousWeights,
     Found,
@@ -59,7 +59,8 @@ from onboard.generate_adapter.weight_inference import (
     layer_target,
     templates,
 )
-from onboard.generate_adapter.weight_patterns import LAYER_NAME
+from onboard.names.config import spellings
+from onboard.names.tensors import LAYER_NAME
 from onboard.profile import ModelProfile
 
 PLACEHOLDER_ATTENTION = attention()
@@ -111,7 +112,25 @@ class Composer:
         return self.facts[name]
 
     def has_key(self, name: str) -> bool:
-        return any(key in self.p.config_keys for key in aliases_of(name))
+        return any(key in self.p.config_keys for key in spellings(name))
+
+    def ignores(self, key: str) -> bool:
+        """The family's modelling code never reads config key `key` (the family fact `ignored_keys`)."""
+        return key in self.facts.get("ignored_keys", ())  # type: ignore[operator]
+
+    def switched_bias(self, group: str, present: bool, rules: list[tuple[str, tuple[str, ...], str]]) -> str:
+        """Whether `group`'s projections (qkv, o, mlp, head, mla) have a bias: the config key that switches it in the
+        family's modelling code (the family fact `bias_switches`), so one adapter serves the family's checkpoints
+        with and without; else what the tensors show. `rules`: (target, sources, op) of the bias weight rules, added
+        when the key switches a bias this checkpoint does not store (`.weight` sources read as `.bias`)."""
+        for key, groups in dict(self.facts.get("bias_switches", {})).items():  # type: ignore[call-overload]
+            if group in groups.split() and self.has_key(key):
+                self.fact("bias_switches")  # applied: named among the facts used
+                if not present:
+                    for target, sources, op in rules:
+                        self.wm.add(target, tuple(s.removesuffix(".weight") + ".bias" for s in sources), op)
+                return self.fields.need(key, "bool", "False")
+        return repr(present)
 
     def size(self, value: int, candidates: list[tuple[str, int | None]]) -> str:
         """The first config expression whose value (known from the profile) equals the size the tensors show;
@@ -124,7 +143,7 @@ class Composer:
     def eps(self) -> str:
         fixed = self.fact("norm_eps")
         if fixed is not None:  # the modelling code fixes it whatever config.json says (BioGPT: nn.LayerNorm(dim))
-            self.acknowledged.update(aliases_of("rms_norm_eps"))
+            self.acknowledged.update(spellings("rms_norm_eps"))
             return repr(float(fixed))  # type: ignore[arg-type]
         return self.fields.need("rms_norm_eps", "float", "1e-05" if self.p.norms.kind == "layernorm" else "1e-06")
 
@@ -139,6 +158,10 @@ class Composer:
         if not any(layer.attention in ATTENDING for layer in p.layers):  # Mamba: no attention, so no heads to read
             self.fields.need("num_attention_heads", "int | None", "None")
         base_fields(self.fields)
+        ignored = self.facts.get("ignored_keys", ())
+        if any(key in p.config_keys for key in ignored):  # type: ignore[union-attr]
+            self.fact("ignored_keys")
+        self.acknowledged.update(ignored)  # type: ignore[arg-type]
         if "stub" in self.facts:
             op, reason = self.fact("stub")  # type: ignore[misc]
             self.stub(op, reason)
@@ -152,12 +175,16 @@ class Composer:
         norm, placement, norm_names = norms(self)
         residual_fp32, mixer_scales = None, "(1.0, 1.0, 1.0)"
         if self.side_mixer and placement != "pre":
-            self.stub("parallel_ssm", f"a Mamba mixer beside attention in a {placement}-norm layer is not a placement "
-                      "of the block library")  # fmt: skip
+            self.stub(
+                "parallel_ssm",
+                f"a Mamba mixer beside attention in a {placement}-norm layer is not a placement of the block library",
+            )
         elif self.side_mixer:
             placement = "parallel_ssm"
-            scales = [self.fields.need(key, "float", "1.0") if self.has_key(key) else "1.0"
-                      for key in ("attention_in_multiplier", "attention_out_multiplier", "ssm_out_multiplier")]  # fmt: skip
+            scales = [
+                self.fields.need(key, "float", "1.0") if self.has_key(key) else "1.0"
+                for key in ("attention_in_multiplier", "attention_out_multiplier", "ssm_out_multiplier")
+            ]
             mixer_scales = f"({', '.join(scales)})"
         if placement == "single" and self.has_key("residual_in_fp32"):
             residual_fp32 = self.fields.need("residual_in_fp32", "bool", "False")
@@ -165,16 +192,16 @@ class Composer:
         embed_scale = self.embeddings()
         lm_head = lm_head_options(self)
         residual = self.residual(placement)
-        if p.mtp_layers:
+        if p.mtp_layers or self.has_key("num_nextn_predict_layers"):  # stored past the last layer: dropped
             self.fields.need("num_nextn_predict_layers", "int", "0")
-            self.extra_aliases["num_nextn_predict_layers"] = ("mtp_num_hidden_layers", "num_mtp_modules")
         if self.wm.partial:  # visible in the summary: a converter that lost a layer's bias looks the same
             self.words.append("biases some layers lack, zero there: " + ", ".join(self.wm.partial))
-        self.post_init += guard_statements(p, self.fields, self.guard_tests)
-        self.stubs += config_key_stubs(p, self.fields, self.extra_aliases, self.acknowledged)
-        spec = ArchSpec(
+        self.post_init += guard_statements(p, self.fields, self.guard_tests, frozenset(self.acknowledged))
+        reads = read_keys(self.fields, self.extra_aliases, self.acknowledged)
+        self.stubs += config_key_stubs(p, reads)
+        spec = AdapterSpec(
             model_type=p.model_type,
-            summary="composed from the checkpoint (no hand-written ArchSpec): " + ", ".join(self.words),
+            summary="composed from the checkpoint's profile: " + ", ".join(self.words),
             attention=attn,
             mlp=mlp,
             norm=norm,
@@ -191,7 +218,6 @@ class Composer:
             residual_scale=residual,
             residual_fp32=residual_fp32,
             post_init=tuple(self.post_init),
-            features=frozenset(p.features),
             dropped=tuple(self.roles.dropped),
             positions=self.positions,
             embed_norm=self.embed_norm,
@@ -210,7 +236,7 @@ class Composer:
         )
         unique = {s.op: s for s in reversed(self.stubs)}
         stubs = tuple(sorted(unique.values(), key=lambda s: s.op))
-        return Composition(spec, tuple(self.wm.rules), stubs, tuple(self.roles.dropped), tuple(self.used_facts))
+        return Composition(spec, tuple(self.wm.rules), stubs, tuple(self.roles.dropped), tuple(self.used_facts), reads)
 
     def unknown_tensor_stubs(self) -> None:
         self.unconsumed_tensor_stubs(self.roles.unknown)
@@ -259,8 +285,10 @@ class Composer:
         qkv, grouped = r.get("attn.qkv"), r.get("attn.qkv_grouped")
         forms = [f for f in ((q and k and v and q), qkv, grouped) if f]
         if len(forms) > 1:
-            raise AmbiguousWeights(f"both separate and fused q/k/v projections: {templates(q, k, v, qkv, grouped)}",
-                                   "add an ArchSpec override naming the ones the attention reads")  # fmt: skip
+            raise AmbiguousWeights(
+                f"both separate and fused q/k/v projections: {templates(q, k, v, qkv, grouped)}",
+                "add a family fact (compose_knowledge.FAMILY_FACTS) naming the ones the attention reads",
+            )
         if (q or k or v) and not (q and k and v):
             self.stub("attention_projections", f"q/k/v projections incomplete: only {templates(q, k, v)}")
         if not forms or o is None:
@@ -297,7 +325,13 @@ class Composer:
             qkv_bias = self.query_key_value(target, grouped)  # type: ignore[arg-type]
         self.wm.linear(layer_target("self_attn.o_proj"), o, hidden, h * dv)
         o_bias = self.wm.bias(layer_target("self_attn.o_proj"), r.get("attn.o", "bias"))
-        kw = [f"qkv_bias={qkv_bias}", f"o_bias={o_bias}"]
+        qkv_sources = (q.source, k.source, v.source) if q is not None else ()  # type: ignore[union-attr]
+        qkv_rules = [(f"{target}.bias", qkv_sources, "cat")] if qkv_sources else []
+        o_target = layer_target("self_attn.o_proj.bias")
+        kw = [
+            f"qkv_bias={self.switched_bias('qkv', qkv_bias, qkv_rules)}",
+            f"o_bias={self.switched_bias('o', o_bias, [(o_target, (o.source,), 'copy')])}",
+        ]
         if gated:  # q_proj twice the query size ([q_h; g_h] per head), o_proj reads the query size: a gated output
             kw.append("output_gate=True")
             self.words.append("sigmoid output gate from the query projection")
@@ -339,8 +373,11 @@ class Composer:
             return base
         one_per_type = all(len(c) == 1 for c in heads.values()) and not set(heads) - {"sliding", "full"}
         if not (one_per_type and d.num_kv_heads and all(next(iter(c)) % d.num_kv_heads == 0 for c in heads.values())):
-            self.stub("kv_heads_per_layer", "layers with different KV head counts, not one count per sliding / full "
-                      f"layer type: {sorted((k, sorted(v)) for k, v in heads.items())}")  # fmt: skip
+            self.stub(
+                "kv_heads_per_layer",
+                "layers with different KV head counts, not one count per sliding / full "
+                f"layer type: {sorted((k, sorted(v)) for k, v in heads.items())}",
+            )
             return base
         ratio = {kind: next(iter(c)) // d.num_kv_heads for kind, c in heads.items()}
         self.words.append(", ".join(f"{kind} layers {r}x the KV heads" for kind, r in ratio.items() if r != 1))
@@ -392,6 +429,12 @@ class Composer:
         if all(moe):
             return sparse, None
         moe_layer = pattern_expr(moe, repr)
+        dense_first = moe.index(True)
+        if moe == [False] * dense_first + [True] * (len(moe) - dense_first) and self.has_key("first_k_dense_replace"):
+            # a dense prefix, as config.json's key says (DeepSeek-V3's first_k_dense_replace): read, not fixed
+            moe_layer = "i >= " + self.fields.need("first_k_dense_replace", "int", str(dense_first)).replace(
+                "args.", "self."
+            )
         if self.has_key("expert_layer_period"):  # Jamba: one MoE layer per period, from config.json
             period, offset = (self.fields.need(k, "int", None) for k in ("expert_layer_period", "expert_layer_offset"))
             moe_layer = f"i % {period} == {offset}".replace("args.", "self.")
@@ -425,6 +468,7 @@ class Composer:
         bias = bool(in_bias and out_bias)
         self.wm.fused_conv1d_first([up, down], [(inter, hidden), (hidden, inter)])
         target = layer_target("mlp.gate_up_proj")
+        down_rule = (layer_target("mlp.down_proj.bias"), (down.source,), "copy")
         if fused or (gate and up):
             self.require_activation(GATED_ACTIVATION_NAMES, "gated")
             if fused:
@@ -439,7 +483,9 @@ class Composer:
             multipliers = ""
             if self.has_key("mlp_multipliers"):  # Falcon-H1's muP: (gate, down)
                 multipliers = f", multipliers={self.fields.need('mlp_multipliers', 'list[float] | None', 'None')}"
-            return f"GatedMLP(args.hidden_size, {size}, {act}, bias={bias}{sub_norm(self, 'mlp')}{multipliers})"
+            in_sources = (fused.source,) if fused else (gate.source, up.source)  # type: ignore[union-attr]
+            switched = self.switched_bias("mlp", bias, [(f"{target}.bias", in_sources, "cat"), down_rule])
+            return f"GatedMLP(args.hidden_size, {size}, {act}, bias={switched}{sub_norm(self, 'mlp')}{multipliers})"
         if gate is not None and up is None:
             self.stub("mlp", f"an MLP gate without an up projection: {gate.template}")
         self.wm.linear(layer_target("mlp.up_proj"), up, inter, hidden)  # type: ignore[arg-type]
@@ -455,7 +501,8 @@ class Composer:
             return f"XIELUMLP(args.hidden_size, {size})"
         self.require_activation(PLAIN_ACTIVATION_NAMES, "plain")
         self.words.append(f"plain MLP ({self.p.activation})")
-        return f"MLP(args.hidden_size, {size}, {act}, bias={bias})"
+        up_rule = (layer_target("mlp.up_proj.bias"), (up.source,), "copy")  # type: ignore[union-attr]
+        return f"MLP(args.hidden_size, {size}, {act}, bias={self.switched_bias('mlp', bias, [up_rule, down_rule])})"
 
     def down(self, down: Found, inter: int, bias: bool) -> None:
         target = layer_target("mlp.down_proj")
@@ -467,11 +514,17 @@ class Composer:
         if self.p.activation is None and self.fact("hidden_act") in table:
             return  # the modelling code fixes it and the family fact says which (mlp_activation() reads it)
         if self.p.activation is None:  # Bloom, Ergo: the modelling code fixes it; a block default would be a guess
-            self.stub("activation_none", f"no {kind} MLP activation read from config.json (fixed in the family's "
-                      "modelling code, or a key the alias table lacks): the composer does not guess it")  # fmt: skip
+            self.stub(
+                "activation_none",
+                f"no {kind} MLP activation read from config.json (fixed in the family's "
+                "modelling code, or a key the alias table lacks): the composer does not guess it",
+            )
         elif self.p.activation not in table:
-            self.stub(f"activation_{self.p.activation}", f"{kind} MLP activation {self.p.activation!r} is not in "
-                      f"onboard.blocks.mlp (known: {', '.join(sorted(table))})")  # fmt: skip
+            self.stub(
+                f"activation_{self.p.activation}",
+                f"{kind} MLP activation {self.p.activation!r} is not in "
+                f"onboard.blocks.mlp (known: {', '.join(sorted(table))})",
+            )
 
     def mlp_activation(self) -> str:
         """args.hidden_act, or the activation the family's code fixes (a family fact) when config.json has none."""
@@ -496,14 +549,20 @@ class Composer:
             self.positions = f"SinusoidalPositions(args.hidden_size, offset={sinusoidal}, padding_idx={pad})"
             self.words.append("sinusoidal absolute positions")
         elif positions is None and "absolute_positions" in self.p.features:
-            self.stub("absolute_positions", "absolute positions without a learned position tensor (sinusoidal or "
-                      "offset tables are computed in modelling code): not in the block library")  # fmt: skip
+            self.stub(
+                "absolute_positions",
+                "absolute positions without a learned position tensor (sinusoidal or "
+                "offset tables are computed in modelling code): not in the block library",
+            )
         if positions is not None:
             max_pos = self.p.dims.max_position_embeddings
             offset = int(self.fact("position_offset", 0))  # type: ignore[call-overload]
             if positions.shape[:1] != ((max_pos or 0) + offset,):
-                self.stub("learned_positions", f"{positions.template} has {positions.shape[:1]} rows, "
-                          f"max_position_embeddings is {max_pos}: an offset the blocks do not model")  # fmt: skip
+                self.stub(
+                    "learned_positions",
+                    f"{positions.template} has {positions.shape[:1]} rows, "
+                    f"max_position_embeddings is {max_pos}: an offset the blocks do not model",
+                )
             self.wm.add("model.embed_positions.weight", (positions.source,))
             self.positions = f"LearnedPositions(args.max_position_embeddings, args.hidden_size, offset={offset})"
             self.words.append("learned absolute positions")
@@ -517,10 +576,13 @@ class Composer:
             depth = self.fields.need("scale_depth", "float | None", "None")
             return f"({depth} or args.num_hidden_layers**0.5) / args.num_hidden_layers**0.5"
         if scaled:
-            self.stub("residual_scaling", "residual branches scaled by a constant outside a pre-norm layer, or by a "
-                      "config key the blocks do not read")  # fmt: skip
+            self.stub(
+                "residual_scaling",
+                "residual branches scaled by a constant outside a pre-norm layer, or by a "
+                "config key the blocks do not read",
+            )
         elif keyed:  # 1.0 in this checkpoint (no residual_scaling feature): nothing to apply
-            self.acknowledged.update(aliases_of("residual_multiplier"))
+            self.acknowledged.update(spellings("residual_multiplier"))
         return None
 
 
@@ -533,7 +595,7 @@ def compose(profile: ModelProfile) -> Composition:
     if not profile.tensor_templates:
         raise InputError(
             f"{profile.source or 'profile'}: no safetensors tensor names in the profile, so no weight map can be "
-            f"inferred for model_type {profile.model_type!r} (no hand-written ArchSpec either)",
+            f"inferred for model_type {profile.model_type!r}",
             "inspect the checkpoint with its *.safetensors files (headers are enough), then generate again",
         )
     if not profile.layers or not profile.dims.hidden_size:

@@ -81,8 +81,10 @@ def attention_options(c: ComposerParts) -> list[str]:
         for part in lambdas:
             c.wm.add(layer_target(f"self_attn.{part.part}"), (part.source,))
         if len(lambdas) != 4:
-            c.stub("differential_attention", f"differential attention needs lambda_q1, lambda_k1, lambda_q2 "
-                      f"and lambda_k2: {templates(*lambdas)}")  # fmt: skip
+            c.stub(
+                "differential_attention",
+                f"differential attention needs lambda_q1, lambda_k1, lambda_q2 and lambda_k2: {templates(*lambdas)}",
+            )
         kw.append(f"differential=True, layer_index=i, norm_eps={c.eps()}")
         c.words.append("differential attention (DiffLlama)")
     gate, gate_bias = r.get("attn.gate"), r.get("attn.gate_bias", None)
@@ -92,8 +94,11 @@ def attention_options(c: ComposerParts) -> list[str]:
         if fn in ("sigmoid", "softplus"):
             gate = r.get("attn.g_gate")
         else:
-            c.stub("attention_g_proj", f"{r.get('attn.g_gate').template}: an output gate whose function (sigmoid, "  # type: ignore[union-attr]
-                   "softplus) only the family's code says (compose_knowledge: attention_gate_fn)")  # fmt: skip
+            c.stub(
+                "attention_g_proj",
+                f"{r.get('attn.g_gate').template}: an output gate whose function (sigmoid, "  # type: ignore[union-attr]
+                "softplus) only the family's code says (compose_knowledge: attention_gate_fn)",
+            )
         if c.has_key("gating"):  # per head or per channel: the gate's rows show which
             c.fields.need("gating", "bool | str", "True")
     per_head = False
@@ -124,6 +129,8 @@ def _sink_layers(c: ComposerParts, sinks: Found) -> str:
         if sinks.count == kinds.count(kind) and len(set(kinds)) > 1:
             c.words.append(f"sinks on {kind} layers")
             return f"layer_type == {name}"
-    c.stub("sinks_per_layer", f"attention sinks on {sinks.count} of {len(kinds)} layers, not one layer type's: "
-              f"{sinks.template}")  # fmt: skip
+    c.stub(
+        "sinks_per_layer",
+        f"attention sinks on {sinks.count} of {len(kinds)} layers, not one layer type's: {sinks.template}",
+    )
     return "True"

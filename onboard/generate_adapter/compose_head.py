@@ -13,8 +13,10 @@ def embedding_projections(c: ComposerParts) -> None:
     if pin is None and pout is None:
         return
     if pin is None or pout is None or not c.has_key("word_embed_proj_dim"):
-        c.stub("embedding_projection", "embeddings projected in or out need project_in, project_out and "
-                  "word_embed_proj_dim together")  # fmt: skip
+        c.stub(
+            "embedding_projection",
+            "embeddings projected in or out need project_in, project_out and word_embed_proj_dim together",
+        )
         return
     width = c.fields.need("word_embed_proj_dim", "int | None", "None")
     c.embed_width = f"({width} or args.hidden_size)"
@@ -39,7 +41,9 @@ def lm_head_options(c: ComposerParts) -> list[str]:
         c.stub("lm_head", "no LM head tensor and tie_word_embeddings is false")
     if bias is not None:
         c.wm.add("lm_head.bias", (bias.source,))
-        kw.append("bias=True")
+    switched = c.switched_bias("head", bias is not None, [("lm_head.bias", (head.source,), "copy")] if head else [])
+    if switched != "False":
+        kw.append(f"bias={switched}")
     if c.has_key("logit_scale"):
         kw.append(f"scale={c.fields.need('logit_scale', 'float', '1.0')}")
     elif "logits_scaling" in c.p.config_keys:
@@ -58,14 +62,16 @@ def lm_head_options(c: ComposerParts) -> list[str]:
         kw.append(f"transform=nn.Linear(args.hidden_size, {c.embed_width}, bias=False)")
     elif transform:  # ModernBERT-decoder: dense, activation and norm before the projection
         if {f.part for f in transform} != {"dense", "norm"} or not c.has_key("classifier_activation"):
-            c.stub("head_transform", "a transform before the LM head needs its dense, its norm and "
-                      "classifier_activation")  # fmt: skip
+            c.stub(
+                "head_transform", "a transform before the LM head needs its dense, its norm and classifier_activation"
+            )
         else:
             for found in transform:
                 c.wm.add(f"lm_head.transform.{found.part}.{found.param}", (found.source,))
             act = c.fields.need("classifier_activation", "str", '"gelu"')
             dense_bias = any(f.part == "dense" and f.param == "bias" for f in transform)
-            kw.append(f"transform=HeadTransform(args.hidden_size, {act}, norm(args, args.hidden_size), "
-                      f"bias={dense_bias})")  # fmt: skip
+            kw.append(
+                f"transform=HeadTransform(args.hidden_size, {act}, norm(args, args.hidden_size), bias={dense_bias})"
+            )
             c.words.append("a dense, activation and norm before the LM head")
     return kw

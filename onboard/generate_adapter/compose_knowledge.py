@@ -1,49 +1,18 @@
-"""What composition knows beyond the checkpoint, as data: which config keys a composed adapter may leave unread,
-which it reads only to refuse unsupported values, and the few modelling-code facts of known transformers families
-that neither config.json nor the tensor names show (the optional overrides).
+"""What composition knows beyond the checkpoint, as data: which config keys it reads only to refuse unsupported
+values, and the few modelling-code facts of known transformers families that neither config.json nor the tensor names
+show (the only overrides: the committed adapters are composed with them like any other).
 
-A config key a composed adapter neither reads (a ModelArgs field, through config_values.ALIASES), nor finds in the
-tables below, becomes a kernel stub: an unknown key is how a new option ships on day zero.
+A config key a composed adapter neither reads (a ModelArgs field, through names.config.ALIASES), nor guards here,
+nor finds neutral in names.config_keys, becomes a kernel stub: an unknown key is how a new option ships on day zero.
 """
 
 from __future__ import annotations
-
-from onboard.inspect_checkpoint.config_lint import IGNORED, TRAINING_WORDS
 
 # Names the block library implements, mirrored here so planning never imports torch (`onboard generate` on a
 # profile stays fast); tests/generate/test_compose.py checks them against onboard.blocks.rotary / .mlp.
 ROPE_TYPE_NAMES = frozenset({"default", "linear", "dynamic", "yarn", "longrope", "llama3", "proportional"})
 GATED_ACTIVATION_NAMES = frozenset({"silu", "swish", "gelu_pytorch_tanh", "gelu_tanh", "gelu_new", "gelu", "relu2"})
 PLAIN_ACTIVATION_NAMES = frozenset({"gelu", "gelu_pytorch_tanh", "gelu_tanh", "gelu_new", "relu2", "silu", "relu"})
-
-# Config keys the hand-written families never read (bookkeeping, generation, training, serving hints).
-IGNORED_CONFIG_KEYS = frozenset(
-    {
-        "_name_or_path", "architectures", "auto_map", "bos_token_id", "eos_token_id", "pad_token_id", "torch_dtype",
-        "dtype", "transformers_version", "use_cache", "initializer_range", "attention_dropout", "hidden_dropout",
-        "embd_pdrop", "resid_pdrop", "output_router_logits", "router_aux_loss_coef", "router_z_loss_coef",
-        "quantization_config", "rope_scaling", "rope_theta", "tokenizer_class", "model_type", "pretraining_tp",
-        "max_window_layers", "use_sliding_window", "layer_types", "head_dim", "generation_config", "task_specific_params",
-        "keys_to_ignore_at_inference", "num_nextn_predict_layers", "rope_parameters", "original_max_position_embeddings",
-        # Mamba-2 keeps Mamba-1's dt projection rank in its config and never reads it (dt comes from in_proj per head)
-        "time_step_rank",
-        # Nemotron-H's multi-token-prediction layers' types (inference never runs them)
-        "mtp_layers_block_type",
-        # HY-V3: routed plus shared experts summed in float32 inside the MoE block (no effect in float32)
-        "enable_moe_fp32_combine",
-    }
-)  # fmt: skip
-
-# Keys that never change the forward pass (inspect's config lint table and the planner's), except those GUARDS
-# check: some of them do change the numbers when set (config_lint counts them as runtime hints).
-NEUTRAL_KEYS = (IGNORED.keys() | IGNORED_CONFIG_KEYS | {"router_jitter_noise", "moe_aux_loss_coeff"}) - {
-    "rope_scaling",
-    "rope_theta",
-    "rope_parameters",
-}
-NEUTRAL_WORDS = TRAINING_WORDS
-"""Training-only keys by name (config_lint.TRAINING_WORDS, the one list inspect's lint uses too); the one float32
-switch that is harmless is listed in IGNORED_CONFIG_KEYS."""
 
 # Keys read only to refuse values the blocks cannot express: key -> (field annotation, default, refusal test over
 # `self` (a ModelArgs), why). Composition cannot see config values; the adapter checks them when it loads.
@@ -208,6 +177,9 @@ FAMILY_FACTS: dict[str, dict[str, object]] = {
          "stored [hidden, experts] (gate_kernel): the MoE block reads gated experts"),
     )},
     "deepseek_v2": {"mla_rope_interleave": True},  # complex-number rotary on interleaved pairs
+    # DeepseekV3TopkRouter always ranks bias-corrected sigmoid scores in groups: released configs' topk_method
+    # (noaux_tc) names that, and transformers' code never reads it
+    "deepseek_v3": {"ignored_keys": ("topk_method",)},
     # DeepSeek Sparse Attention: MLA's rotary on interleaved pairs always (no rope_interleave key); the indexer's
     # rotary half-split (DeepSeek-V3.2) or interleaved (GLM-MoE-DSA)
     "deepseek_v32": {"mla_rope_interleave": True},
@@ -226,3 +198,19 @@ FAMILY_FACTS: dict[str, dict[str, object]] = {
     "gemma4_unified_text": {"attention_scale": "1.0", "v_norm": True},
     "gemma4_text": {"attention_scale": "1.0", "v_norm": True},
 }  # fmt: skip
+
+# Config keys that switch a bias in a family's modelling code: key -> the projection groups (qkv, o, mlp, head, mla)
+# whose bias it switches. A composed adapter then reads the key, so the family's committed adapter serves its
+# checkpoints with and without those biases; elsewhere the tensors decide.
+_ATTENTION_BIAS = {"attention_bias": "qkv o"}
+BIAS_SWITCHES: dict[str, dict[str, str]] = {
+    **dict.fromkeys(("llama", "granite", "smollm3"), {**_ATTENTION_BIAS, "mlp_bias": "mlp"}),
+    **dict.fromkeys(("qwen3", "qwen3_moe", "gemma", "gemma2", "gemma3_text", "olmo2", "olmoe", "cohere", "apertus",
+                     "gpt_oss", "granitemoe"), _ATTENTION_BIAS),
+    **dict.fromkeys(("starcoder2", "ernie4_5"), {"use_bias": "qkv o mlp"}),
+    "glm4": {"attention_bias": "qkv"},  # Glm4Attention: o_proj has no bias whatever attention_bias says
+    "phimoe": {**_ATTENTION_BIAS, "lm_head_bias": "head"},
+    "deepseek_v3": {"attention_bias": "mla"},
+}  # fmt: skip
+for _family, _switches in BIAS_SWITCHES.items():
+    FAMILY_FACTS.setdefault(_family, {})["bias_switches"] = _switches

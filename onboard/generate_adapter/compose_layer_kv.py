@@ -68,9 +68,12 @@ def layer_kv(c: ComposerParts) -> KVLayout:
     if k is not None and (shared or k.count < len(attending)):
         tail = list(range(len(c.p.layers) - len(shared), len(c.p.layers)))
         if "num_kv_shared_layers" not in read or shared != tail or not set(bare) <= set(shared):
-            c.stub("kv_shared_layers", f"layers {bare or shared} attend over another layer's keys and values: in the "
-                   "block library only as the last num_kv_shared_layers layers reading the last earlier layer of "
-                   "their type (Gemma 4), the others storing their own k/v projections")  # fmt: skip
+            c.stub(
+                "kv_shared_layers",
+                f"layers {bare or shared} attend over another layer's keys and values: in the "
+                "block library only as the last num_kv_shared_layers layers reading the last earlier layer of "
+                "their type (Gemma 4), the others storing their own k/v projections",
+            )
         else:
             out.kv_source = f"kv_shared_source(args.layer_types, {read['num_kv_shared_layers']}, i)"
             c.words.append("the last layers attend over an earlier layer's keys and values")
@@ -108,8 +111,11 @@ def _values_from_keys(c: ComposerParts, out: KVLayout, own: list, flag: str | No
     if k.count != len(own):  # the shared layers store keys too
         own = [layer for layer in c.p.layers if layer.attention in ATTENDING]
     if flag is None:
-        c.stub("values_from_keys", f"{k.count} layers store keys but only {v_count} store values, and no "
-               "attention_k_eq_v in config.json says the values are the keys")  # fmt: skip
+        c.stub(
+            "values_from_keys",
+            f"{k.count} layers store keys but only {v_count} store values, and no "
+            "attention_k_eq_v in config.json says the values are the keys",
+        )
         return
     sliding = sum(layer.attention == "sliding" for layer in own)
     if v_count == 0:
@@ -117,7 +123,10 @@ def _values_from_keys(c: ComposerParts, out: KVLayout, own: list, flag: str | No
     elif v_count == sliding and sliding < len(own):
         out.values_from_keys = f"{flag} and layer_type != SLIDING"
     else:
-        c.stub("values_from_keys", f"{len(own) - v_count} of {len(own)} layers with keys store no values, not the "
-               "full-attention layers (attention_k_eq_v acts on those)")  # fmt: skip
+        c.stub(
+            "values_from_keys",
+            f"{len(own) - v_count} of {len(own)} layers with keys store no values, not the "
+            "full-attention layers (attention_k_eq_v acts on those)",
+        )
         return
     c.words.append("keys as values where no value projection is stored")

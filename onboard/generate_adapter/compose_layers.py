@@ -15,11 +15,17 @@ def layer_plan(c: ComposerParts) -> tuple[str, str]:
     """(each layer's type when config.json has no layer_types, which rotary table it uses)."""
     p, mixers = c.p, c.mixers
     kinds = [
-        f'"{LAYER_TYPE_NAMES[layer.attention]}"' if layer.attention in mixers
-        else f'"{FEED_FORWARD_LAYER_TYPES[layer.mlp]}"' if layer.attention == "none" and layer.mlp != "none"
-        else "SLIDING" if layer.attention == "sliding" else "CHUNKED" if layer.attention == "chunked" else "FULL"
+        f'"{LAYER_TYPE_NAMES[layer.attention]}"'
+        if layer.attention in mixers
+        else f'"{FEED_FORWARD_LAYER_TYPES[layer.mlp]}"'
+        if layer.attention == "none" and layer.mlp != "none"
+        else "SLIDING"
+        if layer.attention == "sliding"
+        else "CHUNKED"
+        if layer.attention == "chunked"
+        else "FULL"
         for layer in p.layers
-    ]  # fmt: skip
+    ]
     layer_type = _mamba_layer_types(c) or (pattern_expr(kinds, str) if kinds else "FULL")
     if p.rope is None:
         _no_rotary(c)
@@ -57,8 +63,14 @@ def _no_rotary(c: ComposerParts) -> None:
         # A config of the family asking for rotary is refused, not ignored (config.json's null hides the key from the
         # profile, so it is read whether or not this checkpoint sets it).
         c.fields.need(key, "str | None", "None")
-        c.post_init.append(refusal(p.model_type, key, f'self.{key} not in (None, "nope", "none")',
-                                   "rotary positions on a family composed without positional encoding"))  # fmt: skip
+        c.post_init.append(
+            refusal(
+                p.model_type,
+                key,
+                f'self.{key} not in (None, "nope", "none")',
+                "rotary positions on a family composed without positional encoding",
+            )
+        )
         c.words.append("no positional encoding")
     elif not {"absolute_positions", "alibi"} & set(p.features) and any(
         layer.attention in ATTENDING for layer in p.layers

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from onboard.generate_adapter.compose_rules import ComposerParts, refusal
 from onboard.generate_adapter.weight_inference import layer_target
-from onboard.inspect_checkpoint.ssm_config import BARE_HEAD_KEYS, SSM_KEYS
+from onboard.names.config import BARE_HEAD_KEYS, SSM_KEYS
 
 MAMBA2_PARTS = {("in_proj", "weight"), ("conv1d", "weight"), ("out_proj", "weight"), ("dt_bias", None),
                 ("A_log", None), ("D", None)}  # fmt: skip
@@ -16,10 +16,9 @@ MAMBA1_PARTS = {("in_proj", "weight"), ("conv1d", "weight"), ("x_proj", "weight"
                 ("dt_proj", "bias"), ("out_proj", "weight"), ("A_log", None), ("D", None)}  # fmt: skip
 MAMBA1_NORMS = {("dt_layernorm", "weight"), ("b_layernorm", "weight"), ("c_layernorm", "weight")}
 """Jamba's weighted RMS norms on dt, B and C (all three or none)."""
-MAMBA_ALIASES = {field: tuple(n for n in names if n != field) + tuple(filter(None, [BARE_HEAD_KEYS.get(field)]))
-                 for field, names in SSM_KEYS.items()}  # fmt: skip
-"""Mamba sizes under Bamba's / Jamba's names (the fields), then every other family's (inspect's table: the adapter
-reads its field's own name first)."""
+MAMBA_ALIASES = {field: names + tuple(filter(None, [BARE_HEAD_KEYS.get(field)])) for field, names in SSM_KEYS.items()}
+"""Each Mamba knob (a field under Bamba's / Jamba's name) under every family's spelling, in the order inspect reads
+them (names.config.SSM_KEYS; the field's own name among them), then Mamba-2's bare head names."""
 MAMBA_BIASES = ({("conv1d", "bias")}, {("in_proj", "bias"), ("out_proj", "bias")})
 """Optional: the convolution's bias (mamba_conv_bias) and the projections' (mamba_proj_bias), each all or none."""
 
@@ -73,14 +72,18 @@ def _mixer(c: ComposerParts, target: str, versions: tuple[int, ...]) -> str:
 
 def _mamba2(c: ComposerParts, options: str, norm: bool) -> str:
     f = c.fields
-    dims = ", ".join(f.need(name, "int", None) for name in ("mamba_n_heads", "mamba_d_head", "mamba_d_state",
-                                                             "mamba_n_groups", "mamba_d_conv"))  # fmt: skip
+    dims = ", ".join(
+        f.need(name, "int", None)
+        for name in ("mamba_n_heads", "mamba_d_head", "mamba_d_state", "mamba_n_groups", "mamba_d_conv")
+    )
     limit = f.need("time_step_limit", "tuple[float, float] | list[float] | None", "None")
     if any(key in c.p.config_keys for key in ("mamba_expand", *MAMBA_ALIASES["mamba_expand"])):
         # Bamba's "auto": the head width that fills mamba_expand x hidden
         f.need("mamba_expand", "int", "2")
-        c.post_init.append('if self.mamba_d_head == "auto":\n'
-                           "    self.mamba_d_head = self.mamba_expand * self.hidden_size // self.mamba_n_heads")  # fmt: skip
+        c.post_init.append(
+            'if self.mamba_d_head == "auto":\n'
+            "    self.mamba_d_head = self.mamba_expand * self.hidden_size // self.mamba_n_heads"
+        )
     options += _falcon_h1_options(c, norm)
     c.words.append("Mamba-2 on the state-space layers")
     return f"Mamba2Mixer(args.hidden_size, {dims}, {options}, norm_eps={c.eps()}, time_step_limit={limit})"
@@ -117,7 +120,12 @@ def _falcon_h1_options(c: ComposerParts, norm: bool) -> str:
         out += f", out_bias={f.need('projectors_bias', 'bool', 'False')}"
     if c.has_key("mamba_d_ssm"):  # the mixer's width, which the block takes as heads x head_dim
         f.need("mamba_d_ssm", "int | None", "None")
-        c.post_init.append(refusal(c.p.model_type, "mamba_d_ssm", "self.mamba_d_ssm not in (None, "
-                                   "self.mamba_n_heads * self.mamba_d_head)", "a Mamba-2 width other than "
-                                   "mamba_n_heads x mamba_d_head"))  # fmt: skip
+        c.post_init.append(
+            refusal(
+                c.p.model_type,
+                "mamba_d_ssm",
+                "self.mamba_d_ssm not in (None, self.mamba_n_heads * self.mamba_d_head)",
+                "a Mamba-2 width other than mamba_n_heads x mamba_d_head",
+            )
+        )
     return out

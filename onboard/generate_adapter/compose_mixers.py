@@ -5,7 +5,7 @@ config.json's layer_types names."""
 
 from __future__ import annotations
 
-from onboard.generate_adapter.arch_parts import attention
+from onboard.generate_adapter.adapter_spec import attention
 from onboard.generate_adapter.compose_mamba import mamba
 from onboard.generate_adapter.compose_rules import ComposerParts
 from onboard.generate_adapter.weight_inference import layer_target, templates
@@ -36,12 +36,21 @@ def mla_expression(c: ComposerParts) -> str:
     if q is not None:
         c.wm.add(layer_target("self_attn.q_proj.weight"), (q.source,))
     c.wm.add(layer_target("self_attn.o_proj.weight"), (o.source,))
-    bias = r.get("mla", "bias", "kv_a_proj_with_mqa") is not None
-    if bias:
+    present = r.get("mla", "bias", "kv_a_proj_with_mqa") is not None
+    if present:
         c.wm.add(layer_target("self_attn.o_proj.bias"), (r.get("attn.o", "bias").source,))  # type: ignore[union-attr]
+    # MLA's `bias` switches q_a_proj's, kv_a_proj_with_mqa's and o_proj's (the bias named as its weight)
+    biased = [
+        (layer_target(f"self_attn.{p.part}.bias"), (p.source,), "copy")
+        for p in r.parts("mla")
+        if p.param == "weight" and p.part in ("q_a_proj", "kv_a_proj_with_mqa")
+    ]
+    bias = c.switched_bias("mla", present, [*biased, (layer_target("self_attn.o_proj.bias"), (o.source,), "copy")])
     if any(layer.window for layer in c.p.layers):  # dots.llm3's sliding_attention layers (inspect: MLA + window)
-        c.stub("mla_sliding_window", "latent attention on sliding-window layers: the MLA block attends to every "
-               "earlier key")  # fmt: skip
+        c.stub(
+            "mla_sliding_window",
+            "latent attention on sliding-window layers: the MLA block attends to every earlier key",
+        )
     f.need("q_lora_rank", "int | None", "None")
     for name in ("kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"):
         f.need(name, "int", None)
@@ -75,8 +84,11 @@ def _dots_variant(c: ComposerParts) -> str:
     if gate is not None:
         per_head = bool(gate.shape) and gate.shape[0] == c.p.dims.num_attention_heads
         if c.fact("attention_gate_fn") != "sigmoid" or not per_head:
-            c.stub("attention_g_proj", f"{gate.template}: an output gate on latent attention other than one sigmoid "
-                   "per head (the function only the family's code says: compose_knowledge attention_gate_fn)")  # fmt: skip
+            c.stub(
+                "attention_g_proj",
+                f"{gate.template}: an output gate on latent attention other than one sigmoid "
+                "per head (the function only the family's code says: compose_knowledge attention_gate_fn)",
+            )
             return out
         c.wm.add(layer_target("self_attn.g_proj.weight"), (gate.source,))
         out += ", head_gate=True"
@@ -92,16 +104,25 @@ def _sparse_indexer(c: ComposerParts) -> str:
     for part in parts:
         c.wm.add(layer_target(f"self_attn.indexer.{part.part}.{part.param}"), (part.source,))
     found = {(part.part, part.param) for part in parts}
-    expected = {("wq_b", "weight"), ("wk", "weight"), ("k_norm", "weight"), ("k_norm", "bias"),
-                ("weights_proj", "weight")}  # fmt: skip
+    expected = {
+        ("wq_b", "weight"),
+        ("wk", "weight"),
+        ("k_norm", "weight"),
+        ("k_norm", "bias"),
+        ("weights_proj", "weight"),
+    }
     if found != expected or c.roles.get("mla", "weight", "q_a_proj") is None:
-        c.stub("sparse_indexer", "a top-k indexer whose tensors are not DeepSeek-V3.2's (wq_b on the q latent, "
-                  f"wk, a LayerNorm k_norm, weights_proj): {templates(*parts)}")  # fmt: skip
+        c.stub(
+            "sparse_indexer",
+            "a top-k indexer whose tensors are not DeepSeek-V3.2's (wq_b on the q latent, "
+            f"wk, a LayerNorm k_norm, weights_proj): {templates(*parts)}",
+        )
     f = c.fields
     spec = ", ".join(f.need(name, "int", None) for name in ("index_n_heads", "index_head_dim", "index_topk"))
     interleaved = bool(c.fact("indexer_rope_interleaved", False))
-    c.words.append(f"DeepSeek sparse attention (top-k indexer, {'interleaved' if interleaved else 'half-split'}"
-                      " rotary)")  # fmt: skip
+    c.words.append(
+        f"DeepSeek sparse attention (top-k indexer, {'interleaved' if interleaved else 'half-split'} rotary)"
+    )
     return f", indexer=IndexerSpec({spec}" + (", rope_interleaved=True)" if interleaved else ")")
 
 
@@ -140,8 +161,11 @@ def gated_deltanet(c: ComposerParts) -> str:
         return ""  # the linear_layers stub stands, and the tensors are named
     if fla:  # each target from its FLA parts, q / k / v rows (and their convolutions' channels) concatenated
         for target, sources in FLA_PARTS_OF.items():
-            c.wm.add(layer_target(f"self_attn.{target}"), tuple(parts[s].source for s in sources),
-                     "cat" if len(sources) > 1 else "copy")  # fmt: skip
+            c.wm.add(
+                layer_target(f"self_attn.{target}"),
+                tuple(parts[s].source for s in sources),
+                "cat" if len(sources) > 1 else "copy",
+            )
         parts = {n: x for n, x in parts.items() if n in ("dt_bias", "A_log")}
     for name, x in parts.items():
         if grouped and name in ("in_proj_qkvz", "in_proj_ba"):
@@ -152,14 +176,26 @@ def gated_deltanet(c: ComposerParts) -> str:
                 c.wm.add(layer_target(f"self_attn.{target}.weight"), (x.source,), "fused_rows")
         else:
             c.wm.add(layer_target(f"self_attn.{name}" + (f".{x.param}" if x.param else "")), (x.source,))
-    dims = ", ".join(c.fields.need(f"linear_{n}", "int", None) for n in ("num_key_heads", "num_value_heads",
-                     "key_head_dim", "value_head_dim", "conv_kernel_dim"))  # fmt: skip
-    layout = (", grouped projections" if grouped else ", one fused input projection" if fused
-              else ", FLA's separate projections" if fla else "")  # fmt: skip
+    dims = ", ".join(
+        c.fields.need(f"linear_{n}", "int", None)
+        for n in ("num_key_heads", "num_value_heads", "key_head_dim", "value_head_dim", "conv_kernel_dim")
+    )
+    layout = (
+        ", grouped projections"
+        if grouped
+        else ", one fused input projection"
+        if fused
+        else ", FLA's separate projections"
+        if fla
+        else ""
+    )
     c.words.append("Gated DeltaNet on the linear-attention layers" + layout)
     # beta = 2 sigmoid(b) lets the state transition's eigenvalues reach -1 (FLA's allow_neg_eigval)
-    beta = f", allow_neg_eigval={c.fields.need('linear_allow_neg_eigval', 'bool', 'False')}" if c.has_key(
-        "linear_allow_neg_eigval") else ""  # fmt: skip
+    beta = (
+        f", allow_neg_eigval={c.fields.need('linear_allow_neg_eigval', 'bool', 'False')}"
+        if c.has_key("linear_allow_neg_eigval")
+        else ""
+    )
     eps = c.fact("deltanet_norm_eps")  # the gated norm's eps where the code fixes it (FLA's FusedRMSNormGated: 1e-5)
     return f"GatedDeltaNet(args.hidden_size, {dims}, {eps if eps is not None else c.eps()}, args.hidden_act{beta})"
 

@@ -24,8 +24,10 @@ def moe_expression(c: ComposerParts) -> str:
     c.wm.add(layer_target(MOE + "router.weight"), (router.source,))
     inter, gated = _experts(c, hidden)
     known_moe_size = moe.expert_intermediate_size if c.has_key("moe_intermediate_size") else None
-    size = c.size(inter or 0, [("args.moe_intermediate_size", known_moe_size),
-                               ("args.intermediate_size", p.dims.intermediate_size)])  # fmt: skip
+    size = c.size(
+        inter or 0,
+        [("args.moe_intermediate_size", known_moe_size), ("args.intermediate_size", p.dims.intermediate_size)],
+    )
     if size == "args.moe_intermediate_size":
         f.need("moe_intermediate_size", "int", None)
     bias = r.get("moe.router_bias", None)
@@ -55,7 +57,9 @@ def moe_expression(c: ComposerParts) -> str:
         c.words.append("experts ranked by router logits + bias")
     if (moe.n_group or 1) > 1 or c.has_key("n_group"):
         n_group, topk_group = f.need("n_group", "int", "1"), f.need("topk_group", "int", "1")
-        if "topk_method" in p.config_keys:  # DeepSeek-V2: greedy ignores the groups, group_limited_greedy ranks by max
+        if "topk_method" in p.config_keys and not c.ignores(
+            "topk_method"
+        ):  # DeepSeek-V2: greedy ignores the groups, group_limited_greedy ranks by max
             f.need("topk_method", "str | None", "None")
             n_group = f'1 if args.topk_method == "greedy" else {n_group}'
             spec.append('group_score="max" if args.topk_method == "group_limited_greedy" else "top2_sum"')
@@ -69,8 +73,11 @@ def moe_expression(c: ComposerParts) -> str:
         c.words.append("routing weights applied to each expert's input")
     if c.fact("moe_router") == "sparsemixer":
         return _sparsemixer(c, size, spec, shared)
-    c.words.append(f"{moe.scoring} top-k MoE" + ("" if gated else " of plain experts (up, act, down)")
-                   + (" with shared experts" if shared else ""))  # fmt: skip
+    c.words.append(
+        f"{moe.scoring} top-k MoE"
+        + ("" if gated else " of plain experts (up, act, down)")
+        + (" with shared experts" if shared else "")
+    )
     return (
         f"MoE(args.hidden_size, {f.need('num_experts', 'int', None)}, {size}, RouterSpec({', '.join(spec)}), "
         f"activation=args.hidden_act{shared}{_output_norm(c)}{'' if gated else ', gated=False'}{on_input})"
@@ -150,8 +157,11 @@ def _shared(c: ComposerParts, hidden: int, expert_inter: int | None, gated: bool
         c.wm.add(layer_target(MOE + "shared.up_proj.weight"), (up.source,))
         inter = up.shape[0]
     else:
-        c.stub("shared_experts", "shared expert tensors not in a gated layout: "
-               + ", ".join(x.template for x in (gate, up, down, fused) if x))  # fmt: skip
+        c.stub(
+            "shared_experts",
+            "shared expert tensors not in a gated layout: "
+            + ", ".join(x.template for x in (gate, up, down, fused) if x),
+        )
         return ""
     c.wm.add(layer_target(MOE + "shared.down_proj.weight"), (down.source,))  # type: ignore[union-attr]
     moe = p.moe
@@ -159,8 +169,12 @@ def _shared(c: ComposerParts, hidden: int, expert_inter: int | None, gated: bool
     if c.has_key("shared_expert_intermediate_size"):
         candidates.append(("args.shared_expert_intermediate_size", moe.shared_expert_intermediate_size))  # type: ignore[union-attr]
         if c.has_key("num_shared_experts") and moe.shared_expert_intermediate_size:  # type: ignore[union-attr]
-            candidates.append(("args.shared_expert_intermediate_size * args.num_shared_experts",  # dots.llm3
-                               moe.shared_expert_intermediate_size * (moe.num_shared_experts or 1)))  # type: ignore[union-attr]  # fmt: skip
+            candidates.append(
+                (
+                    "args.shared_expert_intermediate_size * args.num_shared_experts",  # dots.llm3
+                    moe.shared_expert_intermediate_size * (moe.num_shared_experts or 1),
+                )
+            )  # type: ignore[union-attr]
     if c.has_key("num_shared_experts") and expert_inter:
         moe_size = "args.moe_intermediate_size" if c.has_key("moe_intermediate_size") else "args.intermediate_size"
         candidates.append((f"{moe_size} * args.num_shared_experts", expert_inter * moe.num_shared_experts))  # type: ignore[union-attr]
@@ -184,8 +198,11 @@ def _sparsemixer(c: ComposerParts, size: str, spec: list[str], shared: str) -> s
     """PhiMoE's sparsemixer top-2 routing (extra_blocks.SparseMixerMoE): a masked softmax around each of two picks,
     within router_jitter_noise of it. Refused at load for another top-k; no router options of the plain block."""
     if shared or len(spec) > 2 or c.roles.get("moe.router_bias", None) is not None:
-        c.stub("sparsemixer_routing", "sparsemixer routing with shared experts, a correction bias or router "
-               f"options ({', '.join(spec)}) is not in the block library")  # fmt: skip
+        c.stub(
+            "sparsemixer_routing",
+            "sparsemixer routing with shared experts, a correction bias or router "
+            f"options ({', '.join(spec)}) is not in the block library",
+        )
     f = c.fields
     top_k, jitter = f.need("num_experts_per_tok", "int", None), f.need("router_jitter_noise", "float", "0.01")
     c.post_init.append(
@@ -211,11 +228,18 @@ def _gpt_oss(c: ComposerParts, router: Found) -> str:
     parts = {x.part for x in r.parts("moe.experts.bias")}
     stacked = gate_up is not None and down is not None and len(gate_up.shape) == 3
     if not stacked or parts != {"gate_up_proj", "down_proj"} or r.get("moe.router_linear_bias", "bias") is None:
-        c.stub("moe_experts", "gpt-oss experts need gate_up_proj / down_proj with their biases and a biased router: "
-               f"{templates(gate_up, down, router)}")  # fmt: skip
+        c.stub(
+            "moe_experts",
+            "gpt-oss experts need gate_up_proj / down_proj with their biases and a biased router: "
+            f"{templates(gate_up, down, router)}",
+        )
         return "GptOssMoE(args.hidden_size, 1, 1, 1, 1.0, 1.0)"
-    names = [(router, "router.weight"), (r.get("moe.router_linear_bias", "bias"), "router.bias"),
-             (gate_up, "experts.gate_up_proj"), (down, "experts.down_proj")]  # fmt: skip
+    names = [
+        (router, "router.weight"),
+        (r.get("moe.router_linear_bias", "bias"), "router.bias"),
+        (gate_up, "experts.gate_up_proj"),
+        (down, "experts.down_proj"),
+    ]
     names += [(x, f"experts.{x.part}_bias") for x in r.parts("moe.experts.bias")]
     for found, name in names:
         c.wm.add(layer_target(MOE + name), (found.source,))  # type: ignore[union-attr]

@@ -29,13 +29,22 @@ def moe_beside(c: ComposerParts, dense: str) -> str | None:
     if not found:
         if c.has_key("enable_moe_block"):  # read, and refused when true: no experts to load
             flag = c.fields.need("enable_moe_block", "bool", "False")
-            c.post_init.append(refusal(c.p.model_type, "enable_moe_block", flag.replace("args.", "self."),
-                                       "experts beside the dense MLP, but the checkpoint stores none"))  # fmt: skip
+            c.post_init.append(
+                refusal(
+                    c.p.model_type,
+                    "enable_moe_block",
+                    flag.replace("args.", "self."),
+                    "experts beside the dense MLP, but the checkpoint stores none",
+                )
+            )
         return None
     missing = sorted(set(PARTS) - found.keys()) + sorted(k for k in KEYS if not c.has_key(k))
     if missing or not dense.startswith("GatedMLP(") or not c.has_key("enable_moe_block"):
-        c.stub("moe_beside_mlp", "experts beside the dense MLP (Gemma 4) need a gated dense MLP, enable_moe_block "
-               f"and every part: missing {', '.join(missing) or 'a gated dense MLP or enable_moe_block'}")  # fmt: skip
+        c.stub(
+            "moe_beside_mlp",
+            "experts beside the dense MLP (Gemma 4) need a gated dense MLP, enable_moe_block "
+            f"and every part: missing {', '.join(missing) or 'a gated dense MLP or enable_moe_block'}",
+        )
         return None
     args = [a for a in dense.removeprefix("GatedMLP(").removesuffix(")").split(", ") if a != "bias=False"]
     if len(args) != 3:  # hidden, intermediate, activation: biases or multipliers are not Gemma 4's
@@ -46,8 +55,14 @@ def moe_beside(c: ComposerParts, dense: str) -> str | None:
     size, experts, top_k = (c.fields.need(k, *spec) for k, spec in KEYS.items())
     enabled = c.fields.need("enable_moe_block", "bool", "False")
     # The tensors show the experts: a config.json saying otherwise is refused, not half-loaded
-    c.post_init.append(refusal(c.p.model_type, "enable_moe_block", f"not {enabled}".replace("args.", "self."),
-                               "the checkpoint stores experts beside the dense MLP"))  # fmt: skip
+    c.post_init.append(
+        refusal(
+            c.p.model_type,
+            "enable_moe_block",
+            f"not {enabled}".replace("args.", "self."),
+            "the checkpoint stores experts beside the dense MLP",
+        )
+    )
     c.words.append("routed experts beside the dense MLP")
     hidden, inter, act = args
     norms = ", ".join(["norm(args, args.hidden_size)"] * 3)

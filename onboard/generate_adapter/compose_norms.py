@@ -34,7 +34,7 @@ PLACEMENTS: dict[frozenset[str], str] = {
 
 def norms(c: ComposerParts) -> tuple[str, str, tuple[str, ...]]:
     r, p = c.roles, c.p
-    positions = {role.removeprefix("norm."): role for role in r.roles() if role.startswith("norm.")}
+    positions = {role.removeprefix("norm."): role for role in sorted(r.roles()) if role.startswith("norm.")}
     if c.moe_output_norm:  # the MoE block's own (compose_moe._output_norm)
         del positions["post_mlp"]
     _resolve_post_attention(positions)
@@ -52,9 +52,12 @@ def norms(c: ComposerParts) -> tuple[str, str, tuple[str, ...]]:
     if placement == "parallel" and "parallel_residual" not in p.features:
         placement = None
     if placement is None:
-        c.stub("norm_layout", f"layer norms at {sorted(positions) or 'no position (none stored)'}: not a "
-                  "placement of the block library (pre, post, post-LN, sandwich, parallel, or pre / post by layer "
-                  "type)")  # fmt: skip
+        c.stub(
+            "norm_layout",
+            f"layer norms at {sorted(positions) or 'no position (none stored)'}: not a "
+            "placement of the block library (pre, post, post-LN, sandwich, parallel, or pre / post by layer "
+            "type)",
+        )
         placement = "pre"
     names = NORM_NAMES[placement]
     targets = by_type or {names[pos]: role for pos, role in positions.items() if pos in names}
@@ -69,8 +72,11 @@ def norms(c: ComposerParts) -> tuple[str, str, tuple[str, ...]]:
         if final is None and c.fact("embedding_norm_is_final"):  # LFM2: applied after the last layer
             final = named_for_embeddings
         else:
-            c.stub("embedding_norm", f"{named_for_embeddings.template}: a norm named for the embeddings, applied "
-                   "before the first layer or after the last? Only the family's code says (compose_knowledge)")  # fmt: skip
+            c.stub(
+                "embedding_norm",
+                f"{named_for_embeddings.template}: a norm named for the embeddings, applied "
+                "before the first layer or after the last? Only the family's code says (compose_knowledge)",
+            )
     if weightless:  # every norm, the final one too, normalises without a weight: nothing to load
         c.words.append("norms without weights")
         c.embed_norm = bool(c.fact("embedding_norm"))
@@ -89,8 +95,11 @@ def _post_ln(c: ComposerParts, placement: str | None, positions: dict[str, str])
     """The post_ln placement where inspect found the layers normalising their residual sums (GPT-1's code; OPT's
     do_layer_norm_before off) and the tensors store a pre-norm layer's two norms, which the sums then go through."""
     if placement != "pre":
-        c.stub("norm_layout", f"norms on the residual sums (post-LN) stored at {sorted(positions)}: the post-LN "
-                  "placement reads two, where a pre-norm layer stores them")  # fmt: skip
+        c.stub(
+            "norm_layout",
+            f"norms on the residual sums (post-LN) stored at {sorted(positions)}: the post-LN "
+            "placement reads two, where a pre-norm layer stores them",
+        )
         return placement
     if c.has_key("do_layer_norm_before"):  # the adapter composed for post-norm layers refuses a pre-norm config
         why = "pre-norm layers: this adapter was composed for post-norm ones (OPT-350m)"
@@ -141,8 +150,10 @@ def _by_layer_type(c: ComposerParts) -> dict[str, str] | None:
         return None
     pre = sorted(LAYER_TYPE_NAMES.get(k, f"{k}_attention") for k, p in placement_of.items() if p == "pre")
     condition = "layer_type in (" + ", ".join(f'"{name}"' for name in pre) + ",)"
-    c.norm_exprs = {"input_layernorm": f"norm(args, args.hidden_size) if {condition} else None",
-                    "post_feedforward_layernorm": f"None if {condition} else norm(args, args.hidden_size)"}  # fmt: skip
+    c.norm_exprs = {
+        "input_layernorm": f"norm(args, args.hidden_size) if {condition} else None",
+        "post_feedforward_layernorm": f"None if {condition} else norm(args, args.hidden_size)",
+    }
     c.words.append("pre-norm " + " / ".join(pre) + " layers, post-norm others")
     return targets
 
@@ -172,8 +183,7 @@ def norm_block(c: ComposerParts, bias: bool, weightless: bool = False) -> str:
     norms = c.p.norms
     if weightless:
         if norms.offset:
-            c.stub("weightless_norm", f"a {norms.kind} without a weight but with an offset is not in the "
-                      "block library")  # fmt: skip
+            c.stub("weightless_norm", f"a {norms.kind} without a weight but with an offset is not in the block library")
         if norms.kind == "layernorm":
             c.words.insert(0, "LayerNorm without weight")
             return f"LayerNorm(dim, {c.eps()}, bias=False, weight=False)"
@@ -195,8 +205,11 @@ def sub_norm(c: ComposerParts, block: str) -> str:
     if found is None:
         return ""
     if c.roles.get(f"{block}.sub_norm", "bias") is not None or c.p.norms.kind != "rms":
-        c.stub(f"{block}_sub_norm", f"a {c.p.norms.kind} sub-norm (or one with a bias) before the output "
-                  f"projection is not in the block library: {found.template}")  # fmt: skip
+        c.stub(
+            f"{block}_sub_norm",
+            f"a {c.p.norms.kind} sub-norm (or one with a bias) before the output "
+            f"projection is not in the block library: {found.template}",
+        )
     c.wm.add(layer_target(("self_attn" if block == "attn" else "mlp") + ".sub_norm.weight"), (found.source,))
     c.words.append(f"RMSNorm before the {block} output projection")
     return f", sub_norm_eps={c.eps()}"
@@ -216,8 +229,11 @@ def qk_norm(c: ComposerParts) -> str | None:
         c.wm.add(layer_target("self_attn.q_norm.bias"), (qb.source,))  # type: ignore[union-attr]
         c.wm.add(layer_target("self_attn.k_norm.bias"), (kb.source,))  # type: ignore[union-attr]
     elif qb or kb or stacked:
-        c.stub("qk_norm_bias", "QK-norm with a bias is in the block library only as a LayerNorm on both q "
-                  f"and k with one weight each: {templates(qb, kb, *stacked)}")  # fmt: skip
+        c.stub(
+            "qk_norm_bias",
+            "QK-norm with a bias is in the block library only as a LayerNorm on both q "
+            f"and k with one weight each: {templates(qb, kb, *stacked)}",
+        )
     if qh and kh:
         scope = "per_head_weight"
         c.wm.add(layer_target("self_attn.q_norm.weight"), (qh.source,), "stack")

@@ -32,6 +32,5 @@ def per_layer_inputs(c: ComposerParts) -> tuple[str | None, str | None]:
     dim = c.fields.need("hidden_size_per_layer_input", "int", None)
     vocab = c.fields.need("vocab_size_per_layer_input", "int", None)
     c.words.append("per-layer embeddings gated into each layer")
-    model_expr = (f"PerLayerInputs({vocab}, args.hidden_size, args.num_hidden_layers, {dim}, "
-                  f"norm(args, {dim}))")  # fmt: skip
+    model_expr = f"PerLayerInputs({vocab}, args.hidden_size, args.num_hidden_layers, {dim}, norm(args, {dim}))"
     return model_expr, f"PerLayerGate(args.hidden_size, {dim}, args.hidden_act, norm(args, args.hidden_size))"

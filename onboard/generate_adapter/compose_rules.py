@@ -9,19 +9,12 @@ import re
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from onboard.generate_adapter.arch_parts import BASE_FIELDS, ArchSpec
-from onboard.generate_adapter.compose_knowledge import (
-    FAMILY_FACTS,
-    GUARD_FIELDS,
-    GUARDS,
-    NEUTRAL_KEYS,
-    NEUTRAL_WORDS,
-    ROPE_TYPE_NAMES,
-)
-from onboard.generate_adapter.config_values import aliases_of
+from onboard.generate_adapter.adapter_spec import BASE_FIELDS, AdapterSpec
+from onboard.generate_adapter.compose_knowledge import FAMILY_FACTS, GUARD_FIELDS, GUARDS, ROPE_TYPE_NAMES
 from onboard.generate_adapter.weight_inference import TensorRoles, WeightMapBuilder
 from onboard.generate_adapter.weight_rule import WeightRule
-from onboard.inspect_checkpoint.config_lint import STRUCTURAL_KEYS
+from onboard.names.config import spellings
+from onboard.names.config_keys import STRUCTURAL_KEYS, neutral_for_adapters
 from onboard.profile import ModelProfile, quantized_feature, rope_feature
 
 # Features the composer handles (beyond rope types, checked against the rotary block's table).
@@ -66,12 +59,14 @@ class Fields:
 
 @dataclass(frozen=True)
 class Composition:
-    spec: ArchSpec
+    spec: AdapterSpec
     weight_map: tuple[WeightRule, ...]
     stubs: tuple[Stub, ...]
     dropped: tuple[str, ...]
     overrides: tuple[str, ...]
     """FAMILY_FACTS used (modelling-code facts of a known family)."""
+    reads: frozenset[str] = frozenset()
+    """Config keys the adapter reads (every spelling of its ModelArgs fields) or knows to be neutral here."""
 
 
 class ComposerParts(Protocol):
@@ -101,6 +96,10 @@ class ComposerParts(Protocol):
 
     def size(self, value: int, candidates: list[tuple[str, int | None]]) -> str: ...
 
+    def switched_bias(self, group: str, present: bool, rules: list[tuple[str, tuple[str, ...], str]]) -> str: ...
+
+    def ignores(self, key: str) -> bool: ...
+
     def eps(self) -> str: ...
 
 
@@ -119,17 +118,23 @@ def single_block_layers(p: ModelProfile) -> bool:
 
 def feature_stubs(profile: ModelProfile) -> list[Stub]:
     """Mixer kinds, features, rope types and quantization the blocks cannot express."""
-    out = [Stub(f"{kind}_layers", reason) for kind, reason in MIXER_STUBS.items()
-           if any(layer.attention == kind for layer in profile.layers)
-           and not (kind == "none" and single_block_layers(profile))]  # fmt: skip
-    out += [Stub(f"{k}_layers", f"layer type {k[8:]!r} is not known") for k in
-            sorted({la.attention for la in profile.layers if la.attention.startswith("unknown:")})]  # fmt: skip
+    out = [
+        Stub(f"{kind}_layers", reason)
+        for kind, reason in MIXER_STUBS.items()
+        if any(layer.attention == kind for layer in profile.layers)
+        and not (kind == "none" and single_block_layers(profile))
+    ]
+    out += [
+        Stub(f"{k}_layers", f"layer type {k[8:]!r} is not known")
+        for k in sorted({la.attention for la in profile.layers if la.attention.startswith("unknown:")})
+    ]
     if any(layer.parallel_ssm for layer in profile.layers):
         out.append(Stub("parallel_ssm", "an SSM mixer beside attention in the same layer is not in the block library"))
     # The rope type and the quantization come from the profile's typed fields, never parsed from feature strings.
     rope = rope_feature(profile.rope.type) if profile.rope else None
     quantized = quantized_feature(profile.quantization.method) if profile.quantization else None
-    for feature in profile.features:
+    # quantization_config is a config fact: kept where inspect withholds the tensor-derived features (no weights)
+    for feature in (*profile.features, *([quantized] if quantized and quantized not in profile.features else [])):
         if profile.rope and feature == rope:
             if (kind := profile.rope.type) not in ROPE_TYPE_NAMES:
                 out.append(Stub(f"rope_{kind}", f"rope type {kind!r} is not in onboard.blocks.rotary"))
@@ -146,17 +151,17 @@ def feature_stubs(profile: ModelProfile) -> list[Stub]:
 MIXER_FEATURES = frozenset({"linear_attention", "ssm", "short_conv"})
 
 
-def config_key_stubs(
-    profile: ModelProfile, fields: Fields, extra_aliases: dict[str, tuple[str, ...]], acknowledged: set[str]
-) -> list[Stub]:
-    """A stub per config key the composed adapter neither reads nor knows to be harmless."""
-    read = {alias for name in fields.items for alias in aliases_of(name)} | acknowledged
-    read |= {alias for aliases in extra_aliases.values() for alias in aliases}
+def read_keys(fields: Fields, extra_aliases: dict[str, tuple[str, ...]], acknowledged: set[str]) -> frozenset[str]:
+    """The config keys an adapter with these ModelArgs fields reads (every spelling), and those acknowledged."""
+    read = {alias for name in fields.items for alias in spellings(name)} | acknowledged
+    return frozenset(read | {alias for aliases in extra_aliases.values() for alias in aliases})
+
+
+def config_key_stubs(profile: ModelProfile, read: frozenset[str]) -> list[Stub]:
+    """A stub per config key of `profile` the adapter neither reads (`read`) nor knows to be harmless."""
     out = []
     for key in profile.config_keys:
-        if key in read or key in STRUCTURAL_KEYS or key in NEUTRAL_KEYS or key in GUARDS:
-            continue
-        if any(word in key for word in NEUTRAL_WORDS):
+        if key in read or key in STRUCTURAL_KEYS or neutral_for_adapters(key):
             continue
         if key.endswith(("_token_id", "_token_index")) or key in {s.op for s in out}:
             continue
@@ -165,13 +170,17 @@ def config_key_stubs(
 
 
 def guard_statements(
-    profile: ModelProfile, fields: Fields, tests: dict[str, tuple[str, str]] | None = None
+    profile: ModelProfile,
+    fields: Fields,
+    tests: dict[str, tuple[str, str]] | None = None,
+    ignored: frozenset = frozenset(),
 ) -> list[str]:
     """Fields read only to refuse values the blocks cannot express (ModelArgs.__post_init__ statements); `tests`
-    replaces a key's (test, reason) where the composition computes what GUARDS refuses and refuses the other value."""
+    replaces a key's (test, reason) where the composition computes what GUARDS refuses and refuses the other value;
+    `ignored`: keys the family's modelling code never reads (no guard)."""
     out = []
     for key, (annotation, default, test, why) in GUARDS.items():
-        if key not in profile.config_keys:
+        if key not in profile.config_keys or key in ignored:
             continue
         test, why = (tests or {}).get(key, (test, why))
         fields.need(key, annotation, default)
@@ -223,7 +232,7 @@ def pattern_expr(values: list, render) -> str:  # noqa: ANN001 - render: value -
 def embedding_scale(profile: ModelProfile, fields: Fields) -> str:
     """The token-embedding multiplier: a config key when one is set (whatever its value here), Gemma's
     sqrt(hidden) when that is what inspect found, else none."""
-    if any(key in profile.config_keys for key in aliases_of("embedding_multiplier")):
+    if any(key in profile.config_keys for key in spellings("embedding_multiplier")):
         return fields.need("embedding_multiplier", "float", "1.0")
     if "scale_embedding" in profile.config_keys:  # BioGPT, XGLM (and BART's family): sqrt(d_model) when set
         return f"args.hidden_size**0.5 if {fields.need('scale_embedding', 'bool', 'False')} else None"

@@ -52,8 +52,9 @@ class SinusoidalPositions(nn.Module):
     def forward(self, positions: torch.Tensor) -> torch.Tensor:
         half = self.hidden_size // 2
         rows = (positions + self.offset).float()
-        freq = torch.exp(torch.arange(half, dtype=torch.float32, device=positions.device)
-                         * -(math.log(10000) / (half - 1)))  # fmt: skip
+        freq = torch.exp(
+            torch.arange(half, dtype=torch.float32, device=positions.device) * -(math.log(10000) / (half - 1))
+        )
         angles = rows[..., None] * freq
         out = torch.cat((torch.sin(angles), torch.cos(angles)), dim=-1)
         if self.hidden_size % 2:

@@ -1,5 +1,6 @@
-"""Config values for generated adapters: ONE alias table for the names families give the same quantity, and
-resolution exactly as the installed transformers does it when it knows the config class.
+"""Config values for generated adapters, read through onboard/names/config.py (the one alias table and the rules
+families derive values by, which inspect reads too), resolved exactly as the installed transformers does it when it
+knows the config class.
 
 `read_config(config)` returns a `ConfigValues`; `ArgsBase.from_dict` (runtime.py) fills every ModelArgs field
 through `ConfigValues.get(field, extra_aliases)`:
@@ -12,7 +13,7 @@ through `ConfigValues.get(field, extra_aliases)`:
 2. otherwise (a day-zero model_type): config.json as written, through ALIASES.
 
 DERIVED rules then apply what some families compute from other keys (`multi_query` means one KV head;
-`rotary_dim` means a partial rotary factor).
+`rotary_dim` means a partial rotary factor; names.config).
 """
 
 from __future__ import annotations
@@ -24,86 +25,38 @@ from typing import Any
 
 from onboard.errors import ConfigError
 from onboard.inspect_checkpoint.config_class_input import for_config_class
-from onboard.inspect_checkpoint.config_view import MODEL_SECTIONS
-from onboard.inspect_checkpoint.numerics import ACTIVATION_KEYS, family_activation
+from onboard.names.config import (
+    ALIASES,
+    activation_name,
+    kv_heads,
+    num_layers_from_types,
+    partial_rotary_factor,
+)
+from onboard.names.config_keys import MODEL_SECTIONS
 from onboard.serde import decode_special_floats
 
-# Canonical field -> the other spellings families use for it (looked up in this order, after the canonical name).
-ALIASES: dict[str, tuple[str, ...]] = {
-    "hidden_size": ("n_embd", "d_model", "dim", "model_dim"),
-    "num_hidden_layers": ("n_layer", "num_layers", "n_layers"),
-    "num_attention_heads": ("n_head", "n_heads", "num_heads", "attention_heads"),
-    "num_key_value_heads": ("num_kv_heads", "n_head_kv", "multi_query_group_num", "n_kv_heads", "kv_n_heads"),
-    "head_dim": ("attention_head_dim", "kv_channels", "head_size", "d_head"),
-    "intermediate_size": ("n_inner", "ffn_hidden_size", "ffn_dim", "inner_hidden_size", "d_ff"),
-    "vocab_size": ("padded_vocab_size", "n_vocab"),
-    "max_position_embeddings": ("n_positions", "max_sequence_length", "seq_length", "max_seq_len", "n_ctx"),
-    "rms_norm_eps": ("rms_norm_epsilon", "layer_norm_epsilon", "layer_norm_eps", "layernorm_epsilon", "norm_epsilon",
-                     "norm_eps"),
-    "hidden_act": ACTIVATION_KEYS[1:],  # inspect's spellings (numerics), hidden_act first
-    "tie_word_embeddings": ("tie_embeddings", "share_embeddings"),
-    "rope_theta": ("rotary_emb_base", "rope_base", "rotary_base"),
-    "partial_rotary_factor": ("rotary_pct",),
-    "sliding_window": ("sliding_window_size", "window_size", "attention_window_size"),
-    "num_experts": ("num_local_experts", "n_routed_experts", "moe_num_experts", "num_routed_experts"),
-    "num_experts_per_tok": ("moe_k", "experts_per_token", "moe_top_k", "num_selected_experts", "moe_topk",
-                            "num_experts_per_token", "top_k_experts"),
-    "moe_intermediate_size": ("expert_intermediate_size",),
-    # DBRX: 1 (the default) renormalises the top-k weights by their sum, as norm_topk_prob does; another p is
-    # refused (compose_knowledge.GUARDS)
-    "norm_topk_prob": ("moe_normalize_expert_weights",),
-    "num_shared_experts": ("n_shared_experts", "moe_num_shared_experts", "shared_expert_count"),
-    "shared_expert_intermediate_size": ("shared_intermediate_size", "moe_shared_expert_intermediate_size",
-                                        "shared_experts_intermediate_size"),  # dots.llm3: per shared expert
-    "routed_scaling_factor": ("router_scaling_factor", "route_scale", "moe_routed_scaling_factor"),
-    "logit_scale": ("lm_head_multiplier", "output_multiplier"),
-    "embedding_multiplier": ("emb_scale", "scale_emb", "embeddings_multiplier"),
-    "attn_logit_softcapping": ("attn_softcap", "attention_logit_softcapping"),
-    "final_logit_softcapping": ("final_softcap", "logit_softcapping"),
-    "layer_types": ("layers_block_type",),
-}  # fmt: skip
-
-
-def aliases_of(name: str) -> tuple[str, ...]:
-    """`name` and its spellings from ALIASES."""
-    return (name, *ALIASES.get(name, ()))
+__all__ = ["ALIASES", "DERIVED", "ConfigValues", "field_values", "read_config"]
 
 
 def _kv_heads(values: ConfigValues) -> Any:
-    # Falcon before new_decoder_architecture: multi_query means one KV head whatever num_kv_heads says.
-    if values.lookup("multi_query") and not values.lookup("new_decoder_architecture"):
-        return 1
-    return None
+    return kv_heads(values.get)
 
 
 def _partial_rotary(values: ConfigValues) -> Any:
-    # GPT-J / CodeGen rotate the first `rotary_dim` dims of each head.
-    rotary_dim, head_dim = values.lookup("rotary_dim"), values.get("head_dim")
-    heads, hidden = values.get("num_attention_heads"), values.get("hidden_size")
-    head_dim = head_dim or (hidden // heads if hidden and heads else None)
-    return rotary_dim / head_dim if rotary_dim and head_dim else None
+    return partial_rotary_factor(values.get)
 
 
 def _num_layers(values: ConfigValues) -> Any:
-    # Nemotron-H: num_hidden_layers is deprecated and absent; its layers are its layer types, one per layer.
-    if values.in_raw("num_hidden_layers"):
-        return None
-    types = values.get("layer_types")
-    return len(types) if isinstance(types, (list, tuple)) and types else None
+    return None if values.in_raw("num_hidden_layers") else num_layers_from_types(values.get)
 
 
 def _activation_name(values: ConfigValues) -> Any:
-    # DBRX: ffn_act_fn is {"name": "silu", ...}, the activation's name and its keyword arguments. GPT-1: afn "gelu"
-    # is the tanh approximation in its code (numerics.FAMILY_ACTIVATION_NAMES, inspect's reading too).
     act = values.get("hidden_act")
-    name = act.get("name") if isinstance(act, dict) else act
-    if not isinstance(name, str):
-        return None
-    mapped = family_activation(str(values.raw.get("model_type") or ""), name)
+    mapped = activation_name(str(values.raw.get("model_type") or ""), act)
     return mapped if mapped != act else None
 
 
-# field -> rule returning the value to use instead (None: keep the value read).
+# field -> rule returning the value to use instead (None: keep the value read): names.config's rules.
 DERIVED: dict[str, Callable[[ConfigValues], Any]] = {
     "hidden_act": _activation_name,
     "num_hidden_layers": _num_layers,
@@ -169,7 +122,8 @@ class ConfigValues:
     def find(self, name: str, extra: Iterable[str] = ()) -> tuple[bool, Any]:
         """(found, value): the first non-null value among the spellings; (True, None) when config.json sets one
         of them to null explicitly (e.g. DeepSeek-V2-Lite's q_lora_rank); (False, None) when none is present."""
-        keys = (name, *extra, *ALIASES.get(name, ()))
+        extra = tuple(extra)  # a chain naming `name` itself keeps its order (names.config.SSM_KEYS)
+        keys = extra if name in extra else (name, *extra, *ALIASES.get(name, ()))
         for key in keys:
             value = self.lookup(key)
             if value is not None:

@@ -21,27 +21,50 @@ import torch
 from torch import nn
 
 from onboard.comparator import threshold
-from onboard.generate_adapter.divergence_capture import ROTARY, WEIGHT_SUFFIX, capture, key_of
+from onboard.generate_adapter.divergence_capture import LAYER_ROLES, ROTARY, WEIGHT_SUFFIX, capture, key_of
 from onboard.generate_adapter.divergence_causes import Evidence, likely_causes
 
 POINT_RULE = "point_error"
 """The comparator's THRESHOLDS row bounding one point's relative error max|Δ| / max|ref| (its reason is there)."""
 
 
+def _layer_module(name: str) -> str | None:
+    """`model.layers.{i}.X.weight` -> X (a module relative to its layer), else None."""
+    prefix, suffix = "model.layers.{i}.", ".weight"
+    return name[len(prefix) : -len(suffix)] if name.startswith(prefix) and name.endswith(suffix) else None
+
+
 def fusions(weight_map: Sequence[Any]) -> dict[str, tuple[str, ...]]:
     """Fused module -> its parts, from a weight map's "cat" rules on layer weights: `self_attn.qkv_proj` ->
     (`self_attn.q_proj`, `self_attn.k_proj`, `self_attn.v_proj`), names relative to the layer."""
-    prefix, suffix = "model.layers.{i}.", ".weight"
-
-    def rel(name: str) -> str | None:
-        ok = name.startswith(prefix) and name.endswith(suffix)
-        return name[len(prefix) : -len(suffix)] if ok else None
-
     out = {}
     for rule in weight_map:
-        target, parts = rel(rule.target), [rel(s) for s in rule.sources]
+        target, parts = _layer_module(rule.target), [_layer_module(s) for s in rule.sources]
         if rule.op == "cat" and target and all(parts):
             out[target] = tuple(parts)  # type: ignore[arg-type]
+    return out
+
+
+def renamed_roles(weight_map: Sequence[Any]) -> dict[str, str]:
+    """The adapter's point role -> the reference's, where a "copy" rule loads an adapter module from a checkpoint
+    module of another role: composed adapters give norms canonical names (GLM-4's post_self_attn_layernorm loads
+    the adapter's post_attention_layernorm, the norm on the attention output), the reference keeps the checkpoint's."""
+    out = {}
+    for rule in weight_map:
+        target, source = _layer_module(rule.target), _layer_module(rule.sources[0])
+        ours, theirs = LAYER_ROLES.get(target or ""), LAYER_ROLES.get(source or "")
+        if rule.op == "copy" and ours and theirs and ours != theirs:
+            out[ours] = theirs
+    return out
+
+
+def _as_reference(ours: Mapping[str, torch.Tensor], roles: Mapping[str, str]) -> dict[str, torch.Tensor]:
+    """`ours` with each point (and its evidence) under the reference's role (`renamed_roles`)."""
+    out = {}
+    for key, value in ours.items():
+        point, slash, evidence = key.partition("/")
+        layer, role = _split_key(point)
+        out[(key_of(layer, roles[role]) + slash + evidence) if layer is not None and role in roles else key] = value
     return out
 
 
@@ -148,9 +171,10 @@ def locate(
 ) -> dict[str, Any]:
     """Capture the adapter and the reference (a model, or a capture made elsewhere, e.g. in a sandbox worker, with
     `extra=projection_names(adapter)`) on `input_ids` [1, S] and compare them (see `compare`)."""
-    fused = fusions(getattr(type(adapter), "WEIGHT_MAP", ()))
+    weight_map = getattr(type(adapter), "WEIGHT_MAP", ())
+    fused = fusions(weight_map)
     names = projection_names(adapter)
-    ours = capture(adapter, input_ids, names)
+    ours = _as_reference(capture(adapter, input_ids, names), renamed_roles(weight_map))
     ref = reference if isinstance(reference, Mapping) else capture(reference, input_ids, names)
     calibration = noise if isinstance(noise, Mapping) or noise is None else capture(noise, input_ids, names)
     result = compare(ours, ref, dtype, calibration, fused)

@@ -84,9 +84,11 @@ def vllm_config(profile: ModelProfile) -> EngineConfig:
     if not tools:
         notes.append(f"no known vLLM tool-call parser for {profile.model_type}")
     if profile.multimodal:
-        notes.append(f"a multimodal wrapper ({', '.join(profile.multimodal)} tower): onboard verifies its language model "
-                     "on text; add --language-model-only to serve that alone (without it the towers are served too, "
-                     "unverified)")  # fmt: skip
+        notes.append(
+            f"a multimodal wrapper ({', '.join(profile.multimodal)} tower): onboard verifies its language model "
+            "on text; add --language-model-only to serve that alone (without it the towers are served too, "
+            "unverified)"
+        )
     return EngineConfig("vllm", tuple(argv), tuple(notes))
 
 

@@ -15,13 +15,15 @@ from collections.abc import Mapping
 from typing import Any
 
 from onboard.errors import ConfigError
-from onboard.generate_adapter.config_values import aliases_of, read_config
-from onboard.inspect_checkpoint.config_view import MODEL_SECTIONS, language_model_config
+from onboard.generate_adapter.config_values import read_config
+from onboard.inspect_checkpoint.config_view import language_model_config
+from onboard.names.config import spellings
+from onboard.names.config_keys import MODEL_SECTIONS
 
 __all__ = ["REFERENCE_ROPE_BASE", "rope_base_disagreement"]
 
 REFERENCE_ROPE_BASE = "reference_rope_base"
-_THETA_KEYS = aliases_of("rope_theta")  # its spellings an engine may read: rope_theta, rotary_emb_base, ...
+_THETA_KEYS = spellings("rope_theta")  # its spellings an engine may read: rope_theta, rotary_emb_base, ...
 _ROPE_DICTS = ("rope_parameters", "rope_scaling")
 
 

@@ -1,24 +1,31 @@
 """Regenerate (or check) the committed adapters: `python -m onboard.generate_adapter.regenerate [--check]`.
 
-adapters/<model_type>.py for every supported family is exactly what the generator renders for that family with
-no kernel stubs; tests/generate/test_committed_adapters.py fails when they drift.
+adapters/<model_type>.py is exactly what composition renders from the family's committed reference profile,
+adapters/profiles/<model_type>.json (families.py); tests/generate/test_committed_adapters.py fails when they drift.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
+from onboard.fsutil import atomic_write
 from onboard.generate_adapter.adapter_source import adapter_source
-from onboard.generate_adapter.plan import plan_for_family, supported_model_types
+from onboard.generate_adapter.families import ADAPTERS_DIR, PROFILES_DIR, committed_families, family_profile
+from onboard.generate_adapter.plan import plan
 
-ADAPTERS_DIR = Path(__file__).resolve().parents[2] / "adapters"
+__all__ = ["ADAPTERS_DIR", "PROFILES_DIR", "expected_adapters", "main"]
 
 
 def expected_adapters() -> dict[str, str]:
-    """{file name: text} of every committed adapter, as the generator renders it now."""
-    return {f"{mt}.py": adapter_source(plan_for_family(mt)) for mt in supported_model_types()}
+    """{file name: text} of every committed adapter, as composition renders it now from its reference profile."""
+    out = {}
+    for model_type in committed_families():
+        the_plan = plan(family_profile(model_type))  # type: ignore[arg-type]
+        if the_plan.stubs:
+            raise SystemExit(f"{PROFILES_DIR / model_type}.json: composition needs kernel stubs {the_plan.stubs}")
+        out[f"{model_type}.py"] = adapter_source(the_plan)
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -32,9 +39,7 @@ def main(argv: list[str] | None = None) -> int:
             continue
         drift.append(name)
         if not args.check:
-            tmp = path.with_suffix(".py.tmp")
-            tmp.write_text(text)
-            tmp.replace(path)
+            atomic_write(path, text)
     verb = "out of date" if args.check else "rewritten"
     print(f"{len(drift)} adapter(s) {verb}: {', '.join(drift) or '-'}", file=sys.stderr)
     return 1 if args.check and drift else 0

@@ -35,15 +35,18 @@ class SandboxedReference:
 
     def __init__(self, checkpoint: Path, dtype: str, policy: RemoteCodePolicy, inputs: list[Any]) -> None:
         prompts = [ids[0].tolist() for ids in inputs]
-        result = reference.run_in_sandbox(WORKER, {"checkpoint": str(checkpoint), "prompts": prompts, "dtype": dtype},
-                                checkpoint, policy)  # fmt: skip
+        result = reference.run_in_sandbox(
+            WORKER, {"checkpoint": str(checkpoint), "prompts": prompts, "dtype": dtype}, checkpoint, policy
+        )
         self._logits = {tuple(p): t for p, t in zip(prompts, result["logits"], strict=True)}
 
     def __call__(self, input_ids: Any = None, **_: Any) -> Any:
         key = tuple(input_ids[0].tolist())
         if key not in self._logits:
-            raise InputError("the sandboxed reference was asked for a prompt it did not run",
-                             "this is a bug in onboard's parity harness")  # fmt: skip
+            raise InputError(
+                "the sandboxed reference was asked for a prompt it did not run",
+                "this is a bug in onboard's parity harness",
+            )
         return self._logits[key]
 
     def eval(self) -> SandboxedReference:

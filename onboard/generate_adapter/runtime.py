@@ -90,8 +90,10 @@ def head_dims(layers: Sequence[nn.Module]) -> dict[str | None, int]:
         sizes.setdefault(layer.rope_kind, set()).add(layer.self_attn.head_dim)
     mixed = {kind: sorted(s) for kind, s in sizes.items() if len(s) > 1}
     if mixed:
-        raise ConfigError(f"config.json: layers of one rope kind with different head sizes {mixed}",
-                          "one rotary table per kind needs one head size: check per_layer_config")  # fmt: skip
+        raise ConfigError(
+            f"config.json: layers of one rope kind with different head sizes {mixed}",
+            "one rotary table per kind needs one head size: check per_layer_config",
+        )
     return {kind: next(iter(s)) for kind, s in sizes.items()}
 
 
@@ -302,8 +304,11 @@ class AdapterModel(nn.Module):
             cache.layers = [LayerKV() for _ in self.model.layers]
         # Layers attending over an earlier layer's keys and values (`kv_source`, Gemma 4) read that layer's cache;
         # without a cache, the source layers keep this call's keys and values in one made for the call.
-        sources = {i: layer.kv_source for i, layer in enumerate(self.model.layers)
-                   if getattr(layer, "kv_source", None) is not None}  # fmt: skip
+        sources = {
+            i: layer.kv_source
+            for i, layer in enumerate(self.model.layers)
+            if getattr(layer, "kv_source", None) is not None
+        }
         kv = list(cache.layers) if cache is not None else [None] * len(self.model.layers)
         for i, j in sources.items():
             kv[j] = kv[j] or LayerKV()

@@ -1,4 +1,4 @@
-"""A composed adapter's weight map, inferred from the profile's tensor names and shapes (weight_patterns.py).
+"""A composed adapter's weight map, inferred from the profile's tensor names and shapes (onboard/names/tensors.py).
 
 `TensorRoles(profile)` classifies every tensor template; `WeightMapBuilder` turns roles into `WeightRule`s from the
 checkpoint's names to the composed adapter's runtime names (`model.layers.{i}.self_attn.qkv_proj.weight`, ...), with
@@ -16,9 +16,9 @@ import re
 from dataclasses import dataclass
 
 from onboard.errors import InputError
-from onboard.generate_adapter.weight_patterns import classify
 from onboard.generate_adapter.weight_rule import WeightRule
 from onboard.inspect_checkpoint.tensor_names import language_model_name
+from onboard.names.tensors import classify
 from onboard.profile import ModelProfile
 
 LAYER = "model.layers.{i}."
@@ -90,8 +90,9 @@ class TensorRoles:
             groups = m.groupdict() if m is not None else {}
             suffix = template.rsplit(".", 1)[-1]
             param = groups.get("param") or (suffix if suffix in ("weight", "bias") else None)
-            found = Found(role, template, _source(template, layer), param, groups.get("part"), tuple(group.shape),
-                          group.count)  # fmt: skip
+            found = Found(
+                role, template, _source(template, layer), param, groups.get("part"), tuple(group.shape), group.count
+            )
             self.found.setdefault((role, found.param, found.part), []).append(found)
 
     def get(self, role: str, param: str | None = "weight", part: str | None = None) -> Found | None:
@@ -103,7 +104,7 @@ class TensorRoles:
         if len(hits) > 1:
             raise AmbiguousWeights(
                 f"tensors {', '.join(f.template for f in hits)} all look like {role}" + (f".{param}" if param else ""),
-                "add an ArchSpec override for this family naming which one the block reads",
+                "add a fact for this family to compose_knowledge.FAMILY_FACTS naming which one the block reads",
             )
         return hits[0] if hits else None
 
@@ -111,8 +112,9 @@ class TensorRoles:
         return any(key[0] == role for key in self.found)
 
     def parts(self, role: str) -> list[Found]:
-        return [f for (r, _, _), hits in sorted(self.found.items(), key=lambda kv: str(kv[0])) if r == role
-                for f in hits]  # fmt: skip
+        return [
+            f for (r, _, _), hits in sorted(self.found.items(), key=lambda kv: str(kv[0])) if r == role for f in hits
+        ]
 
     def roles(self) -> set[str]:
         return {key[0] for key in self.found}
@@ -161,7 +163,7 @@ class WeightMapBuilder:
             if conv_name and self._conv1d is None:
                 raise AmbiguousWeights(
                     f"{found.template} {list(found.shape)} is square: Linear ([out, in]) or Conv1D ([in, out])?",
-                    "no non-square c_attn / c_fc weight in the checkpoint tells; add an ArchSpec override",
+                    "no non-square c_attn / c_fc weight in the checkpoint tells; add a family fact (compose_knowledge.FAMILY_FACTS)",
                 )
             op = "transpose" if conv_name and self._conv1d else "copy"
         self.add(f"{target}.weight", (found.source,), op)
@@ -194,7 +196,7 @@ class WeightMapBuilder:
             raise AmbiguousWeights(
                 f"{found.template} {list(found.shape)}: the two inner dims are equal ({rows}), so the shape cannot "
                 "tell [experts, out, in] from [experts, in, out]",
-                "add an ArchSpec override stating the layout",
+                "add a family fact stating the layout (compose_knowledge.FAMILY_FACTS)",
             )
         op = "transpose" if inner == (cols, rows) else "copy"
         self.add(target, (found.source,), op)

@@ -20,7 +20,7 @@ from onboard.inspect_checkpoint import tensor_names as tn
 from onboard.inspect_checkpoint.architecture import analyze
 from onboard.inspect_checkpoint.checkpoint_types import RepoListing, SafetensorsHeader, TensorInfo
 from onboard.inspect_checkpoint.config_lint import comparable_keys, lint_config
-from onboard.inspect_checkpoint.config_view import MODEL_SECTIONS, ConfigView
+from onboard.inspect_checkpoint.config_view import ConfigView
 from onboard.inspect_checkpoint.consistency import check_conv_channels, check_dtype, check_shapes, check_vocab
 from onboard.inspect_checkpoint.families import catalog, family_buffers, known_model_types, novelty
 from onboard.inspect_checkpoint.features import derive
@@ -29,6 +29,8 @@ from onboard.inspect_checkpoint.params import count_parameters
 from onboard.inspect_checkpoint.registry import KNOWN_GAPS, VERIFIED
 from onboard.inspect_checkpoint.remote_code import remote_code_findings
 from onboard.inspect_checkpoint.tensor_index import TensorIndex
+from onboard.names.config import spellings
+from onboard.names.config_keys import MODEL_SECTIONS
 from onboard.profile import ModelProfile, RemoteCode, TensorGroupStat, WeightsEstimate
 
 __all__ = ["inspect", "profile_from_parts"]
@@ -126,7 +128,7 @@ def profile_from_parts(
                           "check the config against the family's transformers config class") from exc  # fmt: skip
     findings += arch_findings
     dims = facts.dims
-    config_vocab = cv.int("vocab_size", "padded_vocab_size")
+    config_vocab = cv.int(*spellings("vocab_size"))
     mla = any(layer.attention == "mla" for layer in facts.layers)
     parameters = None
     weights_bytes: int | None = None

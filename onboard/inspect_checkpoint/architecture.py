@@ -1,7 +1,7 @@
 """From config.json (and tensor names, when the headers are there) to the architecture facts of a ModelProfile.
 
-Pure Python and table-driven: no transformers import, so it works for a model_type transformers does not know yet
-and costs milliseconds. Every config read goes through ConfigView, which records what was consumed for the lint.
+Pure Python and table-driven: no transformers import, so it works for a model_type transformers does not know yet.
+Every config read goes through ConfigView, which records what was consumed for the lint.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from onboard.inspect_checkpoint.numerics import (
 from onboard.inspect_checkpoint.per_layer import per_layer_tensors, with_kv_widths, with_norm_names
 from onboard.inspect_checkpoint.ssm_config import ssm_from_config
 from onboard.inspect_checkpoint.tensor_index import TensorIndex
+from onboard.names.config import kv_heads, num_layers_from_types, spellings
 from onboard.profile import (
     Architecture,
     Biases,
@@ -72,9 +73,19 @@ def analyze(cv: ConfigView, index: TensorIndex | None) -> tuple[ArchFacts, list[
     moe = moe_from_config(cv, lm)
     roles, moe_layers = per_layer_tensors(index, dims.num_layers) if index is not None else (None, None)
     # With tensors the MoE layout is read from them; these keys describe the same layout.
-    cv.mark_used("first_k_dense_replace", "moe_layer_freq", "decoder_sparse_step", "mlp_only_layers",
-                 "moe_layer_start_index", "moe_layer_interval", "interleave_moe_layer_step", "expert_layer_period",
-                 "expert_layer_offset", "num_dense_layers", "moe_layers")  # fmt: skip
+    cv.mark_used(
+        "first_k_dense_replace",
+        "moe_layer_freq",
+        "decoder_sparse_step",
+        "mlp_only_layers",
+        "moe_layer_start_index",
+        "moe_layer_interval",
+        "interleave_moe_layer_step",
+        "expert_layer_period",
+        "expert_layer_offset",
+        "num_dense_layers",
+        "moe_layers",
+    )
     if moe_layers is None and moe is not None:
         moe_layers = moe_layers_from_config(cv, dims.num_layers)
     layers, layer_findings = plan_layers(cv, dims.num_layers, mla, roles, moe_layers)
@@ -84,9 +95,15 @@ def analyze(cv: ConfigView, index: TensorIndex | None) -> tuple[ArchFacts, list[
     layers = with_kv_sources(cv, layers)
     if moe is not None and not any(layer.mlp == "moe" for layer in layers):
         # Expert counts set, yet no layer has experts (mlp_only_layers covers all, a dense-only variant): dense.
-        findings.append(info("moe-without-experts", f"config.json declares {moe.num_experts} experts but "
-                             f"{'the checkpoint stores no expert tensors' if index is not None else 'no layer is MoE'}"
-                             ": every MLP is dense", "nothing to do unless experts were expected"))  # fmt: skip
+        findings.append(
+            info(
+                "moe-without-experts",
+                f"config.json declares {moe.num_experts} experts but "
+                f"{'the checkpoint stores no expert tensors' if index is not None else 'no layer is MoE'}"
+                ": every MLP is dense",
+                "nothing to do unless experts were expected",
+            )
+        )
         moe = None
     if moe is not None:
         dense_first = 0
@@ -102,23 +119,44 @@ def analyze(cv: ConfigView, index: TensorIndex | None) -> tuple[ArchFacts, list[
     findings += qk_norm_flag_mismatch(cv, lm)
     activation = activation_from_config(cv)
     if cv.model_type in FORCED_ACTIVATION and activation != FORCED_ACTIVATION[cv.model_type]:
-        findings.append(warning("activation-overridden", f"config.json says hidden_act={activation!r} but "
-                                f"{cv.model_type} computes {FORCED_ACTIVATION[cv.model_type]!r} (tanh-approximate GELU)",
-                                "use the tanh approximation in every kernel; exact GELU shifts the logits"))  # fmt: skip
+        findings.append(
+            warning(
+                "activation-overridden",
+                f"config.json says hidden_act={activation!r} but "
+                f"{cv.model_type} computes {FORCED_ACTIVATION[cv.model_type]!r} (tanh-approximate GELU)",
+                "use the tanh approximation in every kernel; exact GELU shifts the logits",
+            )
+        )
         activation = FORCED_ACTIVATION[cv.model_type]
     tie = _tied(cv, lm)
     if lm is not None:
         has_head = any(tn.component(n) == "head" for n in lm)
         if tie and has_head:
-            findings.append(info("tied-but-head-present", "tie_word_embeddings is true but the checkpoint also "
-                                 "stores an lm_head tensor", "the loader must tie (ignore lm_head) as transformers does"))  # fmt: skip
+            findings.append(
+                info(
+                    "tied-but-head-present",
+                    "tie_word_embeddings is true but the checkpoint also stores an lm_head tensor",
+                    "the loader must tie (ignore lm_head) as transformers does",
+                )
+            )
         if not tie and not has_head and lm:
-            findings.append(warning("untied-head-missing", "tie_word_embeddings is false but no lm_head tensor is "
-                                    "stored: a loader would leave the output layer random",
-                                    "check tie_word_embeddings in config.json"))  # fmt: skip
+            findings.append(
+                warning(
+                    "untied-head-missing",
+                    "tie_word_embeddings is false but no lm_head tensor is "
+                    "stored: a loader would leave the output layer random",
+                    "check tie_word_embeddings in config.json",
+                )
+            )
     for field, expected in sorted(cv.type_errors.items()):
-        findings.append(warning("config-field-type", f"config.json field {field} should be {expected}; it was ignored",
-                                "fix the value's type in config.json", file="config.json"))  # fmt: skip
+        findings.append(
+            warning(
+                "config-field-type",
+                f"config.json field {field} should be {expected}; it was ignored",
+                "fix the value's type in config.json",
+                file="config.json",
+            )
+        )
     facts = ArchFacts(
         dims=dims,
         layers=layers,
@@ -206,26 +244,13 @@ def _layer_options(cv: ConfigView) -> tuple[str, ...]:
 
 
 def _dims(cv: ConfigView, mla: bool, lm: dict[str, TensorInfo] | None) -> Dims:
-    hidden = cv.int("hidden_size", "n_embd", "d_model", "dim", "model_dim", "hidden_dim", default=0) or 0
-    n_layers = cv.int("num_hidden_layers", "n_layer", "num_layers", "n_layers", default=0) or 0
+    hidden = cv.int(*spellings("hidden_size"), default=0) or 0
+    n_layers = cv.int(*spellings("num_hidden_layers"), default=0) or 0
     if not n_layers:  # Nemotron-H derives the layer count from its per-layer type list
-        types = cv.get("layers_block_type", "layer_types", "hybrid_override_pattern")
-        n_layers = len(types) if isinstance(types, (list, str)) else 0
-    heads = cv.int("num_attention_heads", "n_head", "n_heads", "num_heads", "attention_heads", default=0) or 0
-    kv = cv.int(
-        "num_key_value_heads",
-        "num_kv_heads",
-        "n_head_kv",
-        "multi_query_group_num",
-        "n_kv_heads",
-        "kv_n_heads",
-        same_fact=True,
-    )
-    if cv.model_type == "falcon" and not cv.bool("new_decoder_architecture"):
-        kv = 1 if cv.bool("multi_query", default=True) else heads
-    elif kv is None and cv.bool("multi_query"):
-        kv = 1
-    kv = kv or heads
+        n_layers = num_layers_from_types(cv.quantity) or 0
+    heads = cv.int(*spellings("num_attention_heads"), default=0) or 0
+    kv = cv.int(*spellings("num_key_value_heads"), same_fact=True)
+    kv = kv_heads(cv.quantity) or kv or heads
     if mla:
         cv.mark_used("q_lora_rank", "kv_lora_rank", "head_dim", "qk_head_dim")
         nope = cv.int("qk_nope_head_dim", default=0) or 0
@@ -233,29 +258,43 @@ def _dims(cv: ConfigView, mla: bool, lm: dict[str, TensorInfo] | None) -> Dims:
         head_dim = nope + rope_dim
         v_head_dim = cv.int("v_head_dim", default=head_dim)
     else:
-        head_dim = cv.int("head_dim", "attention_head_dim", "kv_channels", "head_size", "d_head", default=0) or 0
+        head_dim = cv.int(*spellings("head_dim"), default=0) or 0
         if not head_dim and heads:
             head_dim = hidden // heads
         # Values narrower or wider than queries and keys (MiMo-V2-Flash: 128 against 192); None: head_dim.
         v_dim = cv.int("v_head_dim")
         v_head_dim = v_dim if v_dim and v_dim != head_dim else None
-    inter = cv.int("intermediate_size", "n_inner", "ffn_hidden_size", "ffn_dim", "inner_hidden_size", "d_ff")
+    inter = cv.int(*spellings("intermediate_size"))
     # Llama 4's dense layers' width (its experts' is intermediate_size): the tensors show it
     cv.mark_used("intermediate_size_mlp")
     if inter is None and cv.model_type in ("gpt2", "gpt_bigcode", "gpt_neo", "gptj", "codegen", "falcon") and hidden:
         inter = 4 * hidden
-    vocab = cv.int("vocab_size", "padded_vocab_size", "n_vocab", default=0) or 0
+    vocab = cv.int(*spellings("vocab_size"), default=0) or 0
     rows = shape_of(lm, "embed_tokens.weight") or shape_of(lm, "wte.weight") or shape_of(lm, "word_embeddings.weight")
     if rows is None:
         rows = shape_of(lm, "embed_in.weight") or shape_of(lm, "tok_embeddings.weight")
     if rows:
         vocab = rows[0]
-    max_pos = cv.int("max_position_embeddings", "n_positions", "max_sequence_length", "seq_length",
-                     "max_seq_len", "n_ctx", "model_max_length")  # fmt: skip
-    _check_plausible(hidden=hidden, num_hidden_layers=n_layers, num_attention_heads=heads, num_key_value_heads=kv,
-                     head_dim=head_dim, vocab_size=vocab)  # fmt: skip
-    return Dims(hidden, n_layers, heads, kv, head_dim, inter if isinstance(inter, int) and inter >= 0 else None, vocab,
-                max_pos if isinstance(max_pos, int) and max_pos > 0 else None, v_head_dim)  # fmt: skip
+    max_pos = cv.int(*spellings("max_position_embeddings"))
+    _check_plausible(
+        hidden=hidden,
+        num_hidden_layers=n_layers,
+        num_attention_heads=heads,
+        num_key_value_heads=kv,
+        head_dim=head_dim,
+        vocab_size=vocab,
+    )
+    return Dims(
+        hidden,
+        n_layers,
+        heads,
+        kv,
+        head_dim,
+        inter if isinstance(inter, int) and inter >= 0 else None,
+        vocab,
+        max_pos if isinstance(max_pos, int) and max_pos > 0 else None,
+        v_head_dim,
+    )
 
 
 # Generous upper bounds: a config beyond them is corrupt, and building per-layer plans for it would exhaust memory.
@@ -266,8 +305,10 @@ _LIMITS = {"hidden": 1 << 20, "num_hidden_layers": MAX_LAYERS, "num_attention_he
 def _check_plausible(**values: int) -> None:
     for name, value in values.items():
         if value < 0 or value > _LIMITS[name]:
-            raise ConfigError(f"config.json: {name}={value} is not a plausible value (0..{_LIMITS[name]})",
-                              "the config is corrupt or not a transformers config; fix the field")  # fmt: skip
+            raise ConfigError(
+                f"config.json: {name}={value} is not a plausible value (0..{_LIMITS[name]})",
+                "the config is corrupt or not a transformers config; fix the field",
+            )
 
 
 def _gated(cv: ConfigView, lm: dict[str, TensorInfo] | None) -> bool | None:
@@ -275,21 +316,37 @@ def _gated(cv: ConfigView, lm: dict[str, TensorInfo] | None) -> bool | None:
         return None
     names = [n for n in lm if in_layer(n)]
     # mlp.Wi: ModernBERT's fused [activated; gate] rows; experts.mlp.v1: DBRX's up rows beside its gate w1 (no suffix)
-    gated_keys = ("gate_proj", "gate_up_proj", ".w3.", "w1.weight", "dense_h_to_4h_gate", "up_gate_proj", ".wi_0",
-                  "mlp.Wi.", "experts.mlp.v1")  # fmt: skip
+    gated_keys = (
+        "gate_proj",
+        "gate_up_proj",
+        ".w3.",
+        "w1.weight",
+        "dense_h_to_4h_gate",
+        "up_gate_proj",
+        ".wi_0",
+        "mlp.Wi.",
+        "experts.mlp.v1",
+    )
     return any(k in n for n in names for k in gated_keys if tn.component(n) in ("mlp", "experts", "shared_experts"))
 
 
 def _biases(cv: ConfigView, lm: dict[str, TensorInfo] | None) -> Biases:
     if lm is None:
         b = cv.bool("attention_bias", "qkv_bias", "bias", "use_bias", "add_bias_linear")
-        return Biases(attention_qkv=b, attention_out=cv.bool("attention_bias", "bias", "use_bias"),
-                      mlp=cv.bool("mlp_bias", "bias", "use_bias"))  # fmt: skip
+        return Biases(
+            attention_qkv=b,
+            attention_out=cv.bool("attention_bias", "bias", "use_bias"),
+            mlp=cv.bool("mlp_bias", "bias", "use_bias"),
+        )
     layer0 = [n for n in lm if in_layer(n) and n.endswith(".bias")]
     qkv = any(
         k in n for n in layer0 for k in ("q_proj", "k_proj", "v_proj", "qkv", "query_key_value", "c_attn", "Wqkv")
     )
-    out = any(k in n for n in layer0 for k in ("o_proj", "attn.c_proj", "attention.dense", "out_proj", "self_attention.dense", "attn.dense"))  # fmt: skip
+    out = any(
+        k in n
+        for n in layer0
+        for k in ("o_proj", "attn.c_proj", "attention.dense", "out_proj", "self_attention.dense", "attn.dense")
+    )
     mlp = any(tn.component(n) in ("mlp", "experts", "shared_experts") for n in layer0)
     head = any(n.endswith(("lm_head.bias", "embed_out.bias")) or n == "decoder.bias" for n in lm)
     # the tensors show these (ModernBERT-decoder: decoder_bias on the projection, classifier_bias on its dense)
@@ -300,7 +357,7 @@ def _biases(cv: ConfigView, lm: dict[str, TensorInfo] | None) -> Biases:
 def _tied(cv: ConfigView, lm: dict[str, TensorInfo] | None) -> bool:
     value = tie_word_embeddings(cv.raw)  # a wrapper's own flag counts too (config_view.tie_word_embeddings)
     if value is None:
-        value = cv.get("tie_embeddings", "share_embeddings")
+        value = cv.get(*spellings("tie_word_embeddings")[1:])
     cv.mark_used("tie_word_embeddings")
     if value is None:  # transformers' default is True when the key is absent
         return True if lm is None else not any(tn.component(n) == "head" for n in lm)
@@ -308,9 +365,16 @@ def _tied(cv: ConfigView, lm: dict[str, TensorInfo] | None) -> bool:
         # A stored head of another shape than the embedding cannot be tied: the model keeps both (CPM-Ant's
         # embedding also holds prompt tokens; its head covers the vocabulary only).
         head = next((t.shape for n, t in lm.items() if tn.component(n) == "head" and n.endswith("weight")), None)
-        embed = next((t.shape for n, t in lm.items() if tn.component(n) == "embedding" and len(t.shape) == 2
-                      and not n.endswith((*tn.LEARNED_POSITIONS, "position_embeddings.weight"))),
-                     None)  # fmt: skip
+        embed = next(
+            (
+                t.shape
+                for n, t in lm.items()
+                if tn.component(n) == "embedding"
+                and len(t.shape) == 2
+                and not n.endswith((*tn.LEARNED_POSITIONS, "position_embeddings.weight"))
+            ),
+            None,
+        )
         if head is not None and embed is not None and head != embed:
             return False
     return bool(value)
@@ -325,8 +389,7 @@ def _sinks(cv: ConfigView, lm: dict[str, TensorInfo] | None) -> bool:
 
 def _mtp(cv: ConfigView, index: TensorIndex | None, n_layers: int) -> int:
     """MTP layers: declared in config (DeepSeek appends them as layers ≥ num_hidden_layers) or named `mtp`."""
-    declared = cv.int("num_nextn_predict_layers", "mtp_num_hidden_layers", "num_mtp_modules", "n_mtp_layers",
-                      "nextn_predict_layers", default=0) or 0  # fmt: skip
+    declared = cv.int(*spellings("num_nextn_predict_layers"), default=0) or 0
     # Nemotron-H's block types inside each MTP layer (its config class writes a default even without MTP layers):
     # the layers are counted from the declared number or the tensors, whatever their insides.
     cv.mark_used("mtp_layers_block_type")

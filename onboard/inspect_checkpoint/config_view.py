@@ -1,27 +1,19 @@
 """A read-only view over config.json that knows the many spellings of one fact.
 
-Families name the same hyperparameter differently (`n_embd`, `d_model`, `hidden_size`); multimodal checkpoints nest
-the language model under `text_config`. Every read goes through `get`, which also records which keys were consumed,
-so the config lint can tell used keys from unknown ones.
+Families name the same hyperparameter differently (`n_embd`, `d_model`, `hidden_size`: names.config.ALIASES, read
+as `cv.get(*spellings("hidden_size"))`); multimodal checkpoints nest the language model under `text_config`. Every
+read goes through `get`, which also records which keys were consumed, so the config lint can tell used keys from
+unknown ones.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-# Nested sections holding the language model's hyperparameters, in lookup order.
-TEXT_SECTIONS = ("text_config", "language_config", "llm_config", "text_model")
-# Nested sections of one model's own hyperparameters (DBRX, MPT): their keys are the model's keys, as if at the top.
-MODEL_SECTIONS = ("attn_config", "ffn_config")
-# Sections that mean a tower besides the language model is present.
-TOWER_SECTIONS = {
-    "vision_config": "vision",
-    "vision_tower": "vision",
-    "visual": "vision",
-    "audio_config": "audio",
-    "speech_config": "audio",
-    "audio_tower": "audio",
-}
+from onboard.names.config import spellings
+from onboard.names.config_keys import MODEL_SECTIONS, TEXT_SECTIONS, TOWER_SECTIONS
+
+__all__ = ["MODEL_SECTIONS", "TEXT_SECTIONS", "TOWER_SECTIONS", "ConfigView"]
 
 
 def text_section(raw: dict[str, Any]) -> str | None:
@@ -36,8 +28,11 @@ def tie_word_embeddings(raw: dict[str, Any]) -> bool | None:
     and older saves put the flag in text_config instead (Llava and Qwen2.5-VL still honour it there): either one
     set ties. A text model: its own flag."""
     section = text_section(raw)
-    flags = [v for v in (raw.get("tie_word_embeddings"), raw[section].get("tie_word_embeddings") if section else None)
-             if isinstance(v, bool)]  # fmt: skip
+    flags = [
+        v
+        for v in (raw.get("tie_word_embeddings"), raw[section].get("tie_word_embeddings") if section else None)
+        if isinstance(v, bool)
+    ]
     return any(flags) if flags else None
 
 
@@ -114,6 +109,11 @@ class ConfigView:
         """Record that `name` holds another value than `read`, the spelling used (a read outside `get`)."""
         self.used.add(name)
         self.conflicts.setdefault(name, read)
+
+    def quantity(self, name: str) -> Any:
+        """A quantity by its canonical name (names.config.ALIASES): the first non-null value among its spellings;
+        `model_type` as ConfigView reads it. What names.config's derived rules read."""
+        return self.model_type if name == "model_type" else self.get(*spellings(name))
 
     def has(self, name: str) -> bool:
         return self._lookup(name)[0]

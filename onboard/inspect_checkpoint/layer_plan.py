@@ -12,6 +12,7 @@ from collections.abc import Sequence
 
 from onboard.findings import Finding, info, warning
 from onboard.inspect_checkpoint.config_view import ConfigView
+from onboard.names.config import spellings
 from onboard.profile import LayerInfo
 
 # `layer_types` spellings → our vocabulary.
@@ -52,7 +53,7 @@ _WINDOW_AFTER_MAX_LAYERS = ("qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "dots1",
 
 
 def _declared_window(cv: ConfigView) -> int | None:
-    w = cv.int("sliding_window", "sliding_window_size", "window_size", "attention_window_size", "local_window")
+    w = cv.int(*spellings("sliding_window"))
     local = cv.int("local_attention")  # ModernBERT-decoder: its config class sets sliding_window = local_attention // 2
     if w is None and local:
         w = local // 2
@@ -62,7 +63,7 @@ def _declared_window(cv: ConfigView) -> int | None:
 def _idle_window(cv: ConfigView) -> tuple[int, int] | None:
     """(window, context) when the declared window is at least the context: a query at position p < context then
     sees every earlier token, so the window never binds (Phi-3-mini-128k: 262,144 over 131,072)."""
-    window, context = _declared_window(cv), cv.int("max_position_embeddings")
+    window, context = _declared_window(cv), cv.int(*spellings("max_position_embeddings"))
     return (window, context) if window and context and window >= context else None
 
 
@@ -102,7 +103,7 @@ def _config_kinds(cv: ConfigView, n: int, mla: bool) -> list[str]:
     mt = cv.model_type
     window = _window(cv)
     cv.mark_used("no_rope_layer_interval", "no_rope_layers")
-    types = cv.get("layer_types", "layers_block_type", "block_types")
+    types = cv.get(*spellings("layer_types"))
     if isinstance(types, list) and types:
         kinds = [LAYER_TYPE_NAMES.get(str(t).lower(), f"unknown:{t}") for t in types]
         if mt in _MAMBA_AS_LINEAR_ATTENTION:
@@ -229,15 +230,24 @@ def plan_layers(
     kinds = _config_kinds(cv, n, mla)
     if _window(cv) and not isinstance(cv.get("layer_types"), list) and _unregistered(cv.model_type):
         where = "every layer" if all(k == "sliding" for k in kinds) else f"{kinds.count('sliding')} of {n} layers"
-        findings.append(warning(
-            "window-layers-assumed", f"sliding_window {_window(cv)} without layer_types on the unregistered model_type "
-            f"{cv.model_type!r}: assumed on {where} (transformers' {'Qwen2' if cv.has('use_sliding_window') else 'Mistral'}"
-            " convention)", "parity against the repository's code confirms it; add layer_types to config.json if not"))  # fmt: skip
+        findings.append(
+            warning(
+                "window-layers-assumed",
+                f"sliding_window {_window(cv)} without layer_types on the unregistered model_type "
+                f"{cv.model_type!r}: assumed on {where} (transformers' {'Qwen2' if cv.has('use_sliding_window') else 'Mistral'}"
+                " convention)",
+                "parity against the repository's code confirms it; add layer_types to config.json if not",
+            )
+        )
     idle = _idle_window(cv)
     if idle:
-        findings.append(info(
-            "window-never-binds", f"sliding_window {idle[0]} >= max_position_embeddings {idle[1]}: no position can fall "
-            "outside the window, so its layers are planned as full attention (the KV cache grows with the sequence)"))  # fmt: skip
+        findings.append(
+            info(
+                "window-never-binds",
+                f"sliding_window {idle[0]} >= max_position_embeddings {idle[1]}: no position can fall "
+                "outside the window, so its layers are planned as full attention (the KV cache grows with the sequence)",
+            )
+        )
     rope_flags = _rope_layers(cv, n, kinds)
     layers: list[LayerInfo] = []
     for i, kind in enumerate(kinds):
@@ -253,19 +263,32 @@ def plan_layers(
         elif seen is not None:
             kind, parallel_ssm, note = _reconcile(kind, seen)
             if note:
-                findings.append(warning("layer-kind-mismatch", f"layer {i}: {note}",
-                                        "check layer_types / the hybrid pattern in config.json against the tensors"))  # fmt: skip
+                findings.append(
+                    warning(
+                        "layer-kind-mismatch",
+                        f"layer {i}: {note}",
+                        "check layer_types / the hybrid pattern in config.json against the tensors",
+                    )
+                )
         if kind.startswith("unknown:"):
-            findings.append(warning("unknown-layer-type", f"layer {i} has layer type {kind[8:]!r}, which onboard does "
-                                    "not know", "add its meaning to LAYER_TYPE_NAMES in layer_plan.py"))  # fmt: skip
+            findings.append(
+                warning(
+                    "unknown-layer-type",
+                    f"layer {i} has layer type {kind[8:]!r}, which onboard does not know",
+                    "add its meaning to LAYER_TYPE_NAMES in layer_plan.py",
+                )
+            )
         mlp = "dense"
         if moe_layers is not None:
             mlp = "moe" if moe_layers.get(i) else ("dense" if i in moe_layers else "none")
         if mla and declared == "sliding" and kind in ("sliding", "mla"):  # latent attention on a window (dots.llm3)
             kind = "mla"
         window = _window(cv) if kind == "mla" and declared == "sliding" else _window_for(kind, cv)
-        layers.append(LayerInfo(i, kind, window, mlp, rope_flags[i] and kind in ("full", "sliding", "chunked", "mla"),
-                                parallel_ssm))  # fmt: skip
+        layers.append(
+            LayerInfo(
+                i, kind, window, mlp, rope_flags[i] and kind in ("full", "sliding", "chunked", "mla"), parallel_ssm
+            )
+        )
     return tuple(layers), findings
 
 

@@ -6,11 +6,10 @@
 
 from __future__ import annotations
 
-import re
-
 from onboard.inspect_checkpoint import tensor_names as tn
 from onboard.inspect_checkpoint.checkpoint_types import TensorInfo
 from onboard.inspect_checkpoint.tensor_index import TensorIndex
+from onboard.names.tensors import LAYER_TEMPLATE
 
 
 def language_view(index: TensorIndex) -> dict[str, TensorInfo]:
@@ -26,11 +25,8 @@ def language_view(index: TensorIndex) -> dict[str, TensorInfo]:
     return out
 
 
-_LAYER_TEMPLATE = re.compile(r"(?:^|\.)(?:layers|h|blocks|layer|block)\.\{\}\.")
-
-
 def in_layer(template: str) -> bool:
-    return _LAYER_TEMPLATE.search(template) is not None
+    return LAYER_TEMPLATE.search(template) is not None
 
 
 def shape_of(lm: dict[str, TensorInfo] | None, *needles: str) -> tuple[int, ...] | None:

@@ -18,6 +18,7 @@ from onboard.errors import InputError
 from onboard.inspect_checkpoint.config_view import ConfigView
 from onboard.inspect_checkpoint.layer_plan import class_layer_types
 from onboard.inspect_checkpoint.target_fit import GIB, CacheLayer, CacheModel, Sharding, fit_target
+from onboard.names.config import spellings
 from onboard.profile import Dims, LayerInfo, MemoryPlan, Quantization, Ssm, WeightsEstimate
 
 KV_DTYPE_BYTES = {
@@ -272,8 +273,7 @@ def _cache_passes(cv: ConfigView, n: int) -> list[int]:
 
 
 def _sharding(cv: ConfigView, dims: Dims, layers: tuple[LayerInfo, ...], quant: Quantization | None) -> Sharding:
-    widths = {w for w in (dims.intermediate_size, cv.int("moe_intermediate_size", "expert_intermediate_size"))
-              if isinstance(w, int) and w > 0}  # fmt: skip
+    widths = {w for w in (dims.intermediate_size, cv.int(*spellings("moe_intermediate_size"))) if isinstance(w, int) and w > 0}
     block = quant.block_size[0] if quant and quant.block_size and len(quant.block_size) == 2 else None
     mla = any(layer.attention == "mla" for layer in layers)
     return Sharding(dims.num_attention_heads, dims.num_kv_heads, mla, tuple(sorted(widths)), block)

@@ -6,6 +6,7 @@ from typing import Any
 
 from onboard.inspect_checkpoint.checkpoint_types import TensorInfo
 from onboard.inspect_checkpoint.config_view import ConfigView
+from onboard.names.config import spellings
 from onboard.profile import Moe
 
 # Routers that score with a sigmoid (DeepSeek-V3 style) rather than a softmax.
@@ -22,10 +23,6 @@ SIGMOID_ROUTER_TYPES = {"deepseek_v3", "glm4_moe", "dots1", "llama4_text", "llam
 # score with a softmax, then rank scores + bias. Any other router with such a bias scores with a sigmoid, as every
 # one of transformers 5.25 does (DeepSeek-V3's noaux_tc and its descendants: Ergo, MiniCPM5-MoE, Kolibri, ...).
 SOFTMAX_BIAS_ROUTER_TYPES = {"ernie4_5_moe", "ernie4_5_vl_moe", "longcat_flash"}
-# The routed experts' output multiplier, by the names families give it: moe_routed_scaling_factor (Ergo, Laguna),
-# route_scale (AFMoE, Inkling), router_scaling_factor (HY-V3, dots.llm3), moe_router_scaling_factor (Step-3.5/3.7).
-ROUTED_SCALING_KEYS = ("routed_scaling_factor", "moe_routed_scaling_factor", "route_scale", "router_scaling_factor",
-                       "moe_router_scaling_factor")  # fmt: skip
 _CORRECTION_BIAS_LEAVES = ("expert_bias", "router_bias")  # e_score_correction_bias's names in original checkpoints
 
 
@@ -39,46 +36,40 @@ def _int_or_text_entry(cv: ConfigView, *names: str) -> int | None:
 
 
 def moe_from_config(cv: ConfigView, lm: dict[str, TensorInfo] | None) -> Moe | None:
-    experts = _int_or_text_entry(
-        cv, "num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts", "num_routed_experts"
-    )
-    top_k = cv.int("num_experts_per_tok", "moe_k", "experts_per_token", "moe_top_k", "num_selected_experts", "moe_topk",
-                   "num_experts_per_token", "top_k_experts")  # fmt: skip
+    experts = _int_or_text_entry(cv, *spellings("num_experts"))
+    top_k = cv.int(*spellings("num_experts_per_tok"))
     if not isinstance(experts, int) or experts <= 1:
         return None
     top_k = max(top_k, 1) if isinstance(top_k, int) else 1
-    shared = cv.int(
-        "n_shared_experts", "num_shared_experts", "moe_num_shared_experts", "shared_expert_count", default=0
-    )
+    shared = cv.int(*spellings("num_shared_experts"), default=0)
     # GraniteMoE-Shared / Granite-4.0's shared_mlp is sized by shared_intermediate_size (0: none); dots.llm3's
     # shared_experts_intermediate_size is per shared expert (its MLP: that times n_shared_experts)
-    shared_size = cv.int("shared_expert_intermediate_size", "moe_shared_expert_intermediate_size",
-                         "shared_intermediate_size", "shared_experts_intermediate_size")  # fmt: skip
+    shared_size = cv.int(*spellings("shared_expert_intermediate_size"))
     if not shared and shared_size:
         shared = 1
     if not shared and lm and any("shared_expert" in n or "shared_mlp" in n for n in lm):
         shared = 1
-    correction = bool(cv.get("topk_method") == "noaux_tc") or (lm is not None and any(
-        "e_score_correction_bias" in n or n.endswith(_CORRECTION_BIAS_LEAVES) or "moe_statics" in n for n in lm))  # fmt: skip
+    correction = bool(cv.get("topk_method") == "noaux_tc") or (
+        lm is not None
+        and any("e_score_correction_bias" in n or n.endswith(_CORRECTION_BIAS_LEAVES) or "moe_statics" in n for n in lm)
+    )
     scoring = str(cv.get("scoring_func", "router_scoring_func", "expert_selection_fn") or "")  # the last: Cohere2-MoE
     if not scoring:
         sigmoid = cv.model_type in SIGMOID_ROUTER_TYPES or (
             correction and cv.model_type not in SOFTMAX_BIAS_ROUTER_TYPES
         )
         scoring = "sigmoid" if sigmoid else "softmax"
-    norm_topk = cv.get("norm_topk_prob")
+    norm_topk = cv.get(*spellings("norm_topk_prob"))
     return Moe(
         num_experts=experts,
         top_k=top_k,
-        expert_intermediate_size=_int_or_text_entry(
-            cv, "moe_intermediate_size", "expert_intermediate_size", "intermediate_size"
-        ),
+        expert_intermediate_size=_int_or_text_entry(cv, *spellings("moe_intermediate_size"), "intermediate_size"),
         num_shared_experts=shared,
         shared_expert_intermediate_size=shared_size,
         scoring=scoring,
         correction_bias=correction,
         norm_topk_prob=bool(norm_topk) if norm_topk is not None else None,
-        routed_scaling_factor=cv.float(*ROUTED_SCALING_KEYS),
+        routed_scaling_factor=cv.float(*spellings("routed_scaling_factor")),
         n_group=cv.int("n_group"),
         topk_group=cv.int("topk_group"),
     )
@@ -99,8 +90,6 @@ PLACEMENT_DEFAULTS: dict[str, dict[str, Any]] = {
     **dict.fromkeys(("flint", "kolibri1_1"), {"mlp_only_layers": [0, 1]}),
     "jamba": {"expert_layer_period": 2, "expert_layer_offset": 1},
 }  # fmt: skip
-_FIRST_DENSE_KEYS = ("first_k_dense_replace", "moe_layer_start_index", "num_dense_layers", "num_dense_blocks",
-                     "dense_mlp_idx")  # num_dense_blocks: Ergo; dense_mlp_idx: Inkling  # fmt: skip
 
 
 def _in_moe_period(i: int, freq: int | list | None, step: int | None) -> bool:
@@ -127,7 +116,7 @@ def _layer_list(value: Any) -> list[int] | None:
 
 def moe_layers_from_config(cv: ConfigView, n: int) -> dict[int, bool]:
     defaults = PLACEMENT_DEFAULTS.get(cv.model_type, {})
-    first_dense = cv.int(*_FIRST_DENSE_KEYS, default=defaults.get("first_k_dense_replace", 0))
+    first_dense = cv.int(*spellings("first_k_dense_replace"), default=defaults.get("first_k_dense_replace", 0))
     last = cv.int("moe_layer_end_index")  # ERNIE: the last MoE layer, inclusive; -1 = the last layer
     freq = cv.get("moe_layer_freq")
     freq = freq if isinstance(freq, list) else cv.int("moe_layer_freq")

@@ -13,6 +13,7 @@ from onboard.inspect_checkpoint import tensor_names as tn
 from onboard.inspect_checkpoint.checkpoint_types import TensorInfo
 from onboard.inspect_checkpoint.config_view import ConfigView
 from onboard.inspect_checkpoint.lm_view import in_layer, shape_of
+from onboard.names.config import RMS_NORM_EPS_KEYS, activation_name, spellings
 from onboard.profile import Dims, Multipliers, Norms, Rope
 
 # Families that apply the RMSNorm weight as (1 + w). Not Gemma 4: its Gemma4RMSNorm multiplies by the weight itself
@@ -39,11 +40,6 @@ SQRT_EMBED_SCALE_TYPES = {"gemma", "gemma2", "gemma3", "gemma3_text", "recurrent
 
 # Per-family activation forced by the modelling code regardless of the config value (BUGZOO B19).
 FORCED_ACTIVATION = {"gemma": "gelu_pytorch_tanh"}
-# Activation names a family's code reads otherwise than transformers' ACT2FN: GPT-1's ACT_FNS maps "gelu" to the tanh
-# approximation (gelu_new) and "swish" to silu.
-FAMILY_ACTIVATION_NAMES = {"openai-gpt": {"gelu": "gelu_new", "swish": "silu"}}
-ACTIVATION_KEYS = ("hidden_act", "hidden_activation", "activation_function", "activation", "act_fn", "mlp_activation",
-                   "mlp_hidden_act", "ffn_act_fn", "afn")  # fmt: skip
 # Layers normalising the residual sum, norm(x + f(x)), with no final norm (GPT-1; OPT with do_layer_norm_before off).
 POST_LN_TYPES = {"openai-gpt"}
 
@@ -61,8 +57,15 @@ def rope_from_config(cv: ConfigView, lm: dict[str, TensorInfo] | None) -> tuple[
         return None, "nope"
     if mt in NOPE_TYPES:
         return None, "nope"
-    if cv.get("position_embedding_type") in ("absolute", "learned") or mt in ("gpt2", "gpt_bigcode", "opt", "gpt_neo",
-                                                                                "biogpt", "xglm", "openai-gpt"):  # fmt: skip
+    if cv.get("position_embedding_type") in ("absolute", "learned") or mt in (
+        "gpt2",
+        "gpt_bigcode",
+        "opt",
+        "gpt_neo",
+        "biogpt",
+        "xglm",
+        "openai-gpt",
+    ):
         return None, "absolute"
     if lm is not None and any(n.endswith(tn.LEARNED_POSITIONS) for n in lm):
         return None, "absolute"
@@ -86,7 +89,7 @@ def rope_from_config(cv: ConfigView, lm: dict[str, TensorInfo] | None) -> tuple[
     if not isinstance(theta, (int, float)) or isinstance(theta, bool):
         theta = None
     # Read beside rope_parameters too: transformers 5 configs keep a legacy top-level copy (Cohere2-MoE).
-    top_theta = cv.float("rope_theta", "rotary_emb_base", "rope_base", "rotary_base", default=None)
+    top_theta = cv.float(*spellings("rope_theta"), default=None)
     if theta is None:
         theta = top_theta
     elif top_theta is not None and top_theta != theta:
@@ -96,8 +99,8 @@ def rope_from_config(cv: ConfigView, lm: dict[str, TensorInfo] | None) -> tuple[
     rope_type = {"su": "longrope", "mrope": "default"}.get(rope_type, rope_type)
     partial = main.pop("partial_rotary_factor", None)
     if partial is None:
-        partial = cv.float("partial_rotary_factor", "rotary_pct", default=1.0)
-    rotary_dim = cv.int("rotary_dim", "rotary_emb_dim")
+        partial = cv.float(*spellings("partial_rotary_factor"), default=1.0)
+    rotary_dim = cv.int(*spellings("rotary_dim"))
     if theta is None and rope_type == "default" and rotary_dim is None and mt not in _ROPE_BY_DEFAULT:
         # No rope key at all: trust the model type table rather than guessing.
         return None, "none" if lm is None else "unknown"
@@ -124,8 +127,8 @@ _ROPE_BY_DEFAULT = {"llama", "mistral", "mixtral", "qwen2", "qwen3", "gemma", "p
 
 def norms_from_config(cv: ConfigView, lm: dict[str, TensorInfo] | None, dims: Dims) -> Norms:
     mt = cv.model_type
-    rms_eps = cv.float("rms_norm_eps", "rms_norm_epsilon")
-    ln_eps = cv.float("layer_norm_epsilon", "layer_norm_eps", "layernorm_epsilon", "norm_epsilon", "norm_eps")
+    rms_eps = cv.float(*RMS_NORM_EPS_KEYS)
+    ln_eps = cv.float(*(key for key in spellings("rms_norm_eps") if key not in RMS_NORM_EPS_KEYS))
     kind = "rms" if rms_eps is not None or mt in RMS_NORM_TYPES else ("layernorm" if ln_eps is not None else "rms")
     kind = "layernorm" if mt in LAYER_NORM_TYPES else kind
     if lm is not None:
@@ -143,8 +146,21 @@ def norms_from_config(cv: ConfigView, lm: dict[str, TensorInfo] | None, dims: Di
         qk = "weightless" if cv.bool("use_qk_norm", default=True) else None
     elif lm is None and cv.bool("use_qk_norm", "qk_layernorm", "qk_norm", "use_qk_layernorm"):
         qk = "per_head"
-    elif lm is None and mt in ("qwen3", "qwen3_moe", "qwen3_next", "gemma3", "gemma3_text", "olmo2", "olmoe",
-                               "glm4_moe", "exaone4", "smollm3_qk", "hunyuan_v1_moe", "hunyuan_v1_dense", "seed_oss_qk"):  # fmt: skip
+    elif lm is None and mt in (
+        "qwen3",
+        "qwen3_moe",
+        "qwen3_next",
+        "gemma3",
+        "gemma3_text",
+        "olmo2",
+        "olmoe",
+        "glm4_moe",
+        "exaone4",
+        "smollm3_qk",
+        "hunyuan_v1_moe",
+        "hunyuan_v1_dense",
+        "seed_oss_qk",
+    ):
         qk = "full" if mt in ("olmo2", "olmoe") else "per_head"
     placement = "pre"
     if lm is not None:
@@ -190,15 +206,7 @@ def qk_norm_flag_mismatch(cv: ConfigView, lm: dict[str, TensorInfo] | None) -> l
 
 
 def activation_from_config(cv: ConfigView) -> str | None:
-    act = cv.get(*ACTIVATION_KEYS)
-    if isinstance(act, dict):  # DBRX's ffn_config.ffn_act_fn: {"name": "silu", ...keyword arguments}
-        act = act.get("name")
-    return family_activation(cv.model_type, str(act)) if act is not None else None
-
-
-def family_activation(model_type: str, name: str) -> str:
-    """The activation `name` stands for in the family's code (FAMILY_ACTIVATION_NAMES), else `name`."""
-    return FAMILY_ACTIVATION_NAMES.get(model_type, {}).get(name, name)
+    return activation_name(cv.model_type, cv.get(*spellings("hidden_act")))
 
 
 def _residual_multiplier(cv: ConfigView, dims: Dims) -> float | None:
@@ -211,14 +219,14 @@ def _residual_multiplier(cv: ConfigView, dims: Dims) -> float | None:
 
 
 def multipliers_from_config(cv: ConfigView, dims: Dims) -> Multipliers:
-    logit_scale = cv.float("logit_scale", "lm_head_multiplier", "output_multiplier")
+    logit_scale = cv.float(*spellings("logit_scale"))
     scaling = cv.float("logits_scaling")
     if scaling and scaling != 1.0:
         logit_scale = 1.0 / scaling
     base = cv.float("dim_model_base")  # MiniCPM: logits of hidden / (hidden_size / dim_model_base)
     if logit_scale is None and base and dims.hidden_size:
         logit_scale = base / dims.hidden_size
-    embed = cv.float("embedding_multiplier", "emb_scale", "scale_emb", "embeddings_multiplier")
+    embed = cv.float(*spellings("embedding_multiplier"))
     if embed is None and cv.bool("mup_enabled", "scale_embedding") and dims.hidden_size:  # AFMoE's muP; BioGPT, XGLM
         embed = math.sqrt(dims.hidden_size)
     if embed is None and cv.model_type in SQRT_EMBED_SCALE_TYPES and dims.hidden_size:
@@ -229,8 +237,8 @@ def multipliers_from_config(cv: ConfigView, dims: Dims) -> Multipliers:
         residual_multiplier=_residual_multiplier(cv, dims),
         attention_multiplier=cv.float("attention_multiplier"),  # not Llama 4's attn_scale: a NoPE temperature
         query_pre_attn_scalar=cv.float("query_pre_attn_scalar"),
-        attn_logit_softcapping=cv.float("attn_logit_softcapping", "attn_softcap", "attention_logit_softcapping"),
-        final_logit_softcapping=cv.float("final_logit_softcapping", "final_softcap", "logit_softcapping"),
+        attn_logit_softcapping=cv.float(*spellings("attn_logit_softcapping")),
+        final_logit_softcapping=cv.float(*spellings("final_logit_softcapping")),
         attention_in_multiplier=cv.float("attention_in_multiplier"),
         attention_out_multiplier=cv.float("attention_out_multiplier"),
         key_multiplier=cv.float("key_multiplier"),

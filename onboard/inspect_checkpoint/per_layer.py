@@ -10,6 +10,7 @@ from msgspec.structs import replace
 from onboard.inspect_checkpoint import tensor_names as tn
 from onboard.inspect_checkpoint.lm_view import in_layer
 from onboard.inspect_checkpoint.tensor_index import TensorIndex
+from onboard.names.tensors import LAYER_INDEX
 from onboard.profile import LayerInfo
 
 _K_PROJ = re.compile(r"\.(k_proj|key|Wk|k)\.weight$")
@@ -23,9 +24,14 @@ _MLA_LATENT = re.compile(r"\.kv_a_proj_with_mqa\.weight$")
 def with_kv_widths(layers: tuple[LayerInfo, ...], index: TensorIndex) -> tuple[LayerInfo, ...]:
     """Per-layer K+V widths from the separate k/v projections (rows = heads × head_dim of that layer); for MLA
     layers the latent width, summed over the layer's attention modules (LongCat-Flash has two per layer)."""
-    attention_groups = [g for g in index.groups if tn.tower_of(g.template) is None and in_layer(g.template)
-                        and tn.layer_role(tn.strip_lm_prefix(g.template)) == "attention"
-                        and (_K_PROJ.search(g.template) or _V_PROJ.search(g.template))]  # fmt: skip
+    attention_groups = [
+        g
+        for g in index.groups
+        if tn.tower_of(g.template) is None
+        and in_layer(g.template)
+        and tn.layer_role(tn.strip_lm_prefix(g.template)) == "attention"
+        and (_K_PROJ.search(g.template) or _V_PROJ.search(g.template))
+    ]
     k_rows: dict[int, int] = {}
     v_rows: dict[int, int] = {}
     for name, shape in index.shapes_of(attention_groups):
@@ -51,20 +57,22 @@ def with_kv_widths(layers: tuple[LayerInfo, ...], index: TensorIndex) -> tuple[L
     return tuple(out)
 
 
-_LAYER_MODULE = re.compile(r"^.*?\blayers\.\d+\.")
-"""Everything up to a layer's own modules (`model.layers.3.`)."""
-
-
 def with_norm_names(layers: tuple[LayerInfo, ...], index: TensorIndex) -> tuple[LayerInfo, ...]:
     """Each layer's stored norms (module names), recorded only when the layers differ in them: the norm placement is
     then per layer, which the templates' counts alone cannot say."""
-    norm_groups = [g for g in index.groups if tn.tower_of(g.template) is None and in_layer(tn.strip_lm_prefix(g.template))
-                   and tn.component_of_template(tn.strip_lm_prefix(g.template)) == "norms"]  # fmt: skip
+    norm_groups = [
+        g
+        for g in index.groups
+        if tn.tower_of(g.template) is None
+        and in_layer(tn.strip_lm_prefix(g.template))
+        and tn.component_of_template(tn.strip_lm_prefix(g.template)) == "norms"
+    ]
     stored: dict[int, set[str]] = defaultdict(set)
     for name in index.names_of(norm_groups):
         short = tn.strip_lm_prefix(name)
-        idx = tn.layer_index(short)
-        module = _LAYER_MODULE.sub("", short).rsplit(".", 1)[0]  # "attention_layer_norm", "self_attn.q_norm"
+        layer = LAYER_INDEX.search(short)  # everything up to the layer's own modules (`model.layers.3.`) cut off
+        module = short[layer.end() :].rsplit(".", 1)[0] if layer else short  # "input_layernorm", "self_attn.q_norm"
+        idx = int(layer.group(1)) if layer else None
         if idx is not None and "." not in module:  # the layer's own norms, not a mixer's inner ones
             stored[idx].add(module)
     per_layer = [tuple(sorted(stored.get(layer.index, ()))) for layer in layers]

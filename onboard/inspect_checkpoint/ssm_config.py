@@ -2,7 +2,7 @@
 
 Families name the same knobs differently: pure Mamba models use the bare names (`state_size`, `conv_kernel`,
 `use_conv_bias`, `time_step_rank`), the hybrids prefix them (`mamba_d_state`, `mamba_d_conv`, `mamba_conv_bias`,
-`mamba_dt_rank`), Nemotron-H mixes both. This is the one place that knows the aliases; memory sizing reads the
+`mamba_dt_rank`), Nemotron-H mixes both: names.config.SSM_KEYS holds every spelling. Memory sizing reads the
 result, and the keys count as used for the config lint.
 """
 
@@ -13,27 +13,9 @@ import math
 from onboard.findings import Finding, warning
 from onboard.inspect_checkpoint.checkpoint_types import TensorInfo
 from onboard.inspect_checkpoint.config_view import ConfigView
+from onboard.names.config import BARE_HEAD_KEYS, SSM_KEYS
 from onboard.profile import Dims, LayerInfo, Ssm
 
-SSM_KEYS: dict[str, tuple[str, ...]] = {
-    "mamba_d_state": ("mamba_d_state", "ssm_state_size", "state_size", "d_state"),
-    "mamba_d_conv": ("mamba_d_conv", "conv_kernel", "d_conv"),
-    "mamba_expand": ("mamba_expand", "expand"),
-    "mamba_n_heads": ("mamba_n_heads", "n_mamba_heads", "mamba_num_heads"),
-    "mamba_d_head": ("mamba_d_head", "mamba_headdim", "mamba_head_dim"),
-    "mamba_n_groups": ("mamba_n_groups", "mamba_ngroups", "n_groups"),
-    "mamba_d_ssm": ("mamba_d_ssm", "mamba_intermediate_size", "intermediate_size_mamba"),
-    "mamba_dt_rank": ("time_step_rank", "mamba_dt_rank"),
-    "mamba_conv_bias": ("use_conv_bias", "mamba_conv_bias"),
-    # Nemotron-H's mixer reads use_bias (its mamba_proj_bias is unread); Zamba2's add_bias_linear covers both.
-    "mamba_proj_bias": ("use_bias", "mamba_proj_bias", "add_bias_linear"),
-    # A mixer-specific key, else hidden_act: Mamba, Bamba, Jamba, Granite-4.0 and Falcon-H1 apply it in the mixer too.
-    "mamba_hidden_act": ("mamba_hidden_act", "hidden_mamba_act", "hidden_act"),
-}  # fmt: skip
-"""Each mixer knob (by the name composed adapters give its field: Bamba's) under every name families give it, in
-the order inspect looks them up."""
-BARE_HEAD_KEYS = {"mamba_n_heads": "num_heads", "mamba_d_head": "head_dim"}
-"""Mamba-2's own names for its heads; the hybrids' num_heads / head_dim are their attention's."""
 _BARE_HEADS = {"mamba2"}
 _FIXED_ACTIVATION = {"zamba2": "silu"}
 _DT_FLOOR_FROM_MIN = {"zamba2"}
@@ -133,13 +115,20 @@ def _bias_findings(ssm: Ssm, lm: dict[str, TensorInfo] | None) -> list[Finding]:
     if not any(n.endswith("conv1d.weight") for n in names):
         return []  # no Mamba tensors under the usual names: nothing to compare
     out = []
-    for flag, suffix, keys in ((ssm.conv_bias, "conv1d.bias", "use_conv_bias / mamba_conv_bias"),
-                               (ssm.proj_bias, "in_proj.bias", "use_bias / mamba_proj_bias")):  # fmt: skip
+    for flag, suffix, keys in (
+        (ssm.conv_bias, "conv1d.bias", "use_conv_bias / mamba_conv_bias"),
+        (ssm.proj_bias, "in_proj.bias", "use_bias / mamba_proj_bias"),
+    ):
         stored = any(n.endswith(suffix) for n in names)
         if stored != flag:
             said = "true" if flag else "false (or unset)"
-            out.append(warning("ssm-bias-mismatch", f"config.json's {keys} is {said} but the checkpoint "
-                               f"{'stores no' if flag else 'stores a'} {suffix} tensor in its SSM layers",
-                               "set the flag to match the weights: engines build the mixer from config.json",
-                               file="config.json"))  # fmt: skip
+            out.append(
+                warning(
+                    "ssm-bias-mismatch",
+                    f"config.json's {keys} is {said} but the checkpoint "
+                    f"{'stores no' if flag else 'stores a'} {suffix} tensor in its SSM layers",
+                    "set the flag to match the weights: engines build the mixer from config.json",
+                    file="config.json",
+                )
+            )
     return out

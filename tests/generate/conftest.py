@@ -21,12 +21,16 @@ REQUIRED_ARCHS = (
 ).split()
 
 # Knobs that switch on code paths the TINY defaults leave off.
+# They also make each committed adapter (composed from this checkpoint's profile: tests/generate/family_profiles.py)
+# carry those paths: sliding windows, and the biases a config key switches (compose_knowledge.BIAS_SWITCHES).
 OVERRIDES: dict[str, dict] = {
     "llama": {"attention_bias": True, "mlp_bias": True},
+    "mixtral": {"sliding_window": 16},
     "qwen2": {"use_sliding_window": True, "max_window_layers": 1},
-    "qwen2_moe": {"norm_topk_prob": True},
+    "qwen2_moe": {"norm_topk_prob": True, "use_sliding_window": True, "sliding_window": 16, "max_window_layers": 1},
+    "qwen3_moe": {"use_sliding_window": True, "sliding_window": 16},
     "ernie4_5": {"use_bias": True},
-    "smollm3": {"use_sliding_window": True},
+    "smollm3": {"use_sliding_window": True, "sliding_window": 16},
 }
 
 
@@ -94,13 +98,13 @@ def edit_config(ckpt: Path, **changes: object) -> dict:
 
 
 def composed_adapter(ckpt: Path, out: Path) -> Path:
-    """The adapter composed from the profile alone (a registered family's ArchSpec ignored), written to `out`."""
+    """The adapter composed from the checkpoint's profile, written to `out`."""
     from onboard.generate_adapter.adapter_source import adapter_source
     from onboard.generate_adapter.plan import plan
     from onboard.inspect_checkpoint import inspect
 
     out.mkdir(parents=True, exist_ok=True)
-    the_plan = plan(inspect(str(ckpt)), compose_only=True)
+    the_plan = plan(inspect(str(ckpt)))
     assert not the_plan.stubs, the_plan.stubs
     path = out / f"{the_plan.model_type}.py"
     path.write_text(adapter_source(the_plan))

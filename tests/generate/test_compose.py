@@ -1,6 +1,6 @@
 """Adapters composed from the profile alone: config values resolved as transformers resolves them (one alias
 table), weight maps inferred from tensor names and shapes (ambiguity is an error naming the tensors), day-zero model
-types composed without a hand-written ArchSpec, inspect's structured novelty handed over in full."""
+types composed with no committed adapter, inspect's structured novelty handed over in full."""
 
 from __future__ import annotations
 
@@ -22,8 +22,8 @@ from onboard.generate_adapter.plan import plan
 from onboard.generate_adapter.regenerate import ADAPTERS_DIR
 from onboard.generate_adapter.runtime import NotRunnable
 from onboard.generate_adapter.weight_inference import AmbiguousWeights
-from onboard.generate_adapter.weight_patterns import classify
 from onboard.inspect_checkpoint import inspect
+from onboard.names.tensors import classify
 from onboard.profile import TensorGroupStat
 from tests.generate.conftest import copy_tiny, edit_config
 
@@ -183,8 +183,13 @@ def test_ambiguity_is_a_clean_cli_error(tiny, tmp_path: Path) -> None:
     ckpt = copy_tiny(tiny, "gpt_neox", tmp_path, "dayzero_neox")
     edit_config(ckpt, model_type="dayzero_neox", num_key_value_heads=2)
     env = {"HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin"}
-    proc = subprocess.run([sys.executable, "-m", "onboard", "generate", str(ckpt), "--out", str(tmp_path / "o")],
-                          capture_output=True, text=True, env=env, timeout=300)  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, "-m", "onboard", "generate", str(ckpt), "--out", str(tmp_path / "o")],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
     assert proc.returncode == 2, proc.stderr
     assert "Error:" in proc.stderr and "query_key_value" in proc.stderr and "Traceback" not in proc.stderr
 
@@ -202,13 +207,13 @@ def test_layer_patterns_continue_for_deeper_checkpoints() -> None:
 
 
 def test_day_zero_model_type_composes_from_the_profile(tiny, tmp_path: Path) -> None:
-    """qwen3 re-labelled as a model_type nobody registered (no ArchSpec; transformers does not know it either, so
+    """qwen3 re-labelled as a model_type nobody registered (no committed adapter; transformers does not know it either, so
     config values come from config.json through the alias table): the composed adapter runs and equals transformers
     on the original checkpoint (same weights)."""
     ckpt = copy_tiny(tiny, "qwen3", tmp_path, "dayzero_qwen3")
     edit_config(ckpt, model_type="dayzero_qwen3", architectures=["DayzeroQwen3ForCausalLM"])
     result = generate(ckpt, tmp_path / "out")
-    assert result.family == "composed" and result.closest_family == "qwen3" and not result.stubs
+    assert result.closest_family == "qwen3" and not result.stubs
     assert result.verification == "unverified", "no reference ran: never reported as passed"
     adapter = load_adapter(tmp_path / "out/adapters/dayzero_qwen3.py").Model.from_pretrained(ckpt)
     reference = reference_model(tiny("qwen3"), torch.float32)
@@ -282,7 +287,7 @@ def test_output_changing_mamba_keys_are_not_neutral(tiny, tmp_path: Path) -> Non
     scan's chunk length, a runtime choice, stays neutral."""
     ckpt = copy_tiny(tiny, "llama", tmp_path)
     edit_config(ckpt, residual_in_fp32=True, time_step_limit=[0.0, 0.1], mamba_chunk_size=128)
-    stubs = {s.op for s in plan(inspect(str(ckpt)), compose_only=True).stubs}
+    stubs = {s.op for s in plan(inspect(str(ckpt))).stubs}
     assert {"residual_in_fp32", "time_step_limit"} <= stubs and "mamba_chunk_size" not in stubs
 
 
@@ -300,12 +305,32 @@ def test_every_guarded_key_has_an_effect_inspect_names() -> None:
     """A key generated adapters read to refuse values (compose_knowledge.GUARDS) changes the numbers, so inspect's lint
     names its effect (config_lint.KERNEL_FACTS) instead of calling it unknown, or harmless (IGNORED)."""
     from onboard.generate_adapter.compose_knowledge import GUARDS
-    from onboard.inspect_checkpoint.config_lint import IGNORED, KERNEL_FACTS
+    from onboard.names.config_keys import IGNORED, KERNEL_FACTS, neutral_for_adapters
 
     missing = GUARDS.keys() - KERNEL_FACTS.keys()
-    assert not missing, f"add {sorted(missing)} to KERNEL_FACTS in onboard/inspect_checkpoint/config_lint.py"
+    assert not missing, f"add {sorted(missing)} to KERNEL_FACTS in onboard/names/config_keys.py"
     harmless = GUARDS.keys() & IGNORED.keys()
-    assert not harmless, f"{sorted(harmless)} change the numbers: take them out of config_lint.IGNORED"
+    assert not harmless, f"{sorted(harmless)} change the numbers: take them out of names.config_keys.IGNORED"
+    unread = [key for key in GUARDS if neutral_for_adapters(key)]
+    assert not unread, f"{unread} are guarded: take them out of names.config_keys' neutral tables"
+
+
+def test_a_plain_value_is_what_the_guarded_adapter_assumes() -> None:
+    """One truth for a guarded key: the values inspect's lint calls plain (PLAIN_VALUES: no finding) are the
+    adapter's default and pass its guard; a value the adapter reads as a choice (topk_method "greedy" ignores the
+    expert groups) is not plain."""
+    from types import SimpleNamespace
+
+    from onboard.generate_adapter.compose_knowledge import GUARD_FIELDS, GUARDS
+    from onboard.names.config_keys import PLAIN_VALUES
+
+    for key in GUARDS.keys() & PLAIN_VALUES.keys():
+        _, default, test, _ = GUARDS[key]
+        assert eval(default) in PLAIN_VALUES[key], key  # noqa: S307 - a literal from our own table
+        others = {name: eval(value) for name, _, value in GUARD_FIELDS.get(key, ())}  # noqa: S307
+        for plain in PLAIN_VALUES[key]:
+            args = SimpleNamespace(**others, **{key: plain})
+            assert not eval(test, {}, {"self": args}), f"{key}={plain!r} is called plain but the guard refuses it"  # noqa: S307
 
 
 @pytest.mark.parametrize("model_type", ["gpt2", "falcon", "gpt_neox", "sarvam_mla", "granitemoeshared", "nemotron_h"])
@@ -316,7 +341,7 @@ def test_composed_families_pass_parity_through_generate(tiny, tmp_path: Path, mo
     import sys
 
     result = generate(tiny(model_type), tmp_path / "out", parity=True)
-    assert result.family == "composed" and result.passed, [c.detail for c in result.checks]
+    assert result.passed, [c.detail for c in result.checks]
     assert result.verification == "passed" and result.parity["worst"] <= 1e-4
     ruff = Path(sys.executable).parent / "ruff"
     adapter = tmp_path / "out/adapters" / f"{model_type}.py"
@@ -418,8 +443,13 @@ class _RaisesIn(torch.nn.Module):
         return self.model(input_ids=input_ids)
 
 
-@pytest.mark.parametrize(("raises_in", "says"), [(torch.float32, "the reference in float32 raised RuntimeError"),
-                                                  (torch.float64, "calibration run in float64 raised RuntimeError")])  # fmt: skip
+@pytest.mark.parametrize(
+    ("raises_in", "says"),
+    [
+        (torch.float32, "the reference in float32 raised RuntimeError"),
+        (torch.float64, "calibration run in float64 raised RuntimeError"),
+    ],
+)
 def test_parity_with_a_reference_that_raises_is_unverified(tiny, tmp_path: Path, raises_in, says: str) -> None:
     """The reference failing (in the truth run, or in the calibration run the tolerance comes from) leaves nothing
     to judge against: unverified, never passed, naming the dtype and the error."""
@@ -431,4 +461,3 @@ def test_parity_with_a_reference_that_raises_is_unverified(tiny, tmp_path: Path,
     assert "overflow" in report["detail"]
     # The same reference without the fault passes: the verdict above is the fault's.
     assert check_parity(ADAPTERS_DIR / "llama.py", ckpt, reference=_RaisesIn(reference.model, torch.int8))["passed"]
-

@@ -1,5 +1,5 @@
 """Composition coverage: every decoder architecture of the installed transformers that tests/tiny builds is
-composed from its profile alone (hand-written ArchSpecs ignored) and, where composition needs no stub, judged by
+composed from its profile alone and, where composition needs no stub, judged by
 generate's parity check (the one comparator's calibrated verdict: float32 against transformers, eager, prompts up to
 one longer than twice the sliding window).
 
@@ -22,7 +22,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 COVERAGE_DOC = REPO / "docs" / "coverage.md"
 START, END = "<!-- compose-coverage:start -->", "<!-- compose-coverage:end -->"
-REGISTERED_NOTE = "(has an ArchSpec)"
+COMMITTED_NOTE = "(committed adapter)"
 REGENERATE = "OMP_NUM_THREADS=1 python -m tests.generate.test_compose_coverage --write"
 # Why the reference disagrees with a composed adapter that reads the checkpoint faithfully (checked by hand).
 REFERENCE_NOTES = {
@@ -58,7 +58,7 @@ def outcome(model_type: str, root: Path) -> tuple[str, str]:
     perturb(checkpoint)
     try:
         profile = inspect(str(checkpoint))
-        the_plan = plan(profile, compose_only=True)
+        the_plan = plan(profile)
     except InputError as exc:
         return "not composed", _clean(exc.message)
     if the_plan.stubs:
@@ -94,30 +94,30 @@ def coverage_table() -> tuple[str, dict[str, str]]:
     """The docs/coverage.md block (markdown table) and {model_type: result}."""
     import torch
 
-    from onboard.generate_adapter.archs import ARCHS
+    from onboard.generate_adapter.families import committed_families
     from tests.tiny.configs import TINY
     from tests.tiny.tiny_wrappers import ALL_WRAPPERS
 
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
     torch.set_num_threads(1)
+    committed = committed_families()
     rows, results = [], {}
     with tempfile.TemporaryDirectory() as tmp:
         for model_type in sorted({*TINY, *ALL_WRAPPERS}):  # wrappers: their language model, read from the wrapper
             result, detail = outcome(model_type, Path(tmp))
             results[model_type] = result
-            name = f"`{model_type}` {REGISTERED_NOTE}" if model_type in ARCHS else f"`{model_type}`"
+            name = f"`{model_type}` {COMMITTED_NOTE}" if model_type in committed else f"`{model_type}`"
             rows.append(f"| {name} | {result} | {detail} |")
     composed = [m for m, r in results.items() if r == "composed"]
-    beyond = [m for m in composed if m not in ARCHS]
     wrappers = [m for m in composed if m in ALL_WRAPPERS]
     head = (
-        f"{len(composed)} of {len(results)} architectures compose and pass parity ({len(beyond)} without a "
-        f"hand-written ArchSpec; {sum(m in ARCHS for m in composed)} of the {len(ARCHS)} registered families also "
-        f"compose without theirs). {len(wrappers)} of them are multimodal wrappers (of {len(ALL_WRAPPERS)} built: "
-        "tests/tiny/tiny_wrappers.py) whose language model the adapter reads from the wrapper's checkpoint; the "
-        "language models they wrap have rows of their own.\n\n| model_type | result | what is missing / detail |\n"
-        "|---|---|---|\n"
+        f"{len(composed)} of {len(results)} architectures compose and pass parity, among them "
+        f"{sum(m in committed for m in composed)} of the {len(committed)} families with a committed adapter "
+        f"(adapters/, composed from adapters/profiles/). {len(wrappers)} of them are multimodal wrappers (of "
+        f"{len(ALL_WRAPPERS)} built: tests/tiny/tiny_wrappers.py) whose language model the adapter reads from the "
+        "wrapper's checkpoint; the language models they wrap have rows of their own.\n\n"
+        "| model_type | result | what is missing / detail |\n|---|---|---|\n"
     )
     return head + "\n".join(rows) + "\n", results
 
@@ -127,13 +127,15 @@ def documented_block() -> str:
     return text[text.index(START) + len(START) : text.index(END)].strip("\n") + "\n"
 
 
-@pytest.mark.slow  # 141 tiny checkpoints, an adapter and a parity run each: 25-80 s on 2 cores, machine-dependent
+@pytest.mark.slow  # every tiny checkpoint tests/tiny builds, an adapter and a parity run each
 def test_composition_coverage_matches_docs() -> None:
-    from onboard.generate_adapter.archs import ARCHS
+    from onboard.generate_adapter.families import committed_families
 
     table, results = coverage_table()
-    beyond = [m for m, r in results.items() if r == "composed" and m not in ARCHS]
-    assert len(beyond) >= 30, f"only {len(beyond)} architectures beyond the {len(ARCHS)} registered compose: {beyond}"
+    failing = [m for m in committed_families() if results.get(m) != "composed"]
+    assert not failing, f"committed families that no longer compose and pass parity: {failing}"
+    beyond = [m for m, r in results.items() if r == "composed" and m not in committed_families()]
+    assert len(beyond) >= 30, f"only {len(beyond)} architectures beyond the committed families compose: {beyond}"
     unlinted = [m for m, r in results.items() if r == "lint fails"]
     assert not unlinted, f"{unlinted}: the adapter passes parity but inspect's lint calls a key it reads unknown"
     assert table == documented_block(), f"docs/coverage.md is stale; regenerate it with: {REGENERATE}"

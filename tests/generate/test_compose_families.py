@@ -43,7 +43,7 @@ def test_biogpt_offset_positions_and_the_eps_its_code_fixes(tiny, tmp_path: Path
     from onboard.generate_adapter.composed_blocks import LearnedPositions
 
     ckpt = tiny("biogpt")
-    source = adapter_source(plan(inspect(str(ckpt)), compose_only=True))
+    source = adapter_source(plan(inspect(str(ckpt))))
     assert "LayerNorm(dim, 1e-05" in source and "offset=2" in source
     hf = BioGptLearnedPositionalEmbedding(10, 4)
     ours = LearnedPositions(10, 4, offset=2)
@@ -72,12 +72,12 @@ def test_axk1_post_mlp_norm_is_the_moe_blocks_output_norm(tiny, tmp_path: Path) 
     which A.X-K1's code never applies, is dropped by the family fact, and parity still passes."""
     ckpt = copy_tiny(tiny, "axk1", tmp_path)
     with without_family_fact("axk1"):
-        the_plan = plan(inspect(str(ckpt)), compose_only=True)
+        the_plan = plan(inspect(str(ckpt)))
         assert not the_plan.stubs and not the_plan.overrides
         source = adapter_source(the_plan)
         assert "output_norm_eps=" in source and "mlp.output_norm.weight" in source
         _store_dense_post_mlp_norm(ckpt)
-        stubs = {s.op: s.reason for s in plan(inspect(str(ckpt)), compose_only=True).stubs}
+        stubs = {s.op: s.reason for s in plan(inspect(str(ckpt))).stubs}
         assert "post_mlp" in stubs["norm_layout"]  # on a dense layer too: the tensors cannot tell whether it runs
     result = generate(ckpt, tmp_path / "out", parity=True)
     assert result.parity["passed"], result.parity["detail"]
@@ -99,8 +99,10 @@ def test_gpt_neox_japanese_last_layer_output_bias_is_zero_elsewhere(tiny, tmp_pa
     assert result.parity["passed"], result.parity["detail"]
     source = (tmp_path / "out/adapters/gpt_neox_japanese.py").read_text()
     assert "zeros_if_absent" in source and "intermediate_multiple_size" in source
-    assert f"biases some layers lack, zero there: gpt_neox_japanese.layers.{{}}.attention.dense_bias (1 of {last + 1}" \
+    assert (
+        f"biases some layers lack, zero there: gpt_neox_japanese.layers.{{}}.attention.dense_bias (1 of {last + 1}"
         in source
+    )
     adapter = load_adapter(tmp_path / "out/adapters/gpt_neox_japanese.py").Model.from_pretrained(ckpt)
     stored = load_file(ckpt / "model.safetensors")[f"gpt_neox_japanese.layers.{last}.attention.dense_bias"]
     biases = [layer.self_attn.o_proj.bias for layer in adapter.model.layers]
@@ -162,8 +164,12 @@ def test_mimo_v2_flash_asymmetric_heads_compose_from_the_shapes(tiny, tmp_path: 
     assert result.parity["passed"], result.parity["detail"]
     assert result.overrides == ()
     source = " ".join((tmp_path / "out/adapters/mimo_v2_flash.py").read_text().split())
-    for part in ("args.num_key_value_heads * 2 if layer_type == SLIDING else args.num_key_value_heads",
-                 "sinks=layer_type == SLIDING", "v_head_dim=args.v_head_dim", "v_scale=args.attention_value_scale"):
+    for part in (
+        "args.num_key_value_heads * 2 if layer_type == SLIDING else args.num_key_value_heads",
+        "sinks=layer_type == SLIDING",
+        "v_head_dim=args.v_head_dim",
+        "v_scale=args.attention_value_scale",
+    ):
         assert part in source, part
 
 
@@ -182,7 +188,7 @@ def test_diffllama_differential_attention_composes(tiny, tmp_path: Path) -> None
 
 def test_phimoe_sparsemixer_routing_is_a_family_fact(tiny, tmp_path: Path) -> None:
     """PhiMoE's router tensor is a plain gate: only its code shows the sparsemixer top-2 routing. With the family
-    fact the adapter composed without PhiMoE's ArchSpec passes parity and refuses another top-k at load; composed
+    fact the composed adapter passes parity and refuses another top-k at load; composed
     as a plain softmax top-2 MoE (the fact removed), parity fails: the routing is what the fact carries."""
     from onboard.errors import ConfigError
 
@@ -200,7 +206,7 @@ def test_phimoe_sparsemixer_routing_is_a_family_fact(tiny, tmp_path: Path) -> No
 
 
 def test_gpt_oss_experts_compose_with_the_family_fact_only(tiny, tmp_path: Path) -> None:
-    """gpt-oss without its ArchSpec: the family fact names its experts' layout (gate and up in alternating
+    """gpt-oss: the family fact names its experts' layout (gate and up in alternating
     columns) and clamped SwiGLU, which the tensors cannot show; parity passes. Without the fact, the expert and
     router biases are named as what the MoE block lacks, never guessed."""
     ckpt = copy_tiny(tiny, "gpt_oss", tmp_path)
@@ -208,7 +214,7 @@ def test_gpt_oss_experts_compose_with_the_family_fact_only(tiny, tmp_path: Path)
     assert "GptOssMoE(" in adapter.read_text()
     assert check_parity(adapter, ckpt)["passed"]
     with without_family_fact("gpt_oss"):
-        stubs = {s.op: s.reason for s in plan(inspect(str(ckpt)), compose_only=True).stubs}
+        stubs = {s.op: s.reason for s in plan(inspect(str(ckpt))).stubs}
     assert "experts.gate_up_proj_bias" in stubs["moe_biases"] and "router.bias" in stubs["moe_biases"]
 
 
@@ -224,7 +230,7 @@ def test_lfm_short_convolution_layers_compose(tiny, tmp_path: Path, model_type: 
     source = " ".join((tmp_path / f"out/adapters/{model_type}.py").read_text().split())
     assert 'ShortConv(args.hidden_size, args.conv_L_cache, bias=args.conv_bias) if layer_type == "conv" else' in source
     with without_family_fact(model_type):
-        stubs = {s.op for s in plan(inspect(str(ckpt)), compose_only=True).stubs}
+        stubs = {s.op for s in plan(inspect(str(ckpt))).stubs}
     assert {"embedding_norm", "activation_none"} <= stubs
 
 
@@ -272,15 +278,23 @@ def test_mamba2_layer_types_of_a_day_zero_config(tiny, tmp_path: Path) -> None:
     for model_type in ("bamba", "granitemoehybrid"):
         adapter = composed_adapter(copy_tiny(tiny, model_type, tmp_path), tmp_path / "out")
         args = load_adapter(adapter).ModelArgs
-        config = {**json.loads((tiny(model_type) / "config.json").read_text()), "model_type": "day-zero-hybrid",
-                  "num_hidden_layers": 5}  # fmt: skip
+        config = {
+            **json.loads((tiny(model_type) / "config.json").read_text()),
+            "model_type": "day-zero-hybrid",
+            "num_hidden_layers": 5,
+        }
         config.pop("layer_types", None)
         if model_type == "bamba":
             config["attn_layer_indices"] = [1, 4]
         else:
             config["layer_types"] = ["mamba", "attention", "mamba", "mamba", "attention"]
-        assert args.from_dict(config).layer_types == ["linear_attention", "full_attention", "linear_attention",
-                                                      "linear_attention", "full_attention"]  # fmt: skip
+        assert args.from_dict(config).layer_types == [
+            "linear_attention",
+            "full_attention",
+            "linear_attention",
+            "linear_attention",
+            "full_attention",
+        ]
 
 
 def test_mamba2_single_block_layers_with_a_float32_residual(tiny, tmp_path: Path) -> None:
@@ -321,11 +335,11 @@ def test_nemotron_h_one_block_per_layer_composes(tiny, tmp_path: Path, monkeypat
     adapter = tmp_path / "out/adapters/nemotron_h.py"
     source = " ".join(adapter.read_text().split())
     assert 'self.self_attn = ( None if layer_type in ("mlp", "moe") else Mamba2Mixer(' in source
-    assert "gated=False, ) if layer_type == \"moe\" else MLP(" in source and "self.rope_kind = None" in source
+    assert 'gated=False, ) if layer_type == "moe" else MLP(' in source and "self.rope_kind = None" in source
     bf16 = check_parity(adapter, ckpt, "bfloat16")
     assert bf16["passed"] and bf16["reference_worst"] is not None, bf16["detail"]
     monkeypatch.setattr(numerics, "NOPE_TYPES", set())
-    stubs = {s.op for s in plan(inspect(str(ckpt)), compose_only=True).stubs}
+    stubs = {s.op for s in plan(inspect(str(ckpt))).stubs}
     assert stubs == {"positions"}
 
 
@@ -361,8 +375,11 @@ def test_mamba1_layers_compose(tiny, tmp_path: Path, model_type: str) -> None:
     assert result.parity["passed"], result.parity["detail"]
     source = " ".join((tmp_path / f"out/adapters/{model_type}.py").read_text().split())
     assert "MambaMixer( args.hidden_size, args.mamba_expand * args.hidden_size," in source
-    norms = {"mamba": "activation=args.mamba_hidden_act, )", "falcon_mamba": 'bc_norm="weightless"',
-             "jamba": 'bc_norm="weighted"'}  # fmt: skip
+    norms = {
+        "mamba": "activation=args.mamba_hidden_act, )",
+        "falcon_mamba": 'bc_norm="weightless"',
+        "jamba": 'bc_norm="weighted"',
+    }
     assert norms[model_type] in source
     assert result.overrides == (("norm_topk_prob=False",) if model_type == "jamba" else ())
     if model_type == "jamba":
@@ -372,7 +389,9 @@ def test_mamba1_layers_compose(tiny, tmp_path: Path, model_type: str) -> None:
         assert not check_parity(adapter, ckpt)["passed"]
 
 
-@pytest.mark.parametrize("model_type", ["lfm2", "qwen3_next", "deepseek_v32", "mimo_v2_flash", "bamba", "mamba", "jamba"])
+@pytest.mark.parametrize(
+    "model_type", ["lfm2", "qwen3_next", "deepseek_v32", "mimo_v2_flash", "bamba", "mamba", "jamba"]
+)
 def test_new_mixers_pass_parity_in_bfloat16(tiny, tmp_path: Path, model_type: str) -> None:
     """The dtype engines serve: the short convolution, Gated DeltaNet and Mamba-2 (their recurrences in float32 as
     transformers'), the DSA indexer and asymmetric heads, composed, agree with transformers in bfloat16 within the noise of
@@ -443,5 +462,5 @@ def test_xglm_sinusoidal_positions_compose(tiny, tmp_path: Path) -> None:
     broken.write_text(adapter.read_text().replace("offset=2, padding_idx", "offset=0, padding_idx"))
     assert not check_parity(broken, ckpt, "bfloat16")["passed"]  # positions off by two rows: caught
     with without_family_fact("xglm"):
-        stubbed = plan(inspect(str(ckpt)), compose_only=True)
+        stubbed = plan(inspect(str(ckpt)))
     assert [s.op for s in stubbed.stubs] == ["absolute_positions"]

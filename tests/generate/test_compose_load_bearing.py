@@ -31,13 +31,12 @@ def test_llama4_text_composes_and_each_mechanism_is_load_bearing(tiny, tmp_path:
     assert "GatedMLP(args.hidden_size, args.intermediate_size_mlp" in flat
     taken_out = {
         "chunk_size=args.attention_chunk_size if layer_type == CHUNKED else None": "chunk_size=None",
-        "nope_temperature=(args.floor_scale, args.attn_scale) if args.attn_temperature_tuning else None":
-            "nope_temperature=None",
+        "nope_temperature=(args.floor_scale, args.attn_scale) if args.attn_temperature_tuning else None": "nope_temperature=None",
         "qk_norm=(QKNormSpec(args.rms_norm_eps, weight=False) if args.use_qk_norm and self.rope_kind is not None "
         "else None)": "qk_norm=None",
         "weights_on_input=True": "weights_on_input=False",
         "rope_interleaved=True": "rope_interleaved=False",
-    }  # fmt: skip
+    }
     _each_taken_out_fails_parity(ckpt, source, taken_out, tmp_path)
     _fails_without_family_facts(ckpt, "llama4_text", tmp_path)
 
@@ -45,7 +44,7 @@ def test_llama4_text_composes_and_each_mechanism_is_load_bearing(tiny, tmp_path:
 def _fails_without_family_facts(ckpt: Path, model_type: str, tmp_path: Path) -> None:
     """Without the family's facts, composition refuses by name (a stub) or its adapter fails parity."""
     with without_family_fact(model_type):
-        if plan(inspect(str(ckpt)), compose_only=True).stubs:
+        if plan(inspect(str(ckpt))).stubs:
             return
         plain = composed_adapter(ckpt, tmp_path / "no-fact")
     assert not check_parity(plain, ckpt)["passed"]
@@ -198,10 +197,9 @@ def test_gemma4_experts_beside_the_dense_mlp(tmp_path: Path) -> None:
     for dtype in ("float32", "bfloat16"):
         assert check_parity(adapter, ckpt, dtype)["passed"], dtype
     taken_out = {
-        "self.mlp(self.pre_feedforward_layernorm(x), x)":
-            "self.mlp(self.pre_feedforward_layernorm(x), self.pre_feedforward_layernorm(x))",
+        "self.mlp(self.pre_feedforward_layernorm(x), x)": "self.mlp(self.pre_feedforward_layernorm(x), self.pre_feedforward_layernorm(x))",
         "args.top_k_experts": "1",
-    }  # fmt: skip
+    }
     _each_taken_out_fails_parity(ckpt, adapter.read_text(), taken_out, tmp_path)
     edit_config(ckpt, enable_moe_block=False)
     refused = check_parity(adapter, ckpt)
@@ -307,9 +305,14 @@ def test_mpt_composes_and_each_mechanism_is_load_bearing(tmp_path: Path) -> None
 
 @pytest.mark.parametrize(
     ("key", "value"),
-    [("alibi_bias_max", 4), ("attn_type", "multiquery_attention"), ("prefix_lm", True), ("qk_ln", True),
-     ("softmax_scale", 0.1)],
-)  # fmt: skip
+    [
+        ("alibi_bias_max", 4),
+        ("attn_type", "multiquery_attention"),
+        ("prefix_lm", True),
+        ("qk_ln", True),
+        ("softmax_scale", 0.1),
+    ],
+)
 def test_mpt_values_the_blocks_cannot_express_are_refused_by_name(tiny, tmp_path: Path, key: str, value: object):
     """transformers' MPT builds multi-head, causal attention without QK-norm whatever attn_config says, and the
     block's ALiBi slopes are MPT's only at a maximum of 8: any other value is refused at load, naming the key, and
@@ -361,8 +364,12 @@ def test_latent_attention_on_a_sliding_window_is_refused_by_name(tiny, tmp_path:
     cache is bounded there), and composition stubs it, since the MLA block attends to every earlier key."""
     ckpt = copy_tiny(tiny, "dots3_note_text", tmp_path)
     rope = json.loads((ckpt / "config.json").read_text())["rope_parameters"]["indexed_attention"]
-    edit_config(ckpt, layer_types=["sliding_attention", "indexed_attention"], sliding_window=8,
-                rope_parameters={"indexed_attention": rope, "sliding_attention": rope})  # fmt: skip
+    edit_config(
+        ckpt,
+        layer_types=["sliding_attention", "indexed_attention"],
+        sliding_window=8,
+        rope_parameters={"indexed_attention": rope, "sliding_attention": rope},
+    )
     profile = inspect(str(ckpt))
     assert [(layer.attention, layer.window) for layer in profile.layers] == [("mla", 8), ("mla", None)]
-    assert [stub.op for stub in plan(profile, compose_only=True).stubs] == ["mla_sliding_window"]
+    assert [stub.op for stub in plan(profile).stubs] == ["mla_sliding_window"]

@@ -24,8 +24,9 @@ S, F = "sliding_attention", "full_attention"
 def test_kv_shared_source_is_transformers_producer(layer_types: list[str], shared: int) -> None:
     from transformers import Gemma4UnifiedTextConfig
 
-    config = Gemma4UnifiedTextConfig(num_hidden_layers=len(layer_types), layer_types=layer_types,
-                                     num_kv_shared_layers=shared)  # fmt: skip
+    config = Gemma4UnifiedTextConfig(
+        num_hidden_layers=len(layer_types), layer_types=layer_types, num_kv_shared_layers=shared
+    )
     modes = config.kv_sharing_modes
     producer = {t: i for i, t in enumerate(layer_types) if modes[i] == "store"}
     expected = [producer[t] if modes[i] == "reuse" else None for i, t in enumerate(layer_types)]

@@ -60,10 +60,16 @@ def test_shape_mismatch_is_reported(tiny, tmp_path: Path) -> None:
     ("changes", "says"),
     [
         ({"hidden_size": -1}, r"cannot build a model from these values \(RuntimeError: "),
-        ({"intermediate_size": 10**30}, r"cannot build a model from these values \((RuntimeError|OverflowError|TypeError)"),
-        ({"intermediate_size": 10**6}, r"describes a model of [\d,]+ parameters, but the checkpoint stores [\d,]+ elements"),
+        (
+            {"intermediate_size": 10**30},
+            r"cannot build a model from these values \((RuntimeError|OverflowError|TypeError)",
+        ),
+        (
+            {"intermediate_size": 10**6},
+            r"describes a model of [\d,]+ parameters, but the checkpoint stores [\d,]+ elements",
+        ),
     ],
-)  # fmt: skip
+)
 def test_a_config_no_model_of_these_weights_has_is_refused_before_any_allocation(
     tiny, tmp_path: Path, changes: dict, says: str
 ) -> None:

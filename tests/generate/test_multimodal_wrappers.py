@@ -26,7 +26,7 @@ from onboard.inspect_checkpoint.config_view import language_model_config, tie_wo
 from tests.hubserver import hub_env, hub_server  # noqa: F401  (fixtures)
 from tests.tiny.tiny_wrappers import ALL_WRAPPERS
 
-# Wrappers whose language model is a registered family: its hand-written adapter must read the wrapper too.
+# Wrappers whose language model is a committed family: its committed adapter (adapters/) must read the wrapper too.
 REGISTERED_TEXT = {"gemma3": "gemma3_text", "mistral3": "mistral", "llava": "llama"}
 
 
@@ -44,8 +44,8 @@ def wrapper(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untype
     return get
 
 
-def _adapter(checkpoint: Path, out: Path, compose_only: bool) -> tuple[Path, object]:
-    the_plan = plan(inspect(str(checkpoint)), compose_only=compose_only)
+def _adapter(checkpoint: Path, out: Path) -> tuple[Path, object]:
+    the_plan = plan(inspect(str(checkpoint)))
     assert not the_plan.stubs, the_plan.stubs
     path = out / f"{the_plan.model_type}.py"
     path.write_text(adapter_source(the_plan))
@@ -56,9 +56,9 @@ def _adapter(checkpoint: Path, out: Path, compose_only: bool) -> tuple[Path, obj
 def test_wrapper_profile_names_its_towers_and_lints_clean(model_type: str, wrapper) -> None:  # type: ignore[no-untyped-def]
     profile = inspect(str(wrapper(model_type)))
     assert "multimodal" in profile.features and "vision" in profile.multimodal
-    assert profile.model_type == json.loads((wrapper(model_type) / "config.json").read_text())["text_config"][
-        "model_type"
-    ]
+    assert (
+        profile.model_type == json.loads((wrapper(model_type) / "config.json").read_text())["text_config"]["model_type"]
+    )
     # The wrapper's own keys are one info finding, never an unknown-field warning (the language model's own keys
     # are linted as in its text-only checkpoint: test_tiny_architectures)
     top = [f.message for f in profile.findings if f.code.startswith("config-") and "_config." not in f.message]
@@ -72,7 +72,7 @@ NO_TEXT_REFERENCE = {"blip-2", "cohere2_vision"}
 
 @pytest.mark.parametrize("model_type", [m for m in ALL_WRAPPERS if m not in NO_TEXT_REFERENCE])
 def test_composed_adapter_of_a_wrapper_passes_parity_in_bf16(model_type: str, wrapper, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    adapter, _ = _adapter(wrapper(model_type), tmp_path, compose_only=True)
+    adapter, _ = _adapter(wrapper(model_type), tmp_path)
     report = check_parity(adapter, wrapper(model_type), "bfloat16")
     assert report["passed"], report["detail"]
 
@@ -86,10 +86,10 @@ def test_novelty_compares_the_language_model_and_names_the_tower(model_type: str
 
 
 @pytest.mark.parametrize("model_type", sorted(REGISTERED_TEXT))
-def test_hand_written_adapter_reads_the_wrapper(model_type: str, wrapper, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    adapter, the_plan = _adapter(wrapper(model_type), tmp_path, compose_only=False)
-    assert the_plan.family == REGISTERED_TEXT[model_type]  # the registered family's ArchSpec, not a composition
-    report = check_parity(adapter, wrapper(model_type), "float32")
+def test_committed_adapter_of_the_language_model_reads_the_wrapper(model_type: str, wrapper) -> None:  # type: ignore[no-untyped-def]
+    from onboard.generate_adapter.families import ADAPTERS_DIR
+
+    report = check_parity(ADAPTERS_DIR / f"{REGISTERED_TEXT[model_type]}.py", wrapper(model_type), "float32")
     assert report["passed"], report["detail"]
 
 
@@ -117,8 +117,10 @@ def test_loader_refuses_a_language_model_stored_twice(wrapper, tmp_path: Path) -
     [(True, False, True), (False, True, True), (None, True, True), (False, False, False), (None, None, None)],
 )
 def test_a_wrapper_ties_its_head_by_either_flag(top: bool | None, text: bool | None, tied: bool | None) -> None:
-    config = {"text_config": {"hidden_size": 64, **({} if text is None else {"tie_word_embeddings": text})},
-              **({} if top is None else {"tie_word_embeddings": top})}  # fmt: skip
+    config = {
+        "text_config": {"hidden_size": 64, **({} if text is None else {"tie_word_embeddings": text})},
+        **({} if top is None else {"tie_word_embeddings": top}),
+    }
     assert tie_word_embeddings(config) is tied
     assert language_model_config(config).get("tie_word_embeddings") == tied
 
@@ -129,7 +131,7 @@ def test_mistral3_head_tied_by_the_wrapper_flag_is_load_bearing(wrapper, tmp_pat
     checkpoint = shutil.copytree(wrapper("mistral3"), tmp_path / "mistral3")
     config = json.loads((checkpoint / "config.json").read_text())
     assert config["tie_word_embeddings"] is True and config["text_config"]["tie_word_embeddings"] is False
-    adapter, _ = _adapter(checkpoint, tmp_path, compose_only=False)
+    adapter, _ = _adapter(checkpoint, tmp_path)
     assert check_parity(adapter, checkpoint, "float32")["passed"]
     config["tie_word_embeddings"] = False  # now the checkpoint says untied, and stores no head
     (checkpoint / "config.json").write_text(json.dumps(config))
@@ -141,8 +143,13 @@ def test_a_wrapper_top_level_keys_are_one_info_finding_and_a_text_models_are_war
     from onboard.inspect_checkpoint.config_lint import comparable_keys, lint_config
     from onboard.inspect_checkpoint.config_view import ConfigView
 
-    wrapper_config = {"model_type": "llava", "vision_feature_layer": -2, "image_grid_pinpoints": [[28, 28]],
-                      "image_token_index": 7, "text_config": {"hidden_size": 64, "new_text_knob": 3}}  # fmt: skip
+    wrapper_config = {
+        "model_type": "llava",
+        "vision_feature_layer": -2,
+        "image_grid_pinpoints": [[28, 28]],
+        "image_token_index": 7,
+        "text_config": {"hidden_size": 64, "new_text_knob": 3},
+    }
     findings = lint_config(ConfigView(wrapper_config))
     assert [(f.code, f.severity) for f in findings if "vision_feature_layer" in f.message] == [
         ("wrapper-config-fields", "info")
@@ -178,7 +185,7 @@ def test_a_wrapper_on_the_hub_is_profiled_and_composed_from_its_headers(hub_env,
     remote, local = inspect("acme/tiny-vl"), inspect(str(ckpt))
     for key in ("model_type", "dims", "layers", "features", "multimodal", "parameters", "closest_family"):
         assert getattr(remote, key) == getattr(local, key), key
-    assert adapter_source(plan(remote, compose_only=True)) == adapter_source(plan(local, compose_only=True))
+    assert adapter_source(plan(remote)) == adapter_source(plan(local))
 
 
 def test_the_vllm_launch_notes_say_what_was_verified(wrapper) -> None:  # type: ignore[no-untyped-def]
@@ -188,4 +195,3 @@ def test_the_vllm_launch_notes_say_what_was_verified(wrapper) -> None:  # type: 
     assert "vision tower" in notes and "--language-model-only" in notes
     text_only = inspect(str(Path(__file__).resolve().parents[2] / "examples" / "demo-qwen3"))
     assert "--language-model-only" not in " ".join(vllm_config(text_only).notes)
-

@@ -145,8 +145,10 @@ def test_determinism_padding_check_runs_in_process_and_catches_visible_padding(t
     It compares the candidate with itself, so goldens need only prompts (no reference rows). Measured spreads, clean
     vs visible padding: float32 9.5e-7 vs 0.40 (tolerance 2e-5), bfloat16 7.9e-3 vs 0.40 (tolerance 8e-2)."""
     rows = _rows(2)
-    prompts = tuple(GoldenPrompt(f"p{i}", "plain", None, tuple(r[:-4].tolist()), tuple(r[-4:].tolist()), ())
-                    for i, r in enumerate(rows))  # fmt: skip
+    prompts = tuple(
+        GoldenPrompt(f"p{i}", "plain", None, tuple(r[:-4].tolist()), tuple(r[-4:].tolist()), ())
+        for i, r in enumerate(rows)
+    )
     golden = GoldenSet(tiny.root, {}, prompts)
     tol = tolerances(dtype, None)
     candidate = load_candidate(tiny("qwen2"), dtype, runtime="adapter", wrap=_sharpen)
@@ -161,7 +163,7 @@ def test_determinism_padding_check_runs_in_process_and_catches_visible_padding(t
 
 
 def _composed(tiny, tmp_path, model_type: str) -> torch.nn.Module:
-    """A composed adapter (no hand-written ArchSpec), sharpened like the committed ones."""
+    """An adapter composed from the tiny checkpoint, sharpened like the committed ones."""
     from onboard.generate_adapter import generate
     from onboard.generate_adapter.parity import load_adapter
 

@@ -1,6 +1,6 @@
-"""Real published configs (../shared/data, config + index only): the planner picks the right family, adds no
-spurious stubs for keys the reference code ignores, stubs exactly the quantized formats adapters cannot load, and
-each ModelArgs parses the real config.json."""
+"""Real published configs (../shared/data, config + index only: no tensor names): the plan is the committed family's
+adapter (composed from its reference profile), with no spurious stubs for keys the reference code ignores, stubs
+exactly the quantized formats adapters cannot load, and each ModelArgs parses the real config.json."""
 
 from __future__ import annotations
 
@@ -31,9 +31,14 @@ def test_plan_and_args_on_real_configs(shared_data, folder: str) -> None:
     path = shared_data / folder
     if not (path / "config.json").is_file():
         pytest.skip(f"{folder} not in this copy of shared data")
+    from onboard.generate_adapter.adapter_source import adapter_source
+    from onboard.generate_adapter.families import ADAPTERS_DIR
+
     the_plan = plan(inspect(str(path)))
     family, stubs = EXPECTED[folder]
-    assert (the_plan.family, [s.op for s in the_plan.stubs]) == (family, stubs)
+    assert (the_plan.model_type, [s.op for s in the_plan.stubs]) == (family, stubs)
+    if not stubs:  # the committed adapter itself
+        assert adapter_source(the_plan) == (ADAPTERS_DIR / f"{family}.py").read_text()
     adapter = importlib.import_module(f"onboard.adapters.{family}")
     args = adapter.ModelArgs.from_dict(json.loads((path / "config.json").read_text()))
     assert len(args.layer_types) == args.num_hidden_layers and args.head_dim > 0

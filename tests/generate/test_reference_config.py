@@ -43,10 +43,20 @@ def test_a_base_transformers_reads_raises_nothing(tiny, tmp_path: Path) -> None:
 
 
 def test_per_layer_type_bases_compare_the_full_attention_layers() -> None:
-    config = {"model_type": "gemma3_text", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
-              "num_key_value_heads": 2, "head_dim": 16, "intermediate_size": 128, "vocab_size": 1000,
-              "rope_parameters": {"full_attention": {"rope_type": "default", "rope_theta": 1e6},
-                                  "sliding_attention": {"rope_type": "default", "rope_theta": 1e4}}}  # fmt: skip
+    config = {
+        "model_type": "gemma3_text",
+        "hidden_size": 64,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "head_dim": 16,
+        "intermediate_size": 128,
+        "vocab_size": 1000,
+        "rope_parameters": {
+            "full_attention": {"rope_type": "default", "rope_theta": 1e6},
+            "sliding_attention": {"rope_type": "default", "rope_theta": 1e4},
+        },
+    }
     assert rope_base_disagreement(config) is None
     # a day-zero model_type has no transformers class: its repository's code is the reference, nothing to compare
     assert rope_base_disagreement({**config, "model_type": "brand_new_lm", "rope_theta": 5.0}) is None

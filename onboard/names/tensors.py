@@ -1,9 +1,12 @@
-"""The weight-name pattern library: checkpoint tensor names -> the role each tensor plays, as data.
+"""How checkpoints name their tensors: where the decoder layers are, which tower or wrapper prefix a name is under,
+and the role each tensor plays. Inspect (tensor_names.py: components, mixer kinds) and generate (weight_inference.py:
+the weight map) both classify names through these tables.
 
-`LAYER_PATTERNS` match the part of a per-layer tensor name after `<prefix>.<layers|h|blocks>.{}.`; `TOP_PATTERNS`
-match whole names outside the layers. The first pattern that matches decides the role; a name no pattern matches is
-a tensor the block library does not know (generate scaffolds a kernel stub for it). Roles are what `compose.py`
-turns into blocks and weight rules:
+**Adding a naming variant is one data entry**: a row in `LAYER_PATTERNS` (inside a decoder layer) or `TOP_PATTERNS`
+(outside the layers) naming the new spelling and its role. Generate then maps the tensor to its block, and inspect
+counts it under the role's component (`ROLE_COMPONENTS`); tests/names/test_new_pattern.py is a worked example.
+
+Roles (what compose.py turns into blocks and weight rules):
 
 - attention: `attn.q|k|v` (separate), `attn.qkv` (fused rows [q; k; v], Linear or GPT-2 Conv1D), `attn.qkv_grouped`
   (`query_key_value`: rows grouped per KV head, [q heads of the group; k; v], as GPT-NeoX, Falcon, Bloom and
@@ -28,7 +31,73 @@ from __future__ import annotations
 
 import re
 
-from onboard.inspect_checkpoint.tensor_names import SINK_NAMES
+# Where the decoder layers live: `<prefix><container>.<index>.<rest>` (`model.layers.3.`, GPT-2's `transformer.h.3.`).
+LAYER_CONTAINERS = ("layers", "h", "blocks", "layer", "block")
+_CONTAINER = "|".join(LAYER_CONTAINERS)
+LAYER_INDEX = re.compile(rf"(?:^|\.)(?:{_CONTAINER})\.(\d+)\.")
+"""A tensor name's decoder-layer index: the first number after a layer container."""
+LAYER_TEMPLATE = re.compile(rf"(?:^|\.)(?:{_CONTAINER})\.\{{\}}\.")
+"""A template inside a decoder layer (`{}` for every number)."""
+LAYER_NAME = re.compile(rf"(?P<prefix>(?:\w+\.)*?)(?P<container>{_CONTAINER})\.\{{\}}\.(?P<rest>.+)")
+"""A per-layer template split into its prefix, container and the in-layer name the role patterns match."""
+
+TOWER_PREFIXES = {
+    "vision": ("vision_tower", "vision_model", "visual", "vision_encoder", "vision", "image_encoder", "vit",
+               "multi_modal_projector", "mm_projector", "vision_projection", "image_newline", "patch_embed",
+               "embed_vision",  # Gemma 3n / 4: the projection of vision soft tokens into the text embedding space
+               "connector",  # Idefics3 / SmolVLM: the pixel-shuffle projector of image features
+               "image_tower", "video_tower", "aligner",  # Video-LLaVA's two towers; DeepSeek-VL's projector
+               # projectors by other names: MiniCPM-V's merger, InternVL-style mlp1, VideoLLaMA3's projector, BLIP-2's
+               # Q-Former (its query tokens and language projection), Ovis' visual tokenizer and its embedding table
+               "merger", "mlp1", "projector", "qformer", "query_tokens", "language_projection", "visual_tokenizer",
+               "vte"),
+    "audio": ("audio_tower", "audio_model", "audio_encoder", "audio", "speech_encoder", "audio_projection",
+              "embed_audio"),
+}  # fmt: skip
+# A learned per-head logit that joins the attention softmax (gpt-oss's `sinks`), by the names checkpoints store it
+# under: transformers' conversion_mapping loads flint's `softmax_offset` and mimo_v2_flash's `attention_sink_bias`
+# as `sinks`, the same parameter.
+# Learned absolute position tables (GPT-2's wpe, OPT's embed_positions, GPT-1's positions_embed).
+LEARNED_POSITIONS = ("wpe.weight", "embed_positions.weight", "positions_embed.weight")
+SINK_NAMES = ("sinks", "softmax_offset", "attention_sink_bias")
+LM_PREFIXES = ("model.language_model.", "language_model.model.", "language_model.", "model.text_model.", "text_model.",
+                "llm.")  # fmt: skip  # Ovis: llm.model.layers…, llm.lm_head
+
+# Inspect's coarse components (parameter counts by component). Quantization scales and multi-token-prediction layers
+# first, whatever role the rest of the name has; then the role's (ROLE_COMPONENTS); then COMPONENT_RULES, ordered:
+# the first rule whose regex matches the template decides.
+COMPONENT_FIRST: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
+    (component, re.compile(pattern))
+    for component, pattern in (
+        ("quant_scales", r"(weight_scale_inv|weight_scale|input_scale|_scales|\.scales|qzeros|g_idx|weight_zero_point|activation_scale)$"),
+        ("mtp", r"(^|\.)(mtp|nextn|mtp_layers|eh_proj|enorm|hnorm)(\.|$)"),
+    )
+)  # fmt: skip
+COMPONENT_RULES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
+    (component, re.compile(pattern))
+    for component, pattern in (
+        # Ergo's original names: `feed_forward.gate_kernel` ([hidden, experts]) and `router_bias` (a buffer).
+        ("router", r"(\.router\.|\.gate\.(weight|bias|e_score_correction_bias)$|e_score_correction_bias|\.router$|expert_bias$|router_bias$|\.gate_kernel$|moe_statics|\.gate\.wg\.|\.block_sparse_moe\.gate\.)"),
+        ("shared_experts", r"(shared_expert|shared_experts|shared_mlp|\.shared\.|\.shared_(gate_up|gate|up|down)_proj$)"),
+        # JetMoE's attention experts (MoA) add one bias after mixing them: it runs for every token, like o_proj's.
+        ("attention", r"\.self_attention\.experts\.bias$"),
+        # Stacked experts ([experts, out, in]) of JetMoE and Granite-MoE checkpoints: `mlp.input_linear` /
+        # `block_sparse_moe.output_linear` (Granite's shared MLP uses the same names, matched by the rule above).
+        # A bare (no `.weight`) projection of the MLP is a raw parameter, which only stacked experts are: Ergo's
+        # original `feed_forward.up_proj` ([experts, hidden, inter]); a dense MLP's projections are nn.Linear.
+        ("experts", r"(\.experts\.|\.experts$|\.expert_|\.(input_linear|output_linear)\.weight$|\.(feed_forward|mlp|ffn)\.(gate_up|gate|up|down)_proj$)"),
+        ("embedding", r"(^|\.)(embed_tokens|tokens_embed|wte|wpe|positions_embed|word_embeddings|embed_in|tok_embeddings|embed_positions|position_embeddings|embeddings|embedding|emb|embed|input_embedding|token_embedding|embed_tokens_per_layer)(\.|$)"),
+        ("head", r"(^|\.)(lm_head|embed_out|output|score|lm_heads|unembed)\.(weight|bias)$"),
+        # DeepSeek Sparse Attention's indexer, its LayerNorm'd key included: part of attention, not a layer norm
+        # (its k_norm's bias would otherwise make an RMSNorm model's norms look like LayerNorms).
+        ("attention", r"\.indexer\."),
+        ("norms", r"(norm|ln_\w*|ln\d*|layernorm|layer_norm|rms)[\w]*\.(weight|bias)$"),
+        ("ssm", r"(\.mixer\.(A_log|D|dt_bias|conv1d|in_proj|out_proj|x_proj|dt_proj|norm)|\.mamba\.|\.ssm\.|\.linear_attn\.|A_log$|dt_bias$|\.conv\.|conv1d|\.short_conv\.|recurrent|\.rg_lru\.|\.temporal_)"),
+        ("attention", r"(self_attn|self_attention|\.attention\.|\.attn\.|\.attn_|multi_head_attention|q_proj|k_proj|v_proj|o_proj|qkv|query_key_value|c_attn|Wqkv|\.sinks$|kv_a_proj|kv_b_proj|q_a_proj|q_b_proj|\.mixer\.(q|k|v|o)_proj)"),
+        ("mlp", r"(\.mlp\.|feed_forward|\.ffn\.|\.ffn_|c_fc|\.fc1\.|\.fc2\.|\.fc_in\.|\.fc_out\.|gate_proj|up_proj|down_proj|dense_h_to_4h|dense_4h_to_h|\.w1\.|\.w2\.|\.w3\.|\.mixer\.(up|down|gate)_proj)"),
+    )
+)  # fmt: skip
+
 
 # `mixer`: Nemotron-H's one block per layer, whichever it is (attention, MLP or MoE; Mamba's parts are matched first)
 _ATTN = r"(?:self_attn|attn|attention|self_attention|attn\.attention|multi_head_attention|norm_attn_norm\.attn|mixer)"
@@ -56,11 +125,11 @@ LAYER_PATTERNS: tuple[tuple[str, str], ...] = (
     (rf"{_ATTN}\.(?:q_norm|q_layernorm|query_layernorm){_P}", "attn.q_norm"),
     (rf"{_ATTN}\.(?:k_norm|k_layernorm|key_layernorm){_P}", "attn.k_norm"),
     (rf"{_ATTN}\.(?:{'|'.join(SINK_NAMES)})", "attn.sinks"),
-    (rf"{_ATTN}\.attn_sub_norm{_P}", "attn.sub_norm"),
+    (rf"{_ATTN}\.attn_sub_norm{_P}", "attn.sub_norm"),  # BitNet: RMSNorm on the attention output before o_proj
     (rf"{_ATTN}\.(?P<part>lambda_q1|lambda_k1|lambda_q2|lambda_k2)", "attn.lambda"),  # DiffLlama: differential
-    (rf"{_ATTN}\.gate_proj\.weight", "attn.gate"),
+    (rf"{_ATTN}\.gate_proj\.weight", "attn.gate"),  # AFMoE: sigmoid(gate_proj(x)) gates the attention output
     (rf"{_ATTN}\.g_proj\.weight", "attn.g_gate"),  # Laguna's output gate: its function only the code says
-    (rf"{_ATTN}\.gate_bias", "attn.gate_bias"),  # Beam: a bias per head on gate_proj's gate  # AFMoE: sigmoid(gate_proj(x)) gates the attention output  # BitNet: RMSNorm on the attention output before o_proj
+    (rf"{_ATTN}\.gate_bias", "attn.gate_bias"),  # Beam: a bias per head on gate_proj's gate
     (rf"{_ATTN}\.(?P<part>q_a_proj|q_b_proj|kv_a_proj_with_mqa|kv_b_proj|q_a_layernorm|kv_a_layernorm|"
      rf"k_rope_only_layernorm){_P}", "mla"),  # dots.llm3: an RMSNorm on the shared rotary key head
     (rf"{_ATTN}\.indexer\.(?P<part>wq_b|wk|k_norm|weights_proj){_P}", "mla.indexer"),  # DeepSeek sparse attention
@@ -148,20 +217,74 @@ TOP_PATTERNS: tuple[tuple[str, str], ...] = (
     (r".*rotary_emb\.inv_freq", "drop"),
 )
 
-# Where the decoder layers live: `<prefix><container>.{}.<rest>`.
-LAYER_NAME = re.compile(r"(?P<prefix>(?:[\w]+\.)*?)(?P<container>layers|h|blocks|layer|block)\.\{\}\.(?P<rest>.+)")
+# Checkpoint tensors every adapter may drop: rotary caches and attention masks some exporters save.
+DROPPED: tuple[str, ...] = (r".*rotary_emb\.inv_freq", r".*\.attn\.masked_bias", r".*\.attn\.bias")
 
-_LAYER = tuple((re.compile(p), role) for p, role in LAYER_PATTERNS)
-_TOP = tuple((re.compile(p), role) for p, role in TOP_PATTERNS)
+_LAYER_ROLES = tuple((re.compile(p), role) for p, role in LAYER_PATTERNS)
+_TOP_ROLES = tuple((re.compile(p), role) for p, role in TOP_PATTERNS)
 
 
 def classify(template: str) -> tuple[str | None, re.Match[str] | None, re.Match[str] | None]:
-    """(role, match of the role pattern, match of LAYER_NAME or None) for a profile tensor template (`{}` for
-    every number). Role None: no pattern knows the tensor."""
+    """(role, match of the role pattern, match of LAYER_NAME or None) for a template (`{}` for every number) of the
+    language model's names. Role None: no pattern knows the tensor."""
     layer = LAYER_NAME.fullmatch(template)
-    table, name = (_LAYER, layer.group("rest")) if layer else (_TOP, template)
+    table, name = (_LAYER_ROLES, layer.group("rest")) if layer else (_TOP_ROLES, template)
     for pattern, role in table:
         m = pattern.fullmatch(name)
         if m is not None:
             return role, m, layer
     return None, None, layer
+
+
+# The component each role counts under in inspect's parameter breakdown (roles not listed: COMPONENT_RULES decide).
+ROLE_COMPONENTS: dict[str, str] = {
+    **dict.fromkeys(("attn.q", "attn.k", "attn.v", "attn.qkv", "attn.qkv_grouped", "attn.o", "attn.sinks",
+                     "attn.lambda", "attn.gate", "attn.g_gate", "attn.gate_bias", "mla", "mla.indexer"), "attention"),
+    **dict.fromkeys(("attn.q_norm", "attn.k_norm", "attn.q_norm_heads", "attn.k_norm_heads", "attn.sub_norm",
+                     "mlp.sub_norm", "norm.input", "norm.post_attention", "norm.pre_mlp", "norm.post_attn_out",
+                     "norm.post_mlp", "final_norm", "embedding_norm"), "norms"),
+    **dict.fromkeys(("moe.router", "moe.router_bias", "moe.router_linear_bias"), "router"),
+    **dict.fromkeys(("moe.expert.gate", "moe.expert.up", "moe.expert.down", "moe.experts.gate_up",
+                     "moe.experts.down", "moe.experts.bias", "moe.experts_rows"), "experts"),
+    **dict.fromkeys(("moe.shared.gate", "moe.shared.up", "moe.shared.down", "moe.shared.gate_up", "moe.shared_gate"),
+                    "shared_experts"),
+    **dict.fromkeys(("mlp.gate", "mlp.up", "mlp.down", "mlp.gate_up", "mlp.act"), "mlp"),
+    **dict.fromkeys(("mamba", "deltanet", "conv"), "ssm"),
+    **dict.fromkeys(("embed", "positions"), "embedding"),
+    "head": "head",
+}  # fmt: skip
+NORM_PART_ROLES = frozenset({"mla", "mamba", "deltanet"})
+"""Mixers whose parts include norms (`q_a_layernorm`, `norm`, `out_norm`): a part named *norm* counts as norms."""
+
+# The token mixer a role reveals in a layer (inspect's per-layer plan).
+ROLE_MIXERS: dict[str, str] = {
+    **{role: "attention" for role in ROLE_COMPONENTS if role.startswith("attn.")},
+    "mla": "mla",
+    "mla.indexer": "attention",
+    "deltanet": "linear",
+    "conv": "conv",
+    "mamba": "ssm",
+}
+MLA_MIXER_PARTS = frozenset({"kv_a_proj_with_mqa", "kv_b_proj", "kv_a_layernorm"})
+"""MLA's parts that mark a latent-attention layer (its query projections are attention's as well)."""
+
+
+def role_component(template: str) -> str | None:
+    """The component of a language-model template by its role (None: no role, or one ROLE_COMPONENTS leaves to
+    COMPONENT_RULES)."""
+    role, m, _ = classify(template)
+    if role is None:
+        return None
+    part = (m.groupdict().get("part") if m is not None else None) or ""
+    if role in NORM_PART_ROLES and "norm" in part:
+        return "norms"
+    return ROLE_COMPONENTS.get(role)
+
+
+def role_mixer(template: str) -> str | None:
+    """The mixer kind a language-model template's role reveals (None: no role, or not a mixer's)."""
+    role, m, _ = classify(template)
+    if role == "mla":
+        part = (m.groupdict().get("part") if m is not None else None) or ""
+        return "mla" if part in MLA_MIXER_PARTS else "attention"
+    return ROLE_MIXERS.get(role) if role is not None else None

@@ -1,11 +1,8 @@
-"""Building parts of the family table (see archs.py): the ArchSpec type and shared expression fragments.
+"""What the adapter template renders: an `AdapterSpec`, filled by composition (compose.py) from a ModelProfile.
 
-What each supported family's adapter is made of, as data the adapter template renders.
-
-Each `ArchSpec` names the ModelArgs fields (config.json keys, HF defaults), the per-layer rules (attention kind,
-rope kind, MoE or dense) and the block constructors as Python expressions over `args`, `i` (layer index),
-`layer_type` and `window`. The template turns them into `adapters/<model_type>.py`; the parity harness proves
-each against transformers. Families differ in data here, never in if-chains in the template.
+Each field is data or a Python expression over `args` (the ModelArgs), `i` (the layer index), `layer_type` and
+`window`; templates/adapter.py.j2 turns them into `adapters/<model_type>.py` and the parity harness proves the result
+against transformers.
 """
 
 from __future__ import annotations
@@ -28,60 +25,22 @@ BASE_FIELDS: tuple[tuple[str, str, str | None], ...] = (
     ("rope_parameters", "dict[str, Any] | None", "None"),
     ("rope_scaling", "dict[str, Any] | None", "None"),
     ("rope_theta", "float | None", "None"),
+    ("rope_local_base_freq", "float | None", "None"),  # old-style Gemma 3: the sliding layers' base
     ("partial_rotary_factor", "float | None", "None"),
     ("sliding_window", "int | None", "None"),
     ("layer_types", "list[str] | None", "None"),
 )
 
 
-def attention(
-    *extra: str, mla: bool = False, kv_heads: str = "args.num_key_value_heads", heads: str = "args.num_attention_heads"
-) -> str:
+def attention(*extra: str, kv_heads: str = "args.num_key_value_heads", heads: str = "args.num_attention_heads") -> str:
     """The standard Attention constructor with extra keyword arguments ("name=expr"); `kv_heads`, `heads`:
     expressions of the layer (`i`, `layer_type`) where layers differ."""
     head = f"Attention(args.hidden_size, {heads}, {kv_heads}, args.head_dim"
     return head + "".join(f", {e}" for e in extra) + ")"
 
 
-GATED = "GatedMLP(args.hidden_size, args.intermediate_size, args.hidden_act{bias})"
-GEMMA_GATED = "GatedMLP(args.hidden_size, args.intermediate_size, args.hidden_activation)"
-BIASED = ("qkv_bias=args.attention_bias", "o_bias=args.attention_bias")
-SLIDING_ATTN = "sliding_window=window"
-QK_HEAD = "qk_norm=QKNormSpec(args.rms_norm_eps)"
-SLIDING_IF_WINDOW = "SLIDING if self.sliding_window else FULL"
-QWEN_SLIDING = "SLIDING if self.use_sliding_window and self.sliding_window and i >= self.max_window_layers else FULL"
-QWEN_SPARSE = "i not in self.mlp_only_layers and self.num_experts > 0 and (i + 1) % self.decoder_sparse_step == 0"
-GEMMA_NORMS = ("input_layernorm", "post_attention_layernorm", "pre_feedforward_layernorm", "post_feedforward_layernorm")
-GEMMA_FIELDS = (
-    ("tie_word_embeddings", "bool", "True"),
-    ("attention_bias", "bool", "False"),
-    ("hidden_activation", "str", '"gelu_pytorch_tanh"'),
-    ("query_pre_attn_scalar", "float", "256"),
-)
-GRANITE_FIELDS = (
-    ("attention_bias", "bool", "False"),
-    ("embedding_multiplier", "float", "1.0"),
-    ("residual_multiplier", "float", "1.0"),
-    ("attention_multiplier", "float", "1.0"),
-    ("logits_scaling", "float", "1.0"),
-)
-GRANITE_FEATURES = frozenset({"embedding_scaling", "residual_scaling", "attention_multiplier", "logit_scaling"})
-QWEN_FIELDS = (
-    ("use_sliding_window", "bool", "False"),
-    ("max_window_layers", "int", "28"),
-)
-QWEN_MOE_FIELDS = (
-    ("num_experts", "int", None),
-    ("num_experts_per_tok", "int", None),
-    ("moe_intermediate_size", "int", None),
-    ("norm_topk_prob", "bool", "False"),
-    ("decoder_sparse_step", "int", "1"),
-    ("mlp_only_layers", "list[int]", "field(default_factory=list)"),
-)
-
-
 @dataclass(frozen=True)
-class ArchSpec:
+class AdapterSpec:
     model_type: str
     summary: str
     """One line: what the model is, in block terms (goes into the adapter's docstring)."""
@@ -89,11 +48,11 @@ class ArchSpec:
     mlp: str
     norm: str = "RMSNorm(dim, args.rms_norm_eps)"
     placement: str = "pre"
-    """pre | post | sandwich | parallel: see templates/adapter.py.j2 `forward`."""
+    """pre | post | post_ln | sandwich | parallel | parallel2 | single | parallel_ssm | by_layer_type: see
+    adapter_source.FORWARD."""
     norm_names: tuple[str, ...] = ("input_layernorm", "post_attention_layernorm")
-    mlp_attr: str = "mlp"
     fields: tuple[tuple[str, str, str | None], ...] = ()
-    """Extra ModelArgs fields, or BASE_FIELDS entries with a family default."""
+    """Extra ModelArgs fields, or BASE_FIELDS entries with another default."""
     aliases: dict[str, tuple[str, ...]] = field(default_factory=dict)
     layer_type: str = "FULL"
     """Default per-layer attention type when config.json has no `layer_types` (expression over self, i)."""
@@ -111,11 +70,7 @@ class ArchSpec:
     post_init: tuple[str, ...] = ()
     """Statements run first in ModelArgs.__post_init__: derived defaults, refusals of config values the blocks
     cannot express."""
-    features: frozenset[str] = frozenset()
-    """Profile features this adapter implements (beyond gqa/mqa/tied embeddings/rope types)."""
     dropped: tuple[str, ...] = ()
-    ignored_keys: tuple[str, ...] = ()
-    """config.json keys the family's reference code does not read (not features: no stub for them)."""
     positions: str | None = None
     """Learned absolute position embeddings (`model.embed_positions`), an expression over `args` (GPT-2 style)."""
     embed_norm: bool = False
@@ -149,16 +104,3 @@ class ArchSpec:
     layer_gate: str | None = None
     """Expression over args: the layer's gate of its per-layer input (`self.per_layer`, a PerLayerGate), added to the
     residual after the MLP."""
-
-
-def _spec(model_type: str, summary: str, attention_expr: str, mlp: str, **kw) -> ArchSpec:
-    feats = frozenset(kw.pop("features", ()))
-    return ArchSpec(model_type, summary, attention_expr, mlp, features=feats, **kw)
-
-
-LLAMA = _spec(
-    "llama", "pre-norm decoder: RMSNorm, GQA attention with rotary (any HF rope type), SwiGLU MLP",
-    attention(*BIASED), GATED.format(bias=", bias=args.mlp_bias"),
-    fields=(("attention_bias", "bool", "False"), ("mlp_bias", "bool", "False")),
-    features={"qkv_bias"},
-)  # fmt: skip
