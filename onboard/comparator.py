@@ -39,8 +39,13 @@ DTYPE_COLUMNS = ("float64", "float32", "float16", "bfloat16")
 
 
 def _row(multiplier: float, floor: tuple[float, ...], uncalibrated: tuple[float, ...], stat: str, why: str) -> dict:
-    return {"stat": stat, "multiplier": multiplier, "floor": dict(zip(DTYPE_COLUMNS, floor)),
-            "uncalibrated": dict(zip(DTYPE_COLUMNS, uncalibrated)), "why": why}  # fmt: skip
+    return {
+        "stat": stat,
+        "multiplier": multiplier,
+        "floor": dict(zip(DTYPE_COLUMNS, floor)),
+        "uncalibrated": dict(zip(DTYPE_COLUMNS, uncalibrated)),
+        "why": why,
+    }
 
 
 # THE threshold table (the only one): every check that bounds a numeric difference reads it. validate, generate's
@@ -235,8 +240,20 @@ def tolerances(dtype: str, noise: NoiseStats | None) -> Tolerances:
     n = noise if usable else None
     if n is None:
         u = uncalibrated
-        return Tolerances(dtype, u("max_logprob_error"), u("kl_max"), u("kl_mean"), u("logit_scale"), u("near_tie"),
-                          False, 0.0, u("kl_tail"), u("kl_late"), 0.0, u("top1_swaps"))  # fmt: skip
+        return Tolerances(
+            dtype,
+            u("max_logprob_error"),
+            u("kl_max"),
+            u("kl_mean"),
+            u("logit_scale"),
+            u("near_tie"),
+            False,
+            0.0,
+            u("kl_tail"),
+            u("kl_late"),
+            0.0,
+            u("top1_swaps"),
+        )
     # Older manifests lack the distribution statistics: substitute bounds that can only widen the tolerance.
     kl_sd = n.kl_sd if n.kl_sd is not None else n.kl_max
     late = n.late_positions > 0 and n.kl_late_mean is not None
@@ -464,8 +481,21 @@ def judge(metrics: Sequence[PositionMetrics], tol: Tolerances, *, moe: bool = Fa
     if len(swaps) > allowed:
         failed.append("top1-rate")
         reasons.append(f"{len(swaps)} top-1 swaps in {n} positions (the reference's own rate allows {allowed})")
-    return Verdict(not reasons, tuple(reasons), err, kl_max, kl_mean, len(swaps), len(ties), n, tail, late_mean,
-                   allowed, len(flips), tuple(failed))  # fmt: skip
+    return Verdict(
+        not reasons,
+        tuple(reasons),
+        err,
+        kl_max,
+        kl_mean,
+        len(swaps),
+        len(ties),
+        n,
+        tail,
+        late_mean,
+        allowed,
+        len(flips),
+        tuple(failed),
+    )
 
 
 def judge_scale(metrics: Sequence[PositionMetrics], tol: Tolerances) -> tuple[bool, float | None, float]:
@@ -547,11 +577,13 @@ class Agreement:
         slope = (
             "too flat to fit" if self.slope is None else f"{self.slope:.4f} (allowed |slope-1| {self.slope_limit:.2g})"
         )
-        return (f"{v.positions} positions: mean KL {v.kl_mean:.2e} (reference's own run {self.noise.kl_mean:.2e}), "
-                f"max KL {v.kl_max:.2e}, max logprob error {v.max_logprob_error:.2e} (own {self.noise.max_logprob_error:.2e}), "
-                f"top-1 swaps {v.top1_mismatches} ({v.near_ties} near-ties), logit scale {slope}"
-                + (f", routing flips {v.routing_flips} (allowed {ROUTING_FLIPS_ALLOWED})" if v.routing_flips else "")
-                + (f"; FAILED: {'; '.join(self.reasons)}" if self.reasons else ""))  # fmt: skip
+        return (
+            f"{v.positions} positions: mean KL {v.kl_mean:.2e} (reference's own run {self.noise.kl_mean:.2e}), "
+            f"max KL {v.kl_max:.2e}, max logprob error {v.max_logprob_error:.2e} (own {self.noise.max_logprob_error:.2e}), "
+            f"top-1 swaps {v.top1_mismatches} ({v.near_ties} near-ties), logit scale {slope}"
+            + (f", routing flips {v.routing_flips} (allowed {ROUTING_FLIPS_ALLOWED})" if v.routing_flips else "")
+            + (f"; FAILED: {'; '.join(self.reasons)}" if self.reasons else "")
+        )
 
 
 def agreement(

@@ -139,8 +139,11 @@ def describe(reference: Reference, policy: RemoteCodePolicy, checkpoint: Path | 
     import transformers
 
     if reference.kind != REPO_CODE:
-        return {"library": "transformers", "version": transformers.__version__,
-                "identity": f"transformers {transformers.__version__}"}  # fmt: skip
+        return {
+            "library": "transformers",
+            "version": transformers.__version__,
+            "identity": f"transformers {transformers.__version__}",
+        }
     from onboard.sandbox import code_hash
 
     code_sha256 = code_hash(Path(checkpoint))

@@ -114,23 +114,31 @@ def _line_chart(
     if marker is not None and x0 <= marker[0] <= x1:
         mx = sx(marker[0])
         anchor, dx = ("end", -4) if mx > (LEFT + W - RIGHT) / 2 else ("start", 4)
-        out.append(f'<line class="limit marker" x1="{mx:.1f}" x2="{mx:.1f}" y1="{TOP}" y2="{H - BOTTOM}" '
-                   'stroke="#dc2626" stroke-dasharray="4 3"/>'
-                   f'<text class="tick" x="{mx + dx:.1f}" y="{H - BOTTOM - 6}" text-anchor="{anchor}">'
-                   f"{escape(marker[1])}</text>")  # fmt: skip
+        out.append(
+            f'<line class="limit marker" x1="{mx:.1f}" x2="{mx:.1f}" y1="{TOP}" y2="{H - BOTTOM}" '
+            'stroke="#dc2626" stroke-dasharray="4 3"/>'
+            f'<text class="tick" x="{mx + dx:.1f}" y="{H - BOTTOM - 6}" text-anchor="{anchor}">'
+            f"{escape(marker[1])}</text>"
+        )
     lx = LEFT + 8
     for i, s in enumerate(series):
         color = COLORS[i % len(COLORS)]
         coords = " ".join(f"{sx(x):.1f},{sy(ty(y)):.1f}" for x, y in sorted(s.points))
-        out.append(f'<polyline class="series" data-name="{escape(s.name)}" data-points="{len(s.points)}" '
-                   f'fill="none" stroke="{color}" stroke-width="1.6" points="{coords}"/>')  # fmt: skip
+        out.append(
+            f'<polyline class="series" data-name="{escape(s.name)}" data-points="{len(s.points)}" '
+            f'fill="none" stroke="{color}" stroke-width="1.6" points="{coords}"/>'
+        )
         if len(s.points) <= 40:
             for x, y in s.points:
-                out.append(f'<circle cx="{sx(x):.1f}" cy="{sy(ty(y)):.1f}" r="2.6" fill="{color}">'
-                           f"<title>{escape(s.name)}: x={_fmt(10**x if x_is_log else x)}, y={_fmt(y)}</title></circle>")  # fmt: skip
+                out.append(
+                    f'<circle cx="{sx(x):.1f}" cy="{sy(ty(y)):.1f}" r="2.6" fill="{color}">'
+                    f"<title>{escape(s.name)}: x={_fmt(10**x if x_is_log else x)}, y={_fmt(y)}</title></circle>"
+                )
         name = s.name[:28]
-        out.append(f'<rect x="{lx}" y="8" width="10" height="10" fill="{color}"/>'
-                   f'<text class="legend" x="{lx + 14}" y="17">{escape(name)}</text>')  # fmt: skip
+        out.append(
+            f'<rect x="{lx}" y="8" width="10" height="10" fill="{color}"/>'
+            f'<text class="legend" x="{lx + 14}" y="17">{escape(name)}</text>'
+        )
         lx += 30 + 6.5 * len(name)
     out.append("</svg>")
     return "\n".join(out)
@@ -155,13 +163,17 @@ def bar_chart(title: str, bars: list[tuple[str, float]], unit: str, limit: tuple
         y = TOP + i * row
         color = COLORS[i % len(COLORS)]
         out.append(f'<text class="tick" x="{label_w - 8}" y="{y + 18}" text-anchor="end">{escape(name)}</text>')
-        out.append(f'<rect class="bar" data-value="{value}" x="{label_w}" y="{y + 5}" width="{max(sx(value) - label_w, 1):.1f}" '
-                   f'height="{row - 10}" fill="{color}"><title>{escape(name)}: {_fmt(value)} {unit}</title></rect>')  # fmt: skip
+        out.append(
+            f'<rect class="bar" data-value="{value}" x="{label_w}" y="{y + 5}" width="{max(sx(value) - label_w, 1):.1f}" '
+            f'height="{row - 10}" fill="{color}"><title>{escape(name)}: {_fmt(value)} {unit}</title></rect>'
+        )
         out.append(f'<text class="tick" x="{sx(value) + 6:.1f}" y="{y + 18}">{_fmt(value)} {escape(unit)}</text>')
     if limit:
         x = sx(limit[1])
-        out.append(f'<line class="limit" x1="{x:.1f}" x2="{x:.1f}" y1="{TOP - 6}" y2="{height - BOTTOM + 6}"/>'
-                   f'<text class="tick" x="{x:.1f}" y="{TOP - 10}" text-anchor="middle">{escape(limit[0])}</text>')  # fmt: skip
+        out.append(
+            f'<line class="limit" x1="{x:.1f}" x2="{x:.1f}" y1="{TOP - 6}" y2="{height - BOTTOM + 6}"/>'
+            f'<text class="tick" x="{x:.1f}" y="{TOP - 10}" text-anchor="middle">{escape(limit[0])}</text>'
+        )
     out.append("</svg>")
     return "\n".join(out)
 

@@ -122,6 +122,7 @@ def test_detector_sees_a_cycle_hidden_in_a_function(tmp_path):
 
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("core",),
+    ("names",),
     ("inspect_checkpoint",),
     ("generate_adapter", "verify_tokenizer", "tool_calls"),
     ("adapters",),
@@ -138,6 +139,7 @@ lower layers only; sub-packages sharing a layer do not import each other.
 
 - core: the top-level modules (errors, serde, fsutil, findings, comparator, checks, environment, svg, ...), blocks,
   kernels and sandbox: what every stage may use, depending on no stage.
+- names: the one table of config spellings, ignored keys and tensor-name roles that inspect and generate both read.
 - inspect_checkpoint reads a checkpoint; generate_adapter and verify_tokenizer read its profile; tool_calls reads
   a model's tool-call text in its chat template's format.
 - adapters are generate_adapter's output: they import its runtime and the blocks.

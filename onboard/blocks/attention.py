@@ -88,8 +88,9 @@ def _same_chunk(ctx: AttentionContext, q_len: int, kv_len: int, chunk: int) -> t
         k_pos = ctx.key_mask.long().cumsum(dim=-1) - 1
     else:
         k_pos = torch.arange(kv_len, device=q_pos.device)[None, :]
-    same = torch.div(q_pos[:, :, None], chunk, rounding_mode="floor") == torch.div(k_pos[:, None, :], chunk,
-                                                                                   rounding_mode="floor")  # fmt: skip
+    same = torch.div(q_pos[:, :, None], chunk, rounding_mode="floor") == torch.div(
+        k_pos[:, None, :], chunk, rounding_mode="floor"
+    )
     return same[:, None]
 
 
@@ -282,8 +283,15 @@ class Attention(nn.Module):
                 setattr(self, name, nn.Parameter(torch.zeros(head_dim)))
         self.q_norm = self.k_norm = None
         if qk_norm is not None:
-            spec = (qk_norm.eps, qk_norm.kind, qk_norm.offset, qk_norm.scope, qk_norm.casting, qk_norm.bias,
-                    qk_norm.weight)  # fmt: skip
+            spec = (
+                qk_norm.eps,
+                qk_norm.kind,
+                qk_norm.offset,
+                qk_norm.scope,
+                qk_norm.casting,
+                qk_norm.bias,
+                qk_norm.weight,
+            )
             self.q_norm = QKNorm(num_heads, head_dim, *spec)
             self.k_norm = QKNorm(num_kv_heads, head_dim, *spec) if not kv_shared else None
 
@@ -334,8 +342,18 @@ class Attention(nn.Module):
                 # dtype); key indices stand for positions, since left padding shifts a whole row, which softmax ignores
                 slopes = alibi_slopes(h).to(k.device)
                 bias = (slopes[:, None, None] * torch.arange(k.shape[2], device=k.device, dtype=torch.float32))[None]
-            out = attend(q.transpose(1, 2), k, v, self.scale, self.sliding_window, self.softcap, self.sinks,
-                         ctx.key_mask, keep=keep, bias=bias)  # fmt: skip
+            out = attend(
+                q.transpose(1, 2),
+                k,
+                v,
+                self.scale,
+                self.sliding_window,
+                self.softcap,
+                self.sinks,
+                ctx.key_mask,
+                keep=keep,
+                bias=bias,
+            )
         out = out.reshape(b, s, h * dv)
         if gate is not None and self.gate_per_head:  # one gate per head, over its whole output (LFM3's g_proj)
             out = (out.view(b, s, h, dv) * self._gate(gate, out.dtype)[..., None]).reshape(b, s, h * dv)
@@ -369,8 +387,16 @@ class Attention(nn.Module):
             q = dispatch.rope(q, cos, -sin if self.rope_inverted else sin, self.rope_interleaved)
         if self.q_norm is not None and self.qk_norm_after_rope:
             q = self.q_norm(q)
-        out = attend(q.transpose(1, 2), ctx.cache.k, ctx.cache.v, self.scale, self.sliding_window, self.softcap,
-                     self.sinks, ctx.key_mask)  # fmt: skip
+        out = attend(
+            q.transpose(1, 2),
+            ctx.cache.k,
+            ctx.cache.v,
+            self.scale,
+            self.sliding_window,
+            self.softcap,
+            self.sinks,
+            ctx.key_mask,
+        )
         return self.o_proj(out.reshape(b, s, self.num_heads * self.v_head_dim))
 
     def _nope_scale(self, ctx: AttentionContext) -> torch.Tensor:
@@ -393,10 +419,13 @@ class Attention(nn.Module):
         """[B, S, H/2, 2D]: the two halves of the value heads attended with the same scores, then the second head
         half's output subtracted, weighted by lambda, from the first's, as transformers' DiffLlamaAttention."""
         halves = [half.repeat(1, 2, 1, 1) for half in v.chunk(2, dim=1)]
-        both = [attend(q, k, half, self.scale, self.sliding_window, self.softcap, self.sinks, key_mask)
-                for half in halves]  # fmt: skip
+        both = [
+            attend(q, k, half, self.scale, self.sliding_window, self.softcap, self.sinks, key_mask) for half in halves
+        ]
         first, second = torch.cat(both, dim=-1).chunk(2, dim=2)
-        lam = [torch.exp(torch.sum(a * b, dim=-1, dtype=torch.float32)).to(q.dtype)
-               for a, b in ((self.lambda_q1, self.lambda_k1), (self.lambda_q2, self.lambda_k2))]  # fmt: skip
+        lam = [
+            torch.exp(torch.sum(a * b, dim=-1, dtype=torch.float32)).to(q.dtype)
+            for a, b in ((self.lambda_q1, self.lambda_k1), (self.lambda_q2, self.lambda_k2))
+        ]
         out = first - (lam[0] - lam[1] + self.lambda_init) * second
         return (1 - self.lambda_init) * rms_normalize(out, self.norm_eps)

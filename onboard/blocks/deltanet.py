@@ -71,16 +71,22 @@ class GatedDeltaNet(nn.Module):
         if part == "in_proj_z":
             return _rows(self.nk, group, [(2 * self.dk + r * self.dv, r * self.dv)])
         if part == "in_proj_qkv":  # all q, then all k, then all v
-            q, k, v = (_rows(self.nk, group, [(o, n)]) for o, n in ((0, self.dk), (self.dk, self.dk),
-                                                                    (2 * self.dk, r * self.dv)))  # fmt: skip
+            q, k, v = (
+                _rows(self.nk, group, [(o, n)])
+                for o, n in ((0, self.dk), (self.dk, self.dk), (2 * self.dk, r * self.dv))
+            )
             return torch.cat((q, k, v))
         raise ValueError(f"GatedDeltaNet: no grouped rows for {part!r}")
 
     def fused_rows(self, part: str) -> torch.Tensor:
         """Rows of `part` in one projection holding them all in turn, [q | k | v | z | b | a] (Lara-mini's `in_proj`,
         which transformers' conversion mapping splits in that order)."""
-        sizes = {"in_proj_qkv": self.conv_dim, "in_proj_z": self.nv * self.dv, "in_proj_b": self.nv,
-                 "in_proj_a": self.nv}  # fmt: skip
+        sizes = {
+            "in_proj_qkv": self.conv_dim,
+            "in_proj_z": self.nv * self.dv,
+            "in_proj_b": self.nv,
+            "in_proj_a": self.nv,
+        }
         if part not in sizes:
             raise ValueError(f"GatedDeltaNet: no fused rows for {part!r}")
         start = 0
@@ -125,9 +131,13 @@ def _rows(groups: int, group: int, spans: list[tuple[int, int]]) -> torch.Tensor
 
 
 def _gated_delta_rule(
-    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, decay: torch.Tensor, beta: torch.Tensor,
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    decay: torch.Tensor,
+    beta: torch.Tensor,
     state: torch.Tensor | None,
-) -> tuple[torch.Tensor, torch.Tensor]:  # fmt: skip
+) -> tuple[torch.Tensor, torch.Tensor]:
     """q, k [B, S, Hk, Dk], v [B, S, Hv, Dv], decay, beta [B, S, Hv]; state [B, Hv, Dk, Dv] or None (zeros).
     Returns (out [B, S, Hv, Dv] in v's dtype, the state after the last token, float32)."""
     dtype = v.dtype

@@ -49,8 +49,9 @@ class MambaMixer(nn.Module):
         self.intermediate, self.state, self.dt_rank = intermediate_size, state_size, dt_rank
         self.bc_norm, self.norm_eps = bc_norm, norm_eps
         self.in_proj = nn.Linear(hidden_size, 2 * intermediate_size, bias=proj_bias)
-        self.conv1d = nn.Conv1d(intermediate_size, intermediate_size, conv_kernel, groups=intermediate_size,
-                                bias=conv_bias)  # fmt: skip
+        self.conv1d = nn.Conv1d(
+            intermediate_size, intermediate_size, conv_kernel, groups=intermediate_size, bias=conv_bias
+        )
         self.x_proj = nn.Linear(intermediate_size, dt_rank + 2 * state_size, bias=False)
         self.dt_proj = nn.Linear(dt_rank, intermediate_size, bias=True)
         self.A_log = nn.Parameter(torch.zeros(intermediate_size, state_size))
@@ -76,8 +77,9 @@ class MambaMixer(nn.Module):
             xs = (xs * mask).to(dtype)
         dt, B, C = self.x_proj(xs).split([self.dt_rank, self.state, self.state], dim=-1)
         if self.bc_norm is not None:
-            dt, B, C = (self._norm(t, name) for t, name in ((dt, "dt_layernorm"), (B, "b_layernorm"),
-                                                             (C, "c_layernorm")))  # fmt: skip
+            dt, B, C = (
+                self._norm(t, name) for t, name in ((dt, "dt_layernorm"), (B, "b_layernorm"), (C, "c_layernorm"))
+            )
         dt = F.linear(dt, self.dt_proj.weight)
         dt = F.softplus(dt + self.dt_proj.bias.float().to(dt.dtype))  # in the activations' dtype, as transformers
         state = ctx.cache.recurrent_state if ctx.cache is not None else None

@@ -51,8 +51,13 @@ class Mamba2Mixer(nn.Module):
             raise ValueError(f"Mamba2Mixer: {num_heads} heads do not group over {n_groups} B/C groups")
         if activation not in ("silu", "swish"):
             raise ValueError(f"Mamba2Mixer: the convolution's activation {activation!r} is not SiLU")
-        self.heads, self.head_dim, self.state, self.groups, self.kernel = (num_heads, head_dim, state_size, n_groups,
-                                                                           conv_kernel)  # fmt: skip
+        self.heads, self.head_dim, self.state, self.groups, self.kernel = (
+            num_heads,
+            head_dim,
+            state_size,
+            n_groups,
+            conv_kernel,
+        )
         self.intermediate = num_heads * head_dim
         self.conv_dim = self.intermediate + 2 * n_groups * state_size
         self.norm_eps = norm_eps
@@ -95,9 +100,14 @@ class Mamba2Mixer(nn.Module):
         dt = F.softplus(dt + self.dt_bias.to(dt.dtype)).clamp(*self.time_step_limit)
         state = ctx.cache.recurrent_state if ctx.cache is not None else None
         y, state = _scan(
-            xs.reshape(b, s, self.heads, self.head_dim), dt, -self.A_log.float().exp(),
-            B.reshape(b, s, self.groups, self.state), C.reshape(b, s, self.groups, self.state), self.D, state,
-        )  # fmt: skip
+            xs.reshape(b, s, self.heads, self.head_dim),
+            dt,
+            -self.A_log.float().exp(),
+            B.reshape(b, s, self.groups, self.state),
+            C.reshape(b, s, self.groups, self.state),
+            self.D,
+            state,
+        )
         if ctx.cache is not None:
             ctx.cache.recurrent_state = state
         y = y.reshape(b, s, self.intermediate)
@@ -125,9 +135,14 @@ class Mamba2Mixer(nn.Module):
 
 
 def _scan(
-    x: torch.Tensor, dt: torch.Tensor, A: torch.Tensor, B: torch.Tensor, C: torch.Tensor, D: torch.Tensor,
+    x: torch.Tensor,
+    dt: torch.Tensor,
+    A: torch.Tensor,
+    B: torch.Tensor,
+    C: torch.Tensor,
+    D: torch.Tensor,
     state: torch.Tensor | None,
-) -> tuple[torch.Tensor, torch.Tensor]:  # fmt: skip
+) -> tuple[torch.Tensor, torch.Tensor]:
     """x [B, S, H, P], dt [B, S, H], A [H] (float32), B, C [B, S, G, N], D [H]; state [B, H, P, N] or None (zeros).
     Returns (y [B, S, H, P] float32, with the D skip; the state after the last token, float32)."""
     heads = x.shape[2]

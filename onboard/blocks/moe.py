@@ -131,8 +131,11 @@ class MoE(nn.Module):
         self.experts_down = nn.Parameter(torch.zeros(num_experts, hidden_size, moe_intermediate_size))
         self.shared: nn.Module | None = None
         if shared_intermediate_size:
-            self.shared = (GatedMLP(hidden_size, shared_intermediate_size, activation) if gated
-                           else MLP(hidden_size, shared_intermediate_size, activation, bias=False))  # fmt: skip
+            self.shared = (
+                GatedMLP(hidden_size, shared_intermediate_size, activation)
+                if gated
+                else MLP(hidden_size, shared_intermediate_size, activation, bias=False)
+            )
         self.shared_gate = nn.Linear(hidden_size, 1, bias=False) if shared_gate else None
         self.output_norm = RMSNorm(hidden_size, output_norm_eps) if output_norm_eps is not None else None
 

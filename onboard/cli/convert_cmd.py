@@ -18,16 +18,28 @@ def convert_group() -> None:
 
 @convert_group.command("gguf")
 @click.argument("source")
-@click.option("--type", "outtype", type=click.Choice(TYPES), default=None,
-              help="GGUF file type (llama.cpp's names; default f16). With --plan: the base type, quantized (default "
-              "q8_0); the plan sets every unit's type and the GGUF is checked to store them.")  # fmt: skip
-@click.option("--plan", "plan_file", type=click.Path(path_type=Path),
-              help="quantize-plan.json (onboard quantize-plan): per-tensor types through llama.cpp's quantizer.")  # fmt: skip
+@click.option(
+    "--type",
+    "outtype",
+    type=click.Choice(TYPES),
+    default=None,
+    help="GGUF file type (llama.cpp's names; default f16). With --plan: the base type, quantized (default "
+    "q8_0); the plan sets every unit's type and the GGUF is checked to store them.",
+)
+@click.option(
+    "--plan",
+    "plan_file",
+    type=click.Path(path_type=Path),
+    help="quantize-plan.json (onboard quantize-plan): per-tensor types through llama.cpp's quantizer.",
+)
 @click.option(
     "--out", type=click.Path(path_type=Path), help="GGUF path (default: onboarding/<slug>/<name>-<TYPE>.gguf)."
 )
-@click.option("--pre-tokenizer", help="llama.cpp pre-tokenizer name to write when the converter does not know the "
-              "tokenizer's hash (the fix gguf-unknown-pre-tokenizer names; validate --engine llama.cpp checks it).")  # fmt: skip
+@click.option(
+    "--pre-tokenizer",
+    help="llama.cpp pre-tokenizer name to write when the converter does not know the "
+    "tokenizer's hash (the fix gguf-unknown-pre-tokenizer names; validate --engine llama.cpp checks it).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON on stdout.")
 def convert_gguf_command(
     source: str, outtype: str | None, plan_file: Path | None, out: Path | None, pre_tokenizer: str | None, as_json: bool
@@ -53,7 +65,9 @@ def convert_gguf_command(
         if f.get("hint"):
             click.echo(f"  fix: {f['hint']}", err=True)
     if result["gguf"]:
-        say(f"written: {result['gguf']} ({result['bytes']} bytes, {result['file_type']}"
-            f"{', ' + str(len(result['tensor_types'])) + ' tensor-type overrides' if result['tensor_types'] else ''})")  # fmt: skip
+        say(
+            f"written: {result['gguf']} ({result['bytes']} bytes, {result['file_type']}"
+            f"{', ' + str(len(result['tensor_types'])) + ' tensor-type overrides' if result['tensor_types'] else ''})"
+        )
     if code:
         sys.exit(code)

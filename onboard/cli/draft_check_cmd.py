@@ -13,25 +13,56 @@ from onboard.cli.params import FiniteFloatRange
 @click.command("draft-check")
 @click.argument("target")
 @click.argument("draft")
-@click.option("--k", "max_k", type=click.IntRange(1, 8), default=8, show_default=True,
-              help="Measure draft windows k = 1..K.")  # fmt: skip
-@click.option("--temperature", type=FiniteFloatRange(min=0), default=1.0, show_default=True,
-              help="Also compute sampling acceptance sum(min(p, q)) at this temperature (0: greedy only).")  # fmt: skip
-@click.option("--golden", type=click.Path(path_type=Path, file_okay=False),
-              help="Golden folder of TARGET: its prompts and recorded continuations are the trajectories. "
-                   "Default: the prompt suite, continued greedily by the target.")  # fmt: skip
-@click.option("--max-new-tokens", type=click.IntRange(min=2), default=32, show_default=True,
-              help="Greedy continuation length per prompt (without --golden).")  # fmt: skip
-@click.option("--dtype", type=click.Choice(["bfloat16", "float16", "float32"]), default="bfloat16",
-              show_default=True, help="Dtype both models run in (the served dtype).")  # fmt: skip
-@click.option("--out", type=click.Path(path_type=Path, file_okay=False),
-              help="Folder for draft-check.json (default: draft-check/<slug>; onboarding/<slug>/<revision> puts "
-                   "it in the onboarding report).")  # fmt: skip
+@click.option(
+    "--k", "max_k", type=click.IntRange(1, 8), default=8, show_default=True, help="Measure draft windows k = 1..K."
+)
+@click.option(
+    "--temperature",
+    type=FiniteFloatRange(min=0),
+    default=1.0,
+    show_default=True,
+    help="Also compute sampling acceptance sum(min(p, q)) at this temperature (0: greedy only).",
+)
+@click.option(
+    "--golden",
+    type=click.Path(path_type=Path, file_okay=False),
+    help="Golden folder of TARGET: its prompts and recorded continuations are the trajectories. "
+    "Default: the prompt suite, continued greedily by the target.",
+)
+@click.option(
+    "--max-new-tokens",
+    type=click.IntRange(min=2),
+    default=32,
+    show_default=True,
+    help="Greedy continuation length per prompt (without --golden).",
+)
+@click.option(
+    "--dtype",
+    type=click.Choice(["bfloat16", "float16", "float32"]),
+    default="bfloat16",
+    show_default=True,
+    help="Dtype both models run in (the served dtype).",
+)
+@click.option(
+    "--out",
+    type=click.Path(path_type=Path, file_okay=False),
+    help="Folder for draft-check.json (default: draft-check/<slug>; onboarding/<slug>/<revision> puts "
+    "it in the onboarding report).",
+)
 @click.option("--revision", help="Branch, tag or commit of a hub TARGET.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON on stdout.")
-def draft_check_command(target: str, draft: str, max_k: int, temperature: float, golden: Path | None,
-                        max_new_tokens: int, dtype: str, out: Path | None, revision: str | None,
-                        as_json: bool) -> None:  # fmt: skip
+def draft_check_command(
+    target: str,
+    draft: str,
+    max_k: int,
+    temperature: float,
+    golden: Path | None,
+    max_new_tokens: int,
+    dtype: str,
+    out: Path | None,
+    revision: str | None,
+    as_json: bool,
+) -> None:
     """Check DRAFT (a checkpoint folder or hub repo, `ngram`, or `mtp`) as a speculative-decoding draft of TARGET.
 
     Compatibility: the same token ids on the verify-tokenizer corpus, the same special tokens and stop set, every
@@ -51,8 +82,9 @@ def draft_check_command(target: str, draft: str, max_k: int, temperature: float,
     from onboard.speculative.check import Request, run
 
     refuse_local_revision(target, revision)
-    request = Request(target, draft, tuple(range(1, max_k + 1)), temperature, dtype, golden, max_new_tokens, out,
-                      revision)  # fmt: skip
+    request = Request(
+        target, draft, tuple(range(1, max_k + 1)), temperature, dtype, golden, max_new_tokens, out, revision
+    )
     result = run(request, say)
     _report(result)
     if as_json:
@@ -69,8 +101,10 @@ def _report(result: dict) -> None:  # type: ignore[type-arg]
     greedy = result.get("greedy")
     if greedy:
         cost = result["cost"]
-        say(f"cost: draft step {cost['draft_step_seconds'] * 1e3:.3g} ms, target step "
-            f"{cost['target_step_seconds'] * 1e3:.3g} ms, c = {cost['ratio']:.3f}")  # fmt: skip
+        say(
+            f"cost: draft step {cost['draft_step_seconds'] * 1e3:.3g} ms, target step "
+            f"{cost['target_step_seconds'] * 1e3:.3g} ms, c = {cost['ratio']:.3f}"
+        )
         sampled = result.get("sampled") or {}
         by_k = {r["k"]: r for r in sampled.get("speedup", [])}
         head = f"{'k':>2} {'accepted/step':>13} {'speedup':>8}" + (
@@ -82,8 +116,10 @@ def _report(result: dict) -> None:  # type: ignore[type-arg]
             say(f"{row['k']:>2} {row['mean_accepted']:>13.2f} {speed['measured']:>7.2f}x{extra}")
         say(f"greedy alpha {greedy['alpha']:.3f}; recommended k: {describe_k(greedy['recommended_k'])}")
         if sampled:
-            say(f"T={sampled['temperature']}: alpha sum(min(p, q)) {sampled['alpha']:.3f}; recommended k: "
-                f"{describe_k(sampled['recommended_k'])}")  # fmt: skip
+            say(
+                f"T={sampled['temperature']}: alpha sum(min(p, q)) {sampled['alpha']:.3f}; recommended k: "
+                f"{describe_k(sampled['recommended_k'])}"
+            )
     say(f"wrote {result['written']}")
 
 

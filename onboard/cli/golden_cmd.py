@@ -21,9 +21,12 @@ def golden_group() -> None:
 @click.option("--revision", help="Branch, tag or commit of a hub repo.")
 @click.option("--max-new-tokens", type=click.IntRange(1, 4096), default=16, show_default=True)
 @click.option("--top-k", type=click.IntRange(1, 20), default=10, show_default=True, help="Logprobs kept per position.")
-@click.option("--max-long-tokens", type=click.IntRange(16),
-              help="Cap on the long prompt (default 4096); it is sized to cross the model's sliding window, attention "
-              "chunk and original rope context, and validate names the cap that would cross a boundary left out.")  # fmt: skip
+@click.option(
+    "--max-long-tokens",
+    type=click.IntRange(16),
+    help="Cap on the long prompt (default 4096); it is sized to cross the model's sliding window, attention "
+    "chunk and original rope context, and validate names the cap that would cross a boundary left out.",
+)
 @click.option(
     "--calibrate",
     default="float32,bfloat16,float16",

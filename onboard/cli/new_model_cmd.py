@@ -22,19 +22,37 @@ if TYPE_CHECKING:
 @click.option("--target", help="GPU[xN] to plan for, e.g. h100x8.")
 @click.option("--endpoint", help="Validate this OpenAI-compatible server instead of the generated adapter.")
 @click.option("--served-model", help="Model name on --endpoint.")
-@click.option("--workspace", type=click.Path(path_type=Path), default=Path("."), show_default=True,
-              help="Folder for onboarding/, golden_outputs/ and checklists/.")  # fmt: skip
-@click.option("--resume/--no-resume", default=True, show_default=True,
-              help="Reuse stage results whose inputs are unchanged.")  # fmt: skip
+@click.option(
+    "--workspace",
+    type=click.Path(path_type=Path),
+    default=Path("."),
+    show_default=True,
+    help="Folder for onboarding/, golden_outputs/ and checklists/.",
+)
+@click.option(
+    "--resume/--no-resume", default=True, show_default=True, help="Reuse stage results whose inputs are unchanged."
+)
 @click.option("--promote", "do_promote", is_flag=True, help="Promote when every required checklist item passes.")
-@click.option("--registry", type=click.Path(dir_okay=False), help="Registry database the checklist is ticked against "
-              "and --promote records into (default: $ONBOARD_REGISTRY, else <workspace>/onboarding/registry.sqlite3).")  # fmt: skip
-@click.option("--max-long-tokens", type=click.IntRange(16), default=None,
-              help="Cap on the goldens' long prompt (default 4096). It is sized to cross the model's sliding window, "
-              "attention chunk and original rope context; raise it when validate says a boundary was not crossed.")  # fmt: skip
-@click.option("--dtype", type=click.Choice(DTYPES), default=None,
-              help="The candidate's dtype, judged against the reference's own run in that dtype (default: the "
-              "checkpoint's stored dtype with --endpoint, float32 for the in-process adapter).")  # fmt: skip
+@click.option(
+    "--registry",
+    type=click.Path(dir_okay=False),
+    help="Registry database the checklist is ticked against "
+    "and --promote records into (default: $ONBOARD_REGISTRY, else <workspace>/onboarding/registry.sqlite3).",
+)
+@click.option(
+    "--max-long-tokens",
+    type=click.IntRange(16),
+    default=None,
+    help="Cap on the goldens' long prompt (default 4096). It is sized to cross the model's sliding window, "
+    "attention chunk and original rope context; raise it when validate says a boundary was not crossed.",
+)
+@click.option(
+    "--dtype",
+    type=click.Choice(DTYPES),
+    default=None,
+    help="The candidate's dtype, judged against the reference's own run in that dtype (default: the "
+    "checkpoint's stored dtype with --endpoint, float32 for the in-process adapter).",
+)
 @remote_code_options
 @click.option("--json", "as_json", is_flag=True, help="Print the run summary as JSON on stdout.")
 def new_model_command(
@@ -78,9 +96,20 @@ def new_model_command(
     if served_model and not endpoint:
         raise InputError("--served-model needs --endpoint", "pass the server URL with --endpoint")
     policy = policy_from(trust_remote_code, unsafe_no_sandbox)
-    result = run_new_model(source, revision=revision, target=target, endpoint=endpoint, served_model=served_model,
-                           workspace=workspace, resume=resume, promote=do_promote, policy=policy,
-                           max_long_tokens=max_long_tokens, dtype=dtype, registry=registry)  # fmt: skip
+    result = run_new_model(
+        source,
+        revision=revision,
+        target=target,
+        endpoint=endpoint,
+        served_model=served_model,
+        workspace=workspace,
+        resume=resume,
+        promote=do_promote,
+        policy=policy,
+        max_long_tokens=max_long_tokens,
+        dtype=dtype,
+        registry=registry,
+    )
     if as_json:
         emit_json(result.to_dict())
     say(f"report: {result.report.get('html')}")
@@ -91,12 +120,16 @@ def new_model_command(
     if refused:  # the repository's code is the reference and was not allowed: say what would run it
         say(f"blocked ({', '.join(n for n, _ in refused)}): {refused[0][1]}")
     if result.unusable:
-        report_error(f"the checkpoint is unusable: {_why_unusable(result)}",
-                     f"onboard inspect {source} shows what to fix (and how)")  # fmt: skip
+        report_error(
+            f"the checkpoint is unusable: {_why_unusable(result)}",
+            f"onboard inspect {source} shows what to fix (and how)",
+        )
         sys.exit(2)
     if not result.ready:
-        report_error(f"not ready to promote: open items {', '.join(result.blocking)}",
-                     f"see {result.checklist_md}; docs/runbook.md says what to do for each item")  # fmt: skip
+        report_error(
+            f"not ready to promote: open items {', '.join(result.blocking)}",
+            f"see {result.checklist_md}; docs/runbook.md says what to do for each item",
+        )
         sys.exit(1)
     say("ready to promote" + (" — promoted" if result.promoted else f": onboard promote {result.slug}"))
 

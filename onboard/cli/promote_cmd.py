@@ -14,8 +14,11 @@ import click
     show_default=True,
     help="Folder holding onboarding/<slug>/<revision>/ (and checklists/, golden_outputs/).",
 )
-@click.option("--registry", type=click.Path(dir_okay=False), help="Registry database (default: $ONBOARD_REGISTRY, "
-              "else <workspace>/onboarding/registry.sqlite3).")  # fmt: skip
+@click.option(
+    "--registry",
+    type=click.Path(dir_okay=False),
+    help="Registry database (default: $ONBOARD_REGISTRY, else <workspace>/onboarding/registry.sqlite3).",
+)
 @click.option("--revision", help="Which run of SLUG (a revision folder name or unique prefix; default: the latest).")
 @click.option("--by", help="Who is promoting (default: $ONBOARD_USER, else the login name).")
 @click.option(

@@ -79,9 +79,17 @@ def parse_size(text: str) -> int:
 @click.option("--revision", help="Branch, tag or commit of a hub repo.")
 @click.option("--json", "as_json", is_flag=True, help="Print the plan summary as JSON on stdout.")
 def quantize_plan_command(
-    source: str, budget_kl: float | None, target_bytes: str | None, golden: Path | None, formats_spec: str,
-    dtype: str, out: Path | None, max_tokens: int, revision: str | None, as_json: bool,
-) -> None:  # fmt: skip
+    source: str,
+    budget_kl: float | None,
+    target_bytes: str | None,
+    golden: Path | None,
+    formats_spec: str,
+    dtype: str,
+    out: Path | None,
+    max_tokens: int,
+    revision: str | None,
+    as_json: bool,
+) -> None:
     """Choose a quantization format per unit of SOURCE (each layer's attention and MLP or experts, shared experts,
     embedding, head) from measured sensitivities, then measure the whole plan against the reference.
 
@@ -105,9 +113,16 @@ def quantize_plan_command(
         raise click.UsageError("give exactly one of --budget-kl and --target-bytes")
     refuse_local_revision(source, revision)
     request = Request(
-        source, budget_kl=budget_kl, target_bytes=parse_size(target_bytes) if target_bytes else None, golden=golden,
-        formats=parse_formats(formats_spec), dtype=dtype, out=out, revision=revision, max_tokens=max_tokens,
-    )  # fmt: skip
+        source,
+        budget_kl=budget_kl,
+        target_bytes=parse_size(target_bytes) if target_bytes else None,
+        golden=golden,
+        formats=parse_formats(formats_spec),
+        dtype=dtype,
+        out=out,
+        revision=revision,
+        max_tokens=max_tokens,
+    )
     outcome = run(request, say)
     _report(outcome, say)
     if as_json:
@@ -120,20 +135,26 @@ def _report(outcome, say) -> None:  # type: ignore[no-untyped-def]
     say(f"{'unit':<22} {'format':<10} {'KL alone':>10}")
     for unit in s["units"]:
         say(f"{unit['unit']:<22} {unit['format']:<10} {unit['kl_alone']:>10.3e}")
-    say(f"plan: {s['bytes']:,} bytes ({s['bytes'] / s['bf16_bytes']:.1%} of bf16's {s['bf16_bytes']:,}); "
-        f"KL predicted {s['predicted_kl']:.3e}, measured {s['measured_kl']:.3e}")  # fmt: skip
+    say(
+        f"plan: {s['bytes']:,} bytes ({s['bytes'] / s['bf16_bytes']:.1%} of bf16's {s['bf16_bytes']:,}); "
+        f"KL predicted {s['predicted_kl']:.3e}, measured {s['measured_kl']:.3e}"
+    )
     best = s["uniform_best"]
     if best:
-        say(f"best uniform format: {best['format']} ({best['bytes']:,} bytes, measured KL {best['measured_kl']:.3e}); "
-            f"the plan saves {best['bytes'] - s['bytes']:,} bytes against it")  # fmt: skip
+        say(
+            f"best uniform format: {best['format']} ({best['bytes']:,} bytes, measured KL {best['measured_kl']:.3e}); "
+            f"the plan saves {best['bytes'] - s['bytes']:,} bytes against it"
+        )
     else:
         say("best uniform format: none of the formats alone meets the budget / fits the size")
     for name, reason in d.get("formats_left_out", {}).items():
         say(f"not planned: {name}: {reason}")
     same = d.get("same_bytes_uniform")
     if same and same.get("plan_over_uniform_kl") is not None:
-        say(f"nearest uniform size: {same['format']} ({same['bytes']:,} bytes): measured KL {same['measured_kl']:.3e}, "
-            f"plan / uniform = {same['plan_over_uniform_kl']:.2f}")  # fmt: skip
+        say(
+            f"nearest uniform size: {same['format']} ({same['bytes']:,} bytes): measured KL {same['measured_kl']:.3e}, "
+            f"plan / uniform = {same['plan_over_uniform_kl']:.2f}"
+        )
     from onboard.quantize.formats import FORMATS
 
     targeted = {FORMATS[name].engine for name in d["formats"]}  # engines the user chose formats of
@@ -142,8 +163,10 @@ def _report(outcome, say) -> None:  # type: ignore[no-untyped-def]
             say(f"{engine}: cannot serve the planned formats of {', '.join(info['unsupported'])} (see {info['file']})")
     say("wrote " + ", ".join(str(f) for f in outcome.files))
     if not outcome.met and s["budget_kl"] is not None:
-        say(f"Error: the plan's measured KL {s['measured_kl']:.3e} exceeds --budget-kl {s['budget_kl']:.3e} after "
-            f"{len(d['rounds'])} rounds of re-planning")  # fmt: skip
+        say(
+            f"Error: the plan's measured KL {s['measured_kl']:.3e} exceeds --budget-kl {s['budget_kl']:.3e} after "
+            f"{len(d['rounds'])} rounds of re-planning"
+        )
         say("Hint: raise --budget-kl, or allow finer formats (--formats all)")
     elif not outcome.met:
         say(f"Error: no plan fits --target-bytes {d['target_bytes']:,}: the smallest is {s['bytes']:,} bytes")

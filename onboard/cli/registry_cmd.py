@@ -71,7 +71,8 @@ def show_command(model: str, revision: str | None, registry: str | None, workspa
     failed = [c for c in rec.checks if not c.passed]
     lines = [
         f"record #{rec.id}: {rec.model} at {rec.revision}",
-        f"  promoted by {rec.promoted_by} at {rec.promoted_at}" + (f" (supersedes #{rec.supersedes})" if rec.supersedes else ""),
+        f"  promoted by {rec.promoted_by} at {rec.promoted_at}"
+        + (f" (supersedes #{rec.supersedes})" if rec.supersedes else ""),
         f"  profile {rec.profile_sha256 or '-'}",
         f"  tokenizer {rec.tokenizer_sha256 or '-'}",
         f"  goldens {rec.golden_sha256 or '-'} ({rec.golden_dir or 'no folder'})",
@@ -81,5 +82,5 @@ def show_command(model: str, revision: str | None, registry: str | None, workspa
         "  sign-offs: " + (", ".join(f"{s.item} by {s.by}" for s in rec.signoffs) or "none"),
         "  versions: " + ", ".join(f"{k} {v}" for k, v in rec.versions.items()),
         f"  validated on: {rec.hardware.get('validated_on') or 'unknown'}",
-    ]  # fmt: skip
+    ]
     click.echo("\n".join(lines))

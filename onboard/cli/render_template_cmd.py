@@ -38,9 +38,14 @@ from onboard.cli.params import seconds
     "--timeout", "timeout_s", type=seconds(0.1), default=10.0, show_default=True, help="Seconds before giving up."
 )
 def render_template_command(
-    template_or_source: str, context_file: Path, template_name: str | None, polyfill: str | None,
-    revision: str | None, now: datetime | None, timeout_s: float,
-) -> None:  # fmt: skip
+    template_or_source: str,
+    context_file: Path,
+    template_name: str | None,
+    polyfill: str | None,
+    revision: str | None,
+    now: datetime | None,
+    timeout_s: float,
+) -> None:
     """Render TEMPLATE_OR_SOURCE (a .jinja file, or a folder / hub repo with a chat template) to stdout.
 
     Nothing is added: no trailing newline, no default variables. Sandboxed like transformers'

@@ -117,18 +117,35 @@ def validate_command(
     with output_folder(path.parent):
         if candidate == "reference" and checkpoint is not None and reference_for(checkpoint).kind == REPO_CODE:
             # The self-check's candidate would be the repository's code: it runs in the sandbox worker, or not at all.
-            rerun = rerun_command("validate", source, "--golden", str(golden.folder), "--candidate", "reference",
-                                  policy=policy)  # fmt: skip
+            rerun = rerun_command(
+                "validate", source, "--golden", str(golden.folder), "--candidate", "reference", policy=policy
+            )
             result = validate_in_sandbox(golden, checkpoint, dtype, policy, rerun, performance=not no_performance)
         else:
-            with started_engine(engine_name, source, dtype, gguf, engine_port, path.parent / "engine", endpoint,
-                                budget_kl, plan_file, engine_args=spec_args) as served:  # fmt: skip
+            with started_engine(
+                engine_name,
+                source,
+                dtype,
+                gguf,
+                engine_port,
+                path.parent / "engine",
+                endpoint,
+                budget_kl,
+                plan_file,
+                engine_args=spec_args,
+            ) as served:
                 if served is not None:  # --engine: the started engine is the endpoint
                     endpoint, served_model, dtype = served.url, served.name, served.dtype
                 engine = open_candidate(source, dtype, endpoint, served_model, timeout_s, candidate)
                 try:
-                    result = validate(golden, engine, source=source, performance=not no_performance,
-                                      checkpoint=checkpoint, policy=policy)  # fmt: skip
+                    result = validate(
+                        golden,
+                        engine,
+                        source=source,
+                        performance=not no_performance,
+                        checkpoint=checkpoint,
+                        policy=policy,
+                    )
                     if speculative:
                         add_speculative_check(result, golden, engine, endpoint, speculative, speculative_k)
                 finally:

@@ -41,9 +41,17 @@ from onboard.cli.remote_code_options import policy_from, remote_code_options
 @remote_code_options
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON on stdout.")
 def verify_tokenizer_command(
-    source: str, revision: str | None, golden_dir: Path | None, record: bool, name: str | None, corpus: Path | None,
-    embedding_rows: int | None, trust_remote_code: bool, unsafe_no_sandbox: bool, as_json: bool,
-) -> int:  # fmt: skip
+    source: str,
+    revision: str | None,
+    golden_dir: Path | None,
+    record: bool,
+    name: str | None,
+    corpus: Path | None,
+    embedding_rows: int | None,
+    trust_remote_code: bool,
+    unsafe_no_sandbox: bool,
+    as_json: bool,
+) -> int:
     """Check SOURCE's tokenizer against every reference it ships, its special tokens and its chat template.
 
     Exit 0 when no check found an error, 1 when one did, 2 when the tokenizer files are unusable or --golden DIR
@@ -63,8 +71,18 @@ def verify_tokenizer_command(
 
     policy = policy_from(trust_remote_code, unsafe_no_sandbox)
     rerun = rerun_command("verify-tokenizer", source, *(["--record"] if record else []), policy=policy)
-    report = verify_tokenizer_trusting(source, revision, golden_dir, record, corpus, embedding_rows, policy=policy,
-                                       rerun=rerun, name=name, golden_required=golden_dir is not None and not record)  # fmt: skip
+    report = verify_tokenizer_trusting(
+        source,
+        revision,
+        golden_dir,
+        record,
+        corpus,
+        embedding_rows,
+        policy=policy,
+        rerun=rerun,
+        name=name,
+        golden_required=golden_dir is not None and not record,
+    )
     if as_json:
         emit_json(report)
     say(summary(report))

@@ -29,9 +29,16 @@ from onboard.cli.worker_options import DB_OPTION, worker_options
 @DB_OPTION
 @worker_options
 def watch_command(
-    authors: tuple[str, ...], interval: float, once: bool, baseline: bool, enqueue_only: bool, endpoint: str | None,
-    as_json: bool, db_path: str | None, **opts: Any,
-) -> None:  # fmt: skip
+    authors: tuple[str, ...],
+    interval: float,
+    once: bool,
+    baseline: bool,
+    enqueue_only: bool,
+    endpoint: str | None,
+    as_json: bool,
+    db_path: str | None,
+    **opts: Any,
+) -> None:
     """Watch hub authors for new models and new revisions (sha changes).
 
     Each new (repo, revision) becomes one job in the durable queue (never twice, never when already promoted);

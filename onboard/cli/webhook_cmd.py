@@ -19,20 +19,41 @@ def webhook_group() -> None:
 @webhook_group.command("serve")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind (0.0.0.0 behind a proxy).")
 @click.option("--port", type=click.IntRange(0, 65535), default=8080, show_default=True, help="0 picks a free port.")
-@click.option("--secret-env", required=True, metavar="VAR",
-              help="Environment variable holding the webhook secret (compared with X-Webhook-Secret).")  # fmt: skip
-@click.option("--max-body-bytes", type=click.IntRange(min=1024), default=1 << 20, show_default=True,
-              help="Larger bodies get 413.")  # fmt: skip
-@click.option("--replay-window", type=FiniteFloatRange(min=0), default=86400.0, show_default=True,
-              help="Seconds during which an identical payload is a replay (answered, not stored again).")  # fmt: skip
-@click.option("--workers", type=click.IntRange(min=0), default=1, show_default=True,
-              help="Worker threads running jobs; 0 stores only (run `onboard queue work` elsewhere).")  # fmt: skip
+@click.option(
+    "--secret-env",
+    required=True,
+    metavar="VAR",
+    help="Environment variable holding the webhook secret (compared with X-Webhook-Secret).",
+)
+@click.option(
+    "--max-body-bytes", type=click.IntRange(min=1024), default=1 << 20, show_default=True, help="Larger bodies get 413."
+)
+@click.option(
+    "--replay-window",
+    type=FiniteFloatRange(min=0),
+    default=86400.0,
+    show_default=True,
+    help="Seconds during which an identical payload is a replay (answered, not stored again).",
+)
+@click.option(
+    "--workers",
+    type=click.IntRange(min=0),
+    default=1,
+    show_default=True,
+    help="Worker threads running jobs; 0 stores only (run `onboard queue work` elsewhere).",
+)
 @DB_OPTION
 @worker_options
 def serve_command(
-    host: str, port: int, secret_env: str, max_body_bytes: int, replay_window: float, workers: int,
-    db_path: str | None, **opts: Any,
-) -> None:  # fmt: skip
+    host: str,
+    port: int,
+    secret_env: str,
+    max_body_bytes: int,
+    replay_window: float,
+    workers: int,
+    db_path: str | None,
+    **opts: Any,
+) -> None:
     """Serve POST /webhook until interrupted (SIGINT/SIGTERM stop it cleanly).
 
     Every accepted event is committed to the queue database before the 200 goes out; each (repo, revision)
@@ -56,8 +77,9 @@ def serve_command(
     setup_logging()
     with open_queue(db_path) as queue:
         worker = build_worker(queue, opts)
-        config = WebhookConfig(secret.encode("latin-1", "replace"), max_body_bytes, replay_window,
-                               is_promoted=worker.is_promoted)  # fmt: skip
+        config = WebhookConfig(
+            secret.encode("latin-1", "replace"), max_body_bytes, replay_window, is_promoted=worker.is_promoted
+        )
         server = WebhookServer(queue, config, host, port)
         stop = threading.Event()
         threads = [threading.Thread(target=server.serve_forever, name="webhook", daemon=True)]

@@ -26,11 +26,13 @@ def convert_gguf(
 
     outtype = outtype or (llamacpp.PLAN_BASE_TYPE if plan_file is not None else "f16")
     if plan_file is not None and outtype in llamacpp.UNQUANTIZED_TYPES:
-        raise InputError(f"--type {outtype} with --plan: llama.cpp applies a plan's per-tensor types only under a "
-                         f"quantized file type; every layer's tensors would stay {outtype.upper()} (only the embedding's and "
-                         "the head's types apply)",
-                         f"use --type {llamacpp.PLAN_BASE_TYPE} (or leave --type out): the plan sets every unit's "
-                         "type, the base type only names the file")  # fmt: skip
+        raise InputError(
+            f"--type {outtype} with --plan: llama.cpp applies a plan's per-tensor types only under a "
+            f"quantized file type; every layer's tensors would stay {outtype.upper()} (only the embedding's and "
+            "the head's types apply)",
+            f"use --type {llamacpp.PLAN_BASE_TYPE} (or leave --type out): the plan sets every unit's "
+            "type, the base type only names the file",
+        )
     folder = resolve_local(source)
     refuse_repository_code(folder)
     refuse_contradicted_config(folder)
@@ -58,12 +60,17 @@ def convert_gguf(
         findings += conversion.findings
         written = conversion.path
     result: dict[str, Any] = {
-        "stage": "convert", "source": source, "type": outtype, "gguf": str(written) if written else None,
-        "bytes": written.stat().st_size if written else None, "file_type": None,
+        "stage": "convert",
+        "source": source,
+        "type": outtype,
+        "gguf": str(written) if written else None,
+        "bytes": written.stat().st_size if written else None,
+        "file_type": None,
         "tensor_types": [list(t) for t in overrides.tensor_types],
-        "token_embedding_type": overrides.token_embedding_type, "output_tensor_type": overrides.output_tensor_type,
+        "token_embedding_type": overrides.token_embedding_type,
+        "output_tensor_type": overrides.output_tensor_type,
         "findings": [{k: v for k, v in asdict(f).items() if k != "members"} for f in findings],
-    }  # fmt: skip
+    }
     if written:
         result["file_type"] = llamacpp.gguf_file_type(written)[1]
     return result, exit_code_for(findings)
@@ -77,12 +84,18 @@ def _as_planned(gguf: Path, overrides: llamacpp.Overrides, outtype: str) -> list
         return []
     gguf.unlink()
     more = f" (+{len(wrong) - 1} more)" if len(wrong) > 1 else ""
-    return [Finding("gguf-plan-not-applied", "error",
-                    f"llama.cpp's quantizer did not apply the plan under --type {outtype}: {wrong[0]}{more}; "
-                    f"{gguf.name} was removed",
-                    f"convert with --type {llamacpp.PLAN_BASE_TYPE}: llama.cpp leaves a tensor's type override unapplied "
-                    "under an unquantized file type, and (by its source) where the file type itself falls back on the "
-                    "tensor's rows", file=str(gguf))]  # fmt: skip
+    return [
+        Finding(
+            "gguf-plan-not-applied",
+            "error",
+            f"llama.cpp's quantizer did not apply the plan under --type {outtype}: {wrong[0]}{more}; "
+            f"{gguf.name} was removed",
+            f"convert with --type {llamacpp.PLAN_BASE_TYPE}: llama.cpp leaves a tensor's type override unapplied "
+            "under an unquantized file type, and (by its source) where the file type itself falls back on the "
+            "tensor's rows",
+            file=str(gguf),
+        )
+    ]
 
 
 def _intermediate(folder: Path) -> str:
@@ -107,9 +120,11 @@ def refuse_contradicted_config(folder: Path) -> None:
     found = [f for f in inspect(str(folder)).findings if f.code in CONTRADICTIONS and f.severity in ("error", "fatal")]
     if found:
         more = f" (+{len(found) - 1} more)" if len(found) > 1 else ""
-        raise InputError(f"{folder / 'config.json'}: the weights contradict it: {found[0].message}{more}",
-                         f"fix config.json to describe the weights (`onboard inspect {folder}` lists every "
-                         "contradiction), then convert")  # fmt: skip
+        raise InputError(
+            f"{folder / 'config.json'}: the weights contradict it: {found[0].message}{more}",
+            f"fix config.json to describe the weights (`onboard inspect {folder}` lists every "
+            "contradiction), then convert",
+        )
 
 
 def refuse_repository_code(folder: Path) -> None:
@@ -123,6 +138,8 @@ def refuse_repository_code(folder: Path) -> None:
         raise InputError(f"{folder / 'config.json'}: unreadable ({exc})", "point SOURCE at a checkpoint") from exc
     needs = tokenizer_needs_code(folder)
     if isinstance(config, dict) and config.get("auto_map") or needs:
-        raise InputError(f"{folder.name} carries repository code (auto_map): llama.cpp's converter may run it "
-                         "without isolation", "convert a checkpoint whose architecture and tokenizer transformers "
-                         "implements; repository code only runs in onboard's sandbox")  # fmt: skip
+        raise InputError(
+            f"{folder.name} carries repository code (auto_map): llama.cpp's converter may run it without isolation",
+            "convert a checkpoint whose architecture and tokenizer transformers "
+            "implements; repository code only runs in onboard's sandbox",
+        )

@@ -77,8 +77,9 @@ def serve_process(
     make_dirs(log.parent)
     previous = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGHUP)}
     with log.open("w") as out:
-        proc = subprocess.Popen(list(cmd), stdout=out, stderr=subprocess.STDOUT, env=dict(env or os.environ),
-                                preexec_fn=_die_with_parent)  # noqa: PLW1509 (setsid + death signal, nothing else)  # fmt: skip
+        proc = subprocess.Popen(
+            list(cmd), stdout=out, stderr=subprocess.STDOUT, env=dict(env or os.environ), preexec_fn=_die_with_parent
+        )  # noqa: PLW1509 (setsid + death signal, nothing else)
     url = f"http://{HOST}:{port}"
     try:
         for sig in previous:
@@ -95,8 +96,10 @@ def _wait_ready(url: str, proc: subprocess.Popen, log: Path, name: str, timeout_
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise EngineStartError(f"{name} exited with code {proc.returncode} before serving; log tail:\n{tail(log)}",
-                                   f"see the whole log in {log}")  # fmt: skip
+            raise EngineStartError(
+                f"{name} exited with code {proc.returncode} before serving; log tail:\n{tail(log)}",
+                f"see the whole log in {log}",
+            )
         try:
             with urllib.request.urlopen(url, timeout=2) as resp:  # noqa: S310 (loopback URL we built)
                 if resp.status == 200:

@@ -61,8 +61,10 @@ def available() -> bool:
 
 def require() -> Path:
     if not available():
-        raise EngineStartError(f"llama.cpp is not installed ({engine_python()} or "
-                               f"{converter_dir() / 'convert_hf_to_gguf.py'} missing)", INSTALL_HINT)  # fmt: skip
+        raise EngineStartError(
+            f"llama.cpp is not installed ({engine_python()} or {converter_dir() / 'convert_hf_to_gguf.py'} missing)",
+            INSTALL_HINT,
+        )
     return engine_python()
 
 
@@ -95,8 +97,18 @@ def convert(
     make_dirs(out.parent)
     tmp = _partial(out)
     named = ["--pre-tokenizer", pre_tokenizer] if pre_tokenizer else []
-    cmd = [sys.executable, str(HERE / "llamacpp_convert.py"), str(converter_dir()), *named, "--", str(source),
-           "--outtype", outtype, "--outfile", str(tmp)]  # fmt: skip
+    cmd = [
+        sys.executable,
+        str(HERE / "llamacpp_convert.py"),
+        str(converter_dir()),
+        *named,
+        "--",
+        str(source),
+        "--outtype",
+        outtype,
+        "--outfile",
+        str(tmp),
+    ]
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_VERBOSITY": "error"}
     try:
         done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout_s)
@@ -106,9 +118,11 @@ def convert(
         os.replace(tmp, out)
         return Conversion(out, [], log)
     except subprocess.TimeoutExpired as exc:
-        finding = fatal("gguf-convert-failed", f"llama.cpp's converter did not finish within {timeout_s:g} s",
-                        "a checkpoint this size needs more time or memory; run the converter by hand to see where "
-                        "it stops")  # fmt: skip
+        finding = fatal(
+            "gguf-convert-failed",
+            f"llama.cpp's converter did not finish within {timeout_s:g} s",
+            "a checkpoint this size needs more time or memory; run the converter by hand to see where it stops",
+        )
         return Conversion(None, [finding], str(exc.stderr or ""))
     finally:
         tmp.unlink(missing_ok=True)
@@ -124,28 +138,47 @@ def converter_findings(log: str, source: Path) -> list[Finding]:
         match = CHKHSH.search(log)
         digest = match.group(1) if match else "unknown"
         name, family = identified_family(source)
-        now = (f"For this conversion: rerun `onboard convert gguf` with `--pre-tokenizer {name}` (onboard's "
-               "identification; `onboard validate SOURCE --engine llama.cpp --gguf F` then checks llama.cpp's ids "
-               "against transformers'). " if name else "")  # fmt: skip
-        return [fatal("gguf-unknown-pre-tokenizer",
-                      f"llama.cpp's converter does not know this tokenizer's pre-tokenizer (chkhsh {digest}); "
-                      f"onboard identifies it as: {family}",
-                      f"{now}For llama.cpp itself: add chkhsh {digest} to get_vocab_base_pre() in convert_hf_to_gguf "
-                      "(conversion/base.py; convert_hf_to_gguf_update.py generates the entry from the repo) under the "
-                      "llama.cpp pre-tokenizer whose regex this tokenizer uses, and the same name to llama-vocab.cpp "
-                      "if it is new; or use a llama.cpp release that knows it. `onboard verify-tokenizer SOURCE` "
-                      "shows the regex and the fingerprint", file="tokenizer.json")]  # fmt: skip
+        now = (
+            f"For this conversion: rerun `onboard convert gguf` with `--pre-tokenizer {name}` (onboard's "
+            "identification; `onboard validate SOURCE --engine llama.cpp --gguf F` then checks llama.cpp's ids "
+            "against transformers'). "
+            if name
+            else ""
+        )
+        return [
+            fatal(
+                "gguf-unknown-pre-tokenizer",
+                f"llama.cpp's converter does not know this tokenizer's pre-tokenizer (chkhsh {digest}); "
+                f"onboard identifies it as: {family}",
+                f"{now}For llama.cpp itself: add chkhsh {digest} to get_vocab_base_pre() in convert_hf_to_gguf "
+                "(conversion/base.py; convert_hf_to_gguf_update.py generates the entry from the repo) under the "
+                "llama.cpp pre-tokenizer whose regex this tokenizer uses, and the same name to llama-vocab.cpp "
+                "if it is new; or use a llama.cpp release that knows it. `onboard verify-tokenizer SOURCE` "
+                "shows the regex and the fingerprint",
+                file="tokenizer.json",
+            )
+        ]
     match = UNSUPPORTED.search(log)
     if match:
         arch = match.group(1) or match.group(2)
-        return [fatal("gguf-unsupported-architecture",
-                      f"llama.cpp's converter does not support architecture {arch} (config.json architectures)",
-                      "llama.cpp needs a model class for it (conversion/*.py, @ModelBase.register) and the runtime "
-                      "graph (src/models/); until a release has both, serve this model with vLLM "
-                      "(onboard validate SOURCE --engine vllm)", file="config.json")]  # fmt: skip
+        return [
+            fatal(
+                "gguf-unsupported-architecture",
+                f"llama.cpp's converter does not support architecture {arch} (config.json architectures)",
+                "llama.cpp needs a model class for it (conversion/*.py, @ModelBase.register) and the runtime "
+                "graph (src/models/); until a release has both, serve this model with vLLM "
+                "(onboard validate SOURCE --engine vllm)",
+                file="config.json",
+            )
+        ]
     last = "\n".join(line for line in log.strip().splitlines()[-12:])
-    return [fatal("gguf-convert-failed", f"llama.cpp's converter failed:\n{last}",
-                  "the converter's message above names the tensor or field it could not handle")]  # fmt: skip
+    return [
+        fatal(
+            "gguf-convert-failed",
+            f"llama.cpp's converter failed:\n{last}",
+            "the converter's message above names the tensor or field it could not handle",
+        )
+    ]
 
 
 def identified_family(source: Path) -> tuple[str | None, str]:
@@ -189,8 +222,9 @@ def plan_overrides(plan: PlanFile, folder: Path) -> Overrides:
     units = {u.unit: u.format for u in plan.units}
     text = llama_cpp(units, tensors_by_unit(checkpoint_tensors(folder)), str(folder)).text
     flags = dict(FLAG.findall(text))
-    return Overrides(tuple(TENSOR_TYPE.findall(text)), flags.get("token-embedding-type"),
-                     flags.get("output-tensor-type"))  # fmt: skip
+    return Overrides(
+        tuple(TENSOR_TYPE.findall(text)), flags.get("token-embedding-type"), flags.get("output-tensor-type")
+    )
 
 
 UNQUANTIZED_TYPES = ("f32", "f16", "bf16")
@@ -235,20 +269,30 @@ def quantize(src: Path, out: Path, ftype: str, overrides: Overrides = Overrides(
     """llama_model_quantize(src -> out) with the overrides; `out` appears only when it succeeded."""
     interpreter = require()
     tmp = _partial(out)
-    spec = {"input": str(src), "output": str(tmp), "ftype": ftype, "threads": threads,
-            "tensor_types": [list(t) for t in overrides.tensor_types],
-            "token_embedding_type": overrides.token_embedding_type,
-            "output_tensor_type": overrides.output_tensor_type}  # fmt: skip
+    spec = {
+        "input": str(src),
+        "output": str(tmp),
+        "ftype": ftype,
+        "threads": threads,
+        "tensor_types": [list(t) for t in overrides.tensor_types],
+        "token_embedding_type": overrides.token_embedding_type,
+        "output_tensor_type": overrides.output_tensor_type,
+    }
     spec_file = tmp.with_suffix(".json")
     spec_file.write_text(json.dumps(spec), encoding="utf-8")
     env = {**os.environ, "PYTHONPATH": str(converter_dir() / "gguf-py")}
     try:
-        done = subprocess.run([str(interpreter), str(HERE / "llamacpp_quantize.py"), str(spec_file)],
-                              capture_output=True, text=True, env=env)  # fmt: skip
+        done = subprocess.run(
+            [str(interpreter), str(HERE / "llamacpp_quantize.py"), str(spec_file)],
+            capture_output=True,
+            text=True,
+            env=env,
+        )
         if done.returncode != 0:
-            raise EngineStartError(f"llama.cpp's quantizer failed on {src.name} ({ftype}):\n"
-                                   f"{(done.stdout + done.stderr).strip()[-1500:]}",
-                                   "check the type names (ggml names: q8_0, q4_K, f16 ...) and the plan")  # fmt: skip
+            raise EngineStartError(
+                f"llama.cpp's quantizer failed on {src.name} ({ftype}):\n{(done.stdout + done.stderr).strip()[-1500:]}",
+                "check the type names (ggml names: q8_0, q4_K, f16 ...) and the plan",
+            )
         os.replace(tmp, out)
         return out
     finally:
@@ -269,8 +313,20 @@ def serve(
     # ggml's worker threads spin: on a small shared machine one thread measures the engine better than all cores.
     cores = os.cpu_count() or 1
     threads = str(1 if cores <= 2 else min(8, cores // 2))
-    cmd = [str(interpreter), str(HERE / "llamacpp_server.py"), "--model", str(gguf), "--name", name, "--port",
-           str(port), "--n-ctx", str(n_ctx), "--threads", threads]  # fmt: skip
+    cmd = [
+        str(interpreter),
+        str(HERE / "llamacpp_server.py"),
+        "--model",
+        str(gguf),
+        "--name",
+        name,
+        "--port",
+        str(port),
+        "--n-ctx",
+        str(n_ctx),
+        "--threads",
+        threads,
+    ]
     with serve_process(cmd, port=port, ready_path="/health", log=log, name="llama.cpp", timeout_s=timeout_s) as url:
         yield url
 

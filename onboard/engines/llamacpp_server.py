@@ -38,8 +38,15 @@ class Engine:
     def __init__(self, model: str, n_ctx: int, threads: int | None) -> None:
         from llama_cpp import Llama
 
-        self.llm = Llama(model_path=model, n_ctx=n_ctx, n_batch=min(512, n_ctx), logits_all=True, n_threads=threads,
-                         verbose=False, seed=0)  # fmt: skip
+        self.llm = Llama(
+            model_path=model,
+            n_ctx=n_ctx,
+            n_batch=min(512, n_ctx),
+            logits_all=True,
+            n_threads=threads,
+            verbose=False,
+            seed=0,
+        )
         self.lock = threading.Lock()
         self.n_ctx = n_ctx
 
@@ -139,8 +146,11 @@ def make_handler(engine: Engine, name: str, version: str) -> type[BaseHTTPReques
                 body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
                 if self.path == "/tokenize":
                     with engine.lock:
-                        ids = engine.llm.tokenize(str(body["content"]).encode(), add_bos=bool(body.get("add_special")),
-                                                  special=bool(body.get("parse_special")))  # fmt: skip
+                        ids = engine.llm.tokenize(
+                            str(body["content"]).encode(),
+                            add_bos=bool(body.get("add_special")),
+                            special=bool(body.get("parse_special")),
+                        )
                     self._send(200, {"tokens": ids})
                 elif self.path == "/v1/completions":
                     self._complete(body)
@@ -184,8 +194,12 @@ def make_handler(engine: Engine, name: str, version: str) -> type[BaseHTTPReques
             with engine.lock:
                 for i, p in enumerate(prompts):
                     for step in engine.generate(p, body):
-                        choice = {"index": i, "text": detok(step[0]), "finish_reason": step[3],
-                                  "logprobs": _logprobs([step], as_ids, detok) if body.get("logprobs") else None}  # fmt: skip
+                        choice = {
+                            "index": i,
+                            "text": detok(step[0]),
+                            "finish_reason": step[3],
+                            "logprobs": _logprobs([step], as_ids, detok) if body.get("logprobs") else None,
+                        }
                         self.wfile.write(f"data: {json.dumps({'choices': [choice]})}\n\n".encode())
                         self.wfile.flush()
             self.wfile.write(b"data: [DONE]\n\n")
@@ -206,8 +220,9 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=None)
     args = parser.parse_args()
     engine = Engine(args.model, args.n_ctx, args.threads)
-    server = ThreadingHTTPServer(("127.0.0.1", args.port), make_handler(engine, args.name, f"llama-cpp-python "
-                                                                         f"{llama_cpp.__version__}"))  # fmt: skip
+    server = ThreadingHTTPServer(
+        ("127.0.0.1", args.port), make_handler(engine, args.name, f"llama-cpp-python {llama_cpp.__version__}")
+    )
     print(f"serving {args.model} as {args.name} on 127.0.0.1:{args.port}", flush=True)
     server.serve_forever()
 

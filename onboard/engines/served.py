@@ -42,9 +42,16 @@ class Served:
 
 @contextlib.contextmanager
 def engine_endpoint(
-    engine: str, folder: Path, name: str, dtype: str, *, gguf: Path | None, port: int | None, work: Path,
+    engine: str,
+    folder: Path,
+    name: str,
+    dtype: str,
+    *,
+    gguf: Path | None,
+    port: int | None,
+    work: Path,
     engine_args: Sequence[str] = (),
-) -> Iterator[Served]:  # fmt: skip
+) -> Iterator[Served]:
     """Start `engine` for the checkpoint `folder` (llama.cpp: on `gguf`, converted into `work` when None);
     `engine_args`: extra vLLM arguments (validate --speculative)."""
     from onboard.engines import llamacpp, vllm
@@ -105,40 +112,68 @@ def gguf_tokenizer_checks(served: Served, folder: Path) -> list[Check]:
         drift = drift or (text, got, want)
     checks = [_drift_check(drift, len(texts))]
     if unnormalized:
-        checks.append(Check("gguf_tokenizer_normalization", False, False, f"{len(unnormalized)} corpus "
-                            f"strings not in NFC (first {unnormalized[0]!r}) tokenize differently: transformers "
-                            "normalizes them to NFC, llama.cpp does not; their NFC forms match. Text reaching "
-                            "llama.cpp should be NFC-normalized by the caller"))  # fmt: skip
+        checks.append(
+            Check(
+                "gguf_tokenizer_normalization",
+                False,
+                False,
+                f"{len(unnormalized)} corpus "
+                f"strings not in NFC (first {unnormalized[0]!r}) tokenize differently: transformers "
+                "normalizes them to NFC, llama.cpp does not; their NFC forms match. Text reaching "
+                "llama.cpp should be NFC-normalized by the caller",
+            )
+        )
     return checks
 
 
 def _drift_check(drift: tuple[str, list[int], list[int]] | None, count: int) -> Check:
     if drift is None:
-        return Check("gguf_tokenizer", True, True, f"{count} corpus strings: llama.cpp's ids from the GGUF "
-                     "equal transformers' ids (up to NFC normalization, see gguf_tokenizer_normalization)")  # fmt: skip
+        return Check(
+            "gguf_tokenizer",
+            True,
+            True,
+            f"{count} corpus strings: llama.cpp's ids from the GGUF "
+            "equal transformers' ids (up to NFC normalization, see gguf_tokenizer_normalization)",
+        )
     text, got, want = drift
     at = next((i for i, (a, b) in enumerate(zip(got, want)) if a != b), min(len(got), len(want)))
-    return Check("gguf_tokenizer", False, True, f"gguf-tokenizer-drift: {text[:80]!r} tokenizes differently "
-                 f"through the GGUF (llama.cpp) than through transformers from id {at}: llama.cpp "
-                 f"{got[at:at + 6]} vs transformers {want[at:at + 6]} ({len(got)} vs {len(want)} ids); the "
-                 "converter wrote another pre-tokenizer, vocabulary or merges than the tokenizer uses: check "
-                 "tokenizer.ggml.pre against `onboard verify-tokenizer`",
-                 data={"code": "gguf-tokenizer-drift", "text": text})  # fmt: skip
+    return Check(
+        "gguf_tokenizer",
+        False,
+        True,
+        f"gguf-tokenizer-drift: {text[:80]!r} tokenizes differently "
+        f"through the GGUF (llama.cpp) than through transformers from id {at}: llama.cpp "
+        f"{got[at : at + 6]} vs transformers {want[at : at + 6]} ({len(got)} vs {len(want)} ids); the "
+        "converter wrote another pre-tokenizer, vocabulary or merges than the tokenizer uses: check "
+        "tokenizer.ggml.pre against `onboard verify-tokenizer`",
+        data={"code": "gguf-tokenizer-drift", "text": text},
+    )
 
 
 def kl_budget_check(result: dict[str, Any], budget: float, planned: float | None) -> Check:
     """Mean KL per position (over every prompt position the parity compared) against the budget."""
     kls = [p["kl"] for p in result.get("positions", []) if p.get("kl") is not None]
     if not kls:
-        return Check("quantized_kl_budget", False, True, "no finite KL measured: every position overflowed or "
-                     "no position was compared; see logit_parity")  # fmt: skip
+        return Check(
+            "quantized_kl_budget",
+            False,
+            True,
+            "no finite KL measured: every position overflowed or no position was compared; see logit_parity",
+        )
     measured = math.fsum(kls) / len(kls)
     plan = f", planned {planned:.4g}" if planned is not None else ""
     ok = measured <= budget
-    detail = (f"mean KL {measured:.4g} over {len(kls)} positions {'<=' if ok else '>'} budget {budget:.4g}{plan} "
-              "(the dtype-noise parity checks are information for a quantized GGUF)")  # fmt: skip
-    return Check("quantized_kl_budget", ok, True, detail,
-                 data={"measured_kl": measured, "budget_kl": budget, "planned_kl": planned})  # fmt: skip
+    detail = (
+        f"mean KL {measured:.4g} over {len(kls)} positions {'<=' if ok else '>'} budget {budget:.4g}{plan} "
+        "(the dtype-noise parity checks are information for a quantized GGUF)"
+    )
+    return Check(
+        "quantized_kl_budget",
+        ok,
+        True,
+        detail,
+        data={"measured_kl": measured, "budget_kl": budget, "planned_kl": planned},
+    )
 
 
 def plan_types_check(gguf: Path, plan_file: Path, folder: Path) -> Check:
@@ -151,12 +186,21 @@ def plan_types_check(gguf: Path, plan_file: Path, folder: Path) -> Check:
     wrong = llamacpp.types_not_as_planned(gguf, overrides)
     named = len(overrides.tensor_types) + bool(overrides.token_embedding_type) + bool(overrides.output_tensor_type)
     if not wrong:
-        return Check("gguf_plan_types", True, True, f"{gguf.name} stores every tensor of the plan's {named} "
-                     f"per-tensor types as {plan_file.name} rounded it")  # fmt: skip
+        return Check(
+            "gguf_plan_types",
+            True,
+            True,
+            f"{gguf.name} stores every tensor of the plan's {named} per-tensor types as {plan_file.name} rounded it",
+        )
     more = f" (+{len(wrong) - 1} more)" if len(wrong) > 1 else ""
-    return Check("gguf_plan_types", False, True, f"{gguf.name} is not the plan in {plan_file.name}: {wrong[0]}"
-                 f"{more}; convert it with `onboard convert gguf SOURCE --plan {plan_file}`",
-                 data={"code": "gguf-plan-not-applied", "differ": wrong})  # fmt: skip
+    return Check(
+        "gguf_plan_types",
+        False,
+        True,
+        f"{gguf.name} is not the plan in {plan_file.name}: {wrong[0]}"
+        f"{more}; convert it with `onboard convert gguf SOURCE --plan {plan_file}`",
+        data={"code": "gguf-plan-not-applied", "differ": wrong},
+    )
 
 
 def add_checks(result: dict[str, Any], checks: list[Check], informational: tuple[str, ...] = ()) -> None:

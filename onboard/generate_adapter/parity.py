@@ -100,15 +100,32 @@ def reference_model(
 
 def unverified(dtype: str, why: str) -> dict[str, Any]:
     """Parity that could not run (no reference may run): never passed, and says why and what to run."""
-    return {"passed": False, "status": "unverified", "dtype": dtype, "worst": None, "reference_worst": None,
-            "tolerance": CALIBRATED_BAR, "failed": [], "prompts": [], "detail": f"unverified: {why}"}  # fmt: skip
+    return {
+        "passed": False,
+        "status": "unverified",
+        "dtype": dtype,
+        "worst": None,
+        "reference_worst": None,
+        "tolerance": CALIBRATED_BAR,
+        "failed": [],
+        "prompts": [],
+        "detail": f"unverified: {why}",
+    }
 
 
 def _broken(dtype: str, status: str, why: str, what_next: str) -> dict[str, Any]:
     """Parity that stopped because one side raised: `failed` (the adapter) or `unverified` (the reference)."""
-    return {"passed": False, "status": status, "dtype": dtype, "worst": None, "reference_worst": None,
-            "tolerance": CALIBRATED_BAR, "failed": [], "prompts": [],
-            "detail": f"{'unverified: ' if status == 'unverified' else ''}{why}; {what_next}"}  # fmt: skip
+    return {
+        "passed": False,
+        "status": status,
+        "dtype": dtype,
+        "worst": None,
+        "reference_worst": None,
+        "tolerance": CALIBRATED_BAR,
+        "failed": [],
+        "prompts": [],
+        "detail": f"{'unverified: ' if status == 'unverified' else ''}{why}; {what_next}",
+    }
 
 
 def _error(exc: BaseException) -> str:
@@ -199,8 +216,12 @@ def check_parity(
         with torch.no_grad():
             ours_logits = [_logits(adapter, ids) for ids in inputs]
     except Exception as exc:  # noqa: BLE001 - reported as the failed check, with the error
-        return _broken(dtype, "failed", f"the adapter in {dtype} raised {_error(exc)}", "fix the adapter (or its "
-                       "guard's refusal is the answer: this config is not one it runs)")  # fmt: skip
+        return _broken(
+            dtype,
+            "failed",
+            f"the adapter in {dtype} raised {_error(exc)}",
+            "fix the adapter (or its guard's refusal is the answer: this config is not one it runs)",
+        )
     # float32 truth, and the reference's own run(s) in the calibration dtype (the yardstick: same machine, prompts).
     # The reference raising (in the float32 truth, or in the calibration run the tolerance comes from) leaves
     # nothing to judge against: unverified, naming the run.
@@ -215,9 +236,14 @@ def check_parity(
     except InputError:
         raise
     except Exception as exc:  # noqa: BLE001 - no reference run, no tolerance: not judged
-        return _broken(dtype, "unverified", f"{run} raised {_error(exc)}", "the reference model's own code fails "
-                       "here: check it with that code, or check the adapter in another dtype or against an engine "
-                       "(onboard validate)")  # fmt: skip
+        return _broken(
+            dtype,
+            "unverified",
+            f"{run} raised {_error(exc)}",
+            "the reference model's own code fails "
+            "here: check it with that code, or check the adapter in another dtype or against an engine "
+            "(onboard validate)",
+        )
     results = [summarise(e, r) for e, r in zip(position_errors_of(ours_logits, refs), refs)]
     worst = max(r.relative for r in results)
     hf_worst = float(torch.cat(position_errors_of(own_runs[0], refs)).max()) if dtype != "float32" else None
@@ -227,15 +253,21 @@ def check_parity(
         return [topk_rows(x[0, :-1], k, n) for x, n in zip(logits, nexts)]
 
     verdict = agreement(
-        dtype, rows(refs, PARITY_TOP_K), rows(ours_logits, 2 * PARITY_TOP_K),
-        [rows(run, 2 * PARITY_TOP_K) for run in own_runs], nexts, moe=any(config.get(k) for k in MOE_KEYS),
-    )  # fmt: skip
+        dtype,
+        rows(refs, PARITY_TOP_K),
+        rows(ours_logits, 2 * PARITY_TOP_K),
+        [rows(run, 2 * PARITY_TOP_K) for run in own_runs],
+        nexts,
+        moe=any(config.get(k) for k in MOE_KEYS),
+    )
     passed = verdict.passed
     lengths = ", ".join(str(r.length) for r in results)
     ref_name = "the repository's code" if source.kind == REPO_CODE else "transformers"  # which reference, in words
-    detail = (f"adapter in {dtype} vs {ref_name} float32, judged against {ref_name} in {CALIBRATION[dtype]}: "
-              f"{verdict.detail()}; max|Δ|/max|logit| {worst:.2e}"
-              + (f" ({ref_name} {dtype}: {hf_worst:.2e})" if hf_worst is not None else ""))  # fmt: skip
+    detail = (
+        f"adapter in {dtype} vs {ref_name} float32, judged against {ref_name} in {CALIBRATION[dtype]}: "
+        f"{verdict.detail()}; max|Δ|/max|logit| {worst:.2e}"
+        + (f" ({ref_name} {dtype}: {hf_worst:.2e})" if hf_worst is not None else "")
+    )
     result = {
         "passed": passed,
         "status": "passed" if passed else "failed",

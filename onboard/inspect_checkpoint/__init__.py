@@ -124,8 +124,10 @@ def profile_from_parts(
         facts, arch_findings = analyze(cv, tensors)
     except (TypeError, ValueError, IndexError, KeyError, AttributeError) as exc:
         # A field of an unexpected shape that the analysis does not guard yet: still a clean, named error.
-        raise ConfigError(f"config.json has a field onboard cannot read ({type(exc).__name__}: {exc})",
-                          "check the config against the family's transformers config class") from exc  # fmt: skip
+        raise ConfigError(
+            f"config.json has a field onboard cannot read ({type(exc).__name__}: {exc})",
+            "check the config against the family's transformers config class",
+        ) from exc
     findings += arch_findings
     dims = facts.dims
     config_vocab = cv.int(*spellings("vocab_size"))
@@ -141,25 +143,53 @@ def profile_from_parts(
         for g in tensors.groups:
             templates[g.template] = templates.get(g.template, 0) + g.count
             shapes.setdefault(g.template, tuple(g.first_shape))
-        embed = next((g for g in tensors.groups if tn.component_of_template(g.template) == "embedding"
-                      and len(g.first_shape) == 2 and not tn.tower_of(g.template)
-                      and not g.template.endswith(tn.LEARNED_POSITIONS)), None)  # fmt: skip
-        findings += check_vocab(config_vocab, dims.vocab_size if embed else None,
-                                embed.first_file if embed else None, embed.first_name if embed else None)  # fmt: skip
+        embed = next(
+            (
+                g
+                for g in tensors.groups
+                if tn.component_of_template(g.template) == "embedding"
+                and len(g.first_shape) == 2
+                and not tn.tower_of(g.template)
+                and not g.template.endswith(tn.LEARNED_POSITIONS)
+            ),
+            None,
+        )
+        findings += check_vocab(
+            config_vocab,
+            dims.vocab_size if embed else None,
+            embed.first_file if embed else None,
+            embed.first_name if embed else None,
+        )
         findings += check_shapes(tensors, dims, mla)
         findings += check_conv_channels(tensors)
     else:
         weights_bytes, weights_source, estimate, note = _weights_without_headers(config, index, facts.mtp_layers)
-        findings.append(info("no-safetensors-headers", f"no safetensors headers were read: {note}",
-                             "inspect the full repo (with its .safetensors files) for exact counts"))  # fmt: skip
+        findings.append(
+            info(
+                "no-safetensors-headers",
+                f"no safetensors headers were read: {note}",
+                "inspect the full repo (with its .safetensors files) for exact counts",
+            )
+        )
     config_dtype = cv.get("torch_dtype", "dtype")
     config_dtype = str(config_dtype) if config_dtype else None
     if tensors:
         findings += check_dtype(tensors, config_dtype)
     kv = kv_dtype or _default_kv_dtype(config_dtype)
     length = max_model_len or dims.max_position_embeddings or DEFAULT_MAX_MODEL_LEN
-    memory = plan_memory(cv, dims, facts.layers, weights_bytes, kv, length, target, weights_source=weights_source,
-                         weights_estimate=estimate, quantization=facts.quantization, ssm=facts.ssm)  # fmt: skip
+    memory = plan_memory(
+        cv,
+        dims,
+        facts.layers,
+        weights_bytes,
+        kv,
+        length,
+        target,
+        weights_source=weights_source,
+        weights_estimate=estimate,
+        quantization=facts.quantization,
+        ssm=facts.ssm,
+    )
     features = derive(facts)
     findings += lint_config(cv)
     keys = comparable_keys(cv)
@@ -168,14 +198,24 @@ def profile_from_parts(
     findings += remote_code_findings(remote_code, natively_supported=cv.model_type in known_model_types())
     if cv.model_type in KNOWN_GAPS:
         gaps = KNOWN_GAPS[cv.model_type]
-        findings.append(warning("inspect-known-gap", f"onboard inspect is known to be wrong for {cv.model_type!r} on: "
-                                + "; ".join(f"{fact} ({why})" for fact, why in gaps.items()),
-                                "size these by hand (or from a real engine's allocation) before relying on them"))  # fmt: skip
+        findings.append(
+            warning(
+                "inspect-known-gap",
+                f"onboard inspect is known to be wrong for {cv.model_type!r} on: "
+                + "; ".join(f"{fact} ({why})" for fact, why in gaps.items()),
+                "size these by hand (or from a real engine's allocation) before relying on them",
+            )
+        )
     elif cv.model_type not in VERIFIED:
-        findings.append(info("unverified-architecture", f"model_type {cv.model_type!r} is not among the architectures "
-                             "onboard inspect is verified on; this profile comes from generic rules",
-                             "check the per-layer plan and parameter counts by hand, then add a tiny checkpoint to "
-                             "tests/tiny/configs.py and the type to inspect_checkpoint/registry.py"))  # fmt: skip
+        findings.append(
+            info(
+                "unverified-architecture",
+                f"model_type {cv.model_type!r} is not among the architectures "
+                "onboard inspect is verified on; this profile comes from generic rules",
+                "check the per-layer plan and parameter counts by hand, then add a tiny checkpoint to "
+                "tests/tiny/configs.py and the type to inspect_checkpoint/registry.py",
+            )
+        )
     archs = cv.get("architectures")
     return ModelProfile(
         source=source,

@@ -42,8 +42,15 @@ def check_shapes(index: TensorIndex, dims: Dims, mla: bool) -> list[Finding]:
         short = tn.strip_lm_prefix(name)
         if short.endswith(("embed_tokens.weight", "wte.weight", "word_embeddings.weight")) and len(t.shape) == 2:
             if dims.hidden_size and t.shape[1] not in (dims.hidden_size, projected):
-                findings.append(error("shape-mismatch", f"{name} has {t.shape[1]} columns but hidden_size is "
-                                      f"{dims.hidden_size}", "check hidden_size in config.json", file=t.file, tensor=name))  # fmt: skip
+                findings.append(
+                    error(
+                        "shape-mismatch",
+                        f"{name} has {t.shape[1]} columns but hidden_size is {dims.hidden_size}",
+                        "check hidden_size in config.json",
+                        file=t.file,
+                        tensor=name,
+                    )
+                )
         if mla or tn.layer_index(short) != 0 or len(t.shape) != 2:
             continue
         expected = None
@@ -57,9 +64,16 @@ def check_shapes(index: TensorIndex, dims: Dims, mla: bool) -> list[Finding]:
             expected = dims.num_kv_heads * (dims.v_head_dim or dims.head_dim)
             field = "num_key_value_heads × " + ("v_head_dim" if dims.v_head_dim else "head_dim")
         if expected is not None and t.shape[0] != expected:
-            findings.append(error("shape-mismatch", f"{name} has {t.shape[0]} output rows but config gives "
-                                  f"{field} = {expected}", "check head_dim / num_key_value_heads in config.json "
-                                  "(head_dim need not be hidden_size / num_attention_heads)", file=t.file, tensor=name))  # fmt: skip
+            findings.append(
+                error(
+                    "shape-mismatch",
+                    f"{name} has {t.shape[0]} output rows but config gives {field} = {expected}",
+                    "check head_dim / num_key_value_heads in config.json "
+                    "(head_dim need not be hidden_size / num_attention_heads)",
+                    file=t.file,
+                    tensor=name,
+                )
+            )
     return findings
 
 
@@ -82,16 +96,19 @@ def check_conv_channels(index: TensorIndex) -> list[Finding]:
             if proj is None or not conv.first_shape or not proj.first_shape:
                 continue
             if conv.first_shape[0] != proj.first_shape[0]:
-                findings.append(error(
-                    "shape-mismatch",
-                    f"{conv.first_name} has {conv.first_shape[0]} channels but {proj.first_name} has "
-                    f"{proj.first_shape[0]} rows: the convolution runs over that projection's output, one channel "
-                    "per row",
-                    "the q / k / v convolutions were split at the wrong channels (transformers 5's save of "
-                    "OLMo-hybrid cuts the fused conv1d into equal thirds): concatenate them and split at the q, k "
-                    "and v projections' row counts, or re-export from the original weights",
-                    file=conv.first_file, tensor=conv.first_name,
-                ))  # fmt: skip
+                findings.append(
+                    error(
+                        "shape-mismatch",
+                        f"{conv.first_name} has {conv.first_shape[0]} channels but {proj.first_name} has "
+                        f"{proj.first_shape[0]} rows: the convolution runs over that projection's output, one channel "
+                        "per row",
+                        "the q / k / v convolutions were split at the wrong channels (transformers 5's save of "
+                        "OLMo-hybrid cuts the fused conv1d into equal thirds): concatenate them and split at the q, k "
+                        "and v projections' row counts, or re-export from the original weights",
+                        file=conv.first_file,
+                        tensor=conv.first_name,
+                    )
+                )
     return findings
 
 
@@ -113,9 +130,15 @@ def _gated_query(index: TensorIndex, dims: Dims) -> bool:
 def check_vocab(config_vocab: int | None, rows: int | None, file: str | None, tensor: str | None) -> list[Finding]:
     if not config_vocab or not rows or config_vocab == rows:
         return []
-    return [error("vocab-mismatch", f"config.json vocab_size is {config_vocab} but the embedding has {rows} rows",
-                  "fix vocab_size in config.json; ids ≥ the row count would index past the table", file=file,
-                  tensor=tensor)]  # fmt: skip
+    return [
+        error(
+            "vocab-mismatch",
+            f"config.json vocab_size is {config_vocab} but the embedding has {rows} rows",
+            "fix vocab_size in config.json; ids ≥ the row count would index past the table",
+            file=file,
+            tensor=tensor,
+        )
+    ]
 
 
 def check_dtype(index: TensorIndex, config_dtype: str | None) -> list[Finding]:
@@ -128,7 +151,12 @@ def check_dtype(index: TensorIndex, config_dtype: str | None) -> list[Finding]:
     stored = counts.most_common(1)[0][0]
     declared = _TORCH_DTYPE_NAMES.get(config_dtype.replace("torch.", ""), config_dtype)
     if stored != declared:
-        return [warning("dtype-mismatch", f"config.json declares dtype {config_dtype} but most weights are stored as "
-                        f"{stored}", "serve in the stored dtype or fix torch_dtype/dtype in config.json",
-                        file="config.json")]  # fmt: skip
+        return [
+            warning(
+                "dtype-mismatch",
+                f"config.json declares dtype {config_dtype} but most weights are stored as {stored}",
+                "serve in the stored dtype or fix torch_dtype/dtype in config.json",
+                file="config.json",
+            )
+        ]
     return []

@@ -40,7 +40,7 @@ def catalog() -> dict[str, Family]:
             # Legacy spellings the family's config class still maps (rope_theta, rope_scaling, aliases) are its keys
             # too: every pre-v5 config carries them, and they are not novel.
             frozenset(f["config_keys"]) | frozenset(f.get("mapped_keys", ())),
-        )  # fmt: skip
+        )
         for mt, f in raw["families"].items()
     }
 
@@ -115,8 +115,16 @@ def describe_layers(layers: tuple[LayerInfo, ...]) -> list[str]:
         counts[layer.attention] = counts.get(layer.attention, 0) + 1
     if len(counts) <= 1:
         return []
-    names = {"sliding": "sliding window", "full": "full attention", "linear": "linear attention", "ssm": "SSM",
-             "mla": "MLA", "chunked": "chunked attention", "conv": "short conv", "none": "no mixer"}  # fmt: skip
+    names = {
+        "sliding": "sliding window",
+        "full": "full attention",
+        "linear": "linear attention",
+        "ssm": "SSM",
+        "mla": "MLA",
+        "chunked": "chunked attention",
+        "conv": "short conv",
+        "none": "no mixer",
+    }
     return [f"{names.get(k, k)} on {c} of {n} layers" for k, c in sorted(counts.items(), key=lambda kv: -kv[1])]
 
 
@@ -140,16 +148,19 @@ def novelty(
         summary += f" ({'; '.join(layer_words)})"
     lines = [summary]
     if model_type != fam.model_type:
-        lines.append(f"model_type {model_type!r} is not a known family; closest is {fam.model_type!r} "
-                     f"(similarity {score:.2f})")  # fmt: skip
+        lines.append(
+            f"model_type {model_type!r} is not a known family; closest is {fam.model_type!r} (similarity {score:.2f})"
+        )
     new_tensors = sorted(_strip_layer_prefix(templates) - _strip_layer_prefix(fam.tensor_templates))
     if new_tensors and templates:
         shown = ", ".join(new_tensors[:8]) + (" …" if len(new_tensors) > 8 else "")
         lines.append(f"tensors not in {fam.model_type}: {shown}")
     towers = sorted({tower for t in templates if (tower := tn.tower_of(t)) is not None})
     if towers:
-        lines.append(f"{' and '.join(towers)} tower(s) beside the language model (not compared: adapters serve the "
-                     "language model)")  # fmt: skip
+        lines.append(
+            f"{' and '.join(towers)} tower(s) beside the language model (not compared: adapters serve the "
+            "language model)"
+        )
     new_keys = sorted(config_keys - fam.config_keys)
     if new_keys:
         lines.append(

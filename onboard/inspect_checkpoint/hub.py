@@ -166,8 +166,10 @@ def _ref_name(revision: str | None) -> str:
 def _resolve_offline(repo_id: str, revision: str | None) -> RepoListing:
     hint = "run the same command once with network access (it caches what it reads), or unset HF_HUB_OFFLINE"
     sha = revision if revision and is_commit_sha(revision) else None
-    for ref in (repo_cache(repo_id) / "refs" / _ref_name(revision),
-                hf_cache_dir() / f"models--{repo_id.replace('/', '--')}" / "refs" / (revision or "main")):  # fmt: skip
+    for ref in (
+        repo_cache(repo_id) / "refs" / _ref_name(revision),
+        hf_cache_dir() / f"models--{repo_id.replace('/', '--')}" / "refs" / (revision or "main"),
+    ):
         if sha is None and ref.is_file():
             sha = ref.read_text().strip()
     if sha is None:
@@ -180,8 +182,9 @@ def _resolve_offline(repo_id: str, revision: str | None) -> RepoListing:
     snapshot = hf_cache_dir() / f"models--{repo_id.replace('/', '--')}" / "snapshots" / sha
     if snapshot.is_dir():  # downloaded by other tools: list what is there
         files = sorted(p for p in snapshot.rglob("*") if p.is_file())
-        return RepoListing(repo_id, revision, sha,
-                           tuple(RepoFile(p.relative_to(snapshot).as_posix(), p.stat().st_size) for p in files))  # fmt: skip
+        return RepoListing(
+            repo_id, revision, sha, tuple(RepoFile(p.relative_to(snapshot).as_posix(), p.stat().st_size) for p in files)
+        )
     raise SourceNotFound(f"the file listing of {repo_id!r} at {sha} is not in the cache and HF_HUB_OFFLINE=1", hint)
 
 
@@ -197,9 +200,14 @@ def download(repo_id: str, sha: str, filename: str) -> Path | None:
 
     def call() -> str:
         return hf_hub_download(
-            repo_id, filename, revision=sha, cache_dir=hf_cache_dir(), endpoint=endpoint(),
-            local_files_only=is_offline, etag_timeout=TIMEOUT_S,
-        )  # fmt: skip
+            repo_id,
+            filename,
+            revision=sha,
+            cache_dir=hf_cache_dir(),
+            endpoint=endpoint(),
+            local_files_only=is_offline,
+            etag_timeout=TIMEOUT_S,
+        )
 
     try:
         return Path(with_retries(call, f"{filename} of hub repo {repo_id!r}"))
@@ -261,8 +269,9 @@ def _speculate(repo_id: str, revision: str | None) -> None:
         for name in SPECULATIVE_FILES:
             fut: Future[tuple[str, bytes] | None] = Future()
             _speculative[(endpoint(), repo_id, name)] = fut
-            threading.Thread(target=_speculative_get, args=(base + name, fut), name="onboard-hub-speculative",
-                             daemon=True).start()  # fmt: skip
+            threading.Thread(
+                target=_speculative_get, args=(base + name, fut), name="onboard-hub-speculative", daemon=True
+            ).start()
 
 
 def _speculative_get(url: str, fut: Future[tuple[str, bytes] | None]) -> None:
@@ -272,8 +281,9 @@ def _speculative_get(url: str, fut: Future[tuple[str, bytes] | None]) -> None:
 
     result = None
     try:
-        with http_stream_backoff("GET", url, headers=request_headers(), timeout=TIMEOUT_S,
-                                 **{**backoff_settings(), "max_retries": 0}) as response:  # fmt: skip
+        with http_stream_backoff(
+            "GET", url, headers=request_headers(), timeout=TIMEOUT_S, **{**backoff_settings(), "max_retries": 0}
+        ) as response:
             commits = [r.headers.get("X-Repo-Commit") for r in (*response.history, response)]
             commit = next((c for c in commits if c), None)
             if response.status_code == 200 and commit:
@@ -322,8 +332,10 @@ def download_snapshot(listing: RepoListing, patterns: Sequence[str]) -> Path:
 
     names = [f.path for f in listing.files if any(fnmatch(f.path, p) for p in patterns)]
     if "config.json" not in names:
-        raise SourceNotFound(f"hub repo {listing.repo_id!r} at {listing.sha[:12]} has no config.json",
-                             "point SOURCE at a transformers checkpoint repo")  # fmt: skip
+        raise SourceNotFound(
+            f"hub repo {listing.repo_id!r} at {listing.sha[:12]} has no config.json",
+            "point SOURCE at a transformers checkpoint repo",
+        )
     with ThreadPoolExecutor(max_workers=8, thread_name_prefix="onboard-snapshot") as pool:  # snapshot_download's 8
         paths = dict(zip(names, pool.map(lambda name: download(listing.repo_id, listing.sha, name), names)))
     config = paths["config.json"]
@@ -385,8 +397,12 @@ def concurrency() -> int:
 
 def backoff_settings() -> dict[str, Any]:
     """huggingface_hub's backoff settings for our requests (read at call time: tests shorten RETRY_BASE_S)."""
-    return {"max_retries": RETRIES, "base_wait_time": RETRY_BASE_S, "max_wait_time": 8.0,
-            "retry_on_status_codes": RETRY_STATUS}  # fmt: skip
+    return {
+        "max_retries": RETRIES,
+        "base_wait_time": RETRY_BASE_S,
+        "max_wait_time": 8.0,
+        "retry_on_status_codes": RETRY_STATUS,
+    }
 
 
 def _request(method: str, url: str, what: str, **kwargs: Any) -> Any:
@@ -394,8 +410,9 @@ def _request(method: str, url: str, what: str, **kwargs: Any) -> Any:
     from huggingface_hub.utils import hf_raise_for_status, http_backoff
 
     try:
-        response = http_backoff(method, url, headers=request_headers(), timeout=TIMEOUT_S,
-                                **backoff_settings(), **kwargs)  # fmt: skip
+        response = http_backoff(
+            method, url, headers=request_headers(), timeout=TIMEOUT_S, **backoff_settings(), **kwargs
+        )
         hf_raise_for_status(response)
         return response
     except Exception as exc:  # noqa: BLE001 - mapped to a clean error below, anything unknown re-raised
@@ -451,31 +468,44 @@ def map_hub_error(exc: BaseException, what: str, attempts: int = 1) -> OnboardEr
     if isinstance(exc, OnboardError):
         return exc
     if isinstance(exc, e.GatedRepoError):
-        return HubError(f"{what} is gated: your token has no access",
-                        "accept the model's licence on its hub page, then set HF_TOKEN (or `hf auth login`)")  # fmt: skip
+        return HubError(
+            f"{what} is gated: your token has no access",
+            "accept the model's licence on its hub page, then set HF_TOKEN (or `hf auth login`)",
+        )
     if isinstance(exc, e.RepositoryNotFoundError):
-        return SourceNotFound(f"{what} not found on {host}",
-                              "check the repo id (org/name); a private repo needs HF_TOKEN; a local folder needs ./")  # fmt: skip
+        return SourceNotFound(
+            f"{what} not found on {host}",
+            "check the repo id (org/name); a private repo needs HF_TOKEN; a local folder needs ./",
+        )
     if isinstance(exc, e.RevisionNotFoundError):
-        return SourceNotFound(f"{what}: revision not found",
-                              "use an existing branch, tag or 40-hex commit sha (see the repo's commit history)")  # fmt: skip
+        return SourceNotFound(
+            f"{what}: revision not found",
+            "use an existing branch, tag or 40-hex commit sha (see the repo's commit history)",
+        )
     if isinstance(exc, e.EntryNotFoundError):
         return SourceNotFound(f"{what}: file not found in the repo", "check the file name and the revision")
     if isinstance(exc, e.OfflineModeIsEnabled):
-        return SourceNotFound(f"{what}: not in the cache and HF_HUB_OFFLINE=1",
-                              "run once with network access, or unset HF_HUB_OFFLINE")  # fmt: skip
+        return SourceNotFound(
+            f"{what}: not in the cache and HF_HUB_OFFLINE=1", "run once with network access, or unset HF_HUB_OFFLINE"
+        )
     status = _status(exc)
     if status in (401, 403):
         return HubError(f"{what}: access denied (HTTP {status})", "set HF_TOKEN to a token that can read this repo")
     if status is not None and status >= 500 or status == 429:
-        return HubError(f"{what}: the hub ({host}) answered HTTP {status}{tries}",
-                        "the hub is having trouble: retry later, or set HF_HUB_OFFLINE=1 to use the cache")  # fmt: skip
+        return HubError(
+            f"{what}: the hub ({host}) answered HTTP {status}{tries}",
+            "the hub is having trouble: retry later, or set HF_HUB_OFFLINE=1 to use the cache",
+        )
     if isinstance(exc, httpx2.TimeoutException):
-        return HubError(f"{what}: no answer from {host} within {TIMEOUT_S:g} s{tries}",
-                        "check the network (or HF_ENDPOINT); raise ONBOARD_HUB_TIMEOUT for slow links")  # fmt: skip
+        return HubError(
+            f"{what}: no answer from {host} within {TIMEOUT_S:g} s{tries}",
+            "check the network (or HF_ENDPOINT); raise ONBOARD_HUB_TIMEOUT for slow links",
+        )
     if isinstance(exc, (httpx2.NetworkError, httpx2.RemoteProtocolError)):
-        return HubError(f"{what}: connection to {host} failed or was dropped{tries} ({exc})",
-                        "check the network and HF_ENDPOINT; set HF_HUB_OFFLINE=1 to use the cache")  # fmt: skip
+        return HubError(
+            f"{what}: connection to {host} failed or was dropped{tries} ({exc})",
+            "check the network and HF_ENDPOINT; set HF_HUB_OFFLINE=1 to use the cache",
+        )
     if isinstance(exc, e.HfHubHTTPError):
         return HubError(f"{what}: hub error HTTP {status}: {exc}".splitlines()[0], "retry later")
     return None

@@ -43,8 +43,14 @@ def check_integrity(source: Source, headers: dict[str, SafetensorsHeader | Check
     weight_map = index.get("weight_map") if index is not None else None
     shards = _distinct_values(weight_map)  # ~100 shards for 100k+ tensors: their types are the values' types
     if index is not None and (shards is None or not set(map(type, shards)) <= {str}):
-        findings.append(fatal("index-invalid", f"{INDEX_FILE}: 'weight_map' must map tensor names to file names",
-                              _HINT_INDEX, file=INDEX_FILE))  # fmt: skip
+        findings.append(
+            fatal(
+                "index-invalid",
+                f"{INDEX_FILE}: 'weight_map' must map tensor names to file names",
+                _HINT_INDEX,
+                file=INDEX_FILE,
+            )
+        )
         weight_map = None
     if weight_map is not None:
         findings += _index_paths(source, weight_map, shards)  # type: ignore[arg-type]
@@ -90,17 +96,30 @@ def _weights_present(source: Source) -> list[Finding]:
         return []  # an index without its shards: missing-shard says exactly which
     pickles = [p for p in paths if p.endswith(PICKLE_SUFFIXES) and p.rsplit("/", 1)[-1] not in NON_WEIGHT_PICKLES]
     if pickles:
-        return [fatal(
-            "pickle-only", f"pickle-only checkpoint: convert to safetensors ({', '.join(pickles[:MAX_LISTED])})",
-            "pickle files can run arbitrary code when loaded, so onboard never opens them; convert them with "
-            "a trusted tool in a sandbox (e.g. load with torch.load(weights_only=True), save with safetensors)",
-            file=pickles[0],
-        )]  # fmt: skip
+        return [
+            fatal(
+                "pickle-only",
+                f"pickle-only checkpoint: convert to safetensors ({', '.join(pickles[:MAX_LISTED])})",
+                "pickle files can run arbitrary code when loaded, so onboard never opens them; convert them with "
+                "a trusted tool in a sandbox (e.g. load with torch.load(weights_only=True), save with safetensors)",
+                file=pickles[0],
+            )
+        ]
     if any(p.endswith(".gguf") for p in paths):
-        return [warning("gguf-only", "only GGUF weights: parameter counts and integrity need safetensors",
-                        "point onboard at the original safetensors repo")]  # fmt: skip
-    return [warning("no-weights", "no weight files: profile from config.json only",
-                    "parameter counts and integrity checks need the safetensors files (or their headers)")]  # fmt: skip
+        return [
+            warning(
+                "gguf-only",
+                "only GGUF weights: parameter counts and integrity need safetensors",
+                "point onboard at the original safetensors repo",
+            )
+        ]
+    return [
+        warning(
+            "no-weights",
+            "no weight files: profile from config.json only",
+            "parameter counts and integrity checks need the safetensors files (or their headers)",
+        )
+    ]
 
 
 def _distinct_values(weight_map: object) -> dict | None:
@@ -119,24 +138,37 @@ def _index_paths(source: Source, weight_map: dict[str, str], shards: dict[str, N
     for shard in shards:
         if not is_safe_relpath(shard) or not shard.endswith(".safetensors"):
             tensors = [t for t, s in weight_map.items() if s == shard]
-            findings.append(fatal(
-                "path-traversal", f"{INDEX_FILE}: shard path {shard!r} (for {_names(tensors)}) is not a relative "
-                ".safetensors path inside the repo", "shard paths must be relative, without '..': fix the index",
-                file=INDEX_FILE, tensor=tensors[0],
-            ))  # fmt: skip
+            findings.append(
+                fatal(
+                    "path-traversal",
+                    f"{INDEX_FILE}: shard path {shard!r} (for {_names(tensors)}) is not a relative "
+                    ".safetensors path inside the repo",
+                    "shard paths must be relative, without '..': fix the index",
+                    file=INDEX_FILE,
+                    tensor=tensors[0],
+                )
+            )
         elif not source.has_file(shard):
-            findings.append(fatal(
-                "missing-shard", f"{INDEX_FILE} lists {shard} but the repo has no such file",
-                "the download is incomplete: fetch every shard the index lists (or fix the index)", file=shard,
-            ))  # fmt: skip
+            findings.append(
+                fatal(
+                    "missing-shard",
+                    f"{INDEX_FILE} lists {shard} but the repo has no such file",
+                    "the download is incomplete: fetch every shard the index lists (or fix the index)",
+                    file=shard,
+                )
+            )
     listed = set(shards)
     # Top-level extras are likely stale shards; files in sub-folders (e.g. original/) are other formats.
     for path in source.top_level_shards():
         if path not in listed:
-            findings.append(warning(
-                "extra-shard", f"{path} is not listed in {INDEX_FILE}: its tensors are ignored by loaders",
-                "delete the stale file or add its tensors to the index", file=path,
-            ))  # fmt: skip
+            findings.append(
+                warning(
+                    "extra-shard",
+                    f"{path} is not listed in {INDEX_FILE}: its tensors are ignored by loaders",
+                    "delete the stale file or add its tensors to the index",
+                    file=path,
+                )
+            )
     return findings
 
 
@@ -147,11 +179,15 @@ def _duplicates(headers: dict[str, SafetensorsHeader]) -> list[Finding]:
         for tensor in h.tensors:
             first = seen.setdefault(tensor, name)
             if first != name:
-                findings.append(fatal(
-                    "duplicate-tensor", f"tensor {tensor!r} is stored in both {first} and {name}",
-                    "loaders would silently pick one copy: remove it from one shard and fix the index",
-                    file=name, tensor=tensor,
-                ))  # fmt: skip
+                findings.append(
+                    fatal(
+                        "duplicate-tensor",
+                        f"tensor {tensor!r} is stored in both {first} and {name}",
+                        "loaders would silently pick one copy: remove it from one shard and fix the index",
+                        file=name,
+                        tensor=tensor,
+                    )
+                )
     return findings
 
 
@@ -173,17 +209,25 @@ def _index_vs_headers(
         if weight_map.get(tensor) != shard and tensor not in headers.get(weight_map.get(tensor, ""), _EMPTY).tensors:
             unlisted.setdefault(shard, []).append(tensor)
     for shard, tensors in absent.items():
-        findings.append(fatal(
-            "tensor-missing", f"{INDEX_FILE} lists {len(tensors)} tensor(s) in {shard} that it does not hold: "
-            f"{_names(tensors)}", "the shard is stale or the index is wrong: re-download or re-save",
-            file=shard, tensor=tensors[0],
-        ))  # fmt: skip
+        findings.append(
+            fatal(
+                "tensor-missing",
+                f"{INDEX_FILE} lists {len(tensors)} tensor(s) in {shard} that it does not hold: {_names(tensors)}",
+                "the shard is stale or the index is wrong: re-download or re-save",
+                file=shard,
+                tensor=tensors[0],
+            )
+        )
     for shard, tensors in unlisted.items():
-        findings.append(error(
-            "tensor-not-indexed", f"{shard} holds {len(tensors)} tensor(s) not listed for it in {INDEX_FILE}: "
-            f"{_names(tensors)}", "loaders follow the index and will not load them: " + _HINT_INDEX,
-            file=shard, tensor=tensors[0],
-        ))  # fmt: skip
+        findings.append(
+            error(
+                "tensor-not-indexed",
+                f"{shard} holds {len(tensors)} tensor(s) not listed for it in {INDEX_FILE}: {_names(tensors)}",
+                "loaders follow the index and will not load them: " + _HINT_INDEX,
+                file=shard,
+                tensor=tensors[0],
+            )
+        )
     return findings
 
 

@@ -244,8 +244,16 @@ def plan_memory(
     fit = None
     if target:
         cache = CacheModel(tuple(cache_layers), state_elems, dims.num_kv_heads)
-        fit = fit_target(target.gpu, target.count, GPUS[target.gpu], weights_bytes, cache, max_model_len, width,
-                         _sharding(cv, dims, layers, quantization))  # fmt: skip
+        fit = fit_target(
+            target.gpu,
+            target.count,
+            GPUS[target.gpu],
+            weights_bytes,
+            cache,
+            max_model_len,
+            width,
+            _sharding(cv, dims, layers, quantization),
+        )
     return MemoryPlan(
         weights_bytes=weights_bytes,
         kv_dtype=kv_dtype,
@@ -273,7 +281,9 @@ def _cache_passes(cv: ConfigView, n: int) -> list[int]:
 
 
 def _sharding(cv: ConfigView, dims: Dims, layers: tuple[LayerInfo, ...], quant: Quantization | None) -> Sharding:
-    widths = {w for w in (dims.intermediate_size, cv.int(*spellings("moe_intermediate_size"))) if isinstance(w, int) and w > 0}
+    widths = {
+        w for w in (dims.intermediate_size, cv.int(*spellings("moe_intermediate_size"))) if isinstance(w, int) and w > 0
+    }
     block = quant.block_size[0] if quant and quant.block_size and len(quant.block_size) == 2 else None
     mla = any(layer.attention == "mla" for layer in layers)
     return Sharding(dims.num_attention_heads, dims.num_kv_heads, mla, tuple(sorted(widths)), block)

@@ -59,21 +59,32 @@ def byte_model(qc: dict[str, Any]) -> ByteModel | None:
             return ByteModel("fp8: 1 B + a float32 scale per output row", 8, 4, group=-1)
         return ByteModel("fp8: 1 B + one float32 scale per tensor", 8, per_tensor_bytes=4)
     if method == "mxfp4":
-        return ByteModel("mxfp4: 4 bits + an E8M0 scale byte per 32 values, experts only", 4, 1, group=32,
-                         experts_only=True)  # fmt: skip
+        return ByteModel(
+            "mxfp4: 4 bits + an E8M0 scale byte per 32 values, experts only", 4, 1, group=32, experts_only=True
+        )
     if method in ("gptq", "awq", "gptq_marlin", "awq_marlin", "auto-round", "autoround"):
         bits = qc.get("bits") or qc.get("w_bit") or 4
         group = qc.get("group_size") or qc.get("q_group_size") or 128
         if not isinstance(bits, int) or not isinstance(group, int):
             return None
         # GPTQ and AWQ store packed zero points (`qzeros`) even for symmetric quantization.
-        return ByteModel(f"{method}: {bits} bits + an fp16 scale and a {bits}-bit zero point per {group} values",
-                         bits, 2, group=group if group > 0 else -1, zero_bits=bits)  # fmt: skip
+        return ByteModel(
+            f"{method}: {bits} bits + an fp16 scale and a {bits}-bit zero point per {group} values",
+            bits,
+            2,
+            group=group if group > 0 else -1,
+            zero_bits=bits,
+        )
     if method == "modelopt":
         algo = str(qc.get("quant_algo") or (qc.get("quantization") or {}).get("quant_algo") or "").upper()
         if "FP4" in algo:
-            return ByteModel("nvfp4: 4 bits + an fp8 scale per 16 values + a float32 scale per tensor", 4, 1,
-                             group=16, per_tensor_bytes=4)  # fmt: skip
+            return ByteModel(
+                "nvfp4: 4 bits + an fp8 scale per 16 values + a float32 scale per tensor",
+                4,
+                1,
+                group=16,
+                per_tensor_bytes=4,
+            )
         if "FP8" in algo:
             return ByteModel("fp8: 1 B + one float32 scale per tensor", 8, per_tensor_bytes=4)
         return None

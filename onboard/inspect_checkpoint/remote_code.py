@@ -66,21 +66,34 @@ def remote_code_findings(rc: RemoteCode | None, natively_supported: bool) -> lis
     where = f"auto_map: {', '.join(f'{k} -> {v}' for k, v in rc.auto_map.items())}; files: {files}"
     findings: list[Finding] = []
     if rc.auto_map and not natively_supported:
-        findings.append(warning(
-            "remote-code-required", f"the architecture exists only as repository code ({where}): profiled from "
-            "config.json and the safetensors headers; the reference (parity, goldens, validate) is that code",
-            "review the repo's .py files; onboard runs them only with --trust-remote-code, in a sandboxed worker "
-            "(e.g. onboard new-model SOURCE --trust-remote-code)",
-        ))  # fmt: skip
+        findings.append(
+            warning(
+                "remote-code-required",
+                f"the architecture exists only as repository code ({where}): profiled from "
+                "config.json and the safetensors headers; the reference (parity, goldens, validate) is that code",
+                "review the repo's .py files; onboard runs them only with --trust-remote-code, in a sandboxed worker "
+                "(e.g. onboard new-model SOURCE --trust-remote-code)",
+            )
+        )
     elif rc.auto_map:
-        findings.append(info("remote-code", f"repository ships its own code, not needed here ({where})",
-                             "loaders should use the built-in implementation: do not pass trust_remote_code=True"))  # fmt: skip
+        findings.append(
+            info(
+                "remote-code",
+                f"repository ships its own code, not needed here ({where})",
+                "loaders should use the built-in implementation: do not pass trust_remote_code=True",
+            )
+        )
     defined = {c.rsplit(".", 1)[-1] for c in rc.classes}
     named = {ref.rsplit(".", 1)[-1] for v in rc.auto_map.values() for ref in v.split(", ") if "--" not in ref}
     missing = sorted(named - defined - {""})
     if missing and rc.files:
-        findings.append(warning("remote-code-missing-class", f"auto_map names classes no repo file defines: "
-                                f"{', '.join(missing)}", "the repo is incomplete or the auto_map is stale"))  # fmt: skip
+        findings.append(
+            warning(
+                "remote-code-missing-class",
+                f"auto_map names classes no repo file defines: {', '.join(missing)}",
+                "the repo is incomplete or the auto_map is stale",
+            )
+        )
     return findings
 
 

@@ -220,9 +220,12 @@ def _check_entry(file: str, name: str, t: Any) -> _Entry:
     dtype, shape, offsets = t.get("dtype"), t.get("shape"), t.get("data_offsets")
     if dtype not in DTYPE_BYTES:
         raise _err(
-            "unknown-dtype", file, f"unknown dtype {dtype!r} (known: {', '.join(sorted(DTYPE_BYTES))})", name,
+            "unknown-dtype",
+            file,
+            f"unknown dtype {dtype!r} (known: {', '.join(sorted(DTYPE_BYTES))})",
+            name,
             hint="the file was written by a newer or non-standard writer: check its safetensors version",
-        )  # fmt: skip
+        )
     if not isinstance(shape, list) or not all(_is_count(d) for d in shape):
         raise _err("header-invalid", file, f"shape {shape!r} is not a list of non-negative integers", name)
     if not (isinstance(offsets, list) and len(offsets) == 2 and all(_is_count(o) for o in offsets)):

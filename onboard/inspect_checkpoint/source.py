@@ -56,8 +56,10 @@ _REPO_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9
 def refuse_local_revision(source: str, revision: str | None) -> None:
     """--revision names a hub commit: with a local folder it would be ignored without a word, so it is refused."""
     if revision is not None and (Path(source).expanduser().is_dir()):
-        raise InputError(f"--revision {revision!r} applies to hub repos, not the local folder {source!r}",
-                         "check out the revision in the folder (git checkout), or drop --revision")  # fmt: skip
+        raise InputError(
+            f"--revision {revision!r} applies to hub repos, not the local folder {source!r}",
+            "check out the revision in the folder (git checkout), or drop --revision",
+        )
 
 
 def open_source(
@@ -341,8 +343,10 @@ def _list_local(root: Path, allowed: Path) -> tuple[list[RepoFile], list[Finding
         dirnames[:] = sorted(d for d in dirnames if d not in SKIP_DIRS)
         base = Path(dirpath)
         if len(files) > MAX_FILES:
-            raise InputError(f"{root} holds more than {MAX_FILES:,} files: not a checkpoint folder",
-                             "give the folder that holds config.json and the weights")  # fmt: skip
+            raise InputError(
+                f"{root} holds more than {MAX_FILES:,} files: not a checkpoint folder",
+                "give the folder that holds config.json and the weights",
+            )
         for entry in dirnames:  # os.walk does not enter symlinked folders; only their target matters
             if (base / entry).is_symlink():
                 _check_link(base / entry, root, allowed_real, findings)
@@ -365,14 +369,24 @@ def _check_link(path: Path, root: Path, allowed_real: Path, findings: list[Findi
     except (OSError, RuntimeError):  # unreadable or looping link: treat as leaving the repo
         target = Path(os.readlink(path))
     if not target.is_relative_to(allowed_real):
-        findings.append(fatal(
-            "symlink-outside", f"{rel} is a symlink to {target}, outside the repo",
-            "replace the link with the file itself: a checkpoint must not read files outside its folder", file=rel,
-        ))  # fmt: skip
+        findings.append(
+            fatal(
+                "symlink-outside",
+                f"{rel} is a symlink to {target}, outside the repo",
+                "replace the link with the file itself: a checkpoint must not read files outside its folder",
+                file=rel,
+            )
+        )
         return False
     if not target.exists():
-        findings.append(warning("symlink-dangling", f"{rel} is a symlink to missing {target}",
-                                "restore the target or remove the link", file=rel))  # fmt: skip
+        findings.append(
+            warning(
+                "symlink-dangling",
+                f"{rel} is a symlink to missing {target}",
+                "restore the target or remove the link",
+                file=rel,
+            )
+        )
         return False
     return True
 
@@ -513,8 +527,11 @@ class HubSource(Source):
             return None  # not in the listing: no request needed
         size = self._sizes[name] or 0
         if not self._small(name):
-            raise InputError(f"refusing to download {name} ({size:,} bytes) of {self.repo_id}: weights are never "
-                             "downloaded by inspect", "this is a bug in the caller: read headers with read_headers()")  # fmt: skip
+            raise InputError(
+                f"refusing to download {name} ({size:,} bytes) of {self.repo_id}: weights are never "
+                "downloaded by inspect",
+                "this is a bug in the caller: read headers with read_headers()",
+            )
         return self._download_future(name).result()
 
     def read_headers(self, names: list[str]) -> dict[str, SafetensorsHeader | CheckpointError]:

@@ -60,28 +60,38 @@ def render_summary(p: ModelProfile) -> str:
             f"features: {', '.join(p.features) or 'none'}",
         ]
     if p.rope:
-        lines.append(f"rope: {p.rope.type}, theta {p.rope.theta:g}" + (f", partial {p.rope.partial_rotary_factor:g}"
-                     if p.rope.partial_rotary_factor < 1 else ""))  # fmt: skip
+        lines.append(
+            f"rope: {p.rope.type}, theta {p.rope.theta:g}"
+            + (f", partial {p.rope.partial_rotary_factor:g}" if p.rope.partial_rotary_factor < 1 else "")
+        )
     if p.moe:
         m = p.moe
-        lines.append(f"moe: {m.num_experts} experts, top-{m.top_k}, {m.num_shared_experts} shared, {m.scoring} router"
-                     + (", correction bias" if m.correction_bias else ""))  # fmt: skip
+        lines.append(
+            f"moe: {m.num_experts} experts, top-{m.top_k}, {m.num_shared_experts} shared, {m.scoring} router"
+            + (", correction bias" if m.correction_bias else "")
+        )
     if p.ssm:
         lines.append(f"ssm: {describe_ssm(p.ssm)}")
     if p.parameters:
-        lines.append(f"parameters: {_human(p.parameters.total)} total, {_human(p.parameters.active)} active; "
-                     + ", ".join(f"{k} {_human(v)}" for k, v in p.parameters.by_dtype.items()))  # fmt: skip
+        lines.append(
+            f"parameters: {_human(p.parameters.total)} total, {_human(p.parameters.active)} active; "
+            + ", ".join(f"{k} {_human(v)}" for k, v in p.parameters.by_dtype.items())
+        )
     if p.memory:
         mem = p.memory
-        lines.append(f"memory: weights {_weights(mem)}; KV {_bytes(mem.kv_bytes_per_token)}/token "
-                     f"({mem.kv_dtype}); one sequence of {mem.max_model_len} tokens {_bytes(mem.kv_bytes_per_sequence)}")  # fmt: skip
+        lines.append(
+            f"memory: weights {_weights(mem)}; KV {_bytes(mem.kv_bytes_per_token)}/token "
+            f"({mem.kv_dtype}); one sequence of {mem.max_model_len} tokens {_bytes(mem.kv_bytes_per_sequence)}"
+        )
         if mem.target:
             t = mem.target
             if t.fits is None:
                 verdict = "unknown (weight bytes unknown)"
             elif t.fits:
-                verdict = (f"fits, tensor parallel {t.recommended_tensor_parallel}, {t.concurrent_sequences} "
-                           "concurrent sequences")  # fmt: skip
+                verdict = (
+                    f"fits, tensor parallel {t.recommended_tensor_parallel}, {t.concurrent_sequences} "
+                    "concurrent sequences"
+                )
             else:
                 verdict = "does not fit" + (f"; would fit with {' or '.join(t.would_fit)}" if t.would_fit else "")
             lines.append(f"target {t.count}× {t.gpu}: {verdict}")
@@ -103,10 +113,19 @@ def render_summary(p: ModelProfile) -> str:
 
 def describe_ssm(s: Ssm) -> str:
     """One line naming what a Mamba kernel must match: version, sizes, and every option that changes the scan."""
-    shape = (f"{s.num_heads} heads × {s.head_dim}, {s.n_groups} group{'s' if s.n_groups != 1 else ''}"
-             if s.version == 2 else f"dt rank {s.dt_rank}")  # fmt: skip
-    parts = [f"Mamba-{s.version}", f"state {s.state_size}", f"conv {s.conv_kernel}", f"inner {s.inner_size}", shape,
-             s.activation]  # fmt: skip
+    shape = (
+        f"{s.num_heads} heads × {s.head_dim}, {s.n_groups} group{'s' if s.n_groups != 1 else ''}"
+        if s.version == 2
+        else f"dt rank {s.dt_rank}"
+    )
+    parts = [
+        f"Mamba-{s.version}",
+        f"state {s.state_size}",
+        f"conv {s.conv_kernel}",
+        f"inner {s.inner_size}",
+        shape,
+        s.activation,
+    ]
     if s.dt_limit:
         low, high = s.dt_limit
         parts.append(f"dt clamped to [{low:g}, {'inf' if high is None else f'{high:g}'}]")
@@ -115,8 +134,9 @@ def describe_ssm(s: Ssm) -> str:
     if s.residual_in_fp32:
         parts.append("float32 residual")
     if s.version == 2:
-        parts.append("no gated norm" if not s.gated_norm else "norm, then gate" if s.norm_before_gate
-                     else "gate, then norm")  # fmt: skip
+        parts.append(
+            "no gated norm" if not s.gated_norm else "norm, then gate" if s.norm_before_gate else "gate, then norm"
+        )
     if s.in_multiplier != 1 or s.out_multiplier != 1:
         parts.append(f"input ×{s.in_multiplier:g}, output ×{s.out_multiplier:g}")
     if s.zxbcdt_multipliers:

@@ -110,18 +110,24 @@ def fit_target(
     chosen = _smallest_fit(valid, memory_per_gpu, weights, cache, length, width)
     invalid = [tp for tp in range(2, count + 1) if tp not in valid]
     if invalid:
-        notes.append(f"valid tensor-parallel degrees ≤ {count}: {', '.join(map(str, valid))} (e.g. tp={invalid[0]}: "
-                     f"{sharding.why_not(invalid[0])})")  # fmt: skip
+        notes.append(
+            f"valid tensor-parallel degrees ≤ {count}: {', '.join(map(str, valid))} (e.g. tp={invalid[0]}: "
+            f"{sharding.why_not(invalid[0])})"
+        )
     too_small = [tp for tp in valid if chosen is None or tp < chosen]
     if too_small:
         usable = memory_per_gpu * GPU_MEMORY_UTILIZATION - ACTIVATION_RESERVE
-        notes.append(f"tp={', '.join(map(str, too_small))}: the weight shard plus one sequence of {length} tokens "
-                     f"exceed the {usable / GIB:.1f} GiB usable per {gpu}")  # fmt: skip
+        notes.append(
+            f"tp={', '.join(map(str, too_small))}: the weight shard plus one sequence of {length} tokens "
+            f"exceed the {usable / GIB:.1f} GiB usable per {gpu}"
+        )
     if chosen is None:
         largest = valid[-1] if valid else 1
         if per_gpu_budget(memory_per_gpu, weights, largest) <= 0:
-            notes.append(f"the weight shard alone ({weights / largest / GIB:.1f} GiB at tensor parallel {largest}) "
-                         f"exceeds the usable memory of one {gpu}")  # fmt: skip
+            notes.append(
+                f"the weight shard alone ({weights / largest / GIB:.1f} GiB at tensor parallel {largest}) "
+                f"exceeds the usable memory of one {gpu}"
+            )
         would = _what_would_fit(gpu, count, memory_per_gpu, weights, cache, length, width, sharding)
         return TargetFit(gpu, count, memory_per_gpu, False, None, 0, tuple(notes), tuple(valid), tuple(would))
     per_sequence = cache.bytes_per_gpu(length, width, chosen)
@@ -145,8 +151,9 @@ def _what_would_fit(
     gpu: str, count: int, mem: int, weights: int, cache: CacheModel, length: int, width: int, sharding: Sharding
 ) -> list[str]:
     out: list[str] = []
-    more = _smallest_fit(sharding.valid(count * MORE_GPUS_LIMIT)[len(sharding.valid(count)) :], mem, weights, cache,
-                         length, width)  # fmt: skip
+    more = _smallest_fit(
+        sharding.valid(count * MORE_GPUS_LIMIT)[len(sharding.valid(count)) :], mem, weights, cache, length, width
+    )
     if more is not None:
         out.append(f"{more}× {gpu} at tensor parallel {more}")
     if width > 1:

@@ -136,8 +136,9 @@ class TensorIndex:
 
         def group(template: str, first: int, n: int, size: int) -> TensorGroup:
             e = entries[first]
-            return TensorGroup(template, e.dtype, n, size, names[first], tuple(e.shape),
-                               bounds[bisect_right(ends_of_files, first)][1])  # fmt: skip
+            return TensorGroup(
+                template, e.dtype, n, size, names[first], tuple(e.shape), bounds[bisect_right(ends_of_files, first)][1]
+            )
 
         groups: list[TensorGroup] = []
         members_of: dict | None = None
@@ -254,10 +255,18 @@ def _merge(groups: list[TensorGroup]) -> list[TensorGroup]:
         members = g.members or (g.first_name,)
         prev = merged.get(key)
         if prev is None:
-            merged[key] = TensorGroup(g.template, g.dtype, g.count, g.nbytes, g.first_name, g.first_shape,
-                                      g.first_file, members)  # fmt: skip
+            merged[key] = TensorGroup(
+                g.template, g.dtype, g.count, g.nbytes, g.first_name, g.first_shape, g.first_file, members
+            )
         else:
-            merged[key] = TensorGroup(prev.template, prev.dtype, prev.count + g.count, prev.nbytes + g.nbytes,
-                                      prev.first_name, prev.first_shape, prev.first_file,
-                                      prev.members + members)  # fmt: skip
+            merged[key] = TensorGroup(
+                prev.template,
+                prev.dtype,
+                prev.count + g.count,
+                prev.nbytes + g.nbytes,
+                prev.first_name,
+                prev.first_shape,
+                prev.first_file,
+                prev.members + members,
+            )
     return list(merged.values())

@@ -63,8 +63,12 @@ def _estimate(config_json: str, mtp_layers: int) -> Estimate:
         model_bytes = byte_model(quant)
         if model_bytes is None:
             method = quant.get("quant_method") or quant.get("method") or "?"
-            return Estimate(None, None, f"quantization method {method!r} has no byte model in onboard "
-                            "(onboard/inspect_checkpoint/quant_bytes.py)")  # fmt: skip
+            return Estimate(
+                None,
+                None,
+                f"quantization method {method!r} has no byte model in onboard "
+                "(onboard/inspect_checkpoint/quant_bytes.py)",
+            )
     try:
         model, version = _meta_model(config)
     except _NoEstimate as exc:
@@ -144,8 +148,10 @@ def _meta_model(config: dict[str, Any]) -> tuple[Any, str]:
         except _NoEstimate:
             raise
         except Exception as exc:  # any rejection by transformers' classes: reported, never a traceback
-            raise _NoEstimate(f"transformers {version} could not build {model_type!r} from this config "
-                              f"({type(exc).__name__}: {str(exc)[:160]})") from exc  # fmt: skip
+            raise _NoEstimate(
+                f"transformers {version} could not build {model_type!r} from this config "
+                f"({type(exc).__name__}: {str(exc)[:160]})"
+            ) from exc
     return model, version
 
 

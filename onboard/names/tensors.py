@@ -69,34 +69,58 @@ LM_PREFIXES = ("model.language_model.", "language_model.model.", "language_model
 COMPONENT_FIRST: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
     (component, re.compile(pattern))
     for component, pattern in (
-        ("quant_scales", r"(weight_scale_inv|weight_scale|input_scale|_scales|\.scales|qzeros|g_idx|weight_zero_point|activation_scale)$"),
+        (
+            "quant_scales",
+            r"(weight_scale_inv|weight_scale|input_scale|_scales|\.scales|qzeros|g_idx|weight_zero_point|activation_scale)$",
+        ),
         ("mtp", r"(^|\.)(mtp|nextn|mtp_layers|eh_proj|enorm|hnorm)(\.|$)"),
     )
-)  # fmt: skip
+)
 COMPONENT_RULES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
     (component, re.compile(pattern))
     for component, pattern in (
         # Ergo's original names: `feed_forward.gate_kernel` ([hidden, experts]) and `router_bias` (a buffer).
-        ("router", r"(\.router\.|\.gate\.(weight|bias|e_score_correction_bias)$|e_score_correction_bias|\.router$|expert_bias$|router_bias$|\.gate_kernel$|moe_statics|\.gate\.wg\.|\.block_sparse_moe\.gate\.)"),
-        ("shared_experts", r"(shared_expert|shared_experts|shared_mlp|\.shared\.|\.shared_(gate_up|gate|up|down)_proj$)"),
+        (
+            "router",
+            r"(\.router\.|\.gate\.(weight|bias|e_score_correction_bias)$|e_score_correction_bias|\.router$|expert_bias$|router_bias$|\.gate_kernel$|moe_statics|\.gate\.wg\.|\.block_sparse_moe\.gate\.)",
+        ),
+        (
+            "shared_experts",
+            r"(shared_expert|shared_experts|shared_mlp|\.shared\.|\.shared_(gate_up|gate|up|down)_proj$)",
+        ),
         # JetMoE's attention experts (MoA) add one bias after mixing them: it runs for every token, like o_proj's.
         ("attention", r"\.self_attention\.experts\.bias$"),
         # Stacked experts ([experts, out, in]) of JetMoE and Granite-MoE checkpoints: `mlp.input_linear` /
         # `block_sparse_moe.output_linear` (Granite's shared MLP uses the same names, matched by the rule above).
         # A bare (no `.weight`) projection of the MLP is a raw parameter, which only stacked experts are: Ergo's
         # original `feed_forward.up_proj` ([experts, hidden, inter]); a dense MLP's projections are nn.Linear.
-        ("experts", r"(\.experts\.|\.experts$|\.expert_|\.(input_linear|output_linear)\.weight$|\.(feed_forward|mlp|ffn)\.(gate_up|gate|up|down)_proj$)"),
-        ("embedding", r"(^|\.)(embed_tokens|tokens_embed|wte|wpe|positions_embed|word_embeddings|embed_in|tok_embeddings|embed_positions|position_embeddings|embeddings|embedding|emb|embed|input_embedding|token_embedding|embed_tokens_per_layer)(\.|$)"),
+        (
+            "experts",
+            r"(\.experts\.|\.experts$|\.expert_|\.(input_linear|output_linear)\.weight$|\.(feed_forward|mlp|ffn)\.(gate_up|gate|up|down)_proj$)",
+        ),
+        (
+            "embedding",
+            r"(^|\.)(embed_tokens|tokens_embed|wte|wpe|positions_embed|word_embeddings|embed_in|tok_embeddings|embed_positions|position_embeddings|embeddings|embedding|emb|embed|input_embedding|token_embedding|embed_tokens_per_layer)(\.|$)",
+        ),
         ("head", r"(^|\.)(lm_head|embed_out|output|score|lm_heads|unembed)\.(weight|bias)$"),
         # DeepSeek Sparse Attention's indexer, its LayerNorm'd key included: part of attention, not a layer norm
         # (its k_norm's bias would otherwise make an RMSNorm model's norms look like LayerNorms).
         ("attention", r"\.indexer\."),
         ("norms", r"(norm|ln_\w*|ln\d*|layernorm|layer_norm|rms)[\w]*\.(weight|bias)$"),
-        ("ssm", r"(\.mixer\.(A_log|D|dt_bias|conv1d|in_proj|out_proj|x_proj|dt_proj|norm)|\.mamba\.|\.ssm\.|\.linear_attn\.|A_log$|dt_bias$|\.conv\.|conv1d|\.short_conv\.|recurrent|\.rg_lru\.|\.temporal_)"),
-        ("attention", r"(self_attn|self_attention|\.attention\.|\.attn\.|\.attn_|multi_head_attention|q_proj|k_proj|v_proj|o_proj|qkv|query_key_value|c_attn|Wqkv|\.sinks$|kv_a_proj|kv_b_proj|q_a_proj|q_b_proj|\.mixer\.(q|k|v|o)_proj)"),
-        ("mlp", r"(\.mlp\.|feed_forward|\.ffn\.|\.ffn_|c_fc|\.fc1\.|\.fc2\.|\.fc_in\.|\.fc_out\.|gate_proj|up_proj|down_proj|dense_h_to_4h|dense_4h_to_h|\.w1\.|\.w2\.|\.w3\.|\.mixer\.(up|down|gate)_proj)"),
+        (
+            "ssm",
+            r"(\.mixer\.(A_log|D|dt_bias|conv1d|in_proj|out_proj|x_proj|dt_proj|norm)|\.mamba\.|\.ssm\.|\.linear_attn\.|A_log$|dt_bias$|\.conv\.|conv1d|\.short_conv\.|recurrent|\.rg_lru\.|\.temporal_)",
+        ),
+        (
+            "attention",
+            r"(self_attn|self_attention|\.attention\.|\.attn\.|\.attn_|multi_head_attention|q_proj|k_proj|v_proj|o_proj|qkv|query_key_value|c_attn|Wqkv|\.sinks$|kv_a_proj|kv_b_proj|q_a_proj|q_b_proj|\.mixer\.(q|k|v|o)_proj)",
+        ),
+        (
+            "mlp",
+            r"(\.mlp\.|feed_forward|\.ffn\.|\.ffn_|c_fc|\.fc1\.|\.fc2\.|\.fc_in\.|\.fc_out\.|gate_proj|up_proj|down_proj|dense_h_to_4h|dense_4h_to_h|\.w1\.|\.w2\.|\.w3\.|\.mixer\.(up|down|gate)_proj)",
+        ),
     )
-)  # fmt: skip
+)
 
 
 # `mixer`: Nemotron-H's one block per layer, whichever it is (attention, MLP or MoE; Mamba's parts are matched first)

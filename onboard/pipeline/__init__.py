@@ -99,10 +99,22 @@ def run_new_model(
     rev, local_dir, fingerprint, listing = _identify(source, revision)
     run_dir = workspace / "onboarding" / slug / rev
     make_dirs(run_dir)
-    ctx = RunContext(source, revision or (rev if local_dir is None else None), slug, run_dir, workspace, target,
-                     endpoint, served_model, local_dir=local_dir, run_id=rev,
-                     policy=policy or RemoteCodePolicy(), max_long_tokens=max_long_tokens, dtype=dtype,
-                     listing=listing)  # fmt: skip
+    ctx = RunContext(
+        source,
+        revision or (rev if local_dir is None else None),
+        slug,
+        run_dir,
+        workspace,
+        target,
+        endpoint,
+        served_model,
+        local_dir=local_dir,
+        run_id=rev,
+        policy=policy or RemoteCodePolicy(),
+        max_long_tokens=max_long_tokens,
+        dtype=dtype,
+        listing=listing,
+    )
     result = PipelineResult(slug, rev, run_dir)
     names = [s.name for s in STAGES] + ["checklist", "report"] + (["promote"] if promote else [])
     progress = Progress(names, quiet)
@@ -125,9 +137,13 @@ def run_new_model(
         if resume and cached(run_dir, stage.name, key, list(stage.outputs)):
             ctx.results[stage.name] = json.loads((run_dir / stage.outputs[-1]).read_text())
             seconds = progress.done(stage.name, "cached")
-            result.stages[stage.name] = {"outcome": "cached", "seconds": round(seconds, 2), "detail": "",
-                                         "passed": ctx.results[stage.name].get("passed"),
-                                         "usable": _usable(stage.name, ctx.results[stage.name])}  # fmt: skip
+            result.stages[stage.name] = {
+                "outcome": "cached",
+                "seconds": round(seconds, 2),
+                "detail": "",
+                "passed": ctx.results[stage.name].get("passed"),
+                "usable": _usable(stage.name, ctx.results[stage.name]),
+            }
             _note_unusable(result, stage.name, ctx.results[stage.name])
             continue
         forget(run_dir, stage.name)
@@ -141,8 +157,12 @@ def run_new_model(
             else:
                 detail = f"internal error: {type(exc).__name__}: {exc} (rerun with ONBOARD_DEBUG=1 for the traceback)"
             seconds = progress.done(stage.name, "error", detail)
-            result.stages[stage.name] = {"outcome": "error", "seconds": round(seconds, 2), "passed": False,
-                                         "detail": detail}  # fmt: skip
+            result.stages[stage.name] = {
+                "outcome": "error",
+                "seconds": round(seconds, 2),
+                "passed": False,
+                "detail": detail,
+            }
             # Recorded in the run folder, so the checklist and the report say why the stage's items are open.
             ran = Check(f"{stage.name}_ran", False, detail=detail)
             atomic_write_json(run_dir / f"{stage.name}.json", stage_result(stage.name, [ran], error=detail))
@@ -154,8 +174,13 @@ def run_new_model(
         failed = failed_names(read_checks(out.get("checks", []), f"{stage.name}.json")[0])
         outcome = "ok" if out.get("passed", True) else "checks-failed"
         seconds = progress.done(stage.name, outcome, ", ".join(failed[:4]))
-        result.stages[stage.name] = {"outcome": outcome, "seconds": round(seconds, 2), "passed": out.get("passed"),
-                                     "detail": ", ".join(failed), "usable": _usable(stage.name, out)}  # fmt: skip
+        result.stages[stage.name] = {
+            "outcome": outcome,
+            "seconds": round(seconds, 2),
+            "passed": out.get("passed"),
+            "detail": ", ".join(failed),
+            "usable": _usable(stage.name, out),
+        }
         _note_unusable(result, stage.name, out)
     _finish(result, workspace, progress, promote, registry)
     return result
@@ -188,8 +213,11 @@ def _finish(
     result.ready = ev.state.ready
     result.blocking = [status.id for status in ev.state.blocking]
     result.checklist_md = str(ev.checklist_md)
-    progress.done("checklist", "ok" if result.ready else "failed",
-                  "ready to promote" if result.ready else f"open: {', '.join(result.blocking[:6])}")  # fmt: skip
+    progress.done(
+        "checklist",
+        "ok" if result.ready else "failed",
+        "ready to promote" if result.ready else f"open: {', '.join(result.blocking[:6])}",
+    )
     progress.start("report")
     paths = render_report(result.slug, workspace, revision=result.revision, state=ev.state)
     result.report = {"markdown": str(paths.markdown), "html": str(paths.html)}

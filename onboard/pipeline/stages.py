@@ -61,8 +61,9 @@ class RunContext:
     def rerun(self) -> str:
         """This run again with --trust-remote-code: what a stage blocked for want of it tells people to run."""
         revision = ["--revision", self.revision] if self.revision else []
-        return rerun_command("new-model", self.source, *revision, "--workspace", str(self.workspace),
-                             policy=self.policy)  # fmt: skip
+        return rerun_command(
+            "new-model", self.source, *revision, "--workspace", str(self.workspace), policy=self.policy
+        )
 
 
 # safetensors dtype names -> candidate dtypes (the stored dtype of an unquantized checkpoint)
@@ -104,8 +105,15 @@ def run_inspect(ctx: RunContext) -> dict[str, Any]:
     # checkpoint_dir: the absolute folder this run read (a local source), so promote can hash its files from
     # anywhere; the profile's `source` is the path as typed, relative to where new-model ran.
     local = str(ctx.local_dir.resolve()) if ctx.local_dir is not None else None
-    result = stage_result("inspect", checks, model_type=profile.model_type, revision=profile.revision,
-                     features=list(profile.features), unusable=bool(fatal), checkpoint_dir=local)  # fmt: skip
+    result = stage_result(
+        "inspect",
+        checks,
+        model_type=profile.model_type,
+        revision=profile.revision,
+        features=list(profile.features),
+        unusable=bool(fatal),
+        checkpoint_dir=local,
+    )
     atomic_write_json(ctx.run_dir / "inspect.json", result)
     return result
 
@@ -130,8 +138,15 @@ def run_generate(ctx: RunContext) -> dict[str, Any]:
     _ensure_local(ctx)
     # The inspect stage's typed hand-off, not a second inspect of the download; parity runs on the download.
     profile = ModelProfile.from_json((ctx.run_dir / "profile.json").read_text(encoding="utf-8"))
-    result = generate(profile, ctx.run_dir / "generated", force=True, parity=True, policy=ctx.policy,
-                      rerun=ctx.rerun, checkpoint=ctx.local_dir).to_dict()  # fmt: skip
+    result = generate(
+        profile,
+        ctx.run_dir / "generated",
+        force=True,
+        parity=True,
+        policy=ctx.policy,
+        rerun=ctx.rerun,
+        checkpoint=ctx.local_dir,
+    ).to_dict()
     atomic_write_json(ctx.run_dir / "generate.json", result)
     return result
 
@@ -142,8 +157,15 @@ def run_verify_tokenizer(ctx: RunContext) -> dict[str, Any]:
     golden = ctx.golden_root / ctx.slug / "tokenizer.json"
     # name=slug: the tokenizer golden lives beside the other goldens of this run (golden_root/slug), whatever key
     # verify-tokenizer would derive on its own. A tokenizer that is repository code runs sandboxed, if trusted.
-    report = verify_tokenizer_trusting(ctx.source, ctx.revision, ctx.golden_root, not golden.exists(),
-                                       policy=ctx.policy, rerun=ctx.rerun, name=ctx.slug)  # fmt: skip
+    report = verify_tokenizer_trusting(
+        ctx.source,
+        ctx.revision,
+        ctx.golden_root,
+        not golden.exists(),
+        policy=ctx.policy,
+        rerun=ctx.rerun,
+        name=ctx.slug,
+    )
     from onboard import serde
 
     result = serde.to_dict(report)
@@ -210,13 +232,15 @@ def run_validate(ctx: RunContext) -> dict[str, Any]:
     golden_dir = Path(ctx.results["golden"]["golden_dir"])
     _ensure_local(ctx)
     if ctx.endpoint:
-        candidate = open_candidate(str(ctx.local_dir or ctx.source), ctx.served_dtype, ctx.endpoint, ctx.served_model,
-                                   120.0)  # fmt: skip
+        candidate = open_candidate(
+            str(ctx.local_dir or ctx.source), ctx.served_dtype, ctx.endpoint, ctx.served_model, 120.0
+        )
     else:
         candidate = _generated_adapter(ctx)
     try:
-        result = validate(read_golden(golden_dir), candidate, source=ctx.source, policy=ctx.policy,
-                          checkpoint=ctx.local_dir)  # fmt: skip
+        result = validate(
+            read_golden(golden_dir), candidate, source=ctx.source, policy=ctx.policy, checkpoint=ctx.local_dir
+        )
     finally:
         candidate.close()
     result.setdefault("stage", "validate")

@@ -189,8 +189,16 @@ def _item(raw: _ItemShape, path: Path) -> ChecklistItem:
         raise InputError(f"{where}: bad ticked_by entry: unknown stage {unknown[0]!r}", f"use one of {STAGES}")
     if raw.signoff != "only" and not refs:
         raise InputError(f"{where}: nothing ticks it", "add ticked_by checks or make it `signoff: only`")
-    return ChecklistItem(id=raw.id, title=raw.title, required=raw.required, command=raw.command,
-                         owner=raw.owner or "", ticked_by=refs, signoff=raw.signoff, when=raw.when)  # fmt: skip
+    return ChecklistItem(
+        id=raw.id,
+        title=raw.title,
+        required=raw.required,
+        command=raw.command,
+        owner=raw.owner or "",
+        ticked_by=refs,
+        signoff=raw.signoff,
+        when=raw.when,
+    )
 
 
 def evaluate(
@@ -213,10 +221,16 @@ def evaluate(
     for stage, check in results.all_checks():
         if (stage, check.name) not in listed and check.required and not check.passed:
             file = results.stages[stage].file
-            items.append(ItemStatus(
-                f"{stage}:{check.name}", f"Required {stage} check (not on the checklist)", True, "failed",
-                (f"{file}: {check.name} failed — {check.detail}".rstrip(" —"),), f"onboard {stage} …",
-            ))  # fmt: skip
+            items.append(
+                ItemStatus(
+                    f"{stage}:{check.name}",
+                    f"Required {stage} check (not on the checklist)",
+                    True,
+                    "failed",
+                    (f"{file}: {check.name} failed — {check.detail}".rstrip(" —"),),
+                    f"onboard {stage} …",
+                )
+            )
     return ChecklistState(slug, revision, tuple(items), previously_promoted)
 
 

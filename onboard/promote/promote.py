@@ -287,9 +287,10 @@ def source_files(
             try:
                 entries = tuple(
                     FileEntry(n, hashing.sha256_file(root / n), (root / n).stat().st_size)
-                    if n not in absent else FileEntry(n, None)
+                    if n not in absent
+                    else FileEntry(n, None)
                     for n in names
-                )  # fmt: skip
+                )
             except OSError as exc:
                 raise os_error(exc, root, "hash the checkpoint files in") from exc
             # A hub snapshot holds what the stages read (weights, config, tokenizer), not READMEs and the like.

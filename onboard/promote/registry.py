@@ -91,11 +91,19 @@ def _db_error(exc: sqlite3.Error, path: Path) -> RegistryError:
     text = str(exc)
     if not name:  # Python 3.10 has no sqlite_errorname: fall back on the message
         name = next(
-            (k for k, words in (("SQLITE_READONLY", "readonly"), ("SQLITE_FULL", "is full"),
-                                ("SQLITE_CANTOPEN", "unable to open"), ("SQLITE_BUSY", "locked"),
-                                ("SQLITE_NOTADB", "not a database")) if words in text),
+            (
+                k
+                for k, words in (
+                    ("SQLITE_READONLY", "readonly"),
+                    ("SQLITE_FULL", "is full"),
+                    ("SQLITE_CANTOPEN", "unable to open"),
+                    ("SQLITE_BUSY", "locked"),
+                    ("SQLITE_NOTADB", "not a database"),
+                )
+                if words in text
+            ),
             "",
-        )  # fmt: skip
+        )
     base = next((k for k in _DB_HINTS if name.startswith(k)), None)
     return RegistryError(f"registry {path}: {text}", _DB_HINTS.get(base or "", "check the path and rerun"))
 
@@ -161,10 +169,20 @@ class Registry:
                     "INSERT INTO promotions (model, slug, revision, promoted_by, promoted_at, attempt, supersedes,"
                     " profile_sha256, tokenizer_sha256, golden_sha256, record_json)"
                     " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    (record.model, record.slug, record.revision, record.promoted_by, record.promoted_at,
-                     record.attempt, record.supersedes, record.profile_sha256, record.tokenizer_sha256,
-                     record.golden_sha256, json.dumps(record.to_dict(), ensure_ascii=False)),
-                )  # fmt: skip
+                    (
+                        record.model,
+                        record.slug,
+                        record.revision,
+                        record.promoted_by,
+                        record.promoted_at,
+                        record.attempt,
+                        record.supersedes,
+                        record.profile_sha256,
+                        record.tokenizer_sha256,
+                        record.golden_sha256,
+                        json.dumps(record.to_dict(), ensure_ascii=False),
+                    ),
+                )
                 record_id = int(cur.lastrowid or 0)
                 conn.executemany(
                     "INSERT INTO promotion_files (promotion_id, path, sha256, size) VALUES (?, ?, ?, ?)",

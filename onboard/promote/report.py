@@ -46,8 +46,14 @@ class ReportPaths:
 
 
 @clean_os_errors
-def render_report(slug: str, workspace: Path | str = ".", *, revision: str | None = None,
-                  state: ChecklistState | None = None, registry: Path | str | None = None) -> ReportPaths:  # fmt: skip
+def render_report(
+    slug: str,
+    workspace: Path | str = ".",
+    *,
+    revision: str | None = None,
+    state: ChecklistState | None = None,
+    registry: Path | str | None = None,
+) -> ReportPaths:
     """Write report.md and report.html for a run of `slug`; evaluates the checklist unless `state` is given."""
     from onboard.promote.promote import evaluate_revision
     from onboard.promote.workspace import resolve_revision

@@ -57,12 +57,16 @@ def gather(state: ChecklistState, results: StageResults) -> ReportData:
     profile = results.data("inspect")
     generate = results.data("generate")
     layers = report_layers.find(validate, generate)
-    plots = [p for p in (
-        *_position_plots(validate, missing),
-        _prefill_plot(validate, missing),
-        _memory_plot(profile, missing),
-        _layer_plot(layers, missing, (validate, generate)),
-    ) if p is not None]  # fmt: skip
+    plots = [
+        p
+        for p in (
+            *_position_plots(validate, missing),
+            _prefill_plot(validate, missing),
+            _memory_plot(profile, missing),
+            _layer_plot(layers, missing, (validate, generate)),
+        )
+        if p is not None
+    ]
     tables = (_stage_table(results), _perf_table(validate), *_layer_tables(layers), _failed_table(results))
     # The quantization plan's section (onboard/quantize/report.py), when quantize-plan wrote one for this revision.
     q_plots, q_tables, q_missing = quantize_report.section(results.rev_dir)
@@ -74,9 +78,15 @@ def gather(state: ChecklistState, results: StageResults) -> ReportData:
     plots += [Plot(*p) for p in s_plots]
     tables += tuple(Table(*t) for t in s_tables)
     return ReportData(
-        state.slug, state.revision, state.ready, state, _facts(profile), tuple(t for t in tables if t.rows),
-        tuple(plots), tuple(missing),
-    )  # fmt: skip
+        state.slug,
+        state.revision,
+        state.ready,
+        state,
+        _facts(profile),
+        tuple(t for t in tables if t.rows),
+        tuple(plots),
+        tuple(missing),
+    )
 
 
 def _facts(profile: dict[str, Any]) -> tuple[tuple[str, str], ...]:
@@ -107,8 +117,10 @@ def _position_plots(validate: dict[str, Any], missing: list[str]) -> list[Plot]:
         missing.append("validate.json has no `positions`: no KL / logprob-error plots along positions")
         return []
     plots = []
-    for key, title, label in (("kl", "KL divergence along positions", "KL(reference ‖ served)"),
-                              ("max_logprob_error", "Max logprob error along positions", "max |Δ logprob|")):  # fmt: skip
+    for key, title, label in (
+        ("kl", "KL divergence along positions", "KL(reference ‖ served)"),
+        ("max_logprob_error", "Max logprob error along positions", "max |Δ logprob|"),
+    ):
         by_prompt: dict[str, list[tuple[float, float]]] = {}
         for r in rows:
             if isinstance(r, dict) and _num(r.get("index")) is not None and _num(r.get(key)) is not None:
@@ -141,8 +153,11 @@ def _prefill_plot(validate: dict[str, Any], missing: list[str]) -> Plot | None:
 def _memory_plot(profile: dict[str, Any], missing: list[str]) -> Plot | None:
     mem = profile.get("memory") if isinstance(profile.get("memory"), dict) else None
     if not mem or _num(mem.get("weights_bytes")) is None:
-        missing.append("profile.json has no `memory` plan: no memory plot" if not mem else
-                       "profile.json: weight bytes unknown (no headers, no index, no estimate): no memory plot")  # fmt: skip
+        missing.append(
+            "profile.json has no `memory` plan: no memory plot"
+            if not mem
+            else "profile.json: weight bytes unknown (no headers, no index, no estimate): no memory plot"
+        )
         return None
     raw = [("weights", _num(mem.get("weights_bytes")))]
     raw.append((f"KV, one sequence of {mem.get('max_model_len', '?')}", _num(mem.get("kv_bytes_per_sequence"))))
@@ -157,8 +172,10 @@ def _memory_plot(profile: dict[str, Any], missing: list[str]) -> Plot | None:
         count = int(_num(target.get("count")) or 1)
         total = _num(target["memory_bytes_per_gpu"]) * count  # type: ignore[operator]
         limit = (f"{count}× {target.get('gpu')}", total / scale)
-        caption += (f"; target {count}× {target.get('gpu')} ({total / GIB:.1f} GiB): fits {target.get('fits')}, "
-                    f"{target.get('concurrent_sequences')} concurrent sequences")  # fmt: skip
+        caption += (
+            f"; target {count}× {target.get('gpu')} ({total / GIB:.1f} GiB): fits {target.get('fits')}, "
+            f"{target.get('concurrent_sequences')} concurrent sequences"
+        )
     title = "Memory plan"
     return Plot("plot-memory", title, svg.bar_chart(title, bars, unit, limit), caption)
 
@@ -174,8 +191,11 @@ def _layer_plot(found: report_layers.LayerError | None, missing: list[str], stag
 def _layer_tables(found: report_layers.LayerError | None) -> tuple[Table, ...]:
     if found is None:
         return ()
-    first = Table("First divergence", ("where", "rel. error", "tolerance", "compared in", "likely cause", "from"),
-                  report_layers.first_rows(found))  # fmt: skip
+    first = Table(
+        "First divergence",
+        ("where", "rel. error", "tolerance", "compared in", "likely cause", "from"),
+        report_layers.first_rows(found),
+    )
     rows = report_layers.table_rows(found)
     header = ("layer", "worst point", "rel. error", "tolerance", "points beyond tolerance", "")
     return first, Table("Per-layer error", header, rows)

@@ -86,8 +86,9 @@ def plot(found: LayerError) -> tuple[str, str]:
         top = max(worst.items(), key=lambda kv: kv[1])
         caption = f"from {found.source}; largest at layer {int(top[0])}: {top[1]:.3g}"
     label = "rel. error (max|Δ|/max|ref|)" if "rel" in found.rows[0] else "error"
-    chart = svg.line_chart("Per-layer error", series, "layer (embedding before 0, head after the last)", label,
-                           log_y=True, marker=marker)  # fmt: skip
+    chart = svg.line_chart(
+        "Per-layer error", series, "layer (embedding before 0, head after the last)", label, log_y=True, marker=marker
+    )
     return chart, caption
 
 
@@ -113,8 +114,16 @@ def table_rows(found: LayerError) -> tuple[tuple[str, ...], ...]:
         marked = found.first is not None and any(
             r.get("module") == found.first.get("module") and r.get("layer") == found.first.get("layer") for r in rows
         )
-        out.append((name, str(top.get("module") or "—"), _fmt(_value(top)), _fmt(top.get("tolerance")),
-                    str(len(over)), "← first divergence" if marked else ""))  # fmt: skip
+        out.append(
+            (
+                name,
+                str(top.get("module") or "—"),
+                _fmt(_value(top)),
+                _fmt(top.get("tolerance")),
+                str(len(over)),
+                "← first divergence" if marked else "",
+            )
+        )
     return tuple(out)
 
 
@@ -123,5 +132,13 @@ def first_rows(found: LayerError) -> tuple[tuple[str, ...], ...]:
     if first is None:
         return ()
     causes = "; ".join(str(c) for c in first.get("likely_cause") or []) or "no pattern recognised"
-    return ((_where(first), _fmt(first.get("rel")), _fmt(first.get("tolerance")),
-             str(found.data.get("compared_in", "?")), causes, found.source),)  # fmt: skip
+    return (
+        (
+            _where(first),
+            _fmt(first.get("rel")),
+            _fmt(first.get("tolerance")),
+            str(found.data.get("compared_in", "?")),
+            causes,
+            found.source,
+        ),
+    )

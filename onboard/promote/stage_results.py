@@ -121,6 +121,9 @@ def derive_performance_check(validate: dict[str, Any]) -> Check:
     ok = isinstance(prefill, list) and bool(prefill) and len(have) == 3
     where = perf.get("hardware") if isinstance(perf.get("hardware"), dict) else {}
     on = where.get("gpu") or where.get("cpu") or "unknown hardware"
-    detail = (f"prefill at {len(prefill)} lengths, TPOT {perf['tpot_ms']:.3g} ms, ITL p99 {perf['itl_p99_ms']:.3g} ms on {on}"
-              if ok else f"incomplete: prefill_by_length {'present' if prefill else 'missing'}, have {have or 'no'} decode timings")  # type: ignore[arg-type]  # fmt: skip
+    detail = (
+        f"prefill at {len(prefill)} lengths, TPOT {perf['tpot_ms']:.3g} ms, ITL p99 {perf['itl_p99_ms']:.3g} ms on {on}"
+        if ok
+        else f"incomplete: prefill_by_length {'present' if prefill else 'missing'}, have {have or 'no'} decode timings"
+    )  # type: ignore[arg-type]
     return Check("performance_recorded", ok, True, detail)

@@ -192,8 +192,11 @@ def usable(names: tuple[str, ...]) -> tuple[tuple[str, ...], dict[str, str]]:
     for name in names:
         fmt = FORMATS[name]
         needed = [fmt, FORMATS[fmt.fallback]] if fmt.fallback else [fmt]
-        missing = [f for f in needed if f.native_only and not ggml_native.supports(str(f.ggml_type), f.block,
-                                                                                    f.bytes_per_block)]  # fmt: skip
+        missing = [
+            f
+            for f in needed
+            if f.native_only and not ggml_native.supports(str(f.ggml_type), f.block, f.bytes_per_block)
+        ]
         if missing:
             dropped[name] = (
                 f"needs {' and '.join(f.name for f in missing)} {NEEDS_LIBRARY}; this process: {ggml_native.describe()}"

@@ -45,8 +45,15 @@ class _Library:
         self.lib.ggml_get_type_traits.restype = ctypes.POINTER(_Traits)
         self.lib.ggml_get_type_traits.argtypes = [ctypes.c_int]
         self.lib.ggml_quantize_chunk.restype = ctypes.c_size_t
-        self.lib.ggml_quantize_chunk.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64,
-                                                 ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p]  # fmt: skip
+        self.lib.ggml_quantize_chunk.argtypes = [
+            ctypes.c_int,
+            ctypes.c_void_p,
+            ctypes.c_void_p,
+            ctypes.c_int64,
+            ctypes.c_int64,
+            ctypes.c_int64,
+            ctypes.c_void_p,
+        ]
         self.lib.ggml_quantize_requires_imatrix.restype = ctypes.c_bool
         self.lib.ggml_quantize_requires_imatrix.argtypes = [ctypes.c_int]
         self._checked: dict[tuple[str, int, float], int | None] = {}
@@ -179,8 +186,9 @@ def quantize(w: Any, type_name: str, block: int, bytes_per_block: float) -> Any 
 
     def run(first: int, last: int) -> None:
         count = last - first
-        library.lib.ggml_quantize_chunk(type_id, source.data_ptr(), packed.data_ptr(), first * n_per_row, count,
-                                        n_per_row, None)  # fmt: skip
+        library.lib.ggml_quantize_chunk(
+            type_id, source.data_ptr(), packed.data_ptr(), first * n_per_row, count, n_per_row, None
+        )
         to_float(packed.data_ptr() + first * row_bytes, out.data_ptr() + first * n_per_row * 4, count * n_per_row)
 
     workers = max(1, min(torch.get_num_threads(), rows))

@@ -97,8 +97,10 @@ class Swept:
     def calibrated_options(self) -> list[list[Option]]:
         if self.calibrated is None:
             self.calibrated = calibrate(self.model, self.runner, self.results, self.weights)
-        return [[Option(c.format, c.bytes, kls[c.format]) for c in r.costs.values()]
-                for r, kls in zip(self.results, self.calibrated)]  # fmt: skip
+        return [
+            [Option(c.format, c.bytes, kls[c.format]) for c in r.costs.values()]
+            for r, kls in zip(self.results, self.calibrated)
+        ]
 
     def uniforms(self, say: Any) -> list[dict[str, Any]]:
         if self.uniform_rows is None:
@@ -111,8 +113,9 @@ def prepare(request: Request, say: Any) -> Swept:
 
     formats, left_out = usable(request.formats)
     if not formats:
-        raise InputError(f"--formats: none of {', '.join(request.formats)} can be simulated here",
-                         "; ".join(left_out.values()))  # fmt: skip
+        raise InputError(
+            f"--formats: none of {', '.join(request.formats)} can be simulated here", "; ".join(left_out.values())
+        )
     request = replace(request, formats=formats)
     folder = resolve_local(request.source, request.revision)
     model, runtime, hf = _load(folder, request.dtype)
@@ -126,8 +129,20 @@ def prepare(request: Request, say: Any) -> Swept:
     weights = QuantizedWeights()
     candidates = [FORMATS[name] for name in request.formats]
     results, seconds = sweep(model, runner, units, candidates, weights, say)
-    return Swept(request, folder, model, runtime, runner, units, kept * 2.0, results, seconds, prompts_from, weights,
-                 left_out=left_out)  # fmt: skip
+    return Swept(
+        request,
+        folder,
+        model,
+        runtime,
+        runner,
+        units,
+        kept * 2.0,
+        results,
+        seconds,
+        prompts_from,
+        weights,
+        left_out=left_out,
+    )
 
 
 def plan(swept: Swept, request: Request, say: Any) -> Outcome:
@@ -165,18 +180,29 @@ def plan(swept: Swept, request: Request, say: Any) -> Outcome:
         "formats": list(swept.request.formats),
         "formats_left_out": swept.left_out,
         "quantizer": ggml_native.describe(),
-        "prompts": {"count": len(runner.sequences), "positions": runner.positions, "from": swept.prompts_from,
-                    "max_tokens": swept.request.max_tokens},
-        "saved": {"vs_bf16_bytes": math.ceil(swept.bf16_bytes - plan_bytes),
-                  "vs_uniform_best_bytes": best and best["bytes"] - math.ceil(plan_bytes)},
+        "prompts": {
+            "count": len(runner.sequences),
+            "positions": runner.positions,
+            "from": swept.prompts_from,
+            "max_tokens": swept.request.max_tokens,
+        },
+        "saved": {
+            "vs_bf16_bytes": math.ceil(swept.bf16_bytes - plan_bytes),
+            "vs_uniform_best_bytes": best and best["bytes"] - math.ceil(plan_bytes),
+        },
         "same_bytes_uniform": uniform.nearest_size(uniforms, plan_bytes, measured),
         "uniform": uniforms,
         "rounds": rounds,
         "sensitivity": [_describe(r) for r in results],
-        "cost": {"sweep_seconds": round(swept.seconds, 3), "forward_seconds": round(runner.forward_seconds, 4),
-                 "units": len(swept.units),
-                 "sweep_over_units_x_forward": round(swept.seconds / max(len(swept.units) * runner.forward_seconds, 1e-9), 3)},
-    }  # fmt: skip
+        "cost": {
+            "sweep_seconds": round(swept.seconds, 3),
+            "forward_seconds": round(runner.forward_seconds, 4),
+            "units": len(swept.units),
+            "sweep_over_units_x_forward": round(
+                swept.seconds / max(len(swept.units) * runner.forward_seconds, 1e-9), 3
+            ),
+        },
+    }
     return Outcome(summary, detail, met)
 
 
@@ -259,8 +285,11 @@ def _choose(request: Request, swept: Swept, say: Any) -> tuple[list[Option], lis
             found = []
             for options, start, start_score in starts:  # each refined with the KLs that chose it
                 start, start_score = _no_worse_than_uniform(swept, request, start, start_score, rounds, say, options)
-                found.append(refine.least_kl_within(options, start, start_score, cap, swept.measure_options,
-                                                    _measurements(swept)))  # fmt: skip
+                found.append(
+                    refine.least_kl_within(
+                        options, start, start_score, cap, swept.measure_options, _measurements(swept)
+                    )
+                )
             for refined in sorted(found, key=lambda r: -r.score.kl):  # the best last: the plan is the last round
                 chosen = _refined_round(refined, rounds, swept, say)
         return chosen, rounds, met
@@ -347,17 +376,29 @@ def _refined_round(refined: refine.Refined, rounds: list[dict[str, Any]], swept:
 
 
 def _round(number: int, chosen: list[Option], score: Any, scale: float, kept_bytes: float) -> dict[str, Any]:
-    return {"round": number, "kl_scale": scale, "predicted_kl": sum(o.kl for o in chosen), "measured_kl": score.kl,
-            "top1": score.top1, "bytes": math.ceil(kept_bytes + sum(o.bytes for o in chosen)),
-            "formats": [o.format for o in chosen]}  # fmt: skip
+    return {
+        "round": number,
+        "kl_scale": scale,
+        "predicted_kl": sum(o.kl for o in chosen),
+        "measured_kl": score.kl,
+        "top1": score.top1,
+        "bytes": math.ceil(kept_bytes + sum(o.bytes for o in chosen)),
+        "formats": [o.format for o in chosen],
+    }
 
 
 def _describe(result: Sensitivity) -> dict[str, Any]:
     return {
-        "unit": result.unit.name, "layer": result.unit.layer, "kind": result.unit.kind,
-        "elements": result.unit.elements, "probe": result.probe,
-        "weight_outlier": result.weight_outlier, "activation_outlier": result.activation_outlier,
+        "unit": result.unit.name,
+        "layer": result.unit.layer,
+        "kind": result.unit.kind,
+        "elements": result.unit.elements,
+        "probe": result.probe,
+        "weight_outlier": result.weight_outlier,
+        "activation_outlier": result.activation_outlier,
         "activations_simulated": result.activations_simulated,
-        "formats": {name: {"bytes": math.ceil(c.bytes), "kl": c.kl, "measured": c.measured, "top1": c.top1}
-                    for name, c in result.costs.items()},
-    }  # fmt: skip
+        "formats": {
+            name: {"bytes": math.ceil(c.bytes), "kl": c.kl, "measured": c.measured, "top1": c.top1}
+            for name, c in result.costs.items()
+        },
+    }

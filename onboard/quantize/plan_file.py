@@ -46,9 +46,13 @@ def read_plan(path: Path) -> PlanFile:
     plan = read_json(path, PlanFile, _REDO)
     for i, chosen in enumerate(plan.units):
         if not _UNIT.fullmatch(chosen.unit):
-            raise InputError(f"{path}: $.units[{i}].unit {chosen.unit!r} is not a unit quantize-plan names "
-                             "(embedding, embedding+head, head, layer.N.attn.qkv ...)", _REDO)  # fmt: skip
+            raise InputError(
+                f"{path}: $.units[{i}].unit {chosen.unit!r} is not a unit quantize-plan names "
+                "(embedding, embedding+head, head, layer.N.attn.qkv ...)",
+                _REDO,
+            )
         if chosen.format not in FORMATS:
-            raise InputError(f"{path}: $.units[{i}].format {chosen.format!r} is not a known format "
-                             f"({', '.join(FORMATS)})", _REDO)  # fmt: skip
+            raise InputError(
+                f"{path}: $.units[{i}].format {chosen.format!r} is not a known format ({', '.join(FORMATS)})", _REDO
+            )
     return plan

@@ -48,8 +48,9 @@ def least_kl_within(
         within = [c for c in _neighbours(options, current.chosen) if _bytes(c) <= cap_bytes]
         return sorted(within, key=lambda c: (_kl(c), _bytes(c)))
 
-    return _climb(Refined(list(chosen), score), candidates, lambda new, current: new.kl < current.kl, measure,
-                  measurements)  # fmt: skip
+    return _climb(
+        Refined(list(chosen), score), candidates, lambda new, current: new.kl < current.kl, measure, measurements
+    )
 
 
 def fewest_bytes_within(
@@ -72,8 +73,9 @@ def fewest_bytes_within(
         ]
         return sorted(smaller, key=lambda c: (_bytes(c), _kl(c)))
 
-    return _climb(Refined(list(chosen), score), candidates, lambda new, _current: new.kl <= budget_kl, measure,
-                  measurements)  # fmt: skip
+    return _climb(
+        Refined(list(chosen), score), candidates, lambda new, _current: new.kl <= budget_kl, measure, measurements
+    )
 
 
 def _climb(

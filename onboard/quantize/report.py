@@ -77,9 +77,12 @@ def _plot(units: list[_Unit]) -> PlotParts:
         if unit.layer is not None and kl is not None:
             series.setdefault(unit.unit.split(".", 2)[-1], []).append((float(unit.layer), kl))  # attn.qkv, mlp.down
     chart = svg.line_chart(
-        "Sensitivity per layer", [svg.Series(kind, tuple(points)) for kind, points in series.items()],
-        "layer", "KL alone, coarsest format", log_y=True,
-    )  # fmt: skip
+        "Sensitivity per layer",
+        [svg.Series(kind, tuple(points)) for kind, points in series.items()],
+        "layer",
+        "KL alone, coarsest format",
+        log_y=True,
+    )
     caption = (
         "KL to the reference over the prompt suite with one unit quantized alone, at the coarsest format it can "
         "take (the sweep's measured probe); embedding and head are in the table."
@@ -96,18 +99,36 @@ def _table(plan: _Plan) -> TableParts:
     rows = []
     for unit in plan.sensitivity:
         pick = chosen.get(unit.unit)
-        rows.append((
-            unit.unit, pick.format if pick else "—", _fmt(pick and pick.kl_alone), _fmt(_coarsest_kl(unit)),
-            _fmt(unit.weight_outlier), _fmt(unit.activation_outlier),
-        ))  # fmt: skip
+        rows.append(
+            (
+                unit.unit,
+                pick.format if pick else "—",
+                _fmt(pick and pick.kl_alone),
+                _fmt(_coarsest_kl(unit)),
+                _fmt(unit.weight_outlier),
+                _fmt(unit.activation_outlier),
+            )
+        )
     best = plan.uniform_best or _Uniform()
-    rows.append((
-        "whole plan, measured", f"{plan.bytes:,} B of {plan.bf16_bytes:,} (bf16)",
-        f"predicted {_fmt(plan.predicted_kl)}", f"measured {_fmt(plan.measured_kl)}", "", "",
-    ))  # fmt: skip
-    rows.append((
-        "best uniform format", best.format or "none", "", f"measured {_fmt(best.measured_kl)}",
-        f"{best.bytes:,} B" if best.bytes is not None else "", "",
-    ))  # fmt: skip
+    rows.append(
+        (
+            "whole plan, measured",
+            f"{plan.bytes:,} B of {plan.bf16_bytes:,} (bf16)",
+            f"predicted {_fmt(plan.predicted_kl)}",
+            f"measured {_fmt(plan.measured_kl)}",
+            "",
+            "",
+        )
+    )
+    rows.append(
+        (
+            "best uniform format",
+            best.format or "none",
+            "",
+            f"measured {_fmt(best.measured_kl)}",
+            f"{best.bytes:,} B" if best.bytes is not None else "",
+            "",
+        )
+    )
     header = ("unit", "format", "KL alone", "KL at coarsest format", "max|w|/rms", "max|x|/rms")
     return ("Quantization plan", header, tuple(rows))

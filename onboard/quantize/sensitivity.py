@@ -104,9 +104,13 @@ def sweep(
                 ratio = energies[fmt.name] / energies[probe.name] if energies[probe.name] > 0 else 0.0
                 measured = fmt is probe
                 result.costs[fmt.name] = Cost(
-                    fmt.name, unit.nbytes(fmt), score.kl if measured else score.kl * ratio, measured,
-                    score.top1 if measured else None, energies[fmt.name],
-                )  # fmt: skip
+                    fmt.name,
+                    unit.nbytes(fmt),
+                    score.kl if measured else score.kl * ratio,
+                    measured,
+                    score.top1 if measured else None,
+                    energies[fmt.name],
+                )
         say(f"  sensitivity {number}/{len(units)} {unit.name}: " + _summary(result))
         results.append(result)
     return results, time.perf_counter() - started

@@ -36,13 +36,17 @@ def measure_all(swept: Swept, candidates: list[Format], say: Any) -> list[dict[s
             continue
         score = swept.measure(formats)
         predicted = sum(r.costs.get(fmt.name, r.costs[BF16]).kl for r in swept.results)
-        rows.append({
-            "format": fmt.name,
-            "bytes": math.ceil(swept.kept_bytes + sum(u.nbytes(FORMATS[n]) for u, n in zip(units, formats))),
-            "measured_kl": score.kl, "predicted_kl": predicted, "top1": score.top1,
-            "complete": all(u.applies(fmt) for u in units if u.kind in fmt.kinds),
-            "kept_bf16": [u.name for u, n in zip(units, formats) if n == BF16 and u.kind in fmt.kinds],
-        })  # fmt: skip
+        rows.append(
+            {
+                "format": fmt.name,
+                "bytes": math.ceil(swept.kept_bytes + sum(u.nbytes(FORMATS[n]) for u, n in zip(units, formats))),
+                "measured_kl": score.kl,
+                "predicted_kl": predicted,
+                "top1": score.top1,
+                "complete": all(u.applies(fmt) for u in units if u.kind in fmt.kinds),
+                "kept_bf16": [u.name for u, n in zip(units, formats) if n == BF16 and u.kind in fmt.kinds],
+            }
+        )
         say(f"  uniform {fmt.name}: {rows[-1]['bytes']} bytes, measured KL {score.kl:.3e}")
     return rows
 
@@ -62,5 +66,9 @@ def nearest_size(rows: list[dict[str, Any]], plan_bytes: float, measured: float)
         return None
     nearest = min(complete, key=lambda u: abs(u["bytes"] - plan_bytes))
     ratio = measured / nearest["measured_kl"] if nearest["measured_kl"] > 0 else None
-    return {"format": nearest["format"], "bytes": nearest["bytes"], "measured_kl": nearest["measured_kl"],
-            "plan_over_uniform_kl": ratio}  # fmt: skip
+    return {
+        "format": nearest["format"],
+        "bytes": nearest["bytes"],
+        "measured_kl": nearest["measured_kl"],
+        "plan_over_uniform_kl": ratio,
+    }

@@ -41,8 +41,9 @@ def logits(
     start = time.perf_counter()
     extra = {"attn_implementation": attn_implementation} if attn_implementation else {}
     # trust_remote_code=True only here: this runs inside the sandbox worker (require_worker above).
-    model = AutoModelForCausalLM.from_pretrained(checkpoint, trust_remote_code=True,
-                                                 dtype=getattr(torch, dtype), local_files_only=True, **extra)  # fmt: skip
+    model = AutoModelForCausalLM.from_pretrained(
+        checkpoint, trust_remote_code=True, dtype=getattr(torch, dtype), local_files_only=True, **extra
+    )
     model = model.eval()
     load_s = time.perf_counter() - start
     ids = torch.tensor(input_ids, dtype=torch.long)
@@ -52,5 +53,10 @@ def logits(
             start = time.perf_counter()
             out = model(input_ids=ids).logits
             forward_s.append(time.perf_counter() - start)
-    return {"logits": out, "load_s": load_s, "forward_s": forward_s, "threads": torch.get_num_threads(),
-            "transformers": transformers.__version__}  # fmt: skip
+    return {
+        "logits": out,
+        "load_s": load_s,
+        "forward_s": forward_s,
+        "threads": torch.get_num_threads(),
+        "transformers": transformers.__version__,
+    }

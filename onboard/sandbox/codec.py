@@ -47,8 +47,10 @@ def _encode(value: Any, tensors: dict[str, Any], where: str) -> Any:
         # clone: safetensors refuses views and tensors sharing storage
         tensors[name] = value.detach().to("cpu").contiguous().clone()
         return {TENSOR_KEY: name}
-    raise TypeError(f"{where}: a {type(value).__module__}.{type(value).__name__} cannot cross the sandbox "
-                    "(only JSON data and torch tensors do)")  # fmt: skip
+    raise TypeError(
+        f"{where}: a {type(value).__module__}.{type(value).__name__} cannot cross the sandbox "
+        "(only JSON data and torch tensors do)"
+    )
 
 
 def decode(data: Any, tensor_file: Path) -> Any:

@@ -50,8 +50,13 @@ def plan_view(workdir: Path, checkpoint: Path | None, extra_readable: tuple[Path
         needed |= _checkpoint_paths(checkpoint)
     # Only paths hidden by a mask need binding back (the rest of / is visible read-only already), and never a
     # whole mask or what contains one (a script run from /tmp or ~ must not bring /tmp or ~ back).
-    readable = _outermost({p for p in needed if Path(p).exists() and any(_under(p, m) for m in masks)
-                           and not any(_under(m, p) for m in masks)})  # fmt: skip
+    readable = _outermost(
+        {
+            p
+            for p in needed
+            if Path(p).exists() and any(_under(p, m) for m in masks) and not any(_under(m, p) for m in masks)
+        }
+    )
     return View(masks=tuple(masks), readable=tuple(readable), writable=_real(workdir))
 
 
@@ -124,9 +129,25 @@ def _outermost(paths: set[str]) -> list[str]:
 
 def bwrap_prefix(view: View) -> list[str]:
     """The bubblewrap command line that runs what follows it inside `view`."""
-    args = ["bwrap", "--die-with-parent", "--new-session", "--unshare-net", "--unshare-pid", "--unshare-ipc",
-            "--unshare-uts", "--unshare-cgroup-try", "--cap-drop", "ALL",
-            "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]  # fmt: skip
+    args = [
+        "bwrap",
+        "--die-with-parent",
+        "--new-session",
+        "--unshare-net",
+        "--unshare-pid",
+        "--unshare-ipc",
+        "--unshare-uts",
+        "--unshare-cgroup-try",
+        "--cap-drop",
+        "ALL",
+        "--ro-bind",
+        "/",
+        "/",
+        "--dev",
+        "/dev",
+        "--proc",
+        "/proc",
+    ]
     for mask in view.masks:
         args += ["--tmpfs", mask]
     for path in view.readable:

@@ -78,8 +78,13 @@ def spawn_and_sleep(marker: str) -> None:
     import subprocess
     import sys
 
-    subprocess.Popen([sys.executable, "-c", "import time; time.sleep(3600)", marker], start_new_session=True,
-                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    subprocess.Popen(
+        [sys.executable, "-c", "import time; time.sleep(3600)", marker],
+        start_new_session=True,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     sleep_forever()
 
 

@@ -21,8 +21,10 @@ class TargetRefused(Exception):
 def check_target(target: str) -> tuple[str, str]:
     """(module, function) of an allowed target `onboard.pkg.module:function`; TargetRefused otherwise."""
     if not isinstance(target, str) or not _TARGET.match(target):
-        raise TargetRefused(f"refused target {target!r}: only functions of the onboard package "
-                            "('onboard.module:function') run in the sandbox")  # fmt: skip
+        raise TargetRefused(
+            f"refused target {target!r}: only functions of the onboard package "
+            "('onboard.module:function') run in the sandbox"
+        )
     module, function = target.split(":")
     return module, function
 

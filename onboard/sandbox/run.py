@@ -92,8 +92,12 @@ def run_isolated(
         raise SandboxError("refused", str(exc), "only functions of the onboard package run in the sandbox") from exc
     chosen = isolation.choose_method(unsafe_no_sandbox, method)
     if chosen == isolation.UNSAFE:
-        warnings.warn(f"running {target} WITHOUT isolation (--unsafe-no-sandbox): the repository's code has this "
-                      "user's network and files", UnsafeSandboxWarning, stacklevel=2)  # fmt: skip
+        warnings.warn(
+            f"running {target} WITHOUT isolation (--unsafe-no-sandbox): the repository's code has this "
+            "user's network and files",
+            UnsafeSandboxWarning,
+            stacklevel=2,
+        )
     workdir = Path(tempfile.mkdtemp(prefix="onboard-sandbox-"))
     try:
         return _call(workdir, chosen, target, kwargs or {}, checkpoint, limits, threads)
@@ -110,8 +114,15 @@ def isolation_method(unsafe_no_sandbox: bool = False) -> str:
     return isolation.choose_method(unsafe_no_sandbox)
 
 
-def _call(workdir: Path, method: str, target: str, kwargs: dict[str, Any], checkpoint: Path | None,
-          limits: Limits, threads: int | None) -> Any:  # fmt: skip
+def _call(
+    workdir: Path,
+    method: str,
+    target: str,
+    kwargs: dict[str, Any],
+    checkpoint: Path | None,
+    limits: Limits,
+    threads: int | None,
+) -> Any:
     import onboard
 
     onboard_root = os.path.realpath(Path(onboard.__file__).parent)
@@ -121,18 +132,22 @@ def _call(workdir: Path, method: str, target: str, kwargs: dict[str, Any], check
     request = {
         "target": target,
         "kwargs": encode(kwargs, workdir / INPUTS, "kwargs"),
-        "limits": {"cpu_s": int(limits.cpu_s), "memory_bytes": int(limits.memory_bytes),
-                   "file_bytes": int(limits.file_bytes)},
+        "limits": {
+            "cpu_s": int(limits.cpu_s),
+            "memory_bytes": int(limits.memory_bytes),
+            "file_bytes": int(limits.file_bytes),
+        },
         "onboard_root": onboard_root,
-    }  # fmt: skip
+    }
     (workdir / REQUEST).write_text(json.dumps(request))
     command = [sys.executable, "-P", "-B", "-m", "onboard.sandbox.worker", str(workdir)]
     if method == isolation.BUBBLEWRAP:
         command = isolation.bwrap_prefix(view) + command
     env = worker_env(workdir, threads)
     with open(workdir / LOG, "wb") as log:
-        proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env,
-                                cwd=workdir, start_new_session=True)  # fmt: skip
+        proc = subprocess.Popen(
+            command, stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env, cwd=workdir, start_new_session=True
+        )
         timed_out = _wait(proc, limits.wall_s)
     return _outcome(workdir, proc.returncode, timed_out, limits, target)
 
@@ -141,15 +156,27 @@ def worker_env(workdir: Path, threads: int | None) -> dict[str, str]:
     """The worker's whole environment: kept variables, a fresh HOME and HF cache under `workdir`, offline."""
     env = {k: v for k, v in os.environ.items() if k in _KEEP_NAMES or k.startswith(_KEEP_PREFIXES)}
     home, cache = workdir / "home", workdir / "home" / ".cache"
-    env.update({
-        "HOME": str(home), "TMPDIR": str(workdir / "tmp"), "XDG_CACHE_HOME": str(cache),
-        "XDG_CONFIG_HOME": str(home / ".config"), "HF_HOME": str(cache / "huggingface"),
-        "HF_HUB_CACHE": str(cache / "huggingface" / "hub"), "TRANSFORMERS_CACHE": str(cache / "huggingface" / "hub"),
-        "HF_MODULES_CACHE": str(cache / "huggingface" / "modules"), "TORCH_HOME": str(cache / "torch"),
-        "TRITON_CACHE_DIR": str(cache / "triton"), "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
-        "HF_DATASETS_OFFLINE": "1", "HF_HUB_DISABLE_TELEMETRY": "1", "HF_HUB_DISABLE_UPDATE_CHECK": "1",
-        "PYTHONNOUSERSITE": "1", "PYTHONPATH": os.pathsep.join(isolation.code_paths(sys.path)),
-    })  # fmt: skip
+    env.update(
+        {
+            "HOME": str(home),
+            "TMPDIR": str(workdir / "tmp"),
+            "XDG_CACHE_HOME": str(cache),
+            "XDG_CONFIG_HOME": str(home / ".config"),
+            "HF_HOME": str(cache / "huggingface"),
+            "HF_HUB_CACHE": str(cache / "huggingface" / "hub"),
+            "TRANSFORMERS_CACHE": str(cache / "huggingface" / "hub"),
+            "HF_MODULES_CACHE": str(cache / "huggingface" / "modules"),
+            "TORCH_HOME": str(cache / "torch"),
+            "TRITON_CACHE_DIR": str(cache / "triton"),
+            "HF_HUB_OFFLINE": "1",
+            "TRANSFORMERS_OFFLINE": "1",
+            "HF_DATASETS_OFFLINE": "1",
+            "HF_HUB_DISABLE_TELEMETRY": "1",
+            "HF_HUB_DISABLE_UPDATE_CHECK": "1",
+            "PYTHONNOUSERSITE": "1",
+            "PYTHONPATH": os.pathsep.join(isolation.code_paths(sys.path)),
+        }
+    )
     threads = threads if threads is not None else _parent_threads()
     if threads is not None:
         env["OMP_NUM_THREADS"] = str(threads)
@@ -179,10 +206,13 @@ def _wait(proc: subprocess.Popen, wall_s: float) -> bool:
 
 def _outcome(workdir: Path, returncode: int, timed_out: bool, limits: Limits, target: str) -> Any:
     if timed_out:
-        raise SandboxError("wall", f"{target} was stopped at the wall-time limit of {limits.wall_s:g} s "
-                           "(Limits.wall_s): the repository code did not finish in time",
-                           "if the model legitimately needs longer, raise the limit; otherwise the repository "
-                           "code hangs (a sleep, a lock, a download attempt)")  # fmt: skip
+        raise SandboxError(
+            "wall",
+            f"{target} was stopped at the wall-time limit of {limits.wall_s:g} s "
+            "(Limits.wall_s): the repository code did not finish in time",
+            "if the model legitimately needs longer, raise the limit; otherwise the repository "
+            "code hangs (a sleep, a lock, a download attempt)",
+        )
     result = _read_result(workdir)
     if result is None:
         raise _died(returncode, limits, target, _log_tail(workdir))
@@ -207,13 +237,21 @@ def _raise_failure(result: dict[str, Any], limits: Limits, target: str) -> Any:
     error = f"{result.get('type', 'Exception')}: {result.get('message', '')}"
     remote = str(result.get("traceback", ""))
     if kind == "memory":
-        raise SandboxError("memory", f"{target} ran out of memory: the limit is {_gib(limits.memory_bytes)} of "
-                           f"address space (Limits.memory_bytes) — {error}",
-                           "if the model legitimately needs more, raise the memory limit", remote)  # fmt: skip
+        raise SandboxError(
+            "memory",
+            f"{target} ran out of memory: the limit is {_gib(limits.memory_bytes)} of "
+            f"address space (Limits.memory_bytes) — {error}",
+            "if the model legitimately needs more, raise the memory limit",
+            remote,
+        )
     if kind == "refused":
         raise SandboxError("refused", str(result.get("message")), "only functions of the onboard package run there")
-    raise SandboxError(kind, f"{target} failed in the sandbox: {error}\n--- worker traceback (last lines) ---\n"
-                       f"{remote}", _who_raised(remote), remote)  # fmt: skip
+    raise SandboxError(
+        kind,
+        f"{target} failed in the sandbox: {error}\n--- worker traceback (last lines) ---\n{remote}",
+        _who_raised(remote),
+        remote,
+    )
 
 
 def _who_raised(traceback_text: str) -> str:
@@ -238,18 +276,30 @@ def _died(returncode: int, limits: Limits, target: str, log_tail: str) -> Sandbo
     sig = -returncode if returncode < 0 else returncode - 128 if returncode > 128 else 0
     tail = f"\n--- worker output (last lines) ---\n{log_tail}" if log_tail else ""
     if sig == signal.SIGXCPU or (sig == signal.SIGKILL and "CPU time limit" in log_tail):
-        return SandboxError("cpu", f"{target} was stopped at the CPU-time limit of {limits.cpu_s} s "
-                            f"(Limits.cpu_s){tail}", "raise the CPU-time limit if the model legitimately needs it")  # fmt: skip
+        return SandboxError(
+            "cpu",
+            f"{target} was stopped at the CPU-time limit of {limits.cpu_s} s (Limits.cpu_s){tail}",
+            "raise the CPU-time limit if the model legitimately needs it",
+        )
     if sig == signal.SIGXFSZ:
-        return SandboxError("file_size", f"{target} wrote a file larger than {_gib(limits.file_bytes)} "
-                            f"(Limits.file_bytes){tail}", "raise the file-size limit if that output is legitimate")  # fmt: skip
+        return SandboxError(
+            "file_size",
+            f"{target} wrote a file larger than {_gib(limits.file_bytes)} (Limits.file_bytes){tail}",
+            "raise the file-size limit if that output is legitimate",
+        )
     if sig == signal.SIGKILL or "bad_alloc" in log_tail or "Cannot allocate memory" in log_tail:
-        return SandboxError("memory", f"{target} was killed (likely out of memory: the limit is "
-                            f"{_gib(limits.memory_bytes)}, Limits.memory_bytes, or the system ran out){tail}",
-                            "raise the memory limit, or free memory on this machine")  # fmt: skip
+        return SandboxError(
+            "memory",
+            f"{target} was killed (likely out of memory: the limit is "
+            f"{_gib(limits.memory_bytes)}, Limits.memory_bytes, or the system ran out){tail}",
+            "raise the memory limit, or free memory on this machine",
+        )
     how = f"signal {_signal_name(sig)}" if sig else f"exit status {returncode}"
-    return SandboxError("crashed", f"{target}: the sandboxed worker ended with {how} and no result{tail}",
-                        "rerun with ONBOARD_DEBUG=1; the worker output above says where it stopped")  # fmt: skip
+    return SandboxError(
+        "crashed",
+        f"{target}: the sandboxed worker ended with {how} and no result{tail}",
+        "rerun with ONBOARD_DEBUG=1; the worker output above says where it stopped",
+    )
 
 
 def _log_tail(workdir: Path, max_bytes: int = 4000) -> str:

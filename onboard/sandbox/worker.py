@@ -60,8 +60,13 @@ def _set(which: int, soft: int, hard: int) -> None:
 
 def _failure(kind: str, exc: BaseException) -> dict[str, Any]:
     lines = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)).rstrip().splitlines()
-    return {"ok": False, "kind": kind, "type": type(exc).__name__, "message": str(exc)[:2000],
-            "traceback": "\n".join(lines[-TRACEBACK_LINES:])}  # fmt: skip
+    return {
+        "ok": False,
+        "kind": kind,
+        "type": type(exc).__name__,
+        "message": str(exc)[:2000],
+        "traceback": "\n".join(lines[-TRACEBACK_LINES:]),
+    }
 
 
 def _is_memory_error(exc: BaseException) -> bool:
@@ -99,8 +104,16 @@ def main(argv: list[str]) -> None:
     try:
         _write_result(workdir, result)
     except (MemoryError, TypeError, ValueError) as exc:  # the worker's own last resort: say why in a few bytes
-        _write_result(workdir, {"ok": False, "kind": "protocol", "type": type(exc).__name__,
-                                "message": f"the result could not be written: {exc}"[:500], "traceback": ""})  # fmt: skip
+        _write_result(
+            workdir,
+            {
+                "ok": False,
+                "kind": "protocol",
+                "type": type(exc).__name__,
+                "message": f"the result could not be written: {exc}"[:500],
+                "traceback": "",
+            },
+        )
     sys.stdout.flush(), sys.stderr.flush()
     os._exit(0)  # not sys.exit: threads the repository code left running must not delay or alter the outcome
 

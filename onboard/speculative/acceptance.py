@@ -53,9 +53,16 @@ def greedy_table(all_windows: Sequence[Windows], ks: Sequence[int]) -> list[dict
         for w in all_windows:
             s, a = simulate(w, k)
             steps, accepted = steps + s, accepted + a
-        rows.append({"k": k, "steps": steps, "accepted": accepted, "tokens": steps + accepted,
-                     "mean_accepted": accepted / steps if steps else 0.0,
-                     "tokens_per_step": (steps + accepted) / steps if steps else 0.0})  # fmt: skip
+        rows.append(
+            {
+                "k": k,
+                "steps": steps,
+                "accepted": accepted,
+                "tokens": steps + accepted,
+                "mean_accepted": accepted / steps if steps else 0.0,
+                "tokens_per_step": (steps + accepted) / steps if steps else 0.0,
+            }
+        )
     return rows
 
 
@@ -67,9 +74,16 @@ def greedy_by_position(all_windows: Sequence[Windows]) -> list[dict[str, Any]]:
         starts = [(w, t) for w in all_windows for t in range(len(w.runs)) if w.room(t) >= i]
         reached = [w.runs[t] >= i - 1 for w, t in starts]
         hit = [w.runs[t] >= i for w, t in starts]
-        rows.append({"position": i, "windows": len(starts), "reached": sum(reached), "accepted": sum(hit),
-                     "rate": sum(hit) / sum(reached) if sum(reached) else None,
-                     "cumulative": sum(hit) / len(starts) if starts else None})  # fmt: skip
+        rows.append(
+            {
+                "position": i,
+                "windows": len(starts),
+                "reached": sum(reached),
+                "accepted": sum(hit),
+                "rate": sum(hit) / sum(reached) if sum(reached) else None,
+                "cumulative": sum(hit) / len(starts) if starts else None,
+            }
+        )
     return rows
 
 
@@ -95,8 +109,14 @@ def sampled_table(all_windows: Sequence[Windows], ks: Sequence[int]) -> list[dic
     for k in ks:
         sums = [sum(_products(w, t, k)) for w in all_windows for t in range(len(w.runs)) if w.room(t) >= k]
         mean = sum(sums) / len(sums) if sums else None  # no trajectory long enough for a window of k: unmeasured
-        rows.append({"k": k, "windows": len(sums), "mean_accepted": mean,
-                     "tokens_per_step": None if mean is None else 1.0 + mean})  # fmt: skip
+        rows.append(
+            {
+                "k": k,
+                "windows": len(sums),
+                "mean_accepted": mean,
+                "tokens_per_step": None if mean is None else 1.0 + mean,
+            }
+        )
     return rows
 
 
@@ -106,8 +126,14 @@ def sampled_by_position(all_windows: Sequence[Windows]) -> list[dict[str, Any]]:
         chains = [_products(w, t, i) for w in all_windows for t in range(len(w.runs)) if w.room(t) >= i]
         upto = sum(c[-1] for c in chains)
         before = sum(c[-2] if i > 1 else 1.0 for c in chains)
-        rows.append({"position": i, "windows": len(chains), "rate": upto / before if before else None,
-                     "cumulative": upto / len(chains) if chains else None})  # fmt: skip
+        rows.append(
+            {
+                "position": i,
+                "windows": len(chains),
+                "rate": upto / before if before else None,
+                "cumulative": upto / len(chains) if chains else None,
+            }
+        )
     return rows
 
 

@@ -67,8 +67,14 @@ def _check(request: Request, folder: Path, out: Path, started: float, say: Any) 
 
     kind = request.draft if request.draft in SPECIAL_DRAFTS else "model"
     draft_folder = resolve_local(request.draft) if kind == "model" else None
-    result: dict[str, Any] = {"stage": "draft-check", "target": request.target, "draft": request.draft,
-                              "draft_kind": kind, "dtype": request.dtype, "temperature": request.temperature}  # fmt: skip
+    result: dict[str, Any] = {
+        "stage": "draft-check",
+        "target": request.target,
+        "draft": request.draft,
+        "draft_kind": kind,
+        "dtype": request.dtype,
+        "temperature": request.temperature,
+    }
     findings: list[Finding] = []
     if draft_folder is not None:
         try:
@@ -77,9 +83,12 @@ def _check(request: Request, folder: Path, out: Path, started: float, say: Any) 
             _finish(result, [error(exc.code, exc.message, exc.hint)], None, out)
             raise
         findings += compat.findings
-        result["compatibility"] = {"corpus_strings": compat.corpus_strings, "target_rows": compat.target_rows,
-                                   "draft_rows": compat.draft_rows,
-                                   "vocab_mapping": {str(d): t for d, t in compat.vocab_mapping.items()}}  # fmt: skip
+        result["compatibility"] = {
+            "corpus_strings": compat.corpus_strings,
+            "target_rows": compat.target_rows,
+            "draft_rows": compat.draft_rows,
+            "vocab_mapping": {str(d): t for d, t in compat.vocab_mapping.items()},
+        }
     target = _load(folder, request.dtype)
     mtp_draft = _open_mtp(target, folder) if kind == "mtp" else None
     if isinstance(mtp_draft, Finding):  # before any generation: nothing to measure
@@ -91,19 +100,33 @@ def _check(request: Request, folder: Path, out: Path, started: float, say: Any) 
             "record goldens with --max-new-tokens >= 2, or run without --golden",
         )
     say(f"draft-check: {len(trajectories)} trajectories ({source}), target {target.info.kind}, {request.dtype}")
-    rows = [drafts.TargetRows(t.prompt + t.continuation, len(t.prompt), t.logits if t.logits is not None else
-            _logits(target, t)) for t in trajectories]  # fmt: skip
+    rows = [
+        drafts.TargetRows(
+            t.prompt + t.continuation, len(t.prompt), t.logits if t.logits is not None else _logits(target, t)
+        )
+        for t in trajectories
+    ]
     if mtp_draft is not None:
         from onboard.speculative.mtp_windows import mtp_windows
 
         windows, draft_step = mtp_windows(target, mtp_draft, rows, request.temperature)
     else:
         windows, draft_step = _measure(kind, draft_folder, rows, request, say)
-    result["prompts"] = {"count": len(trajectories), "from": source,
-                         "generated_tokens": sum(len(t.continuation) for t in trajectories)}  # fmt: skip
+    result["prompts"] = {
+        "count": len(trajectories),
+        "from": source,
+        "generated_tokens": sum(len(t.continuation) for t in trajectories),
+    }
     result.update(_acceptance(windows, request, draft_step, _step_seconds(target, trajectories)))
-    result["trajectories"] = [{"name": t.name, "prompt_ids": list(t.prompt), "continuation_ids": list(t.continuation),
-                               "greedy_runs": list(w.runs)} for t, w in zip(trajectories, windows)]  # fmt: skip
+    result["trajectories"] = [
+        {
+            "name": t.name,
+            "prompt_ids": list(t.prompt),
+            "continuation_ids": list(t.continuation),
+            "greedy_runs": list(w.runs),
+        }
+        for t, w in zip(trajectories, windows)
+    ]
     result["seconds"] = round(time.perf_counter() - started, 3)
     return _finish(result, findings, windows, out)
 
@@ -121,8 +144,9 @@ def _load(folder: Path, dtype: str) -> Any:
     except InputError as exc:
         raise InputError(
             f"{folder}: {reference.detail}; draft-check runs the generated adapter or transformers, never the "
-            "repository's code", f"generate the adapter first (onboard generate {folder}), then rerun",
-        ) from exc  # fmt: skip
+            "repository's code",
+            f"generate the adapter first (onboard generate {folder}), then rerun",
+        ) from exc
 
 
 def _trajectories(folder: Path, request: Request, target: Any) -> tuple[list[Trajectory], str]:
@@ -190,8 +214,9 @@ def _open_mtp(target: Any, folder: Path) -> Any:
     return open_mtp(target, folder)
 
 
-def _measure(kind: str, draft_folder: Path | None, rows: list[drafts.TargetRows], request: Request,
-             say: Any) -> tuple[list[Windows], float]:  # fmt: skip
+def _measure(
+    kind: str, draft_folder: Path | None, rows: list[drafts.TargetRows], request: Request, say: Any
+) -> tuple[list[Windows], float]:
     """(windows per trajectory, seconds per draft step) of a draft model or n-gram lookup."""
     temperature = request.temperature
     if kind == "ngram":
@@ -199,7 +224,7 @@ def _measure(kind: str, draft_folder: Path | None, rows: list[drafts.TargetRows]
         seconds = speedup.call_seconds(
             lambda: proposals.extend(drafts.ngram_proposals(r.sequence, r.prompt_len) for r in rows),
             sum(len(r.next_ids) for r in rows),
-        )  # fmt: skip
+        )
         return [drafts.proposal_windows(r, p, temperature) for r, p in zip(rows, proposals)], seconds
     assert draft_folder is not None
     draft = _load(draft_folder, request.dtype)
@@ -219,18 +244,28 @@ def _acceptance(windows: list[Windows], request: Request, draft_step: float, tar
     greedy_speed = speedup.speedup_rows(alpha, {r["k"]: r["tokens_per_step"] for r in greedy}, c)
     out: dict[str, Any] = {
         "cost": {"draft_step_seconds": draft_step, "target_step_seconds": target_step, "ratio": c},
-        "greedy": {"alpha": alpha, "by_k": greedy, "by_position": acceptance.greedy_by_position(windows),
-                   "speedup": greedy_speed, "recommended_k": speedup.recommended_k(greedy_speed),
-                   "departures": sum(w.departures for w in windows)},
+        "greedy": {
+            "alpha": alpha,
+            "by_k": greedy,
+            "by_position": acceptance.greedy_by_position(windows),
+            "speedup": greedy_speed,
+            "recommended_k": speedup.recommended_k(greedy_speed),
+            "departures": sum(w.departures for w in windows),
+        },
         "sampled": None,
-    }  # fmt: skip
+    }
     if request.temperature > 0:
         sampled = acceptance.sampled_table(windows, request.ks)
         s_alpha = acceptance.sampled_alpha(windows)
         s_speed = speedup.speedup_rows(s_alpha, {r["k"]: r["tokens_per_step"] for r in sampled}, c)
-        out["sampled"] = {"temperature": request.temperature, "alpha": s_alpha, "by_k": sampled,
-                          "by_position": acceptance.sampled_by_position(windows), "speedup": s_speed,
-                          "recommended_k": speedup.recommended_k(s_speed)}  # fmt: skip
+        out["sampled"] = {
+            "temperature": request.temperature,
+            "alpha": s_alpha,
+            "by_k": sampled,
+            "by_position": acceptance.sampled_by_position(windows),
+            "speedup": s_speed,
+            "recommended_k": speedup.recommended_k(s_speed),
+        }
     return out
 
 
@@ -243,8 +278,11 @@ def _finish(
     compatible = not any(f.code == "incompatible-draft" for f in findings)
     measured = windows is not None
     greedy = result.get("greedy") or {}
-    detail = (f"greedy alpha {greedy['alpha']:.3f}, recommended k {speedup.describe_k(greedy['recommended_k'])}" if measured
-              else "; ".join(f.message for f in findings if f.severity in ("error", "fatal"))[:300])  # fmt: skip
+    detail = (
+        f"greedy alpha {greedy['alpha']:.3f}, recommended k {speedup.describe_k(greedy['recommended_k'])}"
+        if measured
+        else "; ".join(f.message for f in findings if f.severity in ("error", "fatal"))[:300]
+    )
     result["findings"] = [to_dict(f) for f in findings]
     # Not required: speculative decoding is optional, so its checks never block a promotion on their own.
     compat_detail = "tokenizer ids, special tokens and vocabulary checked" if compatible else detail

@@ -46,8 +46,10 @@ def embedding_rows(folder: Path) -> int:
     config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
     rows = config.get("vocab_size") or (config.get("text_config") or {}).get("vocab_size") or 0
     if not isinstance(rows, int) or isinstance(rows, bool) or not 0 <= rows <= MAX_TOKEN_ID + 1:
-        raise InputError(f"{folder.name}/config.json: vocab_size {rows!r} is not an embedding's row count",
-                         "set vocab_size to the rows of the checkpoint's embedding (onboard inspect shows them)")  # fmt: skip
+        raise InputError(
+            f"{folder.name}/config.json: vocab_size {rows!r} is not an embedding's row count",
+            "set vocab_size to the rows of the checkpoint's embedding (onboard inspect shows them)",
+        )
     return rows
 
 
@@ -64,22 +66,27 @@ def check_compatibility(target: Path, draft: Path) -> Compatibility:
     findings: list[Finding] = []
     stops = checkpoint_stop_set(target), checkpoint_stop_set(draft)
     if stops[0] != stops[1]:
-        findings.append(warning(
-            "draft-stop-set-differs",
-            f"the draft's stop set {stops[1]} is not the target's {stops[0]}: the target's stop set ends generation "
-            "(engines stop on the target's), but a draft that does not stop where its target does wastes proposals",
-            "give the draft the target's generation_config.json eos_token_id", file=f"{draft.name}/generation_config.json",
-        ))  # fmt: skip
+        findings.append(
+            warning(
+                "draft-stop-set-differs",
+                f"the draft's stop set {stops[1]} is not the target's {stops[0]}: the target's stop set ends generation "
+                "(engines stop on the target's), but a draft that does not stop where its target does wastes proposals",
+                "give the draft the target's generation_config.json eos_token_id",
+                file=f"{draft.name}/generation_config.json",
+            )
+        )
     target_rows, draft_rows = embedding_rows(target), embedding_rows(draft)
     mapping = _mapping(target_tok, draft_tok, target_rows, draft_rows)
     if mapping:
         findings.append(_mapping_finding(mapping, target_rows, draft_rows, draft))
     else:
-        findings.append(info(
-            "draft-vocab-inside-target",
-            f"the draft's {draft_rows} vocabulary rows ({len(draft_tok)} tokens) are inside the target's embedding "
-            f"({target_rows} rows) with the same ids",
-        ))  # fmt: skip
+        findings.append(
+            info(
+                "draft-vocab-inside-target",
+                f"the draft's {draft_rows} vocabulary rows ({len(draft_tok)} tokens) are inside the target's embedding "
+                f"({target_rows} rows) with the same ids",
+            )
+        )
     return Compatibility(tuple(findings), len(corpus), target_rows, draft_rows, mapping)
 
 

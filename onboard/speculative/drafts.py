@@ -62,8 +62,9 @@ def model_windows(target: TargetRows, draft_logits: Any, temperature: float) -> 
     return Windows(_runs(lambda t, i: ok[t + i], n), alpha, path.count(False))
 
 
-def proposal_windows(target: TargetRows, proposals: Sequence[Sequence[int]], temperature: float,
-                     draft_rows: Sequence[Any] | None = None) -> Windows:  # fmt: skip
+def proposal_windows(
+    target: TargetRows, proposals: Sequence[Sequence[int]], temperature: float, draft_rows: Sequence[Any] | None = None
+) -> Windows:
     """Windows of a draft that proposes `proposals[t]` from start t (n-gram, MTP); `draft_rows[t]` are its logits
     for those proposals ((len, V)), or None for a deterministic draft (q is one-hot on the proposed token)."""
     import torch

@@ -79,16 +79,26 @@ def mtp_parity(checkpoint: str | Path, adapter_cls: Any) -> dict[str, Any]:
     verdict = mtp_agreement(refs, ours, own, inputs, moe=any(config.get(k) for k in MOE_KEYS))
     worst = max(float((o - r).abs().max()) / max(float(r.abs().max()), 1e-30) for o, r in zip(ours, refs))
     passed = verdict.passed
-    return {"passed": passed, "status": "passed" if passed else "failed", "dtype": "float32", "worst": worst,
-            "tolerance": CALIBRATED_BAR, "reference": "transformers MtpModel (MTP "
-            f"tensors at layer {first}, not 61)", "detail": f"MTP depth 0 in float32 vs transformers float32, judged "
-            f"against transformers in {CALIBRATION['float32']}: {verdict.detail()}; max|Δ|/max|logit| {worst:.2e}"}  # fmt: skip
+    return {
+        "passed": passed,
+        "status": "passed" if passed else "failed",
+        "dtype": "float32",
+        "worst": worst,
+        "tolerance": CALIBRATED_BAR,
+        "reference": f"transformers MtpModel (MTP tensors at layer {first}, not 61)",
+        "detail": f"MTP depth 0 in float32 vs transformers float32, judged "
+        f"against transformers in {CALIBRATION['float32']}: {verdict.detail()}; max|Δ|/max|logit| {worst:.2e}",
+    }
 
 
 def mtp_agreement(
-    refs: list[torch.Tensor], ours: list[torch.Tensor], own: list[torch.Tensor], inputs: list[torch.Tensor], *,
+    refs: list[torch.Tensor],
+    ours: list[torch.Tensor],
+    own: list[torch.Tensor],
+    inputs: list[torch.Tensor],
+    *,
     moe: bool,
-) -> Agreement:  # fmt: skip
+) -> Agreement:
     """The comparator's verdict on first-depth MTP logits ([1, S-1, V] per prompt, row t for token t+2): the draft's
     (`ours`) vs transformers' float32 (`refs`), with the noise of transformers' own float64 run (`own`). The last
     row of each prompt predicts a token past its end and is left out."""
@@ -97,8 +107,9 @@ def mtp_agreement(
     def rows(logits: list[torch.Tensor], k: int) -> list[list[Any]]:
         return [topk_rows(x[0, :-1], k, n) for x, n in zip(logits, nexts)]
 
-    return agreement("float32", rows(refs, PARITY_TOP_K), rows(ours, 2 * PARITY_TOP_K),
-                     [rows(own, 2 * PARITY_TOP_K)], nexts, moe=moe)  # fmt: skip
+    return agreement(
+        "float32", rows(refs, PARITY_TOP_K), rows(ours, 2 * PARITY_TOP_K), [rows(own, 2 * PARITY_TOP_K)], nexts, moe=moe
+    )
 
 
 def _reference_logits(main: Any, reference_mtp: Any, ids: torch.Tensor) -> torch.Tensor:

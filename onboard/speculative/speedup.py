@@ -23,8 +23,10 @@ def model_speedup(alpha: float, k: int, c: float) -> float:
 
 def speedup_rows(alpha: float, tokens_per_step: dict[int, float | None], c: float) -> list[dict[str, Any]]:
     """Per k: the model's speedup and the measured one (None where k was not measured)."""
-    return [{"k": k, "model": model_speedup(alpha, k, c), "measured": None if tokens is None else tokens / (c * k + 1)}
-            for k, tokens in sorted(tokens_per_step.items())]  # fmt: skip
+    return [
+        {"k": k, "model": model_speedup(alpha, k, c), "measured": None if tokens is None else tokens / (c * k + 1)}
+        for k, tokens in sorted(tokens_per_step.items())
+    ]
 
 
 def recommended_k(rows: Sequence[dict[str, Any]]) -> int | None:

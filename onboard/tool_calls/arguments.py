@@ -28,29 +28,42 @@ def find_tool(tools: Sequence[Mapping[str, Any]], name: str, index: int | None =
         if function_of(tool).get("name") == name:
             return function_of(tool)
     offered = ", ".join(tool_names(tools)) or "none"
-    raise UnknownTool(f"{_which(index)} calls {name!r}, which is not among the offered tools ({offered})",
-                      "a model calling a function it was not given: check the template renders the tools, or that "
-                      "the parser reads the name from the right place", call=index, name=name)  # fmt: skip
+    raise UnknownTool(
+        f"{_which(index)} calls {name!r}, which is not among the offered tools ({offered})",
+        "a model calling a function it was not given: check the template renders the tools, or that "
+        "the parser reads the name from the right place",
+        call=index,
+        name=name,
+    )
 
 
 def decode_arguments(call: ToolCall, index: int | None = None) -> dict[str, Any]:
     """The call's arguments as a JSON object; EmptyArguments or MalformedToolCall when they are not one."""
     if not call.arguments.strip():
-        raise EmptyArguments(f"{_which(index)} ({call.name!r}) has an empty arguments string",
-                             'a call without arguments sends "{}" (OpenAI\'s API); an empty string breaks clients '
-                             "that json.loads it", call=index, name=call.name)  # fmt: skip
+        raise EmptyArguments(
+            f"{_which(index)} ({call.name!r}) has an empty arguments string",
+            'a call without arguments sends "{}" (OpenAI\'s API); an empty string breaks clients that json.loads it',
+            call=index,
+            name=call.name,
+        )
     try:
         value = json.loads(call.arguments)
     except json.JSONDecodeError as exc:
-        raise MalformedToolCall(f"{_which(index)} ({call.name!r}) has arguments that are not JSON ({exc.msg} at "
-                                f"character {exc.pos}): {call.arguments[:200]!r}",
-                                "the model wrote invalid JSON, or the parser cut the call at the wrong place",
-                                call=index, name=call.name) from exc  # fmt: skip
+        raise MalformedToolCall(
+            f"{_which(index)} ({call.name!r}) has arguments that are not JSON ({exc.msg} at "
+            f"character {exc.pos}): {call.arguments[:200]!r}",
+            "the model wrote invalid JSON, or the parser cut the call at the wrong place",
+            call=index,
+            name=call.name,
+        ) from exc
     if not isinstance(value, dict):
-        raise MalformedToolCall(f"{_which(index)} ({call.name!r}) has arguments that are a JSON "
-                                f"{type(value).__name__}, not an object: {call.arguments[:200]!r}",
-                                "function arguments are a JSON object of parameter names",
-                                call=index, name=call.name)  # fmt: skip
+        raise MalformedToolCall(
+            f"{_which(index)} ({call.name!r}) has arguments that are a JSON "
+            f"{type(value).__name__}, not an object: {call.arguments[:200]!r}",
+            "function arguments are a JSON object of parameter names",
+            call=index,
+            name=call.name,
+        )
     return value
 
 
@@ -65,9 +78,10 @@ def schema_errors(arguments: Any, parameters: Mapping[str, Any] | None) -> list[
     try:
         cls.check_schema(parameters)
     except jsonschema.SchemaError as exc:
-        raise InputError(f"the tool's parameters are not a valid JSON schema: {exc.message}",
-                         "fix the tool definition in the request (OpenAI's function parameters are a JSON schema)"
-                         ) from exc  # fmt: skip
+        raise InputError(
+            f"the tool's parameters are not a valid JSON schema: {exc.message}",
+            "fix the tool definition in the request (OpenAI's function parameters are a JSON schema)",
+        ) from exc
     return sorted(f"{_path(e.absolute_path)}: {e.message}" for e in cls(parameters).iter_errors(arguments))
 
 

@@ -25,8 +25,10 @@ def reassemble(deltas: Iterable[Mapping[str, Any]]) -> ParsedTurn:
         reasoning.append(delta.get("reasoning_content") or delta.get("reasoning") or "")
         for part in delta.get("tool_calls") or ():
             if not isinstance(part.get("index"), int):
-                raise MalformedToolCall(f"a streamed tool-call delta has no index: {dict(part)}",
-                                        "each tool_calls delta carries the index of the call it continues")  # fmt: skip
+                raise MalformedToolCall(
+                    f"a streamed tool-call delta has no index: {dict(part)}",
+                    "each tool_calls delta carries the index of the call it continues",
+                )
             function = part.get("function") or {}
             name, arguments = calls.setdefault(part["index"], ["", ""])
             calls[part["index"]] = [name + (function.get("name") or ""), arguments + (function.get("arguments") or "")]

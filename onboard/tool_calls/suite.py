@@ -62,10 +62,13 @@ def assistant_message(turn: ParsedTurn, reasoning: str | None = None) -> dict[st
         message["reasoning_content"] = reasoning
     if turn.tool_calls:
         message["tool_calls"] = [
-            {"id": f"call{i:05d}", "type": "function",
-             "function": {"name": c.name, "arguments": json.loads(c.arguments)}}
+            {
+                "id": f"call{i:05d}",
+                "type": "function",
+                "function": {"name": c.name, "arguments": json.loads(c.arguments)},
+            }
             for i, c in enumerate(turn.tool_calls)
-        ]  # fmt: skip
+        ]
     return message
 
 
@@ -119,8 +122,10 @@ def load_tokenizer(model: Path) -> Any:
     try:
         tokenizer = AutoTokenizer.from_pretrained(model, trust_remote_code=False)
     except (OSError, ValueError) as exc:
-        raise InputError(f"cannot load the tokenizer of {model}: {exc}",
-                         "the tool-call suite renders through the model's own tokenizer and chat template") from exc  # fmt: skip
+        raise InputError(
+            f"cannot load the tokenizer of {model}: {exc}",
+            "the tool-call suite renders through the model's own tokenizer and chat template",
+        ) from exc
     if not getattr(tokenizer, "chat_template", None):
         raise InputError(f"{model} has no chat template", "the tool-call suite needs the model's chat template")
     return tokenizer
@@ -153,8 +158,11 @@ def answer_text(
     messages = (*conversation.messages, assistant_message(answer, reasoning))
     full = _apply(tokenizer, messages, conversation.tools, False, template_kwargs, conversation.name)
     if not full.startswith(prompt):
-        raise InputError(f"the chat template renders conversation {conversation.name!r} with a different prefix once "
-                         "the answer is appended", "its generation prompt and its history rendering disagree")  # fmt: skip
+        raise InputError(
+            f"the chat template renders conversation {conversation.name!r} with a different prefix once "
+            "the answer is appended",
+            "its generation prompt and its history rendering disagree",
+        )
     return full[len(prompt) :].rstrip("\n")
 
 
@@ -171,16 +179,20 @@ def _apply(
     first: Exception | None = None
     for shaped in (list(messages), [_arguments_as_text(m) for m in messages]):
         try:
-            return tokenizer.apply_chat_template(shaped, tools=list(tools), add_generation_prompt=generation_prompt,
-                                                 tokenize=False, **template_kwargs)  # fmt: skip
+            return tokenizer.apply_chat_template(
+                shaped, tools=list(tools), add_generation_prompt=generation_prompt, tokenize=False, **template_kwargs
+            )
         except Exception as exc:  # a template raises anything (raise_exception, TypeError on an odd message)
             first = first or exc
-    raise InputError(f"the chat template cannot render conversation {name!r} with tools: "
-                     f"{type(first).__name__}: {first}", "the template may not support tools") from first  # fmt: skip
+    raise InputError(
+        f"the chat template cannot render conversation {name!r} with tools: {type(first).__name__}: {first}",
+        "the template may not support tools",
+    ) from first
 
 
 def _arguments_as_text(message: Mapping[str, Any]) -> dict[str, Any]:
-    calls = [{**c, "function": {**c["function"], "arguments": json.dumps(c["function"]["arguments"],
-                                                                         ensure_ascii=False)}}
-             for c in message.get("tool_calls") or ()]  # fmt: skip
+    calls = [
+        {**c, "function": {**c["function"], "arguments": json.dumps(c["function"]["arguments"], ensure_ascii=False)}}
+        for c in message.get("tool_calls") or ()
+    ]
     return {**message, "tool_calls": calls} if calls else dict(message)

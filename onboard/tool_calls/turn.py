@@ -83,8 +83,10 @@ def diff_turns(expected: ParsedTurn, actual: ParsedTurn, *, reasoning: bool = Tr
     how many calls, each call's name and arguments (as JSON), the content, the reasoning. Empty when they agree."""
     out: list[str] = []
     if expected.called != actual.called:
-        out.append(f"expected {'a tool call' if expected.called else 'no tool call'}, "
-                   f"got {'a tool call' if actual.called else 'none'}")  # fmt: skip
+        out.append(
+            f"expected {'a tool call' if expected.called else 'no tool call'}, "
+            f"got {'a tool call' if actual.called else 'none'}"
+        )
     elif len(expected.tool_calls) != len(actual.tool_calls):
         out.append(f"expected {len(expected.tool_calls)} tool calls, got {len(actual.tool_calls)}")
     for i, (want, got) in enumerate(zip(expected.tool_calls, actual.tool_calls)):

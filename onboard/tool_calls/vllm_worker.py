@@ -51,17 +51,27 @@ class _Tokens:
 
 
 def _message(reasoning: str | None, content: str | None, calls: list[Any] | None) -> dict[str, Any]:
-    return {"role": "assistant", "content": content, "reasoning_content": reasoning,
-            "tool_calls": [{"type": "function", "function": {"name": c.name, "arguments": c.arguments}}
-                           for c in calls or []]}  # fmt: skip
+    return {
+        "role": "assistant",
+        "content": content,
+        "reasoning_content": reasoning,
+        "tool_calls": [
+            {"type": "function", "function": {"name": c.name, "arguments": c.arguments}} for c in calls or []
+        ],
+    }
 
 
 def _request(job: dict[str, Any]) -> Any:
     from vllm.entrypoints.openai.chat_completion.protocol import ChatCompletionRequest
 
-    return ChatCompletionRequest(model="m", messages=[{"role": "user", "content": "-"}], tools=job.get("tools") or None,
-                                 tool_choice="auto" if job.get("tools") else "none", include_reasoning=True,
-                                 chat_template_kwargs=job.get("chat_template_kwargs") or None)  # fmt: skip
+    return ChatCompletionRequest(
+        model="m",
+        messages=[{"role": "user", "content": "-"}],
+        tools=job.get("tools") or None,
+        tool_choice="auto" if job.get("tools") else "none",
+        include_reasoning=True,
+        chat_template_kwargs=job.get("chat_template_kwargs") or None,
+    )
 
 
 def _tokenizer(path: str, extra: list[str], cache: dict[tuple[str, ...], Any]) -> Any:
@@ -85,8 +95,13 @@ def _parse(job: dict[str, Any], tool_parser: str | None, reasoning_parser: str |
     if harmony and env["harmony"] is None:
         raise RuntimeError("harmony parsers need o200k_harmony: pass tiktoken_dir (the folder of o200k_base.tiktoken)")
     tokens = _Tokens(tokenizer, env["harmony"] if harmony else None)
-    parser_cls = ParserManager.get_parser(tool_parser_name=tool_parser, reasoning_parser_name=reasoning_parser,
-                                          enable_auto_tools=True, is_harmony=harmony, tokenizer=tokenizer)  # fmt: skip
+    parser_cls = ParserManager.get_parser(
+        tool_parser_name=tool_parser,
+        reasoning_parser_name=reasoning_parser,
+        enable_auto_tools=True,
+        is_harmony=harmony,
+        tokenizer=tokenizer,
+    )
     if parser_cls is None:
         raise RuntimeError("no parser configured")
     kwargs = {"chat_template_kwargs": job.get("chat_template_kwargs") or {}}
@@ -140,9 +155,14 @@ def main() -> None:
     for job in request["jobs"]:
         for tool_parser in _names(job.get("tool_parser"), tool_parsers):
             for reasoning_parser in _names(job.get("reasoning_parser"), reasoning_parsers):
-                row: dict[str, Any] = {"id": job["id"], "tool_parser": tool_parser,
-                                       "reasoning_parser": reasoning_parser, "full": None, "deltas": None,
-                                       "error": None}  # fmt: skip
+                row: dict[str, Any] = {
+                    "id": job["id"],
+                    "tool_parser": tool_parser,
+                    "reasoning_parser": reasoning_parser,
+                    "full": None,
+                    "deltas": None,
+                    "error": None,
+                }
                 try:
                     row.update(_parse(job, tool_parser, reasoning_parser, env))
                 except Exception as exc:  # a parser that refuses this tokenizer or text: reported, the rest go on

@@ -82,8 +82,14 @@ def determinism_repeat(golden: GoldenSet, candidate: Candidate, top_k: int, tol:
 def determinism_batch(golden: GoldenSet, candidate: Candidate, top_k: int, tol: Tolerances) -> Check:
     """A prompt alone vs in a batch with other prompts of the same length (B43: batch-size dependence at T=0)."""
     if not candidate.capabilities.batch:
-        return Check("determinism_batch", False, False, "not checked: the candidate has no batch interface; "
-                     "a candidate that takes several prompts per call would check it", skipped=True)  # fmt: skip
+        return Check(
+            "determinism_batch",
+            False,
+            False,
+            "not checked: the candidate has no batch interface; "
+            "a candidate that takes several prompts per call would check it",
+            skipped=True,
+        )
     prompts = sorted(golden.prompts, key=lambda p: len(p.sequence))
     target = prompts[0]
     n_new = len(target.generated_ids)
@@ -121,14 +127,24 @@ def determinism_padding(golden: GoldenSet, candidate: Candidate, top_k: int, tol
     differently with the batch's shape (the adapter in float32: spread ~1e-7 to 1e-6). Greedy tokens must agree."""
     caps = candidate.capabilities
     if not caps.padding:
-        return Check("determinism_padding", False, False, "not checked: this candidate takes no batches of "
-                     "different lengths; an engine endpoint or the generated adapter would check it",
-                     skipped=True)  # fmt: skip
+        return Check(
+            "determinism_padding",
+            False,
+            False,
+            "not checked: this candidate takes no batches of "
+            "different lengths; an engine endpoint or the generated adapter would check it",
+            skipped=True,
+        )
     by_length = {len(p.sequence): p for p in golden.prompts if p.kind != "long"}
     prompts = [by_length[n] for n in sorted(by_length)]
     if len(prompts) < 2:
-        return Check("determinism_padding", False, False, "not checked: needs two prompts of different "
-                     "lengths; re-record the goldens with the default prompt suite", skipped=True)  # fmt: skip
+        return Check(
+            "determinism_padding",
+            False,
+            False,
+            "not checked: needs two prompts of different lengths; re-record the goldens with the default prompt suite",
+            skipped=True,
+        )
     target = prompts[0]
     seq = target.sequence if caps.prompt_logprobs else target.prompt_ids
     n_new = len(target.generated_ids)
@@ -150,8 +166,18 @@ def determinism_padding(golden: GoldenSet, candidate: Candidate, top_k: int, tol
         worst, bitwise, tol.max_logprob_error
     )
     detail = summary + ("; " + "; ".join(problems) if problems else "")
-    return Check("determinism_padding", not problems, True, detail, data={
-        "max_difference": worst, "bitwise": bitwise, "tolerance": tol.max_logprob_error, "arrangements": arrangements})  # fmt: skip
+    return Check(
+        "determinism_padding",
+        not problems,
+        True,
+        detail,
+        data={
+            "max_difference": worst,
+            "bitwise": bitwise,
+            "tolerance": tol.max_logprob_error,
+            "arrangements": arrangements,
+        },
+    )
 
 
 def _arrangements(
@@ -194,8 +220,16 @@ def degeneration(greedy: list[GreedyResult]) -> Check:
         start = len(ids) - got[0] * got[1]
         left = first_difference(ids, reference)
         attributable = left is None or start <= left
-        loops.append({"prompt": r.prompt.name, "period": got[0], "repeats": got[1], "start": start,
-                      "left_reference_at": left, "attributable": attributable})  # fmt: skip
+        loops.append(
+            {
+                "prompt": r.prompt.name,
+                "period": got[0],
+                "repeats": got[1],
+                "start": start,
+                "left_reference_at": left,
+                "attributable": attributable,
+            }
+        )
         what = f"{r.prompt.name}: {got[0]}-gram repeated {got[1]}x at the end"
         if attributable:
             bad.append(f"{what} (reference does not loop)")
@@ -204,8 +238,10 @@ def degeneration(greedy: list[GreedyResult]) -> Check:
     clean = "no loop the reference lacks" if not listed else "no loop begun on the reference's text"
     detail = "; ".join(bad) or f"{len(greedy)} continuations: {clean}"
     if listed:
-        detail += ("; not counted (the goldens do not say whether the reference loops on the candidate's own text): "
-                   + "; ".join(listed))  # fmt: skip
+        detail += (
+            "; not counted (the goldens do not say whether the reference loops on the candidate's own text): "
+            + "; ".join(listed)
+        )
     return Check("degeneration", not bad, True, detail, data={"loops": loops})
 
 
@@ -219,12 +255,24 @@ def stop_set(golden: GoldenSet, candidate: Candidate) -> Check:
     """
     stops = [int(t) for t in golden.manifest.get("stop_token_ids", [])]
     if not stops:
-        return Check("stop_set", False, False, "not checked: the goldens record no stop tokens (the checkpoint "
-                     "declares no EOS); declare eos_token_id in generation_config.json (onboard verify-tokenizer "
-                     "lists the stop set), re-record the goldens and validate again", skipped=True)  # fmt: skip
+        return Check(
+            "stop_set",
+            False,
+            False,
+            "not checked: the goldens record no stop tokens (the checkpoint "
+            "declares no EOS); declare eos_token_id in generation_config.json (onboard verify-tokenizer "
+            "lists the stop set), re-record the goldens and validate again",
+            skipped=True,
+        )
     if not candidate.capabilities.force_token:
-        return Check("stop_set", False, False, "not checked: the candidate cannot force a token (no logit_bias); "
-                     "an engine that accepts logit_bias (vLLM, SGLang) checks it", skipped=True)  # fmt: skip
+        return Check(
+            "stop_set",
+            False,
+            False,
+            "not checked: the candidate cannot force a token (no logit_bias); "
+            "an engine that accepts logit_bias (vLLM, SGLang) checks it",
+            skipped=True,
+        )
     prompt = min(golden.prompts, key=lambda p: len(p.prompt_ids)).prompt_ids
     failures = []
     for token in stops:
@@ -237,8 +285,10 @@ def stop_set(golden: GoldenSet, candidate: Candidate) -> Check:
     honoured = list(getattr(candidate, "stop_ids", ()) or ())
     missing = [t for t in stops if honoured and t not in honoured]
     if failures and missing:
-        detail += (f"; the candidate stops on {honoured} (generation_config.json eos_token_id and the tokenizer's "
-                   f"EOS): add {missing} to generation_config.json eos_token_id")  # fmt: skip
+        detail += (
+            f"; the candidate stops on {honoured} (generation_config.json eos_token_id and the tokenizer's "
+            f"EOS): add {missing} to generation_config.json eos_token_id"
+        )
     return Check("stop_set", not failures, True, detail, data={"stop_token_ids": stops, "honoured": honoured})
 
 
@@ -265,9 +315,15 @@ def fp16_overflow(golden: GoldenSet, dtype: str, activations: list[LayerStat] | 
     limit = DTYPE_MAX[known_dtype(dtype, DTYPE_MAX, "largest finite value in validate's DTYPE_MAX")]
     reference = {k: float(v) for k, v in golden.manifest.get("activation_max_abs", {}).items()}
     if not reference and activations is None:
-        return Check("fp16_overflow", False, False, "not checked: no activation statistics (goldens without "
-                     "activation_max_abs, a candidate without hooks); goldens recorded by onboard golden record "
-                     "carry them", skipped=True)  # fmt: skip
+        return Check(
+            "fp16_overflow",
+            False,
+            False,
+            "not checked: no activation statistics (goldens without "
+            "activation_max_abs, a candidate without hooks); goldens recorded by onboard golden record "
+            "carry them",
+            skipped=True,
+        )
     over = sorted((v, k) for k, v in reference.items() if v > limit)
     cand_over = [s for s in activations or [] if s.nonfinite or s.max_abs > limit]
     peak_name, peak = max(reference.items(), key=lambda kv: kv[1], default=("-", 0.0))

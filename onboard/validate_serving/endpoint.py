@@ -64,8 +64,10 @@ class EndpointCandidate:
     def _complete(self, body: dict[str, Any]) -> dict[str, Any]:
         choices = self.client.complete({"model": self.model, "temperature": 0.0, **body}).choices
         if not choices:
-            raise EndpointError(f"{self.base}/v1/completions: response has no choices",
-                                "is this an OpenAI-compatible completions endpoint?")  # fmt: skip
+            raise EndpointError(
+                f"{self.base}/v1/completions: response has no choices",
+                "is this an OpenAI-compatible completions endpoint?",
+            )
         return {"choices": choices}
 
     # --- capability probe ------------------------------------------------------------------------------------------
@@ -75,8 +77,10 @@ class EndpointCandidate:
         try:
             doc = self._complete(base)
         except HTTPStatusError as exc:
-            raise EndpointError(f"the engine rejects token-id prompts with logprobs ({exc})",
-                                "validation needs /v1/completions with a token-id prompt and logprobs") from exc  # fmt: skip
+            raise EndpointError(
+                f"the engine rejects token-id prompts with logprobs ({exc})",
+                "validation needs /v1/completions with a token-id prompt and logprobs",
+            ) from exc
         if not (doc["choices"][0].get("logprobs") or {}).get("top_logprobs"):
             raise EndpointError(f"{self.base}: the engine returns no top_logprobs", "enable logprobs on the server")
         self._ids_kw = self._accepts({**base, "return_tokens_as_token_ids": True}, lambda d: _ids_in(d))
@@ -104,9 +108,17 @@ class EndpointCandidate:
             notes.append("logit_bias not honoured: stop tokens cannot be forced")
         # padding: the engine batches prompts of different lengths (one request with several, or concurrent ones);
         # how it pads or packs them is internal, and exactly what determinism_padding observes from outside.
-        return Capabilities(prompt_logprobs=prompt_lp or echo, generation_logprobs=True, batch=True, padding=True,
-                            concurrent=True, activations=False, force_token=bias, ignore_eos=ignore_eos,
-                            notes=tuple(notes))  # fmt: skip
+        return Capabilities(
+            prompt_logprobs=prompt_lp or echo,
+            generation_logprobs=True,
+            batch=True,
+            padding=True,
+            concurrent=True,
+            activations=False,
+            force_token=bias,
+            ignore_eos=ignore_eos,
+            notes=tuple(notes),
+        )
 
     def _accepts(self, body: dict[str, Any], works: Any) -> bool:
         try:
@@ -228,16 +240,20 @@ def _require_top_k(rows: Sequence[TopK], top_k: int, where: str) -> None:
     if missing:
         raise EndpointError(
             f"{where}: no top-{top_k} logprobs at {len(missing)} of {len(rows)} scored positions (first: position "
-            f"{missing[0]})", "check that the engine returns logprobs for every prompt position, and its server log",
-        )  # fmt: skip
+            f"{missing[0]})",
+            "check that the engine returns logprobs for every prompt position, and its server log",
+        )
 
 
 def _prompt_rows(choice: dict[str, Any], seq: list[int], top_k: int, base: str) -> list[TopK]:
     """vLLM prompt_logprobs: [None, {id: {logprob, rank}}, ...]; entry i is the distribution that predicted seq[i]."""
     entries = choice.get("prompt_logprobs")
     if not isinstance(entries, list) or len(entries) != len(seq):
-        raise EndpointError(f"{base}/v1/completions: prompt_logprobs has {len(entries) if isinstance(entries, list) else 'no'} "
-                            f"entries for a prompt of {len(seq)} tokens", "check the server log")  # fmt: skip
+        raise EndpointError(
+            f"{base}/v1/completions: prompt_logprobs has {len(entries) if isinstance(entries, list) else 'no'} "
+            f"entries for a prompt of {len(seq)} tokens",
+            "check the server log",
+        )
     rows = []
     for i in range(1, len(seq)):
         entry = entries[i] or {}

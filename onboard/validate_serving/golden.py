@@ -172,19 +172,23 @@ def read_golden(folder: Path) -> GoldenSet:
         where = f"{prompts_file}:{number}"
         doc = serde.decode_json(line, _PromptLine, f"{where}: malformed golden line", redo)
         if not len(doc.top_ids) == len(doc.top_logprobs) == len(doc.token_logprobs):
-            raise InputError(f"{where}: malformed golden line (top_ids, top_logprobs and token_logprobs differ "
-                             "in length)", redo)  # fmt: skip
-        uneven = next((j for j, (ids, lps) in enumerate(zip(doc.top_ids, doc.top_logprobs)) if len(ids) != len(lps)),
-                      None)  # fmt: skip
+            raise InputError(
+                f"{where}: malformed golden line (top_ids, top_logprobs and token_logprobs differ in length)", redo
+            )
+        uneven = next(
+            (j for j, (ids, lps) in enumerate(zip(doc.top_ids, doc.top_logprobs)) if len(ids) != len(lps)), None
+        )
         if uneven is not None:
-            raise InputError(f"{where}: malformed golden line (top_ids[{uneven}] and top_logprobs[{uneven}] differ "
-                             "in length)", redo)  # fmt: skip
+            raise InputError(
+                f"{where}: malformed golden line (top_ids[{uneven}] and top_logprobs[{uneven}] differ in length)", redo
+            )
         rows = tuple(
             TopK(tuple(ids), tuple(lps), tok)
             for ids, lps, tok in zip(doc.top_ids, doc.top_logprobs, doc.token_logprobs)
         )
-        prompt = GoldenPrompt(doc.name, doc.kind, doc.text, tuple(doc.prompt_ids), tuple(doc.generated_ids), rows,
-                              dict(doc.boundaries))  # fmt: skip
+        prompt = GoldenPrompt(
+            doc.name, doc.kind, doc.text, tuple(doc.prompt_ids), tuple(doc.generated_ids), rows, dict(doc.boundaries)
+        )
         if len(rows) != len(prompt.sequence) - 1:
             raise InputError(f"{where}: {len(rows)} positions for a sequence of {len(prompt.sequence)}")
         prompts.append(prompt)
@@ -248,8 +252,14 @@ def record(
     ref = reference_for(folder)
     with output_folder(out or Path("golden_outputs") / slug(source)) as target:  # before the reference runs
         if ref.kind == REPO_CODE and not trust_remote_code():  # this process never imports the repo's code
-            options = {"revision": revision, "max_new_tokens": max_new_tokens, "top_k": top_k, "dtype": dtype,
-                       "calibrate": list(calibrate), "max_long_tokens": max_long_tokens}  # fmt: skip
+            options = {
+                "revision": revision,
+                "max_new_tokens": max_new_tokens,
+                "top_k": top_k,
+                "dtype": dtype,
+                "calibrate": list(calibrate),
+                "max_long_tokens": max_long_tokens,
+            }
             rerun = rerun or rerun_command("golden", "record", source, "--out", str(target), policy=policy)
             return record_in_sandbox(source, target, folder, ref, policy, rerun, options)
         profile = _profile(str(folder))
@@ -276,7 +286,12 @@ def record(
             "revision": revision or (profile.revision if profile else None),
             "weights_fingerprint": checkpoint_fingerprint(folder),
             "model_type": profile.model_type if profile else None,
-            "reference": {**describe(ref, policy, folder), "attn_implementation": "eager", "dtype": dtype, "device": "cpu"},
+            "reference": {
+                **describe(ref, policy, folder),
+                "attn_implementation": "eager",
+                "dtype": dtype,
+                "device": "cpu",
+            },
             "versions": library_versions(),
             "hardware": hardware(),
             "generation": {"greedy": True, "max_new_tokens": max_new_tokens, "top_k": top_k, "ignore_eos": True},
@@ -286,9 +301,17 @@ def record(
             "long_prompt": asdict(long_plan),
             "noise": noise,
             "activation_max_abs": {s.name: s.max_abs for s in activations},
-            "prompts": [{"name": p.name, "kind": p.kind, "prompt_tokens": len(p.prompt_ids), "generated_tokens": len(p.generated_ids)} for p in prompts],
+            "prompts": [
+                {
+                    "name": p.name,
+                    "kind": p.kind,
+                    "prompt_tokens": len(p.prompt_ids),
+                    "generated_tokens": len(p.generated_ids),
+                }
+                for p in prompts
+            ],
             "recorded_seconds": round(time.time() - started, 2),
-        }  # fmt: skip
+        }
         write_golden(target, manifest, prompts)
         return GoldenSet(target, manifest, tuple(prompts))
 
@@ -324,8 +347,9 @@ def _calibrate(folder: Path, prompts: list[GoldenPrompt], dtype: str, baseline: 
     metrics, ratios = [], []
     for attn in ("eager", "sdpa") if baseline in ("bfloat16", "float16") else ("eager",):
         try:
-            other = InProcessCandidate(load_transformers(folder, baseline, attn=attn), folder, baseline,
-                                       kind="reference", hf=True)  # fmt: skip
+            other = InProcessCandidate(
+                load_transformers(folder, baseline, attn=attn), folder, baseline, kind="reference", hf=True
+            )
             runs = [other.score([prompt.sequence], top_k * 2)[0] for prompt in prompts]
             other.close()
         except (InputError, ValueError, NotImplementedError):
@@ -373,20 +397,28 @@ def record_in_sandbox(
     how the repository's code was isolated."""
     refused = ref.refusal(policy, rerun)
     if refused:
-        raise InputError(f"{folder}: cannot record goldens: {refused}",
-                         f"review the repository's .py files in {folder}, then: {rerun}")  # fmt: skip
+        raise InputError(
+            f"{folder}: cannot record goldens: {refused}",
+            f"review the repository's .py files in {folder}, then: {rerun}",
+        )
     started = time.time()
     args = {"folder": str(folder), "options": options, "unsafe_no_sandbox": policy.unsafe_no_sandbox}
     files = references.run_in_sandbox(WORKER, args, folder, policy)  # looked up per call: tests stand in for it
     with tempfile.TemporaryDirectory(prefix="onboard-golden-") as tmp:
         for name, text in files.items():
             if name not in ("MANIFEST.json", "prompts.jsonl") or not isinstance(text, str):
-                raise InputError(f"the sandbox worker returned an unexpected golden file {name!r}",
-                                 "this is a bug in onboard's golden recording")  # fmt: skip
+                raise InputError(
+                    f"the sandbox worker returned an unexpected golden file {name!r}",
+                    "this is a bug in onboard's golden recording",
+                )
             (Path(tmp) / name).write_text(text, encoding="utf-8")
         golden = read_golden(Path(tmp))  # what crossed back is checked like any golden folder
     identity = describe(ref, policy, folder)  # computed here: the worker cannot tell how it was isolated
-    manifest = {**golden.manifest, "source": source, "reference": {**golden.manifest["reference"], **identity},
-                "recorded_seconds": round(time.time() - started, 2)}  # fmt: skip
+    manifest = {
+        **golden.manifest,
+        "source": source,
+        "reference": {**golden.manifest["reference"], **identity},
+        "recorded_seconds": round(time.time() - started, 2),
+    }
     write_golden(out, manifest, list(golden.prompts))
     return GoldenSet(out, manifest, golden.prompts)

@@ -127,6 +127,8 @@ def summary(diff: GoldenDiff) -> str:
     lines += [f"  difference: {d}" for d in diff.differences]
     lines += [f"  context: {n}" for n in diff.notes]
     lines += [f"  [{p.status}] {p.name}: {p.detail}" for p in diff.prompts]
-    lines.append(f"  {diff.compared_positions} positions compared (float32 tolerance "
-                 f"{diff.tolerance.get('max_logprob_error', 0):.3g} on logprobs)")  # fmt: skip
+    lines.append(
+        f"  {diff.compared_positions} positions compared (float32 tolerance "
+        f"{diff.tolerance.get('max_logprob_error', 0):.3g} on logprobs)"
+    )
     return "\n".join(lines) + "\n"

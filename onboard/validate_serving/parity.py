@@ -68,20 +68,34 @@ def logit_checks(parities: list[PromptParity], tol: Tolerances) -> list[Check]:
         )
     else:
         results.append(
-            Check("long_context_parity", True, False, "not checked: the model has no sliding window or rope "
-                  "original context below the long prompt's length (the long prompt is in logit_parity)", skipped=True)
-        )  # fmt: skip
+            Check(
+                "long_context_parity",
+                True,
+                False,
+                "not checked: the model has no sliding window or rope "
+                "original context below the long prompt's length (the long prompt is in logit_parity)",
+                skipped=True,
+            )
+        )
     ratios = {p.prompt.name: p.ratio for p in parities if p.ratio is not None}
     ok, slope, limit = judge_scale([m for p in parities for m in p.metrics], tol)
     if slope is None:
         results.append(
-            Check("logit_scale", True, True, "not checked: distributions too flat to estimate a scale "
-                  "(a checkpoint with peaked outputs would show it)", skipped=True)
-        )  # fmt: skip
+            Check(
+                "logit_scale",
+                True,
+                True,
+                "not checked: distributions too flat to estimate a scale "
+                "(a checkpoint with peaked outputs would show it)",
+                skipped=True,
+            )
+        )
     else:
         worst = max(ratios.items(), key=lambda kv: abs(kv[1] - 1.0), default=("-", 1.0))
-        detail = (f"logit-scale slope {slope:.4g} over all positions (tolerance |slope-1| <= {limit:.3g}); "
-                  f"worst prompt {worst[0]} {worst[1]:.4g}")  # fmt: skip
+        detail = (
+            f"logit-scale slope {slope:.4g} over all positions (tolerance |slope-1| <= {limit:.3g}); "
+            f"worst prompt {worst[0]} {worst[1]:.4g}"
+        )
         results.append(Check("logit_scale", ok, True, detail, data={"slope": slope, "ratios": ratios}))
     return results
 

@@ -31,8 +31,9 @@ def validate_in_worker(folder: str, golden_files: dict[str, str], dtype: str, pe
     with remote_code_allowed():
         engine = load_candidate(Path(folder), dtype, runtime="reference")
     try:
-        result = validate(read_golden(golden_dir), engine, source=folder, performance=performance,
-                          checkpoint=Path(folder))  # fmt: skip
+        result = validate(
+            read_golden(golden_dir), engine, source=folder, performance=performance, checkpoint=Path(folder)
+        )
     finally:
         engine.close()
     return json.loads(json.dumps(result, default=str))  # plain JSON data: all that may cross back
@@ -44,8 +45,10 @@ def validate_in_sandbox(
     """Parent side; refuses unless `policy` trusts the repository's code."""
     refused = reference.reference_for(folder).refusal(policy, rerun)
     if refused:
-        raise InputError(f"{folder}: the reference self-check cannot run: {refused}",
-                         f"review the repository's .py files in {folder}, then: {rerun}")  # fmt: skip
+        raise InputError(
+            f"{folder}: the reference self-check cannot run: {refused}",
+            f"review the repository's .py files in {folder}, then: {rerun}",
+        )
     files = {name: (golden.folder / name).read_text(encoding="utf-8") for name in GOLDEN_FILES}
     kwargs = {"folder": str(folder), "golden_files": files, "dtype": dtype, "performance": performance}
     result = reference.run_in_sandbox(WORKER, kwargs, folder, policy)

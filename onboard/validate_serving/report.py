@@ -138,8 +138,12 @@ def summary(result: dict[str, Any]) -> str:
         lines.append(f"  where: {result['divergence']} (per_layer_error in the JSON)")
     perf = result.get("performance")
     if perf:
-        lines += ["", f"performance ({perf['dtype']}; {perf['hardware'].get('gpu') or perf['hardware'].get('cpu')}; "
-                  + ", ".join(f"{k} {v}" for k, v in perf["versions"].items()) + "):"]  # fmt: skip
+        lines += [
+            "",
+            f"performance ({perf['dtype']}; {perf['hardware'].get('gpu') or perf['hardware'].get('cpu')}; "
+            + ", ".join(f"{k} {v}" for k, v in perf["versions"].items())
+            + "):",
+        ]
         prefill = ", ".join(f"{p['tokens']} tok {p['ms']:.1f} ms" for p in perf["prefill_by_length"])
         lines.append(f"  prefill latency (TTFT, max_tokens=1): {prefill}")
         lines.append(

@@ -117,11 +117,17 @@ def validate(
     else:
         parities = _parities_from_generation(greedy)
         checks.append(
-            Check("prompt_position_parity", False, False, "not checked: the engine returns no prompt logprobs "
-                  "(neither prompt_logprobs nor echo); parity judged on generated positions only; an engine "
-                  "that returns prompt_logprobs (vLLM, SGLang) or echo with logprobs checks every prompt "
-                  "position", skipped=True)
-        )  # fmt: skip
+            Check(
+                "prompt_position_parity",
+                False,
+                False,
+                "not checked: the engine returns no prompt logprobs "
+                "(neither prompt_logprobs nor echo); parity judged on generated positions only; an engine "
+                "that returns prompt_logprobs (vLLM, SGLang) or echo with logprobs checks every prompt "
+                "position",
+                skipped=True,
+            )
+        )
     checks += [_long_context_coverage(c, golden) for c in logit_checks(parities, tol)]
     checks.append(greedy_check)
     groups = set(GROUPS) if only is None else set(only)
@@ -170,12 +176,23 @@ def _goldens_checkpoint(golden: GoldenSet, checkpoint: Path | None) -> Check:
     from onboard.validate_serving.golden import assert_same_checkpoint
 
     if checkpoint is None:
-        return Check("goldens_checkpoint", False, False, "not checked: no local checkpoint folder to "
-                     "fingerprint; pass the checkpoint folder as SOURCE to check that the goldens were recorded "
-                     "from it", skipped=True)  # fmt: skip
+        return Check(
+            "goldens_checkpoint",
+            False,
+            False,
+            "not checked: no local checkpoint folder to "
+            "fingerprint; pass the checkpoint folder as SOURCE to check that the goldens were recorded "
+            "from it",
+            skipped=True,
+        )
     fingerprint = assert_same_checkpoint(golden, checkpoint)
-    return Check("goldens_checkpoint", True, False, f"goldens recorded from this checkpoint ({checkpoint.name}, "
-                 f"fingerprint {fingerprint})", data={"weights_fingerprint": fingerprint})  # fmt: skip
+    return Check(
+        "goldens_checkpoint",
+        True,
+        False,
+        f"goldens recorded from this checkpoint ({checkpoint.name}, fingerprint {fingerprint})",
+        data={"weights_fingerprint": fingerprint},
+    )
 
 
 def _long_context_coverage(check: Check, golden: GoldenSet) -> Check:
@@ -192,20 +209,26 @@ def _long_context_coverage(check: Check, golden: GoldenSet) -> Check:
         if not check.skipped:
             return check
         where = ", ".join(f"{k}={v}" for k, v in sorted(beyond.items()))
-        detail = (f"not applicable: {where} lies beyond the model's context (max_position_embeddings), no prompt can "
-                  "cross it" if beyond else "not applicable: the model has no sliding window, attention chunk or "
-                  "original rope context to cross (the long prompt is in logit_parity)")  # fmt: skip
+        detail = (
+            f"not applicable: {where} lies beyond the model's context (max_position_embeddings), no prompt can cross it"
+            if beyond
+            else "not applicable: the model has no sliding window, attention chunk or "
+            "original rope context to cross (the long prompt is in logit_parity)"
+        )
         return Check(check.name, True, False, detail, skipped=True, not_applicable=True)
     bounds = {**golden.manifest.get("boundaries", {}), **beyond}
     name = max(uncrossed, key=lambda k: uncrossed[k])
     what = ", ".join(f"{k}={bounds.get(k, '?')}" for k in sorted(uncrossed))
-    hint = (f"raise --max-long-tokens to {uncrossed[name]} to cross the boundary at {bounds.get(name, '?')} ({name}): "
-            f"onboard golden record SOURCE --max-long-tokens {uncrossed[name]}, or onboard new-model SOURCE "
-            f"--max-long-tokens {uncrossed[name]}")  # fmt: skip
+    hint = (
+        f"raise --max-long-tokens to {uncrossed[name]} to cross the boundary at {bounds.get(name, '?')} ({name}): "
+        f"onboard golden record SOURCE --max-long-tokens {uncrossed[name]}, or onboard new-model SOURCE "
+        f"--max-long-tokens {uncrossed[name]}"
+    )
     short = f"the long prompt ({plan['tokens']} tokens, --max-long-tokens {plan['cap']}) stops before {what}"
     if not check.skipped and not check.passed:
-        return Check(check.name, False, check.required, f"{check.detail}; also not checked: {short}; {hint}",
-                     data=check.data)  # fmt: skip
+        return Check(
+            check.name, False, check.required, f"{check.detail}; also not checked: {short}; {hint}", data=check.data
+        )
     detail = f"not checked: {short}; {hint}"
     if not check.skipped:
         detail = f"{check.detail}; {detail}"
@@ -231,17 +254,46 @@ def _info_checks(golden: GoldenSet, candidate: Candidate, source: str | None) ->
     dtype = candidate.info.dtype
     noise = golden.noise(dtype)
     if noise is None:
-        out.append(Check("noise_calibrated", False, False, f"no noise calibration for {dtype} in the goldens: "
-                         f"tolerance floors used alone; re-record with onboard golden record SOURCE "
-                         f"--calibrate {dtype} to calibrate them", skipped=True))  # fmt: skip
+        out.append(
+            Check(
+                "noise_calibrated",
+                False,
+                False,
+                f"no noise calibration for {dtype} in the goldens: "
+                f"tolerance floors used alone; re-record with onboard golden record SOURCE "
+                f"--calibrate {dtype} to calibrate them",
+                skipped=True,
+            )
+        )
     elif noise.nonfinite:
-        out.append(Check("noise_calibrated", False, False, f"the reference itself overflows in {noise.dtype}: "
-                         "floors used; this dtype is unsafe for the model"))  # fmt: skip
+        out.append(
+            Check(
+                "noise_calibrated",
+                False,
+                False,
+                f"the reference itself overflows in {noise.dtype}: floors used; this dtype is unsafe for the model",
+            )
+        )
     else:
-        out.append(Check("noise_calibrated", True, False, f"{noise.dtype} noise from float32 vs {noise.baseline} "
-                         f"over {noise.positions} positions: max logprob error {noise.max_logprob_error:.3g}"))  # fmt: skip
+        out.append(
+            Check(
+                "noise_calibrated",
+                True,
+                False,
+                f"{noise.dtype} noise from float32 vs {noise.baseline} "
+                f"over {noise.positions} positions: max logprob error {noise.max_logprob_error:.3g}",
+            )
+        )
     if candidate.info.kind == "reference-as-candidate":
-        out.append(Check("adapter_runtime", False, False, f"not checked: {SELF_CHECK}; validate the generated "
-                         "adapter (onboard new-model SOURCE generates and validates it) or an engine "
-                         "(--endpoint URL --served-model NAME)", skipped=True))  # fmt: skip
+        out.append(
+            Check(
+                "adapter_runtime",
+                False,
+                False,
+                f"not checked: {SELF_CHECK}; validate the generated "
+                "adapter (onboard new-model SOURCE generates and validates it) or an engine "
+                "(--endpoint URL --served-model NAME)",
+                skipped=True,
+            )
+        )
     return out

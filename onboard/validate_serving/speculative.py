@@ -48,14 +48,20 @@ PER_POSITION = "vllm:spec_decode_num_accepted_tokens_per_pos_total"
 def speculative_config(spec: str, k: int = DEFAULT_K) -> dict[str, Any]:
     """vLLM's --speculative-config for CONFIG: `ngram`, `mtp` (the checkpoint's own MTP layers) or a draft folder."""
     if spec == "ngram":
-        return {"method": "ngram", "num_speculative_tokens": k, "prompt_lookup_min": NGRAM_MIN,
-                "prompt_lookup_max": NGRAM_MAX}  # fmt: skip
+        return {
+            "method": "ngram",
+            "num_speculative_tokens": k,
+            "prompt_lookup_min": NGRAM_MIN,
+            "prompt_lookup_max": NGRAM_MAX,
+        }
     if spec == "mtp":
         return {"method": "mtp", "num_speculative_tokens": k}
     if Path(spec).is_dir() and (Path(spec) / "config.json").is_file():
         return {"model": str(Path(spec).resolve()), "num_speculative_tokens": k}
-    raise InputError(f"--speculative {spec!r}: not `ngram`, `mtp` or a draft checkpoint folder with config.json",
-                     "pass --speculative ngram, --speculative mtp, or the draft model's local folder")  # fmt: skip
+    raise InputError(
+        f"--speculative {spec!r}: not `ngram`, `mtp` or a draft checkpoint folder with config.json",
+        "pass --speculative ngram, --speculative mtp, or the draft model's local folder",
+    )
 
 
 def engine_args(spec: str, k: int = DEFAULT_K) -> list[str]:
@@ -155,15 +161,21 @@ def speculative_check(golden: Any, candidate: Any, url: str, spec: str, k: int =
         after = engine_counters(url)
         if got[: len(want)] != want:
             first = next((i for i, (a, b) in enumerate(zip(got, want)) if a != b), min(len(got), len(want)))
-            differing.append(f"{prompt.name}: token {first} is {got[first] if first < len(got) else 'missing'}, "
-                             f"golden {want[first]}")  # fmt: skip
+            differing.append(
+                f"{prompt.name}: token {first} is {got[first] if first < len(got) else 'missing'}, golden {want[first]}"
+            )
         if before is not None and after is not None:
             engine_rows.append(_delta(after, before))
         if spec == "ngram":
             ours_rows.append(expected_ngram(prompt.prompt_ids, want, k))
-    data: dict[str, Any] = {"speculative": spec, "k": k, "prompts": len(golden.prompts), "differing": differing,
-                            "engine": _total(engine_rows) if engine_rows else None,
-                            "ours": _total(ours_rows) if ours_rows else None}  # fmt: skip
+    data: dict[str, Any] = {
+        "speculative": spec,
+        "k": k,
+        "prompts": len(golden.prompts),
+        "differing": differing,
+        "engine": _total(engine_rows) if engine_rows else None,
+        "ours": _total(ours_rows) if ours_rows else None,
+    }
     problems = list(differing)
     if data["engine"] is None:
         problems.append("the endpoint exports no spec_decode counters on /metrics: is speculation on?")
@@ -177,23 +189,35 @@ def speculative_check(golden: Any, candidate: Any, url: str, spec: str, k: int =
 
 def _against_ours(engine: dict[str, Any], ours: dict[str, Any], k: int, requests: int) -> list[str]:
     """Drafts and draft tokens equal; accepted within the engine's verified tail past max_tokens."""
-    out = [f"engine {key} {engine[key]} != ours {ours[key]}" for key in ("drafts", "draft_tokens") if engine[key] != ours[key]]  # fmt: skip
+    out = [
+        f"engine {key} {engine[key]} != ours {ours[key]}"
+        for key in ("drafts", "draft_tokens")
+        if engine[key] != ours[key]
+    ]
     if not ours["accepted"] <= engine["accepted"] <= ours["accepted"] + (k - 1) * requests:
-        out.append(f"engine accepted {engine['accepted']} tokens, ours {ours['accepted']} (+ at most {k - 1} per "
-                   "request past max_tokens)")  # fmt: skip
+        out.append(
+            f"engine accepted {engine['accepted']} tokens, ours {ours['accepted']} (+ at most {k - 1} per "
+            "request past max_tokens)"
+        )
     return out
 
 
 def _detail(data: dict[str, Any], problems: list[str]) -> str:
     engine, ours = data["engine"], data["ours"]
-    parts = [f"{data['prompts']} prompts, greedy, speculation {data['speculative']} k={data['k']}: "
-             + ("tokens equal the goldens" if not data["differing"] else f"{len(data['differing'])} differ")]  # fmt: skip
+    parts = [
+        f"{data['prompts']} prompts, greedy, speculation {data['speculative']} k={data['k']}: "
+        + ("tokens equal the goldens" if not data["differing"] else f"{len(data['differing'])} differ")
+    ]
     if engine:
-        parts.append(f"engine: {engine['drafts']} drafts, {engine['accepted']}/{engine['draft_tokens']} draft tokens "
-                     f"accepted ({engine['acceptance_rate']:.2f}), by position {engine['per_position']}")  # fmt: skip
+        parts.append(
+            f"engine: {engine['drafts']} drafts, {engine['accepted']}/{engine['draft_tokens']} draft tokens "
+            f"accepted ({engine['acceptance_rate']:.2f}), by position {engine['per_position']}"
+        )
     if ours:
-        parts.append(f"ours: {ours['drafts']} drafts, {ours['accepted']}/{ours['draft_tokens']} accepted, "
-                     f"by position {ours['per_position']}")  # fmt: skip
+        parts.append(
+            f"ours: {ours['drafts']} drafts, {ours['accepted']}/{ours['draft_tokens']} accepted, "
+            f"by position {ours['per_position']}"
+        )
     elif data["speculative"] != "ngram":
         parts.append("ours: see `onboard draft-check` (draft-check.json) for this draft's measured acceptance")
     return "; ".join(parts + problems[:3])
@@ -205,8 +229,10 @@ def speculative_args(spec: str | None, k: int, engine_name: str | None, endpoint
     if spec is None:
         return []
     if engine_name is None and not endpoint:
-        raise InputError("--speculative checks a serving engine", "add --engine vllm, or --endpoint URL of a server "
-                         "started with --speculative-config")  # fmt: skip
+        raise InputError(
+            "--speculative checks a serving engine",
+            "add --engine vllm, or --endpoint URL of a server started with --speculative-config",
+        )
     args = engine_args(spec, k)  # refuses a CONFIG that is not ngram, mtp or a draft folder
     return args if engine_name else []
 

@@ -79,10 +79,13 @@ def verify_tokenizer(
     except (LfsPointerError, NoVocabulary) as exc:  # nothing to build the tokenizer from: no tokenizer findings
         return without_tokenizer(repo, exc, findings, record)
     findings += subject.notes
-    record_first = (f"onboard verify-tokenizer {repo.display} --golden {golden_dir} --record (or pass --name "
-                    "ORG/NAME when the goldens were recorded under the repo id)")  # fmt: skip
-    golden_path = golden_path_for(repo, source, golden_dir, name, required=golden_required and not record,
-                                  record_first=record_first)  # fmt: skip
+    record_first = (
+        f"onboard verify-tokenizer {repo.display} --golden {golden_dir} --record (or pass --name "
+        "ORG/NAME when the goldens were recorded under the repo id)"
+    )
+    golden_path = golden_path_for(
+        repo, source, golden_dir, name, required=golden_required and not record, record_first=record_first
+    )
     special_strings = [t for t in subject.hf.all_special_tokens if t]
     texts = list(
         dict.fromkeys([*STRESS, *special_token_strings(special_strings), *(read_corpus(corpus) if corpus else ())])
@@ -127,13 +130,24 @@ def verify_tokenizer(
     token_of = {i: str(subject.hf.convert_ids_to_tokens(i)) for i in special.stop_ids if 0 <= i < len(subject)}
     stops = stop_set(special.stop_ids, special.declared, special.tokenizer.get("eos"), end_of_turn, token_of)
     return TokenizerReport(
-        stage=STAGE, passed=exit_code_for(findings) == 0,
-        checks=build_checks(findings, fp.family, fp.chkhsh, golden.action), stop_set=stops,
-        source=repo.display, revision=repo.revision, tokenizer_class=subject.class_name,
-        tokenizer_length=len(subject), corpus_strings=len(texts), references=comparisons, skipped_references=skipped,
-        round_trip=rt, special_tokens=special, fingerprint=fp, template=template_check, golden=golden,
+        stage=STAGE,
+        passed=exit_code_for(findings) == 0,
+        checks=build_checks(findings, fp.family, fp.chkhsh, golden.action),
+        stop_set=stops,
+        source=repo.display,
+        revision=repo.revision,
+        tokenizer_class=subject.class_name,
+        tokenizer_length=len(subject),
+        corpus_strings=len(texts),
+        references=comparisons,
+        skipped_references=skipped,
+        round_trip=rt,
+        special_tokens=special,
+        fingerprint=fp,
+        template=template_check,
+        golden=golden,
         findings=findings,
-    )  # fmt: skip
+    )
 
 
 def _repo_info(repo: TokenizerRepo, subject: Subject) -> RepoTokenizerInfo:
@@ -177,8 +191,9 @@ def golden_path_for(
             "give --golden a folder that is not the parent of the checkpoint folder",
         )
     if required and not path.is_file():
-        raise InputError(f"no tokenizer golden recorded for {repo.display} (looked for {path})",
-                         f"record one first: {record_first}")  # fmt: skip
+        raise InputError(
+            f"no tokenizer golden recorded for {repo.display} (looked for {path})", f"record one first: {record_first}"
+        )
     return path
 
 

@@ -29,7 +29,7 @@ CHECK_CODES: dict[str, tuple[str, ...]] = {
         "eos-config-disagreement",
         "pad-equals-eos",
         "golden-drift-stop-set",
-    ),  # fmt: skip
+    ),
     "round_trip": ("roundtrip-", "stream-decode-"),
     "special_tokens": (
         "bos-",
@@ -39,7 +39,7 @@ CHECK_CODES: dict[str, tuple[str, ...]] = {
         "unk-",
         "tokenizer-exceeds-embedding",
         "special-token-not-special",
-    ),  # fmt: skip
+    ),
     "goldens_match": ("golden-drift-",),
 }
 REQUIRED = {"fingerprint_known": False}
@@ -64,9 +64,12 @@ def _describe(findings: list[Finding], limit: int = 3) -> str:
 
 
 def build_checks(
-    findings: list[Finding], family: str | None, chkhsh: str | None, golden_action: str | None,
+    findings: list[Finding],
+    family: str | None,
+    chkhsh: str | None,
+    golden_action: str | None,
     unavailable: str | None = None,
-) -> list[Check]:  # fmt: skip
+) -> list[Check]:
     """The checks in a stable order; `goldens_match` only when a golden was compared or recorded.
 
     `unavailable`: why no tokenizer could be built. Then every check that needs one is reported not run (never
@@ -93,9 +96,17 @@ def build_checks(
         detail = _detail(name, bad, warned, findings, golden_action)
         checks.append(Check(name, not bad, REQUIRED.get(name, True), detail))
     known = family is not None
-    checks.append(Check("fingerprint_known", known, REQUIRED["fingerprint_known"],
-                        f"tokenizer family {family}" if known else f"new pre-tokenizer (chkhsh {(chkhsh or '')[:16]}…); llama.cpp's "
-                        "table lists byte-level BPE pre-tokenizers only, SentencePiece-style ones never match"))  # fmt: skip
+    checks.append(
+        Check(
+            "fingerprint_known",
+            known,
+            REQUIRED["fingerprint_known"],
+            f"tokenizer family {family}"
+            if known
+            else f"new pre-tokenizer (chkhsh {(chkhsh or '')[:16]}…); llama.cpp's "
+            "table lists byte-level BPE pre-tokenizers only, SentencePiece-style ones never match",
+        )
+    )
     return checks
 
 
@@ -112,15 +123,21 @@ def _detail(name: str, bad: list[Finding], warned: list[Finding], findings: list
 
 
 def stop_set(
-    stop_ids: list[int], declared: dict[str, dict[str, list[int]]], tokenizer_eos: int | None,
-    end_of_turn: list[int], token_of: dict[int, str],
-) -> list[StopToken]:  # fmt: skip
+    stop_ids: list[int],
+    declared: dict[str, dict[str, list[int]]],
+    tokenizer_eos: int | None,
+    end_of_turn: list[int],
+    token_of: dict[int, str],
+) -> list[StopToken]:
     """Every EOS id plus the end-of-turn tokens the template emits, each with the files that make it a stop token."""
     out = []
     for token_id in stop_ids:
         sources = ["tokenizer_eos"] if token_id == tokenizer_eos else []
-        sources += [file for file in ("config.json", "generation_config.json")
-                    if token_id in declared.get(file, {}).get("eos", [])]  # fmt: skip
+        sources += [
+            file
+            for file in ("config.json", "generation_config.json")
+            if token_id in declared.get(file, {}).get("eos", [])
+        ]
         sources += ["end_of_turn"] if token_id in end_of_turn else []
         out.append(StopToken(token_id, token_of.get(token_id, f"<id {token_id}>"), sources))
     return out

@@ -65,8 +65,18 @@ def compare(subject: Subject, texts: Sequence[str], subject_ids: list[list[int]]
         try:
             ref_ids = ref.encode(text)
         except Exception as exc:  # a reference that cannot encode a string is a finding, not a crash
-            return Comparison(ref.name, ref.kind, ref.file, ref.independent, ref.note, len(texts), mismatches,
-                              time.perf_counter() - start, first, f"{type(exc).__name__}: {exc} on {text[:60]!r}")  # fmt: skip
+            return Comparison(
+                ref.name,
+                ref.kind,
+                ref.file,
+                ref.independent,
+                ref.note,
+                len(texts),
+                mismatches,
+                time.perf_counter() - start,
+                first,
+                f"{type(exc).__name__}: {exc} on {text[:60]!r}",
+            )
         if ref_ids != ids:
             mismatches += 1
             if first is None:

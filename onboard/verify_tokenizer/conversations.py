@@ -89,8 +89,14 @@ def context_for(
 ) -> dict[str, Any]:
     conv = CONVERSATIONS[name]
     messages = [{k: v for k, v in m.items() if v is not None} for m in conv["messages"]]
-    return {**special, "messages": messages, "tools": conv.get("tools"), "documents": None,
-            "add_generation_prompt": add_generation_prompt, **extra}  # fmt: skip
+    return {
+        **special,
+        "messages": messages,
+        "tools": conv.get("tools"),
+        "documents": None,
+        "add_generation_prompt": add_generation_prompt,
+        **extra,
+    }
 
 
 def special_strings(subject: Subject | None, declared: dict[str, Any] | None = None) -> dict[str, str]:
@@ -121,8 +127,11 @@ def check_template(
         count = None
         if result.ok and bos is not None and subject is not None:
             count = subject.encode(result.text or "", add_special_tokens=False).count(bos)
-        renders.append(Render(name, agp, extra, result.ok, result.text, result.error_kind, result.message,
-                              result.read_clock, count))  # fmt: skip
+        renders.append(
+            Render(
+                name, agp, extra, result.ok, result.text, result.error_kind, result.message, result.read_clock, count
+            )
+        )
     by_key = {(r.name, r.add_generation_prompt, tuple(sorted(r.extra.items()))): r for r in renders}
     with_prompt, without = by_key[("single_turn", True, ())], by_key[("single_turn", False, ())]
     gen_prompt = None
@@ -143,32 +152,63 @@ def _end_of_turn(render: Render, subject: Subject) -> list[int]:
 
 
 def _findings(
-    renders: list[Render], results: list[RenderResult], contexts: list[dict[str, Any]],
-    jobs: list[tuple[str, bool, dict[str, Any]]], gen_prompt: str | None, subject: Subject | None, file: str | None,
-) -> list[Finding]:  # fmt: skip
+    renders: list[Render],
+    results: list[RenderResult],
+    contexts: list[dict[str, Any]],
+    jobs: list[tuple[str, bool, dict[str, Any]]],
+    gen_prompt: str | None,
+    subject: Subject | None,
+    file: str | None,
+) -> list[Finding]:
     out: list[Finding] = []
     for render in renders:
         if render.error_kind in ("security", "timeout", "output-limit", "syntax", "crash"):
-            out.append(error("template-unusable", f"chat template {render.error_kind} on {render.name}: {render.message}",
-                             "the template cannot be served safely; fix or replace it", file=file))  # fmt: skip
+            out.append(
+                error(
+                    "template-unusable",
+                    f"chat template {render.error_kind} on {render.name}: {render.message}",
+                    "the template cannot be served safely; fix or replace it",
+                    file=file,
+                )
+            )
             return out
     sys_render = next(r for r in renders if r.name == "system_multi_turn" and not r.extra)
     sys_context = contexts[renders.index(sys_render)]
     if not sys_render.ok:
-        out.append(warning("template-rejects-system", f"system role rejected: the template raised: {sys_render.message}",
-                           "clients that send a system message get an error; fold it into the first user turn "
-                           "(llama.cpp's system-merge polyfill) or fix the template", file=file))  # fmt: skip
+        out.append(
+            warning(
+                "template-rejects-system",
+                f"system role rejected: the template raised: {sys_render.message}",
+                "clients that send a system message get an error; fold it into the first user turn "
+                "(llama.cpp's system-merge polyfill) or fix the template",
+                file=file,
+            )
+        )
     elif system_dropped(sys_context, results[renders.index(sys_render)]):
-        out.append(warning("template-rejects-system", "system role rejected: the template drops the system message",
-                           "the system prompt silently disappears; document it or fold it into the first user turn",
-                           file=file))  # fmt: skip
+        out.append(
+            warning(
+                "template-rejects-system",
+                "system role rejected: the template drops the system message",
+                "the system prompt silently disappears; document it or fold it into the first user turn",
+                file=file,
+            )
+        )
     tools = next(r for r in renders if r.name == "tools")
     if not tools.ok:
         as_text = joins_arguments_as_text(tools.message, contexts[renders.index(tools)])
-        hint = ("tool-calling conversations fail in vLLM: " + ARGUMENTS_AS_TEXT_HINT if as_text
-                else "tool-calling requests fail; fix the template or declare the model tool-less")  # fmt: skip
-        out.append(warning("template-rejects-tools", f"the template raised on tools / tool messages: {tools.message}",
-                           hint, file=file))  # fmt: skip
+        hint = (
+            "tool-calling conversations fail in vLLM: " + ARGUMENTS_AS_TEXT_HINT
+            if as_text
+            else "tool-calling requests fail; fix the template or declare the model tool-less"
+        )
+        out.append(
+            warning(
+                "template-rejects-tools",
+                f"the template raised on tools / tool messages: {tools.message}",
+                hint,
+                file=file,
+            )
+        )
     elif TOOL_RESULT not in (tools.text or ""):
         out.append(info("template-ignores-tools", "the template renders no tool result (no tool support)", file=file))
     failed = [r for r in renders if not r.ok and r.name not in ("system_multi_turn", "tools")]
@@ -177,10 +217,15 @@ def _findings(
             warning("template-rejects-conversation", f"{render.name}: the template raised: {render.message}", file=file)
         )
     if any(r.read_clock for r in renders):
-        out.append(warning("template-reads-clock", "the template reads the clock (strftime_now): its output changes "
-                           "with the date, so prompts (and prefix caches, goldens) differ from day to day",
-                           "pin the date in the request (e.g. date_string) or accept daily drift; goldens use a frozen clock",
-                           file=file))  # fmt: skip
+        out.append(
+            warning(
+                "template-reads-clock",
+                "the template reads the clock (strftime_now): its output changes "
+                "with the date, so prompts (and prefix caches, goldens) differ from day to day",
+                "pin the date in the request (e.g. date_string) or accept daily drift; goldens use a frozen clock",
+                file=file,
+            )
+        )
     out += _bos_findings(renders, subject, file) if subject is not None else []
     if gen_prompt is not None:
         out.append(info("generation-prompt", f"add_generation_prompt appends {gen_prompt!r}", file=file))
@@ -194,11 +239,22 @@ def _bos_findings(renders: list[Render], subject: Subject, file: str | None) -> 
         return []
     bos = subject.hf.bos_token
     if (worst.bos_count or 0) > 1:
-        return [error("double-bos", f"{worst.name}: the rendered prompt itself contains {worst.bos_count} BOS tokens ({bos})",
-                      "emit bos_token once, at the start of the conversation", file=file)]  # fmt: skip
+        return [
+            error(
+                "double-bos",
+                f"{worst.name}: the rendered prompt itself contains {worst.bos_count} BOS tokens ({bos})",
+                "emit bos_token once, at the start of the conversation",
+                file=file,
+            )
+        ]
     if worst.bos_count == 1 and subject.observed_insertion()[0]:
-        return [warning("double-bos", f"the template emits {bos} and the tokenizer adds another with add_special_tokens=True: "
-                        "engines that tokenize the prompt that way start with 2 BOS",
-                        "tokenize rendered prompts with add_special_tokens=False (or drop bos_token from the template)",
-                        file=file)]  # fmt: skip
+        return [
+            warning(
+                "double-bos",
+                f"the template emits {bos} and the tokenizer adds another with add_special_tokens=True: "
+                "engines that tokenize the prompt that way start with 2 BOS",
+                "tokenize rendered prompts with add_special_tokens=False (or drop bos_token from the template)",
+                file=file,
+            )
+        ]
     return []

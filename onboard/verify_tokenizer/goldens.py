@@ -29,9 +29,15 @@ class GoldenStatus:
 
 
 def golden_document(
-    display: str, revision: str | None, texts: list[str], ids: list[list[int]], renders: dict[str, Any],
-    fingerprint: str, family: str | None, stop_ids: list[int],
-) -> dict[str, Any]:  # fmt: skip
+    display: str,
+    revision: str | None,
+    texts: list[str],
+    ids: list[list[int]],
+    renders: dict[str, Any],
+    fingerprint: str,
+    family: str | None,
+    stop_ids: list[int],
+) -> dict[str, Any]:
     return {
         "format": FORMAT,
         "source": display,
@@ -92,29 +98,63 @@ def diff_golden(golden: dict[str, Any], current: dict[str, Any], file: str) -> l
     changed = {k: (then.get(k), v) for k, v in now.items() if then.get(k) != v and k != "onboard"}
     if changed or golden.get("revision") != current["revision"]:
         what = ", ".join(f"{k} {a} -> {b}" for k, (a, b) in changed.items())
-        out.append(info("golden-context", f"golden recorded at revision {golden.get('revision')} "
-                        f"(now {current['revision']}){'; ' + what if what else ''}", file=file))  # fmt: skip
+        out.append(
+            info(
+                "golden-context",
+                f"golden recorded at revision {golden.get('revision')} "
+                f"(now {current['revision']}){'; ' + what if what else ''}",
+                file=file,
+            )
+        )
     old_fp, new_fp = golden.get("fingerprint", {}), current["fingerprint"]
     if old_fp.get("chkhsh") != new_fp["chkhsh"]:
-        out.append(error("golden-drift-fingerprint", f"pre-tokenizer fingerprint changed: {old_fp.get('family') or old_fp.get('chkhsh')} "
-                         f"-> {new_fp['family'] or new_fp['chkhsh']}", "the tokenizer changed; review, then --record", file=file))  # fmt: skip
+        out.append(
+            error(
+                "golden-drift-fingerprint",
+                f"pre-tokenizer fingerprint changed: {old_fp.get('family') or old_fp.get('chkhsh')} "
+                f"-> {new_fp['family'] or new_fp['chkhsh']}",
+                "the tokenizer changed; review, then --record",
+                file=file,
+            )
+        )
     if sorted(golden.get("stop_ids", [])) != sorted(current["stop_ids"]):
-        out.append(error("golden-drift-stop-set", f"stop ids changed: {golden.get('stop_ids')} -> {current['stop_ids']}",
-                         "check generation_config.json / the tokenizer's EOS; then --record", file=file))  # fmt: skip
+        out.append(
+            error(
+                "golden-drift-stop-set",
+                f"stop ids changed: {golden.get('stop_ids')} -> {current['stop_ids']}",
+                "check generation_config.json / the tokenizer's EOS; then --record",
+                file=file,
+            )
+        )
     recorded = {c["text"]: c["ids"] for c in golden["corpus"]}
-    drift = [(c["text"], recorded[c["text"]], c["ids"]) for c in current["corpus"]
-             if c["text"] in recorded and recorded[c["text"]] != c["ids"]]  # fmt: skip
+    drift = [
+        (c["text"], recorded[c["text"]], c["ids"])
+        for c in current["corpus"]
+        if c["text"] in recorded and recorded[c["text"]] != c["ids"]
+    ]
     if drift:
         text, old, new = drift[0]
         at = next((i for i, (a, b) in enumerate(zip(old, new)) if a != b), min(len(old), len(new)))
-        out.append(error("golden-drift-ids", f"{len(drift)} corpus strings tokenize differently than the golden; "
-                         f"first: {text[:80]!r} at token {at}: golden {old[max(0, at - 2):at + 6]} now {new[max(0, at - 2):at + 6]}",
-                         "a tokenizer or library change: review, then --record", file=file))  # fmt: skip
+        out.append(
+            error(
+                "golden-drift-ids",
+                f"{len(drift)} corpus strings tokenize differently than the golden; "
+                f"first: {text[:80]!r} at token {at}: golden {old[max(0, at - 2) : at + 6]} now {new[max(0, at - 2) : at + 6]}",
+                "a tokenizer or library change: review, then --record",
+                file=file,
+            )
+        )
     for name, old_render in golden.get("renders", {}).items():
         new_render = current["renders"].get(name)
         if new_render is not None and new_render != old_render:
-            out.append(error("golden-drift-render", f"render {name!r} changed: {_render_diff(old_render, new_render)}",
-                             "the chat template changed: review, then --record", file=file))  # fmt: skip
+            out.append(
+                error(
+                    "golden-drift-render",
+                    f"render {name!r} changed: {_render_diff(old_render, new_render)}",
+                    "the chat template changed: review, then --record",
+                    file=file,
+                )
+            )
     return out
 
 

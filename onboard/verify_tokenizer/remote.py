@@ -46,13 +46,23 @@ def verify_tokenizer_trusting(
     if needs is None:
         return verify_tokenizer(source, revision, golden_dir, record, corpus, embedding_rows, **options)
     if not policy.trust_remote_code:
-        raise InputError(f"{repo.display}: {needs}; onboard runs it only when asked, in a sandbox",
-                         f"review the repository's tokenizer .py files, then: {rerun}")  # fmt: skip
-    golden_path = golden_path_for(repo, source, golden_dir, options.get("name"),  # before the worker starts
-                                  required=bool(options.get("golden_required")) and not record,
-                                  record_first=f"{rerun} --golden {golden_dir} --record")  # fmt: skip
-    kwargs = {"root": str(repo.root), "corpus": list(read_corpus(corpus)) if corpus else None,
-              "embedding_rows": embedding_rows}  # fmt: skip
+        raise InputError(
+            f"{repo.display}: {needs}; onboard runs it only when asked, in a sandbox",
+            f"review the repository's tokenizer .py files, then: {rerun}",
+        )
+    golden_path = golden_path_for(
+        repo,
+        source,
+        golden_dir,
+        options.get("name"),  # before the worker starts
+        required=bool(options.get("golden_required")) and not record,
+        record_first=f"{rerun} --golden {golden_dir} --record",
+    )
+    kwargs = {
+        "root": str(repo.root),
+        "corpus": list(read_corpus(corpus)) if corpus else None,
+        "embedding_rows": embedding_rows,
+    }
     data = reference.run_in_sandbox(WORKER, kwargs, repo.root, policy)
     return _with_golden(serde.from_dict(TokenizerReport, data["report"]), data["golden"], repo, golden_path, record)
 
@@ -86,5 +96,12 @@ def _with_golden(report: TokenizerReport, doc: dict[str, Any], repo: Any, path: 
     findings = list(report.findings)
     golden = _golden(path, doc, record, findings)
     checks = build_checks(findings, report.fingerprint.family, report.fingerprint.chkhsh, golden.action)
-    return dataclasses.replace(report, source=repo.display, revision=repo.revision, golden=golden, findings=findings,
-                               checks=checks, passed=exit_code_for(findings) == 0)  # fmt: skip
+    return dataclasses.replace(
+        report,
+        source=repo.display,
+        revision=repo.revision,
+        golden=golden,
+        findings=findings,
+        checks=checks,
+        passed=exit_code_for(findings) == 0,
+    )

@@ -62,28 +62,47 @@ def comparison_findings(comparisons: list[Comparison], skipped: list[Skipped]) -
             d = c.first
             code = "reference-mismatch" if c.independent else "tokenizer-json-mismatch"
             why = "" if c.independent else " (transformers builds a different tokenizer than tokenizer.json describes)"
-            out.append(error(
-                code,
-                f"{c.mismatches}/{c.strings} strings differ from {c.reference}{why}; first: {d.text[:80]!r} at token "
-                f"{d.position}: fast {d.subject_ids[d.position : d.position + 8]} {d.subject_tokens[d.position : d.position + 8]} "
-                f"vs reference {d.reference_ids[d.position : d.position + 8]} {d.reference_tokens[d.position : d.position + 8]}",
-                "compare pre-tokenizer regex, merges, normalizer and `legacy` between the files; --json has both id lists",
-                file=c.file,
-            ))  # fmt: skip
+            out.append(
+                error(
+                    code,
+                    f"{c.mismatches}/{c.strings} strings differ from {c.reference}{why}; first: {d.text[:80]!r} at token "
+                    f"{d.position}: fast {d.subject_ids[d.position : d.position + 8]} {d.subject_tokens[d.position : d.position + 8]} "
+                    f"vs reference {d.reference_ids[d.position : d.position + 8]} {d.reference_tokens[d.position : d.position + 8]}",
+                    "compare pre-tokenizer regex, merges, normalizer and `legacy` between the files; --json has both id lists",
+                    file=c.file,
+                )
+            )
         elif not c.error:
             out.append(info("reference-match", f"{c.strings}/{c.strings} strings match {c.reference}", file=c.file))
     for s in skipped:
         if s.missing_library:
-            out.append(info("reference-unavailable", f"reference {s.kind} not available: {s.reason} ({s.file})",
-                            f"pip install {INSTALL.get(s.missing_library, s.missing_library)}", file=s.file))  # fmt: skip
+            out.append(
+                info(
+                    "reference-unavailable",
+                    f"reference {s.kind} not available: {s.reason} ({s.file})",
+                    f"pip install {INSTALL.get(s.missing_library, s.missing_library)}",
+                    file=s.file,
+                )
+            )
         else:
-            out.append(info("reference-skipped", f"{s.kind} reference from {s.file} skipped: {s.reason}",
-                            _skip_hint(s), file=s.file))  # fmt: skip
+            out.append(
+                info(
+                    "reference-skipped",
+                    f"{s.kind} reference from {s.file} skipped: {s.reason}",
+                    _skip_hint(s),
+                    file=s.file,
+                )
+            )
     if not any(c.independent for c in comparisons):
-        out.append(info("no-independent-reference", "no independent reference tokenizer in the repo (only tokenizer.json): "
-                        "ids are checked against goldens and round trip only",
-                        "a slow tokenizer file in the repo (tokenizer.model, vocab.json + merges.txt, *.tiktoken, "
-                        "tekken.json) is compared automatically; --record now and later runs diff against the golden"))  # fmt: skip
+        out.append(
+            info(
+                "no-independent-reference",
+                "no independent reference tokenizer in the repo (only tokenizer.json): "
+                "ids are checked against goldens and round trip only",
+                "a slow tokenizer file in the repo (tokenizer.model, vocab.json + merges.txt, *.tiktoken, "
+                "tekken.json) is compared automatically; --record now and later runs diff against the golden",
+            )
+        )
     return out
 
 
@@ -103,21 +122,36 @@ def round_trip_findings(rt: RoundTrip, normalizing: bool) -> list[Finding]:
     out: list[Finding] = []
     if rt.first_lossy:
         text, got = rt.first_lossy
-        out.append((info if normalizing else warning)("roundtrip-lossy", f"decode(encode(x)) != x for {rt.lossy}/{rt.strings} strings; first: "
-                           f"{text[:60]!r} -> {got[:60]!r}", "expected for normalizing tokenizers; otherwise a decoder bug"))  # fmt: skip
+        out.append(
+            (info if normalizing else warning)(
+                "roundtrip-lossy",
+                f"decode(encode(x)) != x for {rt.lossy}/{rt.strings} strings; first: {text[:60]!r} -> {got[:60]!r}",
+                "expected for normalizing tokenizers; otherwise a decoder bug",
+            )
+        )
     if rt.first_stream_mismatch:
         full, got = rt.first_stream_mismatch
-        out.append(error("stream-decode-mismatch", f"streamed (incremental) decode differs from full decode for "
-                         f"{rt.stream_mismatches}/{rt.streamed} strings; first: full {full[:60]!r} streamed {got[:60]!r}",
-                         "serving engines detokenize incrementally: users would see different text"))  # fmt: skip
+        out.append(
+            error(
+                "stream-decode-mismatch",
+                f"streamed (incremental) decode differs from full decode for "
+                f"{rt.stream_mismatches}/{rt.streamed} strings; first: full {full[:60]!r} streamed {got[:60]!r}",
+                "serving engines detokenize incrementally: users would see different text",
+            )
+        )
     return out
 
 
 def fingerprint_findings(fp: Fingerprint) -> list[Finding]:
     if fp.family:
         return [info("tokenizer-family", f"tokenizer family: {fp.family} (llama.cpp chkhsh {fp.chkhsh[:12]}…)")]
-    return [info("new-pre-tokenizer", f"new pre-tokenizer: chkhsh {fp.chkhsh} matches no known family",
-                 "llama.cpp's convert_hf_to_gguf refuses unknown BPE pre-tokenizers until they are registered")]  # fmt: skip
+    return [
+        info(
+            "new-pre-tokenizer",
+            f"new pre-tokenizer: chkhsh {fp.chkhsh} matches no known family",
+            "llama.cpp's convert_hf_to_gguf refuses unknown BPE pre-tokenizers until they are registered",
+        )
+    ]
 
 
 def summary(report: TokenizerReport) -> str:
@@ -130,8 +164,10 @@ def summary(report: TokenizerReport) -> str:
     if report.unknown:
         lines.append(f"  tokenizer: not built; unknown: {', '.join(report.unknown)}")
     else:
-        lines.append(f"  tokenizer: {report.tokenizer_class}, {report.tokenizer_length} tokens; "
-                     f"corpus {report.corpus_strings} strings")  # fmt: skip
+        lines.append(
+            f"  tokenizer: {report.tokenizer_class}, {report.tokenizer_length} tokens; "
+            f"corpus {report.corpus_strings} strings"
+        )
     for c in report.references:
         state = "error: " + c.error if c.error else ("match" if not c.mismatches else f"{c.mismatches} differ")
         lines.append(f"  reference {c.reference}: {state} ({c.seconds:.2f} s)")
@@ -142,8 +178,12 @@ def summary(report: TokenizerReport) -> str:
         lines.append(f"  generation prompt: {report.template.generation_prompt!r}")
     if report.golden:
         lines.append(f"  golden: {report.golden.action} {report.golden.path}")
-    states = [c.name + ("" if c.passed else " not run" if c.detail.startswith("not run") else " FAILED")
-              + ("" if c.required else " (optional)") for c in report.checks]  # fmt: skip
+    states = [
+        c.name
+        + ("" if c.passed else " not run" if c.detail.startswith("not run") else " FAILED")
+        + ("" if c.required else " (optional)")
+        for c in report.checks
+    ]
     lines.append(f"  checks: {', '.join(states)}")
     order = {"fatal": 0, "error": 1, "warning": 2, "info": 3}
     for f in sorted(report.findings, key=lambda f: order[f.severity]):

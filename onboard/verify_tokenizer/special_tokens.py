@@ -52,8 +52,12 @@ def _ids(value: Any, subject: Subject | None) -> list[int]:
 
 def declared_tokens(repo: TokenizerRepo, subject: Subject | None) -> dict[str, dict[str, list[int]]]:
     out: dict[str, dict[str, list[int]]] = {}
-    for file, suffix in (("config.json", "_token_id"), ("generation_config.json", "_token_id"),
-                         ("tokenizer_config.json", "_token"), ("special_tokens_map.json", "_token")):  # fmt: skip
+    for file, suffix in (
+        ("config.json", "_token_id"),
+        ("generation_config.json", "_token_id"),
+        ("tokenizer_config.json", "_token"),
+        ("special_tokens_map.json", "_token"),
+    ):
         doc = repo.json(file)
         if doc is None:
             continue
@@ -73,8 +77,10 @@ def in_range(declared: dict[str, dict[str, list[int]]], size: int | None) -> dic
     """`declared` without the ids no token can have: negative, at least `size` (the tokenizer's length, when known),
     or above MAX_TOKEN_ID. They can never be generated, so they stop nothing; analyse() reports them."""
     limit = MAX_TOKEN_ID + 1 if size is None else min(size, MAX_TOKEN_ID + 1)
-    return {file: {role: [i for i in ids if 0 <= i < limit] for role, ids in roles.items()}
-            for file, roles in declared.items()}  # fmt: skip
+    return {
+        file: {role: [i for i in ids if 0 <= i < limit] for role, ids in roles.items()}
+        for file, roles in declared.items()
+    }
 
 
 def declared_stop_ids(
@@ -140,14 +146,20 @@ def analyse(
         for role, ids in roles.items():
             bad = [i for i in ids if i not in declared[file][role]]
             if bad:  # an EOS that is no token leaves the stop set short (error); a pad of -1 is an old "none"
-                findings.append((error if role == "eos" else warning)(
-                    f"{role}-id-out-of-range",
-                    f"{file} {role}_token_id declares {bad[0]}, which no token of this {size}-token tokenizer has"
-                    + (": it is never generated, so it stops nothing (left out of the stop set)" if role == "eos" else ""),
-                    f"set {role}_token_id in {file} to the id of the {role.upper()} token (0 to {size - 1})"
-                    + ("" if role == "eos" else ", or remove it"),
-                    file=file,
-                ))  # fmt: skip
+                findings.append(
+                    (error if role == "eos" else warning)(
+                        f"{role}-id-out-of-range",
+                        f"{file} {role}_token_id declares {bad[0]}, which no token of this {size}-token tokenizer has"
+                        + (
+                            ": it is never generated, so it stops nothing (left out of the stop set)"
+                            if role == "eos"
+                            else ""
+                        ),
+                        f"set {role}_token_id in {file} to the id of the {role.upper()} token (0 to {size - 1})"
+                        + ("" if role == "eos" else ", or remove it"),
+                        file=file,
+                    )
+                )
     hf = subject.hf
     tokenizer = {role: getattr(hf, f"{role}_token_id", None) for role in ROLES}
     tok_config = repo.json("tokenizer_config.json") or {}
@@ -158,75 +170,107 @@ def analyse(
     cfg_eos = declared.get("config.json", {}).get("eos", [])
     tok_eos = tokenizer["eos"]
     if gen_eos and tok_eos is not None and tok_eos not in gen_eos:
-        findings.append(error(
-            "eos-mismatch",
-            f"generation_config.json eos_token_id {gen_eos} does not include the tokenizer's EOS "
-            f"{_show(subject, tok_eos)}: engines that read one file stop on a token the other never emits",
-            "list every end-of-sequence / end-of-turn id in generation_config.json eos_token_id",
-            file="generation_config.json",
-        ))  # fmt: skip
+        findings.append(
+            error(
+                "eos-mismatch",
+                f"generation_config.json eos_token_id {gen_eos} does not include the tokenizer's EOS "
+                f"{_show(subject, tok_eos)}: engines that read one file stop on a token the other never emits",
+                "list every end-of-sequence / end-of-turn id in generation_config.json eos_token_id",
+                file="generation_config.json",
+            )
+        )
     if cfg_eos and gen_eos and set(cfg_eos) != set(gen_eos):
-        findings.append(warning("eos-config-disagreement",
-                                f"config.json eos_token_id {cfg_eos} differs from generation_config.json {gen_eos}",
-                                "make them agree (generation_config.json wins in transformers and vLLM)",
-                                file="config.json"))  # fmt: skip
+        findings.append(
+            warning(
+                "eos-config-disagreement",
+                f"config.json eos_token_id {cfg_eos} differs from generation_config.json {gen_eos}",
+                "make them agree (generation_config.json wins in transformers and vLLM)",
+                file="config.json",
+            )
+        )
     for role in ("bos", "pad", "unk"):
         seen = {file: ids for file, roles in declared.items() for r, ids in roles.items() if r == role and ids}
         distinct = {tuple(sorted(ids)) for ids in seen.values()}
         if len(distinct) > 1:
-            findings.append(warning(f"{role}-disagreement", f"{role.upper()} differs across files: {seen}",
-                                    f"declare the same {role} token everywhere", file=next(iter(seen))))  # fmt: skip
+            findings.append(
+                warning(
+                    f"{role}-disagreement",
+                    f"{role.upper()} differs across files: {seen}",
+                    f"declare the same {role} token everywhere",
+                    file=next(iter(seen)),
+                )
+            )
 
     stops = declared_stop_ids(declared, tok_eos, end_of_turn)
     missing_eot = [i for i in end_of_turn if i not in engine_stop_ids(declared, tok_eos)]
     if missing_eot:
-        findings.append(error(
-            "end-of-turn-not-stop",
-            f"the chat template ends assistant turns with {[_show(subject, i) for i in missing_eot]}, which is neither "
-            "the tokenizer's EOS nor in generation_config.json eos_token_id: generation will not stop (Llama 3 <|eot_id|>)",
-            "add the id to generation_config.json eos_token_id",
-            file="generation_config.json",
-        ))  # fmt: skip
+        findings.append(
+            error(
+                "end-of-turn-not-stop",
+                f"the chat template ends assistant turns with {[_show(subject, i) for i in missing_eot]}, which is neither "
+                "the tokenizer's EOS nor in generation_config.json eos_token_id: generation will not stop (Llama 3 <|eot_id|>)",
+                "add the id to generation_config.json eos_token_id",
+                file="generation_config.json",
+            )
+        )
     pad = tokenizer["pad"]
     if pad is not None and pad in stops:
-        findings.append(warning(
-            "pad-equals-eos",
-            f"the pad token {_show(subject, pad)} is also a stop token: training collators that mask padding also "
-            "mask EOS and the model never learns to stop",
-            "use a dedicated pad token (e.g. an unused reserved token)",
-            file="tokenizer_config.json",
-        ))  # fmt: skip
+        findings.append(
+            warning(
+                "pad-equals-eos",
+                f"the pad token {_show(subject, pad)} is also a stop token: training collators that mask padding also "
+                "mask EOS and the model never learns to stop",
+                "use a dedicated pad token (e.g. an unused reserved token)",
+                file="tokenizer_config.json",
+            )
+        )
     for flag, inserts, role in ((add_bos, inserts_bos, "bos"), (add_eos, inserts_eos, "eos")):
         if flag is not None and bool(flag) != inserts:
-            findings.append(error(
-                f"{role}-flag-contradiction",
-                f"tokenizer_config.json add_{role}_token={flag} but encode(add_special_tokens=True) "
-                f"{'inserts' if inserts else 'does not insert'} {role.upper()}",
-                "the post_processor in tokenizer.json overrides the flag for fast tokenizers: make them agree",
-                file="tokenizer_config.json",
-            ))  # fmt: skip
+            findings.append(
+                error(
+                    f"{role}-flag-contradiction",
+                    f"tokenizer_config.json add_{role}_token={flag} but encode(add_special_tokens=True) "
+                    f"{'inserts' if inserts else 'does not insert'} {role.upper()}",
+                    "the post_processor in tokenizer.json overrides the flag for fast tokenizers: make them agree",
+                    file="tokenizer_config.json",
+                )
+            )
     for role, ids in ((r, [tokenizer[r]]) for r in ROLES):
         bad = [i for i in ids if i is not None and i >= size]
         if bad:
-            findings.append(error(f"{role}-out-of-range", f"{role.upper()} id {bad[0]} >= tokenizer length {size}",
-                                  "fix the id", file="tokenizer_config.json"))  # fmt: skip
+            findings.append(
+                error(
+                    f"{role}-out-of-range",
+                    f"{role.upper()} id {bad[0]} >= tokenizer length {size}",
+                    "fix the id",
+                    file="tokenizer_config.json",
+                )
+            )
     if embedding_rows is not None:
         if size > embedding_rows:
-            findings.append(error(
-                "tokenizer-exceeds-embedding",
-                f"the tokenizer has {size} tokens but the embedding has {embedding_rows} rows: ids >= {embedding_rows} "
-                "index out of range",
-                "resize the embeddings (and lm_head) or drop the extra added tokens",
-                file="config.json",
-            ))  # fmt: skip
+            findings.append(
+                error(
+                    "tokenizer-exceeds-embedding",
+                    f"the tokenizer has {size} tokens but the embedding has {embedding_rows} rows: ids >= {embedding_rows} "
+                    "index out of range",
+                    "resize the embeddings (and lm_head) or drop the extra added tokens",
+                    file="config.json",
+                )
+            )
         elif embedding_rows > size:
-            findings.append(info("embedding-padded", f"embedding has {embedding_rows} rows for {size} tokens "
-                                 f"({embedding_rows - size} padding rows that must never be sampled)"))  # fmt: skip
+            findings.append(
+                info(
+                    "embedding-padded",
+                    f"embedding has {embedding_rows} rows for {size} tokens "
+                    f"({embedding_rows - size} padding rows that must never be sampled)",
+                )
+            )
     findings += _not_special(repo, subject, stops, template or "")
     stop_tokens = [_show(subject, i) for i in stops]
     findings.append(info("stop-set", f"stop set: {', '.join(stop_tokens) or 'empty'}"))
-    tokens = SpecialTokens(as_declared, tokenizer, add_bos, add_eos, inserts_bos, inserts_eos, stops, stop_tokens,
-                           size, embedding_rows)  # fmt: skip
+    tokens = SpecialTokens(
+        as_declared, tokenizer, add_bos, add_eos, inserts_bos, inserts_eos, stops, stop_tokens, size, embedding_rows
+    )
     return tokens, findings
 
 
@@ -253,13 +297,15 @@ def _not_special(repo: TokenizerRepo, subject: Subject, stop_ids: list[int], tem
     out: list[Finding] = []
     for text, token_id, file in entries:
         if text in control or (CONTROL_SHAPE.match(text) and text in template):
-            out.append(warning(
-                "special-token-not-special",
-                f"added token {text!r} (id {token_id}) is used as a control token but {file} marks it special=false: "
-                "skip_special_tokens leaves it in output and engines match it inside normal text",
-                f"set \"special\": true for it in {file}",
-                file=file,
-            ))  # fmt: skip
+            out.append(
+                warning(
+                    "special-token-not-special",
+                    f"added token {text!r} (id {token_id}) is used as a control token but {file} marks it special=false: "
+                    "skip_special_tokens leaves it in output and engines match it inside normal text",
+                    f'set "special": true for it in {file}',
+                    file=file,
+                )
+            )
     return out
 
 

@@ -45,8 +45,14 @@ def vocabulary_files(root: Path) -> list[str]:
 
 def looked_for(named: str | None = None) -> list[str]:
     """What counts as a vocabulary, in words: the generic files plus the ones the named class reads."""
-    names = ["tokenizer.json", "tokenizer.model (or another *.model)", "vocab.json + merges.txt", "vocab.txt",
-             "*.tiktoken", "tekken.json"]  # fmt: skip
+    names = [
+        "tokenizer.json",
+        "tokenizer.model (or another *.model)",
+        "vocab.json + merges.txt",
+        "vocab.txt",
+        "*.tiktoken",
+        "tekken.json",
+    ]
     for file in _class_files(named):
         if not any(file in n for n in names):
             names.append(file)

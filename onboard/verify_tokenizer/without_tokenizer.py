@@ -35,14 +35,33 @@ def without_tokenizer(repo: TokenizerRepo, cause: InputError, findings: list[Fin
     template, template_findings = _template_without_tokenizer(repo)
     findings += template_findings
     if record:
-        findings.append(info("golden-not-recorded", "no tokenizer golden recorded: there is no tokenizer to record",
-                             "fix the fatal finding, then record again"))  # fmt: skip
+        findings.append(
+            info(
+                "golden-not-recorded",
+                "no tokenizer golden recorded: there is no tokenizer to record",
+                "fix the fatal finding, then record again",
+            )
+        )
     return TokenizerReport(
-        stage=STAGE, passed=False, checks=build_checks(findings, None, None, None, unavailable=reason), stop_set=[],
-        source=repo.display, revision=repo.revision, tokenizer_class=None, tokenizer_length=None, corpus_strings=0,
-        references=[], skipped_references=[], round_trip=None, special_tokens=None, fingerprint=None,
-        template=template, golden=None, findings=findings, unknown=UNKNOWN,
-    )  # fmt: skip
+        stage=STAGE,
+        passed=False,
+        checks=build_checks(findings, None, None, None, unavailable=reason),
+        stop_set=[],
+        source=repo.display,
+        revision=repo.revision,
+        tokenizer_class=None,
+        tokenizer_length=None,
+        corpus_strings=0,
+        references=[],
+        skipped_references=[],
+        round_trip=None,
+        special_tokens=None,
+        fingerprint=None,
+        template=template,
+        golden=None,
+        findings=findings,
+        unknown=UNKNOWN,
+    )
 
 
 def _template_without_tokenizer(repo: TokenizerRepo) -> tuple[TemplateCheck | None, list[Finding]]:

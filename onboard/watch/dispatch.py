@@ -42,8 +42,10 @@ class GitHubDispatch:
         return self.timeout_s + 60.0
 
     def run(self, job: Job) -> RunOutcome:
-        body = {"event_type": self.event_type,
-                "client_payload": {"repo": job.repo, "revision": job.revision, "job_id": job.id}}  # fmt: skip
+        body = {
+            "event_type": self.event_type,
+            "client_payload": {"repo": job.repo, "revision": job.revision, "job_id": job.id},
+        }
         request = urllib.request.Request(
             f"{self.api_url.rstrip('/')}/repos/{self.repository}/dispatches",
             data=json.dumps(body).encode(),

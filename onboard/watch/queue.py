@@ -171,9 +171,20 @@ class Queue:
             cur = db.execute(
                 "INSERT INTO events (received_at, source, digest, action, scope, repo, revision, outcome, reason,"
                 " job_id, body) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (now, source, digest, action, scope, key and key.repo, key and key.revision, status, reason, job_id,
-                 body),
-            )  # fmt: skip
+                (
+                    now,
+                    source,
+                    digest,
+                    action,
+                    scope,
+                    key and key.repo,
+                    key and key.revision,
+                    status,
+                    reason,
+                    job_id,
+                    body,
+                ),
+            )
             return Receipt(status, cur.lastrowid, job_id, key, reason)
 
     def enqueue(self, key: JobKey, source: str = "manual") -> tuple[int, bool]:
@@ -202,9 +213,17 @@ class Queue:
             cur = db.execute(
                 "UPDATE jobs SET state = ?, exit_code = ?, output_tail = ?, note = ?, updated_at = ?,"
                 " next_attempt_at = ?, lease_until = NULL WHERE id = ? AND worker = ? AND state = 'running'",
-                (state, outcome.exit_code, outcome.output_tail[-OUTPUT_TAIL_CHARS:], outcome.note, now,
-                 retry_at if retry_at is not None else now, job.id, worker),
-            )  # fmt: skip
+                (
+                    state,
+                    outcome.exit_code,
+                    outcome.output_tail[-OUTPUT_TAIL_CHARS:],
+                    outcome.note,
+                    now,
+                    retry_at if retry_at is not None else now,
+                    job.id,
+                    worker,
+                ),
+            )
             return cur.rowcount == 1
 
     def retry(self, job_ids: list[int] | None = None) -> list[int]:

@@ -42,9 +42,12 @@ def build_worker(queue: Any, opts: dict[str, Any]) -> Any:
         # new-model runs in --workdir, so its promotions land in that workspace's registry
         registry = os.path.join(opts["workdir"], "onboarding", "registry.sqlite3")
     return Worker(
-        queue, executor, max_attempts=opts["max_attempts"],
-        backoff=Backoff(base_s=base, cap_s=max(base, 900.0)), is_promoted=registry_check(registry),
-    )  # fmt: skip
+        queue,
+        executor,
+        max_attempts=opts["max_attempts"],
+        backoff=Backoff(base_s=base, cap_s=max(base, 900.0)),
+        is_promoted=registry_check(registry),
+    )
 
 
 def serve_until_signalled(stop: Any, threads: list[Any]) -> None:

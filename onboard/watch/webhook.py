@@ -46,9 +46,13 @@ class WebhookServer:
     """Owns the HTTP server; `wake` is set whenever a new job is enqueued (workers wait on it)."""
 
     def __init__(
-        self, queue: Queue, config: WebhookConfig, host: str = "127.0.0.1", port: int = 8080,
+        self,
+        queue: Queue,
+        config: WebhookConfig,
+        host: str = "127.0.0.1",
+        port: int = 8080,
         wake: threading.Event | None = None,
-    ) -> None:  # fmt: skip
+    ) -> None:
         if not config.secret:
             raise ValueError("an empty webhook secret would accept anyone")
         self.queue, self.config, self.wake = queue, config, wake or threading.Event()
@@ -174,10 +178,16 @@ class _Handler(BaseHTTPRequestHandler):
             reason = "already promoted" if skip else reason
         try:
             receipt = self.owner.queue.record_event(
-                source="webhook", digest=hashlib.sha256(body).hexdigest(), body=body.decode("utf-8", "replace"),
-                key=parsed.key, action=parsed.action, scope=parsed.scope, reason=reason,
-                replay_window_s=config.replay_window_s, skip=skip,
-            )  # fmt: skip
+                source="webhook",
+                digest=hashlib.sha256(body).hexdigest(),
+                body=body.decode("utf-8", "replace"),
+                key=parsed.key,
+                action=parsed.action,
+                scope=parsed.scope,
+                reason=reason,
+                replay_window_s=config.replay_window_s,
+                skip=skip,
+            )
         except (sqlite3.Error, OnboardError) as exc:
             # Not stored, so not acknowledged: the sender retries later.
             log.error("could not store a webhook event: %s", exc)
@@ -187,5 +197,14 @@ class _Handler(BaseHTTPRequestHandler):
             log.info("job %s: %s@%s enqueued", receipt.job_id, parsed.key.repo, parsed.key.revision)  # type: ignore[union-attr]
             self.owner.wake.set()
         key = receipt.key
-        self._reply(200, {"status": receipt.status, "event_id": receipt.event_id, "job_id": receipt.job_id,
-                          "repo": key and key.repo, "revision": key and key.revision, "reason": receipt.reason})  # fmt: skip
+        self._reply(
+            200,
+            {
+                "status": receipt.status,
+                "event_id": receipt.event_id,
+                "job_id": receipt.job_id,
+                "repo": key and key.repo,
+                "revision": key and key.revision,
+                "reason": receipt.reason,
+            },
+        )

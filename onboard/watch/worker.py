@@ -108,9 +108,14 @@ class CommandExecutor:
         with tempfile.TemporaryFile() as out:
             try:
                 proc = subprocess.Popen(
-                    self.argv(job), cwd=self.cwd, env=env, stdin=subprocess.DEVNULL, stdout=out,
-                    stderr=subprocess.STDOUT, start_new_session=True,
-                )  # fmt: skip
+                    self.argv(job),
+                    cwd=self.cwd,
+                    env=env,
+                    stdin=subprocess.DEVNULL,
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                )
             except OSError as exc:
                 return RunOutcome(None, "", retryable=False, note=f"cannot start the run command: {exc}")
             with _RUNNING_LOCK:

@@ -24,9 +24,12 @@ def raw_json(text: str, pos: int, index: int, what: str) -> tuple[Any, int]:
     try:
         return _DECODER.raw_decode(text, pos)
     except json.JSONDecodeError as exc:
-        raise MalformedToolCall(f"tool call {index}: {what} is not valid JSON ({exc.msg} at character {exc.pos}): "
-                                f"{text[pos:pos + 200]!r}", "the model wrote invalid JSON inside the call, or the "
-                                "call was cut short (max_tokens)", call=index) from exc  # fmt: skip
+        raise MalformedToolCall(
+            f"tool call {index}: {what} is not valid JSON ({exc.msg} at character {exc.pos}): "
+            f"{text[pos : pos + 200]!r}",
+            "the model wrote invalid JSON inside the call, or the call was cut short (max_tokens)",
+            call=index,
+        ) from exc
 
 
 def dumps(value: Any) -> str:
@@ -36,18 +39,26 @@ def dumps(value: Any) -> str:
 def call_from_object(obj: Any, index: int, argument_keys: tuple[str, ...]) -> ToolCall:
     """A call from `{"name": ..., <argument key>: {...}}`; MalformedToolCall when the name or arguments are missing."""
     if not isinstance(obj, Mapping) or not isinstance(obj.get("name"), str):
-        raise MalformedToolCall(f"tool call {index} has no function name: {dumps(obj)[:200]}",
-                                'a call is a JSON object with a "name" string', call=index)  # fmt: skip
+        raise MalformedToolCall(
+            f"tool call {index} has no function name: {dumps(obj)[:200]}",
+            'a call is a JSON object with a "name" string',
+            call=index,
+        )
     key = next((k for k in argument_keys if k in obj), None)
     if key is None:
         keys = " or ".join(f'"{k}"' for k in argument_keys)
-        raise MalformedToolCall(f"tool call {index} ({obj['name']!r}) has no {keys}: {dumps(obj)[:200]}",
-                                f"a call carries its arguments under {keys}", call=index, name=obj["name"])  # fmt: skip
+        raise MalformedToolCall(
+            f"tool call {index} ({obj['name']!r}) has no {keys}: {dumps(obj)[:200]}",
+            f"a call carries its arguments under {keys}",
+            call=index,
+            name=obj["name"],
+        )
     return ToolCall(obj["name"], dumps(obj[key]))
 
 
-def call_blocks(text: str, opens: str, call_begin: str, call_end: str | None, section_end: str | None = None
-                ) -> tuple[str, list[tuple[str, bool]]]:  # fmt: skip
+def call_blocks(
+    text: str, opens: str, call_begin: str, call_end: str | None, section_end: str | None = None
+) -> tuple[str, list[tuple[str, bool]]]:
     """The content before `opens` (a section marker, or the first call's own marker), and each call's text between
     `call_begin` and `call_end` (or the next `call_begin`) with whether `call_end` closed it; the text after a
     call's end is not content (as in vLLM's parsers). No `opens` in the text: (text, [])."""
@@ -65,6 +76,9 @@ def call_blocks(text: str, opens: str, call_begin: str, call_end: str | None, se
 
 
 def unterminated(index: int, name: str | None, marker: str) -> MalformedToolCall:
-    return MalformedToolCall(f"tool call {index} is not closed by {marker}",
-                             "the generation stopped inside the call (max_tokens, or a stop string that cuts it)",
-                             call=index, name=name)  # fmt: skip
+    return MalformedToolCall(
+        f"tool call {index} is not closed by {marker}",
+        "the generation stopped inside the call (max_tokens, or a stop string that cuts it)",
+        call=index,
+        name=name,
+    )

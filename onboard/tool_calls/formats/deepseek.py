@@ -26,9 +26,11 @@ def extract_v3(text: str, tools: Sequence[Mapping[str, Any]] = ()) -> tuple[str,
     def call(index: int, head: str, tail: str) -> ToolCall:
         match = _FENCED.match(tail)
         if not match:
-            raise MalformedToolCall(f"tool call {index}: expected NAME, then ```json arguments ``` after "
-                                    f"{SEP}: {tail[:200]!r}", "DeepSeek V3 / R1 calls read "
-                                    "function<｜tool▁sep｜>NAME\\n```json\\n{...}\\n```", call=index)  # fmt: skip
+            raise MalformedToolCall(
+                f"tool call {index}: expected NAME, then ```json arguments ``` after {SEP}: {tail[:200]!r}",
+                "DeepSeek V3 / R1 calls read function<｜tool▁sep｜>NAME\\n```json\\n{...}\\n```",
+                call=index,
+            )
         name = match.group("name").strip()
         return ToolCall(name, dumps(load_json(match.group("args"), index, "the arguments")))
 
@@ -49,9 +51,11 @@ def _blocks(text: str, call: Callable[[int, str, str], ToolCall]) -> tuple[str, 
     for block, closed in blocks:
         head, sep, tail = block.partition(SEP)
         if not sep:
-            raise MalformedToolCall(f"tool call {len(calls)} has no {SEP}: {block[:200]!r}",
-                                    f"DeepSeek calls separate the name and the arguments with {SEP}",
-                                    call=len(calls))  # fmt: skip
+            raise MalformedToolCall(
+                f"tool call {len(calls)} has no {SEP}: {block[:200]!r}",
+                f"DeepSeek calls separate the name and the arguments with {SEP}",
+                call=len(calls),
+            )
         if not closed:
             raise unterminated(len(calls), head.strip() or None, CALL_END)
         calls.append(call(len(calls), head, tail))

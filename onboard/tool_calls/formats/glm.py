@@ -35,13 +35,18 @@ def extract(text: str, tools: Sequence[Mapping[str, Any]] = ()) -> tuple[str, li
         name, _, rest = block.partition("<arg_key>")
         name = name.strip()
         if not name:
-            raise MalformedToolCall(f"tool call {len(calls)} has no function name: {block[:200]!r}",
-                                    "GLM calls read <tool_call>NAME<arg_key>…", call=len(calls))  # fmt: skip
+            raise MalformedToolCall(
+                f"tool call {len(calls)} has no function name: {block[:200]!r}",
+                "GLM calls read <tool_call>NAME<arg_key>…",
+                call=len(calls),
+            )
         if not closed:
             raise unterminated(len(calls), name, END)
         properties = _properties(tools, name)
-        arguments = {m["key"].strip(): _value(m["value"], properties.get(m["key"].strip()))
-                     for m in _ARGUMENT.finditer("<arg_key>" + rest if rest else "")}  # fmt: skip
+        arguments = {
+            m["key"].strip(): _value(m["value"], properties.get(m["key"].strip()))
+            for m in _ARGUMENT.finditer("<arg_key>" + rest if rest else "")
+        }
         calls.append(ToolCall(name, dumps(arguments)))
     return content, calls
 

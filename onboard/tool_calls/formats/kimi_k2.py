@@ -22,9 +22,12 @@ def extract(text: str, tools: Sequence[Mapping[str, Any]] = ()) -> tuple[str, li
         header, sep, arguments = block.partition(ARGUMENTS)
         name = header.strip().split(":")[0].removeprefix("functions.")
         if not sep or not name:
-            raise MalformedToolCall(f"tool call {len(calls)}: expected functions.NAME:N{ARGUMENTS}{{...}}, got "
-                                    f"{block[:200]!r}", "Kimi K2 calls read <|tool_call_begin|>functions.NAME:N"
-                                    "<|tool_call_argument_begin|>{...}<|tool_call_end|>", call=len(calls))  # fmt: skip
+            raise MalformedToolCall(
+                f"tool call {len(calls)}: expected functions.NAME:N{ARGUMENTS}{{...}}, got {block[:200]!r}",
+                "Kimi K2 calls read <|tool_call_begin|>functions.NAME:N"
+                "<|tool_call_argument_begin|>{...}<|tool_call_end|>",
+                call=len(calls),
+            )
         if not closed:
             raise unterminated(len(calls), name, CALL_END)
         calls.append(ToolCall(name, dumps(load_json(arguments, len(calls), "the arguments"))))

@@ -32,9 +32,12 @@ def extract(text: str, tools: Sequence[Mapping[str, Any]] = ()) -> tuple[str, li
             continue
         name, sep, arguments = chunk.partition(ARGS)
         if not sep:
-            raise MalformedToolCall(f"tool call {len(calls)}: {TOOL_CALLS} is followed by neither a JSON list nor "
-                                    f"a name and {ARGS}: {chunk[:200]!r}",
-                                    "v11+ Mistral calls read [TOOL_CALLS]name[ARGS]{...}", call=len(calls))  # fmt: skip
+            raise MalformedToolCall(
+                f"tool call {len(calls)}: {TOOL_CALLS} is followed by neither a JSON list nor "
+                f"a name and {ARGS}: {chunk[:200]!r}",
+                "v11+ Mistral calls read [TOOL_CALLS]name[ARGS]{...}",
+                call=len(calls),
+            )
         value = raw_json(arguments, 0, len(calls), "the arguments")[0]
         calls.append(ToolCall(name.partition(CALL_ID)[0].strip(), dumps(value)))
     return content, calls
