@@ -9,6 +9,7 @@ from math import prod
 
 import msgspec
 
+INDEX_FILE = "model.safetensors.index.json"
 # Bytes per element for every dtype safetensors defines. Sub-byte types count as fractions of a byte.
 DTYPE_BYTES: dict[str, float] = {
     "F64": 8, "I64": 8, "U64": 8,
