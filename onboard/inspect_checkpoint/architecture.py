@@ -1,7 +1,6 @@
 """From config.json (and tensor names, when the headers are there) to the architecture facts of a ModelProfile.
 
-Pure Python and table-driven: no transformers import, so it works for a model_type transformers does not know yet.
-Every config read goes through ConfigView, which records what was consumed for the lint.
+Table-driven, with no transformers import: it works for a model_type transformers does not know yet.
 """
 
 from __future__ import annotations
@@ -46,21 +45,17 @@ PARALLEL_RESIDUAL_TYPES = {"gptj", "codegen", "phi", "cohere", "cohere2", "coher
 
 
 class ArchFacts(Architecture, frozen=True):
-    """The architecture analysis: what a ModelProfile carries (profile.Architecture), and what only feeds
+    """The architecture analysis: what a ModelProfile carries (profile.Architecture), plus what only feeds
     features.derive."""
 
-    position_encoding: str
-    """rope | alibi | absolute | nope (none by config or family: no positional encoding) | none | unknown"""
+    position_encoding: str  # rope | alibi | absolute | nope | none | unknown
     parallel_residual: bool
     ssm: Ssm | None = None
-    layer_options: tuple[str, ...] = ()
-    """Features of Gemma 4's layer options (`_layer_options`)."""
-    head_transform: bool = False
-    """A dense, activation and norm before the LM head's projection (ModernBERT-decoder's prediction head)."""
+    layer_options: tuple[str, ...] = ()  # features from `_layer_options`
+    head_transform: bool = False  # a dense, activation and norm before the LM head (ModernBERT-decoder)
 
     def profile_fields(self) -> dict[str, Any]:
-        """The facts a ModelProfile carries, by field name (the others, such as position_encoding, only feed
-        features.derive)."""
+        """The facts a ModelProfile carries, by field name."""
         carried = set(ModelProfile.__struct_fields__)
         return {name: getattr(self, name) for name in self.__struct_fields__ if name in carried}
 
@@ -182,9 +177,8 @@ def analyze(cv: ConfigView, index: TensorIndex | None) -> tuple[ArchFacts, list[
 
 
 def with_kv_sources(cv: ConfigView, layers: tuple[LayerInfo, ...]) -> tuple[LayerInfo, ...]:
-    """Each layer's KV source from config.json: Kolibri 1.1's kv_source_layers (layer i reads sources[i]), or the
-    last num_kv_shared_layers layers reading the last earlier layer of their type (transformers' Gemma 3n / 4
-    kv_sharing_modes). A checkpoint may still store those layers' own k/v projections (transformers ignores them)."""
+    """Each layer's KV source: Kolibri 1.1's kv_source_layers (layer i reads sources[i]), or the last
+    num_kv_shared_layers layers reading the last earlier layer of their type (Gemma 3n / 4)."""
     n = len(layers)
     sources: dict[int, int] = {}
     declared = cv.get("kv_source_layers")
@@ -201,8 +195,7 @@ def with_kv_sources(cv: ConfigView, layers: tuple[LayerInfo, ...]) -> tuple[Laye
 
 
 def _head_transform(cv: ConfigView, lm: dict[str, TensorInfo] | None) -> bool:
-    """ModernBERT-decoder's prediction head: lm_head.dense and lm_head.norm before the projection (`decoder`), with
-    classifier_activation between them."""
+    """ModernBERT-decoder's prediction head: lm_head.dense, classifier_activation and lm_head.norm."""
     found = lm is not None and "lm_head.dense.weight" in lm and "lm_head.norm.weight" in lm
     if found or lm is None:
         cv.mark_used("classifier_activation")  # the transform's activation, which composition reads
@@ -210,13 +203,7 @@ def _head_transform(cv: ConfigView, lm: dict[str, TensorInfo] | None) -> bool:
 
 
 def _layer_options(cv: ConfigView) -> tuple[str, ...]:
-    """Layer options as features: Gemma 4's (and Gemma 3n's): layers attending over an earlier layer's keys and
-    values (num_kv_shared_layers, or Kolibri's kv_source_layers; the headers show them as layers without k/v
-    projections), a double-wide MLP on those layers (use_double_wide_mlp), keys used as the values
-    (attention_k_eq_v), attention that is not causal (use_bidirectional_attention true or "all"; "vision" concerns
-    image tokens only), per-layer embeddings (hidden_size_per_layer_input, vocab_size_per_layer_input), and routed
-    experts beside the dense MLP (enable_moe_block); Laguna's query heads per layer, attention output gate and router
-    soft-cap."""
+    """Layer options as features (features.FEATURES says what each means): Gemma 3n / 4's and Laguna's."""
     out = []
     shared = cv.int("num_kv_shared_layers", default=0) or 0
     sources = cv.get("kv_source_layers")
@@ -226,13 +213,12 @@ def _layer_options(cv: ConfigView) -> tuple[str, ...]:
         out.append("double_wide_mlp")
     if cv.get("attention_k_eq_v", default=False) is True:
         out.append("values_from_keys")
-    if cv.get("use_bidirectional_attention", default=None) in (True, "all"):
+    if cv.get("use_bidirectional_attention", default=None) in (True, "all"):  # "vision": image tokens only
         out.append("bidirectional_attention")
     if (cv.int("hidden_size_per_layer_input", default=0) or 0) > 0 and cv.int("vocab_size_per_layer_input"):
         out.append("per_layer_embeddings")
     if cv.get("enable_moe_block", default=False) is True:
         out.append("moe_beside_mlp")
-    # Laguna: query heads per layer, an output gate (gating: per head or per channel), a soft-capped router
     heads = cv.get("num_attention_heads_per_layer")
     if isinstance(heads, list) and len(set(heads)) > 1:
         out.append("query_heads_per_layer")

@@ -1,7 +1,5 @@
-"""The feature vocabulary: short names for what a model does beyond a plain pre-norm decoder.
-
-Features are how a new checkpoint is compared with known families ("qwen3 + attention_sinks") and what later stages
-key on (a kernel per feature the block library lacks). `FEATURES` documents each name; `derive` computes them.
+"""The feature vocabulary: short names for what a model does beyond a plain pre-norm decoder, how a checkpoint is
+compared with known families ("qwen3 + attention_sinks"). `FEATURES` documents each name; `derive` computes them.
 """
 
 from __future__ import annotations

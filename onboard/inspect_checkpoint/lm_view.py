@@ -1,8 +1,4 @@
-"""The language model's tensors as name templates: what architecture checks look at instead of 140k names.
-
-`language_view` drops vision/audio towers and multimodal wrapper prefixes and keeps, per template, the first tensor
-(its shape stands for the group: see tensor_index.py).
-"""
+"""The language model's tensors as name templates: what architecture checks look at instead of every name."""
 
 from __future__ import annotations
 
@@ -13,10 +9,7 @@ from onboard.names.tensors import LAYER_TEMPLATE
 
 
 def language_view(index: TensorIndex) -> dict[str, TensorInfo]:
-    """Language-model tensor *templates* (wrapper prefixes removed) → the first tensor of each group.
-
-    Checks below look at name shapes (`layers.{}.self_attn.sinks`), never at every tensor: see tensor_index.py.
-    """
+    """Language-model templates (towers dropped, wrapper prefixes removed) -> the first tensor of each group."""
     out: dict[str, TensorInfo] = {}
     for g in index.groups:
         if tn.tower_of(g.template) is None:

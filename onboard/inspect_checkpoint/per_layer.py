@@ -14,16 +14,14 @@ from onboard.names.tensors import LAYER_INDEX
 from onboard.profile import LayerInfo
 
 _K_PROJ = re.compile(r"\.(k_proj|key|Wk|k)\.weight$")
-
-
 _V_PROJ = re.compile(r"\.(v_proj|value|Wv|v)\.weight$")
 # MLA's down-projection to the cached latent: rows = kv_lora_rank + qk_rope_head_dim, one per attention module.
 _MLA_LATENT = re.compile(r"\.kv_a_proj_with_mqa\.weight$")
 
 
 def with_kv_widths(layers: tuple[LayerInfo, ...], index: TensorIndex) -> tuple[LayerInfo, ...]:
-    """Per-layer K+V widths from the separate k/v projections (rows = heads × head_dim of that layer); for MLA
-    layers the latent width, summed over the layer's attention modules (LongCat-Flash has two per layer)."""
+    """Per-layer K+V widths from the k/v projections' rows; for MLA layers the latent width, summed over the layer's
+    attention modules (LongCat-Flash has two)."""
     attention_groups = [
         g
         for g in index.groups
@@ -58,8 +56,7 @@ def with_kv_widths(layers: tuple[LayerInfo, ...], index: TensorIndex) -> tuple[L
 
 
 def with_norm_names(layers: tuple[LayerInfo, ...], index: TensorIndex) -> tuple[LayerInfo, ...]:
-    """Each layer's stored norms (module names), recorded only when the layers differ in them: the norm placement is
-    then per layer, which the templates' counts alone cannot say."""
+    """Each layer's stored norms (module names), recorded only when the layers differ in them."""
     norm_groups = [
         g
         for g in index.groups
@@ -82,13 +79,11 @@ def with_norm_names(layers: tuple[LayerInfo, ...], index: TensorIndex) -> tuple[
 
 
 def per_layer_tensors(index: TensorIndex, n: int) -> tuple[dict[int, set[str]], dict[int, bool]]:
-    """Mixer roles and MoE-ness per decoder layer, from the names of the (small) per-layer groups.
-
-    Expert groups are skipped: each MoE layer also has a router, which is enough to mark it.
-    """
+    """Mixer roles and MoE-ness per decoder layer, from the per-layer groups (not the experts: a router marks a MoE
+    layer)."""
     roles: dict[int, set[str]] = defaultdict(set)
     moe_layers: dict[int, bool] = {}
-    for g in index.groups:  # a group's tensors share its template: role and component are judged once per group
+    for g in index.groups:
         tmpl = tn.strip_lm_prefix(g.template)
         if tn.tower_of(g.template) or not in_layer(tmpl) or tn.component_of_template(tmpl) == "experts":
             continue

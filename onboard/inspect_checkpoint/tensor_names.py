@@ -1,7 +1,5 @@
-"""What a tensor name says: which layer it belongs to, which component, which tower.
-
-Names are reduced to templates (`model.layers.{}.mlp.experts.{}.w1.weight`) and classified once per template, so a
-checkpoint with 50k tensors costs a few hundred regex matches, not 50k.
+"""What a tensor name says: which layer it belongs to, which component, which tower. Names are classified once per
+template (`model.layers.{}.mlp.experts.{}.w1.weight`), not per tensor.
 """
 
 from __future__ import annotations
@@ -66,8 +64,7 @@ def strip_lm_prefix(name: str) -> str:
 
 
 def language_model_name(name: str) -> str | None:
-    """The name a text model's adapter reads for checkpoint tensor `name`: a multimodal wrapper's prefix removed
-    (`language_model.model.layers.0…` → `model.layers.0…`), None for a vision / audio tower's tensor."""
+    """The name a text model's adapter reads for `name` (wrapper prefix removed), None for a tower's tensor."""
     return None if tower_of(name) is not None else strip_lm_prefix(name)
 
 
@@ -94,8 +91,8 @@ def component(name: str) -> str:
 
 @lru_cache(maxsize=8192)
 def layer_role(tmpl: str) -> str | None:
-    """Coarse mixer kind a tensor template reveals: mla | attention | ssm | linear | conv, or None. The template's
-    role decides (names.tensors.ROLE_MIXERS); names no role knows fall back to these patterns."""
+    """Coarse mixer kind a template reveals: mla | attention | ssm | linear | conv, or None. The template's role
+    decides (names.tensors.ROLE_MIXERS); names no role knows fall back to these patterns."""
     by_role = role_mixer(tmpl)
     if by_role is not None:
         return by_role
