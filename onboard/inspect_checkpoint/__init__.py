@@ -8,9 +8,7 @@ remote_code (what the repo would execute: reported, never run).
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Callable, Mapping
-from typing import TypeVar
+from collections.abc import Mapping
 
 from onboard import __version__
 from onboard.collector import paused
@@ -36,22 +34,9 @@ from onboard.profile import ModelProfile, RemoteCode, TensorGroupStat, WeightsEs
 __all__ = ["inspect", "profile_from_parts"]
 
 DEFAULT_MAX_MODEL_LEN = 4096
-_F = TypeVar("_F", bound=Callable)
 
 
-def _gc_paused(fn: _F) -> _F:
-    """Run `fn` with the cyclic garbage collector paused (onboard/collector.py): reading a checkpoint allocates
-    several objects per tensor (record, name, shape, offsets: close to a million for 93k tensors), none in a cycle."""
-
-    @functools.wraps(fn)
-    def wrapper(*args: object, **kwargs: object) -> object:
-        with paused():
-            return fn(*args, **kwargs)
-
-    return wrapper  # type: ignore[return-value]
-
-
-@_gc_paused
+@paused()  # reading a checkpoint allocates several objects per tensor, none in a cycle
 def inspect(
     source: str,
     revision: str | None = None,
@@ -61,8 +46,7 @@ def inspect(
     listing: RepoListing | None = None,
 ) -> ModelProfile:
     """Inspect a local folder or hub repo id. Problems are findings in the profile; unusable input raises.
-
-    `listing`: the hub repo's listing made earlier in the run (new-model's), so the repo is not listed twice."""
+    `listing`: the hub repo's listing made earlier in the run, so the repo is not listed twice."""
     from onboard.inspect_checkpoint.integrity import check_integrity
     from onboard.inspect_checkpoint.remote_code import find_remote_code
     from onboard.inspect_checkpoint.source import open_source

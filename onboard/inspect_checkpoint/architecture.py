@@ -16,7 +16,6 @@ from onboard.inspect_checkpoint.checkpoint_types import TensorInfo
 from onboard.inspect_checkpoint.config_class_input import MAX_LAYERS
 from onboard.inspect_checkpoint.config_view import TOWER_SECTIONS, ConfigView, tie_word_embeddings
 from onboard.inspect_checkpoint.layer_plan import class_layer_types, plan_layers, shared_kv_sources
-from onboard.inspect_checkpoint.lm_view import in_layer, language_view, shape_of
 from onboard.inspect_checkpoint.moe_config import moe_from_config, moe_layers_from_config
 from onboard.inspect_checkpoint.numerics import (
     FORCED_ACTIVATION,
@@ -28,7 +27,7 @@ from onboard.inspect_checkpoint.numerics import (
 )
 from onboard.inspect_checkpoint.per_layer import per_layer_tensors, with_kv_widths, with_norm_names
 from onboard.inspect_checkpoint.ssm_config import ssm_from_config
-from onboard.inspect_checkpoint.tensor_index import TensorIndex
+from onboard.inspect_checkpoint.tensor_index import TensorIndex, language_view, shape_of
 from onboard.names.config import kv_heads, num_layers_from_types, spellings
 from onboard.profile import (
     Architecture,
@@ -101,12 +100,8 @@ def analyze(cv: ConfigView, index: TensorIndex | None) -> tuple[ArchFacts, list[
         )
         moe = None
     if moe is not None:
-        dense_first = 0
-        for layer in layers:
-            if layer.mlp != "dense":
-                break
-            dense_first += 1
-        moe = msgspec.structs.replace(moe, dense_first_layers=dense_first if dense_first < len(layers) else 0)
+        dense_first = next((i for i, layer in enumerate(layers) if layer.mlp != "dense"), 0)
+        moe = msgspec.structs.replace(moe, dense_first_layers=dense_first)
     ssm, ssm_findings = ssm_from_config(cv, dims, layers, lm)
     findings += ssm_findings
     rope, position = rope_from_config(cv, lm)
@@ -300,7 +295,7 @@ def _check_plausible(**values: int) -> None:
 def _gated(cv: ConfigView, lm: dict[str, TensorInfo] | None) -> bool | None:
     if lm is None:
         return None
-    names = [n for n in lm if in_layer(n)]
+    names = [n for n in lm if tn.in_layer(n)]
     # mlp.Wi: ModernBERT's fused [activated; gate] rows; experts.mlp.v1: DBRX's up rows beside its gate w1 (no suffix)
     gated_keys = (
         "gate_proj",
@@ -324,7 +319,7 @@ def _biases(cv: ConfigView, lm: dict[str, TensorInfo] | None) -> Biases:
             attention_out=cv.bool("attention_bias", "bias", "use_bias"),
             mlp=cv.bool("mlp_bias", "bias", "use_bias"),
         )
-    layer0 = [n for n in lm if in_layer(n) and n.endswith(".bias")]
+    layer0 = [n for n in lm if tn.in_layer(n) and n.endswith(".bias")]
     qkv = any(
         k in n for n in layer0 for k in ("q_proj", "k_proj", "v_proj", "qkv", "query_key_value", "c_attn", "Wqkv")
     )
@@ -386,7 +381,7 @@ def _mtp(cv: ConfigView, index: TensorIndex | None, n_layers: int) -> int:
         return len({tn.layer_index(n) for n in index.names_of(mtp_groups)})
     if not declared:
         return 0
-    norms = [g for g in index.groups if in_layer(g.template) and tn.component_of_template(g.template) == "norms"]
+    norms = [g for g in index.groups if tn.in_layer(g.template) and tn.component_of_template(g.template) == "norms"]
     return len({i for i in map(tn.layer_index, index.names_of(norms)) if i is not None and i >= n_layers})
 
 

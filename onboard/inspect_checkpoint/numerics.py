@@ -11,7 +11,7 @@ from onboard.findings import Finding, warning
 from onboard.inspect_checkpoint import tensor_names as tn
 from onboard.inspect_checkpoint.checkpoint_types import TensorInfo
 from onboard.inspect_checkpoint.config_view import ConfigView
-from onboard.inspect_checkpoint.lm_view import in_layer, shape_of
+from onboard.inspect_checkpoint.tensor_index import shape_of
 from onboard.names.config import RMS_NORM_EPS_KEYS, activation_name, spellings
 from onboard.profile import Dims, Multipliers, Norms, Rope
 
@@ -157,7 +157,7 @@ def norms_from_config(cv: ConfigView, lm: dict[str, TensorInfo] | None, dims: Di
         qk = "full" if mt in ("olmo2", "olmoe") else "per_head"
     placement = "pre"
     if lm is not None:
-        names = " ".join(n for n in lm if in_layer(n))
+        names = " ".join(n for n in lm if tn.in_layer(n))
         if "pre_feedforward_layernorm" in names and "post_feedforward_layernorm" in names:
             placement = "sandwich"
         elif "post_feedforward_layernorm" in names and "input_layernorm" not in names:

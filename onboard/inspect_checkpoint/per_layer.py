@@ -8,7 +8,6 @@ from collections import defaultdict
 from msgspec.structs import replace
 
 from onboard.inspect_checkpoint import tensor_names as tn
-from onboard.inspect_checkpoint.lm_view import in_layer
 from onboard.inspect_checkpoint.tensor_index import TensorIndex
 from onboard.names.tensors import LAYER_INDEX
 from onboard.profile import LayerInfo
@@ -26,7 +25,7 @@ def with_kv_widths(layers: tuple[LayerInfo, ...], index: TensorIndex) -> tuple[L
         g
         for g in index.groups
         if tn.tower_of(g.template) is None
-        and in_layer(g.template)
+        and tn.in_layer(g.template)
         and tn.layer_role(tn.strip_lm_prefix(g.template)) == "attention"
         and (_K_PROJ.search(g.template) or _V_PROJ.search(g.template))
     ]
@@ -61,7 +60,7 @@ def with_norm_names(layers: tuple[LayerInfo, ...], index: TensorIndex) -> tuple[
         g
         for g in index.groups
         if tn.tower_of(g.template) is None
-        and in_layer(tn.strip_lm_prefix(g.template))
+        and tn.in_layer(tn.strip_lm_prefix(g.template))
         and tn.component_of_template(tn.strip_lm_prefix(g.template)) == "norms"
     ]
     stored: dict[int, set[str]] = defaultdict(set)
@@ -85,7 +84,7 @@ def per_layer_tensors(index: TensorIndex, n: int) -> tuple[dict[int, set[str]], 
     moe_layers: dict[int, bool] = {}
     for g in index.groups:
         tmpl = tn.strip_lm_prefix(g.template)
-        if tn.tower_of(g.template) or not in_layer(tmpl) or tn.component_of_template(tmpl) == "experts":
+        if tn.tower_of(g.template) or not tn.in_layer(tmpl) or tn.component_of_template(tmpl) == "experts":
             continue
         role, comp = tn.layer_role(tmpl), tn.component_of_template(tmpl)
         if not role and comp not in ("mlp", "router", "shared_experts"):

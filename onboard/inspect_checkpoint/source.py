@@ -249,20 +249,18 @@ class LocalSource(Source):
 
     def read_headers(self, names: list[str]) -> dict[str, SafetensorsHeader | CheckpointError]:
         # Sequential: the work is JSON parsing under the GIL, from the page cache; threads would only take turns.
-        out: dict[str, SafetensorsHeader | CheckpointError] = {}
-        for name in names:
-            path = self.path_of(name)
-            if path is None:
-                out[name] = CheckpointError("missing-shard", f"{name}: not found in {self.display}", None, name)
-                continue
-            if name in self.pointers:  # reported from the listing (source.findings); its "header" is pointer text
-                out[name] = CheckpointError(LFS_CODE, pointer_message(self.pointers[name]), None, name)
-                continue
-            try:
-                out[name] = read_local_header(path, name)
-            except CheckpointError as exc:
-                out[name] = exc
-        return out
+        return {name: self._header(name) for name in names}
+
+    def _header(self, name: str) -> SafetensorsHeader | CheckpointError:
+        path = self.path_of(name)
+        if path is None:
+            return CheckpointError("missing-shard", f"{name}: not found in {self.display}", None, name)
+        if name in self.pointers:  # reported from the listing (source.findings); its "header" is pointer text
+            return CheckpointError(LFS_CODE, pointer_message(self.pointers[name]), None, name)
+        try:
+            return read_local_header(path, name)
+        except CheckpointError as exc:
+            return exc
 
 
 def _fast_decode(data: bytes | mmap.mmap, typed: Callable[[bytes], dict[str, Any]] | None) -> dict[str, Any] | None:
@@ -284,14 +282,7 @@ def _index_decoder(listed: tuple[str, ...]) -> Callable[[bytes], dict[str, Any]]
 
     fields = [("weight_map", dict[str, Literal[listed]]), ("metadata", Any, msgspec.UNSET)]  # type: ignore[valid-type]
     decode = msgspec.json.Decoder(msgspec.defstruct("Index", fields, forbid_unknown_fields=True)).decode
-
-    def read(data: bytes) -> dict[str, Any]:
-        doc = decode(data)
-        if doc.metadata is msgspec.UNSET:
-            return {"weight_map": doc.weight_map}
-        return {"metadata": doc.metadata, "weight_map": doc.weight_map}
-
-    return read
+    return lambda data: {k: v for k, v in msgspec.structs.asdict(decode(data)).items() if v is not msgspec.UNSET}
 
 
 def _unreadable(name: str, exc: UnicodeDecodeError | OSError) -> ConfigError:
@@ -501,31 +492,19 @@ class HubSource(Source):
 
         from onboard.inspect_checkpoint import hub_headers
 
-        futures = {}
-        for name in names:
-            if name in self._sizes:
-                futures[name] = self._header_future(name)
+        pending = {self._header_future(name): name for name in names if name in self._sizes}
         # Parsed in the order they arrive, so parsing overlaps the requests still in flight.
         parsed: dict[str, SafetensorsHeader | CheckpointError] = {}
         fetched: dict[str, bytes] = {}
-        pending = {fut: name for name, fut in futures.items()}
         for fut in as_completed(pending):
             name = pending[fut]
             try:
-                blob = fut.result()
-                fetched[name] = blob
-                parsed[name] = hub_headers.parse_header_blob(name, blob, self._sizes.get(name))
+                fetched[name] = fut.result()
+                parsed[name] = hub_headers.parse_header_blob(name, fetched[name], self._sizes.get(name))
             except CheckpointError as exc:
                 parsed[name] = exc
-        out: dict[str, SafetensorsHeader | CheckpointError] = {}
-        for name in names:
-            found = parsed.get(name)
-            out[name] = (
-                found
-                if found is not None
-                else CheckpointError("missing-shard", f"{name}: not in {self.repo_id} at {self.revision}", None, name)
-            )
         if fetched.keys() - self._pack.keys():  # what came from the hub: cached for the next inspect of this commit
             self._pack.update(fetched)
             hub_headers.write_header_pack(self.repo_id, self.revision, self._pack)  # type: ignore[arg-type]
-        return out
+        where = f"not in {self.repo_id} at {self.revision}"
+        return {n: parsed.get(n) or CheckpointError("missing-shard", f"{n}: {where}", None, n) for n in names}

@@ -245,3 +245,21 @@ def _merge(groups: list[TensorGroup]) -> list[TensorGroup]:
             count, nbytes = prev.count + g.count, prev.nbytes + g.nbytes
             merged[key] = msgspec.structs.replace(prev, count=count, nbytes=nbytes, members=prev.members + members)
     return list(merged.values())
+
+
+def language_view(index: TensorIndex) -> dict[str, TensorInfo]:
+    """Language-model templates (towers dropped, wrapper prefixes removed) -> the first tensor of each group: what
+    architecture checks look at instead of every name."""
+    out: dict[str, TensorInfo] = {}
+    for g in index.groups:
+        if tn.tower_of(g.template) is None:
+            key = tn.strip_lm_prefix(g.template)
+            out.setdefault(key, TensorInfo(g.first_name, g.dtype, g.first_shape, (0, g.nbytes), g.first_file))
+    return out
+
+
+def shape_of(lm: dict[str, TensorInfo] | None, *needles: str) -> tuple[int, ...] | None:
+    for name, t in (lm or {}).items():
+        if all(n in name for n in needles):
+            return t.shape
+    return None

@@ -11,6 +11,7 @@ from onboard.names.tensors import (
     COMPONENT_FIRST,
     COMPONENT_RULES,
     LAYER_INDEX,
+    LAYER_TEMPLATE,
     LEARNED_POSITIONS,
     LM_PREFIXES,
     SINK_NAMES,
@@ -32,6 +33,10 @@ def template(name: str) -> str:
 def layer_index(name: str) -> int | None:
     m = LAYER_INDEX.search(name)
     return int(m.group(1)) if m else None
+
+
+def in_layer(template: str) -> bool:
+    return LAYER_TEMPLATE.search(template) is not None
 
 
 def tower_of(name: str) -> str | None:
