@@ -199,29 +199,24 @@ def _head_transform(cv: ConfigView, lm: dict[str, TensorInfo] | None) -> bool:
 
 def _layer_options(cv: ConfigView) -> tuple[str, ...]:
     """Layer options as features (features.FEATURES says what each means): Gemma 3n / 4's and Laguna's."""
-    out = []
-    shared = cv.int("num_kv_shared_layers", default=0) or 0
     sources = cv.get("kv_source_layers")
-    if shared > 0 or (isinstance(sources, list) and any(s != i for i, s in enumerate(sources))):
-        out.append("kv_shared_layers")
-    if cv.get("use_double_wide_mlp", default=False) is True and out:  # only the KV-shared layers are wider
-        out.append("double_wide_mlp")
-    if cv.get("attention_k_eq_v", default=False) is True:
-        out.append("values_from_keys")
-    if cv.get("use_bidirectional_attention", default=None) in (True, "all"):  # "vision": image tokens only
-        out.append("bidirectional_attention")
-    if (cv.int("hidden_size_per_layer_input", default=0) or 0) > 0 and cv.int("vocab_size_per_layer_input"):
-        out.append("per_layer_embeddings")
-    if cv.get("enable_moe_block", default=False) is True:
-        out.append("moe_beside_mlp")
+    kv_shared = (cv.int("num_kv_shared_layers", default=0) or 0) > 0 or (
+        isinstance(sources, list) and any(s != i for i, s in enumerate(sources))
+    )
     heads = cv.get("num_attention_heads_per_layer")
-    if isinstance(heads, list) and len(set(heads)) > 1:
-        out.append("query_heads_per_layer")
-    if cv.get("gating", default=False) in (True, "per-head", "per-channel", "elementwise"):
-        out.append("attention_output_gate")
-    if (cv.float("moe_router_logit_softcapping", default=0.0) or 0.0) > 0.0:
-        out.append("router_softcap")
-    return tuple(out)
+    on = {
+        "kv_shared_layers": kv_shared,
+        "double_wide_mlp": cv.get("use_double_wide_mlp", default=False) is True and kv_shared,  # on those layers
+        "values_from_keys": cv.get("attention_k_eq_v", default=False) is True,
+        "bidirectional_attention": cv.get("use_bidirectional_attention", default=None) in (True, "all"),  # not "vision"
+        "per_layer_embeddings": (cv.int("hidden_size_per_layer_input", default=0) or 0) > 0
+        and cv.int("vocab_size_per_layer_input"),
+        "moe_beside_mlp": cv.get("enable_moe_block", default=False) is True,
+        "query_heads_per_layer": isinstance(heads, list) and len(set(heads)) > 1,
+        "attention_output_gate": cv.get("gating", default=False) in (True, "per-head", "per-channel", "elementwise"),
+        "router_softcap": (cv.float("moe_router_logit_softcapping", default=0.0) or 0.0) > 0.0,
+    }
+    return tuple(name for name, flag in on.items() if flag)
 
 
 def _dims(cv: ConfigView, mla: bool, lm: dict[str, TensorInfo] | None) -> Dims:

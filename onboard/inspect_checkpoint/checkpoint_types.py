@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import re
 from math import prod
 
 import msgspec
 
 INDEX_FILE = "model.safetensors.index.json"
+_DRIVE_RE = re.compile(r"[A-Za-z]:")
 # Bytes per element for every dtype safetensors defines. Sub-byte types count as fractions of a byte.
 DTYPE_BYTES: dict[str, float] = {
     "F64": 8, "I64": 8, "U64": 8,
@@ -54,3 +56,10 @@ class RepoListing(msgspec.Struct, frozen=True):
     revision: str | None  # what was asked for (None: the default branch)
     sha: str  # the commit it resolved to
     files: tuple[RepoFile, ...]
+
+
+def is_safe_relpath(name: str) -> bool:
+    """Relative, forward slashes, no `..`, no drive or absolute part: stays inside the repo."""
+    if not name or name.startswith(("/", "\\")) or "\\" in name or _DRIVE_RE.match(name):
+        return False
+    return ".." not in name.split("/")

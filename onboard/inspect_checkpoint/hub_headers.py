@@ -16,10 +16,9 @@ import msgspec
 
 from onboard.errors import CheckpointError, SourceNotFound
 from onboard.inspect_checkpoint import hub
-from onboard.inspect_checkpoint.checkpoint_types import SafetensorsHeader
+from onboard.inspect_checkpoint.checkpoint_types import SafetensorsHeader, is_safe_relpath
 from onboard.inspect_checkpoint.hub import ByteCounter, cache_write, repo_cache
 from onboard.inspect_checkpoint.safetensors_header import PREFIX_LEN, check_header_len, claimed_len, parse_header
-from onboard.inspect_checkpoint.source import is_safe_relpath
 
 FIRST_RANGE = 100_000  # bytes asked for first when the index cannot size the range (no index, shard not in it)
 MAX_FIRST_RANGE = 4_000_000

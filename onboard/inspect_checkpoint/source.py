@@ -19,7 +19,13 @@ import msgspec
 from onboard.checkpoint_id import is_commit_sha
 from onboard.errors import CheckpointError, ConfigError, InputError, OnboardError, SourceNotFound
 from onboard.findings import Finding, fatal, warning
-from onboard.inspect_checkpoint.checkpoint_types import INDEX_FILE, RepoFile, RepoListing, SafetensorsHeader
+from onboard.inspect_checkpoint.checkpoint_types import (
+    INDEX_FILE,
+    RepoFile,
+    RepoListing,
+    SafetensorsHeader,
+    is_safe_relpath,
+)
 from onboard.inspect_checkpoint.safetensors_header import read_local_header
 from onboard.lfs import CODE as LFS_CODE
 from onboard.lfs import (
@@ -45,7 +51,6 @@ MAP_FROM_BYTES = 1 << 20  # JSON files from this size on are decoded from a memo
 SMALL_FILE_LIMIT = 256 * 2**20  # tokenizer.json of large-vocab models is ~30 MB; weights are refused by suffix
 SKIP_DIRS = {".git", ".cache"}  # git metadata, huggingface_hub's local_dir bookkeeping
 MAX_FILES = 200_000  # a checkpoint has tens of files; walking "/" or a home folder by mistake must stop early
-_DRIVE_RE = re.compile(r"[A-Za-z]:")
 _REPO_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9._-]{0,95}")
 
 
@@ -86,13 +91,6 @@ def open_source(
             "for a local folder check the path (prefix ./ for a relative one); a hub id looks like Qwen/Qwen3-8B",
         )
     return HubSource(source, revision, prefetch=prefetch, listing=listing, speculate=speculate)
-
-
-def is_safe_relpath(name: str) -> bool:
-    """Relative, forward slashes, no `..`, no drive or absolute part: stays inside the repo."""
-    if not name or name.startswith(("/", "\\")) or "\\" in name or _DRIVE_RE.match(name):
-        return False
-    return ".." not in name.split("/")
 
 
 class Source:
