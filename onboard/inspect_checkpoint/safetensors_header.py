@@ -47,6 +47,11 @@ _DECODE = msgspec.json.Decoder(dict[str, _Struct]).decode
 _DECODE_META = msgspec.json.Decoder(_Meta).decode
 
 
+_COMMON_METADATA = {
+    f'{{"__metadata__":{{"format":"{fmt}"}}'.encode(): {"format": fmt} for fmt in ("pt", "np", "tf", "flax", "mlx")
+}
+
+
 class TensorMap(Mapping[str, TensorInfo]):
     """name -> TensorInfo, built lazily; `records` gives the decoded records without building TensorInfo objects."""
 
@@ -144,8 +149,10 @@ def _fast_parse(
     metadata: dict[str, str] = {}
     if "__metadata__" in raw:
         del raw["__metadata__"]
+        # Almost every writer starts with `{"__metadata__":{"format":"pt"}}`: no second pass over the header for it.
+        common = _COMMON_METADATA.get(header_bytes[: header_bytes.find(b"}") + 1])
         try:
-            metadata = _DECODE_META(header_bytes).metadata
+            metadata = dict(common) if common is not None else _DECODE_META(header_bytes).metadata
         except (msgspec.DecodeError, msgspec.ValidationError):
             return None
     sizes = DTYPE_BYTES
