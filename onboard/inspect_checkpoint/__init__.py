@@ -14,7 +14,6 @@ from onboard import __version__
 from onboard.collector import paused
 from onboard.errors import ConfigError
 from onboard.findings import Finding, info, warning
-from onboard.inspect_checkpoint import tensor_names as tn
 from onboard.inspect_checkpoint.architecture import analyze
 from onboard.inspect_checkpoint.checkpoint_types import RepoListing, SafetensorsHeader, TensorInfo
 from onboard.inspect_checkpoint.config_lint import comparable_keys, lint_config
@@ -114,7 +113,6 @@ def profile_from_parts(
         ) from exc
     findings += arch_findings
     dims = facts.dims
-    config_vocab = cv.int(*spellings("vocab_size"))
     mla = any(layer.attention == "mla" for layer in facts.layers)
     parameters = None
     weights_bytes: int | None = None
@@ -127,23 +125,7 @@ def profile_from_parts(
         for g in tensors.groups:
             templates[g.template] = templates.get(g.template, 0) + g.count
             shapes.setdefault(g.template, tuple(g.first_shape))
-        embed = next(
-            (
-                g
-                for g in tensors.groups
-                if tn.component_of_template(g.template) == "embedding"
-                and len(g.first_shape) == 2
-                and not tn.tower_of(g.template)
-                and not g.template.endswith(tn.LEARNED_POSITIONS)
-            ),
-            None,
-        )
-        findings += check_vocab(
-            config_vocab,
-            dims.vocab_size if embed else None,
-            embed.first_file if embed else None,
-            embed.first_name if embed else None,
-        )
+        findings += check_vocab(tensors, cv.int(*spellings("vocab_size")), dims.vocab_size)
         findings += check_shapes(tensors, dims, mla)
         findings += check_conv_channels(tensors)
     else:

@@ -15,7 +15,14 @@ from onboard.inspect_checkpoint import tensor_names as tn
 from onboard.inspect_checkpoint.checkpoint_types import TensorInfo
 from onboard.inspect_checkpoint.config_class_input import MAX_LAYERS
 from onboard.inspect_checkpoint.config_view import TOWER_SECTIONS, ConfigView, tie_word_embeddings
-from onboard.inspect_checkpoint.layer_plan import class_layer_types, plan_layers, shared_kv_sources
+from onboard.inspect_checkpoint.layer_plan import (
+    class_layer_types,
+    per_layer_tensors,
+    plan_layers,
+    shared_kv_sources,
+    with_kv_widths,
+    with_norm_names,
+)
 from onboard.inspect_checkpoint.moe_config import moe_from_config, moe_layers_from_config
 from onboard.inspect_checkpoint.numerics import (
     FORCED_ACTIVATION,
@@ -25,7 +32,7 @@ from onboard.inspect_checkpoint.numerics import (
     qk_norm_flag_mismatch,
     rope_from_config,
 )
-from onboard.inspect_checkpoint.per_layer import per_layer_tensors, with_kv_widths, with_norm_names
+from onboard.inspect_checkpoint.quant_bytes import ignored_modules
 from onboard.inspect_checkpoint.ssm_config import ssm_from_config
 from onboard.inspect_checkpoint.tensor_index import TensorIndex, language_view, shape_of
 from onboard.names.config import kv_heads, num_layers_from_types, spellings
@@ -406,13 +413,12 @@ def _quantization(cv: ConfigView, index: TensorIndex | None) -> Quantization | N
     fmt = qc.get("fmt") or qc.get("format") or (f"{qc['bits']}bit" if qc.get("bits") else None)
     if isinstance(block, int):
         block = [block]
-    ignored = qc.get("modules_to_not_convert") or qc.get("ignore") or qc.get("ignored_layers") or ()
     return Quantization(
         method=method,
         fmt=str(fmt) if fmt else None,
         block_size=tuple(int(b) for b in block) if isinstance(block, list) else None,
         scale_tensors=tuple(sorted(scale_suffixes)),
-        ignored_modules=tuple(str(m) for m in ignored) if isinstance(ignored, list) else (),
+        ignored_modules=ignored_modules(qc),
     )
 
 

@@ -121,16 +121,28 @@ def _gated_query(index: TensorIndex, dims: Dims) -> bool:
     return bool(heads) and q is not None and o is not None and q[0] == 2 * heads and o[1] == heads
 
 
-def check_vocab(config_vocab: int | None, rows: int | None, file: str | None, tensor: str | None) -> list[Finding]:
-    if not config_vocab or not rows or config_vocab == rows:
+def check_vocab(index: TensorIndex, config_vocab: int | None, rows: int) -> list[Finding]:
+    """config.json's vocab_size against the token embedding's rows (`rows`, from the stored embedding)."""
+    embed = next(
+        (
+            g
+            for g in index.groups
+            if tn.component_of_template(g.template) == "embedding"
+            and len(g.first_shape) == 2
+            and not tn.tower_of(g.template)
+            and not g.template.endswith(tn.LEARNED_POSITIONS)
+        ),
+        None,
+    )
+    if embed is None or not config_vocab or not rows or config_vocab == rows:
         return []
     return [
         error(
             "vocab-mismatch",
             f"config.json vocab_size is {config_vocab} but the embedding has {rows} rows",
             "fix vocab_size in config.json; ids ≥ the row count would index past the table",
-            file=file,
-            tensor=tensor,
+            file=embed.first_file,
+            tensor=embed.first_name,
         )
     ]
 

@@ -37,6 +37,12 @@ class ByteModel:
         return stacked * (values + math.ceil(scales * per_scale) + self.per_tensor_bytes)
 
 
+def ignored_modules(qc: dict[str, Any]) -> tuple[str, ...]:
+    """The module names or patterns a `quantization_config` leaves unquantized, under any of its spellings."""
+    raw = qc.get("modules_to_not_convert") or qc.get("ignore") or qc.get("ignored_layers") or ()
+    return tuple(str(m) for m in raw) if isinstance(raw, list) else ()
+
+
 def byte_model(qc: dict[str, Any]) -> ByteModel | None:
     """The byte model of a `quantization_config`, or None when the method has none here."""
     method = str(qc.get("quant_method") or qc.get("method") or "").lower()

@@ -23,7 +23,7 @@ from typing import Any
 from onboard.inspect_checkpoint import tensor_names as tn
 from onboard.inspect_checkpoint.config_class_input import for_config_class
 from onboard.inspect_checkpoint.memory import KV_DTYPE_BYTES
-from onboard.inspect_checkpoint.quant_bytes import ByteModel, byte_model
+from onboard.inspect_checkpoint.quant_bytes import ByteModel, byte_model, ignored_modules
 from onboard.profile import WeightsEstimate
 
 # Components whose matrices quantization methods convert; embeddings, the head, norms and routers stay as they are.
@@ -69,7 +69,7 @@ def _estimate(config_json: str, mtp_layers: int) -> Estimate:
         return Estimate(None, None, str(exc))
     dtype = str(config.get("torch_dtype") or config.get("dtype") or "bfloat16").removeprefix("torch.")
     width = KV_DTYPE_BYTES.get(dtype, 2)
-    ignored = _ignored_patterns(quant if isinstance(quant, dict) else {})
+    ignored = ignored_modules(quant) if isinstance(quant, dict) else ()
     per_layer: dict[int, tuple[int, int]] = {}
     total_bytes = total_params = quantized = 0
     for name, shape in _stored_tensors(model):
@@ -172,7 +172,7 @@ def _stored_tensors(model: Any) -> Iterator[tuple[str, tuple[int, ...]]]:
             yield name, tuple(buffer.shape)
 
 
-def _is_quantized(name: str, shape: tuple[int, ...], bm: ByteModel, ignored: list[str]) -> bool:
+def _is_quantized(name: str, shape: tuple[int, ...], bm: ByteModel, ignored: tuple[str, ...]) -> bool:
     component = tn.component(name)
     if len(shape) < 2 or component not in QUANTIZED_COMPONENTS or name.endswith("bias"):
         return False
@@ -180,11 +180,6 @@ def _is_quantized(name: str, shape: tuple[int, ...], bm: ByteModel, ignored: lis
         return False
     module = name.rsplit(".", 1)[0]
     return not any(_matches(module, pattern) for pattern in ignored)
-
-
-def _ignored_patterns(quant: dict[str, Any]) -> list[str]:
-    raw = quant.get("modules_to_not_convert") or quant.get("ignore") or quant.get("ignored_layers") or []
-    return [str(p) for p in raw] if isinstance(raw, list) else []
 
 
 def _matches(module: str, pattern: str) -> bool:
