@@ -22,17 +22,13 @@ def wrapper_side(cv: ConfigView, section: str) -> bool:
     return section == "" and cv.text_section is not None
 
 
-def ignored(cv: ConfigView, section: str, key: str) -> bool:
-    """A key that does not change the language model's forward pass on text."""
-    return key in IGNORED or training_only(key) or wrapper_side(cv, section)
-
-
 def comparable_keys(cv: ConfigView) -> set[str]:
     """Config keys that describe the model (not bookkeeping) and hold a non-null value: what novelty compares."""
     out = set()
     for section, key in cv.all_keys():
         value = cv.value(section, key)
-        if not ignored(cv, section, key) and value is not None and not isinstance(value, dict):
+        ignored = key in IGNORED or training_only(key) or wrapper_side(cv, section)  # not the forward pass on text
+        if not ignored and value is not None and not isinstance(value, dict):
             out.add(key)
     return out
 
