@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from onboard.errors import HubError, InputError, SourceNotFound
-from onboard.inspect_checkpoint import header_pack, hub, hub_headers
+from onboard.inspect_checkpoint import hub, hub_headers
 from onboard.inspect_checkpoint.checkpoint_types import SafetensorsHeader
 from onboard.inspect_checkpoint.source import HubSource, open_source
 from tests import malformed as M
@@ -317,15 +317,15 @@ def test_fake_sha_is_40_hex() -> None:
 )
 def test_header_pack_round_trip(blobs: dict[str, bytes], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ONBOARD_CACHE", str(tmp_path / "cache"))
-    header_pack.write_header_pack("org/m", "a" * 40, blobs)
-    read = header_pack.read_header_pack("org/m", "a" * 40)
+    hub_headers.write_header_pack("org/m", "a" * 40, blobs)
+    read = hub_headers.read_header_pack("org/m", "a" * 40)
     assert read == blobs and list(read) == list(blobs)  # the shards' order kept
-    assert header_pack.read_header_pack("org/m", "b" * 40) == {}  # another commit: nothing cached
+    assert hub_headers.read_header_pack("org/m", "b" * 40) == {}  # another commit: nothing cached
 
 
 def test_a_damaged_header_pack_reads_as_empty(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ONBOARD_CACHE", str(tmp_path / "cache"))
-    header_pack.write_header_pack("org/m", "a" * 40, {"model.safetensors": b"x" * 100})
-    path = header_pack._header_pack_path("org/m", "a" * 40)
+    hub_headers.write_header_pack("org/m", "a" * 40, {"model.safetensors": b"x" * 100})
+    path = hub_headers._header_pack_path("org/m", "a" * 40)
     path.write_bytes(path.read_bytes()[:50])  # cut short
-    assert header_pack.read_header_pack("org/m", "a" * 40) == {}
+    assert hub_headers.read_header_pack("org/m", "a" * 40) == {}

@@ -160,9 +160,9 @@ def test_tensor_map_is_a_lazy_mapping(tmp_path: Path) -> None:
     tensors = sh.read_local_header(path, "x.safetensors").tensors
     assert len(tensors) == len(M.TENSORS) and "lm_head.weight" in tensors and "nope" not in tensors
     assert tensors["lm_head.weight"] is tensors["lm_head.weight"]  # built once
-    raw = list(tensors.raw_items())
-    assert [r[0] for r in raw] == list(M.TENSORS)
-    assert all(tuple(r[2]) == tuple(M.TENSORS[r[0]][1]) for r in raw)
+    records = tensors.records
+    assert list(records) == list(M.TENSORS)
+    assert all(tuple(r.shape) == tuple(M.TENSORS[name][1]) for name, r in records.items())
     assert dict(tensors) == {n: tensors[n] for n in M.TENSORS}
 
 

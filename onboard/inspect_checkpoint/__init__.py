@@ -8,15 +8,12 @@ remote_code (what the repo would execute: reported, never run).
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Callable, Mapping
-from typing import TypeVar
+from collections.abc import Mapping
 
 from onboard import __version__
 from onboard.collector import paused
 from onboard.errors import ConfigError
 from onboard.findings import Finding, info, warning
-from onboard.inspect_checkpoint import tensor_names as tn
 from onboard.inspect_checkpoint.architecture import analyze
 from onboard.inspect_checkpoint.checkpoint_types import RepoListing, SafetensorsHeader, TensorInfo
 from onboard.inspect_checkpoint.config_lint import comparable_keys, lint_config
@@ -36,22 +33,9 @@ from onboard.profile import ModelProfile, RemoteCode, TensorGroupStat, WeightsEs
 __all__ = ["inspect", "profile_from_parts"]
 
 DEFAULT_MAX_MODEL_LEN = 4096
-_F = TypeVar("_F", bound=Callable)
 
 
-def _gc_paused(fn: _F) -> _F:
-    """Run `fn` with the cyclic garbage collector paused (onboard/collector.py): reading a checkpoint allocates
-    several objects per tensor (record, name, shape, offsets: close to a million for 93k tensors), none in a cycle."""
-
-    @functools.wraps(fn)
-    def wrapper(*args: object, **kwargs: object) -> object:
-        with paused():
-            return fn(*args, **kwargs)
-
-    return wrapper  # type: ignore[return-value]
-
-
-@_gc_paused
+@paused()  # reading a checkpoint allocates several objects per tensor, none in a cycle
 def inspect(
     source: str,
     revision: str | None = None,
@@ -61,8 +45,7 @@ def inspect(
     listing: RepoListing | None = None,
 ) -> ModelProfile:
     """Inspect a local folder or hub repo id. Problems are findings in the profile; unusable input raises.
-
-    `listing`: the hub repo's listing made earlier in the run (new-model's), so the repo is not listed twice."""
+    `listing`: the hub repo's listing made earlier in the run, so the repo is not listed twice."""
     from onboard.inspect_checkpoint.integrity import check_integrity
     from onboard.inspect_checkpoint.remote_code import find_remote_code
     from onboard.inspect_checkpoint.source import open_source
@@ -130,7 +113,6 @@ def profile_from_parts(
         ) from exc
     findings += arch_findings
     dims = facts.dims
-    config_vocab = cv.int(*spellings("vocab_size"))
     mla = any(layer.attention == "mla" for layer in facts.layers)
     parameters = None
     weights_bytes: int | None = None
@@ -143,23 +125,7 @@ def profile_from_parts(
         for g in tensors.groups:
             templates[g.template] = templates.get(g.template, 0) + g.count
             shapes.setdefault(g.template, tuple(g.first_shape))
-        embed = next(
-            (
-                g
-                for g in tensors.groups
-                if tn.component_of_template(g.template) == "embedding"
-                and len(g.first_shape) == 2
-                and not tn.tower_of(g.template)
-                and not g.template.endswith(tn.LEARNED_POSITIONS)
-            ),
-            None,
-        )
-        findings += check_vocab(
-            config_vocab,
-            dims.vocab_size if embed else None,
-            embed.first_file if embed else None,
-            embed.first_name if embed else None,
-        )
+        findings += check_vocab(tensors, cv.int(*spellings("vocab_size")), dims.vocab_size)
         findings += check_shapes(tensors, dims, mla)
         findings += check_conv_channels(tensors)
     else:

@@ -1,7 +1,6 @@
 """From config.json (and tensor names, when the headers are there) to the architecture facts of a ModelProfile.
 
-Pure Python and table-driven: no transformers import, so it works for a model_type transformers does not know yet.
-Every config read goes through ConfigView, which records what was consumed for the lint.
+Table-driven, with no transformers import: it works for a model_type transformers does not know yet.
 """
 
 from __future__ import annotations
@@ -16,8 +15,14 @@ from onboard.inspect_checkpoint import tensor_names as tn
 from onboard.inspect_checkpoint.checkpoint_types import TensorInfo
 from onboard.inspect_checkpoint.config_class_input import MAX_LAYERS
 from onboard.inspect_checkpoint.config_view import TOWER_SECTIONS, ConfigView, tie_word_embeddings
-from onboard.inspect_checkpoint.layer_plan import class_layer_types, plan_layers, shared_kv_sources
-from onboard.inspect_checkpoint.lm_view import in_layer, language_view, shape_of
+from onboard.inspect_checkpoint.layer_plan import (
+    class_layer_types,
+    per_layer_tensors,
+    plan_layers,
+    shared_kv_sources,
+    with_kv_widths,
+    with_norm_names,
+)
 from onboard.inspect_checkpoint.moe_config import moe_from_config, moe_layers_from_config
 from onboard.inspect_checkpoint.numerics import (
     FORCED_ACTIVATION,
@@ -27,9 +32,9 @@ from onboard.inspect_checkpoint.numerics import (
     qk_norm_flag_mismatch,
     rope_from_config,
 )
-from onboard.inspect_checkpoint.per_layer import per_layer_tensors, with_kv_widths, with_norm_names
+from onboard.inspect_checkpoint.quant_bytes import ignored_modules
 from onboard.inspect_checkpoint.ssm_config import ssm_from_config
-from onboard.inspect_checkpoint.tensor_index import TensorIndex
+from onboard.inspect_checkpoint.tensor_index import TensorIndex, language_view, shape_of
 from onboard.names.config import kv_heads, num_layers_from_types, spellings
 from onboard.profile import (
     Architecture,
@@ -46,21 +51,17 @@ PARALLEL_RESIDUAL_TYPES = {"gptj", "codegen", "phi", "cohere", "cohere2", "coher
 
 
 class ArchFacts(Architecture, frozen=True):
-    """The architecture analysis: what a ModelProfile carries (profile.Architecture), and what only feeds
+    """The architecture analysis: what a ModelProfile carries (profile.Architecture), plus what only feeds
     features.derive."""
 
-    position_encoding: str
-    """rope | alibi | absolute | nope (none by config or family: no positional encoding) | none | unknown"""
+    position_encoding: str  # rope | alibi | absolute | nope | none | unknown
     parallel_residual: bool
     ssm: Ssm | None = None
-    layer_options: tuple[str, ...] = ()
-    """Features of Gemma 4's layer options (`_layer_options`)."""
-    head_transform: bool = False
-    """A dense, activation and norm before the LM head's projection (ModernBERT-decoder's prediction head)."""
+    layer_options: tuple[str, ...] = ()  # features from `_layer_options`
+    head_transform: bool = False  # a dense, activation and norm before the LM head (ModernBERT-decoder)
 
     def profile_fields(self) -> dict[str, Any]:
-        """The facts a ModelProfile carries, by field name (the others, such as position_encoding, only feed
-        features.derive)."""
+        """The facts a ModelProfile carries, by field name."""
         carried = set(ModelProfile.__struct_fields__)
         return {name: getattr(self, name) for name in self.__struct_fields__ if name in carried}
 
@@ -106,12 +107,8 @@ def analyze(cv: ConfigView, index: TensorIndex | None) -> tuple[ArchFacts, list[
         )
         moe = None
     if moe is not None:
-        dense_first = 0
-        for layer in layers:
-            if layer.mlp != "dense":
-                break
-            dense_first += 1
-        moe = msgspec.structs.replace(moe, dense_first_layers=dense_first if dense_first < len(layers) else 0)
+        dense_first = next((i for i, layer in enumerate(layers) if layer.mlp != "dense"), 0)
+        moe = msgspec.structs.replace(moe, dense_first_layers=dense_first)
     ssm, ssm_findings = ssm_from_config(cv, dims, layers, lm)
     findings += ssm_findings
     rope, position = rope_from_config(cv, lm)
@@ -182,9 +179,8 @@ def analyze(cv: ConfigView, index: TensorIndex | None) -> tuple[ArchFacts, list[
 
 
 def with_kv_sources(cv: ConfigView, layers: tuple[LayerInfo, ...]) -> tuple[LayerInfo, ...]:
-    """Each layer's KV source from config.json: Kolibri 1.1's kv_source_layers (layer i reads sources[i]), or the
-    last num_kv_shared_layers layers reading the last earlier layer of their type (transformers' Gemma 3n / 4
-    kv_sharing_modes). A checkpoint may still store those layers' own k/v projections (transformers ignores them)."""
+    """Each layer's KV source: Kolibri 1.1's kv_source_layers (layer i reads sources[i]), or the last
+    num_kv_shared_layers layers reading the last earlier layer of their type (Gemma 3n / 4)."""
     n = len(layers)
     sources: dict[int, int] = {}
     declared = cv.get("kv_source_layers")
@@ -201,8 +197,7 @@ def with_kv_sources(cv: ConfigView, layers: tuple[LayerInfo, ...]) -> tuple[Laye
 
 
 def _head_transform(cv: ConfigView, lm: dict[str, TensorInfo] | None) -> bool:
-    """ModernBERT-decoder's prediction head: lm_head.dense and lm_head.norm before the projection (`decoder`), with
-    classifier_activation between them."""
+    """ModernBERT-decoder's prediction head: lm_head.dense, classifier_activation and lm_head.norm."""
     found = lm is not None and "lm_head.dense.weight" in lm and "lm_head.norm.weight" in lm
     if found or lm is None:
         cv.mark_used("classifier_activation")  # the transform's activation, which composition reads
@@ -210,37 +205,25 @@ def _head_transform(cv: ConfigView, lm: dict[str, TensorInfo] | None) -> bool:
 
 
 def _layer_options(cv: ConfigView) -> tuple[str, ...]:
-    """Layer options as features: Gemma 4's (and Gemma 3n's): layers attending over an earlier layer's keys and
-    values (num_kv_shared_layers, or Kolibri's kv_source_layers; the headers show them as layers without k/v
-    projections), a double-wide MLP on those layers (use_double_wide_mlp), keys used as the values
-    (attention_k_eq_v), attention that is not causal (use_bidirectional_attention true or "all"; "vision" concerns
-    image tokens only), per-layer embeddings (hidden_size_per_layer_input, vocab_size_per_layer_input), and routed
-    experts beside the dense MLP (enable_moe_block); Laguna's query heads per layer, attention output gate and router
-    soft-cap."""
-    out = []
-    shared = cv.int("num_kv_shared_layers", default=0) or 0
+    """Layer options as features (features.FEATURES says what each means): Gemma 3n / 4's and Laguna's."""
     sources = cv.get("kv_source_layers")
-    if shared > 0 or (isinstance(sources, list) and any(s != i for i, s in enumerate(sources))):
-        out.append("kv_shared_layers")
-    if cv.get("use_double_wide_mlp", default=False) is True and out:  # only the KV-shared layers are wider
-        out.append("double_wide_mlp")
-    if cv.get("attention_k_eq_v", default=False) is True:
-        out.append("values_from_keys")
-    if cv.get("use_bidirectional_attention", default=None) in (True, "all"):
-        out.append("bidirectional_attention")
-    if (cv.int("hidden_size_per_layer_input", default=0) or 0) > 0 and cv.int("vocab_size_per_layer_input"):
-        out.append("per_layer_embeddings")
-    if cv.get("enable_moe_block", default=False) is True:
-        out.append("moe_beside_mlp")
-    # Laguna: query heads per layer, an output gate (gating: per head or per channel), a soft-capped router
+    kv_shared = (cv.int("num_kv_shared_layers", default=0) or 0) > 0 or (
+        isinstance(sources, list) and any(s != i for i, s in enumerate(sources))
+    )
     heads = cv.get("num_attention_heads_per_layer")
-    if isinstance(heads, list) and len(set(heads)) > 1:
-        out.append("query_heads_per_layer")
-    if cv.get("gating", default=False) in (True, "per-head", "per-channel", "elementwise"):
-        out.append("attention_output_gate")
-    if (cv.float("moe_router_logit_softcapping", default=0.0) or 0.0) > 0.0:
-        out.append("router_softcap")
-    return tuple(out)
+    on = {
+        "kv_shared_layers": kv_shared,
+        "double_wide_mlp": cv.get("use_double_wide_mlp", default=False) is True and kv_shared,  # on those layers
+        "values_from_keys": cv.get("attention_k_eq_v", default=False) is True,
+        "bidirectional_attention": cv.get("use_bidirectional_attention", default=None) in (True, "all"),  # not "vision"
+        "per_layer_embeddings": (cv.int("hidden_size_per_layer_input", default=0) or 0) > 0
+        and cv.int("vocab_size_per_layer_input"),
+        "moe_beside_mlp": cv.get("enable_moe_block", default=False) is True,
+        "query_heads_per_layer": isinstance(heads, list) and len(set(heads)) > 1,
+        "attention_output_gate": cv.get("gating", default=False) in (True, "per-head", "per-channel", "elementwise"),
+        "router_softcap": (cv.float("moe_router_logit_softcapping", default=0.0) or 0.0) > 0.0,
+    }
+    return tuple(name for name, flag in on.items() if flag)
 
 
 def _dims(cv: ConfigView, mla: bool, lm: dict[str, TensorInfo] | None) -> Dims:
@@ -314,7 +297,7 @@ def _check_plausible(**values: int) -> None:
 def _gated(cv: ConfigView, lm: dict[str, TensorInfo] | None) -> bool | None:
     if lm is None:
         return None
-    names = [n for n in lm if in_layer(n)]
+    names = [n for n in lm if tn.in_layer(n)]
     # mlp.Wi: ModernBERT's fused [activated; gate] rows; experts.mlp.v1: DBRX's up rows beside its gate w1 (no suffix)
     gated_keys = (
         "gate_proj",
@@ -338,7 +321,7 @@ def _biases(cv: ConfigView, lm: dict[str, TensorInfo] | None) -> Biases:
             attention_out=cv.bool("attention_bias", "bias", "use_bias"),
             mlp=cv.bool("mlp_bias", "bias", "use_bias"),
         )
-    layer0 = [n for n in lm if in_layer(n) and n.endswith(".bias")]
+    layer0 = [n for n in lm if tn.in_layer(n) and n.endswith(".bias")]
     qkv = any(
         k in n for n in layer0 for k in ("q_proj", "k_proj", "v_proj", "qkv", "query_key_value", "c_attn", "Wqkv")
     )
@@ -400,7 +383,7 @@ def _mtp(cv: ConfigView, index: TensorIndex | None, n_layers: int) -> int:
         return len({tn.layer_index(n) for n in index.names_of(mtp_groups)})
     if not declared:
         return 0
-    norms = [g for g in index.groups if in_layer(g.template) and tn.component_of_template(g.template) == "norms"]
+    norms = [g for g in index.groups if tn.in_layer(g.template) and tn.component_of_template(g.template) == "norms"]
     return len({i for i in map(tn.layer_index, index.names_of(norms)) if i is not None and i >= n_layers})
 
 
@@ -430,13 +413,12 @@ def _quantization(cv: ConfigView, index: TensorIndex | None) -> Quantization | N
     fmt = qc.get("fmt") or qc.get("format") or (f"{qc['bits']}bit" if qc.get("bits") else None)
     if isinstance(block, int):
         block = [block]
-    ignored = qc.get("modules_to_not_convert") or qc.get("ignore") or qc.get("ignored_layers") or ()
     return Quantization(
         method=method,
         fmt=str(fmt) if fmt else None,
         block_size=tuple(int(b) for b in block) if isinstance(block, list) else None,
         scale_tensors=tuple(sorted(scale_suffixes)),
-        ignored_modules=tuple(str(m) for m in ignored) if isinstance(ignored, list) else (),
+        ignored_modules=ignored_modules(qc),
     )
 
 

@@ -1,14 +1,14 @@
-"""Types shared by the checkpoint readers (local folder and hub) and the analysis.
-
-Readers never load tensor data: a `SafetensorsHeader` is what the 8-byte length prefix and the JSON header say.
-"""
+"""Types shared by the checkpoint readers (local folder and hub) and the analysis."""
 
 from __future__ import annotations
 
+import re
 from math import prod
 
 import msgspec
 
+INDEX_FILE = "model.safetensors.index.json"
+_DRIVE_RE = re.compile(r"[A-Za-z]:")
 # Bytes per element for every dtype safetensors defines. Sub-byte types count as fractions of a byte.
 DTYPE_BYTES: dict[str, float] = {
     "F64": 8, "I64": 8, "U64": 8,
@@ -37,28 +37,29 @@ class TensorInfo(msgspec.Struct, frozen=True):
 
 
 class SafetensorsHeader(msgspec.Struct, frozen=True):
-    file: str
-    """Path of the shard relative to the repo root (forward slashes)."""
+    file: str  # relative to the repo root, forward slashes
     header_len: int
     file_size: int | None
-    """Size of the whole file when known (local stat, or the hub's listing)."""
     tensors: dict[str, TensorInfo]
     metadata: dict[str, str] = msgspec.field(default_factory=dict)
 
 
 class RepoFile(msgspec.Struct, frozen=True):
-    path: str
-    """Relative to the repo root, forward slashes."""
+    path: str  # relative to the repo root, forward slashes
     size: int | None
 
 
 class RepoListing(msgspec.Struct, frozen=True):
-    """A hub repo's files at one commit: listed once per run and handed to whatever reads the repo next (new-model
-    names its run folder with `sha`, then inspect reads from the same listing instead of asking the hub again)."""
+    """A hub repo's files at one commit: listed once per run and handed to whatever reads the repo next."""
 
     repo_id: str
-    revision: str | None
-    """What was asked for (branch, tag, sha; None: the default branch)."""
-    sha: str
-    """The commit it resolved to."""
+    revision: str | None  # what was asked for (None: the default branch)
+    sha: str  # the commit it resolved to
     files: tuple[RepoFile, ...]
+
+
+def is_safe_relpath(name: str) -> bool:
+    """Relative, forward slashes, no `..`, no drive or absolute part: stays inside the repo."""
+    if not name or name.startswith(("/", "\\")) or "\\" in name or _DRIVE_RE.match(name):
+        return False
+    return ".." not in name.split("/")

@@ -1,13 +1,8 @@
-"""What of a config.json dict may reach a transformers config class (`from_dict`): the one gate inspect's weight
-estimate and generate's config resolution both pass a checkpoint's config through.
+"""What of a config.json dict may reach a transformers config class (`from_dict`), for inspect and generate alike.
 
-transformers' config classes expand some values into Python objects as they are built: a label dict entry per
-`num_labels`, a `layer_types` entry per layer (Gemma 3, Qwen3, ...). A corrupt or hostile config.json with
-num_hidden_layers = 2**70 then hangs onboard until it runs out of memory, before any check of ours runs. So:
-- the classification labels (`num_labels`, `id2label`, `label2id`) are left out: they size no causal-LM weight and
-  no adapter reads them;
-- a layer count beyond MAX_LAYERS (or below zero), at the top level or in a nested section such as `text_config`,
-  is a ConfigError naming the field.
+Config classes expand some values as they are built (a label entry per `num_labels`, a `layer_types` entry per
+layer), so a hostile num_hidden_layers = 2**70 would exhaust memory: the labels are left out (no causal-LM weight
+depends on them), and a layer count beyond MAX_LAYERS, at any depth, is a ConfigError naming the field.
 """
 
 from __future__ import annotations
@@ -17,8 +12,7 @@ from typing import Any
 
 from onboard.errors import ConfigError
 
-MAX_LAYERS = 10_000
-"""Generous: the deepest released decoders have a few hundred layers (inspect's plausibility check reads it too)."""
+MAX_LAYERS = 10_000  # generous: the deepest released decoders have a few hundred layers
 LABEL_KEYS = frozenset({"num_labels", "id2label", "label2id"})
 LAYER_COUNT_KEYS = ("num_hidden_layers", "n_layer", "n_layers", "num_layers", "num_decoder_layers")
 

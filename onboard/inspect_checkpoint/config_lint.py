@@ -1,9 +1,5 @@
-"""Config lint: every config.json key is used, deliberately ignored (with a reason), or reported.
-
-An unknown key is how a new rope variant, scaling constant or mixer option shows up on day zero; silently
-dropping it is how it ships broken (BUGZOO B34, B40). Keys read by the analysis count as used (ConfigView records
-them); onboard/names/config_keys.py lists, with their reasons, the keys that do not change the forward pass, those
-another stage owns, and those with a known effect.
+"""Config lint: every config.json key is used (ConfigView records reads), deliberately ignored (with a reason, in
+onboard/names/config_keys.py), or reported: an unknown key is how a new rope variant or mixer option shows up.
 """
 
 from __future__ import annotations
@@ -21,25 +17,18 @@ from onboard.names.config_keys import (
 
 
 def wrapper_side(cv: ConfigView, section: str) -> bool:
-    """A key at a multimodal wrapper's top level, beside its text config: the wrapper's own (how images or audio
-    become tokens, the projector, feature layers). The language model's forward on text reads its text config only
-    (transformers' wrappers and vLLM's alike; the head's tie flag, which it does read, is handled where it is read:
-    config_view.tie_word_embeddings)."""
+    """A key at a multimodal wrapper's top level, beside its text config: the wrapper's own (the language model's
+    forward on text reads its text config only; the tie flag is handled in config_view.tie_word_embeddings)."""
     return section == "" and cv.text_section is not None
 
 
-def ignored(cv: ConfigView, section: str, key: str) -> bool:
-    """A key that does not change the language model's forward pass on text."""
-    return key in IGNORED or training_only(key) or wrapper_side(cv, section)
-
-
 def comparable_keys(cv: ConfigView) -> set[str]:
-    """Config keys that describe the model (not bookkeeping) and hold a value: what the novelty report compares.
-    A null value (`"rope_scaling": null`) sets nothing, so it is nothing new."""
+    """Config keys that describe the model (not bookkeeping) and hold a non-null value: what novelty compares."""
     out = set()
     for section, key in cv.all_keys():
         value = cv.value(section, key)
-        if not ignored(cv, section, key) and value is not None and not isinstance(value, dict):
+        ignored = key in IGNORED or training_only(key) or wrapper_side(cv, section)  # not the forward pass on text
+        if not ignored and value is not None and not isinstance(value, dict):
             out.add(key)
     return out
 

@@ -1,9 +1,5 @@
-"""A read-only view over config.json that knows the many spellings of one fact.
-
-Families name the same hyperparameter differently (`n_embd`, `d_model`, `hidden_size`: names.config.ALIASES, read
-as `cv.get(*spellings("hidden_size"))`); multimodal checkpoints nest the language model under `text_config`. Every
-read goes through `get`, which also records which keys were consumed, so the config lint can tell used keys from
-unknown ones.
+"""A read-only view over config.json: the text section first (multimodal wrappers nest the language model), every
+key read recorded so the config lint can tell used keys from unknown ones. Spellings: names.config.ALIASES.
 """
 
 from __future__ import annotations
@@ -22,11 +18,8 @@ def text_section(raw: dict[str, Any]) -> str | None:
 
 
 def tie_word_embeddings(raw: dict[str, Any]) -> bool | None:
-    """Whether the LM head is the embedding, as transformers decides it; None when config.json does not say.
-
-    A multimodal wrapper ties its own head by its own top-level flag (transformers reads the outer model's config),
-    and older saves put the flag in text_config instead (Llava and Qwen2.5-VL still honour it there): either one
-    set ties. A text model: its own flag."""
+    """Whether the LM head is the embedding, as transformers decides it; None when config.json does not say. A
+    wrapper's own top-level flag or its text_config's (older saves; Llava and Qwen2.5-VL honour it) ties."""
     section = text_section(raw)
     flags = [
         v
@@ -37,9 +30,8 @@ def tie_word_embeddings(raw: dict[str, Any]) -> bool | None:
 
 
 def language_model_config(raw: dict[str, Any]) -> dict[str, Any]:
-    """The language model's config as a text model's config.json would say it: config.json itself, or a multimodal
-    wrapper's text section (read first, as ConfigView reads it) with the head tied as transformers ties the
-    wrapper's (`tie_word_embeddings`)."""
+    """The language model's config as a text model's config.json would say it: config.json itself, or a wrapper's
+    text section with the head tied as transformers ties the wrapper's."""
     section = text_section(raw)
     if section is None:
         return raw
@@ -55,11 +47,9 @@ class ConfigView:
         self.text_section = text_section(raw)
         self.text: dict[str, Any] = raw[self.text_section] if self.text_section else {}
         self.used: set[str] = set()
-        self.type_errors: dict[str, str] = {}
-        """field → what was expected, for values of the wrong JSON type (reported as findings)."""
+        self.type_errors: dict[str, str] = {}  # field -> what was expected (reported as findings)
+        # spelling -> the spelling read instead, where two spellings of one fact hold different values
         self.conflicts: dict[str, str] = {}
-        """spelling → the spelling read instead, for two spellings of one fact holding different values (Falcon
-        saved by transformers: `num_kv_heads` beside the `num_key_value_heads` multi_query sets)."""
 
     def _lookup(self, name: str) -> tuple[bool, Any]:
         if name in self.text:
@@ -73,7 +63,7 @@ class ConfigView:
         return False, None
 
     def where(self, name: str) -> str:
-        """`name` as config.json nests it: `attn_config.rope_theta` for a model section's key, else `name`."""
+        """`name` as config.json nests it: `attn_config.rope_theta` for a model section's key."""
         if name in self.text or name in self.raw:
             return name
         section = next((s for s in MODEL_SECTIONS if isinstance(self.raw.get(s), dict) and name in self.raw[s]), None)
@@ -87,9 +77,8 @@ class ConfigView:
         return nested.get(key) if isinstance(nested, dict) else None
 
     def get(self, *names: str, default: Any = None, same_fact: bool = False) -> Any:
-        """First non-null value among `names` (text config before top level). Every name present counts as read:
-        the later ones are fallbacks inspect knows. With `same_fact` (the names are spellings of one fact, not
-        fallbacks), a later spelling holding another value is recorded in `conflicts`."""
+        """First non-null value among `names` (text config before top level); every name present counts as read.
+        With `same_fact` (spellings of one fact, not fallbacks), a later one holding another value is a conflict."""
         read: str | None = None
         result = default
         for name in names:
@@ -106,21 +95,18 @@ class ConfigView:
         return result
 
     def conflict(self, name: str, read: str) -> None:
-        """Record that `name` holds another value than `read`, the spelling used (a read outside `get`)."""
         self.used.add(name)
         self.conflicts.setdefault(name, read)
 
     def quantity(self, name: str) -> Any:
-        """A quantity by its canonical name (names.config.ALIASES): the first non-null value among its spellings;
-        `model_type` as ConfigView reads it. What names.config's derived rules read."""
+        """A quantity by its canonical name (names.config.ALIASES), for names.config's derived rules."""
         return self.model_type if name == "model_type" else self.get(*spellings(name))
 
     def has(self, name: str) -> bool:
         return self._lookup(name)[0]
 
     def peek(self, name: str) -> Any:
-        """`name`'s value without counting it as read: for a key the analysis models that the lint still reports as
-        a kernel fact, naming its value for kernel authors (do_layer_norm_before)."""
+        """`name`'s value without counting it as read (a modelled key the lint still reports as a kernel fact)."""
         return self._lookup(name)[1]
 
     def mark_used(self, *names: str) -> None:
@@ -142,8 +128,7 @@ class ConfigView:
         return default
 
     def period(self, *names: str, default: int | None = None) -> int | None:
-        """A layer period ("every n-th layer"): a positive integer. Zero or less is recorded as a type error (the
-        config-field-type warning naming the field) and `default` is used, so no layer plan divides by it."""
+        """A layer period ("every n-th layer"): zero or less is a type error and gives `default`."""
         value = self.int(*names, default=default)
         if value is not None and value < 1 and value is not default:
             self.type_errors[self._found_name(names)] = "a positive integer (every n-th layer)"
@@ -159,8 +144,8 @@ class ConfigView:
         return float(value)
 
     def numbers(self, name: str, count: int) -> tuple[float, ...] | None:
-        """A list of `count` numbers (transformers' tagged floats read: `{"__float__": "Infinity"}`), as floats; None
-        when absent, and a type error recorded when it is something else (NaN included)."""
+        """A list of `count` numbers (transformers' tagged floats read) as floats; None when absent, a type error
+        when it is something else (NaN included)."""
         from onboard.serde import decode_special_floats
 
         value = decode_special_floats(self.get(name))
@@ -183,8 +168,7 @@ class ConfigView:
         return str(inner or top or "unknown")
 
     def all_keys(self) -> list[tuple[str, str]]:
-        """(section, key) for every key: section is "" for the top level; a text section's keys and a model
-        section's (attn_config, ffn_config) are listed under it, not the section itself."""
+        """(section, key) for every key, "" for the top level; a text or model section's keys under its name."""
         sections = [s for s in MODEL_SECTIONS if isinstance(self.raw.get(s), dict)]
         keys = [("", k) for k in self.raw if k != self.text_section and k not in sections]
         if self.text_section:

@@ -1,6 +1,5 @@
-"""Header shapes and dtypes against config.json: catches head_dim ≠ hidden/heads, padded vocab, wrong dtype.
-
-Every check names the tensor and the config field, since on day zero the config is as likely wrong as the loader.
+"""Header shapes and dtypes against config.json (head_dim ≠ hidden/heads, padded vocab, wrong dtype): each check
+names the tensor and the config field, since on day zero the config is as likely wrong as the loader.
 """
 
 from __future__ import annotations
@@ -19,8 +18,7 @@ _TORCH_DTYPE_NAMES = {"float32": "float32", "float": "float32", "float16": "floa
 
 
 def _projected_embedding_width(index: TensorIndex, dims: Dims) -> int | None:
-    """The token embeddings' width where a `project_in` [hidden_size, width] brings them to the layers' width (OPT-350m:
-    512-wide embeddings, 1024-wide layers, project_out back before the tied head); None without one."""
+    """The token embeddings' width where a `project_in` [hidden_size, width] widens them (OPT-350m); else None."""
     for g in index.groups:
         short = tn.strip_lm_prefix(g.template)
         if short.endswith("project_in.weight") and "{}" not in short and len(g.first_shape) == 2:
@@ -30,7 +28,7 @@ def _projected_embedding_width(index: TensorIndex, dims: Dims) -> int | None:
 
 
 def check_shapes(index: TensorIndex, dims: Dims, mla: bool) -> list[Finding]:
-    """Compares the first tensor of each group (layer 0 for per-layer groups) with the config."""
+    """The first tensor of each group (layer 0 for per-layer groups) against the config."""
     findings: list[Finding] = []
     gated_query = _gated_query(index, dims)
     projected = _projected_embedding_width(index, dims)
@@ -77,15 +75,12 @@ def check_shapes(index: TensorIndex, dims: Dims, mla: bool) -> list[Finding]:
     return findings
 
 
-# A depthwise convolution over one projection's output (FLA's ShortConvolution: Gated DeltaNet's q / k / v convs in
-# OLMo-hybrid and fla-hub checkpoints) has one channel per row of that projection.
+# A depthwise convolution over one projection's output (Gated DeltaNet's q / k / v convs) has a channel per row.
 _CONV_OF_PROJ = (("q_conv1d", "q_proj"), ("k_conv1d", "k_proj"), ("v_conv1d", "v_proj"))
 
 
 def check_conv_channels(index: TensorIndex) -> list[Finding]:
-    """Each `X_conv1d` against its `X_proj`: transformers 5.25 saves OLMo-hybrid's fused conv1d cut into three equal
-    parts (the reverse of the Concatenate it loads with), not at the key / key / value widths, so a checkpoint saved
-    by transformers gives any other reader (an engine, a converter) convolutions over the wrong channels."""
+    """Each `X_conv1d` against its `X_proj` (transformers 5.25 saves OLMo-hybrid's fused conv1d cut in equal thirds)."""
     by_template = {g.template: g for g in index.groups}
     findings: list[Finding] = []
     for template, conv in by_template.items():
@@ -113,8 +108,7 @@ def check_conv_channels(index: TensorIndex) -> list[Finding]:
 
 
 def _gated_query(index: TensorIndex, dims: Dims) -> bool:
-    """Layer 0's q_proj holds the query and a per-channel output gate (Qwen3-Next, MiniCPM5-MoE): twice the rows
-    of num_attention_heads × head_dim, while o_proj still reads num_attention_heads × head_dim."""
+    """Layer 0's q_proj holds the query and a per-channel output gate (Qwen3-Next): twice o_proj's input width."""
     heads = dims.num_attention_heads * dims.head_dim
     shapes = {}
     for g in index.groups:
@@ -127,16 +121,28 @@ def _gated_query(index: TensorIndex, dims: Dims) -> bool:
     return bool(heads) and q is not None and o is not None and q[0] == 2 * heads and o[1] == heads
 
 
-def check_vocab(config_vocab: int | None, rows: int | None, file: str | None, tensor: str | None) -> list[Finding]:
-    if not config_vocab or not rows or config_vocab == rows:
+def check_vocab(index: TensorIndex, config_vocab: int | None, rows: int) -> list[Finding]:
+    """config.json's vocab_size against the token embedding's rows (`rows`, from the stored embedding)."""
+    embed = next(
+        (
+            g
+            for g in index.groups
+            if tn.component_of_template(g.template) == "embedding"
+            and len(g.first_shape) == 2
+            and not tn.tower_of(g.template)
+            and not g.template.endswith(tn.LEARNED_POSITIONS)
+        ),
+        None,
+    )
+    if embed is None or not config_vocab or not rows or config_vocab == rows:
         return []
     return [
         error(
             "vocab-mismatch",
             f"config.json vocab_size is {config_vocab} but the embedding has {rows} rows",
             "fix vocab_size in config.json; ids ≥ the row count would index past the table",
-            file=file,
-            tensor=tensor,
+            file=embed.first_file,
+            tensor=embed.first_name,
         )
     ]
 

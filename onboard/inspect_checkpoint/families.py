@@ -1,8 +1,7 @@
 """Known families and the novelty report: the closest known family and what differs from it, in plain words.
 
-The catalog (`onboard/data/families.json`) is built by `scripts/build_family_catalog.py` from every causal-LM
-config class of the installed transformers at its defaults: features, tensor-name templates, config keys and the
-legacy keys the class still maps (`mapped_keys`). It is data, checked in, so inspect needs no transformers import.
+The catalog (`onboard/data/families.json`, built by `scripts/build_family_catalog.py` from transformers' causal-LM
+config classes) is checked-in data, so inspect needs no transformers import.
 """
 
 from __future__ import annotations
@@ -37,8 +36,7 @@ def catalog() -> dict[str, Family]:
             tuple(f["architectures"]),
             frozenset(f["features"]),
             frozenset(f["tensor_templates"]),
-            # Legacy spellings the family's config class still maps (rope_theta, rope_scaling, aliases) are its keys
-            # too: every pre-v5 config carries them, and they are not novel.
+            # Legacy spellings the config class still maps are its keys too: not novel.
             frozenset(f["config_keys"]) | frozenset(f.get("mapped_keys", ())),
         )
         for mt, f in raw["families"].items()
@@ -52,9 +50,8 @@ def _raw_catalog() -> dict:
 
 
 def family_buffers(model_type: str) -> tuple[str, ...] | None:
-    """What the family stores as buffers, not parameters (e.g. DeepSeek's router correction bias): leaf names as
-    the model names them, plus full tensor templates as its checkpoints name them (transformers renames some on
-    save: Inkling-2's `e_score_correction_bias` is written as `mlp.gate.bias`). None when the family is unknown."""
+    """What the family stores as buffers, not parameters: leaf names, plus full templates for buffers checkpoints
+    name differently (Inkling-2's `e_score_correction_bias` saved as `mlp.gate.bias`). None for an unknown family."""
     family = _raw_catalog()["families"].get(model_type)
     if family is None:
         return None
@@ -72,9 +69,8 @@ def _jaccard(a: frozenset[str] | set[str], b: frozenset[str] | set[str]) -> floa
 
 
 def _strip_layer_prefix(templates: set[str] | frozenset[str]) -> set[str]:
-    """Compare the language model's templates without their prefixes (a wrapper's by tensor_names.strip_lm_prefix,
-    then model. / transformer. / …), towers left out, and experts as one group: checkpoints store them per expert or
-    stacked depending on the writer's version."""
+    """The language model's templates without prefixes or towers, and experts as one group (stored per expert or
+    stacked, by writer version)."""
     out = set()
     for t in templates:
         if tn.tower_of(t) is not None:

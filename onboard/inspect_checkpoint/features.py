@@ -1,7 +1,5 @@
-"""The feature vocabulary: short names for what a model does beyond a plain pre-norm decoder.
-
-Features are how a new checkpoint is compared with known families ("qwen3 + attention_sinks") and what later stages
-key on (a kernel per feature the block library lacks). `FEATURES` documents each name; `derive` computes them.
+"""The feature vocabulary: short names for what a model does beyond a plain pre-norm decoder, how a checkpoint is
+compared with known families ("qwen3 + attention_sinks"). `FEATURES` documents each name; `derive` computes them.
 """
 
 from __future__ import annotations
@@ -67,98 +65,55 @@ FEATURES: dict[str, str] = {
 
 
 def derive(facts: ArchFacts) -> tuple[str, ...]:
-    d = facts.dims
+    d, m, moe, norms, rope = facts.dims, facts.multipliers, facts.moe, facts.norms, facts.rope
     kinds = [layer.attention for layer in facts.layers]
-    attention_layers = [k for k in kinds if k in ("full", "sliding", "chunked", "mla")]
-    out: list[str] = []
-    if "mla" in kinds:
-        out.append("mla")
-    elif attention_layers and d.num_attention_heads > 1:
-        if d.num_kv_heads == 1:
-            out.append("mqa")
-        elif 1 < d.num_kv_heads < d.num_attention_heads:
-            out.append("gqa")
-    if "sliding" in kinds:
-        out.append("sliding_window")
-    if "chunked" in kinds:
-        out.append("chunked_attention")
-    if len({k for k in kinds if k != "none"}) > 1:
-        out.append("interleaved_attention")
-    if any(not layer.rope for layer in facts.layers if layer.attention in ("full", "sliding", "chunked", "mla")):
-        if facts.position_encoding == "rope":
-            out.append("nope_layers")
-    if "linear" in kinds:
-        out.append("linear_attention")
-    if "ssm" in kinds or any(layer.parallel_ssm for layer in facts.layers):
-        out.append("ssm")
-    if "conv" in kinds:
-        out.append("short_conv")
-    if facts.moe:
-        out.append("moe")
-        if facts.moe.num_shared_experts:
-            out.append("shared_experts")
-        if facts.moe.dense_first_layers:
-            out.append("dense_first_layers")
-        if facts.moe.correction_bias:
-            out.append("router_correction_bias")
-        if facts.moe.scoring == "sigmoid":
-            out.append("sigmoid_router")
-    if facts.norms.qk_norm:
-        out.append("qk_norm")
-    if facts.attention_sinks:
-        out.append("attention_sinks")
-    m = facts.multipliers
-    if m.attn_logit_softcapping:
-        out.append("attn_softcap")
-    if m.final_logit_softcapping:
-        out.append("final_softcap")
-    if facts.tie_word_embeddings:
-        out.append("tied_embeddings")
-    if facts.multimodal:
-        out.append("multimodal")
-    if facts.mtp_layers:
-        out.append("mtp")
-    if m.logit_scale is not None and m.logit_scale != 1.0:
-        out.append("logit_scaling")
-    if m.embedding_multiplier is not None and m.embedding_multiplier != 1.0:
-        out.append("embedding_scaling")
-    if m.residual_multiplier is not None and m.residual_multiplier != 1.0:
-        out.append("residual_scaling")
-    if m.attention_multiplier is not None:
-        out.append("attention_multiplier")
-    if m.query_pre_attn_scalar is not None:
-        out.append("query_pre_attn_scalar")
-    if m.nope_temperature is not None and any(not layer.rope for layer in facts.layers):
-        out.append("nope_temperature")
-    if facts.norms.offset:
-        out.append("norm_offset")
-    if facts.norms.kind == "layernorm":
-        out.append("layernorm")
-    if facts.norms.placement == "sandwich":
-        out.append("sandwich_norm")
-    elif facts.norms.placement == "post":
-        out.append("post_norm")
-    elif facts.norms.placement == "post_ln":
-        out.append("post_ln_norm")
-    if facts.parallel_residual:
-        out.append("parallel_residual")
-    if facts.rope:
-        out.append(rope_feature(facts.rope.type))
-        if facts.rope.partial_rotary_factor < 1.0 or (facts.rope.rotary_dim and facts.rope.rotary_dim < d.head_dim):
-            out.append("partial_rotary")
-    elif facts.position_encoding == "alibi":
-        out.append("alibi")
-    elif facts.position_encoding == "absolute":
-        out.append("absolute_positions")
-    elif facts.position_encoding == "nope":
-        out.append("no_positions")
-    if facts.biases.attention_qkv:
-        out.append("qkv_bias")
-    if facts.mlp_gated is False:
-        out.append("plain_mlp")
-    if facts.quantization:
-        out.append(quantized_feature(facts.quantization.method))
-    out += facts.layer_options
-    if facts.head_transform:
-        out.append("head_transform")
-    return tuple(out)
+    attention = ("full", "sliding", "chunked", "mla")
+    grouped = "mla" not in kinds and any(k in attention for k in kinds) and d.num_attention_heads > 1
+    position = None if rope else facts.position_encoding
+    on: dict[str, object] = {  # in the order the profile lists them
+        "mla": "mla" in kinds,
+        "mqa": grouped and d.num_kv_heads == 1,
+        "gqa": grouped and 1 < d.num_kv_heads < d.num_attention_heads,
+        "sliding_window": "sliding" in kinds,
+        "chunked_attention": "chunked" in kinds,
+        "interleaved_attention": len({k for k in kinds if k != "none"}) > 1,
+        "nope_layers": facts.position_encoding == "rope"
+        and any(not layer.rope for layer in facts.layers if layer.attention in attention),
+        "linear_attention": "linear" in kinds,
+        "ssm": "ssm" in kinds or any(layer.parallel_ssm for layer in facts.layers),
+        "short_conv": "conv" in kinds,
+        "moe": moe is not None,
+        "shared_experts": moe and moe.num_shared_experts,
+        "dense_first_layers": moe and moe.dense_first_layers,
+        "router_correction_bias": moe and moe.correction_bias,
+        "sigmoid_router": moe and moe.scoring == "sigmoid",
+        "qk_norm": norms.qk_norm,
+        "attention_sinks": facts.attention_sinks,
+        "attn_softcap": m.attn_logit_softcapping,
+        "final_softcap": m.final_logit_softcapping,
+        "tied_embeddings": facts.tie_word_embeddings,
+        "multimodal": facts.multimodal,
+        "mtp": facts.mtp_layers,
+        "logit_scaling": m.logit_scale not in (None, 1.0),
+        "embedding_scaling": m.embedding_multiplier not in (None, 1.0),
+        "residual_scaling": m.residual_multiplier not in (None, 1.0),
+        "attention_multiplier": m.attention_multiplier is not None,
+        "query_pre_attn_scalar": m.query_pre_attn_scalar is not None,
+        "nope_temperature": m.nope_temperature is not None and any(not layer.rope for layer in facts.layers),
+        "norm_offset": norms.offset,
+        "layernorm": norms.kind == "layernorm",
+        "sandwich_norm": norms.placement == "sandwich",
+        "post_norm": norms.placement == "post",
+        "post_ln_norm": norms.placement == "post_ln",
+        "parallel_residual": facts.parallel_residual,
+        rope_feature(rope.type) if rope else "rope": rope is not None,
+        "partial_rotary": rope and (rope.partial_rotary_factor < 1.0 or (rope.rotary_dim or d.head_dim) < d.head_dim),
+        "alibi": position == "alibi",
+        "absolute_positions": position == "absolute",
+        "no_positions": position == "nope",
+        "qkv_bias": facts.biases.attention_qkv,
+        "plain_mlp": facts.mlp_gated is False,
+        quantized_feature(facts.quantization.method) if facts.quantization else "quantized": facts.quantization,
+    }
+    head = ["head_transform"] if facts.head_transform else []
+    return (*(name for name, flag in on.items() if flag), *facts.layer_options, *head)

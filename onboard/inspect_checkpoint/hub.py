@@ -1,26 +1,10 @@
-"""Hub access for `onboard inspect`, only through huggingface_hub (its endpoint, token, offline switch, session,
-backoff and cache).
+"""Hub access for `onboard inspect`, only through huggingface_hub (endpoint, token, offline switch, backoff, cache).
 
-* `list_repo`: one model-info request (with file sizes) gives the commit sha and every file: a `RepoListing`, made
-  once per run and passed down (new-model names its run folder with it, inspect reads from it).
-* `fetch_file`: a small file (config, tokenizer, index, chat template, .py; never weights) in a single GET into
-  onboard's cache, immutable per commit (hf_hub_download would send a HEAD first: a round trip more on the critical
-  path, since the index sizes the header requests). `download` (hf_hub_download) finds files in huggingface_hub's
-  cache offline, and fetches a file whose size the listing does not give. config.json and the index are asked for
-  at the revision while the listing is on its way (`_speculate`), and used once the listing names the same commit:
-  listing and index cost one round trip, not two.
-* `get_range`: bytes of one file with a range request (streamed, cut at the range's end if the server ignores it);
-  the safetensors headers of every shard are read with it (hub_headers.py: ranges sized from the index), at most
-  `concurrency()` requests in flight.
-* Every request of ours, and every retry, goes through huggingface_hub's `http_backoff` / `http_stream_backoff`
-  (`request_headers` and `backoff_settings` give its auth headers and settings, `mapped_error` our errors): 5xx, 429
-  and dropped connections are retried with exponential backoff, and a `Retry-After` (429 or 503) is waited out. The
-  exception: the speculative GETs, not retried (a miss falls back to the normal GET, retried).
-
-Listings, small files and headers are immutable per commit, so they are cached next to the HF cache
-(`$ONBOARD_CACHE` or `<HF_HUB_CACHE>/../onboard`; the headers as one pack per commit, header_pack.py): with
-HF_HUB_OFFLINE=1 everything inspected once online is inspected again offline.
-Environment variables are read at call time (huggingface_hub reads HF_ENDPOINT and HF_HUB_OFFLINE at import).
+`list_repo` gives a commit's files once per run; `fetch_file` reads a small file in one GET (no HEAD first: the
+index sizes the header requests, so it is on the critical path); `get_range` reads safetensors headers. Every
+request goes through huggingface_hub's backoff (5xx, 429 and dropped connections retried, Retry-After waited out).
+Listings, small files and headers are immutable per commit and cached beside the HF cache, so a repo inspected once
+online can be inspected offline. Environment variables are read at call time (huggingface_hub reads them at import).
 """
 
 from __future__ import annotations
@@ -40,24 +24,21 @@ from onboard import serde
 from onboard.checkpoint_id import COMMIT_SHA, is_commit_sha
 from onboard.errors import HubError, InputError, OnboardError, SourceNotFound
 from onboard.fsutil import atomic_write
-from onboard.inspect_checkpoint.checkpoint_types import RepoFile, RepoListing
+from onboard.inspect_checkpoint.checkpoint_types import INDEX_FILE, RepoFile, RepoListing
 from onboard.retry_after import retry_after_seconds
 
 if TYPE_CHECKING:
     from concurrent.futures import Future
 
-INDEX_FILE = "model.safetensors.index.json"
 RETRIES = 3  # after the first try, on 5xx / 429 / timeouts / dropped connections
 RETRY_BASE_S = 0.25  # first backoff wait, doubled each retry (huggingface_hub's http_backoff); Retry-After wins
 TIMEOUT_S = float(os.environ.get("ONBOARD_HUB_TIMEOUT", "30"))
 CONCURRENCY_ENV = "ONBOARD_HUB_CONCURRENCY"
-# Requests in flight at once, a connection each: a modest pool, not a connection per shard. A burst of ~100 connects
-# overflows a small server's listen backlog (5 in Python's http.server and many proxies), and each connect dropped
-# waits for TCP's SYN retry; 16 still reads ~160 shards in about ten round trips.
+# Requests in flight at once: a burst of a connection per shard overflows a small server's listen backlog (5 in
+# Python's http.server and many proxies), and each dropped connect waits for TCP's SYN retry.
 DEFAULT_CONCURRENCY = 16
 RETRY_STATUS = (408, 429, 500, 502, 503, 504)
-# Files every inspect reads first, asked for at the revision while the listing is still on its way (their commit is
-# checked against the listing's sha before use): the index sizes the header requests, so it is on the critical path.
+# Asked for at the revision while the listing is on its way (used only if the listing names the same commit).
 SPECULATIVE_FILES = ("config.json", INDEX_FILE)
 SPECULATIVE_LIMIT = 64 * 2**20  # bytes; a larger answer is dropped and left to the normal GET
 T = TypeVar("T")
@@ -106,18 +87,10 @@ class ByteCounter:
             self.value += n
 
 
-# -- listing a repo ---------------------------------------------------------------------------------------------------
-
-
 def list_repo(repo_id: str, revision: str | None, *, speculate: bool = True) -> RepoListing:
-    """The commit sha and every file with its size for `repo_id` at `revision` (default branch when None).
-
-    `speculate`: also ask for SPECULATIVE_FILES (config.json, the index) alongside the listing, for a caller that
-    will read them (inspect, new-model); a caller that will not (verify-tokenizer) passes False.
-
-    A commit's files never change: asked by its 40-hex sha, a listing cached earlier (this run's, or any before) is
-    used without asking the hub, so the stages after new-model's first listing (they all pass the resolved sha)
-    do not list the repo again. A branch or tag can move, so it is always asked for online."""
+    """The commit sha and every file with its size at `revision` (default branch when None). A listing cached by
+    commit sha is used without asking the hub; a branch or tag can move, so it is always asked for online.
+    `speculate`: also ask for SPECULATIVE_FILES now, for a caller that will read them."""
     if offline() or (revision and is_commit_sha(revision) and (repo_cache(repo_id) / f"{revision}.json").is_file()):
         return _resolve_offline(repo_id, revision)
     if speculate:
@@ -139,8 +112,7 @@ class _Sibling(msgspec.Struct):
 
 
 class _ModelInfo(msgspec.Struct):
-    """The fields of the hub's model info that a listing reads. The commit sha goes into URLs and cache paths, so it
-    must be one; a malformed answer (a mirror or proxy that is not the hub) is a HubError naming the field."""
+    """The model info fields a listing reads; the sha goes into URLs and cache paths, so it is validated."""
 
     sha: Annotated[str, msgspec.Meta(pattern=f"^{COMMIT_SHA.pattern}$")] | None = None
     siblings: list[_Sibling] = []
@@ -188,9 +160,6 @@ def _resolve_offline(repo_id: str, revision: str | None) -> RepoListing:
     raise SourceNotFound(f"the file listing of {repo_id!r} at {sha} is not in the cache and HF_HUB_OFFLINE=1", hint)
 
 
-# -- small files ------------------------------------------------------------------------------------------------------
-
-
 def download(repo_id: str, sha: str, filename: str) -> Path | None:
     """Local path of a small repo file (downloaded into the HF cache); None when the repo has no such file."""
     from huggingface_hub import hf_hub_download
@@ -224,8 +193,8 @@ def download(repo_id: str, sha: str, filename: str) -> Path | None:
 
 
 def fetch_file(repo_id: str, sha: str, name: str, size: int | None, counter: ByteCounter) -> Path | None:
-    """One whole (small) file in a single GET, cached in onboard's cache (immutable per commit); None when the hub
-    does not have it. Offline, or when the listing gives no size: huggingface_hub's cache and `download`."""
+    """One small file in a single GET into onboard's cache; None when the hub does not have it. Offline, or with no
+    listed size: `download`."""
     cached = repo_cache(repo_id) / "files" / sha / name
     if cached.is_file():
         return cached
@@ -258,9 +227,8 @@ _speculative_lock = threading.Lock()
 
 
 def _speculate(repo_id: str, revision: str | None) -> None:
-    """Ask for SPECULATIVE_FILES at `revision` now, in background threads, so they arrive with the listing instead of
-    a round trip after it. Only this listing's are kept (an unclaimed 9 MB index is dropped by the next listing); they
-    stay in memory until `fetch_file` claims them for the listed commit, so nothing reaches the cache unasked."""
+    """Ask for SPECULATIVE_FILES now, in background threads, so they arrive with the listing, not a round trip after
+    it. Only this listing's are kept, in memory, until `fetch_file` claims them for the listed commit."""
     from concurrent.futures import Future
 
     base = f"{endpoint()}/{repo_id}/resolve/{quote(revision or 'main', safe='')}/"
@@ -275,8 +243,7 @@ def _speculate(repo_id: str, revision: str | None) -> None:
 
 
 def _speculative_get(url: str, fut: Future[tuple[str, bytes] | None]) -> None:
-    """(commit, body) of one whole file, or None on any failure or surprise: a miss only costs the normal GET (with
-    its retries), so this one is not retried."""
+    """(commit, body) of one file, or None on any failure: a miss only costs the normal GET, so no retries."""
     from huggingface_hub.utils import http_stream_backoff
 
     result = None
@@ -314,8 +281,7 @@ def _claim_speculative(repo_id: str, sha: str, name: str, size: int) -> bytes | 
 
 
 def _write_temp(path: Path, data: bytes) -> Path:
-    """A read-only cache: the file still has to be read once, from a private temporary folder (under its own name,
-    so callers that strip the name to find the repo's folder still can)."""
+    """A read-only cache: the file is read once from a private temporary folder, under its own name."""
     import tempfile
 
     tmp = Path(tempfile.mkdtemp(prefix="onboard-hub-")) / path.name
@@ -324,9 +290,8 @@ def _write_temp(path: Path, data: bytes) -> Path:
 
 
 def download_snapshot(listing: RepoListing, patterns: Sequence[str]) -> Path:
-    """The listed files matching `patterns` (fnmatch on the path, as snapshot_download's allow_patterns) in
-    huggingface_hub's cache, fetched as snapshot_download would but without listing the repo again; returns the
-    snapshot folder. Weights included: this is for the stages that run the model, never for inspect."""
+    """The listed files matching `patterns` (fnmatch, as snapshot_download's allow_patterns) in huggingface_hub's
+    cache, without listing the repo again; returns the snapshot folder. Weights included: never for inspect."""
     from concurrent.futures import ThreadPoolExecutor
     from fnmatch import fnmatch
 
@@ -372,9 +337,6 @@ def get_range(url: str, start: int, end: int, what: str, counter: ByteCounter) -
         raise mapped_error(exc, what) from exc
 
 
-# -- errors and retries -----------------------------------------------------------------------------------------------
-
-
 def request_headers(**extra: str) -> dict[str, str]:
     """huggingface_hub's auth and user-agent headers (build_hf_headers), plus `extra`."""
     from huggingface_hub.utils import build_hf_headers
@@ -396,7 +358,7 @@ def concurrency() -> int:
 
 
 def backoff_settings() -> dict[str, Any]:
-    """huggingface_hub's backoff settings for our requests (read at call time: tests shorten RETRY_BASE_S)."""
+    """huggingface_hub's backoff settings for our requests (read at call time: tests patch RETRY_BASE_S)."""
     return {
         "max_retries": RETRIES,
         "base_wait_time": RETRY_BASE_S,
@@ -425,8 +387,7 @@ def mapped_error(exc: Exception, what: str) -> Exception:
 
 
 def with_retries(call: Callable[[], T], what: str) -> T:
-    """Run a huggingface_hub function (hf_hub_download) with the backoff our own requests get: RETRIES retries on
-    5xx/429/timeouts/dropped connections, waits doubling from RETRY_BASE_S, a Retry-After header waited out."""
+    """Run a huggingface_hub function (hf_hub_download) with the backoff our own requests get (backoff_settings)."""
     for attempt in range(RETRIES + 1):
         try:
             return call()
@@ -441,7 +402,6 @@ def with_retries(call: Callable[[], T], what: str) -> T:
 
 
 def _retry_after(exc: BaseException) -> float:
-    """Seconds a 429/503 answer asked us to wait (its Retry-After header), else 0."""
     return retry_after_seconds(getattr(getattr(exc, "response", None), "headers", None)) or 0.0
 
 
@@ -451,7 +411,7 @@ def _status(exc: BaseException) -> int | None:
 
 
 def _retryable(exc: BaseException) -> bool:
-    import httpx2  # huggingface_hub's HTTP client (a dependency of it, declared in pyproject: we catch its errors)
+    import httpx2  # huggingface_hub's HTTP client
 
     if isinstance(exc, (httpx2.TimeoutException, httpx2.NetworkError, httpx2.RemoteProtocolError)):
         return True
@@ -512,9 +472,8 @@ def map_hub_error(exc: BaseException, what: str, attempts: int = 1) -> OnboardEr
 
 
 def cache_write(path: Path, data: bytes | Sequence[bytes]) -> None:
-    """Concurrent inspects never see a half-written cache entry; a cache needs no fsync, and a failed write is no
-    error."""
+    """Atomic (concurrent inspects never see half an entry), no fsync; a failed write only costs speed."""
     try:
         atomic_write(path, data, durable=False)
     except InputError:
-        pass  # a read-only cache only costs speed
+        pass

@@ -1,17 +1,12 @@
 """Checkpoint integrity from the file listing, the index and the safetensors headers (never the tensor data).
 
-Checks: index <-> shards (missing or extra files, tensors listed but absent, present but unlisted, duplicated),
-every header problem found while parsing, index paths that would leave the repo, symlinks leading out of it (from
-the source's listing), and pickle-only checkpoints (reported, never unpickled). Shape/dtype-vs-config checks live
-with the config analysis.
-
-Sets and dict comparisons do the work (C speed), not a Python step per tensor.
+Index against shards (missing or extra files and tensors, duplicates, paths leaving the repo), header problems, and
+pickle-only checkpoints (reported, never unpickled). Set and dict comparisons do the work, not a step per tensor.
 """
 
 from __future__ import annotations
 
 from operator import itemgetter
-from typing import Any
 
 from onboard.errors import CheckpointError
 from onboard.findings import Finding, error, fatal, warning
@@ -27,8 +22,7 @@ _HINT_INDEX = "re-save the checkpoint (save_pretrained writes a matching index),
 
 
 def check_integrity(source: Source, headers: dict[str, SafetensorsHeader | CheckpointError]) -> list[Finding]:
-    """Integrity findings of the checkpoint. The source's listing findings (`source.findings`: symlinks leading
-    out of the repo, unsafe names) are not repeated here: report both lists."""
+    """Integrity findings; the source's listing findings (`source.findings`) are not repeated here."""
     findings: list[Finding] = _weights_present(source)
     index = source.index()
     for name, result in headers.items():
@@ -41,7 +35,7 @@ def check_integrity(source: Source, headers: dict[str, SafetensorsHeader | Check
             findings.append(Finding(result.code, "fatal", result.message, result.hint, file=name, tensor=tensor))
     good = {name: h for name, h in headers.items() if isinstance(h, SafetensorsHeader)}
     weight_map = index.get("weight_map") if index is not None else None
-    shards = _distinct_values(weight_map)  # ~100 shards for 100k+ tensors: their types are the values' types
+    shards = _distinct_values(weight_map)
     if index is not None and (shards is None or not set(map(type, shards)) <= {str}):
         findings.append(
             fatal(
@@ -69,8 +63,8 @@ def check_integrity(source: Source, headers: dict[str, SafetensorsHeader | Check
 
 
 def _consistent(weight_map: dict[str, str], headers: dict[str, SafetensorsHeader]) -> bool:
-    """The common case in C-speed operations: every shard was read, each of its tensors maps to it in the index,
-    and the counts add up (so nothing is missing and, the index being a function, nothing is duplicated)."""
+    """The common case, quickly: every shard was read, each of its tensors maps to it in the index, and the counts
+    add up (so nothing is missing or duplicated)."""
     if len(headers) != len(set(weight_map.values())):
         return False
     total = 0
@@ -123,8 +117,7 @@ def _weights_present(source: Source) -> list[Finding]:
 
 
 def _distinct_values(weight_map: object) -> dict | None:
-    """The weight_map's distinct values in order (None if it is not a dict or a value is not hashable: not a
-    file name either way)."""
+    """The weight_map's distinct values in order (None if it is not a dict or a value is not hashable)."""
     if not isinstance(weight_map, dict):
         return None
     try:
@@ -206,7 +199,8 @@ def _index_vs_headers(
         if tensor not in headers[shard].tensors:
             absent.setdefault(shard, []).append(tensor)
     for tensor, shard in actual.items():
-        if weight_map.get(tensor) != shard and tensor not in headers.get(weight_map.get(tensor, ""), _EMPTY).tensors:
+        listed = weight_map.get(tensor)
+        if listed != shard and tensor not in getattr(headers.get(listed or ""), "tensors", ()):
             unlisted.setdefault(shard, []).append(tensor)
     for shard, tensors in absent.items():
         findings.append(
@@ -229,13 +223,6 @@ def _index_vs_headers(
             )
         )
     return findings
-
-
-class _Empty:
-    tensors: dict[str, Any] = {}
-
-
-_EMPTY = _Empty()
 
 
 def _names(tensors: list[str]) -> str:

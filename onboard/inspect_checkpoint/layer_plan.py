@@ -1,18 +1,22 @@
-"""Per-layer plan: which mixer each decoder layer has (full / sliding / chunked / MLA / linear / SSM / conv / none),
-its window, whether its MLP is dense or MoE, and whether it applies RoPE.
-
-Sources, strongest first: the tensors present in each layer (when headers are available), then `layer_types`, then
-the family's pattern keys (periods, offsets, hybrid pattern strings), then the family defaults transformers applies
-when an older config omits `layer_types`.
+"""Per-layer plan: each decoder layer's mixer (full / sliding / chunked / MLA / linear / SSM / conv / none), window,
+dense or MoE MLP, RoPE and K/V width. Sources, strongest first: the layer's tensors, `layer_types`, the family's
+pattern keys, then the defaults transformers applies when an older config omits `layer_types`.
 """
 
 from __future__ import annotations
 
+import re
+from collections import defaultdict
 from collections.abc import Sequence
 
+from msgspec.structs import replace
+
 from onboard.findings import Finding, info, warning
+from onboard.inspect_checkpoint import tensor_names as tn
 from onboard.inspect_checkpoint.config_view import ConfigView
+from onboard.inspect_checkpoint.tensor_index import TensorIndex
 from onboard.names.config import spellings
+from onboard.names.tensors import LAYER_INDEX
 from onboard.profile import LayerInfo
 
 # `layer_types` spellings → our vocabulary.
@@ -32,22 +36,17 @@ LAYER_TYPE_NAMES = {
 }  # fmt: skip
 
 # Families whose older configs leave `layer_types` out: transformers' default pattern for each.
-# Each takes (layer index, config view) and returns full|sliding.
 _EVERY_SECOND_SLIDING = ("gemma2", "gpt_oss", "vaultgemma", "t5gemma")
-# Families whose `layer_types` / `layers_block_type`, as transformers 5.25 saves them, call their Mamba mixers
-# "linear_attention": read as Mamba (its state), not as a linear-attention recurrence.
+# Families whose saved `layer_types` call their Mamba mixers "linear_attention": read as Mamba.
 _MAMBA_AS_LINEAR_ATTENTION = ("nemotron_h", "granitemoehybrid", "zamba", "zamba2")
-# Families whose config class derives `layers_block_type` as "hybrid" on every layer and does not save it
-# (FalconH1Config: each decoder layer runs a Mamba-2 mixer beside its attention).
+# Families whose config class derives "hybrid" on every layer without saving it (Falcon-H1: Mamba-2 beside attention).
 _ALL_HYBRID = ("falcon_h1",)
 _PATTERN_KEY_FAMILIES = ("gemma3", "gemma3_text", "cohere2", "exaone4", "gemma4_text", "gemma4")
-# Gemma4TextConfig forces its last layer to full attention whatever `layer_types` says, and builds a missing
-# `layer_types` with its own 5:1 pattern (a saved `sliding_window_pattern` key is not read).
+# Gemma4TextConfig forces its last layer to full attention, and builds a missing `layer_types` with its own 5:1
+# pattern (a saved `sliding_window_pattern` is not read).
 _LAST_LAYER_FULL = ("gemma4_text", "gemma4")
 _ALL_SLIDING_IF_WINDOW = ("mistral", "mixtral", "starcoder2", "phi3", "phimoe", "minimax", "mistral3")
-# Families whose layers other than the sliding ones skip RoPE when the model has a window (Kolibri: "global NoPE
-# for hybrid attention"; Kolibri 1.1 rotates only in its sliding layers; Lara-mini's model hands the rotary tables
-# to its sliding layers only).
+# Families whose layers other than the sliding ones skip RoPE when the model has a window.
 _NOPE_UNLESS_SLIDING = ("kolibri1", "kolibri1_1", "lara_mini")
 _WINDOW_AFTER_MAX_LAYERS = ("qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "dots1", "smollm3", "qwen2_vl", "qwen2_5_vl")
 
@@ -61,8 +60,7 @@ def _declared_window(cv: ConfigView) -> int | None:
 
 
 def _idle_window(cv: ConfigView) -> tuple[int, int] | None:
-    """(window, context) when the declared window is at least the context: a query at position p < context then
-    sees every earlier token, so the window never binds (Phi-3-mini-128k: 262,144 over 131,072)."""
+    """(window, context) when the declared window is at least the context, so it never binds (Phi-3-mini-128k)."""
     window, context = _declared_window(cv), cv.int(*spellings("max_position_embeddings"))
     return (window, context) if window and context and window >= context else None
 
@@ -80,8 +78,7 @@ def _last_layer_full(model_type: str, kinds: list[str]) -> list[str]:
 
 def shared_kv_sources(layer_types: Sequence[str], num_shared: int) -> dict[int, int | None]:
     """Each of the last `num_shared` layers -> the last earlier layer of its type, whose keys and values it attends
-    over (None: no earlier layer has its type), as transformers' Gemma 3n / 4 `kv_sharing_modes`. The one definition:
-    inspect's layer plan and the generated adapters' `kv_shared_source` both read it."""
+    over (None: none), as transformers' Gemma 3n / 4 `kv_sharing_modes`; generated adapters read it too."""
     if num_shared <= 0:
         return {}
     n = len(layer_types)
@@ -176,17 +173,15 @@ def _config_kinds(cv: ConfigView, n: int, mla: bool) -> list[str]:
 
 
 def _unregistered(model_type: str) -> bool:
-    """A model_type no family of the catalog (the installed transformers' decoders) has: a day-zero architecture."""
+    """A model_type the family catalog lacks: a day-zero architecture."""
     from .families import known_model_types
 
     return model_type not in known_model_types()
 
 
 def _day_zero_window(cv: ConfigView, n: int, base: str) -> list[str]:
-    """A window on an architecture nobody registered, with no layer_types: the two conventions transformers' own
-    families use. `use_sliding_window` present: Qwen2's (off unless true, from `max_window_layers` on); absent:
-    Mistral's (every layer). Ignoring the window would build a full-attention adapter that diverges past it; the
-    warning says the plan is assumed, and parity against the reference confirms or refutes it."""
+    """A window on an unregistered architecture without layer_types: Qwen2's convention when `use_sliding_window`
+    is present (from `max_window_layers` on, if true), else Mistral's (every layer). Parity confirms or refutes it."""
     if cv.has("use_sliding_window"):
         if not cv.bool("use_sliding_window"):
             return [base] * n
@@ -203,8 +198,7 @@ def _rope_layers(cv: ConfigView, n: int, kinds: list[str]) -> list[bool]:
     interval = cv.period("no_rope_layer_interval")
     if interval:
         return [(i + 1) % interval != 0 for i in range(n)]
-    # RoPE parameters per layer type, None for a type without RoPE (Ergo's and Cohere Compass's global layers):
-    # transformers then passes no position embeddings to those layers.
+    # RoPE parameters per layer type, None for a type without RoPE (Ergo's and Cohere Compass's global layers).
     params, types = cv.get("rope_parameters"), cv.get("layer_types")
     if isinstance(params, dict) and isinstance(types, list) and len(types) >= n and None in params.values():
         if all(v is None or isinstance(v, dict) for v in params.values()):
@@ -255,9 +249,8 @@ def plan_layers(
         declared = kind
         parallel_ssm = False
         if kind == "hybrid":
-            # Zamba: Mamba plus one attention block shared by every hybrid layer, stored once (tied), so the tensors
-            # of most hybrid layers show only the Mamba half; each still caches its own K and V. ZAYA's "hybrid"
-            # layers are attention (with a conv) and MoE: no Mamba tensors, no Mamba keys.
+            # Zamba: Mamba plus one shared attention block stored once, so most hybrid layers' tensors show only the
+            # Mamba half; each still caches its own K and V. ZAYA's "hybrid" layers have no Mamba at all.
             mamba = "ssm" in seen if seen is not None else any(k.startswith("mamba") for _, k in cv.all_keys())
             kind, parallel_ssm = "full", mamba
         elif seen is not None:
@@ -315,3 +308,101 @@ def _reconcile(kind: str, seen: set[str]) -> tuple[str, bool, str | None]:
     if not seen:
         return "none", False, None if kind in ("none",) or kind in attention_like else None
     return kind, False, None
+
+
+_K_PROJ = re.compile(r"\.(k_proj|key|Wk|k)\.weight$")
+_V_PROJ = re.compile(r"\.(v_proj|value|Wv|v)\.weight$")
+# MLA's down-projection to the cached latent: rows = kv_lora_rank + qk_rope_head_dim, one per attention module.
+_MLA_LATENT = re.compile(r"\.kv_a_proj_with_mqa\.weight$")
+
+
+def with_kv_widths(layers: tuple[LayerInfo, ...], index: TensorIndex) -> tuple[LayerInfo, ...]:
+    """Per-layer K+V widths from the k/v projections' rows; for MLA layers the latent width, summed over the layer's
+    attention modules (LongCat-Flash has two)."""
+    attention_groups = [
+        g
+        for g in index.groups
+        if tn.tower_of(g.template) is None
+        and tn.in_layer(g.template)
+        and tn.layer_role(tn.strip_lm_prefix(g.template)) == "attention"
+        and (_K_PROJ.search(g.template) or _V_PROJ.search(g.template))
+    ]
+    k_rows: dict[int, int] = {}
+    v_rows: dict[int, int] = {}
+    for name, shape in index.shapes_of(attention_groups):
+        idx = tn.layer_index(name)
+        if idx is None or len(shape) != 2 or "indexer" in name:
+            continue
+        (k_rows if _K_PROJ.search(name) else v_rows)[idx] = shape[0]
+    latent: dict[int, int] = defaultdict(int)
+    mla_groups = [g for g in index.groups if tn.tower_of(g.template) is None and _MLA_LATENT.search(g.template)]
+    for name, shape in index.shapes_of(mla_groups):
+        idx = tn.layer_index(name)
+        if idx is not None and len(shape) == 2:
+            latent[idx] += shape[0]
+    out = []
+    for layer in layers:
+        width = None
+        if layer.attention == "mla" and layer.index in latent:
+            width = latent[layer.index]
+        elif layer.attention in ("full", "sliding", "chunked") and layer.index in k_rows:
+            # No v projection: values are the keys (Gemma 4 global layers), cached twice by the engines.
+            width = k_rows[layer.index] + v_rows.get(layer.index, k_rows[layer.index])
+        out.append(replace(layer, kv_width=width) if width else layer)
+    return tuple(out)
+
+
+def with_norm_names(layers: tuple[LayerInfo, ...], index: TensorIndex) -> tuple[LayerInfo, ...]:
+    """Each layer's stored norms (module names), recorded only when the layers differ in them."""
+    norm_groups = [
+        g
+        for g in index.groups
+        if tn.tower_of(g.template) is None
+        and tn.in_layer(tn.strip_lm_prefix(g.template))
+        and tn.component_of_template(tn.strip_lm_prefix(g.template)) == "norms"
+    ]
+    stored: dict[int, set[str]] = defaultdict(set)
+    for name in index.names_of(norm_groups):
+        short = tn.strip_lm_prefix(name)
+        layer = LAYER_INDEX.search(short)  # everything up to the layer's own modules (`model.layers.3.`) cut off
+        module = short[layer.end() :].rsplit(".", 1)[0] if layer else short  # "input_layernorm", "self_attn.q_norm"
+        idx = int(layer.group(1)) if layer else None
+        if idx is not None and "." not in module:  # the layer's own norms, not a mixer's inner ones
+            stored[idx].add(module)
+    per_layer = [tuple(sorted(stored.get(layer.index, ()))) for layer in layers]
+    if len(set(per_layer)) <= 1:
+        return layers
+    return tuple(replace(layer, norms=norms) for layer, norms in zip(layers, per_layer, strict=True))
+
+
+def per_layer_tensors(index: TensorIndex, n: int) -> tuple[dict[int, set[str]], dict[int, bool]]:
+    """Mixer roles and MoE-ness per decoder layer, from the per-layer groups (not the experts: a router marks a MoE
+    layer)."""
+    roles: dict[int, set[str]] = defaultdict(set)
+    moe_layers: dict[int, bool] = {}
+    for g in index.groups:
+        tmpl = tn.strip_lm_prefix(g.template)
+        if tn.tower_of(g.template) or not tn.in_layer(tmpl) or tn.component_of_template(tmpl) == "experts":
+            continue
+        role, comp = tn.layer_role(tmpl), tn.component_of_template(tmpl)
+        if not role and comp not in ("mlp", "router", "shared_experts"):
+            continue
+        for idx in map(tn.layer_index, index.names_of([g])):
+            if idx is None or idx >= n:
+                continue
+            if role:
+                roles[idx].add(role)
+            if comp in ("router", "shared_experts"):
+                moe_layers[idx] = moe_layers.get(idx, False) or comp == "router"
+            elif comp == "mlp":
+                moe_layers.setdefault(idx, False)
+    if not any(moe_layers.values()) and any(tn.component_of_template(g.template) == "experts" for g in index.groups):
+        # Experts without a recognised router: fall back to the experts' own layer indices.
+        experts = [g for g in index.groups if tn.component_of_template(g.template) == "experts"]
+        for name in index.names_of(experts):
+            idx = tn.layer_index(name)
+            if idx is not None and idx < n:
+                moe_layers[idx] = True
+    for i in range(n):
+        roles.setdefault(i, set())
+    return dict(roles), moe_layers

@@ -1,11 +1,7 @@
 """Memory plan: weight bytes, KV cache per token and per sequence by layer kind, and fit on a target GPU.
 
-KV accounting is per layer kind, the part estimators usually get wrong (BUGZOO B46):
-- full attention: K and V for every token: kv_heads × (head_dim + v_head_dim) elements per token;
-- sliding window / chunked: the same per token, capped at the window;
-- MLA: one compressed latent per token (kv_lora_rank + qk_rope_head_dim), as MLA engines cache it, whole on every
-  tensor-parallel rank (target_fit.py cites vLLM and SGLang);
-- linear attention / SSM / short conv: a fixed state per sequence, independent of length.
+Full attention caches kv_heads × (head_dim + v_head_dim) per token, sliding / chunked layers the same capped at the
+window, MLA one latent (kv_lora_rank + qk_rope_head_dim) per token; recurrent layers keep a fixed state per sequence.
 """
 
 from __future__ import annotations
@@ -42,7 +38,7 @@ class Target(msgspec.Struct, frozen=True):
 
 
 def parse_target(text: str) -> Target:
-    """`h100`, `h100x8`, `8xh100`, `a100-80g x4` → Target. Unknown names list the known ones."""
+    """`h100`, `h100x8`, `8xh100`, `a100-80g x4` → Target."""
     spec = text.strip().lower().replace(" ", "")
     m = re.fullmatch(r"(?:(\d+)x)?([a-z0-9\-]+?)(?:x(\d+))?", spec)
     if not m or m.group(2) not in GPUS:
@@ -68,8 +64,7 @@ def per_token_elements(layer: LayerInfo, dims: Dims, cv: ConfigView) -> int:
     if layer.kv_source is not None:  # it attends over another layer's cache and caches nothing (a DummyLayer)
         return 0
     if layer.attention == "mla":
-        # The cached latent: kv_lora_rank + qk_rope_head_dim, read from kv_a_proj_with_mqa's rows when the headers
-        # are there (kv_width), so a config that names the rank differently still sizes it.
+        # kv_width: kv_a_proj_with_mqa's rows, when the headers are there
         rank = cv.int("kv_lora_rank", default=0) or 0
         rope = cv.int("qk_rope_head_dim", default=0) or 0
         return (layer.kv_width or (rank + rope) * _attention_sublayers(cv)) + _indexer_elements(layer, cv, mla=True)
@@ -86,9 +81,7 @@ def per_token_elements(layer: LayerInfo, dims: Dims, cv: ConfigView) -> int:
 
 
 def _layer_overrides(layer: LayerInfo, cv: ConfigView) -> dict:
-    """This layer's entry of `per_layer_config` (transformers' heterogeneous configs: attributes that differ by
-    layer, keyed by layer index, a string in config.json): Gemma 4's full-attention layers take head_dim
-    global_head_dim (and num_global_key_value_heads), and the model builds those layers' K and V at that size."""
+    """This layer's entry of `per_layer_config` (transformers' heterogeneous configs, keyed by layer index)."""
     table = cv.get("per_layer_config")
     if table is None and cv.model_type in _GLOBAL_HEAD_DIM:
         return _global_layer_overrides(layer, cv)
@@ -96,15 +89,13 @@ def _layer_overrides(layer: LayerInfo, cv: ConfigView) -> dict:
     return own if isinstance(own, dict) else {}
 
 
-# Config classes that build per_layer_config themselves when config.json has none (one written before the key
-# existed): full-attention layers get head_dim global_head_dim (default 512) and, when attention_k_eq_v is true (its
-# default is false), num_global_key_value_heads KV heads.
+# Config classes that build per_layer_config themselves when config.json has none: full-attention layers get head_dim
+# global_head_dim (default 512) and, with attention_k_eq_v, num_global_key_value_heads KV heads.
 _GLOBAL_HEAD_DIM = ("gemma4_text", "gemma4_unified_text", "diffusion_gemma_text")
 
 
 def _global_layer_overrides(layer: LayerInfo, cv: ConfigView) -> dict:
-    # The declared types, not layer.attention: a sliding layer whose window never binds is "full" in the plan but
-    # keeps the sliding head_dim in the model.
+    # The declared types: a sliding layer whose window never binds is "full" in the plan but keeps its head_dim.
     types = class_layer_types(cv)
     full = types[layer.index] == "full_attention" if types else layer.attention == "full"
     if not full:
@@ -120,15 +111,13 @@ def _int(value: object) -> int | None:
 
 
 def _attention_sublayers(cv: ConfigView) -> int:
-    """Attention modules one decoder layer holds, each with its own cache: 2 in LongCat-Flash (its decoder layer
-    runs two MLA sublayers, cache indices 2i and 2i+1; num_hidden_layers is derived as 2 × num_layers), else 1.
-    Headers give the layer's summed kv_width instead."""
+    """Attention modules one decoder layer holds, each with its own cache: LongCat-Flash runs two MLA sublayers."""
     return 2 if cv.model_type == "longcat_flash" else 1
 
 
 def _indexer_elements(layer: LayerInfo, cv: ConfigView, mla: bool) -> int:
-    """Keys a sparse-attention indexer caches per token: DeepSeek V3.2 / GLM-5 on every MLA layer (index_topk set),
-    or the layers `layer_types` marks `indexed_attention` (Qwen4-Exp's indexer over GQA)."""
+    """Keys a sparse-attention indexer caches per token: on every MLA layer with index_topk (DeepSeek V3.2), or on
+    the layers `layer_types` marks `indexed_attention` (Qwen4-Exp)."""
     types = cv.get("layer_types")
     indexed = isinstance(types, list) and layer.index < len(types) and types[layer.index] == "indexed_attention"
     if not indexed and not (mla and cv.has("index_topk")):
@@ -137,24 +126,20 @@ def _indexer_elements(layer: LayerInfo, cv: ConfigView, mla: bool) -> int:
 
 
 def state_elements(layer: LayerInfo, dims: Dims, cv: ConfigView, ssm: Ssm | None = None) -> int:
-    """Fixed per-sequence state of a recurrent layer (conv window + SSM / delta-rule state); `ssm`: the SSM
-    layers' mixer (ssm_config.py)."""
+    """Fixed per-sequence state of a layer (conv window + SSM / delta-rule state); `ssm`: the SSM layers' mixer."""
     kind = layer.attention
     if kind == "full" and cv.model_type == "cpmant":
         # CPM-Ant prepends prompt_length learned prompt tokens to every sequence: a fixed K and V prefix.
         return (cv.int("prompt_length", default=0) or 0) * per_token_elements(layer, dims, cv)
     if kind in ("full", "sliding") and (cv.model_type == "zaya" or cv.has("cca_time0")):
-        # ZAYA's compressed convolutional attention: besides K and V, a causal conv window over q and k
-        # ((cca_time0 - 1) + (cca_time1 - 1) steps) and the previous token's delayed half of V. Recognised by its
-        # model_type too: a config.json may leave cca_time0 out at ZayaConfig's default, 2.
+        # ZAYA's compressed convolutional attention: a causal conv window over q and k ((cca_time0 - 1) +
+        # (cca_time1 - 1) steps) and the previous token's delayed half of V.
         q, kv = dims.num_attention_heads * dims.head_dim, dims.num_kv_heads * dims.head_dim
         steps = (cv.int("cca_time0", default=2) or 2) - 1 + (cv.int("cca_time1", default=2) or 2) - 1
         return (q + kv) * steps + kv // 2
     inkling = cv.model_type in _INKLING or cv.has("swa_num_key_value_heads") and cv.has("conv_kernel_size")
     if kind in ("full", "sliding") and inkling:
-        # Inkling: short causal convs over k, v, the attention input and the MLP input, conv_kernel_size steps each
-        # (the config classes' default 4 when config.json leaves it out; checkpoints may name it sconv_kernel_size,
-        # which the config classes' attribute_map reads as conv_kernel_size).
+        # Inkling: short causal convs over k, v, the attention input and the MLP input, conv_kernel_size steps each.
         if kind == "sliding":
             kv = (cv.int("swa_num_key_value_heads") or 0) * (cv.int("swa_head_dim") or dims.head_dim)
         else:
@@ -164,7 +149,7 @@ def state_elements(layer: LayerInfo, dims: Dims, cv: ConfigView, ssm: Ssm | None
         return 0
     hidden = dims.hidden_size
     if kind == "conv":
-        # conv_L_cache's default is the config class's: Lfm3Config's 7, Lfm2Config's (and the others') 3.
+        # conv_L_cache's default: Lfm3Config's 7, Lfm2Config's 3.
         default = 7 if cv.model_type == "lfm3" else 3
         return hidden * (cv.int("conv_L_cache", "conv_kernel", "short_conv_kernel") or default)
     if kind == "linear":
@@ -220,8 +205,7 @@ def plan_memory(
     quantization: Quantization | None = None,
     ssm: Ssm | None = None,
 ) -> MemoryPlan:
-    # Per-layer attention sizes: read below where the k/v tensors do not give a layer's width, and by composition
-    # (each layer's args); modelled either way, so never an unknown key, top-level or inside a wrapper's text_config.
+    # Per-layer attention sizes: read where the k/v tensors do not give a layer's width, and by composition.
     cv.mark_used("per_layer_config")
     width = kv_dtype_bytes(kv_dtype)
     cache_layers: list[CacheLayer] = []
@@ -269,8 +253,7 @@ def plan_memory(
 
 
 def _cache_passes(cv: ConfigView, n: int) -> list[int]:
-    """Caches each layer keeps per sequence: 1, or one per pass for looped layers (Inkling-2-Loop runs layers
-    loop_layer_index_start..end loop_num_passes times, each pass with its own KV and conv states)."""
+    """Caches each layer keeps per sequence: one per pass for looped layers (Inkling-2-Loop), else 1."""
     start, end = cv.int("loop_layer_index_start"), cv.int("loop_layer_index_end")
     loops = cv.int("loop_num_passes", default=1) or 1
     out = [1] * n

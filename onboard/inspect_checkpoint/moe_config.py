@@ -19,16 +19,13 @@ SIGMOID_ROUTER_TYPES = {"deepseek_v3", "glm4_moe", "dots1", "llama4_text", "llam
                         "axk1", "axk2", "bailing_hybrid", "dots3_note", "dots3_note_text", "ergo", "hy_v4",
                         "inkling", "inkling_text", "kimi_linear", "kolibri1_1", "laguna", "lfm2_moe", "minicpm5_moe",
                         "minimax_m3_vl", "minimax_m3_vl_text", "nemotron_h", "param2moe", "step3p5", "step3p7"}  # fmt: skip
-# Softmax routers that still add a selection-only correction bias: ERNIE-4.5 (`moe_statics`) and LongCat-Flash
-# score with a softmax, then rank scores + bias. Any other router with such a bias scores with a sigmoid, as every
-# one of transformers 5.25 does (DeepSeek-V3's noaux_tc and its descendants: Ergo, MiniCPM5-MoE, Kolibri, ...).
+# Softmax routers that still add a selection-only correction bias; any other router with one scores with a sigmoid.
 SOFTMAX_BIAS_ROUTER_TYPES = {"ernie4_5_moe", "ernie4_5_vl_moe", "longcat_flash"}
 _CORRECTION_BIAS_LEAVES = ("expert_bias", "router_bias")  # e_score_correction_bias's names in original checkpoints
 
 
 def _int_or_text_entry(cv: ConfigView, *names: str) -> int | None:
-    """cv.int, except that a per-modality list (ERNIE-4.5-VL's remote-code config: `moe_num_experts: [64, 64]`, text
-    experts first, then vision) gives its first entry: the experts a text token is routed among."""
+    """cv.int, except that a per-modality list (ERNIE-4.5-VL: `moe_num_experts: [64, 64]`) gives its text entry."""
     value = cv.get(*names)
     if isinstance(value, list) and value and all(type(v) is int for v in value):
         return value[0]
@@ -42,8 +39,7 @@ def moe_from_config(cv: ConfigView, lm: dict[str, TensorInfo] | None) -> Moe | N
         return None
     top_k = max(top_k, 1) if isinstance(top_k, int) else 1
     shared = cv.int(*spellings("num_shared_experts"), default=0)
-    # GraniteMoE-Shared / Granite-4.0's shared_mlp is sized by shared_intermediate_size (0: none); dots.llm3's
-    # shared_experts_intermediate_size is per shared expert (its MLP: that times n_shared_experts)
+    # Granite's shared_mlp is sized by shared_intermediate_size (0: none)
     shared_size = cv.int(*spellings("shared_expert_intermediate_size"))
     if not shared and shared_size:
         shared = 1
@@ -75,12 +71,9 @@ def moe_from_config(cv: ConfigView, lm: dict[str, TensorInfo] | None) -> Moe | N
     )
 
 
-# What transformers 5.25 assumes when config.json leaves a placement key out: the config class's default, or the
-# layout its __post_init__ derives when no per-layer list is given (GLM-4.7-Flash, HY-V3, Laguna, MiMo-V2-Flash: one
-# dense layer first; Beam: three). A hub config.json written for the original modelling code may leave them out; read
-# without these, every layer looked MoE (ERNIE-4.5's dense layer 0, DeepSeek-V3's first 3, all of Jamba's instead of
-# every second). "first_k_dense_replace" stands for its aliases (moe_layer_start_index, num_dense_layers, ...).
-# tests/inspect/test_moe_placement.py checks each entry, and every family without one, against transformers' models.
+# What transformers assumes when config.json leaves a placement key out (the config class's default, or the layout its
+# __post_init__ derives); "first_k_dense_replace" stands for its aliases. tests/inspect/test_moe_placement.py checks
+# each entry, and every family without one, against transformers' models.
 PLACEMENT_DEFAULTS: dict[str, dict[str, Any]] = {
     **dict.fromkeys(("axk1", "axk2", "dots3_note_text", "ergo", "ernie4_5_moe", "exaone_moe", "glm4_moe",
                      "glm4_moe_lite", "hy_v3", "hy_v4", "kimi_linear", "laguna", "mimo_v2_flash", "minicpm5_moe",
@@ -93,10 +86,8 @@ PLACEMENT_DEFAULTS: dict[str, dict[str, Any]] = {
 
 
 def _in_moe_period(i: int, freq: int | list | None, step: int | None) -> bool:
-    """DeepSeek's `moe_layer_freq` counts from layer 0 (`i % freq == 0`); Qwen's `decoder_sparse_step`, Llama 4's
-    `interleave_moe_layer_step` and ERNIE's `moe_layer_interval` end each period (`(i + 1) % step == 0`), as their
-    modelling code reads them. 0 (which their code would divide by) means no layer is MoE. A list `moe_layer_freq`
-    (MiniMax-M3, dots.llm3) flags each layer: 1 MoE, 0 dense."""
+    """DeepSeek's `moe_layer_freq` counts from layer 0 (`i % freq == 0`; a list flags each layer); Qwen's, Llama 4's
+    and ERNIE's step ends each period (`(i + 1) % step == 0`). 0 means no layer is MoE."""
     if isinstance(freq, list):
         if not (i < len(freq) and freq[i]):
             return False

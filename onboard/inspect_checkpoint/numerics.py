@@ -1,7 +1,6 @@
 """The numerics a config declares (or a family implies): rotary embedding, norms, activation, multipliers.
 
-Family tables here record what the modelling code does regardless of the config (Gemma's (1 + w) norm and tanh GELU,
-sqrt(hidden) embedding scale): the bugs of BUGZOO C live in exactly these differences.
+The family tables record what the modelling code does regardless of the config (Gemma's (1 + w) norm, tanh GELU).
 """
 
 from __future__ import annotations
@@ -12,33 +11,29 @@ from onboard.findings import Finding, warning
 from onboard.inspect_checkpoint import tensor_names as tn
 from onboard.inspect_checkpoint.checkpoint_types import TensorInfo
 from onboard.inspect_checkpoint.config_view import ConfigView
-from onboard.inspect_checkpoint.lm_view import in_layer, shape_of
+from onboard.inspect_checkpoint.tensor_index import shape_of
 from onboard.names.config import RMS_NORM_EPS_KEYS, activation_name, spellings
 from onboard.profile import Dims, Multipliers, Norms, Rope
 
-# Families that apply the RMSNorm weight as (1 + w). Not Gemma 4: its Gemma4RMSNorm multiplies by the weight itself
-# (initialised to ones).
+# Families that apply the RMSNorm weight as (1 + w) (not Gemma 4).
 NORM_OFFSET_TYPES = {"gemma", "gemma2", "gemma3", "gemma3_text", "gemma3n_text", "recurrent_gemma", "vaultgemma",
                      "qwen3_next", "qwen3_5", "qwen3_5_moe", "qwen3_5_text", "qwen3_5_moe_text", "t5gemma",
                      "nemotron"}  # fmt: skip
-# Families whose norm is RMSNorm although the config key says layer_norm_epsilon.
-# Llama 4: use_qk_norm (default true) normalises q and k without a weight after the rotary embedding, on the rotary
-# layers only (Llama4TextL2Norm); no tensor shows it.
+# Llama 4: use_qk_norm (default true) normalises q and k without a weight, on the rotary layers only.
 WEIGHTLESS_QK_NORM_TYPES = {"llama4_text", "llama4"}
+# Families whose norm is RMSNorm although the config key says layer_norm_epsilon (LFM2's `norm_eps`).
 RMS_NORM_TYPES = {"mamba", "mamba2", "falcon_mamba", "nemotron_h", "bamba", "zamba", "zamba2", "jamba",
                   "lfm2", "lfm2_moe", "lfm3"}  # fmt: skip
-# (LFM2's config names its RMSNorm eps `norm_eps`, which alone reads as a LayerNorm's.)
-# Families whose LayerNorms neither a bias tensor nor an eps key show: OLMo's OlmoLayerNorm (no weight either) and
-# DBRX's nn.LayerNorm(bias=False) (eps 1e-5, fixed in its code).
+# Families whose LayerNorms neither a bias tensor nor an eps key show (OLMo, DBRX).
 LAYER_NORM_TYPES = {"olmo", "dbrx"}
-# Families whose attention layers take no positional encoding at all, whatever config.json says (Nemotron-H and
-# Jamba: their attention has no rotary; the Mamba layers carry the order).
+# Families whose attention layers take no positional encoding, whatever config.json says (the Mamba layers carry
+# the order).
 NOPE_TYPES = {"nemotron_h", "jamba"}
 # Families scaling the token embedding by sqrt(hidden_size) in the forward pass.
 SQRT_EMBED_SCALE_TYPES = {"gemma", "gemma2", "gemma3", "gemma3_text", "recurrent_gemma", "vaultgemma", "gemma4_text",
                           "gemma4_unified_text"}  # fmt: skip
 
-# Per-family activation forced by the modelling code regardless of the config value (BUGZOO B19).
+# Per-family activation forced by the modelling code regardless of the config value.
 FORCED_ACTIVATION = {"gemma": "gelu_pytorch_tanh"}
 # Layers normalising the residual sum, norm(x + f(x)), with no final norm (GPT-1; OPT with do_layer_norm_before off).
 POST_LN_TYPES = {"openai-gpt"}
@@ -51,8 +46,7 @@ def rope_from_config(cv: ConfigView, lm: dict[str, TensorInfo] | None) -> tuple[
         return None, "alibi"
     if mt in ("mamba", "mamba2", "falcon_mamba", "rwkv"):
         return None, "none"
-    # Granite-4.0's hybrids: rotary only when position_embedding_type says "rope"; "nope", or null as written, means
-    # the attention layers take no positional encoding at all (their Mamba layers carry the order).
+    # Granite-4.0's hybrids: "nope", or null as written, means no positional encoding at all.
     if cv.has("position_embedding_type") and cv.get("position_embedding_type") in (None, "nope", "none"):
         return None, "nope"
     if mt in NOPE_TYPES:
@@ -102,7 +96,6 @@ def rope_from_config(cv: ConfigView, lm: dict[str, TensorInfo] | None) -> tuple[
         partial = cv.float(*spellings("partial_rotary_factor"), default=1.0)
     rotary_dim = cv.int(*spellings("rotary_dim"))
     if theta is None and rope_type == "default" and rotary_dim is None and mt not in _ROPE_BY_DEFAULT:
-        # No rope key at all: trust the model type table rather than guessing.
         return None, "none" if lm is None else "unknown"
     original = main.get("original_max_position_embeddings") or cv.int("original_max_position_embeddings")
     return (
@@ -144,7 +137,7 @@ def norms_from_config(cv: ConfigView, lm: dict[str, TensorInfo] | None, dims: Di
             qk = "per_head"
     elif mt in WEIGHTLESS_QK_NORM_TYPES:  # nothing stored shows it: an L2 (weightless RMS) norm, rotary layers only
         qk = "weightless" if cv.bool("use_qk_norm", default=True) else None
-    elif lm is None and cv.bool("use_qk_norm", "qk_layernorm", "qk_norm", "use_qk_layernorm"):
+    elif lm is None and cv.bool(*QK_NORM_FLAGS):
         qk = "per_head"
     elif lm is None and mt in (
         "qwen3",
@@ -164,7 +157,7 @@ def norms_from_config(cv: ConfigView, lm: dict[str, TensorInfo] | None, dims: Di
         qk = "full" if mt in ("olmo2", "olmoe") else "per_head"
     placement = "pre"
     if lm is not None:
-        names = " ".join(n for n in lm if in_layer(n))
+        names = " ".join(n for n in lm if tn.in_layer(n))
         if "pre_feedforward_layernorm" in names and "post_feedforward_layernorm" in names:
             placement = "sandwich"
         elif "post_feedforward_layernorm" in names and "input_layernorm" not in names:
@@ -186,9 +179,8 @@ QK_NORM_LEAVES = ("q_norm", "k_norm", "q_layernorm", "k_layernorm", "query_layer
 
 
 def qk_norm_flag_mismatch(cv: ConfigView, lm: dict[str, TensorInfo] | None) -> list[Finding]:
-    """config.json turns a QK-norm on, yet no layer stores its weights. The config lint counts the flag as read
-    because the tensors show its effect (config_lint.STRUCTURAL_KEYS); here they contradict it. transformers builds
-    the norm from the flag and runs it with initial weights, while an adapter built from the tensors leaves it out."""
+    """config.json turns a QK-norm on, yet no layer stores its weights: transformers would run the norm with initial
+    weights, while an adapter built from the tensors leaves it out."""
     flag = next((k for k in QK_NORM_FLAGS if cv.get(k) is True), None)
     if lm is None or flag is None or cv.model_type in WEIGHTLESS_QK_NORM_TYPES:
         return []
@@ -248,8 +240,7 @@ def multipliers_from_config(cv: ConfigView, dims: Dims) -> Multipliers:
 
 
 def _nope_temperature(cv: ConfigView) -> tuple[float, float] | None:
-    """Llama 4's temperature tuning (attn_temperature_tuning: the config class's defaults, floor_scale 8192 and
-    attn_scale 0.1, where config.json leaves them out); None when it is off or the config has no such key."""
+    """Llama 4's temperature tuning (attn_temperature_tuning, with the config class's defaults); None when off."""
     if not cv.bool("attn_temperature_tuning"):
         return None
     return cv.float("floor_scale", default=8192.0) or 8192.0, cv.float("attn_scale", default=0.1) or 0.1

@@ -1,8 +1,5 @@
-"""Parameter counts from safetensors headers: total, per dtype, per component, active per token.
-
-Counts are of stored elements, except packed 4-bit tensors (MXFP4 `*_blocks`, dtype U8 holding two values a byte),
-which count the values they hold (TensorGroup.numel). Quantization scales are counted apart (component `quant_scales`) and not in the
-total, so the total is the model's parameter count, as `model.num_parameters()` gives for an unquantized model.
+"""Parameter counts from safetensors headers: total, per dtype, per component, active per token. Packed 4-bit tensors
+count the values they hold; quantization scales and buffers are counted apart, so the total is `num_parameters()`.
 """
 
 from __future__ import annotations
@@ -13,9 +10,7 @@ from onboard.inspect_checkpoint import tensor_names as tn
 from onboard.inspect_checkpoint.tensor_index import TensorIndex
 from onboard.profile import Moe, ParameterCounts
 
-# Persistent buffers that checkpoints store but that are not parameters (transformers registers them as buffers):
-# counted as component `buffers`, outside the total, so the total equals `model.num_parameters()`. Known families
-# list their buffer templates in the catalog; this suffix list is the guess for families the catalog lacks.
+# Buffers checkpoints store, for families the catalog lacks (known families list theirs in the catalog).
 GENERIC_BUFFER_SUFFIXES = ("e_score_correction_bias",)
 # Leaf names one buffer goes by in different checkpoint formats (the original release vs transformers' own names).
 _BUFFER_ALIASES = {"e_score_correction_bias": ("expert_bias", "router_bias")}  # router_bias: Ergo's original name
@@ -24,11 +19,7 @@ _NOT_PARAMETERS = ("quant_scales", "buffers")
 
 
 def count_parameters(index: TensorIndex, moe: Moe | None, buffer_leaves: tuple[str, ...] | None) -> ParameterCounts:
-    """Counts per dtype and component, from tensor groups (see tensor_index.py).
-
-    `buffer_leaves`: what the family registers as buffers (from the catalog), None if unknown: leaf names, and
-    full templates (with a dot) for buffers whose checkpoint name differs from the model's.
-    """
+    """`buffer_leaves`: what the family registers as buffers (families.family_buffers), None if unknown."""
     by_dtype: Counter[str] = Counter()
     by_component: Counter[str] = Counter()
     leaves = set(GENERIC_BUFFER_SUFFIXES if buffer_leaves is None else buffer_leaves)

@@ -1,9 +1,5 @@
-"""Bytes a quantized weight takes in a checkpoint: the values plus their scales (and zero points), per method.
-
-Used to size weights from config.json alone (weight_estimate.py). Each byte model follows the format's on-disk
-layout, e.g. DeepSeek-V3's fp8: one byte per value plus a float32 `weight_scale_inv` per 128×128 block; gpt-oss's
-MXFP4: two values a byte (`*_blocks`) plus one E8M0 scale byte per 32 values (`*_scales`). A method without a byte
-model here gives None: the caller reports the weights as unknown instead of guessing.
+"""Bytes a quantized weight takes on disk: the values plus their scales (and zero points), per method, for sizing
+weights from config.json alone. A method without a byte model gives None: the weights are unknown, not guessed.
 """
 
 from __future__ import annotations
@@ -16,23 +12,16 @@ from typing import Any
 @dataclass(frozen=True)
 class ByteModel:
     description: str
-    bits: float
-    """Bits per stored value."""
+    bits: float  # per stored value
     scale_bytes: int = 0
-    """Bytes of one scale."""
-    block: tuple[int, int] | None = None
-    """(rows, columns) covered by one scale: 2-D blocks (fp8 128×128)."""
-    group: int | None = None
-    """Values along the input dimension covered by one scale (MXFP4 32, NVFP4 16, GPTQ 128); -1: one per row."""
-    zero_bits: float = 0.0
-    """Bits of the zero point stored per scale (asymmetric integer formats)."""
+    block: tuple[int, int] | None = None  # (rows, columns) covered by one scale (fp8 128×128)
+    group: int | None = None  # values along the input dimension covered by one scale; -1: one per row
+    zero_bits: float = 0.0  # zero point bits per scale (asymmetric integer formats)
     per_tensor_bytes: int = 0
-    """Bytes stored once per tensor (per-tensor scales)."""
-    experts_only: bool = False
-    """Only the routed experts are quantized (transformers' MXFP4 integration replaces only the expert modules)."""
+    experts_only: bool = False  # only the routed experts are quantized (MXFP4)
 
     def tensor_bytes(self, shape: tuple[int, ...]) -> int:
-        """Bytes of one quantized weight of `shape` (the last two dims are output × input; more are stacked)."""
+        """Bytes of one quantized weight (the last two dims are output × input; more are stacked)."""
         rows, cols = (shape[-2], shape[-1]) if len(shape) >= 2 else (1, shape[-1])
         stacked = math.prod(shape[:-2]) if len(shape) > 2 else 1
         values = math.ceil(rows * cols * self.bits / 8)
@@ -46,6 +35,12 @@ class ByteModel:
             scales = 0
         per_scale = self.scale_bytes + self.zero_bits / 8
         return stacked * (values + math.ceil(scales * per_scale) + self.per_tensor_bytes)
+
+
+def ignored_modules(qc: dict[str, Any]) -> tuple[str, ...]:
+    """The module names or patterns a `quantization_config` leaves unquantized, under any of its spellings."""
+    raw = qc.get("modules_to_not_convert") or qc.get("ignore") or qc.get("ignored_layers") or ()
+    return tuple(str(m) for m in raw) if isinstance(raw, list) else ()
 
 
 def byte_model(qc: dict[str, Any]) -> ByteModel | None:

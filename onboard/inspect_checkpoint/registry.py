@@ -1,16 +1,10 @@
-"""Which architectures `onboard inspect` has been proven on, and where it is known to fall short.
-
-VERIFIED: model types whose profile is checked against transformers on a tiny checkpoint (exact parameter count,
-per-layer kinds, KV bytes; tests/inspect/test_tiny_architectures.py). Any other model type still gets a profile
-from the generic rules, plus an info finding saying it is unverified. A test fails when an entry here has no tiny
-checkpoint (tests/tiny/configs.py), so the list cannot claim more than is tested.
+"""Which architectures `onboard inspect` is proven on (VERIFIED: checked against transformers on a tiny checkpoint in
+tests/inspect/test_tiny_architectures.py), and where it is known to fall short (KNOWN_GAPS). Tests keep both honest.
 """
 
 from __future__ import annotations
 
-# Families checked the same way where some profile facts are still known to be wrong: the fact (the name of the
-# check in tests/inspect/test_tiny_architectures.py) and why. The test fails when one of these starts to match, so the
-# table cannot outlive the gap; inspect adds a finding naming the gap to these families' profiles.
+# Families where some facts are known to be wrong: the check's name in test_tiny_architectures.py and why.
 KNOWN_GAPS: dict[str, dict[str, str]] = {
     "hrm_text": {
         "layer_kinds": "two stacks (H and L levels) name their layers with the same indices; inspect merges them",

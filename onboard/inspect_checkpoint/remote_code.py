@@ -1,7 +1,5 @@
-"""Remote code (`auto_map`): report the repo's own Python files and the classes they define, never run them.
-
-Files are parsed with `ast.parse` only: nothing is imported, compiled to bytecode or executed, so a module that
-would do harm on import does nothing here. The report tells people what `trust_remote_code=True` would run.
+"""Remote code (`auto_map`): report the repo's own Python files and the classes they define (`ast.parse` only:
+nothing is imported or executed), so people see what `trust_remote_code=True` would run.
 """
 
 from __future__ import annotations
@@ -17,10 +15,8 @@ MAX_PY_BYTES = 2 * 2**20  # a modeling file is ~100 KB; bigger ones are not pars
 
 
 def find_remote_code(source: Source, config: dict[str, Any]) -> RemoteCode | None:
-    """auto_map entries (config.json and tokenizer_config.json), the repo's .py files and their classes.
-
-    None when the repo has neither an auto_map nor Python files.
-    """
+    """auto_map entries (config.json and tokenizer_config.json), the repo's .py files and their classes; None when
+    the repo has neither."""
     auto_map = _flatten(config.get("auto_map"))
     if source.has_file("tokenizer_config.json"):
         tok = source.read_json("tokenizer_config.json") or {}
@@ -30,8 +26,7 @@ def find_remote_code(source: Source, config: dict[str, Any]) -> RemoteCode | Non
     if not auto_map and not py_files:
         return None
     small = [p for p in py_files if (source.file_size(p) or 0) <= MAX_PY_BYTES]
-    # Hub sources download each file: do it concurrently (local reads are instant either way). Imported here: most
-    # checkpoints have no .py file, and inspect's start-up should not pay for the thread pool's imports.
+    # Hub sources download each file: concurrently. Imported here: most checkpoints have no .py file.
     from concurrent.futures import ThreadPoolExecutor
 
     with ThreadPoolExecutor(max_workers=min(16, max(1, len(small)))) as pool:
@@ -54,12 +49,8 @@ def classes_in(text: str, module: str) -> list[str]:
 
 
 def remote_code_findings(rc: RemoteCode | None, natively_supported: bool) -> list[Finding]:
-    """Findings for the report. The profile itself comes from config.json and the headers either way.
-
-    `natively_supported`: the installed transformers implements the config's model_type, so the repo's code is
-    not needed (e.g. Phi-3 and DeepSeek-V3 ship an auto_map but are built in). When it does not, the repository's
-    code is the only reference: a warning, since the reference-needing stages then need --trust-remote-code.
-    """
+    """`natively_supported`: the installed transformers implements the model_type, so the repo's code is not needed;
+    otherwise it is the only reference (a warning: the reference stages then need --trust-remote-code)."""
     if rc is None:
         return []
     files = ", ".join(rc.files) or "none"

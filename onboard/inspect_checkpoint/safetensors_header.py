@@ -1,12 +1,7 @@
-"""Read and validate safetensors headers without touching tensor data.
+"""Read and validate safetensors headers (`u64 length N` + N bytes of JSON), never the tensor data.
 
-A safetensors file is `u64 little-endian header length N` + `N bytes of JSON` + the data region. The JSON maps
-tensor names to `{dtype, shape, data_offsets: [begin, end]}` (offsets relative to the data region) plus an optional
-`__metadata__` of string pairs. We read only the prefix and the header, never the data.
-
-A 1T-parameter checkpoint has ~100k tensors in ~160 shards, so the common case is a fast path: msgspec decodes the
-JSON straight into small C structs (no dict per tensor) and one tight loop checks dtypes, sizes and contiguity.
-Anything unusual falls back to the slow path, which re-parses with `json` and names the exact problem.
+The common case takes a fast path (msgspec decodes into small C structs, one loop checks dtypes, sizes and
+contiguity); anything unusual falls back to a slow path that re-parses with `json` and names the exact problem.
 """
 
 from __future__ import annotations
@@ -31,18 +26,14 @@ _HINT_REDOWNLOAD = "the file is damaged or incomplete: download it again (and co
 _HINT_WRITER = "the header is inconsistent: re-save the checkpoint with the `safetensors` library"
 
 
-class _Entry(NamedTuple):
-    """A tensor record of the slow path (same attribute names as the fast path's `_Struct`)."""
-
+class _Entry(NamedTuple):  # the slow path's record: the fast path's `_Struct` attributes
     dtype: str
     shape: tuple[int, ...]
     data_offsets: tuple[int, int]
 
 
 class _Struct(msgspec.Struct, gc=False):
-    # Defaults let `__metadata__` (a str->str map) decode into an empty record; the slow path judges it.
-    # The dtype is one of the known names: decoded to that one shared string (not a copy per tensor), and an
-    # unknown dtype fails the decode, so the slow path names it.
+    # Defaults let `__metadata__` decode into an empty record. An unknown dtype fails the decode: the slow path names it.
     dtype: Literal[tuple(DTYPE_BYTES)] = ""  # type: ignore[valid-type]
     shape: tuple[int, ...] = ()
     data_offsets: tuple[int, int] = (-1, -1)
@@ -62,11 +53,7 @@ _COMMON_METADATA = {
 
 
 class TensorMap(Mapping[str, TensorInfo]):
-    """name -> TensorInfo, built lazily: creating 100k dataclasses would cost more than parsing the headers.
-
-    `records` gives the decoded records without building TensorInfo objects (the fast way to aggregate over a whole
-    checkpoint).
-    """
+    """name -> TensorInfo, built lazily; `records` gives the decoded records without building TensorInfo objects."""
 
     __slots__ = ("_raw", "_file", "_cache")
 
@@ -94,30 +81,15 @@ class TensorMap(Mapping[str, TensorInfo]):
 
     @property
     def records(self) -> Mapping[str, Any]:
-        """name -> decoded record (`.dtype`, `.shape`, `.data_offsets`), without building TensorInfo objects: the
-        fast way to aggregate over a whole checkpoint (tensor_index.py)."""
+        """name -> decoded record (`.dtype`, `.shape`, `.data_offsets`)."""
         return self._raw
-
-    def raw_items(self) -> Iterator[tuple[str, str, tuple[int, ...], tuple[int, int]]]:
-        """`(name, dtype, shape, (begin, end))` per tensor, from the records."""
-        for name, e in self._raw.items():
-            yield name, e.dtype, e.shape, e.data_offsets
-
-    def __repr__(self) -> str:
-        return f"TensorMap({self._file!r}, {len(self._raw)} tensors)"
 
 
 def read_local_header(path: Path, rel_name: str) -> SafetensorsHeader:
-    """Read and validate the header of a local safetensors file (prefix + header only, never the data)."""
     try:
         with open(path, "rb") as f:
             size = os.fstat(f.fileno()).st_size
-            prefix = f.read(PREFIX_LEN)
-            if len(prefix) < PREFIX_LEN:
-                raise _err(
-                    "truncated", rel_name, f"file is truncated: {size} bytes, too short for the 8-byte header length"
-                )
-            (header_len,) = struct.unpack("<Q", prefix)
+            header_len = claimed_len(rel_name, f.read(PREFIX_LEN))
             check_header_len(rel_name, header_len, size)
             header_bytes = f.read(header_len)
     except OSError as exc:
@@ -125,6 +97,13 @@ def read_local_header(path: Path, rel_name: str) -> SafetensorsHeader:
             "unreadable", f"{rel_name}: cannot read ({exc.strerror or exc})", "check the file's permissions", rel_name
         ) from exc
     return parse_header(rel_name, header_len, header_bytes, size)
+
+
+def claimed_len(file: str, prefix: bytes) -> int:
+    """The header length the file's 8-byte prefix claims."""
+    if len(prefix) < PREFIX_LEN:
+        raise _err("truncated", file, f"file is truncated: {len(prefix)} bytes, too short for the 8-byte header length")
+    return struct.unpack("<Q", prefix[:PREFIX_LEN])[0]
 
 
 def check_header_len(file: str, header_len: int, file_size: int | None) -> None:
@@ -146,10 +125,8 @@ def check_header_len(file: str, header_len: int, file_size: int | None) -> None:
 
 
 def parse_header(file: str, header_len: int, header_bytes: bytes, file_size: int | None) -> SafetensorsHeader:
-    """Validate one header and return it; raise CheckpointError(code) naming the file and tensor otherwise.
-
-    `file_size` (None when unknown) enables the checks against the end of the file.
-    """
+    """Validate one header; CheckpointError(code) names the file and tensor otherwise. `file_size` (None when
+    unknown) enables the checks against the end of the file."""
     check_header_len(file, header_len, file_size)
     if len(header_bytes) < header_len:
         raise _err("truncated", file, f"file is truncated inside its {header_len:,}-byte header")
@@ -172,7 +149,7 @@ def _fast_parse(
     metadata: dict[str, str] = {}
     if "__metadata__" in raw:
         del raw["__metadata__"]
-        # Almost every file starts with the writer's `{"__metadata__":{"format":"pt"}`: skip a second pass.
+        # Almost every writer starts with `{"__metadata__":{"format":"pt"}}`: no second pass over the header for it.
         common = _COMMON_METADATA.get(header_bytes[: header_bytes.find(b"}") + 1])
         try:
             metadata = dict(common) if common is not None else _DECODE_META(header_bytes).metadata
@@ -180,8 +157,7 @@ def _fast_parse(
             return None
     sizes = DTYPE_BYTES
     pos = 0
-    # Writers lay tensors out in the order of the header's keys, so one pass checks contiguity; a file written in
-    # another order takes the slow path (still correct, just slower).
+    # Writers lay tensors out in the order of the header's keys; a file written in another order takes the slow path.
     for e in raw.values():
         begin, end = e.data_offsets
         size = sizes.get(e.dtype)
@@ -207,9 +183,7 @@ def _slow_parse(
     metadata = doc.pop("__metadata__", {})
     if not isinstance(metadata, dict) or not all(isinstance(v, str) for v in metadata.values()):
         raise _err("header-invalid", file, "__metadata__ must map strings to strings")
-    raw: dict[str, _Entry] = {}
-    for name, t in doc.items():
-        raw[name] = _check_entry(file, name, t)
+    raw = {name: _check_entry(file, name, t) for name, t in doc.items()}
     spans = sorted((e.data_offsets[0], e.data_offsets[1], name) for name, e in raw.items())
     return _check_layout(file, header_len, file_size, data_len, raw, spans, metadata)
 

@@ -1,11 +1,8 @@
 """SOURCE of `onboard inspect`: a local folder or a hub repo, behind one interface.
 
-A Source lists every file of the repo, reads small files (JSON, text), and reads safetensors headers, never tensor
-data. Problems met while listing (symlinks leading out of the repo, unsafe names) become `findings`.
-
-Hub sources start downloading the small files and the safetensors headers in the background as soon as the file
-listing is known: the caller then reads them one after another at local speed, and an inspect behind a slow link
-costs about two round trips (listing, then everything at once) instead of one per file.
+A Source lists every file, reads small files and safetensors headers (never tensor data), and turns problems met
+while listing (symlinks out of the repo, unsafe names) into `findings`. Hub sources fetch the small files and headers
+in the background as soon as the listing is known, so a slow link costs about two round trips, not one per file.
 """
 
 from __future__ import annotations
@@ -22,7 +19,13 @@ import msgspec
 from onboard.checkpoint_id import is_commit_sha
 from onboard.errors import CheckpointError, ConfigError, InputError, OnboardError, SourceNotFound
 from onboard.findings import Finding, fatal, warning
-from onboard.inspect_checkpoint.checkpoint_types import RepoFile, RepoListing, SafetensorsHeader
+from onboard.inspect_checkpoint.checkpoint_types import (
+    INDEX_FILE,
+    RepoFile,
+    RepoListing,
+    SafetensorsHeader,
+    is_safe_relpath,
+)
 from onboard.inspect_checkpoint.safetensors_header import read_local_header
 from onboard.lfs import CODE as LFS_CODE
 from onboard.lfs import (
@@ -38,7 +41,6 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from concurrent.futures import Future
 
-INDEX_FILE = "model.safetensors.index.json"
 # Small files `onboard inspect` reads from every repo: fetched concurrently up front for hub sources.
 PREFETCH_FILES = (
     "config.json", "generation_config.json", "tokenizer_config.json", "special_tokens_map.json", INDEX_FILE,
@@ -49,7 +51,6 @@ MAP_FROM_BYTES = 1 << 20  # JSON files from this size on are decoded from a memo
 SMALL_FILE_LIMIT = 256 * 2**20  # tokenizer.json of large-vocab models is ~30 MB; weights are refused by suffix
 SKIP_DIRS = {".git", ".cache"}  # git metadata, huggingface_hub's local_dir bookkeeping
 MAX_FILES = 200_000  # a checkpoint has tens of files; walking "/" or a home folder by mistake must stop early
-_DRIVE_RE = re.compile(r"[A-Za-z]:")
 _REPO_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9._-]{0,95}")
 
 
@@ -70,13 +71,9 @@ def open_source(
     listing: RepoListing | None = None,
     speculate: bool = True,
 ) -> Source:
-    """A local folder if it exists (or looks like a path), else a hub repo id `org/name`.
-
-    `prefetch` (hub only): start fetching the small files (and the index, which sizes the header requests) right
-    away. `listing` (hub only): the repo's listing made earlier in this run, used instead of listing it again.
-    `speculate` (hub only): ask for config.json and the index alongside the listing (hub.list_repo); False for a
-    caller that reads neither.
-    """
+    """A local folder if it exists (or looks like a path), else a hub repo id `org/name`. Hub only: `prefetch` starts
+    fetching the small files right away, `listing` is this run's earlier listing of the repo, `speculate` asks for
+    config.json and the index alongside the listing (hub.list_repo)."""
     looks_local = source.startswith(("./", "../", "/", "~", ".\\")) or source in (".", "..")
     path = Path(source).expanduser()
     if path.exists() or looks_local:
@@ -96,23 +93,6 @@ def open_source(
     return HubSource(source, revision, prefetch=prefetch, listing=listing, speculate=speculate)
 
 
-def _same_repo(listing: RepoListing | None, repo_id: str, revision: str | None) -> bool:
-    """Does `listing` answer for `repo_id` at `revision` (as asked, or by its resolved commit)?"""
-    return listing is not None and listing.repo_id == repo_id and revision in (listing.revision, listing.sha)
-
-
-def is_top_level_shard(name: str) -> bool:
-    """A safetensors file at the repo's top level (sub-folders such as original/ hold other formats)."""
-    return name.endswith(".safetensors") and "/" not in name
-
-
-def is_safe_relpath(name: str) -> bool:
-    """Relative, forward slashes, no `..`, no drive or absolute part: stays inside the repo."""
-    if not name or name.startswith(("/", "\\")) or "\\" in name or _DRIVE_RE.match(name):
-        return False
-    return ".." not in name.split("/")  # PurePosixPath(name).parts, without building a path (called per shard)
-
-
 class Source:
     """What `onboard inspect` reads from. Subclasses: LocalSource, HubSource."""
 
@@ -128,7 +108,6 @@ class Source:
         self._index: dict[str, Any] | None = None
         self._index_read = False
 
-    # -- files -----------------------------------------------------------------------------------------------------
     @property
     def bytes_fetched(self) -> int:
         """Bytes of safetensors headers fetched over the network (0 for local sources)."""
@@ -145,7 +124,7 @@ class Source:
         raise NotImplementedError
 
     def fetch(self, names: list[str]) -> None:
-        """Start fetching these small files now, all at once (hub sources); `path_of` then waits for each."""
+        """Start fetching these small files now (hub sources); `path_of` then waits for each."""
 
     def _readable_path(self, name: str) -> Path | None:
         """The local path of `name` (None if absent), refused if it is a git-lfs pointer instead of the file."""
@@ -168,16 +147,13 @@ class Source:
 
     def read_json(self, name: str, typed: Callable[[bytes], dict[str, Any]] | None = None) -> dict[str, Any] | None:
         """The JSON object in `name`; None if the repo has no such file; ConfigError naming file+line if malformed.
-
-        `typed`: a faster decoder for the usual shape of this file, tried first; anything it refuses is decoded
-        generically."""
+        `typed`: a faster decoder for the file's usual shape, tried first."""
         path = self._readable_path(name)
         if path is None:
             return None
         try:
             with path.open("rb") as fh:
                 if fh.seek(0, os.SEEK_END) >= MAP_FROM_BYTES:
-                    # A large index is decoded from the page cache: no 10 MB buffer to allocate and fill.
                     with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as view:
                         doc = _fast_decode(view, typed)
                     if doc is not None:
@@ -213,40 +189,33 @@ class Source:
         return self._index
 
     def safetensors_files(self) -> list[str]:
-        """The shards, sorted: the index's weight_map values if there is an index, else top-level *.safetensors.
-
-        Sorted, the order writers number them in (model-00001-of-… first): an index names them in the order of its
-        sorted tensor names, which puts the shard holding lm_head.weight, or layer 10's, before layer 2's. Unsafe
-        paths (`..`, absolute) are left out here; `check_integrity` reports them.
-        """
+        """The shards in the order writers number them: the index's weight_map values if there is an index, else
+        top-level *.safetensors. Unsafe paths are left out here; `check_integrity` reports them."""
         idx = self.index()
         weight_map = idx.get("weight_map") if idx else None
         if isinstance(weight_map, dict):
             try:
-                distinct = dict.fromkeys(weight_map.values())  # 100k+ tensors, ~100 shards: dedupe first
-            except TypeError:  # a list or object as a value: an invalid index (integrity says so), not a crash
+                distinct = dict.fromkeys(weight_map.values())
+            except TypeError:  # an unhashable value: an invalid index (integrity says so)
                 distinct = dict.fromkeys(v for v in weight_map.values() if isinstance(v, str))
             return sorted(v for v in distinct if isinstance(v, str) and is_safe_relpath(v))
         return self.top_level_shards()
 
     def top_level_shards(self) -> list[str]:
-        """The repo's top-level *.safetensors files, sorted (what loaders read without an index)."""
-        return sorted(f.path for f in self.files if is_top_level_shard(f.path))
+        # Sub-folders such as original/ hold other formats.
+        return sorted(f.path for f in self.files if f.path.endswith(".safetensors") and "/" not in f.path)
 
     def read_headers(self, names: list[str]) -> dict[str, SafetensorsHeader | CheckpointError]:
         raise NotImplementedError
 
     def close(self) -> None:
-        """Release background resources (hub sources); a Source is also a context manager."""
+        """Drop background work (hub sources); a Source is also a context manager."""
 
     def __enter__(self) -> Source:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}({self.display!r}, revision={self.revision!r}, {len(self.files)} files)"
 
 
 class LocalSource(Source):
@@ -278,25 +247,22 @@ class LocalSource(Source):
 
     def read_headers(self, names: list[str]) -> dict[str, SafetensorsHeader | CheckpointError]:
         # Sequential: the work is JSON parsing under the GIL, from the page cache; threads would only take turns.
-        out: dict[str, SafetensorsHeader | CheckpointError] = {}
-        for name in names:
-            path = self.path_of(name)
-            if path is None:
-                out[name] = CheckpointError("missing-shard", f"{name}: not found in {self.display}", None, name)
-                continue
-            if name in self.pointers:  # reported from the listing (source.findings); its "header" is pointer text
-                out[name] = CheckpointError(LFS_CODE, pointer_message(self.pointers[name]), None, name)
-                continue
-            try:
-                out[name] = read_local_header(path, name)
-            except CheckpointError as exc:
-                out[name] = exc
-        return out
+        return {name: self._header(name) for name in names}
+
+    def _header(self, name: str) -> SafetensorsHeader | CheckpointError:
+        path = self.path_of(name)
+        if path is None:
+            return CheckpointError("missing-shard", f"{name}: not found in {self.display}", None, name)
+        if name in self.pointers:  # reported from the listing (source.findings); its "header" is pointer text
+            return CheckpointError(LFS_CODE, pointer_message(self.pointers[name]), None, name)
+        try:
+            return read_local_header(path, name)
+        except CheckpointError as exc:
+            return exc
 
 
 def _fast_decode(data: bytes | mmap.mmap, typed: Callable[[bytes], dict[str, Any]] | None) -> dict[str, Any] | None:
-    """msgspec's decode (it reads UTF-8 bytes directly, faster than json), `typed` first; None if neither gives a
-    JSON object (json then explains the problem precisely)."""
+    """msgspec's decode, `typed` first; None if neither gives a JSON object (json then explains the problem)."""
     for decode in (typed, msgspec.json.decode) if typed else (msgspec.json.decode,):
         try:
             doc = decode(data)  # type: ignore[arg-type]
@@ -307,23 +273,14 @@ def _fast_decode(data: bytes | mmap.mmap, typed: Callable[[bytes], dict[str, Any
 
 
 def _index_decoder(listed: tuple[str, ...]) -> Callable[[bytes], dict[str, Any]] | None:
-    """A decoder for the usual index (`metadata` and a `weight_map` naming listed shards) that gives each tensor's
-    shard as the one shared string of that shard, not a fresh copy per tensor: ~100k strings fewer to build, hash and
-    free. Anything else (another key, an unlisted shard, a value that is not a string) fails it, and the caller
-    decodes the file generically."""
+    """A decoder for the usual index (`metadata`, a `weight_map` naming listed shards) that shares one string per
+    shard instead of a copy per tensor. Anything else fails it, and the caller decodes the file generically."""
     if not listed:
         return None
 
     fields = [("weight_map", dict[str, Literal[listed]]), ("metadata", Any, msgspec.UNSET)]  # type: ignore[valid-type]
     decode = msgspec.json.Decoder(msgspec.defstruct("Index", fields, forbid_unknown_fields=True)).decode
-
-    def read(data: bytes) -> dict[str, Any]:
-        doc = decode(data)
-        if doc.metadata is msgspec.UNSET:
-            return {"weight_map": doc.weight_map}
-        return {"metadata": doc.metadata, "weight_map": doc.weight_map}
-
-    return read
+    return lambda data: {k: v for k, v in msgspec.structs.asdict(decode(data)).items() if v is not msgspec.UNSET}
 
 
 def _unreadable(name: str, exc: UnicodeDecodeError | OSError) -> ConfigError:
@@ -334,7 +291,7 @@ def _unreadable(name: str, exc: UnicodeDecodeError | OSError) -> ConfigError:
 
 def _list_local(root: Path, allowed: Path) -> tuple[list[RepoFile], list[Finding], set[str]]:
     """Every regular file under root (relative paths), findings for symlinks that leave the repo, and the listed
-    files that are symlinks (inside the repo; only those need resolving when read)."""
+    files that are symlinks (only those need resolving when read)."""
     files: list[RepoFile] = []
     findings: list[Finding] = []
     links: set[str] = set()
@@ -413,9 +370,7 @@ def git_head(root: Path) -> str | None:
 
 
 class HubSource(Source):
-    # `hub` (huggingface_hub, its HTTP client, the header pack cache) is imported in these methods only: a local
-    # inspect never loads it.
-
+    # `hub` (and huggingface_hub) is imported in these methods only: a local inspect never loads it.
     def __init__(
         self,
         repo_id: str,
@@ -427,17 +382,15 @@ class HubSource(Source):
     ) -> None:
         from concurrent.futures import ThreadPoolExecutor
 
-        from onboard.inspect_checkpoint import header_pack, hub
+        from onboard.inspect_checkpoint import hub, hub_headers
 
         self.display = repo_id
         self.repo_id = repo_id
         self.local_dir = None
-        # Every request but the listing and its speculative GETs (hub.list_repo) runs on this pool (small files, the
-        # index, the headers): its size bounds the requests in flight.
+        # Every request but the listing runs on this pool: its size bounds the requests in flight.
         self._pool = ThreadPoolExecutor(max_workers=hub.concurrency(), thread_name_prefix="onboard-hub")
-        if not _same_repo(listing, repo_id, revision):  # the caller's listing is reused, never asked for again
+        if listing is None or listing.repo_id != repo_id or revision not in (listing.revision, listing.sha):
             listing = hub.list_repo(repo_id, revision, speculate=speculate)
-        assert listing is not None
         self.listing = listing
         self.revision = listing.sha
         files = self.files = listing.files
@@ -454,7 +407,7 @@ class HubSource(Source):
         self._downloads: dict[str, Future[Path | None]] = {}
         self._headers: dict[str, Future[bytes]] = {}  # raw bytes, parsed by read_headers and cached as they came
         self._ranges: dict[str, int] | None = None  # first range per shard, sized from the index
-        self._pack = header_pack.read_header_pack(repo_id, listing.sha)  # headers read before (immutable per commit)
+        self._pack = hub_headers.read_header_pack(repo_id, listing.sha)  # headers read before (immutable per commit)
         if prefetch:
             for name in PREFETCH_FILES:
                 if name in self._sizes:
@@ -469,7 +422,6 @@ class HubSource(Source):
         return self._counter.value
 
     def close(self) -> None:
-        """Drop background work nobody asked for (prefetches of files the caller did not read)."""
         self._pool.shutdown(wait=False, cancel_futures=True)
 
     def _download_future(self, name: str) -> Future[Path | None]:
@@ -477,8 +429,6 @@ class HubSource(Source):
 
         fut = self._downloads.get(name)
         if fut is None:
-            # One GET through huggingface_hub's backoff (hf_hub_download: a HEAD first, a round trip more, and its
-            # retried HEAD ignores a 429's Retry-After); the index sizes the header ranges, config.json is read first.
             args = (self.repo_id, self.revision, name, self._sizes.get(name), self._file_counter)
             fut = self._pool.submit(hub.fetch_file, *args)  # type: ignore[arg-type]
             self._downloads[name] = fut
@@ -538,33 +488,21 @@ class HubSource(Source):
         self._size_ranges()
         from concurrent.futures import as_completed
 
-        from onboard.inspect_checkpoint import header_pack, hub_headers
+        from onboard.inspect_checkpoint import hub_headers
 
-        futures = {}
-        for name in names:
-            if name in self._sizes:
-                futures[name] = self._header_future(name)
+        pending = {self._header_future(name): name for name in names if name in self._sizes}
         # Parsed in the order they arrive, so parsing overlaps the requests still in flight.
         parsed: dict[str, SafetensorsHeader | CheckpointError] = {}
         fetched: dict[str, bytes] = {}
-        pending = {fut: name for name, fut in futures.items()}
         for fut in as_completed(pending):
             name = pending[fut]
             try:
-                blob = fut.result()
-                fetched[name] = blob
-                parsed[name] = hub_headers.parse_header_blob(name, blob, self._sizes.get(name))
+                fetched[name] = fut.result()
+                parsed[name] = hub_headers.parse_header_blob(name, fetched[name], self._sizes.get(name))
             except CheckpointError as exc:
                 parsed[name] = exc
-        out: dict[str, SafetensorsHeader | CheckpointError] = {}
-        for name in names:
-            found = parsed.get(name)
-            out[name] = (
-                found
-                if found is not None
-                else CheckpointError("missing-shard", f"{name}: not in {self.repo_id} at {self.revision}", None, name)
-            )
         if fetched.keys() - self._pack.keys():  # what came from the hub: cached for the next inspect of this commit
             self._pack.update(fetched)
-            header_pack.write_header_pack(self.repo_id, self.revision, self._pack)  # type: ignore[arg-type]
-        return out
+            hub_headers.write_header_pack(self.repo_id, self.revision, self._pack)  # type: ignore[arg-type]
+        where = f"not in {self.repo_id} at {self.revision}"
+        return {n: parsed.get(n) or CheckpointError("missing-shard", f"{n}: {where}", None, n) for n in names}

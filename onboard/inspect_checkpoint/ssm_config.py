@@ -1,9 +1,5 @@
-"""The selective state-space (Mamba) mixer: its sizes and options, read once from config.json.
-
-Families name the same knobs differently: pure Mamba models use the bare names (`state_size`, `conv_kernel`,
-`use_conv_bias`, `time_step_rank`), the hybrids prefix them (`mamba_d_state`, `mamba_d_conv`, `mamba_conv_bias`,
-`mamba_dt_rank`), Nemotron-H mixes both: names.config.SSM_KEYS holds every spelling. Memory sizing reads the
-result, and the keys count as used for the config lint.
+"""The selective state-space (Mamba) mixer: its sizes and options, read once from config.json (every spelling of
+each knob: names.config.SSM_KEYS).
 """
 
 from __future__ import annotations
@@ -24,8 +20,7 @@ _DT_FLOOR_FROM_MIN = {"zamba2"}
 def ssm_from_config(
     cv: ConfigView, dims: Dims, layers: tuple[LayerInfo, ...], lm: dict[str, TensorInfo] | None
 ) -> tuple[Ssm | None, list[Finding]]:
-    """The mixer of the SSM layers (None when no layer has one), and findings where the checkpoint's tensors
-    contradict config.json's biases."""
+    """The SSM layers' mixer (None without one), and findings where the tensors contradict config.json's biases."""
     if not any(layer.attention == "ssm" or layer.parallel_ssm for layer in layers):
         return None, []
     hidden = dims.hidden_size
@@ -86,8 +81,8 @@ def _dt_rank(cv: ConfigView, hidden: int) -> int:
 
 
 def _dt_limit(cv: ConfigView) -> tuple[float, float | None] | None:
-    """`time_step_limit` as (low, high or None for no bound); None when it clamps nothing ((0, inf), the default).
-    Zamba2 has no such key: its mixer clamps dt to [time_step_min, inf), a key other families only train with."""
+    """`time_step_limit` as (low, high or None); None when it clamps nothing. Zamba2 clamps dt to
+    [time_step_min, inf)."""
     if cv.model_type in _DT_FLOOR_FROM_MIN:
         low = cv.float("time_step_min", default=0.001) or 0.0
         return (low, None) if low > 0 else None
@@ -107,8 +102,7 @@ def _multipliers(cv: ConfigView, key: str, count: int) -> tuple[float, ...] | No
 
 
 def _bias_findings(ssm: Ssm, lm: dict[str, TensorInfo] | None) -> list[Finding]:
-    """Where the checkpoint stores SSM tensors, config.json's biases must match them: engines build the layer from
-    config.json, so a bias the checkpoint lacks loads as zeros (or fails), and one it stores is dropped."""
+    """config.json's biases against the stored SSM tensors: engines build the layer from config.json."""
     if not lm:
         return []
     names = [n for n in lm if ".conv1d." in n or ".in_proj." in n]

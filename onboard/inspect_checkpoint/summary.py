@@ -46,11 +46,9 @@ def render_summary(p: ModelProfile) -> str:
         lines += [f"  fix: {f.hint}"] if f.hint else []
     lines += [
         f"revision: {p.revision or 'local (no commit)'}",
-        f"dims (config.json): hidden {d.hidden_size}, layers {d.num_layers}, heads {d.num_attention_heads}/"
-        f"{d.num_kv_heads} kv, head_dim {d.head_dim}, intermediate {d.intermediate_size}, vocab {d.vocab_size}"
-        if p.unknown
-        else f"dims: hidden {d.hidden_size}, layers {d.num_layers}, heads {d.num_attention_heads}/{d.num_kv_heads} kv, "
-        f"head_dim {d.head_dim}, intermediate {d.intermediate_size}, vocab {d.vocab_size}",
+        f"dims{' (config.json)' if p.unknown else ''}: hidden {d.hidden_size}, layers {d.num_layers}, heads "
+        f"{d.num_attention_heads}/{d.num_kv_heads} kv, head_dim {d.head_dim}, intermediate {d.intermediate_size}, "
+        f"vocab {d.vocab_size}",
     ]
     if p.unknown:
         lines.append(f"unknown until the weights can be read: {', '.join(p.unknown)}")
@@ -118,14 +116,8 @@ def describe_ssm(s: Ssm) -> str:
         if s.version == 2
         else f"dt rank {s.dt_rank}"
     )
-    parts = [
-        f"Mamba-{s.version}",
-        f"state {s.state_size}",
-        f"conv {s.conv_kernel}",
-        f"inner {s.inner_size}",
-        shape,
-        s.activation,
-    ]
+    sizes = f"Mamba-{s.version}, state {s.state_size}, conv {s.conv_kernel}, inner {s.inner_size}"
+    parts = [sizes, shape, s.activation]
     if s.dt_limit:
         low, high = s.dt_limit
         parts.append(f"dt clamped to [{low:g}, {'inf' if high is None else f'{high:g}'}]")

@@ -1,17 +1,9 @@
 """Fit on a target: the smallest tensor-parallel degree engines accept whose share of weights and cache fits a GPU.
 
-Per GPU at TP degree t (vLLM's accounting):
-- weights / t (attention heads, MLP and experts are split; the small replicated parts are ignored);
-- KV of ordinary attention layers: each rank holds max(1, kv_heads // t) of the kv_heads, so KV heads fewer than
-  t are replicated (vLLM ModelConfig.get_num_kv_heads);
-- MLA layers: the whole latent on every rank. vLLM `vllm/config/model.py` ModelConfig.get_num_kv_heads returns 1
-  for MLA ("When using MLA during decode it becomes MQA"), never divided by t, and its MLA backends cache
-  (num_blocks, block_size, kv_lora_rank + qk_rope_head_dim); SGLang
-  `python/sglang/srt/model_executor/model_runner_kv_cache_mixin.py` ModelRunnerKVCacheMixin.get_cell_size_per_token
-  sizes an MLA cell as (kv_lora_rank + qk_rope_head_dim) × layers × dtype bytes, again without dividing by t;
-- recurrent state (SSM, linear attention, short conv): split with the heads, / t.
-A degree is valid when engines can shard the model that way: it divides the attention heads, the KV heads divide it
-or it divides them, the MLP widths split evenly, and each shard of a block-quantized weight is whole blocks.
+Per GPU at TP degree t (vLLM's accounting): weights / t; max(1, kv_heads // t) of the KV heads; the whole MLA latent
+(vLLM's ModelConfig.get_num_kv_heads and SGLang's get_cell_size_per_token never divide it); recurrent state / t.
+A degree is valid when it divides the attention heads, the KV heads divide it or it divides them, the MLP widths
+split evenly, and each shard of a block-quantized weight is whole blocks.
 """
 
 from __future__ import annotations
@@ -27,20 +19,16 @@ MORE_GPUS_LIMIT = 8  # how far "more GPUs" looks: up to 8× the target's count
 
 
 class CacheLayer(msgspec.Struct, frozen=True):
-    elements: int
-    """Cache elements one token adds in this layer."""
-    window: int | None
-    """Tokens kept at most (sliding / chunked), None when the layer keeps every token."""
-    replicated: bool
-    """MLA: every tensor-parallel rank holds the whole latent."""
+    elements: int  # cache elements one token adds in this layer
+    window: int | None  # tokens kept at most (sliding / chunked)
+    replicated: bool  # MLA: every tensor-parallel rank holds the whole latent
 
 
 class CacheModel(msgspec.Struct, frozen=True):
     """What one sequence caches, layer by layer, to size it at any length, KV width and TP degree."""
 
     layers: tuple[CacheLayer, ...]
-    state_elements: int
-    """Fixed recurrent state per sequence (SSM / linear attention / short conv), independent of length."""
+    state_elements: int  # fixed recurrent state per sequence
     kv_heads: int
 
     def bytes_per_gpu(self, length: int, width: int, tp: int) -> float:
@@ -59,10 +47,8 @@ class Sharding(msgspec.Struct, frozen=True):
     attention_heads: int
     kv_heads: int
     mla: bool
-    mlp_widths: tuple[int, ...]
-    """Dense and expert intermediate sizes: column- and row-parallel layers split them."""
-    quant_block: int | None
-    """Rows of a block-quantized weight covered by one scale (fp8 128): each shard must hold whole blocks."""
+    mlp_widths: tuple[int, ...]  # dense and expert intermediate sizes
+    quant_block: int | None  # rows of a block-quantized weight covered by one scale (fp8 128)
 
     def why_not(self, tp: int) -> str | None:
         """None when engines accept `tp`, else the reason in words."""

@@ -1,9 +1,7 @@
-"""All tensors of a checkpoint grouped by name shape, built in one pass at C speed.
+"""All tensors of a checkpoint grouped by name shape (`layers.#.mlp.experts.#.w1.weight`), built at C speed.
 
-A 1T-parameter checkpoint has ~140k tensors but only ~100 distinct name shapes (`layers.#.mlp.experts.#.w1.weight`).
-The analysis works on those groups: per-tensor Python work would cost more than reading the headers. The per-tensor
-steps below are `map`, `str.translate`, `dict.setdefault`, `Counter` and `compress` over iterators — no Python-level
-loop body per tensor, and no per-tensor list kept beyond each tensor's name and group id.
+A large checkpoint has ~140k tensors but ~100 name shapes, and the analysis works on the groups. The per-tensor steps
+are `map`, `str.translate`, `Counter` and `compress` over iterators: no Python loop body per tensor.
 """
 
 from __future__ import annotations
@@ -22,7 +20,7 @@ from onboard.inspect_checkpoint.checkpoint_types import DTYPE_BYTES, Safetensors
 
 _DIGITS = str.maketrans("0123456789", "##########")
 _DIGIT_BYTES = bytes.maketrans(b"0123456789", b"##########")
-_CHUNK = 4096  # names masked per call
+_CHUNK = 4096  # names masked per call: no multi-megabyte joined text
 SMALL_GROUP = 1024  # groups this small (per-layer tensors, not experts) keep their positions once asked for
 _DTYPE, _SHAPE, _OFFSETS = attrgetter("dtype"), attrgetter("shape"), attrgetter("data_offsets")
 _BEGIN, _END = itemgetter(0), itemgetter(1)
@@ -33,16 +31,14 @@ _RUNS = re.compile(r"(?<=\.)#+(?=\.|$)")
 class TensorGroup(msgspec.Struct, frozen=True):
     """Tensors whose names differ only in their numbers (layer, expert) and that share a dtype."""
 
-    template: str
-    """Name with every number replaced by `{}`, multimodal wrapper prefix kept."""
+    template: str  # every number replaced by `{}`, multimodal wrapper prefix kept
     dtype: str
     count: int
     nbytes: int
     first_name: str
     first_shape: tuple[int, ...]
     first_file: str
-    members: tuple[str, ...] = ()
-    """First names of the raw groups merged here (`layers.9.x` and `layers.10.x` mask differently)."""
+    members: tuple[str, ...] = ()  # first names of the raw groups merged here (`layers.9.x`, `layers.10.x`)
 
     @property
     def numel(self) -> int:
@@ -58,10 +54,9 @@ class TensorIndex:
     def __init__(self, groups: list[TensorGroup]) -> None:
         self.groups = groups
         self.total = sum(g.count for g in groups)
-        # Per tensor, for the name and shape queries (none in an index made of groups alone): its name and its group
-        # id, the position of its raw group's first tensor. A raw group is one masked name with one dtype and the
-        # same digits inside names (`w1` apart from `w3`): what becomes a group, or part of one once groups of other
-        # digit counts (`layers.9` and `layers.10`) are merged. A group's `members` name its raw groups' firsts.
+        # Per tensor, for the name and shape queries: its name and its group id, the position of its raw group's
+        # first tensor. A raw group is one masked name, one dtype and the same digits inside names (`w1` apart from
+        # `w3`); raw groups of other digit counts (`layers.9`, `layers.10`) merge into one group.
         self._names: Sequence[str] = ()
         self._firsts: list[int] = []
         self._counts: dict[int, int] = {}  # tensors per group id
@@ -79,7 +74,7 @@ class TensorIndex:
         bounds: list[tuple[int, str]] = []  # (end position in `names`, file) per header
         validated = True
         for h in headers:
-            raw = getattr(h.tensors, "records", None)  # the lazy TensorMap: its decoded records, no TensorInfo objects
+            raw = getattr(h.tensors, "records", None)  # a TensorMap's decoded records: no TensorInfo objects
             validated = validated and raw is not None
             source = raw if raw is not None else h.tensors
             names += source
@@ -99,34 +94,29 @@ class TensorIndex:
     def _build(
         cls, names: list[str], entries: list, bounds: list[tuple[int, str]], sized_by_shape: bool = False
     ) -> TensorIndex:
-        """`sized_by_shape`: every record's bytes are known to be its shape × its dtype's width (parsed headers,
-        checked tensor by tensor), so tensors of one dtype and one shape have one size."""
+        """`sized_by_shape`: every record's bytes are its shape × its dtype's width (validated headers)."""
         if not names:
             return cls([])
-        # Group key: the name with digits masked, one C call per chunk of names (chunks keep the joined text small:
-        # no multi-megabyte buffer to allocate and fault in). Only the ~100 distinct keys are kept.
+        # Group key: the name with digits masked, one C call per chunk of names.
         first_index: dict[str, int] = {}
         firsts: list[int] = []  # each tensor → index of its group's first tensor
         for start in range(0, len(names), _CHUNK):
             chunk = names[start : start + _CHUNK]
             joined = "\n".join(chunk)
-            # ASCII names (the usual case) are masked as bytes: a 256-entry table, not a lookup per character.
             text = joined.encode().translate(_DIGIT_BYTES).decode() if joined.isascii() else joined.translate(_DIGITS)
             masked = text.split("\n")
             if len(masked) != len(chunk):  # a name holding a newline (legal JSON): mask one by one
                 masked = [name.translate(_DIGITS) for name in chunk]
             firsts += map(first_index.setdefault, masked, count(start))
         counts = Counter(firsts)
-        # Most groups hold tensors of one dtype and one size (every layer's q_proj, every expert's w1): their bytes
-        # are count × the first one's. Only the groups where a tensor differs from its first are summed member by
-        # member, and split by dtype when their dtypes are mixed (rare: one layer kept in higher precision).
+        # Most groups hold tensors of one dtype and one size: their bytes are count × the first one's. Only groups
+        # where a tensor differs from its first are summed member by member, and split by dtype when mixed.
         group_ids = first_index.values()
         first_dtype = {i: entries[i].dtype for i in group_ids}
         id_shapes = {i: tuple(entries[i].shape) for i in group_ids}
         first_size = dict(zip(group_ids, _sizes(map(entries.__getitem__, group_ids))))
         mixed = _differs_from_first(map(_DTYPE, entries), firsts, first_dtype)
-        # The tensors shaped unlike their masked name's first (few: one wider layer); the shape queries take every
-        # other tensor's shape from that first. Comparing shapes is one C-level step per tensor.
+        # Tensors shaped unlike their masked name's first (few); shape queries take every other one's from the first.
         odd = list(compress(count(), map(ne, map(_SHAPE, entries), map(id_shapes.__getitem__, firsts))))
         if sized_by_shape:  # one dtype and one shape make one size
             uneven = {firsts[p] for p in odd}
@@ -152,8 +142,7 @@ class TensorIndex:
                     size = counts[i] * first_size[i]
                 groups.append(group(_RUNS.sub("{}", key), i, counts[i], size))
                 continue
-            # A raw group is split when its dtypes are mixed or when it masked digits inside a name component
-            # (`w1`/`w3`, `fc1`/`fc2` share a masked key).
+            # Split a raw group with mixed dtypes or digits inside a name component (`w1`/`w3` share a masked key).
             members_of = members_of or positions_by_key(firsts)
             members = members_of[i]
             member_names = list(map(names.__getitem__, members))
@@ -187,7 +176,6 @@ class TensorIndex:
         if not self._firsts or not groups:
             return [(g.first_name, g.first_shape) for g in groups]
         firsts_wanted = {m for g in groups for m in (g.members or (g.first_name,))}
-        # The group id of a tensor is the position of its group's first tensor; find those positions once.
         ids = {self._first_of[n] for n in firsts_wanted if n in self._first_of}
         small = self._small_group_positions()
         if ids <= small.keys():  # per-layer groups, asked for again and again: positions listed once
@@ -204,8 +192,7 @@ class TensorIndex:
             yield p, firsts[p]
 
     def _small_group_positions(self) -> dict[int, list[int]]:
-        """Group id -> positions of its tensors, for the groups of at most SMALL_GROUP tensors (one pass over all
-        tensors, the first time it is needed)."""
+        """Group id -> positions of its tensors, for groups of at most SMALL_GROUP tensors (built on first use)."""
         if self._small is None:
             wanted = {i for i, n in self._counts.items() if n <= SMALL_GROUP}
             small = self._small = {i: [] for i in wanted}
@@ -216,9 +203,8 @@ class TensorIndex:
 
 
 def positions_by_key(keys: list) -> dict:
-    """key -> positions holding it (ascending), in order of first appearance. The per-element steps run in C (a
-    count, a stable sort of the positions by key, slices), so 100k tensors cost no Python loop body each; keys must
-    be sortable among themselves."""
+    """key -> positions holding it (ascending), in order of first appearance, with no Python step per element; keys
+    must be sortable among themselves."""
     counts = Counter(keys)
     order = sorted(range(len(keys)), key=keys.__getitem__)
     by_key, start = {}, 0
@@ -229,13 +215,12 @@ def positions_by_key(keys: list) -> dict:
 
 
 def _sizes(entries: Iterable) -> Iterator[int]:
-    """`end - begin` of each record's data_offsets, computed in C."""
     offsets = list(map(_OFFSETS, entries))
     return map(sub, map(_END, offsets), map(_BEGIN, offsets))
 
 
 def _differs_from_first(values: Iterable, firsts: list[int], of_first: dict[int, object]) -> set[int]:
-    """The groups (by first position) holding a value unlike their first one's (`of_first`), compared in C."""
+    """The groups (by first position) holding a value unlike their first one's (`of_first`)."""
     return set(compress(firsts, map(ne, values, map(of_first.__getitem__, firsts))))
 
 
@@ -255,18 +240,26 @@ def _merge(groups: list[TensorGroup]) -> list[TensorGroup]:
         members = g.members or (g.first_name,)
         prev = merged.get(key)
         if prev is None:
-            merged[key] = TensorGroup(
-                g.template, g.dtype, g.count, g.nbytes, g.first_name, g.first_shape, g.first_file, members
-            )
+            merged[key] = msgspec.structs.replace(g, members=members)
         else:
-            merged[key] = TensorGroup(
-                prev.template,
-                prev.dtype,
-                prev.count + g.count,
-                prev.nbytes + g.nbytes,
-                prev.first_name,
-                prev.first_shape,
-                prev.first_file,
-                prev.members + members,
-            )
+            count, nbytes = prev.count + g.count, prev.nbytes + g.nbytes
+            merged[key] = msgspec.structs.replace(prev, count=count, nbytes=nbytes, members=prev.members + members)
     return list(merged.values())
+
+
+def language_view(index: TensorIndex) -> dict[str, TensorInfo]:
+    """Language-model templates (towers dropped, wrapper prefixes removed) -> the first tensor of each group: what
+    architecture checks look at instead of every name."""
+    out: dict[str, TensorInfo] = {}
+    for g in index.groups:
+        if tn.tower_of(g.template) is None:
+            key = tn.strip_lm_prefix(g.template)
+            out.setdefault(key, TensorInfo(g.first_name, g.dtype, g.first_shape, (0, g.nbytes), g.first_file))
+    return out
+
+
+def shape_of(lm: dict[str, TensorInfo] | None, *needles: str) -> tuple[int, ...] | None:
+    for name, t in (lm or {}).items():
+        if all(n in name for n in needles):
+            return t.shape
+    return None

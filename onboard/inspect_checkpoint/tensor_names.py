@@ -1,7 +1,5 @@
-"""What a tensor name says: which layer it belongs to, which component, which tower.
-
-Names are reduced to templates (`model.layers.{}.mlp.experts.{}.w1.weight`) and classified once per template, so a
-checkpoint with 50k tensors costs a few hundred regex matches, not 50k.
+"""What a tensor name says: which layer it belongs to, which component, which tower. Names are classified once per
+template (`model.layers.{}.mlp.experts.{}.w1.weight`), not per tensor.
 """
 
 from __future__ import annotations
@@ -13,6 +11,7 @@ from onboard.names.tensors import (
     COMPONENT_FIRST,
     COMPONENT_RULES,
     LAYER_INDEX,
+    LAYER_TEMPLATE,
     LEARNED_POSITIONS,
     LM_PREFIXES,
     SINK_NAMES,
@@ -34,6 +33,10 @@ def template(name: str) -> str:
 def layer_index(name: str) -> int | None:
     m = LAYER_INDEX.search(name)
     return int(m.group(1)) if m else None
+
+
+def in_layer(template: str) -> bool:
+    return LAYER_TEMPLATE.search(template) is not None
 
 
 def tower_of(name: str) -> str | None:
@@ -66,8 +69,7 @@ def strip_lm_prefix(name: str) -> str:
 
 
 def language_model_name(name: str) -> str | None:
-    """The name a text model's adapter reads for checkpoint tensor `name`: a multimodal wrapper's prefix removed
-    (`language_model.model.layers.0…` → `model.layers.0…`), None for a vision / audio tower's tensor."""
+    """The name a text model's adapter reads for `name` (wrapper prefix removed), None for a tower's tensor."""
     return None if tower_of(name) is not None else strip_lm_prefix(name)
 
 
@@ -94,8 +96,8 @@ def component(name: str) -> str:
 
 @lru_cache(maxsize=8192)
 def layer_role(tmpl: str) -> str | None:
-    """Coarse mixer kind a tensor template reveals: mla | attention | ssm | linear | conv, or None. The template's
-    role decides (names.tensors.ROLE_MIXERS); names no role knows fall back to these patterns."""
+    """Coarse mixer kind a template reveals: mla | attention | ssm | linear | conv, or None. The template's role
+    decides (names.tensors.ROLE_MIXERS); names no role knows fall back to these patterns."""
     by_role = role_mixer(tmpl)
     if by_role is not None:
         return by_role

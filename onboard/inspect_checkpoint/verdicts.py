@@ -1,10 +1,5 @@
-"""The inspect stage's checks, from a ModelProfile's JSON: one definition for the pipeline's inspect.json and for a
-profile.json the checklist reads on its own (written by `onboard inspect --json`).
-
-- inspect_no_errors: no fatal or error finding;
-- config_lint_clean: no config finding above info (an unknown or unmodelled key, a value of the wrong type);
-- architecture_no_novelty: a known closest family and nothing in the novelty report besides its name (a checkpoint
-  that keeps a family's model_type but adds a feature, a tensor or a tower is new: a person reviews it).
+"""The inspect stage's checks from a ModelProfile's JSON (the pipeline's inspect.json, or `onboard inspect --json`):
+no fatal or error finding; no config finding above info; a known closest family and nothing new beside it.
 """
 
 from __future__ import annotations
@@ -18,7 +13,6 @@ __all__ = ["inspect_checks"]
 
 
 def inspect_checks(profile: Mapping[str, Any]) -> list[Check]:
-    """The three inspect checks of `profile` (a ModelProfile as JSON)."""
     findings = [f for f in profile.get("findings") or [] if isinstance(f, dict)]
     bad = [f for f in findings if f.get("severity") in ("fatal", "error")]
     lint = [f for f in findings if str(f.get("code", "")).startswith("config-") and f.get("severity") != "info"]

@@ -1,14 +1,9 @@
-"""Weight bytes from config.json alone, for folders and repos whose safetensors headers were not read.
+"""Weight bytes from config.json alone, for checkpoints whose safetensors headers were not read.
 
-The installed transformers builds the model on the meta device (shapes only: no memory, no weights), the way
-accelerate's `estimate-memory` does. Only transformers' own classes run: the config class is looked up by
-model_type and the model is built with trust_remote_code=False, so repository code never runs. Every parameter and
-persistent buffer then gets its bytes: quantized linear weights through the quantization's byte model
-(quant_bytes.py), everything else in the config's dtype. MTP layers, which transformers' classes drop but
-checkpoints store and engines load for speculative decoding, are added as copies of the last decoder layer.
-
-When no estimate is possible (a model_type transformers does not know, a config its class rejects, a quantization
-method without a byte model), the bytes are None and the reason says why: unknown weights are never 0 B.
+The installed transformers builds the model on the meta device (shapes only), from its own classes only
+(trust_remote_code=False). Quantized weights are sized by their byte model (quant_bytes.py), the rest in the config's
+dtype; MTP layers, which transformers drops but checkpoints store, are added as copies of the last decoder layer.
+When no estimate is possible the bytes are None and the reason says why: unknown weights are never 0 B.
 """
 
 from __future__ import annotations
@@ -28,7 +23,7 @@ from typing import Any
 from onboard.inspect_checkpoint import tensor_names as tn
 from onboard.inspect_checkpoint.config_class_input import for_config_class
 from onboard.inspect_checkpoint.memory import KV_DTYPE_BYTES
-from onboard.inspect_checkpoint.quant_bytes import ByteModel, byte_model
+from onboard.inspect_checkpoint.quant_bytes import ByteModel, byte_model, ignored_modules
 from onboard.profile import WeightsEstimate
 
 # Components whose matrices quantization methods convert; embeddings, the head, norms and routers stay as they are.
@@ -41,12 +36,11 @@ MAX_LAYERS = 1024
 class Estimate:
     bytes: int | None
     detail: WeightsEstimate | None
-    reason: str
-    """One line: how the bytes were estimated, or why they could not be."""
+    reason: str  # how the bytes were estimated, or why they could not be
 
 
 def estimate_weights(config: dict[str, Any], mtp_layers: int) -> Estimate:
-    """Estimate the checkpoint's weight bytes from `config` (a config.json dict). Never raises."""
+    """Never raises."""
     try:
         key = json.dumps(config, sort_keys=True)
     except (TypeError, ValueError) as exc:
@@ -74,8 +68,8 @@ def _estimate(config_json: str, mtp_layers: int) -> Estimate:
     except _NoEstimate as exc:
         return Estimate(None, None, str(exc))
     dtype = str(config.get("torch_dtype") or config.get("dtype") or "bfloat16").removeprefix("torch.")
-    width = KV_DTYPE_BYTES.get(dtype, 2)  # the dtype-name table of the KV plan: float32 4, bfloat16 2, …
-    ignored = _ignored_patterns(quant if isinstance(quant, dict) else {})
+    width = KV_DTYPE_BYTES.get(dtype, 2)
+    ignored = ignored_modules(quant) if isinstance(quant, dict) else ()
     per_layer: dict[int, tuple[int, int]] = {}
     total_bytes = total_params = quantized = 0
     for name, shape in _stored_tensors(model):
@@ -134,8 +128,7 @@ def _meta_model(config: dict[str, Any]) -> tuple[Any, str]:
         auto = AutoModelForImageTextToText
     else:
         raise _NoEstimate(f"transformers {version} has no causal-LM class for model_type {model_type!r}")
-    # Our own dict through transformers' own config class: auto_map (repository code) and the quantization
-    # (sized here, not applied) are left out; config_class_input drops the labels and refuses absurd layer counts.
+    # auto_map (repository code) and the quantization (sized here, not applied) are left out.
     with _quiet():
         try:
             clean = for_config_class({k: v for k, v in config.items() if k not in ("auto_map", "quantization_config")})
@@ -157,7 +150,7 @@ def _meta_model(config: dict[str, Any]) -> tuple[Any, str]:
 
 @contextlib.contextmanager
 def _quiet() -> Iterator[None]:
-    """transformers logs and warns about legacy config values while building; inspect reports its own findings."""
+    """Silence transformers' warnings about legacy config values: inspect reports its own findings."""
     logger = logging.getLogger("transformers")
     level = logger.level
     logger.setLevel(logging.ERROR)
@@ -179,7 +172,7 @@ def _stored_tensors(model: Any) -> Iterator[tuple[str, tuple[int, ...]]]:
             yield name, tuple(buffer.shape)
 
 
-def _is_quantized(name: str, shape: tuple[int, ...], bm: ByteModel, ignored: list[str]) -> bool:
+def _is_quantized(name: str, shape: tuple[int, ...], bm: ByteModel, ignored: tuple[str, ...]) -> bool:
     component = tn.component(name)
     if len(shape) < 2 or component not in QUANTIZED_COMPONENTS or name.endswith("bias"):
         return False
@@ -187,11 +180,6 @@ def _is_quantized(name: str, shape: tuple[int, ...], bm: ByteModel, ignored: lis
         return False
     module = name.rsplit(".", 1)[0]
     return not any(_matches(module, pattern) for pattern in ignored)
-
-
-def _ignored_patterns(quant: dict[str, Any]) -> list[str]:
-    raw = quant.get("modules_to_not_convert") or quant.get("ignore") or quant.get("ignored_layers") or []
-    return [str(p) for p in raw] if isinstance(raw, list) else []
 
 
 def _matches(module: str, pattern: str) -> bool:
@@ -215,10 +203,8 @@ def _has_mtp(model: Any, per_layer: dict[int, tuple[int, int]]) -> bool:
 
 
 def _mtp_size(model: Any, last_layer: tuple[int, int], n: int, width: int, config: dict[str, Any]) -> tuple[int, int]:
-    """MTP layers as the checkpoint stores them: a copy of the last decoder layer plus the projection that joins
-    the embedding and the hidden state (2h × h) and its norms. DeepSeek-style MTP (`num_nextn_predict_layers`)
-    also stores its own embedding and head (vLLM's DeepSeekMTP loads both; eh_proj is a plain, unquantized Linear).
-    """
+    """MTP layers as checkpoints store them: a copy of the last decoder layer plus the projection joining embedding
+    and hidden state (2h × h, unquantized) and its norms; DeepSeek-style MTP also stores an embedding and a head."""
     text = model.config.get_text_config()
     hidden = int(getattr(text, "hidden_size", 0) or 0)
     vocab = int(getattr(text, "vocab_size", 0) or 0)

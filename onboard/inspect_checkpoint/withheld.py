@@ -1,9 +1,5 @@
-"""Unusable stays unknown: what inspect withholds when the weights it reads are missing, pointers or broken.
-
-Without readable weights the analysis falls back to config.json and defaults: layer kinds, features, a gated or
-plain MLP, parameter counts and a memory fit would then be guesses shown as facts. A profile with a fatal finding
-about the weights lists those fields in `unknown` (the JSON says "unknown"; the summary leaves them out), puts the
-fatal findings first and groups repeated findings of one kind.
+"""Unusable stays unknown: with a fatal finding about the weights, the fields they decide would be guesses shown as
+facts, so the profile lists them in `unknown` instead.
 """
 
 from __future__ import annotations
@@ -34,7 +30,7 @@ ABOUT_WITHHELD = ("no-safetensors-headers",)
 
 def finish(profile: ModelProfile, shards: list[str]) -> ModelProfile:
     """Fatal findings first, repeats grouped, and the weight-derived fields withheld when the weights inspect reads
-    (`shards`, the index; pickles or GGUF when there are no shards) have a fatal finding."""
+    (`shards` and the index; pickles or GGUF without shards) have a fatal finding."""
     findings = sorted(group_findings(profile.findings), key=lambda f: SEVERITIES.index(f.severity))
     if not weights_unreadable(findings, shards):
         return msgspec.structs.replace(profile, findings=tuple(findings))
