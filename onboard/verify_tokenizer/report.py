@@ -14,8 +14,6 @@ from onboard.verify_tokenizer.goldens import GoldenStatus
 from onboard.verify_tokenizer.references import Skipped
 from onboard.verify_tokenizer.special_tokens import SpecialTokens
 
-INSTALL = {"sentencepiece": "sentencepiece", "tiktoken": "tiktoken", "mistral-common": "mistral-common", "gguf": "gguf"}
-
 
 @dataclass(frozen=True)
 class TokenizerReport:
@@ -75,24 +73,11 @@ def comparison_findings(comparisons: list[Comparison], skipped: list[Skipped]) -
         elif not c.error:
             out.append(info("reference-match", f"{c.strings}/{c.strings} strings match {c.reference}", file=c.file))
     for s in skipped:
-        if s.missing_library:
-            out.append(
-                info(
-                    "reference-unavailable",
-                    f"reference {s.kind} not available: {s.reason} ({s.file})",
-                    f"pip install {INSTALL.get(s.missing_library, s.missing_library)}",
-                    file=s.file,
-                )
+        out.append(
+            info(
+                "reference-skipped", f"{s.kind} reference from {s.file} skipped: {s.reason}", _skip_hint(s), file=s.file
             )
-        else:
-            out.append(
-                info(
-                    "reference-skipped",
-                    f"{s.kind} reference from {s.file} skipped: {s.reason}",
-                    _skip_hint(s),
-                    file=s.file,
-                )
-            )
+        )
     if not any(c.independent for c in comparisons):
         out.append(
             info(
@@ -107,7 +92,7 @@ def comparison_findings(comparisons: list[Comparison], skipped: list[Skipped]) -
 
 
 def _skip_hint(skipped: Skipped) -> str:
-    """What would let the skipped reference be compared (a skip always says what would run it)."""
+    """What would let the skipped reference be compared."""
     if "LFS pointer" in skipped.reason:
         return f"fetch the real {skipped.file} (git lfs pull, or hf download) and rerun to compare against it"
     if "pre-tokenizer" in skipped.reason:
@@ -189,7 +174,7 @@ def summary(report: TokenizerReport) -> str:
     for f in sorted(report.findings, key=lambda f: order[f.severity]):
         if f.severity == "fatal":
             continue  # shown first, above
-        if f.severity != "info" or f.code in ("reference-unavailable", "tokenizer-family", "new-pre-tokenizer"):
+        if f.severity != "info" or f.code in ("tokenizer-family", "new-pre-tokenizer"):
             lines.append(f"  {f.severity}: [{f.code}] {f.message}")
     counts = {s: sum(f.severity == s for f in report.findings) for s in ("error", "warning")}
     lines.append(f"  {counts['error']} errors, {counts['warning']} warnings")
