@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from onboard.checks import Check
 from onboard.findings import Finding, error, exit_code_for, info, warning
@@ -27,17 +27,17 @@ class TokenizerReport:
     """Every EOS id plus the template's end-of-turn tokens: what the validate stage expects the endpoint to stop on."""
     source: str
     revision: str | None
-    tokenizer_class: str | None
-    tokenizer_length: int | None
-    corpus_strings: int
-    references: list[Comparison]
-    skipped_references: list[Skipped]
-    round_trip: RoundTrip | None
-    special_tokens: SpecialTokens | None
-    fingerprint: Fingerprint | None
-    template: TemplateCheck | None
-    golden: GoldenStatus | None
-    findings: list[Finding]
+    tokenizer_class: str | None = None
+    tokenizer_length: int | None = None
+    corpus_strings: int = 0
+    references: list[Comparison] = field(default_factory=list)
+    skipped_references: list[Skipped] = field(default_factory=list)
+    round_trip: RoundTrip | None = None
+    special_tokens: SpecialTokens | None = None
+    fingerprint: Fingerprint | None = None
+    template: TemplateCheck | None = None
+    golden: GoldenStatus | None = None
+    findings: list[Finding] = field(default_factory=list)
     unknown: tuple[str, ...] = ()
     """Fields not established because no tokenizer could be built (a fatal finding says why): "unknown" in JSON."""
 

@@ -109,9 +109,8 @@ def checkpoint_stop_set(folder: Path, *, engine: bool = False) -> list[int]:
     from onboard.lfs import LfsPointerError
     from onboard.verify_tokenizer.conversations import check_template
     from onboard.verify_tokenizer.repo import open_tokenizer_repo
-    from onboard.verify_tokenizer.subject import open_subject
+    from onboard.verify_tokenizer.subject import NoVocabulary, open_subject
     from onboard.verify_tokenizer.template_lookup import templates_in
-    from onboard.verify_tokenizer.vocabulary import NoVocabulary
 
     repo = open_tokenizer_repo(str(folder))
     has_tokenizer = any((folder / f).is_file() for f in ("tokenizer.json", "tokenizer_config.json", "vocab.json"))
