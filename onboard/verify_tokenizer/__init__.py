@@ -34,7 +34,7 @@ from onboard.verify_tokenizer.report import (
 )
 from onboard.verify_tokenizer.special_tokens import analyse
 from onboard.verify_tokenizer.subject import NO_VOCABULARY, NoVocabulary, Subject, open_subject
-from onboard.verify_tokenizer.template_lookup import templates_in
+from onboard.verify_tokenizer.template_lookup import default_template
 
 __all__ = ["TokenizerReport", "verify_tokenizer", "summary"]
 NOT_BUILT = ("tokenizer_class", "tokenizer_length", "round_trip", "special_tokens", "fingerprint", "stop_set")
@@ -94,19 +94,17 @@ def verify_tokenizer(
     fp = fingerprint(subject)
     findings += fingerprint_findings(fp)
 
-    templates, template_file = templates_in(repo)
+    template, template_file = default_template(repo)
     template_check = None
-    if templates:
-        chosen = "default" if "default" in templates else next(iter(templates))
-        template_check, template_findings = check_template(templates[chosen], template_file, subject)
+    if template is not None:
+        template_check, template_findings = check_template(template, template_file, subject)
         findings += template_findings
     else:
         findings.append(info("no-chat-template", "no chat template in the repo (base model?)"))
 
     rows = embedding_rows if embedding_rows is not None else _embedding_rows(source, revision, repo, findings)
     end_of_turn = template_check.end_of_turn if template_check else []
-    template_text = templates.get("default", next(iter(templates.values()), None))
-    special, special_findings = analyse(repo, subject, end_of_turn, rows, template_text)
+    special, special_findings = analyse(repo, subject, end_of_turn, rows, template)
     findings += special_findings
 
     renders = {}
@@ -182,16 +180,15 @@ def _without_tokenizer(
     else:  # LfsPointerError: its files are among repo.pointers, and the lfs-pointer finding names them
         files = ", ".join(p.file for p in cause.pointers)
         reason = f"the tokenizer is built from Git LFS pointers, not files ({files}; see lfs-pointer)"
-    template: TemplateCheck | None = None
+    template_check: TemplateCheck | None = None
     try:
-        templates, file = templates_in(repo)
+        template, file = default_template(repo)
         declared = repo.json("tokenizer_config.json") or {}
     except LfsPointerError:  # the template's own file is a pointer: the lfs-pointer finding names it
         pass
     else:
-        if templates:
-            chosen = "default" if "default" in templates else next(iter(templates))
-            template, template_findings = check_template(templates[chosen], file, None, declared)
+        if template is not None:
+            template_check, template_findings = check_template(template, file, None, declared)
             findings += template_findings
         else:
             findings.append(info("no-chat-template", "no chat template in the repo (base model?)"))
@@ -210,7 +207,7 @@ def _without_tokenizer(
         stop_set=[],
         source=repo.display,
         revision=repo.revision,
-        template=template,
+        template=template_check,
         findings=findings,
         unknown=NOT_BUILT,
     )

@@ -2,9 +2,8 @@
 byte-level BPE with llama.cpp's pre-tokenizer regexes (`tokenizer.ggml.pre`), `llama` ones as score-based
 SentencePiece BPE, `bert` ones as WordPiece (llama.cpp stores them in "phantom space" form).
 
-The metadata is read as a struct stream with the format's definitions from the `gguf` package (value types, magic,
-key names): gguf.GGUFReader builds a numpy view per array item, far slower on a 100k-token vocabulary;
-tests/test_gguf_reader.py checks both read the same values.
+The metadata is read as a struct stream with the format's definitions (value types, magic, key names) from the
+`gguf` package, whose GGUFReader builds a numpy view per array item; tests/test_gguf_reader.py checks both agree.
 """
 
 from __future__ import annotations

@@ -12,6 +12,7 @@ import msgspec
 
 from onboard import serde
 from onboard.checkpoint_id import golden_key
+from onboard.comparator import first_difference
 from onboard.errors import InputError
 from onboard.findings import Finding, error, info
 from onboard.fsutil import atomic_write, read_json
@@ -168,7 +169,7 @@ def diff_golden(golden: dict[str, Any], current: dict[str, Any], file: str) -> l
     ]
     if drift:
         text, old, new = drift[0]
-        at = next((i for i, (a, b) in enumerate(zip(old, new)) if a != b), min(len(old), len(new)))
+        at = first_difference(old, new) or 0
         out.append(
             error(
                 "golden-drift-ids",
@@ -196,7 +197,7 @@ def _render_diff(old: dict[str, Any], new: dict[str, Any]) -> str:
     a, b = old.get("text"), new.get("text")
     if a is None or b is None:
         return f"{old.get('error') or 'ok'} -> {new.get('error') or 'ok'}"
-    at = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+    at = first_difference(a, b) or 0
     return (
         f"first difference at char {at}: golden {a[max(0, at - 20) : at + 20]!r} now {b[max(0, at - 20) : at + 20]!r}"
     )

@@ -190,10 +190,8 @@ def load_mistral_common(path: Path, info: RepoTokenizerInfo) -> Reference | Skip
         raw = MistralTokenizer.from_file(str(path)).instruct_tokenizer.tokenizer
     except Exception as exc:
         raise InputError(f"{path.name}: mistral-common cannot load it ({exc})", "re-download the file") from exc
-    # SentencePiece-based versions (v1-v3) add a dummy prefix to every encode() call; mistral-common's own chat
-    # encoding never calls it on text that follows a control token mid-string, and its rendered text re-tokenizes to
-    # its ids only without a prefix there (tests/test_mistral_common_samples.py): the same rule as load_sentencepiece.
-    # Tekken adds no prefix at all.
+    # SentencePiece-based versions (v1-v3) add a dummy prefix to every encode(); after a control token mid-string
+    # mistral-common's chat encoding has none (the rule of load_sentencepiece). Tekken adds no prefix at all.
     spm = hasattr(raw, "_model") and hasattr(raw._model, "encode_as_ids")
     unk = raw.id_to_piece(raw.unk_id) if spm else ""
 

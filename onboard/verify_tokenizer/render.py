@@ -48,10 +48,10 @@ def system_text(context: dict[str, Any]) -> str | None:
     return None
 
 
-def system_dropped(context: dict[str, Any], result: RenderResult) -> bool:
-    """A successful render that does not contain the system message's text: the template ignores the role."""
+def system_dropped(context: dict[str, Any], rendered: str | None) -> bool:
+    """A render (None when it failed) without the system message's text: the template ignores the role."""
     text = system_text(context)
-    return bool(result.ok and text and text not in (result.text or ""))
+    return bool(rendered is not None and text and text not in rendered)
 
 
 def _system_at_fault(
@@ -103,7 +103,7 @@ def render_for_cli(
         raise_for(
             result, context, polyfill is None and _system_at_fault(template, plain_context, result, timeout_s, now)
         )
-    if polyfill is None and system_dropped(plain_context, result):
+    if polyfill is None and system_dropped(plain_context, result.text):
         notes.append(f"warning: system role rejected: the template dropped the system message; {POLYFILL_HINT}")
     return result.text or "", notes
 

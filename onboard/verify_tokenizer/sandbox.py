@@ -1,14 +1,9 @@
-"""Render chat templates the way transformers' `apply_chat_template` does, in a child process: bounded time, bounded
-output, clean errors for hostile templates.
+"""Render chat templates as transformers' `apply_chat_template` does (its Jinja environment, globals and filters),
+in a forked child with bounded time and output: a Jinja loop cannot be interrupted in a thread.
 
-The Jinja environment mirrors transformers/utils/chat_template_utils.py (ImmutableSandboxedEnvironment with
-trim_blocks, lstrip_blocks, loopcontrols and `{% generation %}`; `raise_exception`, their `tojson`, `strftime_now`,
-the restricted `dict` and `namespace`), with deliberate differences: `strftime_now` reads a frozen clock and records
-that it was called (a template whose output changes every day cannot have goldens), `*` on strings and lists is
-capped, and touching an unsafe attribute (`__class__`) raises instead of rendering as an empty string.
-
-A Jinja loop makes no Python call per iteration the sandbox could intercept, so a thread cannot be stopped; a forked
-child can. The parent waits at most `timeout_s` for each render and restarts the child for the remaining ones.
+Deliberate differences: `strftime_now` reads a frozen clock and records that it was called (a template whose output
+changes every day cannot have goldens), `*` on strings and lists is capped, and touching an unsafe attribute
+(`__class__`) raises instead of rendering as an empty string.
 """
 
 from __future__ import annotations

@@ -1,11 +1,6 @@
-"""The tokenizer under test: what transformers' AutoTokenizer builds from the repo (what serving engines load).
-
-Encoding goes straight to the `tokenizers` backend when there is one (that is what AutoTokenizer runs anyway).
-`open_subject` first makes sure there is a tokenizer to build: a file it is built from that is a Git LFS pointer is
-an LfsPointerError (onboard/lfs.py); a folder without any vocabulary file is NoVocabulary (transformers would invent
-a tokenizer of special tokens only, and every finding computed from it would be false); a raw GPT-2-style export
-(vocab.json + merges.txt, nothing naming the class) is loaded as byte-level BPE with a warning saying so; settings
-transformers loads without complaint but breaks on later are refused (check_settings).
+"""The tokenizer under test: what transformers' AutoTokenizer builds from the repo (what serving engines load), once
+its files are known to be real (not Git LFS pointers), to hold a vocabulary (else transformers would invent a
+tokenizer of special tokens only) and to hold no setting transformers breaks on later (check_settings).
 """
 
 from __future__ import annotations
@@ -101,7 +96,8 @@ class NoVocabulary(InputError):
 
 
 def open_subject(repo: TokenizerRepo) -> Subject:
-    """The tokenizer the repo's files build, once they are known to be there and real.
+    """The tokenizer the repo's files build; a raw GPT-2-style export (vocab.json + merges.txt, nothing naming the
+    class) is loaded as byte-level BPE with a warning saying so.
 
     Raises:
         LfsPointerError: a file the tokenizer is built from is a Git LFS pointer (others are the caller's to report).
