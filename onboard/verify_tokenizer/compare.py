@@ -81,7 +81,7 @@ def divergence(subject: Subject, text: str, ids: list[int], ref_ids: list[int]) 
     size = len(subject)
 
     def pieces(seq: list[int]) -> list[str]:
-        return [subject.pieces([i])[0] if 0 <= i < size else f"<id {i}>" for i in seq]
+        return [subject.decode([i]) if 0 <= i < size else f"<id {i}>" for i in seq]
 
     def tokens(seq: list[int]) -> list[str]:
         return [str(subject.hf.convert_ids_to_tokens(i)) if 0 <= i < size else f"<id {i}>" for i in seq]

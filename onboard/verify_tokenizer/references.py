@@ -95,18 +95,19 @@ def load_sentencepiece(path: Path, info: RepoTokenizerInfo) -> Reference | Skipp
             "re-download the file; a truncated tokenizer.model cannot be used",
         ) from exc
     unk = proc.id_to_piece(proc.unk_id()) if proc.unk_id() >= 0 else "<unk>"
+    encode = _without_prefix_after_special(proc.encode, unk, info.added_tokens)
+    return Reference("sentencepiece(" + path.name + ")", "sentencepiece", path.name, encode)
+
+
+def _without_prefix_after_special(encode: Encoder, unk: str, added: dict[str, int]) -> Encoder:
+    """SentencePiece's `encode` adds a dummy prefix; after a special token the original pipeline adds none
+    (transformers' legacy=False): prefixing the unk piece and dropping its ids is how transformers' slow tokenizer
+    does it."""
 
     def encode_segment(text: str, first: bool) -> list[int]:
-        if first:
-            return proc.encode(text)
-        # After a special token the original sentencepiece pipeline adds no dummy prefix (transformers' legacy=False);
-        # prefixing the unk piece and dropping its ids is how transformers' slow tokenizer does it.
-        return proc.encode(unk + text)[len(proc.encode(unk)) :]
+        return encode(text) if first else encode(unk + text)[len(encode(unk)) :]
 
-    def encode(text: str) -> list[int]:
-        return encode_with_special(text, info.added_tokens, encode_segment)
-
-    return Reference("sentencepiece(" + path.name + ")", "sentencepiece", path.name, encode)
+    return lambda text: encode_with_special(text, added, encode_segment)
 
 
 def read_tiktoken_ranks(path: Path) -> dict[bytes, int] | None:
@@ -190,20 +191,17 @@ def load_mistral_common(path: Path, info: RepoTokenizerInfo) -> Reference | Skip
         raw = MistralTokenizer.from_file(str(path)).instruct_tokenizer.tokenizer
     except Exception as exc:
         raise InputError(f"{path.name}: mistral-common cannot load it ({exc})", "re-download the file") from exc
-    # SentencePiece-based versions (v1-v3) add a dummy prefix to every encode(); after a control token mid-string
-    # mistral-common's chat encoding has none (the rule of load_sentencepiece). Tekken adds no prefix at all.
+    # SentencePiece-based versions (v1-v3): after a control token mid-string mistral-common's chat encoding has no
+    # dummy prefix either. Tekken adds no prefix at all.
     spm = hasattr(raw, "_model") and hasattr(raw._model, "encode_as_ids")
-    unk = raw.id_to_piece(raw.unk_id) if spm else ""
 
-    def encode_segment(text: str, first: bool) -> list[int]:
-        if first or not spm:
-            return raw.encode(text, bos=False, eos=False)
-        prefix = raw.encode(unk, bos=False, eos=False)
-        return raw.encode(unk + text, bos=False, eos=False)[len(prefix) :]
+    def plain(text: str) -> list[int]:
+        return raw.encode(text, bos=False, eos=False)
 
-    def encode(text: str) -> list[int]:
-        return encode_with_special(text, info.added_tokens, encode_segment)
-
+    if spm:
+        encode = _without_prefix_after_special(plain, raw.id_to_piece(raw.unk_id), info.added_tokens)
+    else:
+        encode = lambda text: encode_with_special(text, info.added_tokens, lambda t, first: plain(t))  # noqa: E731
     kind = "SentencePiece" if spm else "tekken"
     return Reference(f"mistral-common({path.name})", "mistral-common", path.name, encode, note=f"mistral-common {kind}")
 

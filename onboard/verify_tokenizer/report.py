@@ -45,9 +45,6 @@ class TokenizerReport:
     def exit_code(self) -> int:
         return exit_code_for(self.findings)
 
-    def codes(self) -> set[str]:
-        return {f.code for f in self.findings}
-
 
 def comparison_findings(comparisons: list[Comparison], skipped: list[Skipped]) -> list[Finding]:
     out: list[Finding] = []

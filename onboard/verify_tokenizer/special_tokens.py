@@ -137,17 +137,14 @@ def analyse(
         for role, ids in roles.items():
             bad = [i for i in ids if i not in declared[file][role]]
             if bad:  # an EOS that is no token leaves the stop set short (error); a pad of -1 is an old "none"
+                eos = role == "eos"
                 findings.append(
-                    (error if role == "eos" else warning)(
+                    (error if eos else warning)(
                         f"{role}-id-out-of-range",
                         f"{file} {role}_token_id declares {bad[0]}, which no token of this {size}-token tokenizer has"
-                        + (
-                            ": it is never generated, so it stops nothing (left out of the stop set)"
-                            if role == "eos"
-                            else ""
-                        ),
+                        + (": it is never generated, so it stops nothing (left out of the stop set)" if eos else ""),
                         f"set {role}_token_id in {file} to the id of the {role.upper()} token (0 to {size - 1})"
-                        + ("" if role == "eos" else ", or remove it"),
+                        + ("" if eos else ", or remove it"),
                         file=file,
                     )
                 )

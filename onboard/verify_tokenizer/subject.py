@@ -56,10 +56,6 @@ class Subject:
             return self.backend.decode_batch(batch, skip_special_tokens=False)
         return [self.decode(ids) for ids in batch]
 
-    def pieces(self, ids: list[int]) -> list[str]:
-        """Each id decoded on its own: the readable form of a diff."""
-        return [self.hf.decode([i], clean_up_tokenization_spaces=False) for i in ids]
-
     def token_id(self, text: str | None) -> int | None:
         if not text:
             return None
