@@ -71,25 +71,23 @@ def build_checks(
     no tokenizer could be built; then every check but the template's is reported not run (never passed)."""
     failing = [f for f in findings if f.severity in FAILING]
     checks: list[Check] = []
-    if unavailable is not None:
-        bad = [f for f in failing if concerns(f.code, "chat_template_parity")]
-        for name in CHECK_CODES:
-            if name == "chat_template_parity":
-                checks.append(Check(name, not bad, True, _detail(name, bad, [], findings, None)))
-            elif name != "goldens_match":
-                checks.append(Check(name, False, True, f"not run: {unavailable}"))
-        checks.append(Check("fingerprint_known", False, REQUIRED["fingerprint_known"], f"not run: {unavailable}"))
-        return checks
+    built = unavailable is None
     for name in CHECK_CODES:
-        if name == "goldens_match" and golden_action not in ("compared", "recorded"):
+        if name == "goldens_match" and (not built or golden_action not in ("compared", "recorded")):
+            continue
+        if not built and name != "chat_template_parity":
+            checks.append(Check(name, False, True, f"not run: {unavailable}"))
             continue
         bad = [f for f in failing if concerns(f.code, name)]
         if name == "tokenizer_parity":
             # Any error the template is not to blame for fails the tokenizer item of the checklist.
             bad = [f for f in failing if not concerns(f.code, "chat_template_parity")]
-        warned = [f for f in findings if f.severity == "warning" and concerns(f.code, name)]
+        warned = [f for f in findings if f.severity == "warning" and concerns(f.code, name) and built]
         detail = _detail(name, bad, warned, findings, golden_action)
         checks.append(Check(name, not bad, REQUIRED.get(name, True), detail))
+    if not built:
+        checks.append(Check("fingerprint_known", False, REQUIRED["fingerprint_known"], f"not run: {unavailable}"))
+        return checks
     known = family is not None
     checks.append(
         Check(
