@@ -8,8 +8,7 @@ import gguf
 import pytest
 
 from onboard.errors import InputError
-from onboard.verify_tokenizer.gguf_reader import read_gguf_metadata
-from onboard.verify_tokenizer.gguf_vocab import read_gguf_vocab
+from onboard.verify_tokenizer.gguf_vocab import read_gguf_metadata, read_gguf_vocab
 
 TOKENS = ["<s>", "</s>", "▁a", "b", "<|im_end|>"]
 

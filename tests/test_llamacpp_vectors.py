@@ -17,7 +17,6 @@ from onboard.verify_tokenizer.references import (
     load_tiktoken,
     load_tokenizer_json,
     load_vocab_merges,
-    read_tiktoken_ranks,
 )
 from tests.real_data import llamacpp_vectors
 
@@ -34,7 +33,6 @@ FILE_CASES = [
         None,
     ),  # == Llama 2's (sha256)
     ("llama-bpe", "tiktoken", "llama3/llama-models/tokenizer.model", None),
-    ("llama-bpe", "rank-bpe", "llama3/llama-models/tokenizer.model", None),
     ("phi-3", "tokenizer.json", "phi/phi-3_ort-extensions/phi-3-mini/tokenizer.json", None),
     ("phi-3", "tokenizer.json", "phi/phi-3.5-mini-instruct_user-upload/tokenizer.json", None),
     ("phi-3", "sentencepiece", "phi/phi-3.5-mini-instruct_user-upload/tokenizer.model", None),
@@ -70,11 +68,6 @@ def _encoder(kind: str, path: Path, tokenizer_class: str | None):
         return load_sentencepiece(path, NO_INFO).encode
     if kind == "tiktoken":
         return load_tiktoken(path, NO_INFO).encode
-    if kind == "rank-bpe":  # the pure-Python fallback used when tiktoken is not installed
-        from onboard.verify_tokenizer.bpe import RankBPE
-        from onboard.verify_tokenizer.patterns import patterns_for
-
-        return RankBPE(read_tiktoken_ranks(path), patterns_for("llama-bpe")).encode
     raise AssertionError(kind)
 
 

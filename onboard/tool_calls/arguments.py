@@ -1,6 +1,5 @@
-"""A call's arguments checked against the request: JSON object text, a function that was offered, and valid
-against that function's `parameters` JSON schema (the `jsonschema` library, the draft the schema names, else
-2020-12 as OpenAI's function calling uses)."""
+"""A call's arguments checked against the request: JSON object text, a function that was offered, and valid against
+that function's `parameters` JSON schema (the draft the schema names, else 2020-12 as OpenAI's function calling)."""
 
 from __future__ import annotations
 
@@ -13,21 +12,21 @@ from onboard.tool_calls.errors import EmptyArguments, MalformedToolCall, Unknown
 from onboard.tool_calls.turn import ToolCall
 
 
-def function_of(tool: Mapping[str, Any]) -> Mapping[str, Any]:
-    """The function spec of an OpenAI tool (`{"type": "function", "function": {...}}`), or a bare spec."""
-    return tool.get("function", tool)
-
-
-def tool_names(tools: Sequence[Mapping[str, Any]]) -> list[str]:
-    return [str(function_of(t).get("name")) for t in tools]
+def spec_of(tools: Sequence[Mapping[str, Any]], name: str) -> Mapping[str, Any] | None:
+    """The function spec named `name` among OpenAI tools (`{"type": "function", "function": {...}}`) or bare specs."""
+    for tool in tools:
+        spec = tool.get("function", tool)
+        if spec.get("name") == name:
+            return spec
+    return None
 
 
 def find_tool(tools: Sequence[Mapping[str, Any]], name: str, index: int | None = None) -> Mapping[str, Any]:
     """The function spec named `name`; UnknownTool when the request did not offer it."""
-    for tool in tools:
-        if function_of(tool).get("name") == name:
-            return function_of(tool)
-    offered = ", ".join(tool_names(tools)) or "none"
+    spec = spec_of(tools, name)
+    if spec is not None:
+        return spec
+    offered = ", ".join(str(t.get("function", t).get("name")) for t in tools) or "none"
     raise UnknownTool(
         f"{_which(index)} calls {name!r}, which is not among the offered tools ({offered})",
         "a model calling a function it was not given: check the template renders the tools, or that "
@@ -87,7 +86,7 @@ def schema_errors(arguments: Any, parameters: Mapping[str, Any] | None) -> list[
 
 def check_call(call: ToolCall, tools: Sequence[Mapping[str, Any]], index: int | None = None) -> list[str]:
     """Raises when the call cannot be used (unknown function, empty or non-JSON arguments); returns where its
-    arguments break the function's schema (empty when they are valid)."""
+    arguments break the function's schema."""
     spec = find_tool(tools, call.name, index)
     return schema_errors(decode_arguments(call, index), spec.get("parameters"))
 

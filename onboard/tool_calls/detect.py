@@ -1,10 +1,8 @@
 """A chat template's tool-call format and reasoning markers, recognised from the template text.
 
-Each rule names the strings that make a format: all of `needs` present, none of `unless`. Rules are tried in order,
-the specific ones first (GLM's tags and Qwen3-Coder's XML also use `<tool_call>`; Apriel's `<tool_calls>[...]` list
-mentions `<tool_call>` in its instructions). The evidence is the template line holding the first needed string, so
-a reader sees why. A template whose format is not among onboard's parsers (pythonic calls, Qwen3-Coder's XML,
-DeepSeek V3.2's DSML, …) gets None: the tool-call check cannot run for it, and says so.
+A rule matches when all of `needs` are in the template and none of `unless`; the specific rules come first (GLM's
+tags and Qwen3-Coder's XML also use `<tool_call>`). A format onboard has no parser for (pythonic calls, Qwen3-Coder's
+XML, DeepSeek V3.2's DSML, …) gets None.
 """
 
 from __future__ import annotations
@@ -15,9 +13,9 @@ from dataclasses import dataclass
 @dataclass(frozen=True)
 class Evidence:
     name: str
-    """A format of onboard.tool_calls.formats.FORMATS, or a reasoning style of onboard.tool_calls.reasoning."""
+    """A key of formats.FORMATS, or of reasoning.MARKERS."""
     evidence: str
-    """The template line that shows it (trimmed)."""
+    """The template line holding the first needed string (trimmed)."""
 
 
 @dataclass(frozen=True)
@@ -46,13 +44,11 @@ REASONING_RULES = (
 
 
 def recognise_format(template: str) -> Evidence | None:
-    """The template's tool-call format, or None when it renders none onboard reads."""
     return _first(template, FORMAT_RULES)
 
 
 def recognise_reasoning(template: str) -> Evidence | None:
-    """The template's reasoning markers (`think`, `mistral_think`), or None. Harmony's analysis channel is part of
-    the harmony format, not a marker style."""
+    """Harmony's analysis channel is part of the harmony format, not a marker style."""
     return _first(template, REASONING_RULES)
 
 

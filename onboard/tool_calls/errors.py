@@ -1,7 +1,4 @@
-"""The tool-call errors: a model's or an engine's tool call that cannot be used as a call.
-
-Each names the call (index and function) and what is wrong with it; validate turns them into findings.
-"""
+"""The tool-call errors: each names the call (index and function) and what is wrong with it."""
 
 from __future__ import annotations
 
@@ -18,12 +15,11 @@ class ToolCallError(InputError):
 
 
 class MalformedToolCall(ToolCallError):
-    """A call whose text cannot be read: arguments that are not JSON (or not a JSON object), a missing name, an
-    unterminated call block."""
+    """Arguments that are not a JSON object, a missing name, an unterminated call block."""
 
 
 class EmptyArguments(ToolCallError):
-    """A call whose `arguments` string is empty: OpenAI's API sends `"{}"` for a call without arguments."""
+    """An empty `arguments` string: OpenAI's API sends `"{}"` for a call without arguments."""
 
 
 class UnknownTool(ToolCallError):
@@ -31,7 +27,7 @@ class UnknownTool(ToolCallError):
 
 
 class UnknownFormat(InputError):
-    """A tool-call format (or vLLM parser) name onboard has no parser for."""
+    """A tool-call format name onboard has no parser for."""
 
 
 class ParsersUnavailable(InputError):

@@ -1,14 +1,10 @@
-"""Reasoning split from the answer: `<think>…</think>` (Qwen3, DeepSeek R1/V3.1, Kimi K2 Thinking, GLM 4.5+) and
-Mistral's `[THINK]…[/THINK]` (Magistral, Ministral reasoning). gpt-oss's harmony channels are split by its parser.
-
-Templates that open the reasoning in the generation prompt (DeepSeek R1 and V3.1 thinking, Qwen3 thinking-2507)
-leave the model's text starting inside it, without the opening marker: `open_at_start`.
+"""Reasoning split from the answer: `<think>…</think>` (Qwen3, DeepSeek, Kimi K2, GLM) and Mistral's `[THINK]…[/THINK]`.
+Templates that open the reasoning in the generation prompt leave the model's text starting inside it: `open_at_start`.
 """
 
 from __future__ import annotations
 
 MARKERS = {"think": ("<think>", "</think>"), "mistral_think": ("[THINK]", "[/THINK]")}
-"""Reasoning style -> (opening, closing) marker."""
 
 
 def split_reasoning(text: str, style: str | None, *, open_at_start: bool = False) -> tuple[str | None, str]:
@@ -32,7 +28,7 @@ def split_reasoning(text: str, style: str | None, *, open_at_start: bool = False
 
 
 def reasoning_open(prompt: str, style: str | None) -> bool:
-    """Whether a rendered generation prompt ends inside reasoning: its last reasoning marker is an opening one."""
+    """Whether a rendered generation prompt ends inside reasoning."""
     if style is None:
         return False
     start, end = MARKERS[style]

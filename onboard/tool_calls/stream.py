@@ -1,9 +1,5 @@
-"""OpenAI-style streaming deltas put back together into one turn, as a client does: content and reasoning
-concatenated, each tool call's name and arguments concatenated by its `index`.
-
-The same reassembly serves an endpoint's stream and vLLM's parsers fed token by token: streaming agrees with the
-non-streaming answer when the reassembled turn equals it (onboard.tool_calls.turn.diff_turns).
-"""
+"""OpenAI-style streaming deltas put back together into one turn, as a client does (an endpoint's stream, or vLLM's
+parsers fed token by token): streaming agrees with the non-streaming answer when the reassembled turn equals it."""
 
 from __future__ import annotations
 
@@ -15,8 +11,8 @@ from onboard.tool_calls.turn import ParsedTurn, ToolCall, make_turn
 
 
 def reassemble(deltas: Iterable[Mapping[str, Any]]) -> ParsedTurn:
-    """One turn from a stream's `choices[0].delta` objects; reasoning under `reasoning_content` or vLLM's newer
-    `reasoning`. A tool-call delta without an `index` cannot be placed: MalformedToolCall."""
+    """One turn from a stream's `choices[0].delta` objects: content and reasoning concatenated, each tool call's name
+    and arguments concatenated by its `index`."""
     content: list[str] = []
     reasoning: list[str] = []
     calls: dict[int, list[str]] = {}

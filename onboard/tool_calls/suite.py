@@ -1,12 +1,7 @@
-"""The tool-call conformance suite: a fixed set of conversations offering `tools=`, rendered through the model's own
-chat template (transformers' apply_chat_template, trust_remote_code=False), so every model is asked the same things
-in its own tool format.
-
-The conversations cover what agentic use depends on: a single call, parallel calls, nested JSON arguments, unicode
-arguments, a turn that must not call a tool, and the answer after a tool result. Each says what a model that follows
-it answers (`expected`: the calls, or that there is none); what a reference model actually answers is its own greedy
-generation, parsed with onboard's parser for the template's format. Everything here is deterministic and
-JSON-serialisable (onboard.serde), so the renderings can be recorded with the goldens.
+"""The tool-call conformance suite: fixed conversations offering `tools=` (a single call, parallel calls, nested and
+unicode arguments, a turn that must not call a tool, the answer after a tool result), rendered through the model's
+own chat template so every model is asked the same things in its own tool format. Each says what a model that
+follows it answers (`expected`).
 """
 
 from __future__ import annotations
@@ -47,7 +42,6 @@ class Conversation:
     messages: tuple[dict[str, Any], ...]
     """OpenAI-style messages up to the turn the model answers; call arguments as JSON objects (what templates take)."""
     expected: ParsedTurn
-    """What a model that follows the conversation answers: its calls (names and arguments), or its content."""
     tools: tuple[dict[str, Any], ...] = TOOLS
 
 
@@ -105,18 +99,14 @@ CONVERSATIONS: tuple[Conversation, ...] = (
 
 @dataclass(frozen=True)
 class Rendered:
-    """One conversation rendered for generation."""
-
     name: str
     prompt: str
-    """The chat template's rendering with add_generation_prompt=True: what the model continues."""
+    """The rendering with add_generation_prompt=True: what the model continues."""
     prompt_ids: tuple[int, ...]
     reasoning_open: bool
-    """The prompt leaves reasoning open (the generation starts inside it; onboard.tool_calls.reasoning)."""
 
 
 def load_tokenizer(model: Path) -> Any:
-    """The model folder's tokenizer and chat template, without running repository code."""
     from transformers import AutoTokenizer
 
     try:
@@ -134,7 +124,6 @@ def load_tokenizer(model: Path) -> Any:
 def render(
     tokenizer: Any, conversation: Conversation, *, reasoning: str | None = None, **template_kwargs: Any
 ) -> Rendered:
-    """`conversation` through the tokenizer's chat template with its tools, ready for generation."""
     from onboard.tool_calls.reasoning import reasoning_open
 
     prompt = _apply(tokenizer, conversation.messages, conversation.tools, True, template_kwargs, conversation.name)
@@ -150,10 +139,8 @@ def answer_text(
     reasoning: str | None = None,
     **template_kwargs: Any,
 ) -> str:
-    """What the template writes for `answer` as the next assistant turn (the text a model following the template
-    generates, up to and including its end-of-turn marker): the rendering with the answer appended, less the
-    generation prompt. InputError when the template renders the answered conversation with another prefix (it
-    then cannot say what the model should write)."""
+    """What the template writes for `answer` as the next assistant turn, end-of-turn marker included: the rendering
+    with the answer appended, less the generation prompt."""
     prompt = _apply(tokenizer, conversation.messages, conversation.tools, True, template_kwargs, conversation.name)
     messages = (*conversation.messages, assistant_message(answer, reasoning))
     full = _apply(tokenizer, messages, conversation.tools, False, template_kwargs, conversation.name)
@@ -174,8 +161,8 @@ def _apply(
     template_kwargs: Mapping[str, Any],
     name: str,
 ) -> str:
-    """The template's rendering. Calls' arguments go in as JSON objects (transformers' convention); a template that
-    refuses them (DeepSeek R1's concatenates text) gets them as JSON text, as OpenAI's API sends them."""
+    """Calls' arguments go in as JSON objects (transformers' convention); a template that refuses them (DeepSeek R1's
+    concatenates text) gets them as JSON text, as OpenAI's API sends them."""
     first: Exception | None = None
     for shaped in (list(messages), [_arguments_as_text(m) for m in messages]):
         try:

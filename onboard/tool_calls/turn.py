@@ -1,9 +1,7 @@
-"""What a parser makes of one assistant turn: content, reasoning and tool calls, as OpenAI's API returns them.
+"""One assistant turn as OpenAI's API returns it: content, reasoning and tool calls (arguments as JSON text).
 
-Content and reasoning are kept without surrounding whitespace (None when empty): engines differ in the newlines
-they keep around the markers they remove (vLLM streams the "\\n\\n" after `</think>` as content and drops it when
-not streaming), and no client reads meaning into them. Arguments are JSON text, as in OpenAI's `function.arguments`;
-two calls agree when their arguments are equal as JSON.
+Content and reasoning are kept without surrounding whitespace (None when empty): engines differ in the newlines they
+keep around the markers they remove, and no client reads meaning into them.
 """
 
 from __future__ import annotations
@@ -18,15 +16,13 @@ from typing import Any
 class ToolCall:
     name: str
     arguments: str
-    """JSON text (OpenAI's `function.arguments`): a JSON object for a well-formed call."""
 
     def to_openai(self) -> dict[str, Any]:
         return {"type": "function", "function": {"name": self.name, "arguments": self.arguments}}
 
     @classmethod
     def from_openai(cls, data: Mapping[str, Any]) -> ToolCall:
-        """From `{"type": "function", "function": {...}}` or `{"name", "arguments"}`; arguments given as a JSON
-        value (as chat templates take them) are written as JSON text."""
+        """From `{"type": "function", "function": {...}}` or `{"name", "arguments"}`; a JSON value as text."""
         function = data.get("function", data)
         arguments = function.get("arguments", "")
         if not isinstance(arguments, str):
@@ -42,11 +38,9 @@ class ParsedTurn:
 
     @property
     def called(self) -> bool:
-        """The turn calls a tool (an endpoint's finish_reason `tool_calls`)."""
         return bool(self.tool_calls)
 
     def to_openai(self) -> dict[str, Any]:
-        """An assistant message as OpenAI's chat completions API returns it (plus vLLM's `reasoning_content`)."""
         message: dict[str, Any] = {"role": "assistant", "content": self.content}
         if self.reasoning_content is not None:
             message["reasoning_content"] = self.reasoning_content
@@ -63,7 +57,6 @@ class ParsedTurn:
 
 
 def make_turn(content: str | None, reasoning: str | None, calls: Iterable[ToolCall] = ()) -> ParsedTurn:
-    """A ParsedTurn with content and reasoning stripped (None when empty)."""
     return ParsedTurn(_text(content), _text(reasoning), tuple(calls))
 
 
@@ -79,8 +72,7 @@ def _json(text: str) -> tuple[bool, Any]:
 
 
 def diff_turns(expected: ParsedTurn, actual: ParsedTurn, *, reasoning: bool = True) -> list[str]:
-    """What differs between two turns, one line each, in the order a reader checks them: whether a tool is called,
-    how many calls, each call's name and arguments (as JSON), the content, the reasoning. Empty when they agree."""
+    """What differs between two turns, one line each (arguments compared as JSON); empty when they agree."""
     out: list[str] = []
     if expected.called != actual.called:
         out.append(

@@ -1,11 +1,8 @@
-"""vLLM's tool-call and reasoning parsers run offline on raw model text (onboard/tool_calls/vllm_worker.py, inside
-vLLM's own virtualenv), and parser advice: which of them reproduce the reference's parse of that text.
+"""vLLM's tool-call and reasoning parsers run offline on raw model text (vllm_worker.py, in vLLM's virtualenv), and
+parser advice: which of them reproduce the reference's parse of that text. When an endpoint's parse disagrees with
+the reference, this says whether the configured parsers are at fault and which would read the text right.
 
-What validate says when an endpoint's parse disagrees with the reference: whether the configured
-`--tool-call-parser` / `--reasoning-parser` read the reference's own text that way too (the parser, not the model
-or the engine, is at fault), and which parsers would read it right.
-
-One worker run imports vLLM once (tens of seconds on 2 cores): pass every text of a check in one `run_parsers`.
+One worker run imports vLLM once (slow): pass every text of a check to one `run_parsers`.
 """
 
 from __future__ import annotations
@@ -14,7 +11,7 @@ import json
 import os
 import subprocess
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -29,11 +26,6 @@ EVERY = "*"
 TIMEOUT_S = 900.0
 
 
-def vllm_python() -> Path:
-    """The Python of vLLM's virtualenv (onboard/venvs.py)."""
-    return venvs.vllm() / "bin" / "python"
-
-
 @dataclass(frozen=True)
 class ParserJob:
     id: str
@@ -42,7 +34,6 @@ class ParserJob:
     tool_parser: str | None
     """A `--tool-call-parser` name, or EVERY."""
     reasoning_parser: str | None = None
-    """A `--reasoning-parser` name, EVERY, or None."""
     tools: tuple[Mapping[str, Any], ...] = ()
     prompt: str | None = None
     """The rendered generation prompt: streaming parsers read from it whether reasoning is already open."""
@@ -59,9 +50,7 @@ class ParserResult:
     full: ParsedTurn | None
     """The non-streaming parse (None when the parser failed)."""
     streamed: ParsedTurn | None
-    """The streamed deltas reassembled."""
     error: str | None = None
-    """Why the parser could not run on this text (e.g. the tokenizer lacks its markers)."""
 
 
 @dataclass(frozen=True)
@@ -80,16 +69,13 @@ def run_parsers(
     python: Path | None = None,
     timeout_s: float = TIMEOUT_S,
 ) -> ParserRun:
-    """Every job's text through its vLLM parsers, non-streaming and streamed token by token.
-
-    Args:
-        tokenizer: the model's tokenizer folder (loaded with trust_remote_code=False).
-        tiktoken_dir: the folder of o200k_base.tiktoken, for harmony (gpt-oss) parsers.
+    """Every job's text through its vLLM parsers, non-streaming and streamed token by token. `tokenizer`: the model's
+    tokenizer folder; `tiktoken_dir`: the folder of o200k_base.tiktoken, for harmony (gpt-oss) parsers.
 
     Raises:
         ParsersUnavailable: vLLM's virtualenv is missing, or the worker failed as a whole.
     """
-    interpreter = python or vllm_python()
+    interpreter = python or venvs.vllm() / "bin" / "python"
     if not interpreter.is_file():
         raise ParsersUnavailable(
             f"vLLM's parsers cannot run: {interpreter} does not exist",
@@ -98,19 +84,7 @@ def run_parsers(
     request = {
         "tokenizer": str(tokenizer),
         "tiktoken_dir": str(tiktoken_dir) if tiktoken_dir else None,
-        "jobs": [
-            {
-                "id": j.id,
-                "text": j.text,
-                "tool_parser": j.tool_parser,
-                "reasoning_parser": j.reasoning_parser,
-                "tools": list(j.tools),
-                "prompt": j.prompt,
-                "chat_template_kwargs": dict(j.chat_template_kwargs),
-                "extra_tokens": list(j.extra_tokens),
-            }
-            for j in jobs
-        ],
+        "jobs": [asdict(j) for j in jobs],
     }
     env = {
         **os.environ,
@@ -164,7 +138,7 @@ class Advice:
 
 
 def matching(run: ParserRun, expected: Mapping[str, ParsedTurn]) -> dict[str, list[Advice]]:
-    """Per job id: the parser pairs whose non-streaming parse and reassembled stream both equal `expected[id]`."""
+    """Per job id: the parser pairs whose parse and reassembled stream both equal `expected[id]`."""
     found: dict[str, list[Advice]] = {job: [] for job in expected}
     for r in run.results:
         want = expected.get(r.id)
@@ -176,8 +150,8 @@ def matching(run: ParserRun, expected: Mapping[str, ParsedTurn]) -> dict[str, li
 
 
 def advice_jobs(job: ParserJob) -> list[ParserJob]:
-    """The jobs parser advice runs for a configured pair: every tool parser with the configured reasoning parser,
-    and every reasoning parser with the configured tool parser (ids `<id>/tools`, `<id>/reasoning`)."""
+    """Every tool parser with the configured reasoning parser, every reasoning parser with the configured tool
+    parser (ids `<id>/tools`, `<id>/reasoning`)."""
     return [
         replace(job, id=f"{job.id}/tools", tool_parser=EVERY),
         replace(job, id=f"{job.id}/reasoning", reasoning_parser=EVERY),
@@ -185,9 +159,7 @@ def advice_jobs(job: ParserJob) -> list[ParserJob]:
 
 
 def advise(job: ParserJob, expected: ParsedTurn, tokenizer: Path, **run_options: Any) -> list[Advice]:
-    """The parser pairs that read `job.text` as `expected` (the reference's parse), streaming and not: every tool
-    parser with the configured reasoning parser, every reasoning parser with the configured tool parser."""
+    """The parser pairs of advice_jobs that read `job.text` as `expected` (the reference's parse), streaming and not."""
     jobs = advice_jobs(job)
     found = matching(run_parsers(jobs, tokenizer, **run_options), {j.id: expected for j in jobs})
-    pairs = dict.fromkeys(a for j in jobs for a in found[j.id])
-    return list(pairs)
+    return list(dict.fromkeys(a for j in jobs for a in found[j.id]))

@@ -1,25 +1,12 @@
-"""vLLM's own tool-call and reasoning parsers run on raw model text, inside vLLM's virtualenv.
+"""vLLM's own tool-call and reasoning parsers run on raw model text, as a script in vLLM's virtualenv (it imports
+nothing of onboard): request JSON on stdin ({"tokenizer", "tiktoken_dir", "jobs": [vllm_parsers.ParserJob]}), answer
+JSON on stdout ({"tool_parsers", "reasoning_parsers", "results": [{"id", "tool_parser", "reasoning_parser", "full",
+"deltas", "error"}]}).
 
-Run as a script by that virtualenv's Python (onboard.tool_calls.vllm_parsers does it), the request as JSON on stdin,
-the answer as JSON on stdout; it imports nothing of onboard (which that virtualenv need not have). Each job parses
-one text the way the OpenAI server does:
-
-- the parser class composed by `ParserManager.get_parser` from `--tool-call-parser` and `--reasoning-parser`,
-  `adjust_request` applied to the request (it decides whether special tokens are kept in the text);
-- non-streaming: `parse(text, request, model_output_token_ids=...)`;
-- streaming: the text's tokens fed one at a time to `parse_delta`, as the server's detokenizer sends them (a token
-  that ends inside a UTF-8 character waits for the next), and the deltas returned for the caller to reassemble.
-
-A tool or reasoning parser named `*` stands for every registered one (parser advice). Harmony (gpt-oss) parsers read
-o200k_harmony token ids: `tiktoken_dir` names the folder with `o200k_base.tiktoken`.
-
-Request: {"tokenizer": DIR, "tiktoken_dir": DIR|null,
-          "jobs": [{"id", "text", "tool_parser", "reasoning_parser", "tools", "prompt", "chat_template_kwargs",
-                    "extra_tokens"}]}
-`extra_tokens` are added to the tokenizer for that job when it lacks them (a test tokenizer standing in for a model's).
-Answer:  {"tool_parsers": [...], "reasoning_parsers": [...],
-          "results": [{"id", "tool_parser", "reasoning_parser", "full": MESSAGE|null, "deltas": [DELTA]|null,
-                       "error": str|null}]}
+Each job parses one text the way the OpenAI server does: the parser class `ParserManager.get_parser` composes, its
+`adjust_request` applied (it decides whether special tokens stay in the text); `parse` for the full text, and the
+tokens fed one at a time to `parse_delta` as the server's detokenizer sends them. A parser named `*` stands for every
+registered one. Harmony parsers read o200k_harmony ids (`tiktoken_dir`: the folder of `o200k_base.tiktoken`).
 """
 
 from __future__ import annotations
@@ -34,7 +21,7 @@ HARMONY_TOOL_PARSER, HARMONY_REASONING_PARSER = "openai", "openai_gptoss"
 
 
 class _Tokens:
-    """Text <-> token ids for one job: the model's tokenizer, or o200k_harmony for harmony parsers."""
+    """The model's tokenizer, or o200k_harmony for harmony parsers."""
 
     def __init__(self, tokenizer: Any, harmony: Any = None) -> None:
         self.tokenizer, self.harmony = tokenizer, harmony

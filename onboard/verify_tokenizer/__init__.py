@@ -2,30 +2,27 @@
 
 `verify_tokenizer(source)` loads the fast tokenizer transformers builds (what engines serve), compares it with every
 independent reference the repo ships on a stress corpus, checks round trip and streamed decode, special tokens and
-the stop set, the pre-tokenizer fingerprint, the chat template on fixed conversations, and diffs against (or
+the stop set, the pre-tokenizer fingerprint and the chat template on fixed conversations, and diffs against (or
 records) `golden_outputs/<org>__<name>/tokenizer.json`.
+
+When no tokenizer can be built (its files are Git LFS pointers, or there is no vocabulary), whatever transformers
+would build is invented, so nothing is computed from it: a fatal finding says why, and only the chat template's
+checks run, on the special-token strings tokenizer_config.json declares.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from onboard.checkpoint_id import golden_key
 from onboard.errors import InputError, OnboardError
-from onboard.findings import Finding, exit_code_for, info
+from onboard.findings import Finding, exit_code_for, fatal, info
 from onboard.lfs import LfsPointerError, pointer_findings
 from onboard.verify_tokenizer.checks import STAGE, build_checks, stop_set
 from onboard.verify_tokenizer.compare import compare, round_trip
+from onboard.verify_tokenizer.conversations import TemplateCheck, check_template
 from onboard.verify_tokenizer.corpus import STRESS, read_corpus, special_token_strings
 from onboard.verify_tokenizer.fingerprint import fingerprint
-from onboard.verify_tokenizer.goldens import (
-    GOLDEN_FILE,
-    GoldenStatus,
-    diff_golden,
-    golden_document,
-    read_golden,
-    write_golden,
-)
+from onboard.verify_tokenizer.goldens import golden_document, golden_path_for, record_or_compare
 from onboard.verify_tokenizer.references import RepoTokenizerInfo, discover_references
 from onboard.verify_tokenizer.repo import TokenizerRepo, open_tokenizer_repo
 from onboard.verify_tokenizer.report import (
@@ -35,11 +32,12 @@ from onboard.verify_tokenizer.report import (
     round_trip_findings,
     summary,
 )
-from onboard.verify_tokenizer.subject import Subject, open_subject
-from onboard.verify_tokenizer.vocabulary import NoVocabulary
-from onboard.verify_tokenizer.without_tokenizer import without_tokenizer
+from onboard.verify_tokenizer.special_tokens import analyse
+from onboard.verify_tokenizer.subject import NO_VOCABULARY, NoVocabulary, Subject, open_subject
+from onboard.verify_tokenizer.template_lookup import default_template
 
 __all__ = ["TokenizerReport", "verify_tokenizer", "summary"]
+NOT_BUILT = ("tokenizer_class", "tokenizer_length", "round_trip", "special_tokens", "fingerprint", "stop_set")
 
 
 def verify_tokenizer(
@@ -56,9 +54,7 @@ def verify_tokenizer(
     """Run every tokenizer / chat-template check on SOURCE (local folder or hub repo id).
 
     Args:
-        golden_dir: root of the goldens (default ./golden_outputs); the file is `<dir>/<key>/tokenizer.json`, the key
-            being the repo id (`org__name`: from a hub id, a hub cache snapshot path, config.json's `_name_or_path`,
-            or `name`) or else the folder's name (onboard/checkpoint_id.py golden_key).
+        golden_dir: root of the goldens (default ./golden_outputs): the file is `<dir>/<key>/tokenizer.json`.
         record: write the golden instead of diffing against it.
         name: the repo id (`org/name`) to key the golden by, when SOURCE does not say it.
         golden_required: a missing golden is an InputError (the user asked to compare: `--golden DIR`).
@@ -67,17 +63,13 @@ def verify_tokenizer(
     Raises:
         InputError: unusable tokenizer files (exit 2).
     """
-    from onboard.verify_tokenizer.conversations import check_template
-    from onboard.verify_tokenizer.special_tokens import analyse
-    from onboard.verify_tokenizer.template_lookup import templates_in
-
     repo = open_tokenizer_repo(source, revision)
     # Every tokenizer file that is a Git LFS pointer: fatal for that file, named once (size, oid, fetch command).
     findings: list[Finding] = pointer_findings(repo.pointers, repo.root, repo.repo_id)
     try:
         subject = open_subject(repo)
-    except (LfsPointerError, NoVocabulary) as exc:  # nothing to build the tokenizer from: no tokenizer findings
-        return without_tokenizer(repo, exc, findings, record)
+    except (LfsPointerError, NoVocabulary) as exc:
+        return _without_tokenizer(repo, exc, findings, record)
     findings += subject.notes
     record_first = (
         f"onboard verify-tokenizer {repo.display} --golden {golden_dir} --record (or pass --name "
@@ -102,19 +94,17 @@ def verify_tokenizer(
     fp = fingerprint(subject)
     findings += fingerprint_findings(fp)
 
-    templates, template_file = templates_in(repo)
+    template, template_file = default_template(repo)
     template_check = None
-    if templates:
-        chosen = "default" if "default" in templates else next(iter(templates))
-        template_check, template_findings = check_template(templates[chosen], template_file, subject)
+    if template is not None:
+        template_check, template_findings = check_template(template, template_file, subject)
         findings += template_findings
     else:
         findings.append(info("no-chat-template", "no chat template in the repo (base model?)"))
 
     rows = embedding_rows if embedding_rows is not None else _embedding_rows(source, revision, repo, findings)
     end_of_turn = template_check.end_of_turn if template_check else []
-    template_text = templates.get("default", next(iter(templates.values()), None))
-    special, special_findings = analyse(repo, subject, end_of_turn, rows, template_text)
+    special, special_findings = analyse(repo, subject, end_of_turn, rows, template)
     findings += special_findings
 
     renders = {}
@@ -126,7 +116,7 @@ def verify_tokenizer(
     doc = golden_document(
         repo.display, repo.revision, texts, subject_ids, renders, fp.chkhsh, fp.family, special.stop_ids
     )
-    golden = _golden(golden_path, doc, record, findings)
+    golden = record_or_compare(golden_path, doc, record, findings)
     token_of = {i: str(subject.hf.convert_ids_to_tokens(i)) for i in special.stop_ids if 0 <= i < len(subject)}
     stops = stop_set(special.stop_ids, special.declared, special.tokenizer.get("eos"), end_of_turn, token_of)
     return TokenizerReport(
@@ -178,32 +168,46 @@ def _embedding_rows(source: str, revision: str | None, repo: TokenizerRepo, find
     return rows if isinstance(rows, int) else None
 
 
-def golden_path_for(
-    repo: TokenizerRepo, source: str, golden_dir: Path | None, name: str | None, *, required: bool, record_first: str
-) -> Path:
-    """Where this repo's tokenizer golden lives (`<golden_dir>/<key>/tokenizer.json`, key from --name or the repo);
-    `required`: a missing one is an InputError saying to run `record_first` (checked before any work starts)."""
-    key = golden_key(source, name) if name else repo.golden_name
-    path = (golden_dir or Path("golden_outputs")) / key / GOLDEN_FILE
-    if path.resolve().parent == repo.root.resolve():
-        raise InputError(
-            f"golden file {path} would be the source's own tokenizer.json",
-            "give --golden a folder that is not the parent of the checkpoint folder",
-        )
-    if required and not path.is_file():
-        raise InputError(
-            f"no tokenizer golden recorded for {repo.display} (looked for {path})", f"record one first: {record_first}"
-        )
-    return path
-
-
-def _golden(path: Path, doc: dict, record: bool, findings: list[Finding]) -> GoldenStatus:
+def _without_tokenizer(
+    repo: TokenizerRepo, cause: InputError, findings: list[Finding], record: bool
+) -> TokenizerReport:
+    """The report for a folder whose tokenizer cannot be built (`cause`): a fatal finding saying why, the template
+    checks that need no vocabulary, and every other check reported not run."""
+    findings = list(findings)
+    if isinstance(cause, NoVocabulary):
+        findings.insert(0, fatal(NO_VOCABULARY, cause.message.removeprefix(f"[{NO_VOCABULARY}] "), cause.hint))
+        reason = "no tokenizer vocabulary in the folder (see no-tokenizer-vocabulary)"
+    else:  # LfsPointerError: its files are among repo.pointers, and the lfs-pointer finding names them
+        files = ", ".join(p.file for p in cause.pointers)
+        reason = f"the tokenizer is built from Git LFS pointers, not files ({files}; see lfs-pointer)"
+    template_check: TemplateCheck | None = None
+    try:
+        template, file = default_template(repo)
+        declared = repo.json("tokenizer_config.json") or {}
+    except LfsPointerError:  # the template's own file is a pointer: the lfs-pointer finding names it
+        pass
+    else:
+        if template is not None:
+            template_check, template_findings = check_template(template, file, None, declared)
+            findings += template_findings
+        else:
+            findings.append(info("no-chat-template", "no chat template in the repo (base model?)"))
     if record:
-        write_golden(path, doc)
-        return GoldenStatus(str(path), "recorded")
-    if not path.is_file():
-        findings.append(info("golden-missing", f"no golden at {path}", "run with --record to create it"))
-        return GoldenStatus(str(path), "missing")
-    drift = diff_golden(read_golden(path), doc, str(path))
-    findings += drift
-    return GoldenStatus(str(path), "compared", sum(f.severity == "error" for f in drift))
+        findings.append(
+            info(
+                "golden-not-recorded",
+                "no tokenizer golden recorded: there is no tokenizer to record",
+                "fix the fatal finding, then record again",
+            )
+        )
+    return TokenizerReport(
+        stage=STAGE,
+        passed=False,
+        checks=build_checks(findings, None, None, None, unavailable=reason),
+        stop_set=[],
+        source=repo.display,
+        revision=repo.revision,
+        template=template_check,
+        findings=findings,
+        unknown=NOT_BUILT,
+    )

@@ -1,11 +1,8 @@
 """The stage-result checks of verify-tokenizer (onboard.checks.Check), derived from its findings.
 
-checklists/day-zero.yaml ticks `tokenizer_verified` with `tokenizer_parity` and `template_verified` with
-`chat_template_parity`; promotion derives `declared_stop_set` too. The finer checks (round_trip, special_tokens,
-fingerprint_known, goldens_match) say where a failure is. Invariant: the stage passes (no error finding) exactly when
-every required check passes, because every error fails `chat_template_parity` (template errors) or
-`tokenizer_parity` (everything else). Promotion derives the checklist's three from an older findings-only report
-with build_checks too (onboard/promote/stage_results.py).
+The checklist ticks `tokenizer_parity`, `chat_template_parity` and `declared_stop_set`; the finer checks say where a
+failure is. The stage passes (no error finding) exactly when every required check passes, because every error fails
+`chat_template_parity` (template errors) or `tokenizer_parity` (everything else).
 """
 
 from __future__ import annotations
@@ -70,31 +67,27 @@ def build_checks(
     golden_action: str | None,
     unavailable: str | None = None,
 ) -> list[Check]:
-    """The checks in a stable order; `goldens_match` only when a golden was compared or recorded.
-
-    `unavailable`: why no tokenizer could be built. Then every check that needs one is reported not run (never
-    passed), and only the template's own check is computed."""
+    """The checks in a stable order; `goldens_match` only when a golden was compared or recorded. `unavailable`: why
+    no tokenizer could be built; then every check but the template's is reported not run (never passed)."""
     failing = [f for f in findings if f.severity in FAILING]
     checks: list[Check] = []
-    if unavailable is not None:
-        bad = [f for f in failing if concerns(f.code, "chat_template_parity")]
-        for name in CHECK_CODES:
-            if name == "chat_template_parity":
-                checks.append(Check(name, not bad, True, _detail(name, bad, [], findings, None)))
-            elif name != "goldens_match":
-                checks.append(Check(name, False, True, f"not run: {unavailable}"))
-        checks.append(Check("fingerprint_known", False, REQUIRED["fingerprint_known"], f"not run: {unavailable}"))
-        return checks
+    built = unavailable is None
     for name in CHECK_CODES:
-        if name == "goldens_match" and golden_action not in ("compared", "recorded"):
+        if name == "goldens_match" and (not built or golden_action not in ("compared", "recorded")):
+            continue
+        if not built and name != "chat_template_parity":
+            checks.append(Check(name, False, True, f"not run: {unavailable}"))
             continue
         bad = [f for f in failing if concerns(f.code, name)]
         if name == "tokenizer_parity":
             # Any error the template is not to blame for fails the tokenizer item of the checklist.
             bad = [f for f in failing if not concerns(f.code, "chat_template_parity")]
-        warned = [f for f in findings if f.severity == "warning" and concerns(f.code, name)]
+        warned = [f for f in findings if f.severity == "warning" and concerns(f.code, name) and built]
         detail = _detail(name, bad, warned, findings, golden_action)
         checks.append(Check(name, not bad, REQUIRED.get(name, True), detail))
+    if not built:
+        checks.append(Check("fingerprint_known", False, REQUIRED["fingerprint_known"], f"not run: {unavailable}"))
+        return checks
     known = family is not None
     checks.append(
         Check(

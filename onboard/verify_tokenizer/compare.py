@@ -61,35 +61,27 @@ def compare(subject: Subject, texts: Sequence[str], subject_ids: list[list[int]]
     start = time.perf_counter()
     mismatches = 0
     first: Divergence | None = None
+    failure = None
     for text, ids in zip(texts, subject_ids):
         try:
             ref_ids = ref.encode(text)
         except Exception as exc:  # a reference that cannot encode a string is a finding, not a crash
-            return Comparison(
-                ref.name,
-                ref.kind,
-                ref.file,
-                ref.independent,
-                ref.note,
-                len(texts),
-                mismatches,
-                time.perf_counter() - start,
-                first,
-                f"{type(exc).__name__}: {exc} on {text[:60]!r}",
-            )
+            failure = f"{type(exc).__name__}: {exc} on {text[:60]!r}"
+            break
         if ref_ids != ids:
             mismatches += 1
-            if first is None:
-                first = divergence(subject, text, ids, ref_ids)
+            first = first or divergence(subject, text, ids, ref_ids)
     seconds = time.perf_counter() - start
-    return Comparison(ref.name, ref.kind, ref.file, ref.independent, ref.note, len(texts), mismatches, seconds, first)
+    return Comparison(
+        ref.name, ref.kind, ref.file, ref.independent, ref.note, len(texts), mismatches, seconds, first, failure
+    )
 
 
 def divergence(subject: Subject, text: str, ids: list[int], ref_ids: list[int]) -> Divergence:
     size = len(subject)
 
     def pieces(seq: list[int]) -> list[str]:
-        return [subject.pieces([i])[0] if 0 <= i < size else f"<id {i}>" for i in seq]
+        return [subject.decode([i]) if 0 <= i < size else f"<id {i}>" for i in seq]
 
     def tokens(seq: list[int]) -> list[str]:
         return [str(subject.hf.convert_ids_to_tokens(i)) if 0 <= i < size else f"<id {i}>" for i in seq]

@@ -1,17 +1,15 @@
-"""The fixed conversations every chat template is rendered with, and what the renders tell us.
-
-Contexts follow apply_chat_template: `messages` (None-valued keys dropped), `tools`, `documents`,
-`add_generation_prompt`, then the tokenizer's special-token strings (bos_token, eos_token, …).
-"""
+"""The fixed conversations every chat template is rendered with (in apply_chat_template's context: messages, tools,
+documents, add_generation_prompt and the special-token strings), and what the renders tell us."""
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
 from onboard.findings import Finding, error, info, warning
 from onboard.verify_tokenizer.render import ARGUMENTS_AS_TEXT_HINT, joins_arguments_as_text, system_dropped
-from onboard.verify_tokenizer.sandbox import RenderResult, render_many
+from onboard.verify_tokenizer.sandbox import render_many
 from onboard.verify_tokenizer.subject import Subject
 
 SYSTEM = "You are a helpful assistant."
@@ -127,18 +125,14 @@ def check_template(
         count = None
         if result.ok and bos is not None and subject is not None:
             count = subject.encode(result.text or "", add_special_tokens=False).count(bos)
-        renders.append(
-            Render(
-                name, agp, extra, result.ok, result.text, result.error_kind, result.message, result.read_clock, count
-            )
-        )
+        renders.append(Render(name, agp, extra, **dataclasses.asdict(result), bos_count=count))
     by_key = {(r.name, r.add_generation_prompt, tuple(sorted(r.extra.items()))): r for r in renders}
     with_prompt, without = by_key[("single_turn", True, ())], by_key[("single_turn", False, ())]
     gen_prompt = None
     if with_prompt.ok and without.ok and (with_prompt.text or "").startswith(without.text or ""):
         gen_prompt = (with_prompt.text or "")[len(without.text or "") :]
     end_of_turn = _end_of_turn(by_key[("system_multi_turn", True, ())], subject) if subject is not None else []
-    findings = _findings(renders, results, contexts, jobs, gen_prompt, subject, source_file)
+    findings = _findings(renders, contexts, gen_prompt, subject, source_file)
     return TemplateCheck(source_file, renders, gen_prompt, end_of_turn), findings
 
 
@@ -153,9 +147,7 @@ def _end_of_turn(render: Render, subject: Subject) -> list[int]:
 
 def _findings(
     renders: list[Render],
-    results: list[RenderResult],
     contexts: list[dict[str, Any]],
-    jobs: list[tuple[str, bool, dict[str, Any]]],
     gen_prompt: str | None,
     subject: Subject | None,
     file: str | None,
@@ -184,7 +176,7 @@ def _findings(
                 file=file,
             )
         )
-    elif system_dropped(sys_context, results[renders.index(sys_render)]):
+    elif system_dropped(sys_context, sys_render.text):
         out.append(
             warning(
                 "template-rejects-system",

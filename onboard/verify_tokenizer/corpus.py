@@ -13,14 +13,7 @@ import msgspec
 
 from onboard import serde
 from onboard.errors import InputError
-
-# llama.cpp's chktxt (conversion/base.py): its token ids are the pre-tokenizer fingerprint.
-CHECK_TEXT = (
-    "\n \n\n \n\n\n \t \t\t \t\n  \n   \n    \n     \n🚀 (normal) 😶\u200d🌫️ (multiple emojis concatenated) ✅ 🦙🦙 3 33 333 "
-    "3333 33333 333333 3333333 33333333 3.3 3..3 3...3 កាន់តែពិសេសអាច😁 ?我想在apple工作1314151天～ ------======= "
-    "нещо на Български ''''''```````\"\"\"\"......!!!!!!?????? I've been 'told he's there, 'RE you sure? 'M not "
-    "sure I'll make it, 'D you like some tea? We'Ve a'lL"
-)
+from onboard.verify_tokenizer.fingerprint import known_fingerprints
 
 STRESS: tuple[str, ...] = (
     "", " ", "  ", "   ", "\t", "\n", "\n\n", "\n\n\n", "\t\n", " \n ", "\r\n", "  \t  \n\n   x",
@@ -38,7 +31,7 @@ STRESS: tuple[str, ...] = (
     "    four space indent", "\tTab indent", "``` python\nprint('hi')\n```", "------======= ...... !!!!!! ??????",
     "''''''```````\"\"\"\"", "a ,b", "3 3", "hello\nworld",
     "[INST] look-alike [/INST]", "<s> not really", "< |im_end| >", "<|not_a_token|>", "<unk>x", "</s >",
-    CHECK_TEXT,
+    known_fingerprints()[0],  # llama.cpp's chktxt: its token ids are the pre-tokenizer fingerprint
     "The quick brown fox jumps over the lazy dog. " * 40,
     "a" * 3000,
     " " * 500 + "x",

@@ -11,9 +11,12 @@ from typing import Any
 import msgspec
 
 from onboard import serde
+from onboard.checkpoint_id import golden_key
+from onboard.comparator import first_difference
 from onboard.errors import InputError
 from onboard.findings import Finding, error, info
 from onboard.fsutil import atomic_write, read_json
+from onboard.verify_tokenizer.repo import TokenizerRepo
 from onboard.versions import TOKENIZER_LIBRARIES, library_versions
 
 GOLDEN_FILE = "tokenizer.json"
@@ -26,6 +29,38 @@ class GoldenStatus:
     action: str
     """recorded | compared | missing"""
     drift: int = 0
+
+
+def golden_path_for(
+    repo: TokenizerRepo, source: str, golden_dir: Path | None, name: str | None, *, required: bool, record_first: str
+) -> Path:
+    """`<golden_dir>/<key>/tokenizer.json`, the key from --name or the repo (onboard/checkpoint_id.py golden_key).
+    `required`: a missing golden is an InputError saying to run `record_first` (checked before any work starts)."""
+    key = golden_key(source, name) if name else repo.golden_name
+    path = (golden_dir or Path("golden_outputs")) / key / GOLDEN_FILE
+    if path.resolve().parent == repo.root.resolve():
+        raise InputError(
+            f"golden file {path} would be the source's own tokenizer.json",
+            "give --golden a folder that is not the parent of the checkpoint folder",
+        )
+    if required and not path.is_file():
+        raise InputError(
+            f"no tokenizer golden recorded for {repo.display} (looked for {path})", f"record one first: {record_first}"
+        )
+    return path
+
+
+def record_or_compare(path: Path, doc: dict, record: bool, findings: list[Finding]) -> GoldenStatus:
+    """Write the golden, or append its drift (or its absence) to `findings`."""
+    if record:
+        write_golden(path, doc)
+        return GoldenStatus(str(path), "recorded")
+    if not path.is_file():
+        findings.append(info("golden-missing", f"no golden at {path}", "run with --record to create it"))
+        return GoldenStatus(str(path), "missing")
+    drift = diff_golden(read_golden(path), doc, str(path))
+    findings += drift
+    return GoldenStatus(str(path), "compared", sum(f.severity == "error" for f in drift))
 
 
 def golden_document(
@@ -134,7 +169,7 @@ def diff_golden(golden: dict[str, Any], current: dict[str, Any], file: str) -> l
     ]
     if drift:
         text, old, new = drift[0]
-        at = next((i for i, (a, b) in enumerate(zip(old, new)) if a != b), min(len(old), len(new)))
+        at = first_difference(old, new) or 0
         out.append(
             error(
                 "golden-drift-ids",
@@ -162,7 +197,7 @@ def _render_diff(old: dict[str, Any], new: dict[str, Any]) -> str:
     a, b = old.get("text"), new.get("text")
     if a is None or b is None:
         return f"{old.get('error') or 'ok'} -> {new.get('error') or 'ok'}"
-    at = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+    at = first_difference(a, b) or 0
     return (
         f"first difference at char {at}: golden {a[max(0, at - 20) : at + 20]!r} now {b[max(0, at - 20) : at + 20]!r}"
     )

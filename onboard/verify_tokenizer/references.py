@@ -1,14 +1,11 @@
 """Reference tokenizers: every independent way a repo lets us tokenize, to compare the fast tokenizer against.
 
-Loaders are a table (file pattern -> loader). A loader returns a `Reference` or a `Skipped` reason; a missing
-optional library (sentencepiece, tiktoken, mistral-common, gguf) is a Skipped with `missing_library` set, which the
-report turns into an info finding "reference X not available" instead of failing.
+Loaders are a table (file pattern -> loader); a loader returns a `Reference`, or a `Skipped` saying why not.
 """
 
 from __future__ import annotations
 
 import base64
-import importlib.util
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -16,7 +13,7 @@ from pathlib import Path
 
 from onboard.errors import InputError, panics_as_errors
 from onboard.lfs import read_pointer
-from onboard.verify_tokenizer.bpe import Encoder, MergesBPE, RankBPE, encode_with_special
+from onboard.verify_tokenizer.bpe import Encoder, encode_with_special, merges_bpe
 from onboard.verify_tokenizer.patterns import (
     name_for_rank_count,
     name_for_tiktoken_file,
@@ -44,7 +41,6 @@ class Skipped:
     kind: str
     file: str
     reason: str
-    missing_library: str | None = None
 
 
 @dataclass(frozen=True)
@@ -59,13 +55,9 @@ class RepoTokenizerInfo:
     normalizer: dict | None = None
 
 
-def _has(module: str) -> bool:
-    return importlib.util.find_spec(module) is not None
-
-
-def is_lfs_pointer(path: Path) -> bool:
-    """onboard/lfs.py's check (verify-tokenizer reports the pointer itself as `lfs-pointer`)."""
-    return read_pointer(path) is not None
+def _pointer(path: Path, kind: str) -> Skipped | None:
+    """A Git LFS pointer is skipped here; verify-tokenizer reports the pointer itself as `lfs-pointer`."""
+    return Skipped(kind, path.name, "the file is a Git LFS pointer") if read_pointer(path) is not None else None
 
 
 def load_tokenizer_json(path: Path, info: RepoTokenizerInfo) -> Reference:
@@ -90,10 +82,8 @@ def load_tokenizer_json(path: Path, info: RepoTokenizerInfo) -> Reference:
 
 
 def load_sentencepiece(path: Path, info: RepoTokenizerInfo) -> Reference | Skipped:
-    if is_lfs_pointer(path):
-        return Skipped("sentencepiece", path.name, "the file is a Git LFS pointer, not the model")
-    if not _has("sentencepiece"):
-        return Skipped("sentencepiece", path.name, "sentencepiece is not installed", "sentencepiece")
+    if skipped := _pointer(path, "sentencepiece"):
+        return skipped
     import sentencepiece as spm
 
     proc = spm.SentencePieceProcessor()
@@ -105,20 +95,19 @@ def load_sentencepiece(path: Path, info: RepoTokenizerInfo) -> Reference | Skipp
             "re-download the file; a truncated tokenizer.model cannot be used",
         ) from exc
     unk = proc.id_to_piece(proc.unk_id()) if proc.unk_id() >= 0 else "<unk>"
+    encode = _without_prefix_after_special(proc.encode, unk, info.added_tokens)
+    return Reference("sentencepiece(" + path.name + ")", "sentencepiece", path.name, encode)
+
+
+def _without_prefix_after_special(encode: Encoder, unk: str, added: dict[str, int]) -> Encoder:
+    """SentencePiece's `encode` adds a dummy prefix; after a special token the original pipeline adds none
+    (transformers' legacy=False): prefixing the unk piece and dropping its ids is how transformers' slow tokenizer
+    does it."""
 
     def encode_segment(text: str, first: bool) -> list[int]:
-        if first:
-            return proc.encode(text)
-        # After a special token the original sentencepiece pipeline adds no dummy prefix (transformers' legacy=False);
-        # prefixing the unk piece and dropping its ids is how transformers' slow tokenizer does it.
-        prefix = proc.encode(unk)
-        ids = proc.encode(unk + text)
-        return ids[len(prefix) :]
+        return encode(text) if first else encode(unk + text)[len(encode(unk)) :]
 
-    def encode(text: str) -> list[int]:
-        return encode_with_special(text, info.added_tokens, encode_segment)
-
-    return Reference("sentencepiece(" + path.name + ")", "sentencepiece", path.name, encode)
+    return lambda text: encode_with_special(text, added, encode_segment)
 
 
 def read_tiktoken_ranks(path: Path) -> dict[bytes, int] | None:
@@ -136,8 +125,8 @@ def read_tiktoken_ranks(path: Path) -> dict[bytes, int] | None:
 
 
 def load_tiktoken(path: Path, info: RepoTokenizerInfo) -> Reference | Skipped:
-    if is_lfs_pointer(path):
-        return Skipped("tiktoken", path.name, "the file is a Git LFS pointer, not the ranks")
+    if skipped := _pointer(path, "tiktoken"):
+        return skipped
     ranks = read_tiktoken_ranks(path)
     if ranks is None:
         return Skipped("tiktoken", path.name, "not a tiktoken rank file")
@@ -145,25 +134,25 @@ def load_tiktoken(path: Path, info: RepoTokenizerInfo) -> Reference | Skipped:
     patterns = patterns_for(family) if family else None
     if patterns is None or len(patterns) != 1:
         return Skipped("tiktoken", path.name, f"no known pre-tokenizer regex for {len(ranks)} ranks")
-    special = {s: i for s, i in info.added_tokens.items() if i >= len(ranks)}
-    if _has("tiktoken"):
-        import tiktoken
+    import tiktoken
 
-        enc = tiktoken.Encoding(path.name, pat_str=patterns[0], mergeable_ranks=ranks, special_tokens=special)
-        # Added tokens below the rank count (rare) are not special in tiktoken; HF would split on them.
-        encode: Encoder = lambda text: enc.encode(text, allowed_special="all")  # noqa: E731
-        note = f"tiktoken library, {family} regex"
-    else:
-        encode = RankBPE(ranks, patterns, special).encode
-        note = f"pure-Python rank BPE (tiktoken not installed), {family} regex"
-    return Reference(f"tiktoken({path.name})", "tiktoken", path.name, encode, note=note)
+    # Added tokens below the rank count (rare) are not special in tiktoken; HF would split on them.
+    special = {s: i for s, i in info.added_tokens.items() if i >= len(ranks)}
+    enc = tiktoken.Encoding(path.name, pat_str=patterns[0], mergeable_ranks=ranks, special_tokens=special)
+    return Reference(
+        f"tiktoken({path.name})",
+        "tiktoken",
+        path.name,
+        lambda text: enc.encode(text, allowed_special="all"),
+        note=f"tiktoken library, {family} regex",
+    )
 
 
 def load_vocab_merges(path: Path, info: RepoTokenizerInfo) -> Reference | Skipped:
     merges_path = path.with_name("merges.txt")
     if not merges_path.is_file():
         return Skipped("vocab+merges", path.name, "vocab.json without merges.txt")
-    if is_lfs_pointer(path) or is_lfs_pointer(merges_path):
+    if read_pointer(path) is not None or read_pointer(merges_path) is not None:
         return Skipped("vocab+merges", path.name, "vocab.json or merges.txt is a Git LFS pointer")
     try:
         vocab = json.loads(path.read_text(encoding="utf-8"))
@@ -188,45 +177,38 @@ def load_vocab_merges(path: Path, info: RepoTokenizerInfo) -> Reference | Skippe
     normalization = normalization_for_tokenizer_class(info.tokenizer_class) if independent else None
     if not independent and (info.normalizer or {}).get("type") == "NFC":
         normalization = "NFC"
-    encode = MergesBPE(vocab, merges, patterns, info.added_tokens, normalization=normalization).encode
+    encode = merges_bpe(vocab, merges, patterns, info.added_tokens, normalization=normalization)
     note = f"pure-Python byte-level BPE, {family or 'tokenizer.json'} pre-tokenizer"
     return Reference("bpe(vocab.json+merges.txt)", "vocab+merges", path.name, encode, independent, note)
 
 
 def load_mistral_common(path: Path, info: RepoTokenizerInfo) -> Reference | Skipped:
-    if is_lfs_pointer(path):
-        return Skipped("mistral-common", path.name, "the file is a Git LFS pointer")
-    if not _has("mistral_common"):
-        return Skipped("mistral-common", path.name, "mistral-common is not installed", "mistral-common")
+    if skipped := _pointer(path, "mistral-common"):
+        return skipped
     from mistral_common.tokens.tokenizers.mistral import MistralTokenizer
 
     try:
         raw = MistralTokenizer.from_file(str(path)).instruct_tokenizer.tokenizer
     except Exception as exc:
         raise InputError(f"{path.name}: mistral-common cannot load it ({exc})", "re-download the file") from exc
-    # SentencePiece-based versions (v1-v3) add a dummy prefix to every encode() call; mistral-common's own chat
-    # encoding never calls it on text that follows a control token mid-string, and its rendered text re-tokenizes to
-    # its ids only without a prefix there (tests/test_mistral_common_samples.py): the same rule as load_sentencepiece.
-    # Tekken adds no prefix at all.
+    # SentencePiece-based versions (v1-v3): after a control token mid-string mistral-common's chat encoding has no
+    # dummy prefix either. Tekken adds no prefix at all.
     spm = hasattr(raw, "_model") and hasattr(raw._model, "encode_as_ids")
-    unk = raw.id_to_piece(raw.unk_id) if spm else ""
 
-    def encode_segment(text: str, first: bool) -> list[int]:
-        if first or not spm:
-            return raw.encode(text, bos=False, eos=False)
-        prefix = raw.encode(unk, bos=False, eos=False)
-        return raw.encode(unk + text, bos=False, eos=False)[len(prefix) :]
+    def plain(text: str) -> list[int]:
+        return raw.encode(text, bos=False, eos=False)
 
-    def encode(text: str) -> list[int]:
-        return encode_with_special(text, info.added_tokens, encode_segment)
-
+    if spm:
+        encode = _without_prefix_after_special(plain, raw.id_to_piece(raw.unk_id), info.added_tokens)
+    else:
+        encode = lambda text: encode_with_special(text, info.added_tokens, lambda t, first: plain(t))  # noqa: E731
     kind = "SentencePiece" if spm else "tekken"
     return Reference(f"mistral-common({path.name})", "mistral-common", path.name, encode, note=f"mistral-common {kind}")
 
 
 def load_gguf(path: Path, info: RepoTokenizerInfo) -> Reference | Skipped:
-    if is_lfs_pointer(path):
-        return Skipped("gguf", path.name, "the file is a Git LFS pointer")
+    if skipped := _pointer(path, "gguf"):
+        return skipped
     from onboard.verify_tokenizer.gguf_vocab import gguf_encoder, read_gguf_vocab
 
     encode, why = gguf_encoder(read_gguf_vocab(path))
@@ -235,12 +217,17 @@ def load_gguf(path: Path, info: RepoTokenizerInfo) -> Reference | Skipped:
     return Reference(f"gguf({path.name})", "gguf", path.name, encode, note=why)
 
 
-Loader = Callable[[Path, RepoTokenizerInfo], "Reference | Skipped"]
+def load_tokenizer_model(path: Path, info: RepoTokenizerInfo) -> Reference | Skipped:
+    """`tokenizer.model` is SentencePiece in most repos but tiktoken ranks in Llama 3 / Kimi style ones."""
+    if read_pointer(path) is None and read_tiktoken_ranks(path) is not None:
+        return load_tiktoken(path, info)
+    return load_sentencepiece(path, info)
+
 
 # (glob relative to the repo root, loader). Order = order in the report.
-LOADERS: tuple[tuple[str, Loader], ...] = (
+LOADERS: tuple[tuple[str, Callable[[Path, RepoTokenizerInfo], Reference | Skipped]], ...] = (
     ("tokenizer.json", load_tokenizer_json),
-    ("tokenizer.model", load_sentencepiece),
+    ("tokenizer.model", load_tokenizer_model),
     ("original/tokenizer.model", load_tiktoken),
     ("*.tiktoken", load_tiktoken),
     ("vocab.json", load_vocab_merges),
@@ -260,13 +247,6 @@ def discover_references(root: Path, info: RepoTokenizerInfo) -> tuple[list[Refer
             if path in seen or not path.is_file():
                 continue
             seen.add(path)
-            result = _load_tokenizer_model(path, info) if loader is load_sentencepiece else loader(path, info)
+            result = loader(path, info)
             (found if isinstance(result, Reference) else skipped).append(result)
     return found, skipped
-
-
-def _load_tokenizer_model(path: Path, info: RepoTokenizerInfo) -> Reference | Skipped:
-    """`tokenizer.model` is SentencePiece in most repos but tiktoken ranks in Llama 3 / Kimi style ones."""
-    if not is_lfs_pointer(path) and read_tiktoken_ranks(path) is not None:
-        return load_tiktoken(path, info)
-    return load_sentencepiece(path, info)

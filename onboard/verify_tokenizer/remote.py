@@ -1,9 +1,8 @@
 """verify-tokenizer when the tokenizer exists only as the repository's code (auto_map AutoTokenizer).
 
-Without --trust-remote-code that is an InputError naming the rerun command: the tokenizer is not loaded at all.
-With it, the checks run in the sandbox worker on the same files (the repository's tokenizer is the subject, our own
-loaders the references), and the golden step runs here, where the user's golden folder is: the worker returns its
-report and the golden document as data.
+Without --trust-remote-code that is an InputError naming the rerun command. With it, the checks run in the sandbox
+worker (the repository's tokenizer is the subject, our own loaders the references), and the golden step runs here,
+where the user's golden folder is: the worker returns its report and the golden document as data.
 """
 
 from __future__ import annotations
@@ -18,6 +17,11 @@ from onboard import reference, serde
 from onboard.errors import InputError
 from onboard.findings import exit_code_for
 from onboard.reference import RemoteCodePolicy, remote_code_allowed, tokenizer_needs_code
+from onboard.verify_tokenizer import verify_tokenizer
+from onboard.verify_tokenizer.checks import build_checks
+from onboard.verify_tokenizer.corpus import read_corpus
+from onboard.verify_tokenizer.goldens import golden_path_for, read_golden, record_or_compare
+from onboard.verify_tokenizer.repo import TokenizerRepo, open_tokenizer_repo
 from onboard.verify_tokenizer.report import TokenizerReport
 
 WORKER = "onboard.verify_tokenizer.remote:verify_in_worker"
@@ -37,10 +41,6 @@ def verify_tokenizer_trusting(
 ) -> TokenizerReport:
     """`verify_tokenizer`, where a tokenizer that needs the repository's code runs in the sandbox (if `policy`
     allows; else InputError naming `rerun`). `options`: verify_tokenizer's keyword options (name, …)."""
-    from onboard.verify_tokenizer import golden_path_for, verify_tokenizer
-    from onboard.verify_tokenizer.corpus import read_corpus
-    from onboard.verify_tokenizer.repo import open_tokenizer_repo
-
     repo = open_tokenizer_repo(source, revision)
     needs = tokenizer_needs_code(repo.root)
     if needs is None:
@@ -69,9 +69,6 @@ def verify_tokenizer_trusting(
 
 def verify_in_worker(root: str, corpus: list[str] | None, embedding_rows: int | None) -> dict[str, Any]:
     """Worker side: every check on `root` with the repository's tokenizer; the golden recorded into the temp dir."""
-    from onboard.verify_tokenizer import verify_tokenizer
-    from onboard.verify_tokenizer.goldens import read_golden
-
     # Removed on return: in the sandbox $TMPDIR goes with the worker, but in-process (tests, --unsafe-no-sandbox)
     # it is the user's /tmp.
     with tempfile.TemporaryDirectory(prefix="tokenizer-") as name:
@@ -86,15 +83,14 @@ def verify_in_worker(root: str, corpus: list[str] | None, embedding_rows: int | 
     return {"report": serde.to_dict(report), "golden": golden}
 
 
-def _with_golden(report: TokenizerReport, doc: dict[str, Any], repo: Any, path: Path, record: bool) -> TokenizerReport:
+def _with_golden(
+    report: TokenizerReport, doc: dict[str, Any], repo: TokenizerRepo, path: Path, record: bool
+) -> TokenizerReport:
     """The worker's report with the golden step done here (record, or compare against the user's golden)."""
-    from onboard.verify_tokenizer import _golden
-    from onboard.verify_tokenizer.checks import build_checks
-
     if report.fingerprint is None:  # no tokenizer was built in the worker: nothing to record or compare
         return dataclasses.replace(report, source=repo.display, revision=repo.revision)
     findings = list(report.findings)
-    golden = _golden(path, doc, record, findings)
+    golden = record_or_compare(path, doc, record, findings)
     checks = build_checks(findings, report.fingerprint.family, report.fingerprint.chkhsh, golden.action)
     return dataclasses.replace(
         report,

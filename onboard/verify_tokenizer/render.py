@@ -6,8 +6,7 @@ from datetime import datetime
 from typing import Any
 
 from onboard.errors import ChecksFailed, InputError
-from onboard.verify_tokenizer.chat_template import FROZEN_NOW, POLYFILLS
-from onboard.verify_tokenizer.sandbox import RenderResult, render
+from onboard.verify_tokenizer.sandbox import FROZEN_NOW, RenderResult, render
 
 POLYFILL_HINT = "pass --polyfill system-merge to fold it into the first user turn (what llama.cpp does)"
 
@@ -18,6 +17,22 @@ class TemplateRejected(ChecksFailed):
 
 class TemplateUnusable(InputError):
     """Syntax error, sandbox violation, endless loop or runaway output: exit 2."""
+
+
+def system_merge(context: dict[str, Any]) -> dict[str, Any]:
+    """llama.cpp's polyfill for a template that rejects the system role: fold a leading system message into the
+    first user message as `system + "\\n" + user`."""
+    messages = list(context.get("messages") or [])
+    if len(messages) >= 2 and messages[0].get("role") == "system":
+        user_at = next((i for i, m in enumerate(messages) if m.get("role") == "user"), None)
+        if user_at is not None:
+            merged = dict(messages[user_at])
+            merged["content"] = f"{messages[0].get('content', '')}\n{merged.get('content', '')}"
+            messages = messages[1:user_at] + [merged] + messages[user_at + 1 :]
+    return {**context, "messages": messages}
+
+
+POLYFILLS = {"system-merge": system_merge}
 
 
 def system_text(context: dict[str, Any]) -> str | None:
@@ -33,15 +48,10 @@ def system_text(context: dict[str, Any]) -> str | None:
     return None
 
 
-def system_dropped(context: dict[str, Any], result: RenderResult) -> bool:
-    """A successful render that does not contain the system message's text: the template ignores the role."""
+def system_dropped(context: dict[str, Any], rendered: str | None) -> bool:
+    """A render (None when it failed) without the system message's text: the template ignores the role."""
     text = system_text(context)
-    return bool(result.ok and text and text not in (result.text or ""))
-
-
-def without_system(context: dict[str, Any]) -> dict[str, Any]:
-    """The context with its leading system message left out."""
-    return {**context, "messages": context["messages"][1:]}
+    return bool(rendered is not None and text and text not in rendered)
 
 
 def _system_at_fault(
@@ -51,7 +61,7 @@ def _system_at_fault(
     further on with another error. The same error without it means something else (tool-call arguments, say)."""
     if result.error_kind != "template-error" or not system_text(context):
         return False
-    again = render(template, without_system(context), timeout_s=timeout_s, now=now)
+    again = render(template, {**context, "messages": context["messages"][1:]}, timeout_s=timeout_s, now=now)
     return again.ok or again.message != result.message
 
 
@@ -93,7 +103,7 @@ def render_for_cli(
         raise_for(
             result, context, polyfill is None and _system_at_fault(template, plain_context, result, timeout_s, now)
         )
-    if polyfill is None and system_dropped(plain_context, result):
+    if polyfill is None and system_dropped(plain_context, result.text):
         notes.append(f"warning: system role rejected: the template dropped the system message; {POLYFILL_HINT}")
     return result.text or "", notes
 

@@ -1,7 +1,5 @@
-"""The tokenizer side of a SOURCE: open it with inspect's `open_source`, bring the tokenizer files to a local folder.
-
-Hub sources download only the small files tokenizers need (never weights); a local folder is used in place.
-"""
+"""The tokenizer side of a SOURCE: its tokenizer files in a local folder (a hub source downloads only those, never
+weights; a local folder is used in place)."""
 
 from __future__ import annotations
 
@@ -30,28 +28,25 @@ MAX_GGUF_BYTES = 64 * 2**20
 class TokenizerRepo:
     display: str
     golden_name: str
-    """The golden_outputs/ subfolder: `org__name` when the repo id is known (also from a hub cache snapshot path or
-    config.json's `_name_or_path`), else the folder name (onboard/checkpoint_id.py golden_key)."""
+    """The golden_outputs/ subfolder (onboard/checkpoint_id.py golden_key)."""
     revision: str | None
     root: Path
     """A local folder holding the tokenizer files with the repo's layout."""
     files: tuple[str, ...]
     pointers: tuple[LfsPointer, ...] = ()
-    """Tokenizer files of a local folder that are Git LFS pointers (never parsed; onboard/lfs.py)."""
+    """Tokenizer files of a local folder that are Git LFS pointers (never parsed)."""
     repo_id: str | None = None
-    """The hub repo id when known (the fetch commands name it)."""
 
     def json(self, name: str) -> dict[str, Any] | None:
-        path = self.root / name
-        if not path.is_file():
+        text = self.text(name)
+        if text is None:
             return None
-        self._refuse_pointer(name)
         try:
-            doc = json.loads(path.read_text(encoding="utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            where = f" at line {exc.lineno}, column {exc.colno}" if isinstance(exc, json.JSONDecodeError) else ""
+            doc = json.loads(text)
+        except json.JSONDecodeError as exc:
             raise InputError(
-                f"{name}: malformed JSON{where}: {exc}", f"fix or re-download {name} (a JSON validator shows the spot)"
+                f"{name}: malformed JSON at line {exc.lineno}, column {exc.colno}: {exc}",
+                f"fix or re-download {name} (a JSON validator shows the spot)",
             ) from exc
         if not isinstance(doc, dict):
             raise InputError(f"{name}: expected a JSON object, found {type(doc).__name__}", f"fix {name}")
@@ -61,25 +56,19 @@ class TokenizerRepo:
         path = self.root / name
         if not path.is_file():
             return None
-        self._refuse_pointer(name)
+        pointer = next((p for p in self.pointers if p.file == name), None)
+        if pointer is not None:  # before any parse: a pointer read as JSON would only be "malformed JSON"
+            raise LfsPointerError([pointer], self.root, self.repo_id)
         try:
             return path.read_text(encoding="utf-8")
         except UnicodeDecodeError as exc:
             raise InputError(f"{name}: not UTF-8 text", f"re-save {name} as UTF-8") from exc
 
-    def _refuse_pointer(self, name: str) -> None:
-        """Before any parse: a pointer read as JSON would only be "malformed JSON"."""
-        pointer = next((p for p in self.pointers if p.file == name), None)
-        if pointer is not None:
-            raise LfsPointerError([pointer], self.root, self.repo_id)
-
 
 def open_tokenizer_repo(source: str, revision: str | None = None) -> TokenizerRepo:
-    """Open SOURCE (local folder or hub id) and make its tokenizer files available locally."""
     from onboard.inspect_checkpoint.source import open_source
 
-    # Only the tokenizer files (config.json among them, fetched together below): no index, no safetensors headers,
-    # no speculative GET beside the listing.
+    # Only the tokenizer files: no index, no safetensors headers, no speculative GET beside the listing.
     src = open_source(source, revision, prefetch=False, speculate=False)
     wanted = [
         f.path
@@ -107,7 +96,7 @@ def open_tokenizer_repo(source: str, revision: str | None = None) -> TokenizerRe
 
 
 def pointer_notes(repo: TokenizerRepo) -> list[str]:
-    """stderr lines naming the repo's tokenizer files that are Git LFS pointers, for a command that did not need
-    them (`onboard tokenize`, `onboard render-template`): it still ran, and says what is incomplete."""
+    """stderr lines naming the repo's tokenizer files that are Git LFS pointers, for a command that ran without them
+    (`onboard tokenize`, `onboard render-template`)."""
     findings = pointer_findings(repo.pointers, repo.root, repo.repo_id, severity="warning")
     return [f"warning: [{f.code}] {f.message}; fix: {f.hint}" for f in findings]

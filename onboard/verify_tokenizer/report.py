@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from onboard.checks import Check
 from onboard.findings import Finding, error, exit_code_for, info, warning
@@ -13,8 +13,6 @@ from onboard.verify_tokenizer.fingerprint import Fingerprint
 from onboard.verify_tokenizer.goldens import GoldenStatus
 from onboard.verify_tokenizer.references import Skipped
 from onboard.verify_tokenizer.special_tokens import SpecialTokens
-
-INSTALL = {"sentencepiece": "sentencepiece", "tiktoken": "tiktoken", "mistral-common": "mistral-common", "gguf": "gguf"}
 
 
 @dataclass(frozen=True)
@@ -29,26 +27,23 @@ class TokenizerReport:
     """Every EOS id plus the template's end-of-turn tokens: what the validate stage expects the endpoint to stop on."""
     source: str
     revision: str | None
-    tokenizer_class: str | None
-    tokenizer_length: int | None
-    corpus_strings: int
-    references: list[Comparison]
-    skipped_references: list[Skipped]
-    round_trip: RoundTrip | None
-    special_tokens: SpecialTokens | None
-    fingerprint: Fingerprint | None
-    template: TemplateCheck | None
-    golden: GoldenStatus | None
-    findings: list[Finding]
+    tokenizer_class: str | None = None
+    tokenizer_length: int | None = None
+    corpus_strings: int = 0
+    references: list[Comparison] = field(default_factory=list)
+    skipped_references: list[Skipped] = field(default_factory=list)
+    round_trip: RoundTrip | None = None
+    special_tokens: SpecialTokens | None = None
+    fingerprint: Fingerprint | None = None
+    template: TemplateCheck | None = None
+    golden: GoldenStatus | None = None
+    findings: list[Finding] = field(default_factory=list)
     unknown: tuple[str, ...] = ()
     """Fields not established because no tokenizer could be built (a fatal finding says why): "unknown" in JSON."""
 
     @property
     def exit_code(self) -> int:
         return exit_code_for(self.findings)
-
-    def codes(self) -> set[str]:
-        return {f.code for f in self.findings}
 
 
 def comparison_findings(comparisons: list[Comparison], skipped: list[Skipped]) -> list[Finding]:
@@ -75,24 +70,11 @@ def comparison_findings(comparisons: list[Comparison], skipped: list[Skipped]) -
         elif not c.error:
             out.append(info("reference-match", f"{c.strings}/{c.strings} strings match {c.reference}", file=c.file))
     for s in skipped:
-        if s.missing_library:
-            out.append(
-                info(
-                    "reference-unavailable",
-                    f"reference {s.kind} not available: {s.reason} ({s.file})",
-                    f"pip install {INSTALL.get(s.missing_library, s.missing_library)}",
-                    file=s.file,
-                )
+        out.append(
+            info(
+                "reference-skipped", f"{s.kind} reference from {s.file} skipped: {s.reason}", _skip_hint(s), file=s.file
             )
-        else:
-            out.append(
-                info(
-                    "reference-skipped",
-                    f"{s.kind} reference from {s.file} skipped: {s.reason}",
-                    _skip_hint(s),
-                    file=s.file,
-                )
-            )
+        )
     if not any(c.independent for c in comparisons):
         out.append(
             info(
@@ -107,7 +89,7 @@ def comparison_findings(comparisons: list[Comparison], skipped: list[Skipped]) -
 
 
 def _skip_hint(skipped: Skipped) -> str:
-    """What would let the skipped reference be compared (a skip always says what would run it)."""
+    """What would let the skipped reference be compared."""
     if "LFS pointer" in skipped.reason:
         return f"fetch the real {skipped.file} (git lfs pull, or hf download) and rerun to compare against it"
     if "pre-tokenizer" in skipped.reason:
@@ -189,7 +171,7 @@ def summary(report: TokenizerReport) -> str:
     for f in sorted(report.findings, key=lambda f: order[f.severity]):
         if f.severity == "fatal":
             continue  # shown first, above
-        if f.severity != "info" or f.code in ("reference-unavailable", "tokenizer-family", "new-pre-tokenizer"):
+        if f.severity != "info" or f.code in ("tokenizer-family", "new-pre-tokenizer"):
             lines.append(f"  {f.severity}: [{f.code}] {f.message}")
     counts = {s: sum(f.severity == s for f in report.findings) for s in ("error", "warning")}
     lines.append(f"  {counts['error']} errors, {counts['warning']} warnings")

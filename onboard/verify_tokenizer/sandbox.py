@@ -1,18 +1,29 @@
-"""Render chat templates in a child process: bounded time, bounded output, clean errors for hostile templates.
+"""Render chat templates as transformers' `apply_chat_template` does (its Jinja environment, globals and filters),
+in a forked child with bounded time and output: a Jinja loop cannot be interrupted in a thread.
 
-A Jinja loop costs no Python call per iteration the sandbox could intercept, so a thread cannot be stopped; a
-forked child can. The child streams one result per render back; the parent waits at most `timeout_s` for each and
-kills the child (restarting it for the remaining renders) when one overruns.
+Deliberate differences: `strftime_now` reads a frozen clock and records that it was called (a template whose output
+changes every day cannot have goldens), `*` on strings and lists is capped, and touching an unsafe attribute
+(`__class__`) raises instead of rendering as an empty string.
 """
 
 from __future__ import annotations
 
+import json
 import multiprocessing
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+import jinja2
+import jinja2.ext
+import jinja2.nodes
+import jinja2.utils
+from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+FROZEN_NOW = datetime(2025, 1, 15, 12, 0, 0)
+"""What `strftime_now` sees: fixed so renders are reproducible, distinct from Llama's "26 Jul 2024"."""
+MAX_REPEAT_CHARS = 1_000_000
 DEFAULT_TIMEOUT_S = 10.0
 DEFAULT_MAX_OUTPUT = 4_000_000
 """Characters. Real renders of the fixed conversations are a few KB; a 4 MB render is a runaway template."""
@@ -28,9 +39,100 @@ class RenderResult:
     read_clock: bool
 
 
-def _render_one(template: Any, clock: Any, context: dict[str, Any], max_output: int) -> RenderResult:
-    import jinja2
+class ClockRead:
+    def __init__(self) -> None:
+        self.read = False
 
+
+class GenerationBlock(jinja2.ext.Extension):
+    """`{% generation %}…{% endgeneration %}` renders its body (transformers tracks assistant spans with it)."""
+
+    tags = {"generation"}
+
+    def parse(self, parser: jinja2.parser.Parser) -> jinja2.nodes.CallBlock:
+        lineno = next(parser.stream).lineno
+        body = parser.parse_statements(("name:endgeneration",), drop_needle=True)
+        return jinja2.nodes.CallBlock(self.call_method("_render"), [], [], body).set_lineno(lineno)
+
+    def _render(self, caller: Any) -> str:
+        return caller()
+
+
+class _TemplateDict:
+    """transformers' restricted `dict` global: callable and fromkeys, nothing else to reach through."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> dict:
+        return dict(*args, **kwargs)
+
+    def fromkeys(self, *args: Any, **kwargs: Any) -> dict:
+        return dict.fromkeys(*args, **kwargs)
+
+
+class _TemplateNamespace(jinja2.utils.Namespace):
+    """transformers' namespace: no underscore-prefixed attributes."""
+
+    def __init__(*args: Any, **kwargs: Any) -> None:  # noqa: N805 - same signature trick as jinja2's Namespace
+        self, args = args[0], args[1:]
+        attrs = dict(*args, **kwargs)
+        for name in attrs:
+            _TemplateNamespace._check(name)
+        jinja2.utils.Namespace.__init__(self, attrs)
+
+    def __setitem__(self, name: str, value: Any) -> None:
+        _TemplateNamespace._check(name)
+        jinja2.utils.Namespace.__setitem__(self, name, value)
+
+    @staticmethod
+    def _check(name: Any) -> None:
+        if isinstance(name, str) and name.startswith("_"):
+            raise jinja2.exceptions.SecurityError(f"namespace attribute {name!r} starts with an underscore")
+
+
+class _GuardedEnvironment(ImmutableSandboxedEnvironment):
+    intercepted_binops = frozenset({"*"})
+
+    def unsafe_undefined(self, obj: Any, attribute: str) -> Any:
+        # jinja2 returns an Undefined that prints as "": a template probing internals is hostile, and we say so.
+        raise jinja2.exceptions.SecurityError(f"access to attribute {attribute!r} of {type(obj).__name__!r} is unsafe")
+
+    def call_binop(self, context: Any, operator: str, left: Any, right: Any) -> Any:
+        if operator == "*":
+            for seq, count in ((left, right), (right, left)):
+                if (
+                    isinstance(seq, (str, list, tuple))
+                    and isinstance(count, int)
+                    and len(seq) * count > MAX_REPEAT_CHARS
+                ):
+                    raise jinja2.exceptions.SecurityError(f"repetition would build {len(seq) * count} items")
+        return super().call_binop(context, operator, left, right)
+
+
+def build_environment(clock: ClockRead, now: datetime = FROZEN_NOW) -> ImmutableSandboxedEnvironment:
+    env = _GuardedEnvironment(
+        trim_blocks=True, lstrip_blocks=True, extensions=[GenerationBlock, jinja2.ext.loopcontrols]
+    )
+
+    def raise_exception(message: str) -> None:
+        raise jinja2.exceptions.TemplateError(message)
+
+    def tojson(
+        x: Any, ensure_ascii: bool = False, indent: Any = None, separators: Any = None, sort_keys: bool = False
+    ) -> str:
+        return json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
+
+    def strftime_now(fmt: str) -> str:
+        clock.read = True
+        return now.strftime(fmt)
+
+    env.filters["tojson"] = tojson
+    env.globals["raise_exception"] = raise_exception
+    env.globals["strftime_now"] = strftime_now
+    env.globals["dict"] = _TemplateDict()
+    env.globals["namespace"] = _TemplateNamespace
+    return env
+
+
+def _render_one(template: Any, clock: ClockRead, context: dict[str, Any], max_output: int) -> RenderResult:
     clock.read = False
     size = 0
     chunks: list[str] = []
@@ -54,14 +156,10 @@ def _render_one(template: Any, clock: Any, context: dict[str, Any], max_output: 
 
 
 def _child(conn: Any, source: str, contexts: Sequence[dict[str, Any]], max_output: int, now: datetime | None) -> None:
-    import jinja2
-
-    from onboard.verify_tokenizer.chat_template import ClockRead, build_environment
-
     _limit_memory()
     clock = ClockRead()
     try:
-        template = (build_environment(clock, now) if now else build_environment(clock)).from_string(source)
+        template = build_environment(clock, now or FROZEN_NOW).from_string(source)
     except jinja2.exceptions.TemplateSyntaxError as exc:
         conn.send(("syntax", f"line {exc.lineno}: {exc.message}"))
         conn.close()
@@ -90,10 +188,8 @@ def render_many(
     max_output: int = DEFAULT_MAX_OUTPUT,
     now: datetime | None = None,
 ) -> list[RenderResult]:
-    """Render `source` once per context. Never raises for template problems: each result says what happened.
-
-    `now` is what strftime_now sees (default: chat_template.FROZEN_NOW).
-    """
+    """Render `source` once per context (`now`: what strftime_now sees). Never raises for template problems: each
+    result says what happened."""
     methods = multiprocessing.get_all_start_methods()
     ctx = multiprocessing.get_context("fork" if "fork" in methods else "spawn")
     results: list[RenderResult] = []

@@ -9,8 +9,11 @@ from pathlib import Path
 from typing import Any
 
 from onboard.findings import Finding, error, info, warning
-from onboard.verify_tokenizer.repo import TokenizerRepo
-from onboard.verify_tokenizer.subject import Subject
+from onboard.lfs import LfsPointerError
+from onboard.verify_tokenizer.conversations import check_template
+from onboard.verify_tokenizer.repo import TokenizerRepo, open_tokenizer_repo
+from onboard.verify_tokenizer.subject import NoVocabulary, Subject, open_subject
+from onboard.verify_tokenizer.template_lookup import default_template
 
 ROLES = ("bos", "eos", "pad", "unk")
 CONTROL_SHAPE = re.compile(r"^<\|[^|<>]+\|>$|^<｜[^｜]+｜>$")
@@ -86,33 +89,24 @@ def in_range(declared: dict[str, dict[str, list[int]]], size: int | None) -> dic
 def declared_stop_ids(
     declared: dict[str, dict[str, list[int]]], tokenizer_eos: int | None, end_of_turn: list[int]
 ) -> list[int]:
-    """THE stop set, the one definition: verify-tokenizer reports it, goldens record it, validate tests candidates
-    against it. Every EOS id config.json (text_config included) or generation_config.json declares, the tokenizer's
-    EOS, and the token(s) the chat template ends assistant turns with (Llama 3's <|eot_id|>, BUGZOO B01)."""
+    """THE stop set (verify-tokenizer reports it, goldens record it, validate tests candidates against it): every EOS
+    id config.json or generation_config.json declares, the tokenizer's EOS, and the token(s) the chat template ends
+    assistant turns with (Llama 3's <|eot_id|>)."""
     files = [i for file in ("generation_config.json", "config.json") for i in declared.get(file, {}).get("eos", [])]
     return sorted({*files, *([tokenizer_eos] if tokenizer_eos is not None else []), *end_of_turn})
 
 
 def engine_stop_ids(declared: dict[str, dict[str, list[int]]], tokenizer_eos: int | None) -> list[int]:
-    """The part of the stop set a serving engine honours after loading the files (vLLM, SGLang, transformers'
-    generate): generation_config.json's eos_token_id (config.json's when generation_config.json declares none) and
-    the tokenizer's EOS. An end-of-turn token the files do not declare is not among them: that is the bug the
-    validate stop_set check exists to catch."""
+    """The part of the stop set a serving engine honours after loading the files: generation_config.json's
+    eos_token_id (else config.json's) and the tokenizer's EOS; an end-of-turn token the files do not declare is not
+    among them (the bug validate's stop_set check catches)."""
     files = declared.get("generation_config.json", {}).get("eos") or declared.get("config.json", {}).get("eos", [])
     return sorted({*files, *([tokenizer_eos] if tokenizer_eos is not None else [])})
 
 
 def checkpoint_stop_set(folder: Path, *, engine: bool = False) -> list[int]:
-    """`declared_stop_ids` (or, with `engine`, `engine_stop_ids`) of a local checkpoint folder, computed the way
-    verify-tokenizer computes them: the tokenizer transformers builds, and the end-of-turn token of the chat
-    template rendered in the sandbox. Without tokenizer files: the ids config.json and generation_config.json declare."""
-    from onboard.lfs import LfsPointerError
-    from onboard.verify_tokenizer.conversations import check_template
-    from onboard.verify_tokenizer.repo import open_tokenizer_repo
-    from onboard.verify_tokenizer.subject import open_subject
-    from onboard.verify_tokenizer.template_lookup import templates_in
-    from onboard.verify_tokenizer.vocabulary import NoVocabulary
-
+    """`declared_stop_ids` (with `engine`, `engine_stop_ids`) of a local checkpoint folder, computed as verify-tokenizer
+    computes them. Without tokenizer files: the ids config.json and generation_config.json declare."""
     repo = open_tokenizer_repo(str(folder))
     has_tokenizer = any((folder / f).is_file() for f in ("tokenizer.json", "tokenizer_config.json", "vocab.json"))
     try:  # a tokenizer transformers would have to invent (no vocabulary) declares nothing: files only
@@ -123,11 +117,8 @@ def checkpoint_stop_set(folder: Path, *, engine: bool = False) -> list[int]:
     eos = subject.hf.eos_token_id if subject is not None else None
     if engine:
         return engine_stop_ids(declared, eos)
-    end_of_turn: list[int] = []
-    templates, file = templates_in(repo) if subject is not None else ({}, None)
-    if templates:
-        template = templates.get("default", next(iter(templates.values())))
-        end_of_turn = check_template(template, file, subject)[0].end_of_turn
+    template, file = default_template(repo) if subject is not None else (None, None)
+    end_of_turn = check_template(template, file, subject)[0].end_of_turn if template is not None else []
     return declared_stop_ids(declared, eos, end_of_turn)
 
 
@@ -146,17 +137,14 @@ def analyse(
         for role, ids in roles.items():
             bad = [i for i in ids if i not in declared[file][role]]
             if bad:  # an EOS that is no token leaves the stop set short (error); a pad of -1 is an old "none"
+                eos = role == "eos"
                 findings.append(
-                    (error if role == "eos" else warning)(
+                    (error if eos else warning)(
                         f"{role}-id-out-of-range",
                         f"{file} {role}_token_id declares {bad[0]}, which no token of this {size}-token tokenizer has"
-                        + (
-                            ": it is never generated, so it stops nothing (left out of the stop set)"
-                            if role == "eos"
-                            else ""
-                        ),
+                        + (": it is never generated, so it stops nothing (left out of the stop set)" if eos else ""),
                         f"set {role}_token_id in {file} to the id of the {role.upper()} token (0 to {size - 1})"
-                        + ("" if role == "eos" else ", or remove it"),
+                        + ("" if eos else ", or remove it"),
                         file=file,
                     )
                 )
@@ -235,13 +223,12 @@ def analyse(
                     file="tokenizer_config.json",
                 )
             )
-    for role, ids in ((r, [tokenizer[r]]) for r in ROLES):
-        bad = [i for i in ids if i is not None and i >= size]
-        if bad:
+    for role, token_id in tokenizer.items():
+        if token_id is not None and token_id >= size:
             findings.append(
                 error(
                     f"{role}-out-of-range",
-                    f"{role.upper()} id {bad[0]} >= tokenizer length {size}",
+                    f"{role.upper()} id {token_id} >= tokenizer length {size}",
                     "fix the id",
                     file="tokenizer_config.json",
                 )

@@ -1,16 +1,11 @@
-"""The tokenizer under test: what transformers' AutoTokenizer builds from the repo (what serving engines load).
-
-Encoding goes straight to the `tokenizers` backend when there is one (that is what AutoTokenizer runs anyway), so
-verification costs little more than the encode itself.
-
-`open_subject` first makes sure there is a tokenizer to build: a file it is built from that is a Git LFS pointer is
-an LfsPointerError (onboard/lfs.py), a folder without any vocabulary file is NoVocabulary (transformers would invent
-a tokenizer of special tokens only, and every finding computed from it would be false), and a raw GPT-2-style export
-(vocab.json + merges.txt, nothing naming the class) is loaded as byte-level BPE with a warning saying so.
+"""The tokenizer under test: what transformers' AutoTokenizer builds from the repo (what serving engines load), once
+its files are known to be real (not Git LFS pointers), to hold a vocabulary (else transformers would invent a
+tokenizer of special tokens only) and to hold no setting transformers breaks on later (check_settings).
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import warnings
@@ -21,21 +16,15 @@ from typing import TYPE_CHECKING, Any
 from onboard.errors import InputError, panics_as_errors
 from onboard.findings import Finding, warning
 from onboard.lfs import LfsPointerError
-from onboard.verify_tokenizer.settings import check_settings
-from onboard.verify_tokenizer.vocabulary import (
-    SETTINGS_FILES,
-    NoVocabulary,
-    fetch_hint,
-    looked_for,
-    model_type,
-    named_class,
-    needs_vocabulary,
-    vocabulary_files,
-)
 
 if TYPE_CHECKING:
     from onboard.verify_tokenizer.repo import TokenizerRepo
 
+NO_VOCABULARY = "no-tokenizer-vocabulary"
+# Files a tokenizer's vocabulary lives in, at the top of the repo (where transformers looks).
+VOCABULARY_GLOBS = ("tokenizer.json", "*.model", "vocab.json", "vocab.txt", "*.tiktoken", "tekken.json")
+# Files transformers reads besides the vocabulary to build any tokenizer.
+SETTINGS_FILES = ("tokenizer_config.json", "special_tokens_map.json", "added_tokens.json")
 RAW_BPE_CLASS = "GPT2Tokenizer"
 
 
@@ -47,7 +36,7 @@ class Subject:
     """tokenizers.Tokenizer, when the tokenizer is backed by one."""
     class_name: str
     notes: tuple[Finding, ...] = ()
-    """How the tokenizer was built when that took an assumption (a raw BPE export's class): warnings to report."""
+    """Warnings about an assumption the build took (a raw BPE export's class)."""
     assumed_class: str | None = None
     """The class assumed for files that name none (RAW_BPE_CLASS for vocab.json + merges.txt alone)."""
 
@@ -66,10 +55,6 @@ class Subject:
         if self.backend is not None:
             return self.backend.decode_batch(batch, skip_special_tokens=False)
         return [self.decode(ids) for ids in batch]
-
-    def pieces(self, ids: list[int]) -> list[str]:
-        """Each id decoded on its own: the readable form of a diff."""
-        return [self.hf.decode([i], clean_up_tokenization_spaces=False) for i in ids]
 
     def token_id(self, text: str | None) -> int | None:
         if not text:
@@ -92,8 +77,23 @@ class Subject:
         return len(self.hf)
 
 
+class NoVocabulary(InputError):
+    """The folder holds tokenizer settings but no vocabulary: nothing to build the tokenizer from (exit 2)."""
+
+    code = NO_VOCABULARY
+
+    def __init__(self, display: str, looked_for: list[str], hint: str) -> None:
+        super().__init__(
+            f"[{NO_VOCABULARY}] {display}: no tokenizer vocabulary: none of {', '.join(looked_for)} is in the folder "
+            "(tokenizer_config.json alone describes a tokenizer; transformers would invent one of special tokens "
+            "only, and nothing computed from it would be true of the model)",
+            hint,
+        )
+
+
 def open_subject(repo: TokenizerRepo) -> Subject:
-    """The tokenizer the repo's files build, once they are known to be there and real.
+    """The tokenizer the repo's files build; a raw GPT-2-style export (vocab.json + merges.txt, nothing naming the
+    class) is loaded as byte-level BPE with a warning saying so.
 
     Raises:
         LfsPointerError: a file the tokenizer is built from is a Git LFS pointer (others are the caller's to report).
@@ -112,20 +112,18 @@ def open_subject(repo: TokenizerRepo) -> Subject:
     if blocking:
         raise LfsPointerError(blocking, root, repo.repo_id)
     if tokenizer_needs_code(root) is None:  # repository code decides its own files
-        named = named_class(repo)
+        named = _string_field(repo.json("tokenizer_config.json"), "tokenizer_class")
         if not vocabulary and needs_vocabulary(named):
             raise NoVocabulary(repo.display, looked_for(named), fetch_hint(repo))
         raw_bpe = "tokenizer.json" not in vocabulary and "vocab.json" in vocabulary and (root / "merges.txt").is_file()
-        if raw_bpe and named is None and model_type(repo) is None:
+        if raw_bpe and named is None and _string_field(repo.json("config.json"), "model_type") is None:
             return _raw_bpe(root)
     return load_subject(root)
 
 
 def load_tokenizer(folder: Path) -> Any | None:
-    """A checkpoint folder's transformers tokenizer for the stages that only tokenize (goldens, quantize-plan): the
-    one built the way verify-tokenizer builds it (open_subject: same files, same remote-code policy), or None when
-    the folder declares no vocabulary (they fall back to token-id prompts instead of a tokenizer transformers would
-    invent)."""
+    """A checkpoint folder's tokenizer for the stages that only tokenize (goldens, quantize-plan), built as
+    verify-tokenizer builds it; None when the folder declares no vocabulary (they fall back to token-id prompts)."""
     from onboard.verify_tokenizer.repo import open_tokenizer_repo
 
     if not any((folder / f).is_file() for f in (*SETTINGS_FILES, "tokenizer.json", "vocab.json")):
@@ -166,8 +164,8 @@ def _raw_bpe(root: Path) -> Subject:
 
 
 def load_subject(root: Path) -> Subject:
-    """AutoTokenizer from a local folder, offline. The repository's code runs only inside the sandbox worker's
-    `remote_code_allowed()` (onboard/reference.py); elsewhere trust_remote_code=False. Unusable files: InputError."""
+    """AutoTokenizer from a local folder, offline; repository code only inside the sandbox worker's
+    `remote_code_allowed()` (onboard/reference.py). Unusable files: InputError."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
     from transformers import AutoTokenizer
@@ -195,3 +193,84 @@ def load_subject(root: Path) -> Subject:
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()
     return text[0][:300] if text else ""
+
+
+def vocabulary_files(root: Path) -> list[str]:
+    """The vocabulary files at the top of `root` (pointers included: they are there, only not downloaded)."""
+    return sorted({p.name for pattern in VOCABULARY_GLOBS for p in root.glob(pattern) if p.is_file()})
+
+
+def looked_for(named: str | None = None) -> list[str]:
+    """What counts as a vocabulary, in words: the generic files plus the ones the named class reads (transformers'
+    `vocab_files_names`)."""
+    names = [
+        "tokenizer.json",
+        "tokenizer.model (or another *.model)",
+        "vocab.json + merges.txt",
+        "vocab.txt",
+        "*.tiktoken",
+        "tekken.json",
+    ]
+    files = getattr(_tokenizer_class(named), "vocab_files_names", None)
+    for file in [str(f) for f in files.values()] if isinstance(files, dict) else []:
+        if not any(file in n for n in names):
+            names.append(file)
+    return names
+
+
+def _string_field(doc: dict[str, Any] | None, key: str) -> str | None:
+    value = (doc or {}).get(key)
+    return value if isinstance(value, str) and value else None
+
+
+def _tokenizer_class(named: str | None) -> type | None:
+    if not named:
+        return None
+    from transformers.models.auto.tokenization_auto import tokenizer_class_from_name
+
+    return tokenizer_class_from_name(named) or tokenizer_class_from_name(named.removesuffix("Fast"))
+
+
+def needs_vocabulary(named: str | None) -> bool:
+    """False only for a class known to read no file (byte-level ByT5 / CANINE-style tokenizers)."""
+    cls = _tokenizer_class(named)
+    return cls is None or getattr(cls, "vocab_files_names", None) != {}
+
+
+def fetch_hint(repo: TokenizerRepo) -> str:
+    if repo.repo_id:
+        return (
+            f"fetch the tokenizer files from the model's repo: hf download {repo.repo_id} --include 'tokenizer*' "
+            f"'*.model' 'vocab*' 'merges.txt' --local-dir {repo.root}; or point SOURCE at a folder that has them"
+        )
+    return "copy the tokenizer files (tokenizer.json, or tokenizer.model / vocab.json + merges.txt) into the folder"
+
+
+def check_settings(root: Path) -> None:
+    """InputError naming the file and field for a setting transformers loads without complaint but breaks on later
+    (what was left after feeding every settings field bad values): a `model_max_length` that is not a number (every
+    encode compares with it: TypeError), an empty `unk_token` (its id lookup falls back to itself: RecursionError).
+    A file that is missing or not a JSON object is left to the loader, which reports it."""
+    for name in ("tokenizer_config.json", "special_tokens_map.json"):
+        try:
+            doc = json.loads((root / name).read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, ValueError):
+            continue
+        if not isinstance(doc, dict):
+            continue
+        limit = doc.get("model_max_length")
+        number = isinstance(limit, (int, float)) and not isinstance(limit, bool)
+        if name == "tokenizer_config.json" and limit is not None and not number:
+            raise InputError(
+                f"{name}: model_max_length is {limit!r} ({type(limit).__name__}), not a number: transformers compares "
+                "every encoded length with it",
+                f"set model_max_length in {name} to the model's context length (a whole number), or remove it",
+            )
+        unk = doc.get("unk_token")
+        content = unk.get("content") if isinstance(unk, dict) else unk
+        if content == "":
+            raise InputError(
+                f"{name}: unk_token is an empty string: no vocabulary holds it, and transformers' lookup of the "
+                "unknown token's id then never ends",
+                f'set unk_token in {name} to the vocabulary\'s unknown token (e.g. "<unk>"), or to null when it has none',
+            )

@@ -23,6 +23,12 @@ def templates_in(repo: TokenizerRepo) -> tuple[dict[str, str], str | None]:
     return {}, None
 
 
+def default_template(repo: TokenizerRepo) -> tuple[str | None, str | None]:
+    """The repo's unnamed chat template (else its first named one) and its file; None when there is none."""
+    templates, file = templates_in(repo)
+    return templates.get("default", next(iter(templates.values()), None)), file
+
+
 def _parse(value: object, file: str) -> dict[str, str]:
     if isinstance(value, str):
         return {"default": value}

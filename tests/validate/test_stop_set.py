@@ -58,7 +58,7 @@ def test_an_undeclared_end_of_turn_token_fails_stop_set(chat_checkpoint, tmp_pat
     assert golden.manifest["stop_token_ids"] == [ENDOFTEXT, IM_END]
     report = verify_tokenizer(str(broken), golden_dir=tmp_path / "tok", record=True)  # the same definition
     assert report.special_tokens.stop_ids == golden.manifest["stop_token_ids"]
-    assert "end-of-turn-not-stop" in report.codes()
+    assert "end-of-turn-not-stop" in {f.code for f in report.findings}
     # ...and a candidate that stops where an engine would (the files' EOS) runs past it: the check names the fix.
     check = _stop_check(golden, broken)
     assert not check["passed"] and check["required"] and not check["skipped"]
