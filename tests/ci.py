@@ -2,7 +2,7 @@
 fail under CI=true, where .ci/run installs every piece and a missing one is a broken set-up that a skip would hide.
 
 The pieces are listed once, in PIECES. A test says what it needs with `@pytest.mark.needs("vllm")` (the `vllm`,
-`llamacpp` and `browser` markers imply theirs), the `shared_data` fixture, or a call to `need("vllm")`; the check runs
+`llamacpp` and `browser` markers imply theirs), the `shared_data` or `bubblewrap` fixture, or a call to `need("vllm")`; the check runs
 before the test body. The one exception to "fail in CI" is the real third-party data: CI is not promised it either.
 
 `ONBOARD_TEST_HIDE=vllm,bubblewrap,…` hides pieces for a run (tests/test_optional_pieces.py): each hidden piece is
@@ -85,6 +85,8 @@ PIECES: dict[str, Piece] = {
 }  # fmt: skip
 MARKER_PIECES = {"vllm": "vllm", "llamacpp": "llamacpp", "browser": "chromium"}
 """Markers that imply a piece: a test marked `vllm` needs vLLM's CPU build."""
+FIXTURE_PIECES = {"shared_data": "real-data", "bubblewrap": "bubblewrap"}
+"""Fixtures that imply a piece: a test asking for the `bubblewrap` fixture (tests/sandbox/conftest.py) needs it."""
 
 
 def hidden() -> set[str]:
@@ -115,8 +117,7 @@ def needs_of(item: pytest.Item) -> set[str]:
     """The pieces a collected test needs: its `needs` markers, the markers that imply one, the real_data fixture."""
     names = {str(a) for m in item.iter_markers("needs") for a in m.args}
     names |= {piece for marker, piece in MARKER_PIECES.items() if item.get_closest_marker(marker)}
-    if "shared_data" in getattr(item, "fixturenames", ()):
-        names.add("real-data")
+    names |= {piece for fixture, piece in FIXTURE_PIECES.items() if fixture in getattr(item, "fixturenames", ())}
     return names
 
 

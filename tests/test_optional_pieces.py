@@ -63,7 +63,8 @@ def test_under_ci_a_missing_piece_fails_and_missing_real_data_skips(tmp_path: Pa
         piece = next((p.name for p in PIECES.values() if p.command in message), "?")
         by_piece.setdefault(piece, set()).add(outcome)
     assert by_piece.pop("real-data") == {"skipped"}, tail
-    assert by_piece and all(outcomes == {"failure"} for outcomes in by_piece.values()), by_piece
+    # A piece checked before the test body fails in setup, which junit calls an error: either way the run is red.
+    assert by_piece and all(outcomes <= {"failure", "error"} for outcomes in by_piece.values()), by_piece
     assert set(by_piece) == {n for n, p in PIECES.items() if p.required_in_ci}, by_piece
 
 

@@ -74,10 +74,8 @@ def test_validate_bisect_runs_repository_code_only_with_the_flag(seeded_llama, m
 
 
 @pytest.mark.slow  # two sandbox workers (parity's logits, the bisect's capture): ~30 s each on a busy 2-core box
+@pytest.mark.needs("bubblewrap")
 def test_real_sandbox(seeded_llama) -> None:
-    from tests.sandbox.conftest import require
-
-    require("bubblewrap")
     _assert_layer_1_attention(check_parity(ADAPTERS_DIR / "llama.py", seeded_llama, policy=TRUST))
 
 

@@ -7,13 +7,14 @@ import pytest
 
 from onboard.errors import SandboxUnavailable
 from onboard.sandbox import isolation
-from tests.ci import missing
+from tests.ci import PIECES, missing
 
 
 @pytest.fixture
-def method() -> str:
-    """bubblewrap, the one isolation method, once it is shown to work here."""
+def bubblewrap() -> str:
+    """bubblewrap, the one isolation method, once it is shown to work here. A test asking for it needs the
+    `bubblewrap` piece (tests/ci.py FIXTURE_PIECES), checked before this runs."""
     try:
         return isolation.choose_method(method=isolation.BUBBLEWRAP)
     except SandboxUnavailable as exc:
-        missing(f"bubblewrap cannot isolate the worker here ({exc.message}): `apt-get install bubblewrap`")
+        missing(f"bubblewrap cannot isolate the worker here ({exc.message}): {PIECES['bubblewrap'].command}")

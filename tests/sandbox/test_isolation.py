@@ -49,10 +49,10 @@ def _other_address() -> str:
         return "1.1.1.1"
 
 
-def test_no_network_from_the_worker(method: str, listening_server: socket.socket) -> None:
+def test_no_network_from_the_worker(bubblewrap: str, listening_server: socket.socket) -> None:
     port = listening_server.getsockname()[1]
     addresses = [["127.0.0.1", port], [_other_address(), port], ["1.1.1.1", 443], ["10.255.255.1", 80]]
-    result = run_isolated(f"{PROBES}:connect", {"addresses": addresses, "timeout_s": 2}, method=method)
+    result = run_isolated(f"{PROBES}:connect", {"addresses": addresses, "timeout_s": 2}, method=bubblewrap)
     assert len(result) == len(addresses)
     assert all(outcome != "connected" for outcome in result.values()), result
     assert not _accepted(listening_server)
@@ -82,9 +82,9 @@ def _write_targets(tmp_path: Path) -> tuple[Path, list[str]]:
     return checkpoint, targets
 
 
-def test_no_writes_outside_the_temp_dir(method: str, tmp_path: Path) -> None:
+def test_no_writes_outside_the_temp_dir(bubblewrap: str, tmp_path: Path) -> None:
     checkpoint, targets = _write_targets(tmp_path)
-    result = run_isolated(f"{PROBES}:write", {"paths": targets}, checkpoint=checkpoint, method=method)
+    result = run_isolated(f"{PROBES}:write", {"paths": targets}, checkpoint=checkpoint, method=bubblewrap)
     assert result.pop("own temp dir") == "written"  # the probe can write, where it is allowed to
     assert set(result) == set(targets)
     assert all(outcome != "written" for outcome in result.values()), result
@@ -111,11 +111,11 @@ def _processes_with(marker: str) -> list[int]:
     return found
 
 
-def test_wall_limit_stops_the_worker_and_what_it_started(method: str) -> None:
+def test_wall_limit_stops_the_worker_and_what_it_started(bubblewrap: str) -> None:
     marker = f"onboard-sandbox-grandchild-{uuid.uuid4().hex}"
     start = time.monotonic()
     with pytest.raises(SandboxError) as err:
-        run_isolated(f"{PROBES}:spawn_and_sleep", {"marker": marker}, limits=Limits(wall_s=3), method=method)
+        run_isolated(f"{PROBES}:spawn_and_sleep", {"marker": marker}, limits=Limits(wall_s=3), method=bubblewrap)
     assert err.value.kind == "wall"
     assert "wall-time limit of 3 s" in err.value.message and "Limits.wall_s" in err.value.message
     assert time.monotonic() - start < 30
@@ -125,24 +125,24 @@ def test_wall_limit_stops_the_worker_and_what_it_started(method: str) -> None:
     assert _processes_with(marker) == []
 
 
-def test_memory_limit_stops_unbounded_allocation(method: str) -> None:
+def test_memory_limit_stops_unbounded_allocation(bubblewrap: str) -> None:
     with pytest.raises(SandboxError) as err:
-        run_isolated(f"{PROBES}:allocate_without_bound", limits=Limits(memory_bytes=512 << 20), method=method)
+        run_isolated(f"{PROBES}:allocate_without_bound", limits=Limits(memory_bytes=512 << 20), method=bubblewrap)
     assert err.value.kind == "memory"
     assert "out of memory" in err.value.message and "0.5 GiB" in err.value.message
     assert "Limits.memory_bytes" in err.value.message
 
 
-def test_cpu_limit_stops_a_busy_loop(method: str) -> None:
+def test_cpu_limit_stops_a_busy_loop(bubblewrap: str) -> None:
     with pytest.raises(SandboxError) as err:
-        run_isolated(f"{PROBES}:burn_cpu", limits=Limits(cpu_s=1, wall_s=60), method=method)
+        run_isolated(f"{PROBES}:burn_cpu", limits=Limits(cpu_s=1, wall_s=60), method=bubblewrap)
     assert err.value.kind == "cpu"
     assert "CPU-time limit of 1 s" in err.value.message
 
 
-def test_remote_error_text_comes_back(method: str) -> None:
+def test_remote_error_text_comes_back(bubblewrap: str) -> None:
     with pytest.raises(SandboxError) as err:
-        run_isolated(f"{PROBES}:fail", {"message": "the repo says no (code 4711)"}, method=method)
+        run_isolated(f"{PROBES}:fail", {"message": "the repo says no (code 4711)"}, method=bubblewrap)
     assert err.value.kind == "raised"
     assert "ValueError: the repo says no (code 4711)" in err.value.message
     assert "probes.py" in err.value.remote_traceback and "in fail" in err.value.remote_traceback
@@ -165,7 +165,7 @@ def test_targets_outside_onboard_are_refused_before_any_process(target: str, mon
     assert err.value.kind == "refused" and "only functions of the onboard package" in err.value.message
 
 
-def test_unknown_onboard_function_is_refused_by_the_worker(method: str) -> None:
+def test_unknown_onboard_function_is_refused_by_the_worker(bubblewrap: str) -> None:
     with pytest.raises(SandboxError) as err:
-        run_isolated(f"{PROBES}:no_such_probe", method=method)
+        run_isolated(f"{PROBES}:no_such_probe", method=bubblewrap)
     assert err.value.kind == "refused" and "no function 'no_such_probe'" in err.value.message

@@ -48,13 +48,13 @@ def remote_code_checkpoint(root: Path) -> Path:
     return root
 
 
-def test_remote_code_logits_equal_in_process_transformers(method: str, tmp_path: Path) -> None:
+def test_remote_code_logits_equal_in_process_transformers(bubblewrap: str, tmp_path: Path) -> None:
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
     checkpoint = remote_code_checkpoint(tmp_path / "repo")
     out = run_isolated("onboard.sandbox.causal_lm:logits", {"checkpoint": str(checkpoint), "input_ids": IDS},
-                       checkpoint=checkpoint, method=method)  # fmt: skip
+                       checkpoint=checkpoint, method=bubblewrap)  # fmt: skip
     assert out["threads"] == torch.get_num_threads()
     config = LlamaConfig.from_dict({k: v for k, v in json.loads((checkpoint / "config.json").read_text()).items()
                                     if k not in ("model_type", "auto_map", "architectures")})  # fmt: skip
@@ -75,7 +75,7 @@ def test_worker_only_function_refuses_to_run_in_process() -> None:
 
 
 def test_a_modules_cache_on_the_parents_sys_path_does_not_reach_the_worker(
-    method: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    bubblewrap: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """After any remote-code load in the parent, transformers has appended its modules cache to sys.path. Passed on to
     the worker, it showed other repositories' code there and shadowed the worker's own `transformers_modules`, so
@@ -89,4 +89,4 @@ def test_a_modules_cache_on_the_parents_sys_path_does_not_reach_the_worker(
     (parent_cache / "transformers_modules" / "__init__.py").write_text("")
     monkeypatch.setattr(sys, "path", [*sys.path, str(parent_cache)])
     assert str(parent_cache) not in code_paths(sys.path)
-    test_remote_code_logits_equal_in_process_transformers(method, tmp_path / "run")
+    test_remote_code_logits_equal_in_process_transformers(bubblewrap, tmp_path / "run")

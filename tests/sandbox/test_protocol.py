@@ -15,12 +15,12 @@ from onboard.sandbox.run import UnsafeSandboxWarning
 PROBES = "onboard.sandbox.probes"
 
 
-def test_worker_environment_is_fresh_offline_and_scrubbed(method: str, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+def test_worker_environment_is_fresh_offline_and_scrubbed(bubblewrap: str, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     monkeypatch.setenv("HF_TOKEN", "hf_secret_token")
     monkeypatch.setenv("HUGGING_FACE_HUB_TOKEN", "hf_secret_token")
     monkeypatch.setenv("https_proxy", "http://proxy.invalid:3128")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "secret")
-    seen = run_isolated(f"{PROBES}:environment", method=method, threads=3)
+    seen = run_isolated(f"{PROBES}:environment", method=bubblewrap, threads=3)
     env = seen["env"]
     assert "secret" not in repr(env) and "proxy" not in repr(env).lower()
     workdir = Path(env["HOME"]).parent
@@ -35,14 +35,14 @@ def test_worker_environment_is_fresh_offline_and_scrubbed(method: str, monkeypat
     assert not workdir.exists()  # the parent removed the temp dir
 
 
-def test_thread_count_follows_the_parent_torch(method: str) -> None:
+def test_thread_count_follows_the_parent_torch(bubblewrap: str) -> None:
     import torch
 
-    seen = run_isolated(f"{PROBES}:environment", method=method)
+    seen = run_isolated(f"{PROBES}:environment", method=bubblewrap)
     assert seen["env"]["OMP_NUM_THREADS"] == str(torch.get_num_threads())
 
 
-def test_tensors_and_json_cross_both_ways(method: str) -> None:
+def test_tensors_and_json_cross_both_ways(bubblewrap: str) -> None:
     import torch
 
     data = {
@@ -52,7 +52,7 @@ def test_tensors_and_json_cross_both_ways(method: str) -> None:
         "nested": [{"x": torch.ones(1)}, 1.5, None, "text", True],
         "inf": math.inf,
     }
-    back = run_isolated(f"{PROBES}:echo", data, method=method)
+    back = run_isolated(f"{PROBES}:echo", data, method=bubblewrap)
     assert set(back) == set(data)
     for key in ("logits", "ids", "view"):
         assert back[key].dtype == data[key].dtype and torch.equal(back[key], data[key])
@@ -60,12 +60,12 @@ def test_tensors_and_json_cross_both_ways(method: str) -> None:
     assert back["inf"] == math.inf
 
 
-def test_objects_do_not_cross(method: str) -> None:
+def test_objects_do_not_cross(bubblewrap: str) -> None:
     with pytest.raises(SandboxError) as err:
-        run_isolated(f"{PROBES}:unserializable", method=method)
+        run_isolated(f"{PROBES}:unserializable", method=bubblewrap)
     assert "result['ids']: a builtins.set cannot cross the sandbox" in err.value.message
     with pytest.raises(TypeError, match=r"kwargs\['obj'\]: dict keys must be strings"):
-        run_isolated(f"{PROBES}:echo", {"obj": {1: "non-string key"}}, method=method)
+        run_isolated(f"{PROBES}:echo", {"obj": {1: "non-string key"}}, method=bubblewrap)
 
 
 def test_without_bubblewrap_it_is_refused_with_what_to_install(monkeypatch, tmp_path) -> None:  # type: ignore[no-untyped-def]
@@ -81,8 +81,8 @@ def test_without_bubblewrap_it_is_refused_with_what_to_install(monkeypatch, tmp_
         assert run_isolated(f"{PROBES}:echo", {"a": 1}, unsafe_no_sandbox=True) == {"a": 1}
 
 
-def test_unsafe_flag_does_not_switch_off_working_isolation(method: str) -> None:
-    assert isolation_method(unsafe_no_sandbox=True) == method
+def test_unsafe_flag_does_not_switch_off_working_isolation(bubblewrap: str) -> None:
+    assert isolation_method(unsafe_no_sandbox=True) == bubblewrap
 
 
 # ---- code_hash ------------------------------------------------------------------------------------------------
