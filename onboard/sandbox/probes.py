@@ -1,9 +1,5 @@
-"""TEST PROBES: small hostile-or-broken behaviours that tests/sandbox/ runs inside the worker.
-
-They stand in for repository code that tries to reach the network, write outside its temp dir, hang, allocate
-without bound or raise. They live in the package (not in tests/) because only `onboard.` functions may run in
-the worker. Nothing else calls them.
-"""
+"""Worker functions only tests and benchmarks run: hostile or broken behaviours standing in for repository code, and
+a causal LM's logits with timings. In the package, not in tests/, because the worker runs only `onboard` functions."""
 
 from __future__ import annotations
 
@@ -11,6 +7,8 @@ import os
 import socket
 import time
 from typing import Any
+
+from onboard.sandbox.protocol import require_worker
 
 
 def connect(addresses: list[list[Any]], timeout_s: float = 2.0) -> dict[str, str]:
@@ -26,10 +24,7 @@ def connect(addresses: list[list[Any]], timeout_s: float = 2.0) -> dict[str, str
 
 
 def write(paths: list[str]) -> dict[str, str]:
-    """Try to create each file: "written" (then removed again) or the error text, keyed by path.
-
-    Key "own temp dir" is a file in the worker's own temp dir ($TMPDIR), which must stay writable.
-    """
+    """Try to create each file: "written" (then removed) or the error text, keyed by path; "own temp dir" too."""
     out = {}
     targets = {path: path for path in paths}
     targets["own temp dir"] = os.path.join(os.environ.get("TMPDIR", "."), "probe")
@@ -73,8 +68,7 @@ def burn_cpu() -> None:
 
 
 def spawn_and_sleep(marker: str) -> None:
-    """Start a detached grandchild (own session, `marker` in its command line), then hang: a wall-time kill must
-    take the grandchild down too."""
+    """Start a detached grandchild (`marker` in its command line), then hang: a wall-time kill must take it too."""
     import subprocess
     import sys
 
@@ -89,7 +83,6 @@ def spawn_and_sleep(marker: str) -> None:
 
 
 def allocate_without_bound(chunk_bytes: int = 64 << 20) -> None:
-    """Keep 64 MiB zero-filled blocks (real, touched memory) until something stops it."""
     blocks = []
     while True:
         blocks.append(bytearray(chunk_bytes))
@@ -104,5 +97,37 @@ def unserializable() -> dict[str, Any]:
 
 
 def echo(**kwargs: Any) -> dict[str, Any]:
-    """Return what came in (tensors included): the codec round trip."""
     return kwargs
+
+
+def logits(
+    checkpoint: str,
+    input_ids: list[list[int]],
+    dtype: str = "float32",
+    repeats: int = 1,
+    attn_implementation: str | None = None,
+) -> dict[str, Any]:
+    """The logits [batch, seq, vocab] of `input_ids` (rows of equal length) from AutoModelForCausalLM in `dtype`,
+    with load_s, forward_s (one per repeat, same input; taken here, so process start and imports do not count),
+    torch threads and the transformers version."""
+    require_worker("onboard.sandbox.probes.logits")
+    import torch
+    import transformers
+    from transformers import AutoModelForCausalLM
+
+    start = time.perf_counter()
+    extra = {"attn_implementation": attn_implementation} if attn_implementation else {}
+    # trust_remote_code=True only here, inside the sandbox worker (require_worker above)
+    model = AutoModelForCausalLM.from_pretrained(
+        checkpoint, trust_remote_code=True, dtype=getattr(torch, dtype), local_files_only=True, **extra
+    ).eval()
+    load_s = time.perf_counter() - start
+    ids = torch.tensor(input_ids, dtype=torch.long)
+    forward_s = []
+    with torch.inference_mode():
+        for _ in range(max(1, repeats)):
+            start = time.perf_counter()
+            out = model(input_ids=ids).logits
+            forward_s.append(time.perf_counter() - start)
+    threads, version = torch.get_num_threads(), transformers.__version__
+    return {"logits": out, "load_s": load_s, "forward_s": forward_s, "threads": threads, "transformers": version}
