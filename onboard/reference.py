@@ -77,14 +77,10 @@ class Reference:
         return f"no reference: {self.detail}"
 
 
-def transformers_knows(model_type: str | None) -> bool:
+def classify(model_type: str | None, auto_map: Any) -> Reference:
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
 
-    return bool(model_type) and model_type in CONFIG_MAPPING_NAMES
-
-
-def classify(model_type: str | None, auto_map: Any) -> Reference:
-    if transformers_knows(model_type):
+    if model_type and model_type in CONFIG_MAPPING_NAMES:
         return Reference(BUILTIN, model_type, f"transformers implements model_type {model_type!r}")
     auto_map = auto_map if isinstance(auto_map, dict) else {}
     model_entry = next((v for k, v in auto_map.items() if k.startswith("AutoModel") and isinstance(v, str)), None)

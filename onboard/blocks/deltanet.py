@@ -86,12 +86,8 @@ class GatedDeltaNet(nn.Module):
         }
         if part not in sizes:
             raise ValueError(f"GatedDeltaNet: no fused rows for {part!r}")
-        start = 0
-        for name, size in sizes.items():
-            if name == part:
-                return torch.arange(start, start + size)
-            start += size
-        raise AssertionError(part)  # unreachable: part is one of sizes
+        start = sum(sizes[name] for name in list(sizes)[: list(sizes).index(part)])
+        return torch.arange(start, start + sizes[part])
 
     def forward(
         self, x: torch.Tensor, cos: torch.Tensor | None, sin: torch.Tensor | None, ctx: AttentionContext | None = None

@@ -41,22 +41,16 @@ class View:
     writable: str
 
 
-def plan_view(workdir: Path, checkpoint: Path | None, extra_readable: tuple[Path, ...] = ()) -> View:
+def plan_view(workdir: Path, checkpoint: Path | None) -> View:
     """Masks and read-only binds for a call whose only writable folder is `workdir`."""
     masks = _outermost({_real(p) for p in _mask_candidates() if p.is_dir()})
     needed = {_real(p) for p in _python_paths()}
-    needed |= {_real(p) for p in extra_readable}
     if checkpoint is not None:
         needed |= _checkpoint_paths(checkpoint)
     # Only paths hidden by a mask need binding back (the rest of / is visible read-only already), and never a
     # whole mask or what contains one (a script run from /tmp or ~ must not bring /tmp or ~ back).
-    readable = _outermost(
-        {
-            p
-            for p in needed
-            if Path(p).exists() and any(_under(p, m) for m in masks) and not any(_under(m, p) for m in masks)
-        }
-    )
+    hidden = {p for p in needed if Path(p).exists() and any(_under(p, m) for m in masks)}
+    readable = _outermost({p for p in hidden if not any(_under(m, p) for m in masks)})
     return View(masks=tuple(masks), readable=tuple(readable), writable=_real(workdir))
 
 

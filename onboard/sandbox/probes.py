@@ -6,52 +6,51 @@ from __future__ import annotations
 import os
 import socket
 import time
+from collections.abc import Callable
 from typing import Any
 
 from onboard.sandbox.protocol import require_worker
 
 
+def _attempt(success: str, action: Callable[..., object], *args: Any) -> str:
+    """`success`, or the error text of the OSError `action(*args)` raised."""
+    try:
+        action(*args)
+        return success
+    except OSError as exc:
+        return f"{type(exc).__name__}: {exc}"
+
+
 def connect(addresses: list[list[Any]], timeout_s: float = 2.0) -> dict[str, str]:
-    """Try a TCP connect to each (host, port): "connected" or the error text, keyed "host:port"."""
-    out = {}
-    for host, port in addresses:
-        try:
-            with socket.create_connection((host, int(port)), timeout=timeout_s):
-                out[f"{host}:{port}"] = "connected"
-        except OSError as exc:
-            out[f"{host}:{port}"] = f"{type(exc).__name__}: {exc}"
-    return out
+    """Try a TCP connect to each (host, port), keyed "host:port"."""
+
+    def once(host: str, port: int) -> None:
+        socket.create_connection((host, port), timeout=timeout_s).close()
+
+    return {f"{host}:{port}": _attempt("connected", once, host, int(port)) for host, port in addresses}
 
 
 def write(paths: list[str]) -> dict[str, str]:
-    """Try to create each file: "written" (then removed) or the error text, keyed by path; "own temp dir" too."""
-    out = {}
+    """Try to create (then remove) each file, keyed by path; "own temp dir" is one in $TMPDIR."""
+
+    def create(path: str) -> None:
+        with open(path, "x") as fh:
+            fh.write("written from the sandbox\n")
+        os.unlink(path)
+
     targets = {path: path for path in paths}
     targets["own temp dir"] = os.path.join(os.environ.get("TMPDIR", "."), "probe")
-    for key, path in targets.items():
-        try:
-            with open(path, "x") as fh:
-                fh.write("written from the sandbox\n")
-            os.unlink(path)
-            out[key] = "written"
-        except OSError as exc:
-            out[key] = f"{type(exc).__name__}: {exc}"
-    return out
+    return {key: _attempt("written", create, path) for key, path in targets.items()}
 
 
 def environment() -> dict[str, Any]:
     """What the worker sees of its environment and of the process it runs in."""
     import resource
 
-    try:
-        os.close(os.open("/dev/tty", os.O_RDWR))
-        tty = "opened"
-    except OSError as exc:
-        tty = f"{type(exc).__name__}: {exc}"
     return {
         "env": dict(os.environ),
         "stdin_isatty": os.isatty(0),
-        "controlling_tty": tty,
+        "controlling_tty": _attempt("opened", lambda: os.close(os.open("/dev/tty", os.O_RDWR))),
         "memory_limit": resource.getrlimit(resource.RLIMIT_AS)[0],
         "home_listing": sorted(os.listdir(os.path.expanduser("~"))),
     }

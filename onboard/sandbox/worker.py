@@ -16,15 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from onboard.fsutil import atomic_write
-from onboard.sandbox.protocol import (
-    IN_WORKER_ENV,
-    INPUTS,
-    OUTPUTS,
-    REQUEST,
-    RESULT,
-    TargetRefused,
-    check_target,
-)
+from onboard.sandbox.protocol import IN_WORKER_ENV, INPUTS, OUTPUTS, REQUEST, RESULT, TargetRefused, check_target
 
 TRACEBACK_LINES = 20  # how much of the remote traceback comes back in the error message
 
