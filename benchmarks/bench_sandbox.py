@@ -50,7 +50,7 @@ def _sandboxed(
     from onboard.sandbox import run_isolated
 
     start = time.perf_counter()
-    out = run_isolated("onboard.sandbox.causal_lm:logits",
+    out = run_isolated("onboard.sandbox.probes:logits",
                        {"checkpoint": str(checkpoint), "input_ids": ids.tolist(), "repeats": repeats + 1},
                        checkpoint=checkpoint)  # fmt: skip
     whole = time.perf_counter() - start

@@ -1,9 +1,6 @@
-"""Which checkpoint is this? One content fingerprint of a checkpoint folder, and one key for its goldens.
-
-The fingerprint tells goldens of another checkpoint apart (`onboard validate` refuses them) and keys the
-`new-model` stage cache. It reads content, not modification times, so a copy or a fresh clone of the same files has
-the same fingerprint. The golden key names `golden_outputs/<key>/` after the hub repo id whenever one is known, so
-a hub cache snapshot (`models--ORG--NAME/snapshots/SHA`) of a new revision finds the goldens of the earlier one.
+"""Which checkpoint is this? A content fingerprint of a folder (goldens of another checkpoint are refused; the
+stage cache is keyed by it), and the key of its goldens: the hub repo id when known, so a new revision's snapshot
+finds the earlier one's goldens.
 """
 
 from __future__ import annotations
@@ -12,19 +9,18 @@ import json
 import re
 from pathlib import Path
 
-WHOLE_FILE_BYTES = 64 * 2**20
-"""Files up to this size (configs, tokenizers, tiny weights) are hashed whole."""
+from onboard.fsutil import files_under
+
+WHOLE_FILE_BYTES = 64 * 2**20  # files up to this size are hashed whole
+# Larger files (weight shards): their header plus SAMPLES evenly spaced blocks; a fine-tune changes every tensor.
 SAMPLES = 64
 SAMPLE_BYTES = 4096
-"""Larger files (weight shards) are hashed by their header plus SAMPLES evenly spaced blocks: a fine-tune or another
-checkpoint changes every tensor and is caught, at a few hundred KiB read per shard instead of terabytes."""
 MAX_SAFETENSORS_HEADER = 100 * 2**20
 # Files that describe a checkpoint but do not change what it computes: a README edit must not orphan its goldens.
 DOC_SUFFIXES = frozenset({".md", ".png", ".jpg", ".jpeg", ".gif", ".svg", ".pdf"})
 DOC_PREFIXES = ("LICENSE", "LICENCE", "NOTICE", "USE_POLICY")
 REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
-COMMIT_SHA = re.compile(r"[0-9a-f]{40}")
-"""A full git commit sha, as the hub names revisions (a listing's `sha`, a webhook's `headSha` / `newSha`)."""
+COMMIT_SHA = re.compile(r"[0-9a-f]{40}")  # a full git commit sha, as the hub names revisions
 
 
 def is_commit_sha(value: object) -> bool:
@@ -32,11 +28,9 @@ def is_commit_sha(value: object) -> bool:
 
 
 def checkpoint_fingerprint(folder: Path) -> str:
-    """sha256 (16 hex digits) over each file's relative path, size and content (sampled past WHOLE_FILE_BYTES).
-
-    Hidden files and folders (`.git`, `.cache`) and documentation (DOC_SUFFIXES, DOC_PREFIXES) are left out.
-    """
-    import hashlib  # here, not at the top: hashlib loads OpenSSL (~3.5 ms), and inspect imports this module
+    """sha256 (16 hex digits) over each file's relative path, size and content (sampled past WHOLE_FILE_BYTES),
+    hidden files and documentation left out."""
+    import hashlib  # here: it loads OpenSSL, and inspect imports this module
 
     digest = hashlib.sha256()
     for path in sorted(_content_files(folder)):
@@ -53,15 +47,12 @@ def checkpoint_fingerprint(folder: Path) -> str:
 
 
 def _content_files(folder: Path) -> list[Path]:
-    out = []
-    for path in folder.rglob("*"):
-        rel = path.relative_to(folder).parts
-        if any(part.startswith(".") for part in rel) or not path.is_file():
-            continue
-        if path.suffix.lower() in DOC_SUFFIXES or path.name.upper().startswith(DOC_PREFIXES):
-            continue
-        out.append(path)
-    return out
+    paths = [folder / rel for rel in files_under(folder)]
+    return [p for p in paths if p.is_file() and not p.name.startswith(".") and not _is_doc(p)]
+
+
+def _is_doc(path: Path) -> bool:
+    return path.suffix.lower() in DOC_SUFFIXES or path.name.upper().startswith(DOC_PREFIXES)
 
 
 def _sample(fh, size: int, digest, *, header: bool) -> None:  # noqa: ANN001 (binary file, hashlib object)
@@ -78,11 +69,8 @@ def _sample(fh, size: int, digest, *, header: bool) -> None:  # noqa: ANN001 (bi
 
 
 def repo_id_of(source: str, name: str | None = None) -> str | None:
-    """The hub repo id `ORG/NAME` of SOURCE when one is known, else None.
-
-    In order: `name` (the user's --name), a hub id given as SOURCE, a hub cache snapshot path
-    (`…/models--ORG--NAME/snapshots/SHA`), config.json's `_name_or_path` when it is a repo id.
-    """
+    """The hub repo id `ORG/NAME` of SOURCE, else None: `name` (--name), SOURCE as a hub id, a hub cache snapshot
+    path (`…/models--ORG--NAME/snapshots/SHA`), or config.json's `_name_or_path` when it is a repo id."""
     if name:
         return name.strip("/")
     path = Path(source)

@@ -24,8 +24,6 @@ class OnboardError(Exception):
 class InputError(OnboardError):
     """The input cannot be used (missing file, malformed JSON, bad option): exit 2."""
 
-    exit_code = 2
-
 
 class ChecksFailed(OnboardError):
     """The input was usable but checks found errors: exit 1."""
@@ -78,20 +76,17 @@ class SandboxError(InputError):
 
 
 class UnknownDtype(InputError):
-    """A dtype the parity comparator has no bounds for (onboard/comparator.py's THRESHOLDS name the dtypes it
-    knows): refused, never judged with another dtype's bounds."""
+    """A dtype comparator.THRESHOLDS has no bounds for: refused, never judged with another dtype's bounds."""
 
 
 def is_native_panic(exc: BaseException) -> bool:
-    """pyo3's PanicException: a Rust library (tokenizers, safetensors) panicking, e.g. on a malformed tokenizer.json.
-    It derives from BaseException, so `except Exception` lets it through to a traceback."""
+    """pyo3's PanicException (tokenizers, safetensors on a malformed file): a BaseException, past `except Exception`."""
     return type(exc).__name__ == "PanicException" and type(exc).__module__ == "pyo3_runtime"
 
 
 @contextmanager
 def panics_as_errors() -> Iterator[None]:
-    """A Rust library's panic inside the block re-raised as RuntimeError, for the caller's `except Exception` that
-    turns a library's refusal of a file into an InputError naming it."""
+    """A Rust library's panic inside the block re-raised as RuntimeError, for the caller's `except Exception`."""
     try:
         yield
     except BaseException as exc:

@@ -23,8 +23,7 @@ class Finding:
     hint: str | None = None
     file: str | None = None
     tensor: str | None = None
-    members: tuple[Finding, ...] = ()
-    """For a grouped finding (one code repeated across files): the individual findings it stands for."""
+    members: tuple[Finding, ...] = ()  # a grouped finding's individual findings
 
     def __post_init__(self) -> None:
         if self.severity not in SEVERITIES:
@@ -58,15 +57,14 @@ def exit_code_for(findings: Iterable[Finding]) -> int:
 
 
 def group_of(members: Sequence[Finding], message: str, hint: str | None) -> Finding:
-    """One finding standing for `members` (same code and severity); each member keeps its own file and details."""
+    """One finding standing for `members` (same code and severity)."""
     first = members[0]
     return Finding(first.code, first.severity, message, hint, members=tuple(members))
 
 
 def group_findings(findings: Iterable[Finding]) -> list[Finding]:
     """Findings of one code and severity about whole files, one per file (a missing shard, a pointer), become one
-    grouped finding at the place of the first. Findings about tensors or several in one file (config lint, shape
-    mismatches) say different things and are kept as they are, as is a finding already grouped."""
+    grouped finding at the first's place; findings about tensors, or several in one file, are kept as they are."""
     findings = list(findings)
     by_kind: dict[tuple[str, str], list[Finding]] = {}
     for f in findings:
@@ -104,6 +102,5 @@ def span(names: Sequence[str]) -> str:
 
 
 def _number(name: str) -> int | None:
-    """The first number of a shard-like name (model-00003-of-00019.safetensors -> 3)."""
     found = re.search(r"\d+", name)
     return int(found.group(0)) if found else None

@@ -1,8 +1,5 @@
-"""File writes that never leave half a file, and OS errors turned into messages that say what to do.
-
-The one atomic write of the package: every stage, the pipeline, the registry and the caches write through
-`atomic_write`, so a crash or a full disk leaves the old file or the new one, never a half-written one.
-"""
+"""File writes that never leave half a file (`atomic_write`, the package's one), and OS errors turned into
+messages that say what to do."""
 
 from __future__ import annotations
 
@@ -22,7 +19,7 @@ from onboard.errors import InputError
 P = ParamSpec("P")
 R = TypeVar("R")
 
-# errno -> what to tell the person. Data, so every writer in the package says the same thing.
+# errno -> what to tell the person, the same from every writer
 _OS_HINTS: dict[int, str] = {
     errno.ENOSPC: "the disk is full: free space (or point --workspace/--registry elsewhere) and rerun",
     errno.EDQUOT: "the disk quota is exhausted: free space (or point --workspace/--registry elsewhere) and rerun",
@@ -46,7 +43,7 @@ def os_error(exc: OSError, path: Path | str, doing: str) -> InputError:
 
 
 def clean_os_errors(fn: Callable[P, R]) -> Callable[P, R]:
-    """Decorator for public entry points: a stray OSError (unreadable workspace, …) becomes an InputError."""
+    """Decorator for public entry points: a stray OSError becomes an InputError."""
 
     @functools.wraps(fn)
     def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
@@ -59,10 +56,8 @@ def clean_os_errors(fn: Callable[P, R]) -> Callable[P, R]:
 
 
 def make_dirs(folder: Path) -> Path:
-    """Create `folder` and its parents (an existing one is fine); an OSError becomes an InputError naming it.
-
-    Commands that work for minutes call it on their output folder FIRST, so a path that cannot hold their output
-    (a typo under /proc, a file where a folder should be, a read-only mount) fails at once, not after the work."""
+    """Create `folder` and its parents; an OSError becomes an InputError naming it. Long commands call it on their
+    output folder first, so a path that cannot hold their output fails at once, not after the work."""
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as exc:  # FileExistsError included: a file where the folder should be (EEXIST's hint says so)
@@ -72,8 +67,8 @@ def make_dirs(folder: Path) -> Path:
 
 @contextmanager
 def output_folder(folder: Path) -> Iterator[Path]:
-    """make_dirs(folder) for a command's output, undone when the command fails: the folders it created are removed
-    again while still empty, so a run that stopped early leaves nothing to mistake for a result."""
+    """make_dirs(folder), undone if the command fails: the folders it created are removed while still empty, so a
+    run that stopped early leaves nothing to mistake for a result."""
     missing = [p for p in (folder, *folder.parents) if not p.exists()]  # the deepest first
     make_dirs(folder)
     try:
@@ -106,14 +101,9 @@ _UMASK = _process_umask()
 def atomic_write(
     path: Path, data: str | bytes | Sequence[bytes], *, mode: int | None = None, durable: bool = True
 ) -> None:
-    """Write `data` to `path` through a temp file in the same folder and os.replace: readers see old or new.
-
-    `data` may be a sequence of byte strings, written one after another: a large file framed around buffers the
-    caller already holds is then never joined into one more copy (joining holds the GIL; each write releases it).
-    The file gets `mode`, else the permissions a plain open() would give (mkstemp's 0600 would hide shared files
-    such as goldens from the rest of a team). `durable=False` skips the fsync, for caches that are cheap to lose.
-    An OSError becomes an InputError naming the path and the fix.
-    """
+    """Write `data` (or a sequence of byte strings, in turn) to `path` through a temp file and os.replace: readers
+    see old or new. The file gets `mode`, else plain open()'s permissions (not mkstemp's 0600: goldens are shared).
+    `durable=False` skips the fsync, for caches. An OSError becomes an InputError naming the path and the fix."""
     tmp_name = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -141,14 +131,22 @@ def atomic_write(
                 pass
 
 
+def files_under(root: Path) -> list[str]:
+    """Every file under root as a relative posix name, outside hidden folders (.git, .cache), in walk order."""
+    out = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+        base = Path(dirpath)
+        out += [(base / name).relative_to(root).as_posix() for name in sorted(filenames)]
+    return out
+
+
 def atomic_write_json(path: Path, data: Any) -> None:
     atomic_write(path, json.dumps(data, indent=2, ensure_ascii=False, sort_keys=False) + "\n")
 
 
 def read_json(path: Path, kind: Any = Any, hint: str | None = None) -> Any:
-    """A JSON file decoded by msgspec into `kind` (a Struct, dataclass or typing form; plain JSON by default); a
-    missing or malformed file, or a field of the wrong type, is an InputError naming the file (and the field's
-    JSON path, `$.prompts[3].text`)."""
+    """A JSON file decoded into `kind` (serde.decode_json); a missing or malformed file is an InputError naming it."""
     try:
         raw = path.read_bytes()
     except FileNotFoundError as exc:

@@ -1,16 +1,12 @@
-"""Git LFS pointers: the one check every command runs before it parses a file of a local checkpoint.
+"""Git LFS pointers: the check every command runs before it parses a file of a local checkpoint.
 
-A repo cloned with git but without git-lfs holds, for every weight and large tokenizer file, a ~130-byte text file
-("version https://git-lfs.github.com/spec/v1 / oid sha256:… / size N") instead of the content. Parsed as what it
-stands for, it gives nonsense (a safetensors header length of 2.3e18 bytes, a JSONDecodeError in tokenizer.json);
-read here first, it gives the one true statement: the file is a pointer to N bytes, and the exact command that
-fetches it. Hub downloads never hold pointers (the hub resolves them), so only local folders are scanned. A file
-named `*.lfs-pointer` is a pointer kept on purpose (its name says so, no loader reads it): it is not reported.
+A repo cloned without git-lfs holds a ~130-byte pointer ("version https://git-lfs… / oid sha256:… / size N") in
+place of each large file; parsed as what it stands for it gives nonsense, so it is reported with the command that
+fetches it. Hub downloads never hold pointers. A file named `*.lfs-pointer` is kept on purpose and not reported.
 """
 
 from __future__ import annotations
 
-import os
 import re
 import shlex
 from collections.abc import Iterable, Sequence
@@ -20,10 +16,10 @@ import msgspec
 
 from onboard.errors import InputError
 from onboard.findings import Finding, group_of, span
+from onboard.fsutil import files_under
 
 CODE = "lfs-pointer"
-POINTER_MAX_BYTES = 1024
-"""The Git LFS spec caps pointer files below 1024 bytes: larger files are never read here."""
+POINTER_MAX_BYTES = 1024  # the Git LFS spec caps pointer files below this: larger files are never read here
 POINTER_MIN_BYTES = 60
 KEPT_SUFFIX = ".lfs-pointer"
 _VERSIONS = (b"version https://git-lfs.github.com/spec/", b"version https://hawser.github.com/spec/")
@@ -33,19 +29,14 @@ _SIZE = re.compile(r"^size ([0-9]+)$", re.MULTILINE)
 _HUB_REMOTE = re.compile(
     r"(?:huggingface\.co|hf\.co)[/:](?!datasets/|spaces/)([A-Za-z0-9][\w.-]*/[\w.-]+?)(?:\.git)?/?$"
 )
-MAX_NAMED_FILES = 5
-"""A fix command names at most this many files; past that it fetches every LFS file of the repo."""
+MAX_NAMED_FILES = 5  # a fix command names at most this many files; past that it fetches every LFS file
 
 
 class LfsPointer(msgspec.Struct, frozen=True):
-    file: str
-    """Path relative to the checkpoint folder."""
-    oid: str
-    """`sha256:<64 hex>`: the content the pointer stands for."""
-    size: int
-    """Bytes of the real file."""
-    pointer_bytes: int
-    """Bytes of the pointer file on disk."""
+    file: str  # relative to the checkpoint folder
+    oid: str  # `sha256:<64 hex>`: the content the pointer stands for
+    size: int  # bytes of the real file
+    pointer_bytes: int  # bytes of the pointer file on disk
 
 
 def parse_pointer(data: bytes) -> tuple[str, int] | None:
@@ -61,8 +52,7 @@ def parse_pointer(data: bytes) -> tuple[str, int] | None:
 
 
 def read_pointer(path: Path, file: str | None = None) -> LfsPointer | None:
-    """The pointer `path` is, or None (a real file, a folder, unreadable). Reads at most 1 KiB, and only from files
-    small enough to be a pointer."""
+    """The pointer `path` is, or None (a real file, a folder, unreadable); reads only files small enough."""
     try:
         size = path.stat().st_size
         if not POINTER_MIN_BYTES <= size < POINTER_MAX_BYTES or not path.is_file():
@@ -82,19 +72,9 @@ def find_pointers(root: Path, files: Iterable[str] | None = None) -> list[LfsPoi
     return [p for p in found if p is not None]
 
 
-def files_under(root: Path) -> list[str]:
-    """Every file under root, relative, outside hidden folders (.git holds LFS objects and history, not the repo)."""
-    out = []
-    for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
-        base = Path(dirpath)
-        out += [(base / name).relative_to(root).as_posix() for name in sorted(filenames)]
-    return out
-
-
 def hub_repo_of_clone(root: Path) -> str | None:
     """`ORG/NAME` when `root` is a git clone of a Hugging Face model repo (its remote URL), else None."""
-    import configparser  # here, not at the top: 1.3 ms of every inspect process, needed only for a pointer's hint
+    import configparser  # only a pointer's hint needs it
 
     config = configparser.ConfigParser(strict=False, interpolation=None)
     try:
@@ -160,8 +140,7 @@ def pointer_message(p: LfsPointer) -> str:
 
 
 class LfsPointerError(InputError):
-    """A file a command must read is a Git LFS pointer: exit 2, naming every such file and the command that fetches
-    them."""
+    """Files a command must read are Git LFS pointers: names them and the command that fetches them."""
 
     code = CODE
 

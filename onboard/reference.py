@@ -1,14 +1,11 @@
 """Which implementation is a checkpoint's reference, and whether onboard may run it.
 
-- transformers implements config.json's `model_type`: that is the reference, loaded in process with
-  `trust_remote_code=False` (code the repo ships anyway is ignored).
-- the `model_type` exists only as the repository's own code (`auto_map`): that code is the reference. It runs only
-  when the user passed `--trust-remote-code`, and then only through `onboard.sandbox.run_isolated` (a worker
-  process without network, the checkpoint read-only, CPU / memory / wall-time limits).
-- neither: there is no reference, and the stages that need one say so instead of crashing.
+- transformers implements config.json's `model_type`: the reference, loaded in process, trust_remote_code=False;
+- only the repository's own code (`auto_map`) does: that code, only with `--trust-remote-code`, and then only in the
+  sandbox (`onboard.sandbox.run_isolated`);
+- neither: no reference, and the stages that need one say so.
 
-Deciding reads config.json only: nothing from the repository is imported here. `load_transformers` is the one
-loader of the transformers reference (goldens, generate's parity, divergence, the sandbox worker's reference).
+Deciding reads config.json only. `load_transformers` is the one loader of the transformers reference.
 """
 
 from __future__ import annotations
@@ -34,14 +31,13 @@ _ALLOWED: ContextVar[bool] = ContextVar("onboard_remote_code_allowed", default=F
 
 
 def trust_remote_code() -> bool:
-    """The value every transformers load in onboard passes as `trust_remote_code`: False, except inside
-    `remote_code_allowed()`, which only the sandbox worker's entry functions enter."""
+    """What every transformers load passes as `trust_remote_code`: False, except inside `remote_code_allowed()`."""
     return _ALLOWED.get()
 
 
 @contextmanager
 def remote_code_allowed() -> Iterator[None]:
-    """Loads in this block may import the repository's code. Refused outside the sandbox worker process."""
+    """Loads in this block may import the repository's code; refused outside the sandbox worker."""
     from onboard.sandbox.protocol import require_worker
 
     require_worker("a reference load with trust_remote_code=True")
@@ -65,11 +61,9 @@ class RemoteCodePolicy:
 
 @dataclass(frozen=True)
 class Reference:
-    kind: str
-    """BUILTIN, REPO_CODE or NONE."""
+    kind: str  # BUILTIN, REPO_CODE or NONE
     model_type: str | None
-    detail: str
-    """Why this kind, in words: the auto_map entry, or the model_type transformers does not know."""
+    detail: str  # why this kind, in words
 
     def refusal(self, policy: RemoteCodePolicy, rerun: str) -> str | None:
         """None when the reference may run under `policy`; else why not and the exact command that would run it."""
@@ -83,21 +77,14 @@ class Reference:
         return f"no reference: {self.detail}"
 
 
-def transformers_knows(model_type: str | None) -> bool:
-    """The installed transformers builds this model_type without repository code."""
+def classify(model_type: str | None, auto_map: Any) -> Reference:
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
 
-    return bool(model_type) and model_type in CONFIG_MAPPING_NAMES
-
-
-def classify(model_type: str | None, auto_map: Any) -> Reference:
-    """The reference for a config's model_type and auto_map (config.json's, as written)."""
-    if transformers_knows(model_type):
+    if model_type and model_type in CONFIG_MAPPING_NAMES:
         return Reference(BUILTIN, model_type, f"transformers implements model_type {model_type!r}")
-    model_entry = None
-    if isinstance(auto_map, dict):
-        model_entry = next((v for k, v in auto_map.items() if k.startswith("AutoModel") and isinstance(v, str)), None)
-    if model_entry and isinstance(auto_map, dict) and auto_map.get("AutoConfig"):
+    auto_map = auto_map if isinstance(auto_map, dict) else {}
+    model_entry = next((v for k, v in auto_map.items() if k.startswith("AutoModel") and isinstance(v, str)), None)
+    if model_entry and auto_map.get("AutoConfig"):
         return Reference(
             REPO_CODE,
             model_type,
@@ -116,7 +103,7 @@ def classify(model_type: str | None, auto_map: Any) -> Reference:
 
 
 def reference_for(checkpoint: Path | str) -> Reference:
-    """The reference of a local checkpoint folder (reads config.json; a composite config's text part counts)."""
+    """The reference of a local checkpoint folder, from its config.json."""
     path = Path(checkpoint) / "config.json"
     try:
         config = json.loads(path.read_text(encoding="utf-8"))
@@ -134,8 +121,8 @@ def rerun_command(*words: str, policy: RemoteCodePolicy | None = None) -> str:
 
 
 def describe(reference: Reference, policy: RemoteCodePolicy, checkpoint: Path | str) -> dict[str, Any]:
-    """What produced a reference output, for goldens and parity results: the library and version, or the
-    repository code's sha256 (onboard.sandbox.code_hash) and how it was isolated."""
+    """What produced a reference output (goldens, parity): the library and version, or the repository code's
+    sha256 and how it was isolated."""
     import transformers
 
     if reference.kind != REPO_CODE:
@@ -157,7 +144,6 @@ def describe(reference: Reference, policy: RemoteCodePolicy, checkpoint: Path | 
 
 
 def _isolation(policy: RemoteCodePolicy) -> str:
-    """How the repository's code is (or was) isolated: bubblewrap, or none (--unsafe-no-sandbox)."""
     from onboard.errors import SandboxUnavailable
     from onboard.sandbox import isolation_method
     from onboard.sandbox.protocol import in_worker
@@ -173,10 +159,8 @@ def _isolation(policy: RemoteCodePolicy) -> str:
 def run_in_sandbox(
     target: str, kwargs: dict[str, Any], checkpoint: Path, policy: RemoteCodePolicy, wall_s: float | None = None
 ) -> Any:
-    """Call `target` ("module:function", our code) in the sandbox worker, where it may load the repo's code.
-
-    The only way onboard runs repository code; tests replace this function with an in-process stand-in.
-    """
+    """Call `target` ("module:function", our code) in the sandbox worker, where it may load the repo's code: the
+    only way onboard runs repository code (tests replace it with an in-process stand-in)."""
     from onboard.sandbox import Limits, run_isolated
 
     limits = Limits(wall_s=wall_s, cpu_s=wall_s) if wall_s else Limits()
@@ -186,9 +170,8 @@ def run_in_sandbox(
 
 
 def tokenizer_needs_code(folder: Path | str) -> str | None:
-    """Why the tokenizer of a local folder exists only as repository code, or None when transformers builds it
-    without (tokenizer_config.json's `tokenizer_class` is one transformers knows, or there is no AutoTokenizer
-    entry in its auto_map). Reads the file only."""
+    """Why a local folder's tokenizer exists only as repository code (an AutoTokenizer auto_map entry and a
+    tokenizer_class transformers does not know), else None. Reads tokenizer_config.json only."""
     path = Path(folder) / "tokenizer_config.json"
     try:
         config = json.loads(path.read_text(encoding="utf-8"))
@@ -212,14 +195,13 @@ def tokenizer_needs_code(folder: Path | str) -> str | None:
 def torch_dtype(name: str) -> Any:
     import torch
 
-    return {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16, "float64": torch.float64}[
-        name
-    ]
+    dtypes = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16, "float64": torch.float64}
+    return dtypes[name]
 
 
 def _image_text_to_text_only(path: Path) -> bool:
-    """A multimodal wrapper transformers maps to an image-text-to-text class only (no causal-LM class): Gemma 3,
-    Llama 4 and Qwen3.5 have both, Mistral 3, LLaVA and the Qwen-VL families the first alone."""
+    """A multimodal wrapper transformers maps to an image-text-to-text class only, no causal-LM class (Mistral 3,
+    LLaVA, Qwen-VL; Gemma 3, Llama 4 and Qwen3.5 have both)."""
     from transformers.models.auto.modeling_auto import (
         MODEL_FOR_CAUSAL_LM_MAPPING_NAMES,
         MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES,
@@ -236,10 +218,7 @@ def _image_text_to_text_only(path: Path) -> bool:
 
 def load_transformers(path: Path, dtype: str, device: str = "cpu", attn: str = "eager") -> Any:
     """transformers' model for a local folder, eager attention and eager experts (the reference implementation).
-
-    trust_remote_code is always passed: False, except inside the sandbox worker's `remote_code_allowed()` block
-    (above). So the repository's code is never imported outside the worker and transformers never prompts.
-    """
+    trust_remote_code is passed explicitly (trust_remote_code()), so transformers never prompts."""
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
     import transformers
     from transformers import AutoModelForCausalLM

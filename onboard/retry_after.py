@@ -1,5 +1,4 @@
-"""An HTTP answer's `Retry-After` header (RFC 9110 §10.2.3) as seconds to wait: the one parser for hub requests
-(inspect_checkpoint.hub) and the watch service's polls and dispatches."""
+"""The one parser of an HTTP answer's `Retry-After` header (RFC 9110 §10.2.3), for hub requests and the watcher."""
 
 from __future__ import annotations
 
@@ -10,9 +9,8 @@ from datetime import timezone
 
 
 def retry_after_seconds(headers: Mapping[str, str] | None, now: float | None = None) -> float | None:
-    """Seconds from `now` (default: the clock) that `headers` ask a client to wait: delay-seconds, or an HTTP-date
-    (0 once it has passed). None when the header is absent or is neither (a negative number, a fraction, text).
-    Header names are matched case-insensitively, so a plain dict, httpx's or urllib's headers all work."""
+    """Seconds from `now` that `headers` ask a client to wait: delay-seconds, or an HTTP-date (0 once passed); None
+    when absent or neither. Names match case-insensitively (a plain dict, httpx's or urllib's headers)."""
     if not headers:
         return None
     value = next((v for k, v in headers.items() if k.lower() == "retry-after"), None)

@@ -1,17 +1,10 @@
-"""JSON round trip for the frozen records (msgspec Structs, or dataclasses) that pass between stages.
+"""JSON round trip for the frozen records (msgspec Structs or dataclasses) that pass between stages.
 
-`to_dict` is `dataclasses.asdict` with tuples as lists, for Structs as for dataclasses; `from_dict` follows the type
-hints back (msgspec.convert), so a profile written by one stage is read by the next with the same types (nested
-records, tuples, optional fields), and a wrong type names its JSON path.
-
-A record with a field `unknown` (names of fields it could not establish) writes each of those fields as the
-string "unknown", never as a value taken from a default; reading it back gives the field's empty placeholder (None,
-empty collection, False, or the all-defaults record).
-
-Documents read from disk or the network (goldens, stage results, sign-offs, webhook payloads) are decoded by msgspec
-into typed structs (`decode_json`, `convert`; files through `fsutil.read_json`): a wrong shape is an InputError
-naming the file and the field (`golden.json: Expected `str`, got `int` - at `$.prompts[3].text``), never a
-KeyError later.
+`to_dict` is `dataclasses.asdict` with tuples as lists; `from_dict` follows the type hints back (msgspec.convert).
+A record with a field `unknown` writes each field it names as the string "unknown", never a default's value, and
+reads it back as the field's empty placeholder (None, empty collection, False, the all-defaults record).
+`decode_json` / `convert` turn documents from disk or the network into typed structs: a wrong shape is an
+InputError naming the source and the field's JSON path, never a KeyError later.
 """
 
 from __future__ import annotations
@@ -32,13 +25,12 @@ UNKNOWN = "unknown"
 
 
 def is_record(tp: Any) -> bool:
-    """A record type: a dataclass or a msgspec Struct (the class, not an instance)."""
+    """A dataclass or msgspec Struct class."""
     return isinstance(tp, type) and (dataclasses.is_dataclass(tp) or issubclass(tp, msgspec.Struct))
 
 
 @cache
 def field_names(cls: type) -> tuple[str, ...]:
-    """A record type's field names, in order."""
     if issubclass(cls, msgspec.Struct):
         return cls.__struct_fields__
     return tuple(f.name for f in dataclasses.fields(cls))
@@ -76,7 +68,7 @@ def to_json(obj: Any, indent: int | None = 2) -> str:
 
 
 def decode_json(raw: bytes | str, kind: Any, source: str, hint: str, error: type[OnboardError] = InputError) -> Any:
-    """JSON text -> `kind` (a msgspec Struct, dataclass or typing form). `source` names the file or request."""
+    """JSON text -> `kind` (a Struct, dataclass or typing form); `source` names the file or request in errors."""
     try:
         return msgspec.json.decode(raw, type=kind)
     except msgspec.ValidationError as exc:
@@ -99,9 +91,7 @@ def _hints(cls: type) -> dict[str, Any]:
 
 
 def from_dict(cls: type[T], data: Any) -> T:
-    """Build `cls` from plain JSON data with msgspec, following its type hints (tuples from lists, nested
-    dataclasses, optional fields). Unknown keys are an error (msgspec ignores them in dataclasses, so they are
-    looked for first); a wrong type names the field (`ModelProfile: Expected `int`, got `str` - at `$.layers[3]``)."""
+    """`cls` from plain JSON data; unknown keys are a ValueError, a wrong type a TypeError naming the field."""
     _refuse_unknown_keys(cls, data, cls.__name__)
     try:
         return msgspec.convert(_with_placeholders(cls, data), type=cls)
@@ -110,7 +100,7 @@ def from_dict(cls: type[T], data: Any) -> T:
 
 
 def _with_placeholders(cls: Any, data: Any) -> Any:
-    """Fields written as "unknown" (see the module docstring) replaced by their empty placeholder's JSON form."""
+    """Fields written as "unknown" replaced by their empty placeholder's JSON form."""
     if not (isinstance(data, dict) and is_record(cls) and _declares_unknown(cls)):
         return data
     withheld = set(data.get(UNKNOWN) or ())
@@ -122,8 +112,8 @@ def _with_placeholders(cls: Any, data: Any) -> Any:
 
 
 def _refuse_unknown_keys(tp: Any, value: Any, where: str) -> None:
-    """msgspec drops keys a dataclass (or a Struct by default) does not declare; a profile with keys we do not know
-    is from another version of onboard (or hand-edited), and is refused rather than half-read."""
+    """msgspec drops undeclared keys; a record with keys we do not know is from another version of onboard (or
+    hand-edited), and is refused rather than half-read."""
     if is_record(tp) and isinstance(value, dict):
         hints = _hints(tp)
         unknown = set(value) - set(field_names(tp))
@@ -155,7 +145,6 @@ def _declares_unknown(cls: type) -> bool:
 
 
 def _placeholder(tp: Any, where: str) -> Any:
-    """The in-memory value of a field written as "unknown": empty, never a claim."""
     origin = typing.get_origin(tp)
     if origin in (typing.Union, types.UnionType) and type(None) in typing.get_args(tp):
         return None
@@ -169,8 +158,7 @@ def _placeholder(tp: Any, where: str) -> Any:
     raise TypeError(f"{where}: a {tp} field cannot be unknown")
 
 
-# transformers writes the floats JSON has no literal for as tagged objects (`time_step_limit: [0.0, {"__float__":
-# "Infinity"}]` in every Mamba-2 hybrid's config.json) and decodes them when it reads a config file.
+# transformers writes the floats JSON has no literal for as tagged objects (Mamba-2 hybrids' time_step_limit).
 _SPECIAL_FLOATS = {"Infinity": float("inf"), "-Infinity": float("-inf"), "NaN": float("nan")}
 
 

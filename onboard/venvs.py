@@ -1,8 +1,5 @@
-"""Where each engine's own virtualenv lives (scripts/install_llama_cpp.sh and install_vllm_cpu.sh make them).
-
-A core module: quantize-plan loads llama.cpp's library from there (quantize/ggml_native.py) without importing the
-engines, which sit above quantize in the layer order (tests/test_import_graph.py).
-"""
+"""Where each engine's own virtualenv lives (scripts/install_llama_cpp.sh and install_vllm_cpu.sh make them): core,
+so quantize can load llama.cpp's library without importing the engines above it."""
 
 from __future__ import annotations
 

@@ -1,7 +1,5 @@
-"""Installed versions of the libraries that shape a result: recorded with every golden and in every stage cache key.
-
-Read from package metadata, never by importing the library (`onboard --help` and inspect stay free of torch).
-"""
+"""Installed versions of the libraries that shape a result (goldens, stage cache keys), read from package
+metadata, never by importing the library."""
 
 from __future__ import annotations
 

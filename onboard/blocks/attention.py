@@ -1,16 +1,12 @@
-"""Softmax attention: MHA / GQA / MQA with causal and sliding-window masks, attention sinks, logit soft-capping,
-custom scale (query_pre_attn_scalar, granite's attention_multiplier) and optional QK-norm.
-
-Layout: activations [batch, seq, heads, head_dim]; `attend` takes [B, H, S, D]. Padded batches: an
-`AttentionContext` carries the key padding mask (left padding: a row's real tokens are contiguous, so index
-differences equal position differences and the causal / sliding-window mask stays in index space) and the layer's
-`LayerKV` cache (keys after rotary), extended in place at each decode step.
+"""Softmax attention (MHA / GQA / MQA) and its variants; the layer's `AttentionContext` carries the key padding
+mask and its `LayerKV` cache. Padding is on the left, so a row's real tokens are contiguous and the causal /
+sliding-window mask stays in index space.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 import torch
 import torch.nn.functional as F
@@ -22,9 +18,8 @@ from .norms import QKNorm, QKNormSpec, RMSNorm, rms_normalize
 
 
 def causal_mask(q_len: int, kv_len: int, sliding_window: int | None, device: torch.device) -> torch.Tensor:
-    """Boolean [q_len, kv_len], True where query i (at position kv_len - q_len + i) may see key j.
-
-    Sliding window as in transformers' masking_utils: key j is visible iff q - window < j <= q."""
+    """Boolean [q_len, kv_len], True where query i (at position kv_len - q_len + i) may see key j; with a sliding
+    window, as transformers' masking_utils: q - window < j <= q."""
     q_pos = torch.arange(kv_len - q_len, kv_len, device=device)[:, None]
     k_pos = torch.arange(kv_len, device=device)[None, :]
     mask = k_pos <= q_pos
@@ -39,13 +34,9 @@ class LayerKV:
 
     k: torch.Tensor | None = None
     v: torch.Tensor | None = None
-    index_k: torch.Tensor | None = None
-    """DSA indexer keys [B, S, D] (mla.Indexer), when the layer has an indexer."""
-    conv_state: torch.Tensor | None = None
-    """A convolving layer's last kernel - 1 inputs [B, channels, kernel - 1] (conv.ShortConv, deltanet, mamba2)."""
-    recurrent_state: torch.Tensor | None = None
-    """A recurrent layer's state, float32: [B, value heads, Dk, Dv] (deltanet.GatedDeltaNet), [B, heads, head_dim,
-    state] (mamba2.Mamba2Mixer)."""
+    index_k: torch.Tensor | None = None  # DSA indexer keys [B, S, D] (mla.Indexer)
+    conv_state: torch.Tensor | None = None  # a convolving layer's last kernel - 1 inputs [B, channels, kernel - 1]
+    recurrent_state: torch.Tensor | None = None  # a recurrent layer's state (deltanet, mamba, mamba2), float32
 
     def extend(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Append this step's keys and values; returns all of them (cached first)."""
@@ -66,21 +57,16 @@ class LayerKV:
 class AttentionContext:
     """What a layer's attention needs beyond its input: which keys are real, and where to cache them."""
 
-    key_mask: torch.Tensor | None = None
-    """Bool [B, kv_len] over cached + new keys, True at real tokens (None: no padding)."""
+    key_mask: torch.Tensor | None = None  # bool [B, kv_len] over cached + new keys, True at real tokens
     cache: LayerKV | None = None
-    positions: torch.Tensor | None = None
-    """This call's token positions [1 or B, S] (a padded row's start at its first real token), for blocks whose
-    computation depends on the position beyond the rotary tables (Beam's query scaling)."""
-    layer_input: torch.Tensor | None = None
-    """This layer's per-layer input [B, S, dim] (Gemma 4's per-layer embeddings), for the layer itself."""
+    positions: torch.Tensor | None = None  # token positions [1 or B, S], a padded row's from its first real token
+    layer_input: torch.Tensor | None = None  # this layer's per-layer input [B, S, dim] (Gemma 4)
 
 
 def _same_chunk(ctx: AttentionContext, q_len: int, kv_len: int, chunk: int) -> torch.Tensor:
-    """Bool [B or 1, 1, q_len, kv_len]: key and query in the same chunk of `chunk` positions (Llama 4's chunked
-    attention). Chunks start at each row's first real token, as transformers' chunked mask counts them (a left-padded
-    row's positions start after its padding); a key's position is the count of real keys before it, so padding on
-    either side is skipped. The causal and padding masks still apply on top."""
+    """Bool [B or 1, 1, q_len, kv_len]: key and query in the same chunk of `chunk` positions (Llama 4). Chunks start
+    at each row's first real token, as transformers counts them; a key's position is the count of real keys before
+    it. The causal and padding masks apply on top."""
     if ctx.positions is None:
         raise ValueError("Attention(chunk_size): chunked attention needs the positions (ctx.positions)")
     q_pos = ctx.positions
@@ -95,9 +81,8 @@ def _same_chunk(ctx: AttentionContext, q_len: int, kv_len: int, chunk: int) -> t
 
 
 def padded_mask(causal: torch.Tensor, key_mask: torch.Tensor | None) -> torch.Tensor:
-    """[q, kv] causal mask -> [B, 1, q, kv] with padding keys hidden. A padding query whose every key is hidden
-    (left padding: nothing real before it) sees all keys instead: its output is discarded, but an all-hidden row
-    would be NaN, and NaN values at padding positions poison real rows (0 x NaN) in the next layer's attention."""
+    """[q, kv] causal mask -> [B, 1, q, kv] with padding keys hidden. A padding query with every key hidden sees all
+    keys instead: its output is discarded, but a NaN row would poison real rows (0 x NaN) in the next layer."""
     if key_mask is None:
         return causal
     mask = (causal if causal.dim() == 4 else causal[None, None]) & key_mask[:, None, None, :]
@@ -105,8 +90,7 @@ def padded_mask(causal: torch.Tensor, key_mask: torch.Tensor | None) -> torch.Te
 
 
 def alibi_slopes(num_heads: int) -> torch.Tensor:
-    """ALiBi's per-head slopes (Press et al.; BLOOM's _get_alibi_slopes): a geometric sequence from 2^(-8/n) for the
-    largest power of two n <= num_heads, then every other power of the next one's for the remaining heads."""
+    """ALiBi's per-head slopes, as BLOOM's _get_alibi_slopes."""
     closest = 2 ** math.floor(math.log2(num_heads))
     slopes = torch.pow(torch.tensor(2 ** (-(2 ** -(math.log2(closest) - 3)))), torch.arange(1, 1 + closest))
     if closest != num_heads:
@@ -137,10 +121,9 @@ def attend(
 ) -> torch.Tensor:
     """Causal attention. q [B, H, Sq, Dk], k [B, Hkv, Skv, Dk], v [B, Hkv, Skv, Dv] -> [B, Sq, H, Dv].
 
-    softcap: scores -> cap * tanh(scores / cap) before masking (Gemma 2). sinks [H]: a learned logit per head that
-    joins the softmax denominator and is then dropped (gpt-oss). key_mask [B, Skv]: False at padding keys. keep
-    [B, 1, Sq, Skv]: False at keys a sparse-attention selection left out (mla.Indexer). bias [.., H, Sq or 1, Skv]:
-    added to the scaled scores (ALiBi). Without softcap, sinks or bias, uses torch SDPA."""
+    softcap: cap * tanh(scores / cap) before masking (Gemma 2). sinks [H]: a logit per head joining the softmax
+    denominator (gpt-oss). key_mask [B, Skv]: False at padding. keep [B, 1, Sq, Skv]: False at keys a sparse
+    selection left out (mla.Indexer). bias: added to the scaled scores (ALiBi). Else torch SDPA."""
     groups = q.shape[1] // k.shape[1]
     k, v = _repeat_kv(k, groups), _repeat_kv(v, groups)
     causal = causal_mask(q.shape[2], k.shape[2], sliding_window, q.device)
@@ -163,33 +146,23 @@ def attend(
 
 
 class Attention(nn.Module):
-    """Self-attention with a fused `qkv_proj` ([q; k; v] rows: H*D, Hkv*D, Hkv*D) and `o_proj`.
+    """Self-attention with a fused `qkv_proj` ([q; k; v] rows: H*D, Hkv*D, Hkv*Dv) and `o_proj`. Options:
 
-    Optional: `sinks` [H] parameter, `q_norm` / `k_norm` (QKNorm), per-layer `sliding_window`, `softcap`,
-    `scale` (default head_dim ** -0.5; Gemma 2 passes query_pre_attn_scalar ** -0.5), `output_gate`: the query rows
-    carry a gate per head ([q_h; g_h], 2*D rows per head, as Qwen3-Next and MiniCPM5-MoE store `q_proj`) and the
-    attention output is multiplied by sigmoid(g) before `o_proj`. `qk_norm_after_rope`: the QK-norm runs on the
-    rotated heads (HunYuan V1's order) instead of before the rotary embedding. `clip_qkv`: q, k and v clamped to
-    ±clip_qkv before the rotary embedding, q and k after their QK-norm if any (OLMo clamps the projections, OLMoE the
-    normed q and k: the same rule). `sub_norm_eps`: an RMSNorm `sub_norm` over the attention output (H*D) before
-    `o_proj` (BitNet's attn_sub_norm). `gate_proj`: the output gate from a projection of its own, sigmoid(gate_proj(x))
-    elementwise on the attention output before `o_proj` (AFMoE); `gate_per_head`: one gate value per head (LFM3);
-    `gate_bias`: a learned bias per head added to the elementwise gate before the sigmoid (Beam); `gate_fn`: the
-    gate's function, sigmoid, or softplus in float32 (Laguna).
-    `nope_query_scale` (base, exponent): on a layer without rotary, queries times (1 + (position + 1) / base) **
-    exponent in float32 (Beam's scalable-softmax scale; the positions come from `ctx.positions`).
-    `alibi`: ALiBi's linear biases by key position instead of a rotary embedding (BLOOM, MPT). `rope_inverted`: the rotation by -angle (NanoChat's
-    rotate_half is [x2, -x1]: transformers' sign flipped). `v_head_dim`: values (and so the output heads) narrower or
-    wider than queries and keys (qkv_proj rows H*D, Hkv*D, Hkv*Dv; o_proj reads H*Dv: MiMo-V2-Flash). `v_scale`: the
-    values multiplied by it after their projection (MiMo-V2-Flash's attention_value_scale). `differential`: the
-    Differential Transformer's attention (DiffLlama): each head pair h, h + H/2 gives (softmax_h - lambda x
-    softmax_{h+H/2}) over the two halves of V side by side, normalised (RMS, no weight) and scaled by
-    1 - lambda_init; lambda = exp(lambda_q1 . lambda_k1) - exp(lambda_q2 . lambda_k2) + lambda_init, lambda_init =
-    0.8 - 0.6 exp(-0.3 `layer_index`), with `norm_eps` for the normalisation. `values_from_keys`: no value rows;
-    the values are the keys as projected, before their norm and rotary (Gemma 4's attention_k_eq_v). `v_norm_eps`:
-    the values RMS-normalised per head without a weight (Gemma 4's v_norm). `kv_shared`: no key or value rows; the
-    layer attends over the keys and values another layer put in `ctx.cache` earlier in the same forward (Gemma 4's
-    KV-shared layers; AdapterModel hands the source layer's cache to both), and never extends it.
+    - `scale`: default head_dim ** -0.5 (Gemma 2: query_pre_attn_scalar ** -0.5); `sinks`, `softcap`, `sliding_window`.
+    - `qk_norm` (QKNorm), on the rotated heads with `qk_norm_after_rope` (HunYuan V1). `clip_qkv`: q, k, v clamped
+      before the rotary, q and k after their QK-norm (OLMo, OLMoE).
+    - Output gates, before `o_proj`: `output_gate` (a gate row per head in q_proj, [q_h; g_h]: Qwen3-Next),
+      `gate_proj` (a projection of its own: AFMoE; `gate_per_head`: LFM3; `gate_bias`: Beam), `gate_fn` sigmoid or
+      softplus in float32 (Laguna). `sub_norm_eps`: an RMSNorm over the output (BitNet's attn_sub_norm).
+    - Positions: `alibi` (BLOOM, MPT); `rope_inverted` (NanoChat's rotation by -angle); on NoPE layers the queries
+      scaled by `nope_query_scale` (Beam) or `nope_temperature` (Llama 4), from `ctx.positions`; `chunk_size`
+      (Llama 4's chunked attention).
+    - Values: `v_head_dim` and `v_scale` (MiMo-V2-Flash); `values_from_keys`: the keys as projected, before norm and
+      rotary (Gemma 4's attention_k_eq_v); `v_norm_eps`: RMS per head, no weight (Gemma 4). `key_multiplier`: Falcon-H1.
+    - `differential`: DiffLlama's attention, lambda_init = 0.8 - 0.6 exp(-0.3 `layer_index`), normalised with
+      `norm_eps`.
+    - `kv_shared`: no key or value rows; the layer attends over what another layer cached in `ctx.cache` earlier in
+      the same forward, and never extends it (Gemma 4).
     """
 
     def __init__(
@@ -235,11 +208,8 @@ class Attention(nn.Module):
         if values_from_keys and dv != head_dim:
             raise ValueError("Attention(values_from_keys): values as wide as keys")
         # A KV-shared layer projects neither keys nor values: values_from_keys is its source layer's business
-        self.values_from_keys, self.v_norm_eps, self.kv_shared = (
-            values_from_keys and not kv_shared,
-            v_norm_eps,
-            kv_shared,
-        )
+        self.values_from_keys = values_from_keys and not kv_shared
+        self.v_norm_eps, self.kv_shared = v_norm_eps, kv_shared
         if dv != head_dim and (output_gate or gate_proj or sub_norm_eps is not None):
             raise ValueError("Attention: an output gate or sub-norm with v_head_dim != head_dim is not a known layout")
         if gate_proj and output_gate:
@@ -283,17 +253,8 @@ class Attention(nn.Module):
                 setattr(self, name, nn.Parameter(torch.zeros(head_dim)))
         self.q_norm = self.k_norm = None
         if qk_norm is not None:
-            spec = (
-                qk_norm.eps,
-                qk_norm.kind,
-                qk_norm.offset,
-                qk_norm.scope,
-                qk_norm.casting,
-                qk_norm.bias,
-                qk_norm.weight,
-            )
-            self.q_norm = QKNorm(num_heads, head_dim, *spec)
-            self.k_norm = QKNorm(num_kv_heads, head_dim, *spec) if not kv_shared else None
+            self.q_norm = QKNorm(num_heads, head_dim, **asdict(qk_norm))
+            self.k_norm = QKNorm(num_kv_heads, head_dim, **asdict(qk_norm)) if not kv_shared else None
 
     def forward(
         self, x: torch.Tensor, cos: torch.Tensor | None, sin: torch.Tensor | None, ctx: AttentionContext | None = None
@@ -342,18 +303,7 @@ class Attention(nn.Module):
                 # dtype); key indices stand for positions, since left padding shifts a whole row, which softmax ignores
                 slopes = alibi_slopes(h).to(k.device)
                 bias = (slopes[:, None, None] * torch.arange(k.shape[2], device=k.device, dtype=torch.float32))[None]
-            out = attend(
-                q.transpose(1, 2),
-                k,
-                v,
-                self.scale,
-                self.sliding_window,
-                self.softcap,
-                self.sinks,
-                ctx.key_mask,
-                keep=keep,
-                bias=bias,
-            )
+            out = self._attend(q.transpose(1, 2), k, v, ctx.key_mask, keep=keep, bias=bias)
         out = out.reshape(b, s, h * dv)
         if gate is not None and self.gate_per_head:  # one gate per head, over its whole output (LFM3's g_proj)
             out = (out.view(b, s, h, dv) * self._gate(gate, out.dtype)[..., None]).reshape(b, s, h * dv)
@@ -364,6 +314,9 @@ class Attention(nn.Module):
         if self.sub_norm is not None:
             out = self.sub_norm(out)
         return self.o_proj(out)
+
+    def _attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, key_mask: torch.Tensor | None, **extra):
+        return attend(q, k, v, self.scale, self.sliding_window, self.softcap, self.sinks, key_mask, **extra)
 
     def _gate(self, gate: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
         """sigmoid(gate) in the gate's dtype, or softplus(gate) in float32 then `dtype` (Laguna's g_proj)."""
@@ -387,16 +340,7 @@ class Attention(nn.Module):
             q = dispatch.rope(q, cos, -sin if self.rope_inverted else sin, self.rope_interleaved)
         if self.q_norm is not None and self.qk_norm_after_rope:
             q = self.q_norm(q)
-        out = attend(
-            q.transpose(1, 2),
-            ctx.cache.k,
-            ctx.cache.v,
-            self.scale,
-            self.sliding_window,
-            self.softcap,
-            self.sinks,
-            ctx.key_mask,
-        )
+        out = self._attend(q.transpose(1, 2), ctx.cache.k, ctx.cache.v, ctx.key_mask)
         return self.o_proj(out.reshape(b, s, self.num_heads * self.v_head_dim))
 
     def _nope_scale(self, ctx: AttentionContext) -> torch.Tensor:
@@ -419,9 +363,7 @@ class Attention(nn.Module):
         """[B, S, H/2, 2D]: the two halves of the value heads attended with the same scores, then the second head
         half's output subtracted, weighted by lambda, from the first's, as transformers' DiffLlamaAttention."""
         halves = [half.repeat(1, 2, 1, 1) for half in v.chunk(2, dim=1)]
-        both = [
-            attend(q, k, half, self.scale, self.sliding_window, self.softcap, self.sinks, key_mask) for half in halves
-        ]
+        both = [self._attend(q, k, half, key_mask) for half in halves]
         first, second = torch.cat(both, dim=-1).chunk(2, dim=2)
         lam = [
             torch.exp(torch.sum(a * b, dim=-1, dtype=torch.float32)).to(q.dtype)

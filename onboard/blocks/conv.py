@@ -1,7 +1,6 @@
-"""Gated short convolution, a token mixer in place of attention on some layers (LFM2's `conv` layers):
-`in_proj` gives B, C and x (hidden each); y = C * causal_depthwise_conv(B * x); `out_proj`. The convolution sees
-the last `kernel` tokens of each channel, so decoding carries the previous `kernel - 1` inputs (`LayerKV.conv_state`)
-instead of keys and values. Parameter names equal the checkpoints' (in_proj, conv [hidden, 1, kernel], out_proj).
+"""Gated short convolution, a token mixer in place of attention on some layers (LFM2's `conv` layers): `in_proj`
+gives B, C and x; y = C * causal_depthwise_conv(B * x); `out_proj`. Decoding carries the previous `kernel - 1`
+inputs (`LayerKV.conv_state`) instead of keys and values.
 """
 
 from __future__ import annotations
@@ -36,9 +35,8 @@ class ShortConv(nn.Module):
 
 
 def causal_conv(x: torch.Tensor, conv: nn.Conv1d, ctx: AttentionContext) -> torch.Tensor:
-    """Depthwise `conv` over x [B, channels, S], causal: each output sees its own and the previous kernel - 1 inputs,
-    zeros before the first token, or the cached ones (`ctx.cache.conv_state`, updated) when decoding. Before any
-    activation. ShortConv, Gated DeltaNet and Mamba-2 all convolve this way."""
+    """Depthwise `conv` over x [B, channels, S], causal: each output sees its own and the previous kernel - 1 inputs
+    (zeros before the first token, or `ctx.cache.conv_state`, updated, when decoding)."""
     kernel = conv.weight.shape[-1]
     before = ctx.cache.conv_state if ctx.cache is not None else None
     if before is None:

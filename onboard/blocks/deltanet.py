@@ -1,16 +1,13 @@
-"""Gated DeltaNet, the linear-attention token mixer of Qwen3-Next and Qwen3.5's `linear_attention` layers: a
-fixed-size state per value head, decayed and corrected by the delta rule at every token, instead of a growing KV cache.
+"""Gated DeltaNet, the linear-attention token mixer of Qwen3-Next and Qwen3.5: a fixed-size state per value head,
+decayed and corrected by the delta rule at every token, instead of a growing KV cache.
 
-Per layer: q, k, v from `in_proj_qkv` ([all q; all k; all v] rows) through a causal depthwise convolution and SiLU;
-z (`in_proj_z`), b (`in_proj_b`) and a (`in_proj_a`) per value head. With beta = sigmoid(b) and the decay
-g = -exp(A_log) * softplus(a + dt_bias), in float32 and with q, k L2-normalised (q also / sqrt(head_k_dim)):
+q, k, v come from `in_proj_qkv` through a causal depthwise convolution and SiLU; z, b and a per value head. With
+beta = sigmoid(b) and g = -exp(A_log) * softplus(a + dt_bias), in float32, q and k L2-normalised (q / sqrt(Dk)):
 
     S <- S * exp(g);  S <- S + k (beta (v - S^T k))^T;  o = S^T q
 
-then o is RMS-normalised per head (weight `norm.weight`), gated by silu(z), and `out_proj` maps it back. The same
-recurrence as transformers' torch_recurrent_gated_delta_rule, token by token (its chunked form is a faster ordering
-of the same sums). Qwen3-Next stores q, k, v, z (and b, a) grouped per key head in `in_proj_qkvz` / `in_proj_ba`:
-`grouped_rows` gives the rows of each part there, for the loader's `grouped_rows` op.
+then o is RMS-normalised per head, gated by silu(z) and mapped back by `out_proj`: transformers'
+torch_recurrent_gated_delta_rule, token by token.
 """
 
 from __future__ import annotations
@@ -21,6 +18,7 @@ from torch import nn
 
 from .attention import AttentionContext
 from .conv import causal_conv
+from .norms import rms_normalize
 
 
 class GatedDeltaNet(nn.Module):
@@ -79,8 +77,7 @@ class GatedDeltaNet(nn.Module):
         raise ValueError(f"GatedDeltaNet: no grouped rows for {part!r}")
 
     def fused_rows(self, part: str) -> torch.Tensor:
-        """Rows of `part` in one projection holding them all in turn, [q | k | v | z | b | a] (Lara-mini's `in_proj`,
-        which transformers' conversion mapping splits in that order)."""
+        """Rows of `part` in one projection holding them all in turn, [q | k | v | z | b | a] (Lara-mini's `in_proj`)."""
         sizes = {
             "in_proj_qkv": self.conv_dim,
             "in_proj_z": self.nv * self.dv,
@@ -89,12 +86,8 @@ class GatedDeltaNet(nn.Module):
         }
         if part not in sizes:
             raise ValueError(f"GatedDeltaNet: no fused rows for {part!r}")
-        start = 0
-        for name, size in sizes.items():
-            if name == part:
-                return torch.arange(start, start + size)
-            start += size
-        raise AssertionError(part)  # unreachable: part is one of sizes
+        start = sum(sizes[name] for name in list(sizes)[: list(sizes).index(part)])
+        return torch.arange(start, start + sizes[part])
 
     def forward(
         self, x: torch.Tensor, cos: torch.Tensor | None, sin: torch.Tensor | None, ctx: AttentionContext | None = None
@@ -119,10 +112,8 @@ class GatedDeltaNet(nn.Module):
 
     def _gated_norm(self, out: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
         """RMS-normalised per head in float32, weighted, gated by silu(z) (transformers' RMSNormGated)."""
-        dtype = out.dtype
-        xf = out.float()
-        normed = self.norm.weight * (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.norm_eps)).to(dtype)
-        return (normed * F.silu(z.float())).to(dtype)
+        normed = self.norm.weight * rms_normalize(out, self.norm_eps)
+        return (normed * F.silu(z.float())).to(out.dtype)
 
 
 def _rows(groups: int, group: int, spans: list[tuple[int, int]]) -> torch.Tensor:

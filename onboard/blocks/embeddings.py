@@ -27,11 +27,8 @@ class Embedding(nn.Module):
 
 
 class LMHead(nn.Module):
-    """logits = softcap(scale * (x @ W^T + b)). `tied_to` shares the embedding's weight Parameter (no copy).
-
-    scale: cohere's `logit_scale` (multiply) or granite's 1 / `logits_scaling`; final_softcap: Gemma 2's
-    `final_logit_softcapping`; transform: a module applied to x first (ModernBERT's prediction head: dense, act,
-    norm). Logits come back in float32."""
+    """float32 logits = softcap(scale * (x @ W^T + b)). `tied_to` shares the embedding's weight Parameter;
+    `transform` runs on x first (ModernBERT's prediction head)."""
 
     def __init__(
         self,

@@ -1,14 +1,10 @@
-"""Mamba (Mamba-1), the selective state-space token mixer of Mamba, Falcon-Mamba and Jamba's Mamba layers: a state of
-`state_size` per channel, decayed and fed by the input at every token.
-
-Per layer: `in_proj` gives [x; z] (intermediate each); x runs through a causal depthwise convolution and SiLU, then
-`x_proj` gives [dt (dt_rank); B (state); C (state)], optionally RMS-normalised each (Falcon-Mamba: without weights,
-Jamba: with `dt_layernorm` / `b_layernorm` / `c_layernorm`). With dt = softplus(dt_proj.weight dt + dt_proj.bias)
-(in the activations' dtype, as transformers) and A = -exp(A_log) [intermediate, state]:
+"""Mamba (Mamba-1), the selective state-space token mixer of Mamba, Falcon-Mamba and Jamba: a state of `state_size`
+per channel. `in_proj` gives [x; z]; x runs through a causal depthwise convolution and SiLU, then `x_proj` gives
+[dt; B; C] (optionally RMS-normalised each). With dt = softplus(dt_proj(dt)) and A = -exp(A_log):
 
     h <- exp(A dt) h + dt B x  (float32);  y = h C (in the activations' dtype) + D x;  y = y silu(z)
 
-and `out_proj` maps it back. The same recurrence as transformers' sequential mamba_selective_scan.
+as transformers' sequential mamba_selective_scan.
 """
 
 from __future__ import annotations

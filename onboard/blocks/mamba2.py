@@ -1,5 +1,5 @@
-"""Mamba-2, the state-space token mixer of the hybrid families (Bamba, Granite-4.0 `granitemoehybrid`): a fixed-size
-state per head, decayed and fed by the input at every token, instead of a growing KV cache.
+"""Mamba-2, the state-space token mixer of the hybrid families (Bamba, Granite-4.0, Falcon-H1): a fixed-size state
+per head instead of a growing KV cache.
 
 Per layer: `in_proj` gives [z (the gate, intermediate); xBC (intermediate + 2 n_groups state); dt (one per head)].
 xBC runs through a causal depthwise convolution and SiLU and splits into x (heads x head_dim), B and C (n_groups x
@@ -21,6 +21,7 @@ from torch import nn
 
 from .attention import AttentionContext
 from .conv import causal_conv
+from .norms import rms_normalize
 
 
 class Mamba2Mixer(nn.Module):
@@ -51,13 +52,8 @@ class Mamba2Mixer(nn.Module):
             raise ValueError(f"Mamba2Mixer: {num_heads} heads do not group over {n_groups} B/C groups")
         if activation not in ("silu", "swish"):
             raise ValueError(f"Mamba2Mixer: the convolution's activation {activation!r} is not SiLU")
-        self.heads, self.head_dim, self.state, self.groups, self.kernel = (
-            num_heads,
-            head_dim,
-            state_size,
-            n_groups,
-            conv_kernel,
-        )
+        self.heads, self.head_dim, self.state = num_heads, head_dim, state_size
+        self.groups, self.kernel = n_groups, conv_kernel
         self.intermediate = num_heads * head_dim
         self.conv_dim = self.intermediate + 2 * n_groups * state_size
         self.norm_eps = norm_eps
@@ -122,14 +118,12 @@ class Mamba2Mixer(nn.Module):
         return torch.cat(parts).to(projected.dtype)
 
     def _gated_norm(self, y: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
-        """RMS-normalised per group in float32 and weighted, gated by silu(z) first (transformers'
-        MambaRMSNormGated, norm_before_gate=False) or after (Falcon-H1's mamba_norm_before_gate). y is float32, so the
-        weight multiplies in float32."""
+        """RMS-normalised per group in float32 and weighted (in float32), gated by silu(z) first (transformers'
+        MambaRMSNormGated) or after (Falcon-H1's mamba_norm_before_gate)."""
         h = y.float()
         if not self.norm_before_gate:
             h = h * F.silu(z.float())
-        h = h.unflatten(-1, (self.groups, self.intermediate // self.groups))
-        h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.norm_eps)
+        h = rms_normalize(h.unflatten(-1, (self.groups, self.intermediate // self.groups)), self.norm_eps)
         h = self.norm.weight * h.flatten(-2).to(y.dtype)
         return h * F.silu(z.float()) if self.norm_before_gate else h
 

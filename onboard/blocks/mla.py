@@ -1,13 +1,9 @@
 """Multi-head latent attention (DeepSeek V2/V3): low-rank q (optional) and a shared compressed kv latent, with a
-decoupled rotary part. Parameter names equal the checkpoints' (q_proj | q_a_proj, q_a_layernorm, q_b_proj;
-kv_a_proj_with_mqa, kv_a_layernorm, kv_b_proj, o_proj), so weights load by name.
-
-DeepSeek Sparse Attention (DeepSeek-V3.2, GLM-MoE-DSA): an `Indexer` scores every visible key per query with its
-own small projections (indexer.wq_b, wk, k_norm, weights_proj) and the attention sees only the `topk` best."""
+decoupled rotary part; parameter names equal the checkpoints'. DeepSeek Sparse Attention (DeepSeek-V3.2,
+GLM-MoE-DSA): an `Indexer` keeps the `topk` best-scoring visible keys per query."""
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import torch
@@ -17,7 +13,7 @@ from onboard.kernels import dispatch
 
 from .attention import AttentionContext, attend, causal_mask
 from .norms import RMSNorm
-from .rotary import RopeConfig
+from .rotary import RopeConfig, yarn_mscale
 
 
 def mla_scale(qk_head_dim: int, rope: RopeConfig | None = None) -> float:
@@ -25,9 +21,7 @@ def mla_scale(qk_head_dim: int, rope: RopeConfig | None = None) -> float:
     and mscale_all_dim is set (as DeepSeek's reference code and transformers do)."""
     scale = qk_head_dim**-0.5
     if rope is not None and rope.rope_type != "default" and rope.mscale_all_dim:
-        factor = rope.factor or 1.0
-        m = 1.0 if factor <= 1 else 0.1 * rope.mscale_all_dim * math.log(factor) + 1.0
-        scale *= m * m
+        scale *= yarn_mscale(rope.factor or 1.0, rope.mscale_all_dim) ** 2
     return scale
 
 
@@ -143,8 +137,7 @@ class MLAttention(nn.Module):
     def forward(
         self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, ctx: AttentionContext | None = None
     ) -> torch.Tensor:
-        """ctx: padding mask and KV cache (the cache holds the expanded per-head keys and values, not the latent:
-        simple and exact, at H x the memory of a latent cache; in-process decode only)."""
+        """The cache holds the expanded per-head keys and values, not the latent (exact, at H x the memory)."""
         b, s, _ = x.shape
         h = self.num_heads
         q_latent = None if self.q_lora_rank is None else self.q_a_layernorm(self.q_a_proj(x))

@@ -35,7 +35,7 @@ ACTIVATIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
 }
 
 
-def _lookup(table: dict, name: str, what: str) -> Callable:
+def activation_fn(table: dict, name: str, what: str) -> Callable:
     fn = table.get(name)
     if fn is None:
         raise ValueError(f"unsupported {what} activation {name!r}; supported: {sorted(table)}")
@@ -57,7 +57,7 @@ class GatedMLP(nn.Module):
         multipliers: tuple[float, float] | list[float] | None = None,
     ) -> None:
         super().__init__()
-        self.act = _lookup(GATED_ACTIVATIONS, activation, "gated")
+        self.act = activation_fn(GATED_ACTIVATIONS, activation, "gated")
         # Falcon-H1's muP: the gate scaled before the activation, the output after down_proj (None: both 1)
         self.multipliers = (float(multipliers[0]), float(multipliers[1])) if multipliers is not None else None
         self.gate_up_proj = nn.Linear(hidden_size, 2 * intermediate_size, bias=bias)
@@ -78,7 +78,7 @@ class MLP(nn.Module):
 
     def __init__(self, hidden_size: int, intermediate_size: int, activation: str = "gelu", bias: bool = True) -> None:
         super().__init__()
-        self.act = _lookup(ACTIVATIONS, activation, "MLP")
+        self.act = activation_fn(ACTIVATIONS, activation, "MLP")
         self.up_proj = nn.Linear(hidden_size, intermediate_size, bias=bias)
         self.down_proj = nn.Linear(intermediate_size, hidden_size, bias=bias)
 

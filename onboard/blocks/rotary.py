@@ -1,8 +1,5 @@
-"""Rotary embedding frequencies for every HF rope type, and the cos/sin half tables the `rope` kernel consumes.
-
-`inv_freq_and_attention_factor(cfg, seq_len)` equals transformers' ROPE_INIT_FUNCTIONS (and the models' default init)
-for the same parameters; tests check each type. cos/sin are returned as half tables [..., R/2] already multiplied by
-the attention factor (yarn / longrope mscale), in float32.
+"""Rotary embedding frequencies for every HF rope type (equal to transformers' ROPE_INIT_FUNCTIONS), and the cos/sin
+half tables [..., R/2] the `rope` kernel consumes, in float32, already times the attention factor.
 """
 
 from __future__ import annotations
@@ -47,10 +44,9 @@ class RopeConfig:
     def from_dict(
         cls, config: Mapping[str, Any], head_dim: int | None = None, layer_type: str | None = None
     ) -> RopeConfig:
-        """Build from a config.json dict: new-style `rope_parameters` or old-style `rope_scaling` + `rope_theta`.
-
-        `head_dim` overrides the config's (e.g. DeepSeek MLA rotates `qk_rope_head_dim`). `layer_type` picks one
-        entry of per-layer-type parameters (Gemma 3: {"sliding_attention": {...}, "full_attention": {...}})."""
+        """From a config.json dict: `rope_parameters`, or the older `rope_scaling` + `rope_theta`. `head_dim`
+        overrides the config's (MLA rotates `qk_rope_head_dim`); `layer_type` picks one entry of per-layer-type
+        parameters (Gemma 3)."""
         params = dict(config.get("rope_parameters") or config.get("rope_scaling") or {})
         nested = sorted(k for k, v in params.items() if isinstance(v, Mapping))
         if nested:
@@ -108,7 +104,7 @@ def _dynamic(cfg: RopeConfig, seq_len: int | None) -> tuple[torch.Tensor, float]
     return _base_inv_freq(cfg, base), 1.0
 
 
-def _yarn_mscale(scale: float, mscale: float = 1.0) -> float:
+def yarn_mscale(scale: float, mscale: float = 1.0) -> float:
     return 1.0 if scale <= 1 else 0.1 * mscale * math.log(scale) + 1.0
 
 
@@ -118,9 +114,9 @@ def _yarn(cfg: RopeConfig, seq_len: int | None) -> tuple[torch.Tensor, float]:
     attention_factor = cfg.attention_factor
     if attention_factor is None:
         if cfg.mscale and cfg.mscale_all_dim:
-            attention_factor = float(_yarn_mscale(factor, cfg.mscale) / _yarn_mscale(factor, cfg.mscale_all_dim))
+            attention_factor = float(yarn_mscale(factor, cfg.mscale) / yarn_mscale(factor, cfg.mscale_all_dim))
         else:
-            attention_factor = _yarn_mscale(factor)
+            attention_factor = yarn_mscale(factor)
     beta_fast, beta_slow = cfg.beta_fast or 32, cfg.beta_slow or 1
 
     def correction_dim(rotations: float) -> float:
@@ -192,9 +188,8 @@ def inv_freq_and_attention_factor(cfg: RopeConfig, seq_len: int | None = None) -
 
 
 class RotaryEmbedding(nn.Module):
-    """cos/sin half tables for positions. Stateless about sequence length: dynamic NTK and longrope pick their
-    frequencies from this call's max position (HF caches grown frequencies across calls; same result for a single
-    forward pass from position 0)."""
+    """cos/sin half tables for positions. Dynamic NTK and longrope pick their frequencies from this call's max
+    position (transformers caches grown ones across calls: the same for one forward from position 0)."""
 
     def __init__(self, cfg: RopeConfig) -> None:
         super().__init__()
@@ -204,10 +199,8 @@ class RotaryEmbedding(nn.Module):
 
     def _inv_freq_for(self, seq_len: int) -> tuple[torch.Tensor, float]:
         cfg = self.cfg
-        if cfg.rope_type == "dynamic" and seq_len > cfg.max_position_embeddings:
-            inv_freq, factor = inv_freq_and_attention_factor(cfg, seq_len)
-            return inv_freq.to(self.inv_freq.device), factor
-        if cfg.rope_type == "longrope" and seq_len > cfg.original_max_position_embeddings:
+        trained = {"dynamic": cfg.max_position_embeddings, "longrope": cfg.original_max_position_embeddings}
+        if cfg.rope_type in trained and seq_len > trained[cfg.rope_type]:
             inv_freq, factor = inv_freq_and_attention_factor(cfg, seq_len)
             return inv_freq.to(self.inv_freq.device), factor
         return self.inv_freq, self.attention_factor

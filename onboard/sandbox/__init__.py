@@ -1,11 +1,9 @@
 """Run repository code (trust_remote_code) in an isolated worker; only data crosses back.
 
-    from onboard.sandbox import run_isolated, Limits, SandboxError, SandboxUnavailable
-    logits = run_isolated("onboard.sandbox.causal_lm:logits", kwargs={...}, checkpoint=Path(...))
+    logits = run_isolated("onboard.sandbox.probes:logits", kwargs={...}, checkpoint=Path(...))
 
-Isolation (onboard/sandbox/isolation.py): bubblewrap, else SandboxUnavailable unless the user passed
---unsafe-no-sandbox. The worker: no network, read-only file system but its temp dir, fresh HOME
-and HF cache, offline, CPU-time / memory / file-size / wall-time limits. Nothing here imports torch.
+Isolation is bubblewrap (isolation.py), else SandboxUnavailable unless the user passed --unsafe-no-sandbox. Nothing
+here imports torch.
 """
 
 from onboard.errors import SandboxError, SandboxUnavailable

@@ -6,17 +6,13 @@ import hashlib
 from pathlib import Path
 
 from onboard.errors import InputError
+from onboard.fsutil import files_under
 
 
 def code_hash(checkpoint: Path) -> str:
-    """sha256 (hex) over the repository's *.py files: each file's relative name and bytes, in sorted name order.
-
-    Files in subfolders count; caches (`__pycache__`) and hidden folders (`.git`, `.cache`) do not. Symlinks are
-    followed (a hub cache snapshot is all symlinks into `blobs/`). Records read as "repository code sha256:<hex>".
-
-    Raises:
-        InputError: `checkpoint` is not a folder, or a *.py file cannot be read.
-    """
+    """sha256 (hex) over the repository's *.py files (subfolders too, not `__pycache__` or hidden folders;
+    symlinks followed, as a hub snapshot links into `blobs/`): each relative name and its bytes, in name order.
+    InputError when `checkpoint` is not a folder or a file cannot be read."""
     root = Path(checkpoint)
     if not root.is_dir():
         raise InputError(f"cannot hash the repository code of {root}: not a folder", "pass the checkpoint folder")
@@ -33,10 +29,5 @@ def code_hash(checkpoint: Path) -> str:
 
 
 def _python_files(root: Path) -> list[str]:
-    out = []
-    for path in root.rglob("*.py"):
-        rel = path.relative_to(root)
-        if any(part.startswith(".") or part == "__pycache__" for part in rel.parts[:-1]) or not path.is_file():
-            continue
-        out.append(rel.as_posix())
-    return out
+    names = (n for n in files_under(root) if n.endswith(".py") and "__pycache__" not in n.split("/")[:-1])
+    return [n for n in names if (root / n).is_file()]

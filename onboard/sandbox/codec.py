@@ -1,8 +1,6 @@
-"""What crosses the sandbox boundary: JSON, with torch tensors moved into one safetensors file beside it.
-
-Both sides use this module. A tensor anywhere inside dicts and lists becomes `{"__onboard_tensor__": "t0"}` in the
-JSON and entry `t0` in the safetensors file. Nothing else crosses: no pickles, no objects.
-torch is imported only when a value holds tensors, so JSON-only calls (and `onboard --help`) stay light.
+"""What crosses the sandbox boundary: JSON, with each torch tensor (anywhere inside dicts and lists) replaced by
+`{"__onboard_tensor__": "t0"}` and stored as entry `t0` of one safetensors file beside it. No pickles, no objects;
+torch is imported only when a value holds tensors.
 """
 
 from __future__ import annotations
@@ -14,11 +12,8 @@ TENSOR_KEY = "__onboard_tensor__"
 
 
 def encode(value: Any, tensor_file: Path, what: str = "result") -> Any:
-    """`value` as plain JSON data; its tensors are written to `tensor_file` (not created when there are none).
-
-    Raises:
-        TypeError: a value that is neither JSON data nor a tensor, named by its path inside `value`.
-    """
+    """`value` as plain JSON data, its tensors written to `tensor_file` (if any). TypeError for anything else,
+    named by its path inside `value`."""
     tensors: dict[str, Any] = {}
     data = _encode(value, tensors, what)
     if tensors:

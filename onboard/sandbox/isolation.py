@@ -41,22 +41,16 @@ class View:
     writable: str
 
 
-def plan_view(workdir: Path, checkpoint: Path | None, extra_readable: tuple[Path, ...] = ()) -> View:
+def plan_view(workdir: Path, checkpoint: Path | None) -> View:
     """Masks and read-only binds for a call whose only writable folder is `workdir`."""
     masks = _outermost({_real(p) for p in _mask_candidates() if p.is_dir()})
     needed = {_real(p) for p in _python_paths()}
-    needed |= {_real(p) for p in extra_readable}
     if checkpoint is not None:
         needed |= _checkpoint_paths(checkpoint)
     # Only paths hidden by a mask need binding back (the rest of / is visible read-only already), and never a
     # whole mask or what contains one (a script run from /tmp or ~ must not bring /tmp or ~ back).
-    readable = _outermost(
-        {
-            p
-            for p in needed
-            if Path(p).exists() and any(_under(p, m) for m in masks) and not any(_under(m, p) for m in masks)
-        }
-    )
+    hidden = {p for p in needed if Path(p).exists() and any(_under(p, m) for m in masks)}
+    readable = _outermost({p for p in hidden if not any(_under(m, p) for m in masks)})
     return View(masks=tuple(masks), readable=tuple(readable), writable=_real(workdir))
 
 
@@ -73,12 +67,9 @@ def _mask_candidates() -> list[Path]:
 
 
 def code_paths(entries: list[str]) -> list[str]:
-    """The parent's sys.path entries the worker may import from: existing folders, never a Hugging Face modules
-    cache (transformers appends one to sys.path after any remote-code load in the parent). Passing it on would show
-    other repositories' code to the worker and shadow the worker's own `transformers_modules` package, so the
-    repository's relative imports fail ("No module named 'transformers_modules.<repo>'")."""
-    import os
-
+    """The parent's sys.path entries the worker may import from: existing ones, never a Hugging Face modules cache
+    (transformers adds one after a remote-code load): it would show other repositories' code and shadow the
+    worker's own `transformers_modules`, breaking the repository's relative imports."""
     return [
         p for p in entries if p and os.path.exists(p) and not os.path.isdir(os.path.join(p, "transformers_modules"))
     ]
@@ -126,28 +117,14 @@ def _outermost(paths: set[str]) -> list[str]:
 
 # ---- bubblewrap -----------------------------------------------------------------------------------------------
 
+_ROOT_READ_ONLY = ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
+
 
 def bwrap_prefix(view: View) -> list[str]:
     """The bubblewrap command line that runs what follows it inside `view`."""
-    args = [
-        "bwrap",
-        "--die-with-parent",
-        "--new-session",
-        "--unshare-net",
-        "--unshare-pid",
-        "--unshare-ipc",
-        "--unshare-uts",
-        "--unshare-cgroup-try",
-        "--cap-drop",
-        "ALL",
-        "--ro-bind",
-        "/",
-        "/",
-        "--dev",
-        "/dev",
-        "--proc",
-        "/proc",
-    ]
+    args = ["bwrap", "--die-with-parent", "--new-session", "--cap-drop", "ALL"]
+    args += "--unshare-net --unshare-pid --unshare-ipc --unshare-uts --unshare-cgroup-try".split()
+    args += _ROOT_READ_ONLY
     for mask in view.masks:
         args += ["--tmpfs", mask]
     for path in view.readable:
@@ -166,9 +143,8 @@ def bubblewrap_problem() -> str | None:
 
 @functools.cache
 def _probe(exe: str) -> str | None:
-    """One probe per bwrap binary and process: namespaces may be disabled even where bwrap is installed."""
-    namespaces = ["--unshare-net", "--unshare-pid", "--die-with-parent"]
-    probe = [exe, *namespaces, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--", "true"]
+    """Once per binary and process: namespaces may be disabled even where bwrap is installed."""
+    probe = [exe, "--unshare-net", "--unshare-pid", "--die-with-parent", *_ROOT_READ_ONLY, "--", "true"]
     try:
         proc = subprocess.run(probe, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=30)
     except (OSError, subprocess.TimeoutExpired) as exc:
@@ -179,17 +155,9 @@ def _probe(exe: str) -> str | None:
 
 
 def choose_method(unsafe_no_sandbox: bool = False, method: str | None = None) -> str:
-    """The isolation a call will use: BUBBLEWRAP, or UNSAFE (only when the user asked for it).
-
-    --unsafe-no-sandbox permits running without isolation; it does not turn off isolation that works.
-
-    Args:
-        unsafe_no_sandbox: the user passed --unsafe-no-sandbox: run unisolated when bubblewrap does not work.
-        method: force BUBBLEWRAP or UNSAFE (UNSAFE needs unsafe_no_sandbox too): tests, diagnostics.
-
-    Raises:
-        SandboxUnavailable: bubblewrap does not work here (or was forced and does not), and unsafe_no_sandbox is False.
-    """
+    """BUBBLEWRAP, or UNSAFE only when bubblewrap does not work and the user passed --unsafe-no-sandbox (it never
+    turns off isolation that works). `method` forces one (UNSAFE needs unsafe_no_sandbox too). SandboxUnavailable
+    when bubblewrap is needed and does not work."""
     if method not in (None, BUBBLEWRAP, UNSAFE):
         raise ValueError(f"unknown sandbox method {method!r}")
     if method == UNSAFE:

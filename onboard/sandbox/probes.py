@@ -1,62 +1,56 @@
-"""TEST PROBES: small hostile-or-broken behaviours that tests/sandbox/ runs inside the worker.
-
-They stand in for repository code that tries to reach the network, write outside its temp dir, hang, allocate
-without bound or raise. They live in the package (not in tests/) because only `onboard.` functions may run in
-the worker. Nothing else calls them.
-"""
+"""Worker functions only tests and benchmarks run: hostile or broken behaviours standing in for repository code, and
+a causal LM's logits with timings. In the package, not in tests/, because the worker runs only `onboard` functions."""
 
 from __future__ import annotations
 
 import os
 import socket
 import time
+from collections.abc import Callable
 from typing import Any
+
+from onboard.sandbox.protocol import require_worker
+
+
+def _attempt(success: str, action: Callable[..., object], *args: Any) -> str:
+    """`success`, or the error text of the OSError `action(*args)` raised."""
+    try:
+        action(*args)
+        return success
+    except OSError as exc:
+        return f"{type(exc).__name__}: {exc}"
 
 
 def connect(addresses: list[list[Any]], timeout_s: float = 2.0) -> dict[str, str]:
-    """Try a TCP connect to each (host, port): "connected" or the error text, keyed "host:port"."""
-    out = {}
-    for host, port in addresses:
-        try:
-            with socket.create_connection((host, int(port)), timeout=timeout_s):
-                out[f"{host}:{port}"] = "connected"
-        except OSError as exc:
-            out[f"{host}:{port}"] = f"{type(exc).__name__}: {exc}"
-    return out
+    """Try a TCP connect to each (host, port), keyed "host:port"."""
+
+    def once(host: str, port: int) -> None:
+        socket.create_connection((host, port), timeout=timeout_s).close()
+
+    return {f"{host}:{port}": _attempt("connected", once, host, int(port)) for host, port in addresses}
 
 
 def write(paths: list[str]) -> dict[str, str]:
-    """Try to create each file: "written" (then removed again) or the error text, keyed by path.
+    """Try to create (then remove) each file, keyed by path; "own temp dir" is one in $TMPDIR."""
 
-    Key "own temp dir" is a file in the worker's own temp dir ($TMPDIR), which must stay writable.
-    """
-    out = {}
+    def create(path: str) -> None:
+        with open(path, "x") as fh:
+            fh.write("written from the sandbox\n")
+        os.unlink(path)
+
     targets = {path: path for path in paths}
     targets["own temp dir"] = os.path.join(os.environ.get("TMPDIR", "."), "probe")
-    for key, path in targets.items():
-        try:
-            with open(path, "x") as fh:
-                fh.write("written from the sandbox\n")
-            os.unlink(path)
-            out[key] = "written"
-        except OSError as exc:
-            out[key] = f"{type(exc).__name__}: {exc}"
-    return out
+    return {key: _attempt("written", create, path) for key, path in targets.items()}
 
 
 def environment() -> dict[str, Any]:
     """What the worker sees of its environment and of the process it runs in."""
     import resource
 
-    try:
-        os.close(os.open("/dev/tty", os.O_RDWR))
-        tty = "opened"
-    except OSError as exc:
-        tty = f"{type(exc).__name__}: {exc}"
     return {
         "env": dict(os.environ),
         "stdin_isatty": os.isatty(0),
-        "controlling_tty": tty,
+        "controlling_tty": _attempt("opened", lambda: os.close(os.open("/dev/tty", os.O_RDWR))),
         "memory_limit": resource.getrlimit(resource.RLIMIT_AS)[0],
         "home_listing": sorted(os.listdir(os.path.expanduser("~"))),
     }
@@ -73,8 +67,7 @@ def burn_cpu() -> None:
 
 
 def spawn_and_sleep(marker: str) -> None:
-    """Start a detached grandchild (own session, `marker` in its command line), then hang: a wall-time kill must
-    take the grandchild down too."""
+    """Start a detached grandchild (`marker` in its command line), then hang: a wall-time kill must take it too."""
     import subprocess
     import sys
 
@@ -89,7 +82,6 @@ def spawn_and_sleep(marker: str) -> None:
 
 
 def allocate_without_bound(chunk_bytes: int = 64 << 20) -> None:
-    """Keep 64 MiB zero-filled blocks (real, touched memory) until something stops it."""
     blocks = []
     while True:
         blocks.append(bytearray(chunk_bytes))
@@ -104,5 +96,37 @@ def unserializable() -> dict[str, Any]:
 
 
 def echo(**kwargs: Any) -> dict[str, Any]:
-    """Return what came in (tensors included): the codec round trip."""
     return kwargs
+
+
+def logits(
+    checkpoint: str,
+    input_ids: list[list[int]],
+    dtype: str = "float32",
+    repeats: int = 1,
+    attn_implementation: str | None = None,
+) -> dict[str, Any]:
+    """The logits [batch, seq, vocab] of `input_ids` (rows of equal length) from AutoModelForCausalLM in `dtype`,
+    with load_s, forward_s (one per repeat, same input; taken here, so process start and imports do not count),
+    torch threads and the transformers version."""
+    require_worker("onboard.sandbox.probes.logits")
+    import torch
+    import transformers
+    from transformers import AutoModelForCausalLM
+
+    start = time.perf_counter()
+    extra = {"attn_implementation": attn_implementation} if attn_implementation else {}
+    # trust_remote_code=True only here, inside the sandbox worker (require_worker above)
+    model = AutoModelForCausalLM.from_pretrained(
+        checkpoint, trust_remote_code=True, dtype=getattr(torch, dtype), local_files_only=True, **extra
+    ).eval()
+    load_s = time.perf_counter() - start
+    ids = torch.tensor(input_ids, dtype=torch.long)
+    forward_s = []
+    with torch.inference_mode():
+        for _ in range(max(1, repeats)):
+            start = time.perf_counter()
+            out = model(input_ids=ids).logits
+            forward_s.append(time.perf_counter() - start)
+    threads, version = torch.get_num_threads(), transformers.__version__
+    return {"logits": out, "load_s": load_s, "forward_s": forward_s, "threads": threads, "transformers": version}

@@ -1,9 +1,8 @@
 """run_isolated: call one of our functions in a sandboxed worker process and get its data back.
 
-The parent writes WORKDIR/request.json, starts `python -m onboard.sandbox.worker WORKDIR` inside the isolation
-(isolation.py), waits at most Limits.wall_s, then reads WORKDIR/result.json (+ tensors). The worker runs with a
-scrubbed environment: a fresh HOME and Hugging Face cache inside WORKDIR, offline, no tokens, no proxies, stdin
-from /dev/null, and the parent's torch thread count (so its forward is as fast as one in process).
+The parent writes WORKDIR/request.json, starts `python -m onboard.sandbox.worker WORKDIR` inside the isolation,
+waits at most Limits.wall_s and reads WORKDIR/result.json (+ tensors). The worker's environment is scrubbed: a fresh
+HOME and HF cache in WORKDIR, offline, no tokens or proxies, and the parent's torch thread count.
 """
 
 from __future__ import annotations
@@ -38,20 +37,12 @@ class UnsafeSandboxWarning(UserWarning):
 
 @dataclass(frozen=True)
 class Limits:
-    """Resource limits of one worker. Defaults fit tiny and small models (import of torch + transformers ≈ 1 GiB
-    of address space); raise them for real checkpoints.
+    """Resource limits of one worker; the defaults fit tiny and small models."""
 
-    Attributes:
-        wall_s: wall-clock seconds before the parent kills the worker (and everything it started).
-        cpu_s: CPU seconds, all threads together (RLIMIT_CPU).
-        memory_bytes: address space (RLIMIT_AS): an allocation past it fails with a memory error.
-        file_bytes: largest file the worker may write (RLIMIT_FSIZE): bounds what it can put in its temp dir.
-    """
-
-    wall_s: float = 600
-    cpu_s: int = 3600
-    memory_bytes: int = 8 * GiB
-    file_bytes: int = 8 * GiB
+    wall_s: float = 600  # then the parent kills the worker and everything it started
+    cpu_s: int = 3600  # all threads together (RLIMIT_CPU)
+    memory_bytes: int = 8 * GiB  # address space (RLIMIT_AS)
+    file_bytes: int = 8 * GiB  # largest file the worker may write (RLIMIT_FSIZE)
 
 
 def run_isolated(
@@ -64,26 +55,13 @@ def run_isolated(
     threads: int | None = None,
     method: str | None = None,
 ) -> Any:
-    """Call `target` ("onboard.module:function") with `kwargs` in an isolated worker; return what it returned.
+    """Call `target` ("onboard.module:function", anything else is refused) with `kwargs` (JSON data, tensors
+    anywhere inside) in an isolated worker and return what it returned (tensors on CPU).
 
-    Args:
-        target: a function of the onboard package; anything else is refused before a process starts.
-        kwargs: JSON data (paths as str), torch tensors allowed anywhere inside.
-        checkpoint: made visible read-only inside the worker (also when it sits in a hidden folder such as /tmp).
-        limits: wall time, CPU time, memory and file size (defaults: Limits()).
-        unsafe_no_sandbox: the user passed --unsafe-no-sandbox: run without isolation when none can be set up
-            (an UnsafeSandboxWarning is issued; the caller reports it).
-        threads: torch intra-op threads in the worker; default: the parent's torch.get_num_threads() when torch is
-            loaded, else the same default torch would pick in the parent.
-        method: force isolation.BUBBLEWRAP or isolation.UNSAFE: tests and diagnostics.
-
-    Returns:
-        The function's return value (JSON data, tensors restored as torch tensors on CPU).
-
-    Raises:
-        SandboxUnavailable: bubblewrap does not work here and unsafe_no_sandbox is False (says what to install).
-        SandboxError: the worker failed: the target raised (remote traceback's last lines in the message), a limit
-            stopped it (named), it was refused, or it died without a result.
+    `checkpoint` is visible read-only inside. `unsafe_no_sandbox`: run unisolated when bubblewrap does not work,
+    with an UnsafeSandboxWarning. `threads`: torch threads in the worker (default: the parent's). `method`: force
+    isolation.BUBBLEWRAP or UNSAFE. Raises SandboxUnavailable (what to install) or SandboxError (the target
+    raised, a limit stopped it, it was refused, or it died without a result).
     """
     limits = limits or Limits()
     try:
@@ -98,58 +76,37 @@ def run_isolated(
             UnsafeSandboxWarning,
             stacklevel=2,
         )
+    import onboard
+
     workdir = Path(tempfile.mkdtemp(prefix="onboard-sandbox-"))
     try:
-        return _call(workdir, chosen, target, kwargs or {}, checkpoint, limits, threads)
+        for sub in ("home", "tmp"):
+            (workdir / sub).mkdir()
+        request = {
+            "target": target,
+            "kwargs": encode(kwargs or {}, workdir / INPUTS, "kwargs"),
+            "limits": {name: int(getattr(limits, name)) for name in ("cpu_s", "memory_bytes", "file_bytes")},
+            "onboard_root": os.path.realpath(Path(onboard.__file__).parent),
+        }
+        (workdir / REQUEST).write_text(json.dumps(request))
+        command = [sys.executable, "-P", "-B", "-m", "onboard.sandbox.worker", str(workdir)]
+        if chosen == isolation.BUBBLEWRAP:
+            view = isolation.plan_view(workdir, Path(checkpoint) if checkpoint else None)
+            command = isolation.bwrap_prefix(view) + command
+        env = worker_env(workdir, threads)
+        with open(workdir / LOG, "wb") as log:
+            proc = subprocess.Popen(
+                command, stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env, cwd=workdir, start_new_session=True
+            )
+            timed_out = _wait(proc, limits.wall_s)
+        return _outcome(workdir, proc.returncode, timed_out, limits, target)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
 
 
 def isolation_method(unsafe_no_sandbox: bool = False) -> str:
-    """What run_isolated will use here: "bubblewrap" or "none (--unsafe-no-sandbox)" (for reports).
-
-    Raises:
-        SandboxUnavailable: as run_isolated would.
-    """
+    """What run_isolated will use here, for reports (SandboxUnavailable as run_isolated would)."""
     return isolation.choose_method(unsafe_no_sandbox)
-
-
-def _call(
-    workdir: Path,
-    method: str,
-    target: str,
-    kwargs: dict[str, Any],
-    checkpoint: Path | None,
-    limits: Limits,
-    threads: int | None,
-) -> Any:
-    import onboard
-
-    onboard_root = os.path.realpath(Path(onboard.__file__).parent)
-    view = isolation.plan_view(workdir, Path(checkpoint) if checkpoint else None)
-    for sub in ("home", "tmp"):
-        (workdir / sub).mkdir()
-    request = {
-        "target": target,
-        "kwargs": encode(kwargs, workdir / INPUTS, "kwargs"),
-        "limits": {
-            "cpu_s": int(limits.cpu_s),
-            "memory_bytes": int(limits.memory_bytes),
-            "file_bytes": int(limits.file_bytes),
-        },
-        "onboard_root": onboard_root,
-    }
-    (workdir / REQUEST).write_text(json.dumps(request))
-    command = [sys.executable, "-P", "-B", "-m", "onboard.sandbox.worker", str(workdir)]
-    if method == isolation.BUBBLEWRAP:
-        command = isolation.bwrap_prefix(view) + command
-    env = worker_env(workdir, threads)
-    with open(workdir / LOG, "wb") as log:
-        proc = subprocess.Popen(
-            command, stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env, cwd=workdir, start_new_session=True
-        )
-        timed_out = _wait(proc, limits.wall_s)
-    return _outcome(workdir, proc.returncode, timed_out, limits, target)
 
 
 def worker_env(workdir: Path, threads: int | None) -> dict[str, str]:
@@ -184,8 +141,7 @@ def worker_env(workdir: Path, threads: int | None) -> dict[str, str]:
 
 
 def _parent_threads() -> int | None:
-    """torch's thread count in this process, if torch is loaded; otherwise the worker's torch picks the same
-    default from the same inherited OMP_NUM_THREADS."""
+    """torch's thread count here if torch is loaded (else the worker's torch picks the same default)."""
     torch = sys.modules.get("torch")
     return torch.get_num_threads() if torch is not None and hasattr(torch, "get_num_threads") else None
 
@@ -255,7 +211,7 @@ def _raise_failure(result: dict[str, Any], limits: Limits, target: str) -> Any:
 
 
 def _who_raised(traceback_text: str) -> str:
-    """Whose code the innermost frame belongs to, so the hint blames the right party (not always the repository)."""
+    """Whose code the innermost frame belongs to, so the hint blames the right party."""
     import re
 
     import onboard

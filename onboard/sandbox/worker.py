@@ -1,8 +1,7 @@
-"""The sandboxed worker: `python -m onboard.sandbox.worker WORKDIR` (started by run_isolated, never by hand).
+"""The sandboxed worker: `python -m onboard.sandbox.worker WORKDIR`, started by run_isolated.
 
-Order matters: limits first, and only then the target is imported and called. The target must be a function of our own `onboard.` package; it may load the repository's code (the only
-place trust_remote_code=True is allowed). The outcome goes to WORKDIR/result.json (+ outputs.safetensors for
-tensors); the parent reads nothing else but the log's tail.
+Limits first, then the target (a function of our own `onboard` package, which may load the repository's code) is
+imported and called. The outcome goes to WORKDIR/result.json (+ outputs.safetensors).
 """
 
 from __future__ import annotations
@@ -17,15 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from onboard.fsutil import atomic_write
-from onboard.sandbox.protocol import (
-    IN_WORKER_ENV,
-    INPUTS,
-    OUTPUTS,
-    REQUEST,
-    RESULT,
-    TargetRefused,
-    check_target,
-)
+from onboard.sandbox.protocol import IN_WORKER_ENV, INPUTS, OUTPUTS, REQUEST, RESULT, TargetRefused, check_target
 
 TRACEBACK_LINES = 20  # how much of the remote traceback comes back in the error message
 
@@ -43,8 +34,7 @@ def _resolve(target: str, onboard_root: str) -> Any:
 
 
 def apply_limits(limits: dict[str, int]) -> None:
-    """rlimits on this process (inherited by anything it starts). Soft CPU limit -> SIGXCPU, hard 5 s later.
-    A limit the parent already lowered further (its own hard limit) stays: the worker can only tighten."""
+    """rlimits on this process and its children (soft CPU limit -> SIGXCPU, hard 5 s later); only ever tightened."""
     _set(resource.RLIMIT_CPU, limits["cpu_s"], limits["cpu_s"] + 5)
     _set(resource.RLIMIT_AS, limits["memory_bytes"], limits["memory_bytes"])
     _set(resource.RLIMIT_FSIZE, limits["file_bytes"], limits["file_bytes"])
@@ -76,10 +66,6 @@ def _is_memory_error(exc: BaseException) -> bool:
     )
 
 
-def _write_result(workdir: Path, result: dict[str, Any]) -> None:
-    atomic_write(workdir / RESULT, json.dumps(result))
-
-
 def run(workdir: Path) -> dict[str, Any]:
     """Run the request in `workdir`; the result dict (also on failure of the target)."""
     request = json.loads((workdir / REQUEST).read_text())
@@ -102,18 +88,11 @@ def main(argv: list[str]) -> None:
     os.environ[IN_WORKER_ENV] = "1"
     result = run(workdir)
     try:
-        _write_result(workdir, result)
+        atomic_write(workdir / RESULT, json.dumps(result))
     except (MemoryError, TypeError, ValueError) as exc:  # the worker's own last resort: say why in a few bytes
-        _write_result(
-            workdir,
-            {
-                "ok": False,
-                "kind": "protocol",
-                "type": type(exc).__name__,
-                "message": f"the result could not be written: {exc}"[:500],
-                "traceback": "",
-            },
-        )
+        message = f"the result could not be written: {exc}"[:500]
+        fallback = {"ok": False, "kind": "protocol", "type": type(exc).__name__, "message": message, "traceback": ""}
+        atomic_write(workdir / RESULT, json.dumps(fallback))
     sys.stdout.flush(), sys.stderr.flush()
     os._exit(0)  # not sys.exit: threads the repository code left running must not delay or alter the outcome
 

@@ -43,7 +43,7 @@ def test_every_transformers_load_says_trust_remote_code() -> None:
             if not (named or spread):
                 missing.append(f"{path.relative_to(ONBOARD.parent)}:{call.lineno}")
     # One loader each (issue 12): the reference model (reference.py), the tokenizer (verify_tokenizer/subject.py), the
-    # meta-device estimate (inspect_checkpoint/weight_estimate.py), the sandbox's causal LM (sandbox/causal_lm.py).
+    # meta-device estimate (inspect_checkpoint/weight_estimate.py), the sandbox probes' causal LM (sandbox/probes.py).
     assert seen >= 4, "the scan found too few transformers loads: it no longer recognises them"
     assert not missing, f"transformers loads without an explicit trust_remote_code: {missing}"
 

@@ -53,7 +53,7 @@ def test_remote_code_logits_equal_in_process_transformers(bubblewrap: str, tmp_p
     from transformers import LlamaConfig, LlamaForCausalLM
 
     checkpoint = remote_code_checkpoint(tmp_path / "repo")
-    out = run_isolated("onboard.sandbox.causal_lm:logits", {"checkpoint": str(checkpoint), "input_ids": IDS},
+    out = run_isolated("onboard.sandbox.probes:logits", {"checkpoint": str(checkpoint), "input_ids": IDS},
                        checkpoint=checkpoint, method=bubblewrap)  # fmt: skip
     assert out["threads"] == torch.get_num_threads()
     config = LlamaConfig.from_dict({k: v for k, v in json.loads((checkpoint / "config.json").read_text()).items()
@@ -68,7 +68,7 @@ def test_remote_code_logits_equal_in_process_transformers(bubblewrap: str, tmp_p
 
 
 def test_worker_only_function_refuses_to_run_in_process() -> None:
-    from onboard.sandbox.causal_lm import logits
+    from onboard.sandbox.probes import logits
 
     with pytest.raises(RuntimeError, match="run_isolated only"):
         logits(checkpoint="unused", input_ids=[[1]])
