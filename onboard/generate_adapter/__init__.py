@@ -6,7 +6,6 @@ kernel stubs for what the block library lacks, and vLLM / SGLang launch scripts.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import sys
@@ -115,10 +114,9 @@ def _imports_cleanly(path: Path) -> tuple[bool, str]:
     name = f"_onboard_generated_{path.stem}"
     previous, sys.dont_write_bytecode = sys.dont_write_bytecode, True  # leave no __pycache__ in the output
     try:
-        spec = importlib.util.spec_from_file_location(name, path)
-        module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
-        sys.modules[name] = module  # dataclasses resolve annotations through sys.modules
-        spec.loader.exec_module(module)  # type: ignore[union-attr]
+        from onboard.generate_adapter.runtime import import_file
+
+        module = import_file(path, name)
         return hasattr(module, "Model") and hasattr(module, "ModelArgs"), "defines Model and ModelArgs"
     except Exception as exc:  # the check reports any failure to import, whatever it is
         return False, f"{type(exc).__name__}: {exc}"

@@ -1,17 +1,11 @@
-"""Compose an adapter from the ModelProfile alone: the per-layer plan and features from inspect, the tensor roles
-from onboard/names/tensors.py, config values read at run time through config_values.py.
+"""Compose an adapter from the ModelProfile alone: inspect's layer plan and features, the tensor roles
+(onboard/names/tensors.py), config values read at run time (config_values.py).
 
-`compose(profile)` returns a `Composition`: an AdapterSpec (the data templates/adapter.py.j2 renders), the inferred
-weight map, and a kernel stub for each part the block library cannot express
-(a mixer kind, an unknown tensor, a config key no block reads, a layout the blocks lack). A composition with stubs
-renders an adapter that refuses to run: never a runnable copy of the closest family.
-
-Attention scales, windows, soft-caps, norms and multipliers come from features; sizes from config values, checked
-against the tensor shapes by the loader. Runtime names are canonical (`self_attn.qkv_proj`, `mlp.gate_up_proj`,
-`input_layernorm`, ...): the weight map renames the checkpoint's tensors to them, so one template serves every
-naming scheme. compose_rules.py holds the profile-level rules, compose_attention.py the attention block's options,
-compose_moe.py the MoE part, compose_norms.py the norms, compose_mixers.py the token mixers besides attention (MLA,
-short convolution, Gated DeltaNet), compose_mamba.py the Mamba mixers, compose_layers.py the layer plan.
+`compose(profile)` returns an AdapterPlan: the AdapterSpec templates/adapter.py.j2 renders, the inferred weight map,
+and a kernel stub for each part the block library cannot express. An adapter with stubs refuses to run: never a
+runnable copy of the closest family. Runtime names are canonical (`self_attn.qkv_proj`, `mlp.gate_up_proj`, ...):
+the weight map renames the checkpoint's tensors to them, so one template serves every naming scheme. The parts live
+in compose_*.py (attention options, MoE, norms, mixers, Mamba, layer plan, head); compose_rules.py holds the rules.
 """
 
 from __future__ import annotations
@@ -37,14 +31,11 @@ from onboard.generate_adapter.compose_moe_beside import moe_beside
 from onboard.generate_adapter.compose_norms import input_norm, norms, sub_norm
 from onboard.generate_adapter.compose_per_layer import per_layer_inputs
 from onboard.generate_adapter.compose_rules import (
-    Composition,
-    Fields,
-    Stub,
+    AdapterPlan,
+    ComposerState,
     base_fields,
     config_key_stubs,
     embedding_scale,
-    facts_of,
-    feature_stubs,
     guard_statements,
     op_name,
     pattern_expr,
@@ -54,8 +45,6 @@ from onboard.generate_adapter.compose_rules import (
 from onboard.generate_adapter.weight_inference import (
     AmbiguousWeights,
     Found,
-    TensorRoles,
-    WeightMapBuilder,
     layer_target,
     templates,
 )
@@ -67,89 +56,11 @@ PLACEHOLDER_ATTENTION = attention()
 PLACEHOLDER_MLP = "GatedMLP(args.hidden_size, args.intermediate_size, args.hidden_act)"
 
 
-class Composer:
-    def __init__(self, profile: ModelProfile) -> None:
-        self.p = profile
-        self.roles = TensorRoles(profile)
-        self.wm = WeightMapBuilder(self.roles)
-        self.fields = Fields()
-        self.stubs: list[Stub] = feature_stubs(profile)
-        self.facts = facts_of(profile)
-        self.used_facts: list[str] = []
-        self.post_init: list[str] = []
-        self.extra_aliases: dict[str, tuple[str, ...]] = {}
-        self.words: list[str] = []
-        self.rotary_head_dim: str | None = None
-        self.positions: str | None = None
-        self.side_mixer: str | None = None
-        self.embed_norm = False
-        self.final_norm = True
-        self.embed_width = "args.hidden_size"  # the token embeddings' width (compose_head.embedding_projections)
-        self.guard_tests: dict[str, tuple[str, str]] = {}
-        """Config key -> (test, reason) replacing its GUARDS entry (a post-LN composition refuses pre-norm OPT)."""
-        self.norm_exprs: dict[str, str] = {}  # a norm only some layer types have -> its expression (compose_norms)
-        self.mixers: dict[str, str] = {}
-        """Inspect's mixer kind -> the block expression composed for such layers (set by `attention`)."""
-        self.moe_output_norm = False
-        """The post-MLP norm is the MoE block's output norm (set by compose_moe, read by compose_norms)."""
-        self.mlp_reads_residual = False
-        self.layer_kv = KVLayout()
-        """How layers differ in their keys and values (compose_layer_kv: Gemma 4), set first by `run`."""
-        self.acknowledged: set[str] = set()
-        """Config keys whose value the profile shows to be neutral here (no stub, nothing to read)."""
+class Composer(ComposerState):
+    layer_kv: KVLayout
+    """How layers differ in their keys and values (compose_layer_kv: Gemma 4), set first by `run`."""
 
-    # -- helpers ------------------------------------------------------------------------------------------------
-
-    def stub(self, op: str, reason: str) -> None:
-        self.stubs.append(Stub(op, reason))
-
-    def fact(self, name: str, default: object = None) -> object:
-        if name not in self.facts:
-            return default
-        used = f"{name}={self.facts[name]!r}"
-        if used not in self.used_facts:  # a fact read by several parts is named once
-            self.used_facts.append(used)
-        return self.facts[name]
-
-    def has_key(self, name: str) -> bool:
-        return any(key in self.p.config_keys for key in spellings(name))
-
-    def ignores(self, key: str) -> bool:
-        """The family's modelling code never reads config key `key` (the family fact `ignored_keys`)."""
-        return key in self.facts.get("ignored_keys", ())  # type: ignore[operator]
-
-    def switched_bias(self, group: str, present: bool, rules: list[tuple[str, tuple[str, ...], str]]) -> str:
-        """Whether `group`'s projections (qkv, o, mlp, head, mla) have a bias: the config key that switches it in the
-        family's modelling code (the family fact `bias_switches`), so one adapter serves the family's checkpoints
-        with and without; else what the tensors show. `rules`: (target, sources, op) of the bias weight rules, added
-        when the key switches a bias this checkpoint does not store (`.weight` sources read as `.bias`)."""
-        for key, groups in dict(self.facts.get("bias_switches", {})).items():  # type: ignore[call-overload]
-            if group in groups.split() and self.has_key(key):
-                self.fact("bias_switches")  # applied: named among the facts used
-                if not present:
-                    for target, sources, op in rules:
-                        self.wm.add(target, tuple(s.removesuffix(".weight") + ".bias" for s in sources), op)
-                return self.fields.need(key, "bool", "False")
-        return repr(present)
-
-    def size(self, value: int, candidates: list[tuple[str, int | None]]) -> str:
-        """The first config expression whose value (known from the profile) equals the size the tensors show;
-        the number itself when none does (a size only the checkpoint states)."""
-        for expr, known in candidates:
-            if known == value:
-                return expr
-        return str(value)
-
-    def eps(self) -> str:
-        fixed = self.fact("norm_eps")
-        if fixed is not None:  # the modelling code fixes it whatever config.json says (BioGPT: nn.LayerNorm(dim))
-            self.acknowledged.update(spellings("rms_norm_eps"))
-            return repr(float(fixed))  # type: ignore[arg-type]
-        return self.fields.need("rms_norm_eps", "float", "1e-05" if self.p.norms.kind == "layernorm" else "1e-06")
-
-    # -- the parts ----------------------------------------------------------------------------------------------
-
-    def run(self) -> Composition:
+    def run(self) -> AdapterPlan:
         p = self.p
         self.fields.need("tie_word_embeddings", "bool", repr(p.tie_word_embeddings))
         self.eps()  # the norm's default eps (LayerNorm 1e-5, RMSNorm 1e-6) before BASE_FIELDS' RMS default
@@ -162,12 +73,9 @@ class Composer:
         if any(key in p.config_keys for key in ignored):  # type: ignore[union-attr]
             self.fact("ignored_keys")
         self.acknowledged.update(ignored)  # type: ignore[arg-type]
-        if "stub" in self.facts:
-            op, reason = self.fact("stub")  # type: ignore[misc]
-            self.stub(op, reason)
         for op, reason in self.facts.get("stubs", ()):  # type: ignore[attr-defined]
             self.stub(op, reason)  # stubs are reported as stubs, not as facts applied
-        self.unknown_tensor_stubs()
+        self.unconsumed_tensor_stubs(self.roles.unknown)
         self.layer_kv = layer_kv(self)
         ple_model, ple_layer = per_layer_inputs(self)
         attn = self.attention()
@@ -236,10 +144,9 @@ class Composer:
         )
         unique = {s.op: s for s in reversed(self.stubs)}
         stubs = tuple(sorted(unique.values(), key=lambda s: s.op))
-        return Composition(spec, tuple(self.wm.rules), stubs, tuple(self.roles.dropped), tuple(self.used_facts), reads)
-
-    def unknown_tensor_stubs(self) -> None:
-        self.unconsumed_tensor_stubs(self.roles.unknown)
+        return AdapterPlan(
+            p.model_type, spec, tuple(self.wm.rules), stubs, p.closest_family, tuple(self.used_facts), reads
+        )
 
     def unconsumed_tensor_stubs(self, tensor_templates: list[str]) -> None:
         """A stub per module whose tensors no block reads, named after the module."""
@@ -412,7 +319,7 @@ class Composer:
                     f'{self.dense_mlp(required=True)} if layer_type == "{FEED_FORWARD_LAYER_TYPES["dense"]}" else None'
                 )
             if any(layer.mlp == "moe" for layer in layers):
-                expr = f'{self.moe()} if layer_type == "{FEED_FORWARD_LAYER_TYPES["moe"]}" else {expr}'
+                expr = f'{moe_expression(self)} if layer_type == "{FEED_FORWARD_LAYER_TYPES["moe"]}" else {expr}'
             return expr, None
         if any(layer.mlp == "none" for layer in layers):
             self.stub("mlp_free_layers", "layers without a feed-forward block are not composed")
@@ -425,7 +332,7 @@ class Composer:
         if not any(moe):
             moe_beside(self, dense)  # reads enable_moe_block, refused when true
             return dense, None
-        sparse = self.moe()
+        sparse = moe_expression(self)
         if all(moe):
             return sparse, None
         moe_layer = pattern_expr(moe, repr)
@@ -531,9 +438,6 @@ class Composer:
         fixed = self.fact("hidden_act") if self.p.activation is None else None
         return repr(fixed) if fixed is not None else "args.hidden_act"
 
-    def moe(self) -> str:
-        return moe_expression(self)
-
     def embeddings(self) -> str:
         r = self.roles
         embed = r.get("embed")
@@ -586,7 +490,7 @@ class Composer:
         return None
 
 
-def compose(profile: ModelProfile) -> Composition:
+def compose(profile: ModelProfile) -> AdapterPlan:
     """Everything the adapter template needs for `profile`, from the profile alone.
 
     Raises:

@@ -5,11 +5,11 @@ compose.Composer.self_attention's)."""
 from __future__ import annotations
 
 from onboard.generate_adapter.compose_norms import qk_norm, sub_norm
-from onboard.generate_adapter.compose_rules import ComposerParts
+from onboard.generate_adapter.compose_rules import ComposerState
 from onboard.generate_adapter.weight_inference import Found, layer_target, templates
 
 
-def attention_options(c: ComposerParts) -> list[str]:
+def attention_options(c: ComposerState) -> list[str]:
     """Keyword options of the attention block beyond its sizes and biases: scale, windows and chunks, ALiBi, soft-cap,
     sinks, QK-norm, rotary layout, NoPE query scales, multipliers, clipping, sub-norm, differential attention, gates."""
     feats, r = set(c.p.features), c.roles
@@ -120,7 +120,7 @@ def attention_options(c: ComposerParts) -> list[str]:
     return kw
 
 
-def _sink_layers(c: ComposerParts, sinks: Found) -> str:
+def _sink_layers(c: ComposerState, sinks: Found) -> str:
     """True, or the layer type that has them when only those layers store sinks (MiMo-V2-Flash: sliding)."""
     kinds = [layer.attention for layer in c.p.layers]
     if sinks.count in (0, len(kinds)):

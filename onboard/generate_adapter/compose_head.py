@@ -3,10 +3,10 @@ and soft-cap, and a transform before the projection."""
 
 from __future__ import annotations
 
-from onboard.generate_adapter.compose_rules import ComposerParts
+from onboard.generate_adapter.compose_rules import ComposerState
 
 
-def embedding_projections(c: ComposerParts) -> None:
+def embedding_projections(c: ComposerState) -> None:
     """Token embeddings narrower than the layers (OPT-350m's word_embed_proj_dim): `model.project_in` brings them to
     the layers' width, the head's transform (project_out) back to theirs before the projection onto the vocabulary."""
     pin, pout = c.roles.get("embed_project_in"), c.roles.get("embed_project_out")
@@ -29,7 +29,7 @@ def embedding_projections(c: ComposerParts) -> None:
     c.words.append("embeddings projected in and out of the layers' width")
 
 
-def lm_head_options(c: ComposerParts) -> list[str]:
+def lm_head_options(c: ComposerState) -> list[str]:
     """Keyword options of the LM head: its weight and bias rules, a logit scale by whichever key the family uses, the
     final soft-cap, and a transform before the projection (ModernBERT-decoder's dense, activation and norm)."""
     r, feats = c.roles, set(c.p.features)

@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass
 
 from onboard.generate_adapter.compose_layers import ATTENDING
-from onboard.generate_adapter.compose_rules import ComposerParts
+from onboard.generate_adapter.compose_rules import ComposerState
 
 # The per-kind rotary sizes when layers differ in head size: each kind's table built for its own layers' heads.
 PER_KIND_ROTARY = "head_dims(self.model.layers)"
@@ -52,7 +52,7 @@ KEYS = {"num_kv_shared_layers": ("int", "0"), "attention_k_eq_v": ("bool", "Fals
         "use_double_wide_mlp": ("bool", "False")}  # fmt: skip
 
 
-def layer_kv(c: ComposerParts) -> KVLayout:
+def layer_kv(c: ComposerState) -> KVLayout:
     out = KVLayout()
     read = {key: c.fields.need(key, *spec) for key, spec in KEYS.items() if c.has_key(key)}
     attending = [layer for layer in c.p.layers if layer.attention in ATTENDING]
@@ -88,7 +88,7 @@ def layer_kv(c: ComposerParts) -> KVLayout:
     return out
 
 
-def _drop_unused_kv(c: ComposerParts, layers: list[int]) -> None:
+def _drop_unused_kv(c: ComposerState, layers: list[int]) -> None:
     """KV-shared layers that still store their own k/v projections and norms (transformers ignores them on load,
     _keys_to_ignore_on_load_unexpected): deliberately not used, and left out of the fused q/k/v as well."""
     if not layers:
@@ -100,7 +100,7 @@ def _drop_unused_kv(c: ComposerParts, layers: list[int]) -> None:
     c.words.append(f"the unused k/v projections of KV-shared layers {layers} dropped")
 
 
-def _values_from_keys(c: ComposerParts, out: KVLayout, own: list, flag: str | None) -> None:
+def _values_from_keys(c: ComposerState, out: KVLayout, own: list, flag: str | None) -> None:
     """`attention_k_eq_v`: on which of the layers with their own keys the values are the keys, from which of them
     store a value projection (Gemma 4: the full-attention layers store none). Where the KV-shared layers also store
     (unused) projections, they are counted with the layers storing keys: their layout mirrors their sources'."""

@@ -5,13 +5,13 @@ expressions over the layer index `i`, so one adapter serves deeper checkpoints o
 from __future__ import annotations
 
 from onboard.generate_adapter.compose_mixers import FEED_FORWARD_LAYER_TYPES, LAYER_TYPE_NAMES
-from onboard.generate_adapter.compose_rules import ComposerParts, pattern_expr, refusal
+from onboard.generate_adapter.compose_rules import ComposerState, pattern_expr, refusal
 
 ATTENDING = frozenset({"full", "sliding", "chunked", "mla"})
 """Inspect's mixer kinds that are attention (they read heads, and positions)."""
 
 
-def layer_plan(c: ComposerParts) -> tuple[str, str]:
+def layer_plan(c: ComposerState) -> tuple[str, str]:
     """(each layer's type when config.json has no layer_types, which rotary table it uses)."""
     p, mixers = c.p, c.mixers
     kinds = [
@@ -43,7 +43,7 @@ def layer_plan(c: ComposerParts) -> tuple[str, str]:
     return layer_type, f"{base} if {pattern_expr(ropes, repr)} else None"
 
 
-def _mamba_layer_types(c: ComposerParts) -> str | None:
+def _mamba_layer_types(c: ComposerState) -> str | None:
     """Which layers are Mamba, from the config keys that say so when layer_types does not (None: no such key)."""
     ssm = LAYER_TYPE_NAMES["ssm"]
     if "ssm" in c.mixers and c.has_key("attn_layer_indices"):  # Bamba: the attention layers by index
@@ -55,7 +55,7 @@ def _mamba_layer_types(c: ComposerParts) -> str | None:
     return None
 
 
-def _no_rotary(c: ComposerParts) -> None:
+def _no_rotary(c: ComposerState) -> None:
     """No rotary table: say why, or stub the positions nothing provides."""
     p = c.p
     if "no_positions" in p.features:

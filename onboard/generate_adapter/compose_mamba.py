@@ -4,7 +4,7 @@ and dt_proj give dt, B and C: Mamba, Falcon-Mamba, Jamba), on the layers inspect
 
 from __future__ import annotations
 
-from onboard.generate_adapter.compose_rules import ComposerParts, refusal
+from onboard.generate_adapter.compose_rules import ComposerState, refusal
 from onboard.generate_adapter.weight_inference import layer_target
 from onboard.names.config import BARE_HEAD_KEYS, SSM_KEYS
 
@@ -23,7 +23,7 @@ MAMBA_BIASES = ({("conv1d", "bias")}, {("in_proj", "bias"), ("out_proj", "bias")
 """Optional: the convolution's bias (mamba_conv_bias) and the projections' (mamba_proj_bias), each all or none."""
 
 
-def mamba(c: ComposerParts) -> str:
+def mamba(c: ComposerState) -> str:
     """Mamba on the state-space layers: Mamba-2 (in_proj gives z, xBC and dt per head; Bamba, Granite-4.0, Mamba-2,
     Nemotron-H) or Mamba-1 (x_proj and dt_proj give dt, B and C; Mamba, Falcon-Mamba, Jamba). '' where no layer is
     one, or its tensors are neither's. Sizes from config.json; which layers are Mamba from layer_types, else from
@@ -33,7 +33,7 @@ def mamba(c: ComposerParts) -> str:
     return _mixer(c, "self_attn", versions=(1, 2))
 
 
-def parallel_mamba(c: ComposerParts) -> str:
+def parallel_mamba(c: ComposerState) -> str:
     """A Mamba-2 mixer beside attention in every layer (Falcon-H1, as `mamba`); '' where no layer has one, or its
     tensors are not Mamba-2's (the parallel_ssm stub stands)."""
     if not any(layer.parallel_ssm for layer in c.p.layers):
@@ -41,7 +41,7 @@ def parallel_mamba(c: ComposerParts) -> str:
     return _mixer(c, "mamba", versions=(2,))
 
 
-def _mixer(c: ComposerParts, target: str, versions: tuple[int, ...]) -> str:
+def _mixer(c: ComposerState, target: str, versions: tuple[int, ...]) -> str:
     """The Mamba mixer expression, its tensors mapped under `target` of each layer; '' when the tensors are not a
     known version's."""
     parts = c.roles.parts("mamba")
@@ -70,7 +70,7 @@ def _mixer(c: ComposerParts, target: str, versions: tuple[int, ...]) -> str:
     return _mamba2(c, options, MAMBA2_NORM <= found) if version == 2 else _mamba1(c, options, MAMBA1_NORMS <= found)
 
 
-def _mamba2(c: ComposerParts, options: str, norm: bool) -> str:
+def _mamba2(c: ComposerState, options: str, norm: bool) -> str:
     f = c.fields
     dims = ", ".join(
         f.need(name, "int", None)
@@ -89,7 +89,7 @@ def _mamba2(c: ComposerParts, options: str, norm: bool) -> str:
     return f"Mamba2Mixer(args.hidden_size, {dims}, {options}, norm_eps={c.eps()}, time_step_limit={limit})"
 
 
-def _mamba1(c: ComposerParts, options: str, weighted_norms: bool) -> str:
+def _mamba1(c: ComposerState, options: str, weighted_norms: bool) -> str:
     """Mamba-1. Falcon-Mamba's weightless RMS norms on dt, B and C are read from its mixer_rms_eps (the key is how
     its config says it has them); Jamba's weighted ones from the tensors."""
     f = c.fields
@@ -104,7 +104,7 @@ def _mamba1(c: ComposerParts, options: str, weighted_norms: bool) -> str:
     return f"MambaMixer(args.hidden_size, {expand} * args.hidden_size, {state}, {rank}, {kernel}, {options}{norms})"
 
 
-def _falcon_h1_options(c: ComposerParts, norm: bool) -> str:
+def _falcon_h1_options(c: ComposerState, norm: bool) -> str:
     """Falcon-H1's Mamba-2 options, each from the config key that sets it: the gated norm only with mamba_rms_norm
     (and its order), the input multiplier, the muP multipliers of in_proj's five parts, out_proj's own bias."""
     f, out = c.fields, ""

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from onboard.generate_adapter.adapter_spec import attention
 from onboard.generate_adapter.compose_mamba import mamba
-from onboard.generate_adapter.compose_rules import ComposerParts
+from onboard.generate_adapter.compose_rules import ComposerState
 from onboard.generate_adapter.weight_inference import layer_target, templates
 
 LAYER_TYPE_NAMES = {"conv": "conv", "linear": "linear_attention", "ssm": "linear_attention"}
@@ -17,14 +17,14 @@ FEED_FORWARD_LAYER_TYPES = {"dense": "mlp", "moe": "moe"}
 """Inspect's feed-forward kinds -> the layer_types entry of a layer that is only that block (Nemotron-H)."""
 
 
-def layer_mixers(c: ComposerParts) -> list[tuple[str, str]]:
+def layer_mixers(c: ComposerState) -> list[tuple[str, str]]:
     """(inspect's mixer kind, expression) for each kind of non-attention layer the block library composes; a kind
     whose tensors are not the known ones is left out (its `<kind>_layers` stub stands)."""
     found = (("conv", short_conv(c)), ("linear", gated_deltanet(c)), ("ssm", mamba(c)))
     return [(kind, expr) for kind, expr in found if expr]
 
 
-def mla_expression(c: ComposerParts) -> str:
+def mla_expression(c: ComposerState) -> str:
     """DeepSeek's multi-head latent attention (with DeepSeek-V3.2's sparse top-k indexer where stored)."""
     r, f = c.roles, c.fields
     for part in r.parts("mla"):
@@ -70,7 +70,7 @@ def mla_expression(c: ComposerParts) -> str:
     )
 
 
-def _dots_variant(c: ComposerParts) -> str:
+def _dots_variant(c: ComposerState) -> str:
     """dots.llm3's additions to MLA, as keyword arguments ('' for DeepSeek's): latent scales (code only: a family
     fact), an RMSNorm on the rotary key head (its tensor), a sigmoid gate per head (g_proj, one row per head)."""
     out = ""
@@ -96,7 +96,7 @@ def _dots_variant(c: ComposerParts) -> str:
     return out
 
 
-def _sparse_indexer(c: ComposerParts) -> str:
+def _sparse_indexer(c: ComposerState) -> str:
     """`, indexer=IndexerSpec(...)` for DeepSeek Sparse Attention's top-k indexer ('' without one)."""
     parts = c.roles.parts("mla.indexer")
     if not parts:
@@ -126,7 +126,7 @@ def _sparse_indexer(c: ComposerParts) -> str:
     return f", indexer=IndexerSpec({spec}" + (", rope_interleaved=True)" if interleaved else ")")
 
 
-def short_conv(c: ComposerParts) -> str:
+def short_conv(c: ComposerState) -> str:
     """LFM2's gated short convolution on the `conv` layers ('' where no layer is one)."""
     if not any(layer.attention == "conv" for layer in c.p.layers):
         return ""
@@ -144,7 +144,7 @@ def short_conv(c: ComposerParts) -> str:
     return f"ShortConv(args.hidden_size, {kernel}, bias={bias})"
 
 
-def gated_deltanet(c: ComposerParts) -> str:
+def gated_deltanet(c: ComposerState) -> str:
     """Gated DeltaNet on the linear-attention layers ('' where none is one, or its tensors are not those of
     Qwen3-Next (grouped in_proj_qkvz / in_proj_ba), Qwen3.5 (in_proj_qkv, _z, _b, _a), Lara-mini (one in_proj) or
     FLA (OLMo-hybrid: q / k / v / g / b / a projections and a convolution per q / k / v))."""

@@ -3,13 +3,13 @@
 
 from __future__ import annotations
 
-from onboard.generate_adapter.compose_rules import ComposerParts
+from onboard.generate_adapter.compose_rules import ComposerState
 from onboard.generate_adapter.weight_inference import Found, layer_target, template_pattern, templates
 
 MOE = "mlp."
 
 
-def moe_expression(c: ComposerParts) -> str:
+def moe_expression(c: ComposerState) -> str:
     r, p, f = c.roles, c.p, c.fields
     hidden, moe = p.dims.hidden_size, p.moe
     router = r.get("moe.router")
@@ -84,7 +84,7 @@ def moe_expression(c: ComposerParts) -> str:
     )
 
 
-def _output_norm(c: ComposerParts) -> str:
+def _output_norm(c: ComposerState) -> str:
     """`, output_norm_eps=...` when the post-MLP norm belongs to the MoE block ('' otherwise).
 
     A pre-norm layer with a norm after its feed-forward block on exactly the MoE layers normalises the MoE output
@@ -107,7 +107,7 @@ def _output_norm(c: ComposerParts) -> str:
     return f", output_norm_eps={c.eps()}"
 
 
-def _experts(c: ComposerParts, hidden: int) -> tuple[int | None, bool]:
+def _experts(c: ComposerState, hidden: int) -> tuple[int | None, bool]:
     """Fill experts_gate_up [E, 2I, H] (or, for plain experts, experts_up [E, I, H]) and experts_down [E, H, I];
     (the expert intermediate size I, whether the experts are gated)."""
     r = c.roles
@@ -139,7 +139,7 @@ def _experts(c: ComposerParts, hidden: int) -> tuple[int | None, bool]:
     return None, True
 
 
-def _shared(c: ComposerParts, hidden: int, expert_inter: int | None, gated: bool) -> str:
+def _shared(c: ComposerState, hidden: int, expert_inter: int | None, gated: bool) -> str:
     """`, shared_intermediate_size=..., shared_gate=True` for the MoE expression ('' without shared experts)."""
     r, p, f = c.roles, c.p, c.fields
     gate, up, down = r.get("moe.shared.gate"), r.get("moe.shared.up"), r.get("moe.shared.down")
@@ -194,7 +194,7 @@ def _shared(c: ComposerParts, hidden: int, expert_inter: int | None, gated: bool
     return out
 
 
-def _sparsemixer(c: ComposerParts, size: str, spec: list[str], shared: str) -> str:
+def _sparsemixer(c: ComposerState, size: str, spec: list[str], shared: str) -> str:
     """PhiMoE's sparsemixer top-2 routing (extra_blocks.SparseMixerMoE): a masked softmax around each of two picks,
     within router_jitter_noise of it. Refused at load for another top-k; no router options of the plain block."""
     if shared or len(spec) > 2 or c.roles.get("moe.router_bias", None) is not None:
@@ -219,7 +219,7 @@ def _sparsemixer(c: ComposerParts, size: str, spec: list[str], shared: str) -> s
     )
 
 
-def _gpt_oss(c: ComposerParts, router: Found) -> str:
+def _gpt_oss(c: ComposerState, router: Found) -> str:
     """gpt-oss's experts (extra_blocks.GptOssMoE): stacked [E, hidden, 2I] with gate and up in alternating columns,
     biases, the clamped SwiGLU (up + 1) * gate * sigmoid(alpha * gate), a biased router and a softmax over the
     chosen logits. The layout and the activation are its code's (family fact); the tensors keep their names."""

@@ -5,7 +5,7 @@ at its own level; composition wraps the dense MLP's expression in extra_blocks.D
 
 from __future__ import annotations
 
-from onboard.generate_adapter.compose_rules import ComposerParts, refusal
+from onboard.generate_adapter.compose_rules import ComposerState, refusal
 from onboard.generate_adapter.weight_inference import layer_target
 
 # checkpoint part (under the layer) -> the block's parameter
@@ -22,7 +22,7 @@ PARTS = {
 KEYS = {"moe_intermediate_size": ("int", None), "num_experts": ("int", None), "top_k_experts": ("int", None)}
 
 
-def moe_beside(c: ComposerParts, dense: str) -> str | None:
+def moe_beside(c: ComposerState, dense: str) -> str | None:
     """The feed-forward expression with experts beside `dense` (a GatedMLP expression), or None when the
     checkpoint has none. A part or key missing is a stub."""
     found = {f.part: f for f in c.roles.parts("moe_beside")}

@@ -6,7 +6,7 @@ Both halves are read from their tensors; one without the other, or a part missin
 
 from __future__ import annotations
 
-from onboard.generate_adapter.compose_rules import ComposerParts
+from onboard.generate_adapter.compose_rules import ComposerState
 from onboard.generate_adapter.weight_inference import layer_target
 
 MODEL_PARTS = {"embed_tokens_per_layer": "embed", "per_layer_model_projection": "projection",
@@ -15,7 +15,7 @@ LAYER_PARTS = {"per_layer_input_gate": "gate", "per_layer_projection": "projecti
                "post_per_layer_input_norm": "norm"}  # fmt: skip
 
 
-def per_layer_inputs(c: ComposerParts) -> tuple[str | None, str | None]:
+def per_layer_inputs(c: ComposerState) -> tuple[str | None, str | None]:
     """(the model's PerLayerInputs expression, the layer's PerLayerGate expression), or (None, None) without PLE."""
     model = {f.part: f for f in c.roles.parts("ple")}
     layer = {f.part: f for f in c.roles.parts("ple.layer")}

@@ -7,7 +7,6 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field
-from typing import Protocol
 
 from onboard.generate_adapter.adapter_spec import BASE_FIELDS, AdapterSpec
 from onboard.generate_adapter.compose_knowledge import FAMILY_FACTS, GUARD_FIELDS, GUARDS, ROPE_TYPE_NAMES
@@ -58,53 +57,102 @@ class Fields:
 
 
 @dataclass(frozen=True)
-class Composition:
+class AdapterPlan:
+    """What the adapter for a profile composes (adapters/<model_type>.py), and the kernel stubs it needs first."""
+
+    model_type: str
     spec: AdapterSpec
-    weight_map: tuple[WeightRule, ...]
-    stubs: tuple[Stub, ...]
-    dropped: tuple[str, ...]
-    overrides: tuple[str, ...]
-    """FAMILY_FACTS used (modelling-code facts of a known family)."""
+    weight_rules: tuple[WeightRule, ...]
+    stubs: tuple[Stub, ...] = ()
+    """Features the block library lacks: each rendered as kernels/<op>.py + tests/kernels/test_<op>.py."""
+    closest_family: str | None = None
+    overrides: tuple[str, ...] = ()
+    """Modelling-code facts of a known family that were applied (compose_knowledge.FAMILY_FACTS)."""
     reads: frozenset[str] = frozenset()
     """Config keys the adapter reads (every spelling of its ModelArgs fields) or knows to be neutral here."""
 
-
-class ComposerParts(Protocol):
-    """What the composition's parts in their own modules (compose_moe.py, compose_norms.py) need of
-    compose.Composer: a Protocol here, so they do not import compose, which imports them (no cycle)."""
-
-    p: ModelProfile
-    roles: TensorRoles
-    wm: WeightMapBuilder
-    fields: Fields
-    words: list[str]
-    embed_norm: bool
-    final_norm: bool
-    embed_width: str
-    guard_tests: dict[str, tuple[str, str]]
-    norm_exprs: dict[str, str]
-    moe_output_norm: bool
-    post_init: list[str]
-    rotary_head_dim: str | None
-    mixers: dict[str, str]
-
-    def stub(self, op: str, reason: str) -> None: ...
-
-    def fact(self, name: str, default: object = None) -> object: ...
-
-    def has_key(self, name: str) -> bool: ...
-
-    def size(self, value: int, candidates: list[tuple[str, int | None]]) -> str: ...
-
-    def switched_bias(self, group: str, present: bool, rules: list[tuple[str, tuple[str, ...], str]]) -> str: ...
-
-    def ignores(self, key: str) -> bool: ...
-
-    def eps(self) -> str: ...
+    @property
+    def runnable(self) -> bool:
+        return not self.stubs
 
 
-def facts_of(profile: ModelProfile) -> dict[str, object]:
-    return dict(FAMILY_FACTS.get(profile.model_type, {}))
+class ComposerState:
+    """compose.Composer's state and helpers, here so the parts in their own modules (compose_moe.py, ...) can use
+    them without importing compose, which imports them."""
+
+    def __init__(self, profile: ModelProfile) -> None:
+        self.p = profile
+        self.roles = TensorRoles(profile)
+        self.wm = WeightMapBuilder(self.roles)
+        self.fields = Fields()
+        self.stubs: list[Stub] = feature_stubs(profile)
+        self.facts = dict(FAMILY_FACTS.get(profile.model_type, {}))
+        self.used_facts: list[str] = []
+        self.post_init: list[str] = []
+        self.extra_aliases: dict[str, tuple[str, ...]] = {}
+        self.words: list[str] = []
+        self.rotary_head_dim: str | None = None
+        self.positions: str | None = None
+        self.side_mixer: str | None = None
+        self.embed_norm = False
+        self.final_norm = True
+        self.embed_width = "args.hidden_size"
+        self.guard_tests: dict[str, tuple[str, str]] = {}
+        """Config key -> (test, reason) replacing its GUARDS entry (a post-LN composition refuses pre-norm OPT)."""
+        self.norm_exprs: dict[str, str] = {}  # a norm only some layer types have -> its expression (compose_norms)
+        self.mixers: dict[str, str] = {}
+        """Inspect's mixer kind -> the block expression composed for such layers."""
+        self.moe_output_norm = False
+        """The post-MLP norm is the MoE block's output norm (set by compose_moe, read by compose_norms)."""
+        self.mlp_reads_residual = False
+        self.acknowledged: set[str] = set()
+        """Config keys whose value the profile shows to be neutral here (no stub, nothing to read)."""
+
+    def stub(self, op: str, reason: str) -> None:
+        self.stubs.append(Stub(op, reason))
+
+    def fact(self, name: str, default: object = None) -> object:
+        if name not in self.facts:
+            return default
+        used = f"{name}={self.facts[name]!r}"
+        if used not in self.used_facts:  # a fact read by several parts is named once
+            self.used_facts.append(used)
+        return self.facts[name]
+
+    def has_key(self, name: str) -> bool:
+        return any(key in self.p.config_keys for key in spellings(name))
+
+    def ignores(self, key: str) -> bool:
+        """The family's modelling code never reads config key `key` (the family fact `ignored_keys`)."""
+        return key in self.facts.get("ignored_keys", ())  # type: ignore[operator]
+
+    def switched_bias(self, group: str, present: bool, rules: list[tuple[str, tuple[str, ...], str]]) -> str:
+        """Whether `group`'s projections (qkv, o, mlp, head, mla) have a bias: the config key that switches it in the
+        family's code (the family fact `bias_switches`), so one adapter serves checkpoints with and without; else
+        what the tensors show. `rules` (target, sources, op) are added when the key switches a bias this checkpoint
+        does not store (`.weight` sources read as `.bias`)."""
+        for key, groups in dict(self.facts.get("bias_switches", {})).items():  # type: ignore[call-overload]
+            if group in groups.split() and self.has_key(key):
+                self.fact("bias_switches")  # applied: named among the facts used
+                if not present:
+                    for target, sources, op in rules:
+                        self.wm.add(target, tuple(s.removesuffix(".weight") + ".bias" for s in sources), op)
+                return self.fields.need(key, "bool", "False")
+        return repr(present)
+
+    def size(self, value: int, candidates: list[tuple[str, int | None]]) -> str:
+        """The first config expression whose known value equals the size the tensors show, else the number."""
+        for expr, known in candidates:
+            if known == value:
+                return expr
+        return str(value)
+
+    def eps(self) -> str:
+        fixed = self.fact("norm_eps")
+        if fixed is not None:  # the modelling code fixes it whatever config.json says (BioGPT: nn.LayerNorm(dim))
+            self.acknowledged.update(spellings("rms_norm_eps"))
+            return repr(float(fixed))  # type: ignore[arg-type]
+        return self.fields.need("rms_norm_eps", "float", "1e-05" if self.p.norms.kind == "layernorm" else "1e-06")
 
 
 def single_block_layers(p: ModelProfile) -> bool:

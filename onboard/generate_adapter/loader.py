@@ -181,7 +181,7 @@ def _combine(op: str, tensors: list, owner: nn.Module | None = None, part: str =
         return tensors[0][owner.fused_rows(part)]  # type: ignore[union-attr]
     if op == "deinterleave_heads":
         return deinterleave_heads(tensors[0], owner.num_heads, owner.num_kv_heads, owner.head_dim)  # type: ignore[union-attr]
-    raise ValueError(f"unknown weight-map op {op!r}; known: {OPS}")
+    raise ValueError(f"unknown weight-map op {op!r}; known: {tuple(OPS)}")
 
 
 def deinterleave_heads(fused: torch.Tensor, heads: int, kv_heads: int, head_dim: int) -> torch.Tensor:

@@ -11,8 +11,10 @@ from __future__ import annotations
 import dataclasses
 import importlib.util
 import json
+import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from types import ModuleType
 from typing import Any, ClassVar
 
 import torch
@@ -176,6 +178,15 @@ def rope_config(args: Any, layer_type: str = FULL, head_dim: int | None = None) 
     return RopeConfig.from_dict({k: v for k, v in view.items() if v is not None}, head_dim=head_dim or args.head_dim)
 
 
+def import_file(path: Path, name: str) -> ModuleType:
+    """Import a Python file as module `name` (registered in sys.modules: dataclasses resolve annotations there)."""
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    sys.modules[name] = module
+    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    return module
+
+
 def require_kernels(model_type: str, ops: Sequence[str], adapter_file: str) -> None:
     """Refuse to build an adapter whose generated kernel stubs are not implemented yet: no silent fallback.
 
@@ -186,10 +197,7 @@ def require_kernels(model_type: str, ops: Sequence[str], adapter_file: str) -> N
         file = root / "kernels" / f"{op}.py"
         implemented = False
         if file.is_file():
-            spec = importlib.util.spec_from_file_location(f"_onboard_stub_{op}", file)
-            module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
-            spec.loader.exec_module(module)  # type: ignore[union-attr]
-            implemented = bool(getattr(module, "IMPLEMENTED", False))
+            implemented = bool(getattr(import_file(file, f"_onboard_stub_{op}"), "IMPLEMENTED", False))
         if not implemented:
             raise NotRunnable(
                 f"the {model_type} adapter is not runnable until kernels/{op}.py is implemented "
