@@ -1,7 +1,5 @@
-"""AdapterPlan -> the text of adapters/<model_type>.py (via templates/adapter.py.j2).
-
-The import block is computed from the rendered body (only what is used, grouped and ordered the way ruff's isort
-wants), so every family's adapter is lint-clean without per-family import lists.
+"""AdapterPlan -> the text of adapters/<model_type>.py (templates/adapter.py.j2). The import block is computed from
+the rendered body, ordered as ruff's isort wants, so every adapter is lint-clean.
 """
 
 from __future__ import annotations

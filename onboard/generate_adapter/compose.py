@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 
 from onboard.errors import InputError
-from onboard.generate_adapter.adapter_spec import AdapterSpec, attention
+from onboard.generate_adapter.adapter_spec import BASE_FIELDS, AdapterSpec, attention
 from onboard.generate_adapter.compose_attention import attention_options
 from onboard.generate_adapter.compose_head import embedding_projections, lm_head_options
 from onboard.generate_adapter.compose_knowledge import GATED_ACTIVATION_NAMES, PLAIN_ACTIVATION_NAMES
@@ -33,7 +33,6 @@ from onboard.generate_adapter.compose_per_layer import per_layer_inputs
 from onboard.generate_adapter.compose_rules import (
     AdapterPlan,
     ComposerState,
-    base_fields,
     config_key_stubs,
     embedding_scale,
     guard_statements,
@@ -53,6 +52,8 @@ from onboard.names.tensors import LAYER_NAME
 from onboard.profile import ModelProfile
 
 PLACEHOLDER_ATTENTION = attention()
+# AdapterSpec fields the composer holds under the same name
+SPEC_ATTRIBUTES = "rotary_head_dim positions embed_norm final_norm embed_width side_mixer mlp_reads_residual".split()
 PLACEHOLDER_MLP = "GatedMLP(args.hidden_size, args.intermediate_size, args.hidden_act)"
 
 
@@ -68,7 +69,8 @@ class Composer(ComposerState):
             self.fields.need("intermediate_size", "int | None", "None")  # no dense MLP reads it (or not by this name)
         if not any(layer.attention in ATTENDING for layer in p.layers):  # Mamba: no attention, so no heads to read
             self.fields.need("num_attention_heads", "int | None", "None")
-        base_fields(self.fields)
+        for name, annotation, default in BASE_FIELDS:  # every adapter has them
+            self.fields.need(name, annotation, default)
         ignored = self.facts.get("ignored_keys", ())
         if any(key in p.config_keys for key in ignored):  # type: ignore[union-attr]
             self.fact("ignored_keys")
@@ -120,27 +122,21 @@ class Composer(ComposerState):
             layer_type=layer_type,
             moe_layer=moe_layer,
             rope_kind=rope_kind,
-            rotary_head_dim=self.rotary_head_dim,
             embed_scale=embed_scale,
             lm_head=tuple(lm_head),
             residual_scale=residual,
             residual_fp32=residual_fp32,
             post_init=tuple(self.post_init),
             dropped=tuple(self.roles.dropped),
-            positions=self.positions,
-            embed_norm=self.embed_norm,
-            final_norm=self.final_norm,
-            embed_width=self.embed_width,
-            side_mixer=self.side_mixer,
             mixer_scales=mixer_scales,
             per_layer_args=self.layer_kv.per_layer_args,
             input_norm=input_norm(self),
             norm_exprs=tuple(self.norm_exprs.items()),
             kv_source=self.layer_kv.kv_source,
             layer_scalar=self.layer_kv.layer_scalar,
-            mlp_reads_residual=self.mlp_reads_residual,
             per_layer_inputs=ple_model,
             layer_gate=ple_layer,
+            **{name: getattr(self, name) for name in SPEC_ATTRIBUTES},
         )
         unique = {s.op: s for s in reversed(self.stubs)}
         stubs = tuple(sorted(unique.values(), key=lambda s: s.op))

@@ -1,10 +1,7 @@
-"""Layers that differ in their keys and values, in config.json's own terms (Gemma 4): per-layer overrides of the
-attention's sizes (`per_layer_config`), layers that attend over an earlier layer's keys and values instead of their
-own (`num_kv_shared_layers`), keys that are also the values (`attention_k_eq_v`), a wider MLP on the KV-shared layers
-(`use_double_wide_mlp`), and a stored scalar on each layer's output (`layer_scalar`).
-
-Each key is read only where the tensors show its effect: which layers store no key or value projection, and which
-store keys but no values. A checkpoint whose tensors disagree with the keys gets a stub, not a guess.
+"""Layers that differ in their keys and values, in config.json's terms (Gemma 4): per-layer attention sizes
+(`per_layer_config`), layers attending over an earlier layer's keys and values (`num_kv_shared_layers`), keys that
+are also the values (`attention_k_eq_v`), a wider MLP on KV-shared layers (`use_double_wide_mlp`), and a stored
+scalar on each layer's output. Each key is read where the tensors show its effect; a disagreement is a stub.
 """
 
 from __future__ import annotations

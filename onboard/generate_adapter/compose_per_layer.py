@@ -1,7 +1,5 @@
-"""Per-layer embeddings (Gemma 4's PLE): a second token table with one vector per layer, mixed with a projection of
-the token embeddings (model level), and a gate in each layer that adds its vector to the residual after the MLP.
-
-Both halves are read from their tensors; one without the other, or a part missing, is a stub.
+"""Per-layer embeddings (Gemma 4's PLE): a second token table with one vector per layer (model level), and a gate
+in each layer adding its vector to the residual after the MLP. One half without the other is a stub.
 """
 
 from __future__ import annotations

@@ -1,6 +1,5 @@
-"""Rules of composition that do not depend on the tensors: which features and mixer kinds become stubs, which
-config keys a composed adapter must read, guard or may ignore, and the per-layer pattern expressions (see
-compose.py for the composer itself)."""
+"""Composition's state and the rules that do not depend on the tensors: which features and mixer kinds become stubs,
+which config keys an adapter must read, guard or may ignore, and per-layer pattern expressions."""
 
 from __future__ import annotations
 
@@ -8,7 +7,7 @@ import math
 import re
 from dataclasses import dataclass, field
 
-from onboard.generate_adapter.adapter_spec import BASE_FIELDS, AdapterSpec
+from onboard.generate_adapter.adapter_spec import AdapterSpec
 from onboard.generate_adapter.compose_knowledge import FAMILY_FACTS, GUARD_FIELDS, GUARDS, ROPE_TYPE_NAMES
 from onboard.generate_adapter.weight_inference import TensorRoles, WeightMapBuilder
 from onboard.generate_adapter.weight_rule import WeightRule
@@ -47,7 +46,7 @@ class Stub:
 
 @dataclass
 class Fields:
-    """ModelArgs fields a composition needs, in first-use order: (name, annotation, default repr or None)."""
+    """ModelArgs fields a composition needs, in first-use order: (name, annotation, default repr or None: required)."""
 
     items: dict[str, tuple[str, str, str | None]] = field(default_factory=dict)
 
@@ -156,8 +155,8 @@ class ComposerState:
 
 
 def single_block_layers(p: ModelProfile) -> bool:
-    """Every layer one block: a token mixer or a feed-forward block, never both (Nemotron-H, Mamba-2), and some
-    layer mixes tokens (a model of feed-forward layers only is a mixer inspect did not recognise: xLSTM)."""
+    """Every layer one block, a token mixer or a feed-forward block (Nemotron-H, Mamba-2), and some layer mixes tokens
+    (feed-forward layers only is a mixer inspect did not recognise: xLSTM)."""
     layers = p.layers
     return any(layer.attention != "none" for layer in layers) and all(
         (layer.attention == "none") != (layer.mlp == "none") for layer in layers
@@ -178,7 +177,6 @@ def feature_stubs(profile: ModelProfile) -> list[Stub]:
     ]
     if any(layer.parallel_ssm for layer in profile.layers):
         out.append(Stub("parallel_ssm", "an SSM mixer beside attention in the same layer is not in the block library"))
-    # The rope type and the quantization come from the profile's typed fields, never parsed from feature strings.
     rope = rope_feature(profile.rope.type) if profile.rope else None
     quantized = quantized_feature(profile.quantization.method) if profile.quantization else None
     # quantization_config is a config fact: kept where inspect withholds the tensor-derived features (no weights)
@@ -200,7 +198,7 @@ MIXER_FEATURES = frozenset({"linear_attention", "ssm", "short_conv"})
 
 
 def read_keys(fields: Fields, extra_aliases: dict[str, tuple[str, ...]], acknowledged: set[str]) -> frozenset[str]:
-    """The config keys an adapter with these ModelArgs fields reads (every spelling), and those acknowledged."""
+    """Every spelling of the ModelArgs fields, and the keys acknowledged."""
     read = {alias for name in fields.items for alias in spellings(name)} | acknowledged
     return frozenset(read | {alias for aliases in extra_aliases.values() for alias in aliases})
 
@@ -223,9 +221,8 @@ def guard_statements(
     tests: dict[str, tuple[str, str]] | None = None,
     ignored: frozenset = frozenset(),
 ) -> list[str]:
-    """Fields read only to refuse values the blocks cannot express (ModelArgs.__post_init__ statements); `tests`
-    replaces a key's (test, reason) where the composition computes what GUARDS refuses and refuses the other value;
-    `ignored`: keys the family's modelling code never reads (no guard)."""
+    """Refusals of the GUARDS keys `profile` has (ModelArgs.__post_init__ statements): `tests` replaces a key's
+    (test, reason) where the composition computes what GUARDS refuses; `ignored` keys get none."""
     out = []
     for key, (annotation, default, test, why) in GUARDS.items():
         if key not in profile.config_keys or key in ignored:
@@ -262,8 +259,8 @@ def compress(values: list) -> tuple[int, int]:
 
 
 def pattern_expr(values: list, render) -> str:  # noqa: ANN001 - render: value -> source text
-    """A Python expression over layer index `i` reproducing `values` and continuing its period for deeper
-    checkpoints of the same family (e.g. 'i >= 3', '(SLIDING, FULL)[i % 2]')."""
+    """An expression over layer index `i` reproducing `values` and continuing its period for deeper checkpoints
+    ('i >= 3', '(SLIDING, FULL)[i % 2]')."""
     a, p = compress(values)
     unit = [render(v) for v in values[a : a + p]]
     index = "i" if a == 0 else f"(i - {a})"
@@ -278,8 +275,7 @@ def pattern_expr(values: list, render) -> str:  # noqa: ANN001 - render: value -
 
 
 def embedding_scale(profile: ModelProfile, fields: Fields) -> str:
-    """The token-embedding multiplier: a config key when one is set (whatever its value here), Gemma's
-    sqrt(hidden) when that is what inspect found, else none."""
+    """The token-embedding multiplier: a config key when one is set, Gemma's sqrt(hidden) when inspect found that."""
     if any(key in profile.config_keys for key in spellings("embedding_multiplier")):
         return fields.need("embedding_multiplier", "float", "1.0")
     if "scale_embedding" in profile.config_keys:  # BioGPT, XGLM (and BART's family): sqrt(d_model) when set
@@ -294,14 +290,7 @@ def embedding_scale(profile: ModelProfile, fields: Fields) -> str:
     return repr(m)
 
 
-def base_fields(fields: Fields) -> Fields:
-    """BASE_FIELDS first, as every adapter has them (ModelArgs.__post_init__ reads some)."""
-    for name, annotation, default in BASE_FIELDS:
-        fields.need(name, annotation, default)
-    return fields
-
-
 def op_name(text: str) -> str:
-    """A kernel/op identifier from a tensor path or config key: 'self_attn.foo_gate' -> 'self_attn_foo_gate'."""
+    """'self_attn.foo_gate' -> 'self_attn_foo_gate'."""
     name = re.sub(r"\W+", "_", text).strip("_").lower()
     return name if name and not name[0].isdigit() else f"op_{name}"

@@ -1,19 +1,9 @@
-"""Config values for generated adapters, read through onboard/names/config.py (the one alias table and the rules
-families derive values by, which inspect reads too), resolved exactly as the installed transformers does it when it
-knows the config class.
+"""Config values for generated adapters (`ArgsBase.from_dict`, runtime.py), read through onboard/names/config.py
+(the alias table and derived values inspect reads too).
 
-`read_config(config)` returns a `ConfigValues`; `ArgsBase.from_dict` (runtime.py) fills every ModelArgs field
-through `ConfigValues.get(field, extra_aliases)`:
-
-1. transformers knows `model_type` (a class in its CONFIG_MAPPING; a native class, never the repository's code):
-   the config is instantiated with that class and each value is read the way its modelling code reads it
-   (class defaults filled in, `attribute_map` renames applied, a legacy `rope_scaling` merged over
-   `rope_parameters` as transformers 5 does). A config the class rejects is an error, as it would be for
-   transformers itself.
-2. otherwise (a day-zero model_type): config.json as written, through ALIASES.
-
-DERIVED rules then apply what some families compute from other keys (`multi_query` means one KV head;
-`rotary_dim` means a partial rotary factor; names.config).
+When transformers knows `model_type` (its own config class, never the repository's code), each value is read as its
+modelling code reads it: class defaults filled in, `attribute_map` renames applied, a legacy `rope_scaling` merged
+over `rope_parameters`. A day-zero model_type reads config.json as written, through ALIASES.
 """
 
 from __future__ import annotations
@@ -35,8 +25,6 @@ from onboard.names.config import (
 from onboard.names.config_keys import MODEL_SECTIONS
 from onboard.serde import decode_special_floats
 
-__all__ = ["ALIASES", "DERIVED", "ConfigValues", "field_values", "read_config"]
-
 
 def _kv_heads(values: ConfigValues) -> Any:
     return kv_heads(values.get)
@@ -56,7 +44,7 @@ def _activation_name(values: ConfigValues) -> Any:
     return mapped if mapped != act else None
 
 
-# field -> rule returning the value to use instead (None: keep the value read): names.config's rules.
+# field -> rule returning the value to use instead (None: keep the value read).
 DERIVED: dict[str, Callable[[ConfigValues], Any]] = {
     "hidden_act": _activation_name,
     "num_hidden_layers": _num_layers,
@@ -84,8 +72,8 @@ class ConfigValues:
         self.source = f"transformers {type(resolved).__name__}" if resolved is not None else "config.json"
 
     def lookup(self, key: str) -> Any:
-        """One key, no aliases: the resolved attribute when transformers has it, else config.json's value; then the
-        same in a nested section of the model's own keys (DBRX's attn_config / ffn_config)."""
+        """One key, no aliases: transformers' resolved attribute, else config.json's; then the same in a nested
+        section of the model's own keys (DBRX's attn_config / ffn_config)."""
         value = self._lookup(self.resolved, self.raw, key)
         for section in MODEL_SECTIONS:
             if value is not None:
@@ -110,8 +98,7 @@ class ConfigValues:
         return self.lookup(key) is not None
 
     def in_raw(self, name: str, extra: Iterable[str] = ()) -> bool:
-        """Whether config.json itself names the quantity (under any spelling, at the top or in a nested section of
-        the model's own keys), null or not."""
+        """Whether config.json itself names the quantity (any spelling, any model section), null or not."""
         sections = [self.raw] + [self.raw[s] for s in MODEL_SECTIONS if isinstance(self.raw.get(s), dict)]
         return any(key in section for section in sections for key in (name, *extra, *ALIASES.get(name, ())))
 
@@ -121,7 +108,7 @@ class ConfigValues:
 
     def find(self, name: str, extra: Iterable[str] = ()) -> tuple[bool, Any]:
         """(found, value): the first non-null value among the spellings; (True, None) when config.json sets one
-        of them to null explicitly (e.g. DeepSeek-V2-Lite's q_lora_rank); (False, None) when none is present."""
+        to null explicitly (DeepSeek-V2-Lite's q_lora_rank)."""
         extra = tuple(extra)  # a chain naming `name` itself keeps its order (names.config.SSM_KEYS)
         keys = extra if name in extra else (name, *extra, *ALIASES.get(name, ()))
         for key in keys:

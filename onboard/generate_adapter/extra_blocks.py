@@ -1,13 +1,6 @@
-"""Stopgap blocks the shared block library (`onboard.blocks`) does not have yet, used by generated adapters.
-
-Each is small, written from the reference implementation's math, and checked end to end by the parity harness.
-They belong in `onboard/blocks/` (owned by the kernels engineer); once there, the templates import them from there.
-
-- `GptOssMoE`: router with a bias, softmax over the top-k logits, experts with biases, clamped SwiGLU with
-  `alpha` and `(up + 1)`, gate/up interleaved along the last dim (gpt-oss checkpoint layout [E, hidden, 2I]).
-- `SparseMixerMoE`: PhiMoE's sparsemixer top-2 routing (eval path: masked softmax around each pick).
-- `XIELUMLP`: Apertus' plain MLP with the learned xIELU activation.
-- `DenseBesideMoE`: Gemma 4's feed-forward slot with a routed MoE beside the dense MLP (enable_moe_block).
+"""Blocks the shared block library (`onboard.blocks`) does not have yet, used by generated adapters, each written
+from the reference implementation's math and checked by parity: gpt-oss's MoE, PhiMoE's sparsemixer routing,
+Apertus' xIELU MLP, Gemma 4's experts beside the dense MLP.
 """
 
 from __future__ import annotations

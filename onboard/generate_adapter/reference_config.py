@@ -1,11 +1,7 @@
-"""Whether the reference computes the model config.json describes: the values transformers' config class resolves,
-against config.json as written, for facts where a silent difference changes every output.
-
-Generated adapters and the reference both read configs through transformers' class (config_values.read_config), so
-parity cannot see a value that class drops or replaces; an engine that reads config.json itself (vLLM, llama.cpp's
-converter) then computes another model than the reference's goldens. Found on transformers 5.25's DBRX: its
-rotary embedding reads rope_parameters (default base 10000) and never attn_config.rope_theta (500000 in databricks'
-released configs).
+"""Whether the reference computes the model config.json describes: the rotary base transformers' config class
+resolves, against config.json as written. Adapters and the reference both read configs through that class, so
+parity cannot see a value it drops; an engine reading config.json itself then computes another model (transformers
+5.25's DBRX reads rope_parameters, never attn_config.rope_theta).
 """
 
 from __future__ import annotations
@@ -19,8 +15,6 @@ from onboard.generate_adapter.config_values import read_config
 from onboard.inspect_checkpoint.config_view import language_model_config
 from onboard.names.config import spellings
 from onboard.names.config_keys import MODEL_SECTIONS
-
-__all__ = ["REFERENCE_ROPE_BASE", "rope_base_disagreement"]
 
 REFERENCE_ROPE_BASE = "reference_rope_base"
 _THETA_KEYS = spellings("rope_theta")  # its spellings an engine may read: rope_theta, rotary_emb_base, ...

@@ -1,7 +1,5 @@
-"""One jinja2 Environment for every generated file (StrictUndefined: a missing value is a bug, not an empty
-string), plus the small Python-source formatter the adapter template uses to keep long constructor calls readable.
-
-Rendering is deterministic: no timestamps, paths or dict-order surprises in the output.
+"""One jinja2 Environment for every generated file (StrictUndefined: a missing value is a bug), and the small Python
+source formatter the adapter template uses. Rendering is deterministic.
 """
 
 from __future__ import annotations

@@ -1,13 +1,7 @@
-"""A composed adapter's weight map, inferred from the profile's tensor names and shapes (onboard/names/tensors.py).
-
-`TensorRoles(profile)` classifies every tensor template; `WeightMapBuilder` turns roles into `WeightRule`s from the
-checkpoint's names to the composed adapter's runtime names (`model.layers.{i}.self_attn.qkv_proj.weight`, ...), with
-the op each layout needs: `cat` (separate q/k/v, gate/up), `stack` (per-expert tensors), `transpose` (GPT-2 Conv1D,
-experts stored [E, in, out]), `deinterleave_heads` (`query_key_value` grouped per KV head).
-
-A mapping the names and shapes cannot decide (two tensors claiming one role, a square Conv1D weight with no
-non-square sibling, a 3-D expert tensor whose two inner dims are equal) raises `AmbiguousWeights` naming the tensors:
-never a guess.
+"""A composed adapter's weight map, inferred from the profile's tensor names and shapes (onboard/names/tensors.py):
+`TensorRoles` classifies every tensor template, `WeightMapBuilder` turns roles into `WeightRule`s with the op each
+layout needs. A mapping the names and shapes cannot decide raises `AmbiguousWeights` naming the tensors: never a
+guess.
 """
 
 from __future__ import annotations

@@ -1,11 +1,6 @@
-"""How config.json spells a quantity, and what some families derive from other keys.
-
-`ALIASES` is the one table of spellings: inspect reads a quantity as `cv.get(*spellings(name))` (ConfigView, the
-text section first), generate as `ConfigValues.get(name)` (config_values.py: transformers' resolved config first,
-then config.json). The `DERIVED` rules apply what a family computes from other keys; both read them too.
+"""How config.json spells a quantity (`ALIASES`, the one table: inspect reads `cv.get(*spellings(name))`, generate
+`ConfigValues.get(name)`), and what some families derive from other keys (both read those rules too).
 tests/names/test_config_names.py checks that the two resolve every tiny architecture's config identically.
-
-Adding a spelling is one entry: the new name in its quantity's tuple here.
 """
 
 from __future__ import annotations

@@ -1,8 +1,6 @@
-"""What each config.json key means to onboard: the ones that change nothing (with the reason), the ones whose effect
-the tensors or the per-layer plan show, the ones with a known effect on the numbers, and the sections a config nests
-the language model's keys in. Inspect's config lint and generate's composition read these tables; a key none of them
-lists is unknown: a finding in inspect, a kernel stub in generate (an unknown key is how a new option ships on day
-zero).
+"""What each config.json key means to onboard: no effect on the forward pass (with the reason), shown by the tensors
+or layer plan, a known effect on the numbers, and the sections a config nests the language model's keys in. A key
+none of them lists is unknown: a finding in inspect, a kernel stub in generate.
 """
 
 from __future__ import annotations

@@ -5,26 +5,7 @@ the weight map) both classify names through these tables.
 **Adding a naming variant is one data entry**: a row in `LAYER_PATTERNS` (inside a decoder layer) or `TOP_PATTERNS`
 (outside the layers) naming the new spelling and its role. Generate then maps the tensor to its block, and inspect
 counts it under the role's component (`ROLE_COMPONENTS`); tests/names/test_new_pattern.py is a worked example.
-
-Roles (what compose.py turns into blocks and weight rules):
-
-- attention: `attn.q|k|v` (separate), `attn.qkv` (fused rows [q; k; v], Linear or GPT-2 Conv1D), `attn.qkv_grouped`
-  (`query_key_value`: rows grouped per KV head, [q heads of the group; k; v], as GPT-NeoX, Falcon, Bloom and
-  Persimmon store it), `attn.o`, `attn.q_norm|k_norm` (one weight over head_dim or all heads),
-  `attn.q_norm_heads|k_norm_heads` (one norm module per head), `attn.sinks`, `mla.*` (DeepSeek MLA parts), `mla.indexer` (DSA's top-k indexer);
-- MLP: `mlp.gate|up|down`, `mlp.gate_up` (fused [gate; up]), `mlp.act.*` (learned activation parameters);
-- Gated DeltaNet: `deltanet` (Qwen3-Next / Qwen3.5's `linear_attn` parts);
-- short convolution: `conv` (in_proj, conv, out_proj: LFM2's token mixer on its `conv` layers);
-- Mamba: `mamba` (the `mamba` / `mixer` parts: Mamba-2's in_proj, conv1d, dt_bias, A_log, D, norm, out_proj, or
-  Mamba-1's in_proj, conv1d, x_proj, dt_proj, A_log, D, out_proj and Jamba's dt / b / c layernorms);
-- MoE: `moe.router`, `moe.router_bias` (selection-only correction bias), `moe.expert.gate|up|down` (per expert, `{}`),
-  `moe.experts.gate_up|down` (stacked 3-D), `moe.experts_rows` (DBRX: 2-D, experts stacked by rows),
-  `moe.shared.gate|up|down|gate_up`, `moe.shared_gate`;
-- norms by position: `norm.input` (before attention), `norm.post_attention` (after attention in sandwich / post-norm
-  layers, else before the MLP: resolved in compose.py), `norm.pre_mlp`, `norm.post_attn_out`, `norm.post_mlp`;
-- outside the layers: `embed`, `positions`, `final_norm`, `head`; `drop` for tensors inference never reads.
-
-Suffixes: `.weight` / `.bias` are kept apart by the `param` group so a role's bias is found next to its weight.
+A role's `.weight` and `.bias` are kept apart by the `param` group, so its bias is found next to its weight.
 """
 
 from __future__ import annotations
@@ -54,11 +35,9 @@ TOWER_PREFIXES = {
     "audio": ("audio_tower", "audio_model", "audio_encoder", "audio", "speech_encoder", "audio_projection",
               "embed_audio"),
 }  # fmt: skip
-# A learned per-head logit that joins the attention softmax (gpt-oss's `sinks`), by the names checkpoints store it
-# under: transformers' conversion_mapping loads flint's `softmax_offset` and mimo_v2_flash's `attention_sink_bias`
-# as `sinks`, the same parameter.
 # Learned absolute position tables (GPT-2's wpe, OPT's embed_positions, GPT-1's positions_embed).
 LEARNED_POSITIONS = ("wpe.weight", "embed_positions.weight", "positions_embed.weight")
+# gpt-oss's attention sinks (a learned per-head logit in the softmax) under flint's and mimo_v2_flash's names too
 SINK_NAMES = ("sinks", "softmax_offset", "attention_sink_bias")
 LM_PREFIXES = ("model.language_model.", "language_model.model.", "language_model.", "model.text_model.", "text_model.",
                 "llm.")  # fmt: skip  # Ovis: llm.model.layers…, llm.lm_head
