@@ -12,7 +12,7 @@ import tokenize
 from onboard.generate_adapter.adapter_spec import BASE_FIELDS, AdapterSpec
 from onboard.generate_adapter.compose_rules import AdapterPlan
 from onboard.generate_adapter.render import LINE, format_expr, py_repr, render
-from onboard.generate_adapter.weight_rule import WeightRule
+from onboard.generate_adapter.weight_inference import WeightRule
 from onboard.names.tensors import DROPPED
 
 REGENERATE_COMMAND = "python -m onboard.generate_adapter.regenerate"

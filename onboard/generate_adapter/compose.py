@@ -15,21 +15,19 @@ import re
 from onboard.errors import InputError
 from onboard.generate_adapter.adapter_spec import BASE_FIELDS, AdapterSpec, attention
 from onboard.generate_adapter.compose_attention import attention_options
-from onboard.generate_adapter.compose_head import embedding_projections, lm_head_options
+from onboard.generate_adapter.compose_head import embedding_projections, lm_head_options, per_layer_inputs
 from onboard.generate_adapter.compose_knowledge import GATED_ACTIVATION_NAMES, PLAIN_ACTIVATION_NAMES
 from onboard.generate_adapter.compose_layer_kv import KVLayout, layer_kv
 from onboard.generate_adapter.compose_layers import ATTENDING, layer_plan
-from onboard.generate_adapter.compose_mamba import parallel_mamba
 from onboard.generate_adapter.compose_mixers import (
     FEED_FORWARD_LAYER_TYPES,
     LAYER_TYPE_NAMES,
     layer_mixers,
     mla_expression,
+    parallel_mamba,
 )
-from onboard.generate_adapter.compose_moe import moe_expression
-from onboard.generate_adapter.compose_moe_beside import moe_beside
+from onboard.generate_adapter.compose_moe import moe_beside, moe_expression
 from onboard.generate_adapter.compose_norms import input_norm, norms, sub_norm
-from onboard.generate_adapter.compose_per_layer import per_layer_inputs
 from onboard.generate_adapter.compose_rules import (
     AdapterPlan,
     ComposerState,
@@ -156,8 +154,7 @@ class Composer(ComposerState):
             self.stub(op, f"checkpoint tensors no block consumes: {', '.join(sorted(names))}")
 
     def attention(self) -> str:
-        """The token mixer's expression: attention, or per layer type a short convolution, Gated DeltaNet or
-        attention."""
+        """The token mixer's expression: attention, or per layer type another mixer (compose_mixers)."""
         mixers = layer_mixers(self)
         self.mixers = dict(mixers)
         self.stubs = [stub for stub in self.stubs if stub.op not in {f"{kind}_layers" for kind, _ in mixers}]
@@ -264,9 +261,8 @@ class Composer(ComposerState):
         return d.head_dim
 
     def kv_heads_expression(self, kv_width_per_head: int) -> str:
-        """num_key_value_heads, or an expression of the layer type where the layers' K/V widths (inspect's
-        kv_width, read from each layer's projections) show other head counts on sliding and full layers
-        (MiMo-V2-Flash's sliding layers: twice the KV heads)."""
+        """num_key_value_heads, or an expression of the layer type where the layers' K/V widths show other head
+        counts on sliding and full layers (MiMo-V2-Flash's sliding layers: twice the KV heads)."""
         base, d = "args.num_key_value_heads", self.p.dims
         heads: dict[str, set[int]] = {}
         for layer in self.p.layers:
@@ -487,11 +483,8 @@ class Composer(ComposerState):
 
 
 def compose(profile: ModelProfile) -> AdapterPlan:
-    """Everything the adapter template needs for `profile`, from the profile alone.
-
-    Raises:
-        InputError: the profile has no tensor names (a config-only profile: the weight map cannot be inferred) or
-            no decoder layers; AmbiguousWeights: the names and shapes allow two weight maps."""
+    """Everything the adapter template needs for `profile`, from the profile alone (AmbiguousWeights: the names and
+    shapes allow two weight maps)."""
     if not profile.tensor_templates:
         raise InputError(
             f"{profile.source or 'profile'}: no safetensors tensor names in the profile, so no weight map can be "

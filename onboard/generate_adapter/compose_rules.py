@@ -9,8 +9,7 @@ from dataclasses import dataclass, field
 
 from onboard.generate_adapter.adapter_spec import AdapterSpec
 from onboard.generate_adapter.compose_knowledge import FAMILY_FACTS, GUARD_FIELDS, GUARDS, ROPE_TYPE_NAMES
-from onboard.generate_adapter.weight_inference import TensorRoles, WeightMapBuilder
-from onboard.generate_adapter.weight_rule import WeightRule
+from onboard.generate_adapter.weight_inference import TensorRoles, WeightMapBuilder, WeightRule
 from onboard.names.config import spellings
 from onboard.names.config_keys import STRUCTURAL_KEYS, neutral_for_adapters
 from onboard.profile import ModelProfile, quantized_feature, rope_feature

@@ -15,27 +15,9 @@ from typing import Any
 
 from onboard.errors import ConfigError
 from onboard.inspect_checkpoint.config_class_input import for_config_class
-from onboard.names.config import (
-    ALIASES,
-    activation_name,
-    kv_heads,
-    num_layers_from_types,
-    partial_rotary_factor,
-)
+from onboard.names.config import ALIASES, activation_name, kv_heads, num_layers_from_types, partial_rotary_factor
 from onboard.names.config_keys import MODEL_SECTIONS
 from onboard.serde import decode_special_floats
-
-
-def _kv_heads(values: ConfigValues) -> Any:
-    return kv_heads(values.get)
-
-
-def _partial_rotary(values: ConfigValues) -> Any:
-    return partial_rotary_factor(values.get)
-
-
-def _num_layers(values: ConfigValues) -> Any:
-    return None if values.in_raw("num_hidden_layers") else num_layers_from_types(values.get)
 
 
 def _activation_name(values: ConfigValues) -> Any:
@@ -47,19 +29,17 @@ def _activation_name(values: ConfigValues) -> Any:
 # field -> rule returning the value to use instead (None: keep the value read).
 DERIVED: dict[str, Callable[[ConfigValues], Any]] = {
     "hidden_act": _activation_name,
-    "num_hidden_layers": _num_layers,
-    "num_key_value_heads": _kv_heads,
-    "partial_rotary_factor": _partial_rotary,
+    "num_hidden_layers": lambda v: None if v.in_raw("num_hidden_layers") else num_layers_from_types(v.get),
+    "num_key_value_heads": lambda v: kv_heads(v.get),
+    "partial_rotary_factor": lambda v: partial_rotary_factor(v.get),
 }
 
 
 @cache
 def _config_class(model_type: str) -> type | None:
-    try:
-        from transformers.models.auto.configuration_auto import CONFIG_MAPPING
-    except ImportError:  # transformers not installed: config.json as written
-        return None
     # CONFIG_MAPPING holds transformers' own classes only: the repository's configuration code never runs here.
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+
     return CONFIG_MAPPING[model_type] if model_type in CONFIG_MAPPING else None
 
 

@@ -15,7 +15,7 @@ import torch
 from torch import nn
 
 from onboard.errors import InputError
-from onboard.generate_adapter.weight_rule import OPS, WeightRule
+from onboard.generate_adapter.weight_inference import OPS, WeightRule
 
 
 class WeightsError(InputError):

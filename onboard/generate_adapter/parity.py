@@ -133,10 +133,8 @@ def summarise(errors: torch.Tensor, ref: torch.Tensor) -> PromptParity:
 
 
 def _own_runs(checkpoint: Path, dtype: str, policy: RemoteCodePolicy, given: Any) -> Iterator[Any]:
-    """The reference itself in CALIBRATION[dtype], as golden recording measures its noise: in low precision twice,
-    eager and sdpa attention (two real kernels, pooled: rare events such as MoE routing flips are under-sampled by
-    one run), sdpa skipped where the model refuses it. A reference given as a module (tests: a seeded reference-side
-    defect) is itself, cast."""
+    """The reference itself in CALIBRATION[dtype], as golden recording measures its noise: in low precision with eager
+    and sdpa attention (pooled: one run under-samples rare MoE routing flips). A given module is itself, cast."""
     calibration = DTYPES[CALIBRATION[dtype]]
     if given is not None:
         yield copy.deepcopy(given).to(calibration)
@@ -157,12 +155,9 @@ def check_parity(
     policy: RemoteCodePolicy | None = None,
     rerun: str | None = None,
 ) -> dict[str, Any]:
-    """Adapter vs the reference on `checkpoint`: {passed, status, worst, tolerance, failed, prompts, detail,
-    reference}; `failed` names the comparator's failed checks (comparator.FAILED_CHECKS).
-
-    The reference is transformers, or the repository's code in the sandbox when `policy` trusts it. When no
-    reference may run, the result is "unverified" (never passed) and names `rerun`, the command that would run it.
-    """
+    """Adapter vs the reference (transformers, or the repository's code in the sandbox when `policy` trusts it) on
+    `checkpoint`: {passed, status, worst, tolerance, failed, prompts, detail, reference}. When no reference may run,
+    "unverified", naming `rerun`, the command that would run it."""
     from onboard.environment import require_loadable
 
     checkpoint = Path(checkpoint)

@@ -22,10 +22,8 @@ _ROPE_DICTS = ("rope_parameters", "rope_scaling")
 
 
 def rope_base_disagreement(config: Mapping[str, Any]) -> str | None:
-    """A sentence naming both values when config.json writes a rotary base (any of its spellings: an engine may read
-    another one than transformers) and transformers' class for its model_type resolves another one; None when they
-    agree, when config.json writes none (the class default is then the model's, for the reference and engines
-    alike) or when transformers has no class for it (day zero: the repository's code is the reference)."""
+    """A sentence naming both values when config.json writes a rotary base (any spelling) and transformers' class
+    resolves another; None when they agree, config.json writes none, or transformers has no class for it."""
     text = language_model_config(dict(config))
     written_all = _written_thetas(text)
     if not written_all:

@@ -42,9 +42,8 @@ SINK_NAMES = ("sinks", "softmax_offset", "attention_sink_bias")
 LM_PREFIXES = ("model.language_model.", "language_model.model.", "language_model.", "model.text_model.", "text_model.",
                 "llm.")  # fmt: skip  # Ovis: llm.model.layers…, llm.lm_head
 
-# Inspect's coarse components (parameter counts by component). Quantization scales and multi-token-prediction layers
-# first, whatever role the rest of the name has; then the role's (ROLE_COMPONENTS); then COMPONENT_RULES, ordered:
-# the first rule whose regex matches the template decides.
+# Inspect's coarse components (parameter counts): COMPONENT_FIRST whatever the role, then the role's
+# (ROLE_COMPONENTS), then the first of COMPONENT_RULES whose regex matches.
 COMPONENT_FIRST: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
     (component, re.compile(pattern))
     for component, pattern in (
@@ -110,8 +109,7 @@ _P = r"\.(?P<param>weight|bias)"
 
 # (regex over the in-layer name, role). Order matters: the first match wins.
 LAYER_PATTERNS: tuple[tuple[str, str], ...] = (
-    # --- Mamba-1 / -2, the state-space mixer (Bamba, Granite-4.0, Jamba's `mamba`; Mamba, Nemotron-H's `mixer`): first,
-    # as a `mixer.out_proj` is Mamba's, not an attention output
+    # --- Mamba-1 / -2 (`mamba`, Nemotron-H's `mixer`): first, as a `mixer.out_proj` is Mamba's, not attention's ---
     (rf"(?:mamba|mixer)\.(?P<part>in_proj|conv1d|out_proj|norm|x_proj|dt_proj|dt_layernorm|b_layernorm|c_layernorm)"
      rf"{_P}", "mamba"),
     (r"(?:mamba|mixer)\.(?P<part>dt_bias|A_log|D)", "mamba"),
@@ -180,8 +178,7 @@ LAYER_PATTERNS: tuple[tuple[str, str], ...] = (
     # --- norms, by position --------------------------------------------------------------------------------------
     (rf"(?:input_layernorm|ln_1|ln_attn|attention_norm|self_attn_layer_norm|attention_layernorm|operator_norm|"
      rf"norm_attn_norm\.norm_1|norm_1|attn_norm|attention_layer_norm|norm){_P}", "norm.input"),  # norm_1: MPT
-    # OLMo-core's feedforward_layer_norm: transformers renames it post_attention_layernorm (OLMo-hybrid), the same
-    # position-by-context norm: before the MLP in a pre-norm layer, on the attention output in a post-norm one
+    # OLMo-core's feedforward_layer_norm is transformers' post_attention_layernorm: placed by context (compose_norms)
     (rf"(?:post_attention_layernorm|feedforward_layer_norm){_P}", "norm.post_attention"),
     (rf"(?:pre_feedforward_layernorm|pre_ff_layernorm|pre_mlp_layernorm|feedforward_layernorm|ln_2|ln_mlp|ffn_norm|final_layer_norm|"
      rf"norm_attn_norm\.norm_2|norm_2|mlp_norm){_P}", "norm.pre_mlp"),
@@ -199,8 +196,7 @@ LAYER_PATTERNS: tuple[tuple[str, str], ...] = (
 
 # (regex over a whole name outside the decoder layers, role).
 TOP_PATTERNS: tuple[tuple[str, str], ...] = (
-    # ModernBERT-decoder: a LayerNorm on the embeddings, and a head that transforms (dense, act, norm) before its
-    # projection `decoder`
+    # ModernBERT-decoder: a LayerNorm on the embeddings, a head transform (dense, act, norm) before `decoder`
     (rf"(?:.*\.)?embeddings\.norm{_P}", "embed_norm"),
     (rf"lm_head\.(?P<part>dense|norm){_P}", "head_transform"),
     (rf"decoder{_P}", "head"),
