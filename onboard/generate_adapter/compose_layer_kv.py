@@ -21,12 +21,9 @@ class KVLayout:
     """What the composition's layers read of the keys above (empty: every layer alike)."""
 
     per_layer_args: bool = False
-    kv_source: str | None = None
-    """Expression: the layer whose keys and values layer i reads (None: its own)."""
-    values_from_keys: str | None = None
-    """Expression over the layer: True where the values are the keys (no value projection)."""
-    mlp_width: str | None = None
-    """Expression replacing args.intermediate_size (a double-wide MLP on the KV-shared layers)."""
+    kv_source: str | None = None  # the layer whose keys and values layer i reads (None: its own)
+    values_from_keys: str | None = None  # True where the values are the keys (no value projection)
+    mlp_width: str | None = None  # replaces args.intermediate_size (double-wide MLP on the KV-shared layers)
     layer_scalar: bool = False
 
     @property
@@ -43,8 +40,7 @@ class KVLayout:
         return kw
 
 
-# The keys, as ModelArgs fields (read whenever config.json has them: a value the tensors show to be neutral here
-# is still read, so the adapter follows config.json where it is not).
+# The keys, as ModelArgs fields, read whenever config.json has them (even where the tensors show them neutral).
 KEYS = {"num_kv_shared_layers": ("int", "0"), "attention_k_eq_v": ("bool", "False"),
         "use_double_wide_mlp": ("bool", "False")}  # fmt: skip
 

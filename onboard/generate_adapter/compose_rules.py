@@ -61,13 +61,10 @@ class AdapterPlan:
     model_type: str
     spec: AdapterSpec
     weight_rules: tuple[WeightRule, ...]
-    stubs: tuple[Stub, ...] = ()
-    """Features the block library lacks: each rendered as kernels/<op>.py + tests/kernels/test_<op>.py."""
+    stubs: tuple[Stub, ...] = ()  # each rendered as kernels/<op>.py + tests/kernels/test_<op>.py
     closest_family: str | None = None
-    overrides: tuple[str, ...] = ()
-    """Modelling-code facts of a known family that were applied (compose_knowledge.FAMILY_FACTS)."""
-    reads: frozenset[str] = frozenset()
-    """Config keys the adapter reads (every spelling of its ModelArgs fields) or knows to be neutral here."""
+    overrides: tuple[str, ...] = ()  # family facts applied (compose_knowledge.FAMILY_FACTS)
+    reads: frozenset[str] = frozenset()  # config keys the adapter reads (every spelling) or knows to be neutral
 
     @property
     def runnable(self) -> bool:
@@ -95,16 +92,12 @@ class ComposerState:
         self.embed_norm = False
         self.final_norm = True
         self.embed_width = "args.hidden_size"
-        self.guard_tests: dict[str, tuple[str, str]] = {}
-        """Config key -> (test, reason) replacing its GUARDS entry (a post-LN composition refuses pre-norm OPT)."""
+        self.guard_tests: dict[str, tuple[str, str]] = {}  # config key -> (test, reason) replacing its GUARDS entry
         self.norm_exprs: dict[str, str] = {}  # a norm only some layer types have -> its expression (compose_norms)
-        self.mixers: dict[str, str] = {}
-        """Inspect's mixer kind -> the block expression composed for such layers."""
-        self.moe_output_norm = False
-        """The post-MLP norm is the MoE block's output norm (set by compose_moe, read by compose_norms)."""
+        self.mixers: dict[str, str] = {}  # inspect's mixer kind -> the block expression composed for such layers
+        self.moe_output_norm = False  # the post-MLP norm is the MoE block's output norm (compose_moe)
         self.mlp_reads_residual = False
-        self.acknowledged: set[str] = set()
-        """Config keys whose value the profile shows to be neutral here (no stub, nothing to read)."""
+        self.acknowledged: set[str] = set()  # config keys the profile shows to be neutral here (nothing to read)
 
     def stub(self, op: str, reason: str) -> None:
         self.stubs.append(Stub(op, reason))

@@ -62,13 +62,17 @@ def reference_at(
 
 
 def bisect(adapter_at: Callable[[str], nn.Module], ref_at: ReferenceAt, input_ids: torch.Tensor, dtype: str) -> dict:
-    """Locate in float32; when nothing diverges there and `dtype` is lower, locate in `dtype`."""
-    adapter = adapter_at("float32")
-    names = projection_names(adapter)
-    ref = ref_at("float32", names)
-    result = locate(adapter, ref, input_ids, "float32") | {"compared_in": "float32"}
-    if result["first_divergence"] is None and dtype not in ("float32", "float64"):
-        result = locate(adapter_at(dtype), ref, input_ids, dtype, ref_at(dtype, names)) | {"compared_in": dtype}
+    """Locate in float32; when nothing diverges there and `dtype` is lower, locate in `dtype`. A side that cannot
+    run leaves it not located (never read as "no divergence")."""
+    try:
+        adapter = adapter_at("float32")
+        names = projection_names(adapter)
+        ref = ref_at("float32", names)
+        result = locate(adapter, ref, input_ids, "float32") | {"compared_in": "float32"}
+        if result["first_divergence"] is None and dtype not in ("float32", "float64"):
+            result = locate(adapter_at(dtype), ref, input_ids, dtype, ref_at(dtype, names)) | {"compared_in": dtype}
+    except OnboardError as exc:
+        return not_located(exc.message)
     return result | {"divergence": summary(result)}
 
 
@@ -94,10 +98,7 @@ def parity_divergence(
         dtype = dtype if isinstance(dtype, torch.dtype) else torch.float32
         return model_cls.from_pretrained(checkpoint, dtype=dtype, trust_remote_code=False)
 
-    try:
-        return bisect(adapter_at, reference_at(checkpoint, input_ids, policy, reference, rerun), input_ids, dtype)
-    except OnboardError as exc:
-        return not_located(exc.message)
+    return bisect(adapter_at, reference_at(checkpoint, input_ids, policy, reference, rerun), input_ids, dtype)
 
 
 def candidate_divergence(
@@ -114,10 +115,7 @@ def candidate_divergence(
             return reload(checkpoint, dtype=getattr(torch, name))
         return copy.deepcopy(model).to(getattr(torch, name))  # a wrapped adapter: same modules, other precision
 
-    try:
-        return bisect(adapter_at, reference_at(checkpoint, input_ids, policy), input_ids, dtype)
-    except OnboardError as exc:
-        return not_located(exc.message)
+    return bisect(adapter_at, reference_at(checkpoint, input_ids, policy), input_ids, dtype)
 
 
 # validate's checks that compare values with the reference: when one fails on an adapter, the bisect runs.

@@ -45,8 +45,7 @@ class WeightRule:
 
 
 LAYER = "model.layers.{i}."
-CONV1D_NAMES = ("c_attn", "c_proj", "c_fc")
-"""GPT-2 style modules stored as Conv1D ([in, out], the transpose of a Linear weight)."""
+CONV1D_NAMES = ("c_attn", "c_proj", "c_fc")  # GPT-2's Conv1D modules: [in, out], the transpose of a Linear's
 
 
 class AmbiguousWeights(InputError):
@@ -58,15 +57,12 @@ class Found:
     """One tensor template with its role."""
 
     role: str
-    template: str
-    """The profile template: `{}` for every number."""
-    source: str
-    """The checkpoint name pattern the loader reads: `{i}` for the layer, `{e}` for an expert / head index."""
+    template: str  # the profile template: `{}` for every number
+    source: str  # the name pattern the loader reads: `{i}` for the layer, `{e}` for an expert / head index
     param: str | None
     part: str | None
     shape: tuple[int, ...]
-    count: int = 0
-    """Tensors of the template in the checkpoint (a per-layer tensor: the layers that store it)."""
+    count: int = 0  # tensors of the template (a per-layer tensor: the layers that store it)
 
 
 def template_pattern(template: str) -> str:
@@ -161,10 +157,8 @@ class WeightMapBuilder:
         self.roles = roles
         self.rules: list[WeightRule] = []
         self._conv1d: bool | None = None
-        self.partial: list[str] = []
-        """Bias templates only some layers store (zero in the others): named in the adapter's summary."""
-        self.by_name: set[str] = set()
-        """Sources a block reads under their own name (no rule written)."""
+        self.partial: list[str] = []  # bias templates only some layers store (zero in the others)
+        self.by_name: set[str] = set()  # sources a block reads under their own name (no rule written)
 
     def add(self, target: str, sources: tuple[str, ...], op: str = "copy") -> None:
         if op == "copy" and sources == (target,):
