@@ -94,11 +94,6 @@ def by_position(t: torch.Tensor, seq_len: int) -> torch.Tensor:
     return t.movedim(axis, 0).reshape(seq_len, -1).clone()
 
 
-def _first_input(args: tuple[Any, ...], kwargs: dict[str, Any]) -> torch.Tensor | None:
-    value = args[0] if args else kwargs.get("hidden_states")
-    return value if isinstance(value, torch.Tensor) else None
-
-
 def is_rotary(name: str) -> bool:
     """transformers' `model.rotary_emb` (and `rotary_emb_local`), our adapters' `rotary.<layer kind>`."""
     parts = name.split(".")
@@ -126,7 +121,8 @@ def capture(model: nn.Module, input_ids: torch.Tensor, extra: Sequence[str] = ()
 
     def before(name: str) -> Callable[..., None]:
         def hook(_module: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
-            x = _first_input(args, kwargs)
+            x = args[0] if args else kwargs.get("hidden_states")
+            x = x if isinstance(x, torch.Tensor) else None
             if found[name] == (0, "layer_output") and x is not None:
                 points.setdefault(EMBEDDING, by_position(x, seq_len))
             if name in routers:

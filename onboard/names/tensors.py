@@ -271,19 +271,20 @@ MLA_MIXER_PARTS = frozenset({"kv_a_proj_with_mqa", "kv_b_proj", "kv_a_layernorm"
 def role_component(template: str) -> str | None:
     """The component of a language-model template by its role (None: no role, or one ROLE_COMPONENTS leaves to
     COMPONENT_RULES)."""
-    role, m, _ = classify(template)
-    if role is None:
-        return None
-    part = (m.groupdict().get("part") if m is not None else None) or ""
+    role, part = _role_part(template)
     if role in NORM_PART_ROLES and "norm" in part:
         return "norms"
-    return ROLE_COMPONENTS.get(role)
+    return ROLE_COMPONENTS.get(role) if role is not None else None
 
 
 def role_mixer(template: str) -> str | None:
     """The mixer kind a language-model template's role reveals (None: no role, or not a mixer's)."""
-    role, m, _ = classify(template)
+    role, part = _role_part(template)
     if role == "mla":
-        part = (m.groupdict().get("part") if m is not None else None) or ""
         return "mla" if part in MLA_MIXER_PARTS else "attention"
     return ROLE_MIXERS.get(role) if role is not None else None
+
+
+def _role_part(template: str) -> tuple[str | None, str]:
+    role, m, _ = classify(template)
+    return role, (m.groupdict().get("part") if m is not None else None) or ""
