@@ -1,12 +1,9 @@
 """Stage 2, generate: a ModelProfile -> adapters/<model_type>.py (blocks composed per family, weight map as data),
-kernel stubs for what the block library lacks, and vLLM / SGLang launch scripts.
-
-`generate(source_or_profile, out_dir, force=False)` is the entry point; `onboard generate` wraps it.
+kernel stubs for what the block library lacks, and vLLM / SGLang launch scripts. `onboard generate` wraps `generate`.
 """
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import sys
@@ -25,8 +22,6 @@ __all__ = ["GenerateResult", "default_out_dir", "generate", "load_profile", "ren
 
 @dataclass(frozen=True)
 class GenerateResult:
-    """The stage result (COMMON contract): stage, passed, checks, plus what was written."""
-
     model_type: str
     out_dir: str
     files: tuple[str, ...]
@@ -35,8 +30,7 @@ class GenerateResult:
     parity: dict[str, Any] | None = None
     stage: str = field(default="generate")
     closest_family: str | None = None
-    overrides: tuple[str, ...] = ()
-    """Modelling-code facts of a known family applied (compose_knowledge.FAMILY_FACTS)."""
+    overrides: tuple[str, ...] = ()  # family facts applied (compose_knowledge.FAMILY_FACTS)
 
     @property
     def verification(self) -> str:
@@ -115,10 +109,9 @@ def _imports_cleanly(path: Path) -> tuple[bool, str]:
     name = f"_onboard_generated_{path.stem}"
     previous, sys.dont_write_bytecode = sys.dont_write_bytecode, True  # leave no __pycache__ in the output
     try:
-        spec = importlib.util.spec_from_file_location(name, path)
-        module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
-        sys.modules[name] = module  # dataclasses resolve annotations through sys.modules
-        spec.loader.exec_module(module)  # type: ignore[union-attr]
+        from onboard.generate_adapter.runtime import import_file
+
+        module = import_file(path, name)
         return hasattr(module, "Model") and hasattr(module, "ModelArgs"), "defines Model and ModelArgs"
     except Exception as exc:  # the check reports any failure to import, whatever it is
         return False, f"{type(exc).__name__}: {exc}"
@@ -136,11 +129,10 @@ def generate(
     rerun: str | None = None,
     checkpoint: str | os.PathLike | None = None,
 ) -> GenerateResult:
-    """Write the adapter, kernel stubs and engine configs for a checkpoint (path / repo id), a profile JSON file or
-    a ModelProfile into `out_dir`. Refuses to overwrite existing files unless `force`. `parity=True` (local
-    checkpoints only: SOURCE itself, or `checkpoint` when SOURCE is a profile) also runs the adapter against the
-    reference and records `adapter_parity`: transformers, or the repository's own code in the sandbox when `policy`
-    trusts it ("unverified", naming `rerun`, otherwise)."""
+    """Write the adapter, kernel stubs and engine configs for a checkpoint, a profile JSON file or a ModelProfile into
+    `out_dir` (no overwriting unless `force`). `parity=True` also runs the adapter against the reference on the local
+    checkpoint (SOURCE, or `checkpoint` for a profile): transformers, or the repository's code in the sandbox when
+    `policy` trusts it ("unverified", naming `rerun`, otherwise)."""
     profile = load_profile(source_or_profile)
     the_plan, files = render_files(profile)
     out = Path(out_dir)
@@ -169,36 +161,28 @@ def generate(
     if profile.multimodal:
         checks.append(tower_check(profile))
     local = checkpoint if checkpoint is not None else source_or_profile
-    if not isinstance(local, ModelProfile) and (Path(local) / "config.json").is_file():
+    folder = None if isinstance(local, ModelProfile) else Path(local)
+    if folder is not None and not (folder / "config.json").is_file():
+        folder = None
+    if folder is not None:
         from onboard.generate_adapter.reference_config import REFERENCE_ROPE_BASE, rope_base_disagreement
 
-        disagreement = rope_base_disagreement(json.loads((Path(local) / "config.json").read_text()))
+        disagreement = rope_base_disagreement(json.loads((folder / "config.json").read_text()))
         if disagreement:  # only when they differ: every other config agrees, and parity covers the rest
             checks.append(Check(REFERENCE_ROPE_BASE, False, False, disagreement))
     parity_report = None
     if not parity:
-        checks.append(
-            Check(
-                "adapter_parity",
-                False,
-                False,
-                "unverified: no reference run; `onboard generate "
-                "CHECKPOINT_DIR --parity` compares the adapter's logits with the reference model",
-            )
-        )
+        reason = "unverified: no reference run; `onboard generate CHECKPOINT_DIR --parity` compares the adapter's "
+        checks.append(Check("adapter_parity", False, False, reason + "logits with the reference model"))
+    elif folder is None:
+        checks.append(Check("adapter_parity", False, True, "parity needs a local checkpoint folder as SOURCE"))
+    elif not (the_plan.runnable and ok):
+        checks.append(Check("adapter_parity", False, True, "not run: the adapter is not runnable yet"))
     else:
-        if checkpoint is None and not isinstance(source_or_profile, ModelProfile):
-            checkpoint = source_or_profile
-        checkpoint = Path(checkpoint) if checkpoint is not None else None
-        if checkpoint is None or not (checkpoint / "config.json").is_file():
-            checks.append(Check("adapter_parity", False, True, "parity needs a local checkpoint folder as SOURCE"))
-        elif not (the_plan.runnable and ok):
-            checks.append(Check("adapter_parity", False, True, "not run: the adapter is not runnable yet"))
-        else:
-            from onboard.generate_adapter.parity import check_parity
+        from onboard.generate_adapter.parity import check_parity
 
-            parity_report = check_parity(adapter, checkpoint, policy=policy, rerun=rerun)
-            checks.append(Check("adapter_parity", parity_report["passed"], True, parity_report["detail"]))
+        parity_report = check_parity(adapter, folder, policy=policy, rerun=rerun)
+        checks.append(Check("adapter_parity", parity_report["passed"], True, parity_report["detail"]))
     return GenerateResult(
         model_type=the_plan.model_type,
         out_dir=str(out),
@@ -212,8 +196,7 @@ def generate(
 
 
 def tower_check(profile: ModelProfile) -> Check:
-    """A multimodal wrapper: the adapter serves its language model on text, so what the towers do is not checked
-    (a skip says so, and what would check it; it is not a pass)."""
+    """A multimodal wrapper's towers are not part of the adapter: a skip says so, and what would check them."""
     from onboard.inspect_checkpoint.tensor_names import tower_of
 
     counts: dict[str, int] = {}

@@ -1,71 +1,49 @@
-"""AdapterPlan -> the text of adapters/<model_type>.py (via templates/adapter.py.j2).
-
-The import block is computed from the rendered body (only what is used, grouped and ordered the way ruff's isort
-wants), so every family's adapter is lint-clean without per-family import lists.
+"""AdapterPlan -> the text of adapters/<model_type>.py (templates/adapter.py.j2). The import block is computed from
+the rendered body, ordered as ruff's isort wants, so every adapter is lint-clean.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import textwrap
 import tokenize
 
-from onboard.generate_adapter.adapter_spec import BASE_FIELDS
-from onboard.generate_adapter.plan import AdapterPlan
+from onboard.generate_adapter.adapter_spec import BASE_FIELDS, AdapterSpec
+from onboard.generate_adapter.compose_rules import AdapterPlan
 from onboard.generate_adapter.render import LINE, format_expr, py_repr, render
-from onboard.generate_adapter.weight_rule import WeightRule
+from onboard.generate_adapter.weight_inference import WeightRule
 from onboard.names.tensors import DROPPED
 
 REGENERATE_COMMAND = "python -m onboard.generate_adapter.regenerate"
 REGENERATE = f"onboard generate CHECKPOINT (the committed adapters/: {REGENERATE_COMMAND})"
 
-# Name -> module it is imported from (section: 0 stdlib, 1 third party, 2 first party).
+# Name -> (isort section: 0 stdlib, 1 third party, 2 first party, the module it is imported from).
 IMPORTABLE: dict[str, tuple[int, str]] = {
-    "dataclass": (0, "dataclasses"),
-    "field": (0, "dataclasses"),
-    "Any": (0, "typing"),
-    "torch": (1, ""),
-    "nn": (1, "torch"),
-    "Attention": (2, "onboard.blocks.attention"),
-    "AttentionContext": (2, "onboard.blocks.attention"),
-    "Embedding": (2, "onboard.blocks.embeddings"),
-    "LMHead": (2, "onboard.blocks.embeddings"),
-    "ShortConv": (2, "onboard.blocks.conv"),
-    "GatedDeltaNet": (2, "onboard.blocks.deltanet"),
-    "MambaMixer": (2, "onboard.blocks.mamba"),
-    "Mamba2Mixer": (2, "onboard.blocks.mamba2"),
-    "IndexerSpec": (2, "onboard.blocks.mla"),
-    "MLAttention": (2, "onboard.blocks.mla"),
-    "mla_scale": (2, "onboard.blocks.mla"),
-    "GatedMLP": (2, "onboard.blocks.mlp"),
-    "MLP": (2, "onboard.blocks.mlp"),
-    "MoE": (2, "onboard.blocks.moe"),
-    "RouterSpec": (2, "onboard.blocks.moe"),
-    "LayerNorm": (2, "onboard.blocks.norms"),
-    "QKNormSpec": (2, "onboard.blocks.norms"),
-    "RMSNorm": (2, "onboard.blocks.norms"),
-    "ConfigError": (2, "onboard.errors"),
-    "GptOssMoE": (2, "onboard.generate_adapter.extra_blocks"),
-    "SparseMixerMoE": (2, "onboard.generate_adapter.extra_blocks"),
-    "XIELUMLP": (2, "onboard.generate_adapter.extra_blocks"),
-    "DenseBesideMoE": (2, "onboard.generate_adapter.extra_blocks"),
-    "LearnedPositions": (2, "onboard.generate_adapter.composed_blocks"),
-    "SinusoidalPositions": (2, "onboard.generate_adapter.composed_blocks"),
-    "PerLayerInputs": (2, "onboard.generate_adapter.composed_blocks"),
-    "HeadTransform": (2, "onboard.generate_adapter.composed_blocks"),
-    "PerLayerGate": (2, "onboard.generate_adapter.composed_blocks"),
-    "MLA_LATENT_NORM_EPS": (2, "onboard.generate_adapter.composed_blocks"),
-    "FULL": (2, "onboard.generate_adapter.runtime"),
-    "SLIDING": (2, "onboard.generate_adapter.runtime"),
-    "CHUNKED": (2, "onboard.generate_adapter.runtime"),
-    "LEGACY_LAYER_TYPES": (2, "onboard.generate_adapter.runtime"),
-    "AdapterModel": (2, "onboard.generate_adapter.runtime"),
-    "ArgsBase": (2, "onboard.generate_adapter.runtime"),
-    "WeightRule": (2, "onboard.generate_adapter.runtime"),
-    "rope_config": (2, "onboard.generate_adapter.runtime"),
-    "rotaries": (2, "onboard.generate_adapter.runtime"),
-    "kv_shared_source": (2, "onboard.generate_adapter.runtime"),
-    "head_dims": (2, "onboard.generate_adapter.runtime"),
+    name: (section, module)
+    for section, module, names in (
+        (0, "dataclasses", "dataclass field"),
+        (0, "typing", "Any"),
+        (1, "", "torch"),
+        (1, "torch", "nn"),
+        (2, "onboard.blocks.attention", "Attention AttentionContext"),
+        (2, "onboard.blocks.embeddings", "Embedding LMHead"),
+        (2, "onboard.blocks.conv", "ShortConv"),
+        (2, "onboard.blocks.deltanet", "GatedDeltaNet"),
+        (2, "onboard.blocks.mamba", "MambaMixer"),
+        (2, "onboard.blocks.mamba2", "Mamba2Mixer"),
+        (2, "onboard.blocks.mla", "IndexerSpec MLAttention mla_scale"),
+        (2, "onboard.blocks.mlp", "GatedMLP MLP"),
+        (2, "onboard.blocks.moe", "MoE RouterSpec"),
+        (2, "onboard.blocks.norms", "LayerNorm QKNormSpec RMSNorm"),
+        (2, "onboard.errors", "ConfigError"),
+        (2, "onboard.generate_adapter.extra_blocks", "GptOssMoE SparseMixerMoE XIELUMLP DenseBesideMoE"),
+        (2, "onboard.generate_adapter.composed_blocks", "LearnedPositions SinusoidalPositions PerLayerInputs"),
+        (2, "onboard.generate_adapter.composed_blocks", "HeadTransform PerLayerGate MLA_LATENT_NORM_EPS"),
+        (2, "onboard.generate_adapter.runtime", "FULL SLIDING CHUNKED LEGACY_LAYER_TYPES AdapterModel ArgsBase"),
+        (2, "onboard.generate_adapter.runtime", "WeightRule rope_config rotaries kv_shared_source head_dims"),
+    )
+    for name in names.split()
 }
 
 PLACEMENT_DOC = {
@@ -133,31 +111,27 @@ def _aliases(aliases: dict[str, tuple[str, ...]]) -> str:
     return "{\n" + "".join(f"        {item},\n" for item in items) + "    }"
 
 
-def _forward(
-    placement: str,
-    names: tuple[str, ...],
-    mlp: str,
-    scale: str,
-    residual_fp32: bool,
-    layer_scalar: bool = False,
-    layer_gate: bool = False,
-    mlp_reads_residual: bool = False,
-) -> list[str]:
-    slots = {f"n{k}": name for k, name in enumerate(names)}
-    residual = "x.float() if self.residual_in_fp32 else x" if residual_fp32 else "x"
-    extra = ", x" if mlp_reads_residual else ""
-    lines = [line.format(mlp=mlp, scale=scale, residual=residual, extra=extra, **slots) for line in FORWARD[placement]]
-    if mlp_reads_residual and not any(", x)" in line for line in lines):
-        raise ValueError(f"a feed-forward block reading the residual with the {placement!r} placement")
-    if not (layer_scalar or layer_gate):
+def _forward(spec: AdapterSpec) -> list[str]:
+    """The decoder layer's forward body for the spec's placement."""
+    slots = {f"n{k}": name for k, name in enumerate(spec.norm_names)}
+    fill = {
+        "mlp": "mlp",
+        "scale": " * self.residual_scale" if spec.residual_scale else "",
+        "residual": "x.float() if self.residual_in_fp32 else x" if spec.residual_fp32 else "x",
+        "extra": ", x" if spec.mlp_reads_residual else "",
+    }
+    lines = [line.format(**fill, **slots) for line in FORWARD[spec.placement]]
+    if spec.mlp_reads_residual and not any(", x)" in line for line in lines):
+        raise ValueError(f"a feed-forward block reading the residual with the {spec.placement!r} placement")
+    if not (spec.layer_scalar or spec.layer_gate):
         return lines
     if any(line.startswith("    return ") for line in lines):
-        raise ValueError(f"a layer scalar or per-layer input with the {placement!r} placement's early returns")
+        raise ValueError(f"a layer scalar or per-layer input with the {spec.placement!r} placement's early returns")
     # Gemma 4: the per-layer input gated into the residual after the MLP, then the whole layer times its scalar
     lines[-1] = "x = " + lines[-1].removeprefix("return ")
-    if layer_gate:
+    if spec.layer_gate:
         lines.append("x = x + self.per_layer(x, ctx.layer_input if ctx is not None else None)")
-    lines.append("return x * self.layer_scalar" if layer_scalar else "return x")
+    lines.append("return x * self.layer_scalar" if spec.layer_scalar else "return x")
     return lines
 
 
@@ -214,71 +188,28 @@ def adapter_source(plan: AdapterPlan) -> str:
     """The full, deterministic source of adapters/<plan.model_type>.py."""
     spec = plan.spec
     uses_window = "window" in spec.attention
-    rope_kind = "layer_type" if spec.rope_kind == "layer_type" else spec.rope_kind
+    layer_exprs = (spec.rope_kind, spec.attention, spec.mlp, spec.kv_source or "", spec.input_norm)
     summary = spec.summary[0].upper() + spec.summary[1:] + "."
     summary += f" Closest known family: {plan.closest_family or 'none'}."
     summary += f" Family facts applied: {', '.join(plan.overrides)}." if plan.overrides else ""
-    context = {
+    head_options = "".join(f", {kw}" for kw in spec.lm_head)
+    context = {f.name: getattr(spec, f.name) for f in dataclasses.fields(spec)} | {
         "model_type": plan.model_type,
         "summary": textwrap.fill(summary, 116),
         "stubs": plan.stubs,
         "regenerate": REGENERATE,
         "aliases": _aliases(spec.aliases),
         "fields": _fields(plan),
-        "post_init": spec.post_init,
-        "layer_type": spec.layer_type,
-        "moe_layer": spec.moe_layer,
         "weight_map": [format_expr(_rule_call(rule), 4) for rule in plan.weight_rules],
         "dropped": DROPPED + spec.dropped,
-        "norm": spec.norm,
         "placement_doc": PLACEMENT_DOC[spec.placement],
         "uses_window": uses_window,
         "uses_layer_type": uses_window
-        or any(
-            "layer_type" in x
-            for x in (
-                rope_kind,
-                spec.attention,
-                spec.mlp,
-                spec.kv_source or "",
-                spec.input_norm,
-                *dict(spec.norm_exprs).values(),
-            )
-        ),
-        "rope_kind": rope_kind,
-        "norm_names": spec.norm_names,
+        or any("layer_type" in x for x in (*layer_exprs, *dict(spec.norm_exprs).values())),
         "norm_exprs": dict(spec.norm_exprs),
-        "attention": spec.attention,
-        "mlp": spec.mlp,
-        "residual_scale": spec.residual_scale,
-        "residual_fp32": spec.residual_fp32,
-        "forward": _forward(
-            spec.placement,
-            spec.norm_names,
-            "mlp",
-            " * self.residual_scale" if spec.residual_scale else "",
-            bool(spec.residual_fp32),
-            spec.layer_scalar,
-            bool(spec.layer_gate),
-            spec.mlp_reads_residual,
-        ),
-        "embed_scale": spec.embed_scale,
-        "lm_head": f"LMHead({spec.embed_width}, args.vocab_size, tied_to=tied"
-        + "".join(f", {kw}" for kw in spec.lm_head)
-        + ")",
+        "forward": _forward(spec),
+        "lm_head": f"LMHead({spec.embed_width}, args.vocab_size, tied_to=tied{head_options})",
         "rotary_head_dim": f", head_dim={spec.rotary_head_dim}" if spec.rotary_head_dim else "",
-        "per_layer_args": spec.per_layer_args,
-        "input_norm": spec.input_norm,
-        "kv_source": spec.kv_source,
-        "layer_scalar": spec.layer_scalar,
-        "per_layer_inputs": spec.per_layer_inputs,
-        "layer_gate": spec.layer_gate,
-        "positions": spec.positions,
-        "embed_norm": spec.embed_norm,
-        "final_norm": spec.final_norm,
-        "embed_width": spec.embed_width,
-        "side_mixer": spec.side_mixer,
-        "mixer_scales": spec.mixer_scales,
     }
     text = render("adapter.py.j2", **context)
     head, _, body = text.partition("@@IMPORTS@@")

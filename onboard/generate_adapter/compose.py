@@ -1,17 +1,11 @@
-"""Compose an adapter from the ModelProfile alone: the per-layer plan and features from inspect, the tensor roles
-from onboard/names/tensors.py, config values read at run time through config_values.py.
+"""Compose an adapter from the ModelProfile alone: inspect's layer plan and features, the tensor roles
+(onboard/names/tensors.py), config values read at run time (config_values.py).
 
-`compose(profile)` returns a `Composition`: an AdapterSpec (the data templates/adapter.py.j2 renders), the inferred
-weight map, and a kernel stub for each part the block library cannot express
-(a mixer kind, an unknown tensor, a config key no block reads, a layout the blocks lack). A composition with stubs
-renders an adapter that refuses to run: never a runnable copy of the closest family.
-
-Attention scales, windows, soft-caps, norms and multipliers come from features; sizes from config values, checked
-against the tensor shapes by the loader. Runtime names are canonical (`self_attn.qkv_proj`, `mlp.gate_up_proj`,
-`input_layernorm`, ...): the weight map renames the checkpoint's tensors to them, so one template serves every
-naming scheme. compose_rules.py holds the profile-level rules, compose_attention.py the attention block's options,
-compose_moe.py the MoE part, compose_norms.py the norms, compose_mixers.py the token mixers besides attention (MLA,
-short convolution, Gated DeltaNet), compose_mamba.py the Mamba mixers, compose_layers.py the layer plan.
+`compose(profile)` returns an AdapterPlan: the AdapterSpec templates/adapter.py.j2 renders, the inferred weight map,
+and a kernel stub for each part the block library cannot express. An adapter with stubs refuses to run: never a
+runnable copy of the closest family. Runtime names are canonical (`self_attn.qkv_proj`, `mlp.gate_up_proj`, ...):
+the weight map renames the checkpoint's tensors to them, so one template serves every naming scheme. The parts live
+in compose_*.py (attention options, MoE, norms, mixers, Mamba, layer plan, head); compose_rules.py holds the rules.
 """
 
 from __future__ import annotations
@@ -19,32 +13,26 @@ from __future__ import annotations
 import re
 
 from onboard.errors import InputError
-from onboard.generate_adapter.adapter_spec import AdapterSpec, attention
+from onboard.generate_adapter.adapter_spec import BASE_FIELDS, AdapterSpec, attention
 from onboard.generate_adapter.compose_attention import attention_options
-from onboard.generate_adapter.compose_head import embedding_projections, lm_head_options
+from onboard.generate_adapter.compose_head import embedding_projections, lm_head_options, per_layer_inputs
 from onboard.generate_adapter.compose_knowledge import GATED_ACTIVATION_NAMES, PLAIN_ACTIVATION_NAMES
 from onboard.generate_adapter.compose_layer_kv import KVLayout, layer_kv
 from onboard.generate_adapter.compose_layers import ATTENDING, layer_plan
-from onboard.generate_adapter.compose_mamba import parallel_mamba
 from onboard.generate_adapter.compose_mixers import (
     FEED_FORWARD_LAYER_TYPES,
     LAYER_TYPE_NAMES,
     layer_mixers,
     mla_expression,
+    parallel_mamba,
 )
-from onboard.generate_adapter.compose_moe import moe_expression
-from onboard.generate_adapter.compose_moe_beside import moe_beside
+from onboard.generate_adapter.compose_moe import moe_beside, moe_expression
 from onboard.generate_adapter.compose_norms import input_norm, norms, sub_norm
-from onboard.generate_adapter.compose_per_layer import per_layer_inputs
 from onboard.generate_adapter.compose_rules import (
-    Composition,
-    Fields,
-    Stub,
-    base_fields,
+    AdapterPlan,
+    ComposerState,
     config_key_stubs,
     embedding_scale,
-    facts_of,
-    feature_stubs,
     guard_statements,
     op_name,
     pattern_expr,
@@ -54,8 +42,6 @@ from onboard.generate_adapter.compose_rules import (
 from onboard.generate_adapter.weight_inference import (
     AmbiguousWeights,
     Found,
-    TensorRoles,
-    WeightMapBuilder,
     layer_target,
     templates,
 )
@@ -64,92 +50,16 @@ from onboard.names.tensors import LAYER_NAME
 from onboard.profile import ModelProfile
 
 PLACEHOLDER_ATTENTION = attention()
+# AdapterSpec fields the composer holds under the same name
+SPEC_ATTRIBUTES = "rotary_head_dim positions embed_norm final_norm embed_width side_mixer mlp_reads_residual".split()
 PLACEHOLDER_MLP = "GatedMLP(args.hidden_size, args.intermediate_size, args.hidden_act)"
 
 
-class Composer:
-    def __init__(self, profile: ModelProfile) -> None:
-        self.p = profile
-        self.roles = TensorRoles(profile)
-        self.wm = WeightMapBuilder(self.roles)
-        self.fields = Fields()
-        self.stubs: list[Stub] = feature_stubs(profile)
-        self.facts = facts_of(profile)
-        self.used_facts: list[str] = []
-        self.post_init: list[str] = []
-        self.extra_aliases: dict[str, tuple[str, ...]] = {}
-        self.words: list[str] = []
-        self.rotary_head_dim: str | None = None
-        self.positions: str | None = None
-        self.side_mixer: str | None = None
-        self.embed_norm = False
-        self.final_norm = True
-        self.embed_width = "args.hidden_size"  # the token embeddings' width (compose_head.embedding_projections)
-        self.guard_tests: dict[str, tuple[str, str]] = {}
-        """Config key -> (test, reason) replacing its GUARDS entry (a post-LN composition refuses pre-norm OPT)."""
-        self.norm_exprs: dict[str, str] = {}  # a norm only some layer types have -> its expression (compose_norms)
-        self.mixers: dict[str, str] = {}
-        """Inspect's mixer kind -> the block expression composed for such layers (set by `attention`)."""
-        self.moe_output_norm = False
-        """The post-MLP norm is the MoE block's output norm (set by compose_moe, read by compose_norms)."""
-        self.mlp_reads_residual = False
-        self.layer_kv = KVLayout()
-        """How layers differ in their keys and values (compose_layer_kv: Gemma 4), set first by `run`."""
-        self.acknowledged: set[str] = set()
-        """Config keys whose value the profile shows to be neutral here (no stub, nothing to read)."""
+class Composer(ComposerState):
+    layer_kv: KVLayout
+    """How layers differ in their keys and values (compose_layer_kv: Gemma 4), set first by `run`."""
 
-    # -- helpers ------------------------------------------------------------------------------------------------
-
-    def stub(self, op: str, reason: str) -> None:
-        self.stubs.append(Stub(op, reason))
-
-    def fact(self, name: str, default: object = None) -> object:
-        if name not in self.facts:
-            return default
-        used = f"{name}={self.facts[name]!r}"
-        if used not in self.used_facts:  # a fact read by several parts is named once
-            self.used_facts.append(used)
-        return self.facts[name]
-
-    def has_key(self, name: str) -> bool:
-        return any(key in self.p.config_keys for key in spellings(name))
-
-    def ignores(self, key: str) -> bool:
-        """The family's modelling code never reads config key `key` (the family fact `ignored_keys`)."""
-        return key in self.facts.get("ignored_keys", ())  # type: ignore[operator]
-
-    def switched_bias(self, group: str, present: bool, rules: list[tuple[str, tuple[str, ...], str]]) -> str:
-        """Whether `group`'s projections (qkv, o, mlp, head, mla) have a bias: the config key that switches it in the
-        family's modelling code (the family fact `bias_switches`), so one adapter serves the family's checkpoints
-        with and without; else what the tensors show. `rules`: (target, sources, op) of the bias weight rules, added
-        when the key switches a bias this checkpoint does not store (`.weight` sources read as `.bias`)."""
-        for key, groups in dict(self.facts.get("bias_switches", {})).items():  # type: ignore[call-overload]
-            if group in groups.split() and self.has_key(key):
-                self.fact("bias_switches")  # applied: named among the facts used
-                if not present:
-                    for target, sources, op in rules:
-                        self.wm.add(target, tuple(s.removesuffix(".weight") + ".bias" for s in sources), op)
-                return self.fields.need(key, "bool", "False")
-        return repr(present)
-
-    def size(self, value: int, candidates: list[tuple[str, int | None]]) -> str:
-        """The first config expression whose value (known from the profile) equals the size the tensors show;
-        the number itself when none does (a size only the checkpoint states)."""
-        for expr, known in candidates:
-            if known == value:
-                return expr
-        return str(value)
-
-    def eps(self) -> str:
-        fixed = self.fact("norm_eps")
-        if fixed is not None:  # the modelling code fixes it whatever config.json says (BioGPT: nn.LayerNorm(dim))
-            self.acknowledged.update(spellings("rms_norm_eps"))
-            return repr(float(fixed))  # type: ignore[arg-type]
-        return self.fields.need("rms_norm_eps", "float", "1e-05" if self.p.norms.kind == "layernorm" else "1e-06")
-
-    # -- the parts ----------------------------------------------------------------------------------------------
-
-    def run(self) -> Composition:
+    def run(self) -> AdapterPlan:
         p = self.p
         self.fields.need("tie_word_embeddings", "bool", repr(p.tie_word_embeddings))
         self.eps()  # the norm's default eps (LayerNorm 1e-5, RMSNorm 1e-6) before BASE_FIELDS' RMS default
@@ -157,17 +67,15 @@ class Composer:
             self.fields.need("intermediate_size", "int | None", "None")  # no dense MLP reads it (or not by this name)
         if not any(layer.attention in ATTENDING for layer in p.layers):  # Mamba: no attention, so no heads to read
             self.fields.need("num_attention_heads", "int | None", "None")
-        base_fields(self.fields)
+        for name, annotation, default in BASE_FIELDS:  # every adapter has them
+            self.fields.need(name, annotation, default)
         ignored = self.facts.get("ignored_keys", ())
         if any(key in p.config_keys for key in ignored):  # type: ignore[union-attr]
             self.fact("ignored_keys")
         self.acknowledged.update(ignored)  # type: ignore[arg-type]
-        if "stub" in self.facts:
-            op, reason = self.fact("stub")  # type: ignore[misc]
-            self.stub(op, reason)
         for op, reason in self.facts.get("stubs", ()):  # type: ignore[attr-defined]
             self.stub(op, reason)  # stubs are reported as stubs, not as facts applied
-        self.unknown_tensor_stubs()
+        self.unconsumed_tensor_stubs(self.roles.unknown)
         self.layer_kv = layer_kv(self)
         ple_model, ple_layer = per_layer_inputs(self)
         attn = self.attention()
@@ -212,34 +120,27 @@ class Composer:
             layer_type=layer_type,
             moe_layer=moe_layer,
             rope_kind=rope_kind,
-            rotary_head_dim=self.rotary_head_dim,
             embed_scale=embed_scale,
             lm_head=tuple(lm_head),
             residual_scale=residual,
             residual_fp32=residual_fp32,
             post_init=tuple(self.post_init),
             dropped=tuple(self.roles.dropped),
-            positions=self.positions,
-            embed_norm=self.embed_norm,
-            final_norm=self.final_norm,
-            embed_width=self.embed_width,
-            side_mixer=self.side_mixer,
             mixer_scales=mixer_scales,
             per_layer_args=self.layer_kv.per_layer_args,
             input_norm=input_norm(self),
             norm_exprs=tuple(self.norm_exprs.items()),
             kv_source=self.layer_kv.kv_source,
             layer_scalar=self.layer_kv.layer_scalar,
-            mlp_reads_residual=self.mlp_reads_residual,
             per_layer_inputs=ple_model,
             layer_gate=ple_layer,
+            **{name: getattr(self, name) for name in SPEC_ATTRIBUTES},
         )
         unique = {s.op: s for s in reversed(self.stubs)}
         stubs = tuple(sorted(unique.values(), key=lambda s: s.op))
-        return Composition(spec, tuple(self.wm.rules), stubs, tuple(self.roles.dropped), tuple(self.used_facts), reads)
-
-    def unknown_tensor_stubs(self) -> None:
-        self.unconsumed_tensor_stubs(self.roles.unknown)
+        return AdapterPlan(
+            p.model_type, spec, tuple(self.wm.rules), stubs, p.closest_family, tuple(self.used_facts), reads
+        )
 
     def unconsumed_tensor_stubs(self, tensor_templates: list[str]) -> None:
         """A stub per module whose tensors no block reads, named after the module."""
@@ -253,8 +154,7 @@ class Composer:
             self.stub(op, f"checkpoint tensors no block consumes: {', '.join(sorted(names))}")
 
     def attention(self) -> str:
-        """The token mixer's expression: attention, or per layer type a short convolution, Gated DeltaNet or
-        attention."""
+        """The token mixer's expression: attention, or per layer type another mixer (compose_mixers)."""
         mixers = layer_mixers(self)
         self.mixers = dict(mixers)
         self.stubs = [stub for stub in self.stubs if stub.op not in {f"{kind}_layers" for kind, _ in mixers}]
@@ -361,9 +261,8 @@ class Composer:
         return d.head_dim
 
     def kv_heads_expression(self, kv_width_per_head: int) -> str:
-        """num_key_value_heads, or an expression of the layer type where the layers' K/V widths (inspect's
-        kv_width, read from each layer's projections) show other head counts on sliding and full layers
-        (MiMo-V2-Flash's sliding layers: twice the KV heads)."""
+        """num_key_value_heads, or an expression of the layer type where the layers' K/V widths show other head
+        counts on sliding and full layers (MiMo-V2-Flash's sliding layers: twice the KV heads)."""
         base, d = "args.num_key_value_heads", self.p.dims
         heads: dict[str, set[int]] = {}
         for layer in self.p.layers:
@@ -412,7 +311,7 @@ class Composer:
                     f'{self.dense_mlp(required=True)} if layer_type == "{FEED_FORWARD_LAYER_TYPES["dense"]}" else None'
                 )
             if any(layer.mlp == "moe" for layer in layers):
-                expr = f'{self.moe()} if layer_type == "{FEED_FORWARD_LAYER_TYPES["moe"]}" else {expr}'
+                expr = f'{moe_expression(self)} if layer_type == "{FEED_FORWARD_LAYER_TYPES["moe"]}" else {expr}'
             return expr, None
         if any(layer.mlp == "none" for layer in layers):
             self.stub("mlp_free_layers", "layers without a feed-forward block are not composed")
@@ -425,7 +324,7 @@ class Composer:
         if not any(moe):
             moe_beside(self, dense)  # reads enable_moe_block, refused when true
             return dense, None
-        sparse = self.moe()
+        sparse = moe_expression(self)
         if all(moe):
             return sparse, None
         moe_layer = pattern_expr(moe, repr)
@@ -531,9 +430,6 @@ class Composer:
         fixed = self.fact("hidden_act") if self.p.activation is None else None
         return repr(fixed) if fixed is not None else "args.hidden_act"
 
-    def moe(self) -> str:
-        return moe_expression(self)
-
     def embeddings(self) -> str:
         r = self.roles
         embed = r.get("embed")
@@ -586,12 +482,9 @@ class Composer:
         return None
 
 
-def compose(profile: ModelProfile) -> Composition:
-    """Everything the adapter template needs for `profile`, from the profile alone.
-
-    Raises:
-        InputError: the profile has no tensor names (a config-only profile: the weight map cannot be inferred) or
-            no decoder layers; AmbiguousWeights: the names and shapes allow two weight maps."""
+def compose(profile: ModelProfile) -> AdapterPlan:
+    """Everything the adapter template needs for `profile`, from the profile alone (AmbiguousWeights: the names and
+    shapes allow two weight maps)."""
     if not profile.tensor_templates:
         raise InputError(
             f"{profile.source or 'profile'}: no safetensors tensor names in the profile, so no weight map can be "

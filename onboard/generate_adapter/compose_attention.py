@@ -1,17 +1,14 @@
-"""The attention block's options in a composition: each mechanism of the block library a family's tensors, config keys
-or modelling-code facts call for, as keyword arguments of `Attention(...)` (the sizes, projections and biases are
-compose.Composer.self_attention's)."""
+"""The attention block's options in a composition: each mechanism a family's tensors, config keys or facts call for,
+as keyword arguments of `Attention(...)` (sizes, projections and biases are compose.Composer.self_attention's)."""
 
 from __future__ import annotations
 
 from onboard.generate_adapter.compose_norms import qk_norm, sub_norm
-from onboard.generate_adapter.compose_rules import ComposerParts
+from onboard.generate_adapter.compose_rules import ComposerState
 from onboard.generate_adapter.weight_inference import Found, layer_target, templates
 
 
-def attention_options(c: ComposerParts) -> list[str]:
-    """Keyword options of the attention block beyond its sizes and biases: scale, windows and chunks, ALiBi, soft-cap,
-    sinks, QK-norm, rotary layout, NoPE query scales, multipliers, clipping, sub-norm, differential attention, gates."""
+def attention_options(c: ComposerState) -> list[str]:
     feats, r = set(c.p.features), c.roles
     kw = []
     scale = c.fact("attention_scale")
@@ -120,8 +117,8 @@ def attention_options(c: ComposerParts) -> list[str]:
     return kw
 
 
-def _sink_layers(c: ComposerParts, sinks: Found) -> str:
-    """True, or the layer type that has them when only those layers store sinks (MiMo-V2-Flash: sliding)."""
+def _sink_layers(c: ComposerState, sinks: Found) -> str:
+    """True, or the one layer type storing sinks (MiMo-V2-Flash: sliding)."""
     kinds = [layer.attention for layer in c.p.layers]
     if sinks.count in (0, len(kinds)):
         return "True"

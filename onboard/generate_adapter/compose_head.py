@@ -1,14 +1,16 @@
-"""The LM head of a composition: the projection's tensors (or its tie to the embeddings), a bias, the logit scale
-and soft-cap, and a transform before the projection."""
+"""The model-level parts of a composition: embeddings narrower than the layers, the LM head (its tensors or its tie,
+bias, logit scale, soft-cap, a transform before the projection), and Gemma 4's per-layer embeddings (PLE): a second
+token table with one vector per layer, gated into each layer's residual after the MLP (one half alone is a stub)."""
 
 from __future__ import annotations
 
-from onboard.generate_adapter.compose_rules import ComposerParts
+from onboard.generate_adapter.compose_rules import ComposerState
+from onboard.generate_adapter.weight_inference import layer_target
 
 
-def embedding_projections(c: ComposerParts) -> None:
-    """Token embeddings narrower than the layers (OPT-350m's word_embed_proj_dim): `model.project_in` brings them to
-    the layers' width, the head's transform (project_out) back to theirs before the projection onto the vocabulary."""
+def embedding_projections(c: ComposerState) -> None:
+    """Embeddings narrower than the layers (OPT-350m's word_embed_proj_dim): `model.project_in` to the layers' width,
+    the head's transform (project_out) back."""
     pin, pout = c.roles.get("embed_project_in"), c.roles.get("embed_project_out")
     if pin is None and pout is None:
         return
@@ -29,9 +31,7 @@ def embedding_projections(c: ComposerParts) -> None:
     c.words.append("embeddings projected in and out of the layers' width")
 
 
-def lm_head_options(c: ComposerParts) -> list[str]:
-    """Keyword options of the LM head: its weight and bias rules, a logit scale by whichever key the family uses, the
-    final soft-cap, and a transform before the projection (ModernBERT-decoder's dense, activation and norm)."""
+def lm_head_options(c: ComposerState) -> list[str]:
     r, feats = c.roles, set(c.p.features)
     head, bias = r.get("head"), r.get("head", "bias")
     kw = []
@@ -75,3 +75,30 @@ def lm_head_options(c: ComposerParts) -> list[str]:
             )
             c.words.append("a dense, activation and norm before the LM head")
     return kw
+
+
+MODEL_PARTS = {"embed_tokens_per_layer": "embed", "per_layer_model_projection": "projection",
+               "per_layer_projection_norm": "norm"}  # fmt: skip
+LAYER_PARTS = {"per_layer_input_gate": "gate", "per_layer_projection": "projection",
+               "post_per_layer_input_norm": "norm"}  # fmt: skip
+
+
+def per_layer_inputs(c: ComposerState) -> tuple[str | None, str | None]:
+    """(the model's PerLayerInputs expression, the layer's PerLayerGate expression), or (None, None) without PLE."""
+    model = {f.part: f for f in c.roles.parts("ple")}
+    layer = {f.part: f for f in c.roles.parts("ple.layer")}
+    if not model and not layer:
+        return None, None
+    missing = sorted(set(MODEL_PARTS) - model.keys()) + sorted(set(LAYER_PARTS) - layer.keys())
+    if missing:
+        c.stub("per_layer_inputs", f"per-layer embeddings without {', '.join(missing)}: the block reads all six")
+        return None, None
+    for part, name in MODEL_PARTS.items():
+        c.wm.add(f"model.per_layer_inputs.{name}.weight", (model[part].source,))
+    for part, name in LAYER_PARTS.items():
+        c.wm.add(layer_target(f"per_layer.{name}.weight"), (layer[part].source,))
+    dim = c.fields.need("hidden_size_per_layer_input", "int", None)
+    vocab = c.fields.need("vocab_size_per_layer_input", "int", None)
+    c.words.append("per-layer embeddings gated into each layer")
+    model_expr = f"PerLayerInputs({vocab}, args.hidden_size, args.num_hidden_layers, {dim}, norm(args, {dim}))"
+    return model_expr, f"PerLayerGate(args.hidden_size, {dim}, args.hidden_act, norm(args, args.hidden_size))"

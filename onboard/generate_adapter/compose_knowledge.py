@@ -1,9 +1,6 @@
-"""What composition knows beyond the checkpoint, as data: which config keys it reads only to refuse unsupported
-values, and the few modelling-code facts of known transformers families that neither config.json nor the tensor names
-show (the only overrides: the committed adapters are composed with them like any other).
-
-A config key a composed adapter neither reads (a ModelArgs field, through names.config.ALIASES), nor guards here,
-nor finds neutral in names.config_keys, becomes a kernel stub: an unknown key is how a new option ships on day zero.
+"""What composition knows beyond the checkpoint, as data: config keys read only to refuse unsupported values, and
+the modelling-code facts of known families that neither config.json nor the tensor names show (the only overrides).
+A config key an adapter neither reads, guards, nor finds neutral (names.config_keys) becomes a kernel stub.
 """
 
 from __future__ import annotations
@@ -81,18 +78,12 @@ GUARD_FIELDS = {
 }
 """Other fields a guard's test reads."""
 
-# Modelling-code facts of known transformers families that config.json and the tensor names do not show: the
-# optional overrides. Each is a reading of the family's transformers modelling code, checked by parity on its tiny
-# checkpoint; a day-zero family gets none (parity against its reference is what catches such a difference).
+# Modelling-code facts of known families that config.json and the tensor names do not show, each a reading of the
+# family's transformers code checked by parity on its tiny checkpoint. A day-zero family gets none.
 FAMILY_FACTS: dict[str, dict[str, object]] = {
     # rotary on interleaved (even, odd) pairs: rotate_every_two / x[..., ::2] in their modelling code
-    "gptj": {"rope_interleaved": True},
-    "glm": {"rope_interleaved": True},
-    "helium": {"rope_interleaved": True},
-    "glm4": {"rope_interleaved": True},
-    "ernie4_5": {"rope_interleaved": True},
-    "cohere": {"rope_interleaved": True},
-    "ernie4_5_moe": {"rope_interleaved": True},
+    **dict.fromkeys(("gptj", "glm", "helium", "glm4", "ernie4_5", "cohere", "ernie4_5_moe"),
+                    {"rope_interleaved": True}),
     # ... and only on sliding-window layers (full-attention layers are NoPE): the layer's rope kind as an expression
     "cohere2": {"rope_interleaved": True, "rope_kind": "layer_type if layer_type == SLIDING else None"},
     # Beam's layers without rotary scale their queries by (1 + (position + 1) / 2048) ** 0.1 (constants of its code)
@@ -108,53 +99,45 @@ FAMILY_FACTS: dict[str, dict[str, object]] = {
     "cohere2_moe": {"rope_interleaved": True, "rope_kind": "layer_type if layer_type == SLIDING else None"},
     # OlmoLayerNorm: F.layer_norm without weight or bias (eps 1e-5) before attention and MLP, and before the head
     "olmo": {"weightless_norms": "pre"},
-    # NanoChat: weightless RMSNorms (also on the embeddings before layer 0, and on q/k after the rotary embedding),
-    # and rotate_half as [x2, -x1] (the rotation by -angle)
     # A.X-K1's post_mlp_layernorm normalises its MoE layers' output; the released checkpoints store one for the
     # dense layers too, which the code never applies (_keys_to_ignore_on_load_unexpected)
     "axk1": {"moe_output_norm": True},
+    # NanoChat: weightless RMSNorms (also on the embeddings before layer 0, and on q/k after the rotary embedding),
+    # and rotate_half as [x2, -x1] (the rotation by -angle)
     "nanochat": {"weightless_norms": "pre", "embedding_norm": True, "weightless_qk_norm": True,
                  "qk_norm_after_rope": True, "rope_inverted": True},
     # only sliding-window layers are rotary (FlintAttention applies rope when its layer has a window; AFMoE when
     # is_local_attention)
-    "flint": {"rope_kind": "layer_type if layer_type == SLIDING else None"},
-    "afmoe": {"rope_kind": "layer_type if layer_type == SLIDING else None"},
+    **dict.fromkeys(("flint", "afmoe"), {"rope_kind": "layer_type if layer_type == SLIDING else None"}),
     # full-attention layers are NoPE once a sliding window is configured (as the registered exaone4)
-    "exaone_moe": {"rope_kind": "layer_type if args.sliding_window is None or layer_type == SLIDING else None"},
-    "exaone4": {"rope_kind": "layer_type if args.sliding_window is None or layer_type == SLIDING else None"},
-    # sparsemixer top-2 routing (a masked softmax around each pick: extra_blocks.SparseMixerMoE); the router tensor
-    # is a plain gate, so only the code shows it
+    **dict.fromkeys(("exaone_moe", "exaone4"),
+                    {"rope_kind": "layer_type if args.sliding_window is None or layer_type == SLIDING else None"}),
     # SwiGLU fixed in the code (no hidden_act key), and model.embedding_norm applied after the last layer
-    "lfm2": {"hidden_act": "silu", "embedding_norm_is_final": True},
-    "lfm2_moe": {"hidden_act": "silu", "embedding_norm_is_final": True},
-    "lfm3": {"hidden_act": "silu", "embedding_norm_is_final": True},
+    **dict.fromkeys(("lfm2", "lfm2_moe", "lfm3"), {"hidden_act": "silu", "embedding_norm_is_final": True}),
+    # sparsemixer top-2 routing (extra_blocks.SparseMixerMoE): the router tensor is a plain gate, only the code says
     "phimoe": {"moe_router": "sparsemixer"},
     # experts stored [E, hidden, 2I] with gate and up in alternating columns, biases, a clamped SwiGLU (up + 1)
     "gpt_oss": {"moe_experts": "gpt_oss"},
-    "gpt_neo": {"attention_scale": "1.0"},
+    "gpt_neo": {"attention_scale": "1.0"},  # GPTNeoSelfAttention multiplies q·k by no scale
     # learned positions looked up at position + 2 (OPTLearnedPositionalEmbedding, BioGptLearnedPositionalEmbedding)
     "opt": {"position_offset": 2},
     # XGLM: fixed sinusoidal positions (XGLMSinusoidalPositionalEmbedding, a non-persistent buffer) at row p + 2
     "xglm": {"sinusoidal_positions": 2},
     # ... and LayerNorms built as nn.LayerNorm(dim): eps 1e-5 whatever config.json's layer_norm_eps says
-    "biogpt": {"position_offset": 2, "norm_eps": 1e-5},  # GPTNeoSelfAttention multiplies q·k by no scale
+    "biogpt": {"position_offset": 2, "norm_eps": 1e-5},
     # `query_key_value` rows: grouped per KV head ([q heads of the group; k; v]) or plain [all q; all k; all v].
     # Only one KV head makes both the same; otherwise the names and shapes cannot tell.
-    "gpt_neox": {"query_key_value": "grouped"},
-    "persimmon": {"query_key_value": "grouped"},
+    **dict.fromkeys(("gpt_neox", "persimmon", "falcon", "gpt_neox_japanese"), {"query_key_value": "grouped"}),
     # bloom_gelu_forward: the tanh approximation, fixed in the code (no hidden_act key)
     "bloom": {"query_key_value": "grouped", "hidden_act": "gelu_pytorch_tanh"},
     # MPT: MptMLP's nn.GELU(approximate="none"); its config names no activation
     "mpt": {"hidden_act": "gelu"},
     # OLMo-hybrid: its Gated DeltaNet's gated norm is FLA's FusedRMSNormGated at eps 1e-5, not rms_norm_eps
     "olmo_hybrid": {"deltanet_norm_eps": 1e-5},
-    "falcon": {"query_key_value": "grouped"},
-    "gpt_neox_japanese": {"query_key_value": "grouped"},
-    "sarvam_moe": {"query_key_value": "concat"},
-    "param2moe": {"query_key_value": "concat"},  # sarvam_moe's checkpoint names, split [q; k; v] at load
+    # param2moe: sarvam_moe's checkpoint names, split [q; k; v] at load
+    **dict.fromkeys(("sarvam_moe", "param2moe"), {"query_key_value": "concat"}),
     # QK-norm applied to the rotated heads: apply_rotary_pos_emb, then query_layernorm / key_layernorm
-    "hunyuan_v1_dense": {"qk_norm_after_rope": True},
-    "hunyuan_v1_moe": {"qk_norm_after_rope": True},
+    **dict.fromkeys(("hunyuan_v1_dense", "hunyuan_v1_moe"), {"qk_norm_after_rope": True}),
     # experts ranked by raw router logits + bias, weighted by the sigmoid of the chosen logits
     "kolibri1": {"router_select_by": "logits"},
     # Kolibri 1.1 keeps Kolibri 1's router and adds sparse layers (`stubs`: every mechanism the blocks lack)
@@ -195,8 +178,7 @@ FAMILY_FACTS: dict[str, dict[str, object]] = {
     "laguna": {"attention_gate_fn": "softplus"},
     # Gemma 4: q·k unscaled (its q_norm and k_norm set the scale: scaling = 1.0), and the values RMS-normalised
     # without a weight (v_norm, with_scale=False: no tensor shows it)
-    "gemma4_unified_text": {"attention_scale": "1.0", "v_norm": True},
-    "gemma4_text": {"attention_scale": "1.0", "v_norm": True},
+    **dict.fromkeys(("gemma4_unified_text", "gemma4_text"), {"attention_scale": "1.0", "v_norm": True}),
 }  # fmt: skip
 
 # Config keys that switch a bias in a family's modelling code: key -> the projection groups (qkv, o, mlp, head, mla)
@@ -212,5 +194,5 @@ BIAS_SWITCHES: dict[str, dict[str, str]] = {
     "phimoe": {**_ATTENTION_BIAS, "lm_head_bias": "head"},
     "deepseek_v3": {"attention_bias": "mla"},
 }  # fmt: skip
-for _family, _switches in BIAS_SWITCHES.items():
-    FAMILY_FACTS.setdefault(_family, {})["bias_switches"] = _switches
+for _family, _switches in BIAS_SWITCHES.items():  # a new dict: families may share one above
+    FAMILY_FACTS[_family] = {**FAMILY_FACTS.get(_family, {}), "bias_switches": _switches}

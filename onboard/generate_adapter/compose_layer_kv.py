@@ -1,10 +1,7 @@
-"""Layers that differ in their keys and values, in config.json's own terms (Gemma 4): per-layer overrides of the
-attention's sizes (`per_layer_config`), layers that attend over an earlier layer's keys and values instead of their
-own (`num_kv_shared_layers`), keys that are also the values (`attention_k_eq_v`), a wider MLP on the KV-shared layers
-(`use_double_wide_mlp`), and a stored scalar on each layer's output (`layer_scalar`).
-
-Each key is read only where the tensors show its effect: which layers store no key or value projection, and which
-store keys but no values. A checkpoint whose tensors disagree with the keys gets a stub, not a guess.
+"""Layers that differ in their keys and values, in config.json's terms (Gemma 4): per-layer attention sizes
+(`per_layer_config`), layers attending over an earlier layer's keys and values (`num_kv_shared_layers`), keys that
+are also the values (`attention_k_eq_v`), a wider MLP on KV-shared layers (`use_double_wide_mlp`), and a stored
+scalar on each layer's output. Each key is read where the tensors show its effect; a disagreement is a stub.
 """
 
 from __future__ import annotations
@@ -13,7 +10,7 @@ import re
 from dataclasses import dataclass
 
 from onboard.generate_adapter.compose_layers import ATTENDING
-from onboard.generate_adapter.compose_rules import ComposerParts
+from onboard.generate_adapter.compose_rules import ComposerState
 
 # The per-kind rotary sizes when layers differ in head size: each kind's table built for its own layers' heads.
 PER_KIND_ROTARY = "head_dims(self.model.layers)"
@@ -24,12 +21,9 @@ class KVLayout:
     """What the composition's layers read of the keys above (empty: every layer alike)."""
 
     per_layer_args: bool = False
-    kv_source: str | None = None
-    """Expression: the layer whose keys and values layer i reads (None: its own)."""
-    values_from_keys: str | None = None
-    """Expression over the layer: True where the values are the keys (no value projection)."""
-    mlp_width: str | None = None
-    """Expression replacing args.intermediate_size (a double-wide MLP on the KV-shared layers)."""
+    kv_source: str | None = None  # the layer whose keys and values layer i reads (None: its own)
+    values_from_keys: str | None = None  # True where the values are the keys (no value projection)
+    mlp_width: str | None = None  # replaces args.intermediate_size (double-wide MLP on the KV-shared layers)
     layer_scalar: bool = False
 
     @property
@@ -46,13 +40,12 @@ class KVLayout:
         return kw
 
 
-# The keys, as ModelArgs fields (read whenever config.json has them: a value the tensors show to be neutral here
-# is still read, so the adapter follows config.json where it is not).
+# The keys, as ModelArgs fields, read whenever config.json has them (even where the tensors show them neutral).
 KEYS = {"num_kv_shared_layers": ("int", "0"), "attention_k_eq_v": ("bool", "False"),
         "use_double_wide_mlp": ("bool", "False")}  # fmt: skip
 
 
-def layer_kv(c: ComposerParts) -> KVLayout:
+def layer_kv(c: ComposerState) -> KVLayout:
     out = KVLayout()
     read = {key: c.fields.need(key, *spec) for key, spec in KEYS.items() if c.has_key(key)}
     attending = [layer for layer in c.p.layers if layer.attention in ATTENDING]
@@ -88,7 +81,7 @@ def layer_kv(c: ComposerParts) -> KVLayout:
     return out
 
 
-def _drop_unused_kv(c: ComposerParts, layers: list[int]) -> None:
+def _drop_unused_kv(c: ComposerState, layers: list[int]) -> None:
     """KV-shared layers that still store their own k/v projections and norms (transformers ignores them on load,
     _keys_to_ignore_on_load_unexpected): deliberately not used, and left out of the fused q/k/v as well."""
     if not layers:
@@ -100,7 +93,7 @@ def _drop_unused_kv(c: ComposerParts, layers: list[int]) -> None:
     c.words.append(f"the unused k/v projections of KV-shared layers {layers} dropped")
 
 
-def _values_from_keys(c: ComposerParts, out: KVLayout, own: list, flag: str | None) -> None:
+def _values_from_keys(c: ComposerState, out: KVLayout, own: list, flag: str | None) -> None:
     """`attention_k_eq_v`: on which of the layers with their own keys the values are the keys, from which of them
     store a value projection (Gemma 4: the full-attention layers store none). Where the KV-shared layers also store
     (unused) projections, they are counted with the layers storing keys: their layout mirrors their sources'."""

@@ -1,31 +1,24 @@
-"""Which layer is which in a composition: each layer's type when config.json has no layer_types (attention, a mixer
-layer under the name transformers gives it, or a feed-forward-only layer), and which rotary table it reads. Both are
-expressions over the layer index `i`, so one adapter serves deeper checkpoints of the family."""
+"""Which layer is which: each layer's type when config.json has no layer_types, and its rotary table, as expressions
+over the layer index `i` (so one adapter serves deeper checkpoints of the family)."""
 
 from __future__ import annotations
 
 from onboard.generate_adapter.compose_mixers import FEED_FORWARD_LAYER_TYPES, LAYER_TYPE_NAMES
-from onboard.generate_adapter.compose_rules import ComposerParts, pattern_expr, refusal
+from onboard.generate_adapter.compose_rules import ComposerState, pattern_expr, refusal
 
-ATTENDING = frozenset({"full", "sliding", "chunked", "mla"})
-"""Inspect's mixer kinds that are attention (they read heads, and positions)."""
+ATTENDING = frozenset({"full", "sliding", "chunked", "mla"})  # inspect's mixer kinds that are attention
 
 
-def layer_plan(c: ComposerParts) -> tuple[str, str]:
-    """(each layer's type when config.json has no layer_types, which rotary table it uses)."""
+def layer_plan(c: ComposerState) -> tuple[str, str]:
     p, mixers = c.p, c.mixers
-    kinds = [
-        f'"{LAYER_TYPE_NAMES[layer.attention]}"'
-        if layer.attention in mixers
-        else f'"{FEED_FORWARD_LAYER_TYPES[layer.mlp]}"'
-        if layer.attention == "none" and layer.mlp != "none"
-        else "SLIDING"
-        if layer.attention == "sliding"
-        else "CHUNKED"
-        if layer.attention == "chunked"
-        else "FULL"
-        for layer in p.layers
-    ]
+    kinds = []
+    for layer in p.layers:
+        if layer.attention in mixers:
+            kinds.append(f'"{LAYER_TYPE_NAMES[layer.attention]}"')
+        elif layer.attention == "none" and layer.mlp != "none":
+            kinds.append(f'"{FEED_FORWARD_LAYER_TYPES[layer.mlp]}"')
+        else:
+            kinds.append({"sliding": "SLIDING", "chunked": "CHUNKED"}.get(layer.attention, "FULL"))
     layer_type = _mamba_layer_types(c) or (pattern_expr(kinds, str) if kinds else "FULL")
     if p.rope is None:
         _no_rotary(c)
@@ -43,8 +36,8 @@ def layer_plan(c: ComposerParts) -> tuple[str, str]:
     return layer_type, f"{base} if {pattern_expr(ropes, repr)} else None"
 
 
-def _mamba_layer_types(c: ComposerParts) -> str | None:
-    """Which layers are Mamba, from the config keys that say so when layer_types does not (None: no such key)."""
+def _mamba_layer_types(c: ComposerState) -> str | None:
+    """Which layers are Mamba, from the keys that say so when layer_types does not (None: no such key)."""
     ssm = LAYER_TYPE_NAMES["ssm"]
     if "ssm" in c.mixers and c.has_key("attn_layer_indices"):  # Bamba: the attention layers by index
         c.fields.need("attn_layer_indices", "list[int] | None", "None")
@@ -55,7 +48,7 @@ def _mamba_layer_types(c: ComposerParts) -> str | None:
     return None
 
 
-def _no_rotary(c: ComposerParts) -> None:
+def _no_rotary(c: ComposerState) -> None:
     """No rotary table: say why, or stub the positions nothing provides."""
     p = c.p
     if "no_positions" in p.features:

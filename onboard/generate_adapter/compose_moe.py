@@ -1,15 +1,16 @@
-"""The MoE part of a composition: router, experts (per expert or stacked 3-D), shared experts and their gate, as one
-`MoE(...)` expression over onboard.blocks.moe plus the weight rules that fill it."""
+"""The MoE part of a composition: router, experts (per expert or stacked), shared experts and their gate, as one
+`MoE(...)` expression plus the weight rules that fill it; and Gemma 4's routed experts beside the dense MLP
+(`enable_moe_block`: extra_blocks.DenseBesideMoE)."""
 
 from __future__ import annotations
 
-from onboard.generate_adapter.compose_rules import ComposerParts
+from onboard.generate_adapter.compose_rules import ComposerState, refusal
 from onboard.generate_adapter.weight_inference import Found, layer_target, template_pattern, templates
 
 MOE = "mlp."
 
 
-def moe_expression(c: ComposerParts) -> str:
+def moe_expression(c: ComposerState) -> str:
     r, p, f = c.roles, c.p, c.fields
     hidden, moe = p.dims.hidden_size, p.moe
     router = r.get("moe.router")
@@ -84,13 +85,10 @@ def moe_expression(c: ComposerParts) -> str:
     )
 
 
-def _output_norm(c: ComposerParts) -> str:
-    """`, output_norm_eps=...` when the post-MLP norm belongs to the MoE block ('' otherwise).
-
-    A pre-norm layer with a norm after its feed-forward block on exactly the MoE layers normalises the MoE output
-    (A.X-K1's post_mlp_layernorm); when every layer is MoE that is the same computation. Where dense layers store
-    one too, only the family's code tells whether they apply it (A.X-K1's do not: family fact
-    `moe_output_norm`, and their copies are dropped)."""
+def _output_norm(c: ComposerState) -> str:
+    """`, output_norm_eps=...` when the post-MLP norm of a pre-norm layer is on exactly the MoE layers, so it
+    normalises the MoE output ('' otherwise). Where dense layers store one too, only the family's code says whether
+    they apply it (A.X-K1's do not: family fact `moe_output_norm`, their copies dropped)."""
     r, p = c.roles, c.p
     post = r.get("norm.post_mlp")
     positions = {role for role in r.roles() if role.startswith("norm.")}
@@ -107,9 +105,9 @@ def _output_norm(c: ComposerParts) -> str:
     return f", output_norm_eps={c.eps()}"
 
 
-def _experts(c: ComposerParts, hidden: int) -> tuple[int | None, bool]:
-    """Fill experts_gate_up [E, 2I, H] (or, for plain experts, experts_up [E, I, H]) and experts_down [E, H, I];
-    (the expert intermediate size I, whether the experts are gated)."""
+def _experts(c: ComposerState, hidden: int) -> tuple[int | None, bool]:
+    """Fill experts_gate_up [E, 2I, H] (plain experts: experts_up [E, I, H]) and experts_down [E, H, I]; returns
+    (I, whether the experts are gated)."""
     r = c.roles
     gate, up, down = r.get("moe.expert.gate"), r.get("moe.expert.up"), r.get("moe.expert.down")
     fused, fused_down = r.get("moe.experts.gate_up"), r.get("moe.experts.down")
@@ -139,7 +137,7 @@ def _experts(c: ComposerParts, hidden: int) -> tuple[int | None, bool]:
     return None, True
 
 
-def _shared(c: ComposerParts, hidden: int, expert_inter: int | None, gated: bool) -> str:
+def _shared(c: ComposerState, hidden: int, expert_inter: int | None, gated: bool) -> str:
     """`, shared_intermediate_size=..., shared_gate=True` for the MoE expression ('' without shared experts)."""
     r, p, f = c.roles, c.p, c.fields
     gate, up, down = r.get("moe.shared.gate"), r.get("moe.shared.up"), r.get("moe.shared.down")
@@ -194,9 +192,8 @@ def _shared(c: ComposerParts, hidden: int, expert_inter: int | None, gated: bool
     return out
 
 
-def _sparsemixer(c: ComposerParts, size: str, spec: list[str], shared: str) -> str:
-    """PhiMoE's sparsemixer top-2 routing (extra_blocks.SparseMixerMoE): a masked softmax around each of two picks,
-    within router_jitter_noise of it. Refused at load for another top-k; no router options of the plain block."""
+def _sparsemixer(c: ComposerState, size: str, spec: list[str], shared: str) -> str:
+    """PhiMoE's sparsemixer top-2 routing (extra_blocks.SparseMixerMoE), refused at load for another top-k."""
     if shared or len(spec) > 2 or c.roles.get("moe.router_bias", None) is not None:
         c.stub(
             "sparsemixer_routing",
@@ -219,10 +216,8 @@ def _sparsemixer(c: ComposerParts, size: str, spec: list[str], shared: str) -> s
     )
 
 
-def _gpt_oss(c: ComposerParts, router: Found) -> str:
-    """gpt-oss's experts (extra_blocks.GptOssMoE): stacked [E, hidden, 2I] with gate and up in alternating columns,
-    biases, the clamped SwiGLU (up + 1) * gate * sigmoid(alpha * gate), a biased router and a softmax over the
-    chosen logits. The layout and the activation are its code's (family fact); the tensors keep their names."""
+def _gpt_oss(c: ComposerState, router: Found) -> str:
+    """gpt-oss's experts (extra_blocks.GptOssMoE; a family fact: the layout and activation are its code's)."""
     r, f = c.roles, c.fields
     gate_up, down = r.get("moe.experts.gate_up"), r.get("moe.experts.down")
     parts = {x.part for x in r.parts("moe.experts.bias")}
@@ -250,3 +245,64 @@ def _gpt_oss(c: ComposerParts, router: Found) -> str:
         f"{f.need('num_experts_per_tok', 'int', None)}, {f.need('swiglu_alpha', 'float', '1.702')}, "
         f"{f.need('swiglu_limit', 'float', '7.0')})"
     )
+
+
+# checkpoint part (under the layer) -> the block's parameter
+PARTS = {
+    "router.proj.weight": "router.weight",
+    "router.scale": "router_scale",
+    "router.per_expert_scale": "per_expert_scale",
+    "experts.gate_up_proj": "experts_gate_up",
+    "experts.down_proj": "experts_down",
+    "post_feedforward_layernorm_1.weight": "post_dense_norm.weight",
+    "pre_feedforward_layernorm_2.weight": "pre_moe_norm.weight",
+    "post_feedforward_layernorm_2.weight": "post_moe_norm.weight",
+}
+KEYS = {"moe_intermediate_size": ("int", None), "num_experts": ("int", None), "top_k_experts": ("int", None)}
+
+
+def moe_beside(c: ComposerState, dense: str) -> str | None:
+    """The feed-forward expression with experts beside `dense` (a GatedMLP expression), or None when the
+    checkpoint has none. A part or key missing is a stub."""
+    found = {f.part: f for f in c.roles.parts("moe_beside")}
+    if not found:
+        if c.has_key("enable_moe_block"):  # read, and refused when true: no experts to load
+            flag = c.fields.need("enable_moe_block", "bool", "False")
+            c.post_init.append(
+                refusal(
+                    c.p.model_type,
+                    "enable_moe_block",
+                    flag.replace("args.", "self."),
+                    "experts beside the dense MLP, but the checkpoint stores none",
+                )
+            )
+        return None
+    missing = sorted(set(PARTS) - found.keys()) + sorted(k for k in KEYS if not c.has_key(k))
+    if missing or not dense.startswith("GatedMLP(") or not c.has_key("enable_moe_block"):
+        c.stub(
+            "moe_beside_mlp",
+            "experts beside the dense MLP (Gemma 4) need a gated dense MLP, enable_moe_block "
+            f"and every part: missing {', '.join(missing) or 'a gated dense MLP or enable_moe_block'}",
+        )
+        return None
+    args = [a for a in dense.removeprefix("GatedMLP(").removesuffix(")").split(", ") if a != "bias=False"]
+    if len(args) != 3:  # hidden, intermediate, activation: biases or multipliers are not Gemma 4's
+        c.stub("moe_beside_mlp", f"experts beside a dense MLP with options the block does not take: {dense}")
+        return None
+    for part, target in PARTS.items():
+        c.wm.add(layer_target(f"mlp.{target}"), (found[part].source,))
+    size, experts, top_k = (c.fields.need(k, *spec) for k, spec in KEYS.items())
+    enabled = c.fields.need("enable_moe_block", "bool", "False")
+    # The tensors show the experts: a config.json saying otherwise is refused, not half-loaded
+    c.post_init.append(
+        refusal(
+            c.p.model_type,
+            "enable_moe_block",
+            f"not {enabled}".replace("args.", "self."),
+            "the checkpoint stores experts beside the dense MLP",
+        )
+    )
+    c.words.append("routed experts beside the dense MLP")
+    hidden, inter, act = args
+    norms = ", ".join(["norm(args, args.hidden_size)"] * 3)
+    return f"DenseBesideMoE({hidden}, {inter}, {size}, {experts}, {top_k}, {act}, ({norms}), {c.eps()})"

@@ -1,11 +1,10 @@
-"""The norms of a composition: the layer norms' placement and block, the final norm, the QK-norm, and the norms some
-blocks apply before their output projection, as expressions over onboard.blocks.norms plus the weight rules that
-fill them."""
+"""The norms of a composition: the layer norms' placement and block, the final norm, QK-norm, and the norms some
+blocks apply before their output projection."""
 
 from __future__ import annotations
 
 from onboard.generate_adapter.compose_mixers import LAYER_TYPE_NAMES
-from onboard.generate_adapter.compose_rules import ComposerParts, single_block_layers
+from onboard.generate_adapter.compose_rules import ComposerState, single_block_layers
 from onboard.generate_adapter.weight_inference import layer_target, templates
 
 # Canonical norm attribute per placement and norm position.
@@ -19,8 +18,7 @@ NORM_NAMES: dict[str, dict[str, str]] = {
     # GPT-1 / OPT-350m: the norms stored where a pre-norm layer's are, applied to the residual sums
     "post_ln": {"input": "post_attention_layernorm", "pre_mlp": "post_feedforward_layernorm"},
     "single": {"input": "input_layernorm"},
-    # pre-norm layers' input_layernorm and post_attention_layernorm, post-norm layers' post_attention_layernorm and
-    # post_feedforward_layernorm (compose_norms._by_layer_type)
+    # pre-norm layers' input and post-attention norms, post-norm layers' post-attention and post-MLP norms
     "by_layer_type": {"input": "input_layernorm", "post_attn_out": "post_attention_layernorm",
                       "post_mlp": "post_feedforward_layernorm"},
 }  # fmt: skip
@@ -32,7 +30,7 @@ PLACEMENTS: dict[frozenset[str], str] = {
 }
 
 
-def norms(c: ComposerParts) -> tuple[str, str, tuple[str, ...]]:
+def norms(c: ComposerState) -> tuple[str, str, tuple[str, ...]]:
     r, p = c.roles, c.p
     positions = {role.removeprefix("norm."): role for role in sorted(r.roles()) if role.startswith("norm.")}
     if c.moe_output_norm:  # the MoE block's own (compose_moe._output_norm)
@@ -91,9 +89,8 @@ def norms(c: ComposerParts) -> tuple[str, str, tuple[str, ...]]:
     return norm_block(c, any(biases)), placement, tuple(names[k] for k in names)
 
 
-def _post_ln(c: ComposerParts, placement: str | None, positions: dict[str, str]) -> str | None:
-    """The post_ln placement where inspect found the layers normalising their residual sums (GPT-1's code; OPT's
-    do_layer_norm_before off) and the tensors store a pre-norm layer's two norms, which the sums then go through."""
+def _post_ln(c: ComposerState, placement: str | None, positions: dict[str, str]) -> str | None:
+    """The post_ln placement (norms on the residual sums: GPT-1, OPT-350m), read from a pre-norm layer's two norms."""
     if placement != "pre":
         c.stub(
             "norm_layout",
@@ -109,19 +106,16 @@ def _post_ln(c: ComposerParts, placement: str | None, positions: dict[str, str])
 
 
 def _resolve_post_attention(positions: dict[str, str]) -> None:
-    """transformers' `post_attention_layernorm` (and OLMo-core's `feedforward_layer_norm`) names a norm by context:
-    on the attention output when the layer has a pre-MLP norm or, without an input norm, a post-MLP one; else before
-    the MLP."""
+    """`post_attention_layernorm` names a norm by context: on the attention output when the layer has a pre-MLP norm
+    or, without an input norm, a post-MLP one; else before the MLP."""
     if "post_attention" in positions:
         after = "pre_mlp" in positions or ("input" not in positions and "post_mlp" in positions)
         positions["post_attn_out" if after else "pre_mlp"] = positions.pop("post_attention")
 
 
-def _by_layer_type(c: ComposerParts) -> dict[str, str] | None:
-    """{runtime norm name: role} when the layers of each attention kind store one placement's norms, pre-norm for
-    some kinds and post-norm for the others (OLMo-hybrid: pre-norm linear attention, post-norm attention); inspect
-    records each layer's norms only where layers differ (LayerInfo.norms). None otherwise. Sets c.norm_exprs: the
-    input norm exists on the pre-norm kinds' layers only, the post-MLP norm on the post-norm kinds' only."""
+def _by_layer_type(c: ComposerState) -> dict[str, str] | None:
+    """{runtime norm name: role} when some attention kinds' layers are pre-norm and the others post-norm (OLMo-hybrid),
+    from each layer's norms (LayerInfo.norms); None otherwise. Sets c.norm_exprs for the norms one kind lacks."""
     layers = c.p.layers
     if not layers or not all(layer.norms for layer in layers):
         return None
@@ -158,7 +152,7 @@ def _by_layer_type(c: ComposerParts) -> dict[str, str] | None:
     return targets
 
 
-def _load(c: ComposerParts, role: str, target: str) -> bool:
+def _load(c: ComposerState, role: str, target: str) -> bool:
     """Rules filling `target`.weight and .bias from the role's tensors; whether it has a bias."""
     for param in ("weight", "bias"):
         found = c.roles.get(role, param)
@@ -167,9 +161,8 @@ def _load(c: ComposerParts, role: str, target: str) -> bool:
     return c.roles.get(role, "bias") is not None
 
 
-def input_norm(c: ComposerParts) -> str:
-    """The layer's first norm: the family's norm, or none on layer 0 when the tensors show it on every layer but one
-    (ModernBERT-decoder; the loader names the layer if the one without it is not layer 0)."""
+def input_norm(c: ComposerState) -> str:
+    """The layer's first norm, or none on layer 0 when every layer but one stores it (ModernBERT-decoder)."""
     if "input_layernorm" in c.norm_exprs:  # on some layer types only (_by_layer_type)
         return c.norm_exprs["input_layernorm"]
     first = c.roles.get("norm.input")
@@ -179,7 +172,7 @@ def input_norm(c: ComposerParts) -> str:
     return "norm(args, args.hidden_size)"
 
 
-def norm_block(c: ComposerParts, bias: bool, weightless: bool = False) -> str:
+def norm_block(c: ComposerState, bias: bool, weightless: bool = False) -> str:
     norms = c.p.norms
     if weightless:
         if norms.offset:
@@ -198,9 +191,8 @@ def norm_block(c: ComposerParts, bias: bool, weightless: bool = False) -> str:
     return f"RMSNorm(dim, {c.eps()}" + (", offset=1.0)" if norms.offset else ")")
 
 
-def sub_norm(c: ComposerParts, block: str) -> str:
-    """`, sub_norm_eps=...` when the block normalises its output before the output projection (BitNet's
-    attn_sub_norm / ffn_sub_norm, RMSNorms with the layers' eps), else ''."""
+def sub_norm(c: ComposerState, block: str) -> str:
+    """`, sub_norm_eps=...` when the block normalises before its output projection (BitNet), else ''."""
     found = c.roles.get(f"{block}.sub_norm")
     if found is None:
         return ""
@@ -215,7 +207,7 @@ def sub_norm(c: ComposerParts, block: str) -> str:
     return f", sub_norm_eps={c.eps()}"
 
 
-def qk_norm(c: ComposerParts) -> str | None:
+def qk_norm(c: ComposerState) -> str | None:
     r, d, norms = c.roles, c.p.dims, c.p.norms
     qn, kn = r.get("attn.q_norm"), r.get("attn.k_norm")
     qh, kh = r.get("attn.q_norm_heads"), r.get("attn.k_norm_heads")

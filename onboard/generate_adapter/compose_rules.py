@@ -1,18 +1,15 @@
-"""Rules of composition that do not depend on the tensors: which features and mixer kinds become stubs, which
-config keys a composed adapter must read, guard or may ignore, and the per-layer pattern expressions (see
-compose.py for the composer itself)."""
+"""Composition's state and the rules that do not depend on the tensors: which features and mixer kinds become stubs,
+which config keys an adapter must read, guard or may ignore, and per-layer pattern expressions."""
 
 from __future__ import annotations
 
 import math
 import re
 from dataclasses import dataclass, field
-from typing import Protocol
 
-from onboard.generate_adapter.adapter_spec import BASE_FIELDS, AdapterSpec
+from onboard.generate_adapter.adapter_spec import AdapterSpec
 from onboard.generate_adapter.compose_knowledge import FAMILY_FACTS, GUARD_FIELDS, GUARDS, ROPE_TYPE_NAMES
-from onboard.generate_adapter.weight_inference import TensorRoles, WeightMapBuilder
-from onboard.generate_adapter.weight_rule import WeightRule
+from onboard.generate_adapter.weight_inference import TensorRoles, WeightMapBuilder, WeightRule
 from onboard.names.config import spellings
 from onboard.names.config_keys import STRUCTURAL_KEYS, neutral_for_adapters
 from onboard.profile import ModelProfile, quantized_feature, rope_feature
@@ -48,7 +45,7 @@ class Stub:
 
 @dataclass
 class Fields:
-    """ModelArgs fields a composition needs, in first-use order: (name, annotation, default repr or None)."""
+    """ModelArgs fields a composition needs, in first-use order: (name, annotation, default repr or None: required)."""
 
     items: dict[str, tuple[str, str, str | None]] = field(default_factory=dict)
 
@@ -58,58 +55,100 @@ class Fields:
 
 
 @dataclass(frozen=True)
-class Composition:
+class AdapterPlan:
+    """What the adapter for a profile composes (adapters/<model_type>.py), and the kernel stubs it needs first."""
+
+    model_type: str
     spec: AdapterSpec
-    weight_map: tuple[WeightRule, ...]
-    stubs: tuple[Stub, ...]
-    dropped: tuple[str, ...]
-    overrides: tuple[str, ...]
-    """FAMILY_FACTS used (modelling-code facts of a known family)."""
-    reads: frozenset[str] = frozenset()
-    """Config keys the adapter reads (every spelling of its ModelArgs fields) or knows to be neutral here."""
+    weight_rules: tuple[WeightRule, ...]
+    stubs: tuple[Stub, ...] = ()  # each rendered as kernels/<op>.py + tests/kernels/test_<op>.py
+    closest_family: str | None = None
+    overrides: tuple[str, ...] = ()  # family facts applied (compose_knowledge.FAMILY_FACTS)
+    reads: frozenset[str] = frozenset()  # config keys the adapter reads (every spelling) or knows to be neutral
+
+    @property
+    def runnable(self) -> bool:
+        return not self.stubs
 
 
-class ComposerParts(Protocol):
-    """What the composition's parts in their own modules (compose_moe.py, compose_norms.py) need of
-    compose.Composer: a Protocol here, so they do not import compose, which imports them (no cycle)."""
+class ComposerState:
+    """compose.Composer's state and helpers, here so the parts in their own modules (compose_moe.py, ...) can use
+    them without importing compose, which imports them."""
 
-    p: ModelProfile
-    roles: TensorRoles
-    wm: WeightMapBuilder
-    fields: Fields
-    words: list[str]
-    embed_norm: bool
-    final_norm: bool
-    embed_width: str
-    guard_tests: dict[str, tuple[str, str]]
-    norm_exprs: dict[str, str]
-    moe_output_norm: bool
-    post_init: list[str]
-    rotary_head_dim: str | None
-    mixers: dict[str, str]
+    def __init__(self, profile: ModelProfile) -> None:
+        self.p = profile
+        self.roles = TensorRoles(profile)
+        self.wm = WeightMapBuilder(self.roles)
+        self.fields = Fields()
+        self.stubs: list[Stub] = feature_stubs(profile)
+        self.facts = dict(FAMILY_FACTS.get(profile.model_type, {}))
+        self.used_facts: list[str] = []
+        self.post_init: list[str] = []
+        self.extra_aliases: dict[str, tuple[str, ...]] = {}
+        self.words: list[str] = []
+        self.rotary_head_dim: str | None = None
+        self.positions: str | None = None
+        self.side_mixer: str | None = None
+        self.embed_norm = False
+        self.final_norm = True
+        self.embed_width = "args.hidden_size"
+        self.guard_tests: dict[str, tuple[str, str]] = {}  # config key -> (test, reason) replacing its GUARDS entry
+        self.norm_exprs: dict[str, str] = {}  # a norm only some layer types have -> its expression (compose_norms)
+        self.mixers: dict[str, str] = {}  # inspect's mixer kind -> the block expression composed for such layers
+        self.moe_output_norm = False  # the post-MLP norm is the MoE block's output norm (compose_moe)
+        self.mlp_reads_residual = False
+        self.acknowledged: set[str] = set()  # config keys the profile shows to be neutral here (nothing to read)
 
-    def stub(self, op: str, reason: str) -> None: ...
+    def stub(self, op: str, reason: str) -> None:
+        self.stubs.append(Stub(op, reason))
 
-    def fact(self, name: str, default: object = None) -> object: ...
+    def fact(self, name: str, default: object = None) -> object:
+        if name not in self.facts:
+            return default
+        used = f"{name}={self.facts[name]!r}"
+        if used not in self.used_facts:  # a fact read by several parts is named once
+            self.used_facts.append(used)
+        return self.facts[name]
 
-    def has_key(self, name: str) -> bool: ...
+    def has_key(self, name: str) -> bool:
+        return any(key in self.p.config_keys for key in spellings(name))
 
-    def size(self, value: int, candidates: list[tuple[str, int | None]]) -> str: ...
+    def ignores(self, key: str) -> bool:
+        """The family's modelling code never reads config key `key` (the family fact `ignored_keys`)."""
+        return key in self.facts.get("ignored_keys", ())  # type: ignore[operator]
 
-    def switched_bias(self, group: str, present: bool, rules: list[tuple[str, tuple[str, ...], str]]) -> str: ...
+    def switched_bias(self, group: str, present: bool, rules: list[tuple[str, tuple[str, ...], str]]) -> str:
+        """Whether `group`'s projections (qkv, o, mlp, head, mla) have a bias: the config key that switches it in the
+        family's code (the family fact `bias_switches`), so one adapter serves checkpoints with and without; else
+        what the tensors show. `rules` (target, sources, op) are added when the key switches a bias this checkpoint
+        does not store (`.weight` sources read as `.bias`)."""
+        for key, groups in dict(self.facts.get("bias_switches", {})).items():  # type: ignore[call-overload]
+            if group in groups.split() and self.has_key(key):
+                self.fact("bias_switches")  # applied: named among the facts used
+                if not present:
+                    for target, sources, op in rules:
+                        self.wm.add(target, tuple(s.removesuffix(".weight") + ".bias" for s in sources), op)
+                return self.fields.need(key, "bool", "False")
+        return repr(present)
 
-    def ignores(self, key: str) -> bool: ...
+    def size(self, value: int, candidates: list[tuple[str, int | None]]) -> str:
+        """The first config expression whose known value equals the size the tensors show, else the number."""
+        for expr, known in candidates:
+            if known == value:
+                return expr
+        return str(value)
 
-    def eps(self) -> str: ...
-
-
-def facts_of(profile: ModelProfile) -> dict[str, object]:
-    return dict(FAMILY_FACTS.get(profile.model_type, {}))
+    def eps(self) -> str:
+        fixed = self.fact("norm_eps")
+        if fixed is not None:  # the modelling code fixes it whatever config.json says (BioGPT: nn.LayerNorm(dim))
+            self.acknowledged.update(spellings("rms_norm_eps"))
+            return repr(float(fixed))  # type: ignore[arg-type]
+        return self.fields.need("rms_norm_eps", "float", "1e-05" if self.p.norms.kind == "layernorm" else "1e-06")
 
 
 def single_block_layers(p: ModelProfile) -> bool:
-    """Every layer one block: a token mixer or a feed-forward block, never both (Nemotron-H, Mamba-2), and some
-    layer mixes tokens (a model of feed-forward layers only is a mixer inspect did not recognise: xLSTM)."""
+    """Every layer one block, a token mixer or a feed-forward block (Nemotron-H, Mamba-2), and some layer mixes tokens
+    (feed-forward layers only is a mixer inspect did not recognise: xLSTM)."""
     layers = p.layers
     return any(layer.attention != "none" for layer in layers) and all(
         (layer.attention == "none") != (layer.mlp == "none") for layer in layers
@@ -130,7 +169,6 @@ def feature_stubs(profile: ModelProfile) -> list[Stub]:
     ]
     if any(layer.parallel_ssm for layer in profile.layers):
         out.append(Stub("parallel_ssm", "an SSM mixer beside attention in the same layer is not in the block library"))
-    # The rope type and the quantization come from the profile's typed fields, never parsed from feature strings.
     rope = rope_feature(profile.rope.type) if profile.rope else None
     quantized = quantized_feature(profile.quantization.method) if profile.quantization else None
     # quantization_config is a config fact: kept where inspect withholds the tensor-derived features (no weights)
@@ -152,7 +190,7 @@ MIXER_FEATURES = frozenset({"linear_attention", "ssm", "short_conv"})
 
 
 def read_keys(fields: Fields, extra_aliases: dict[str, tuple[str, ...]], acknowledged: set[str]) -> frozenset[str]:
-    """The config keys an adapter with these ModelArgs fields reads (every spelling), and those acknowledged."""
+    """Every spelling of the ModelArgs fields, and the keys acknowledged."""
     read = {alias for name in fields.items for alias in spellings(name)} | acknowledged
     return frozenset(read | {alias for aliases in extra_aliases.values() for alias in aliases})
 
@@ -175,9 +213,8 @@ def guard_statements(
     tests: dict[str, tuple[str, str]] | None = None,
     ignored: frozenset = frozenset(),
 ) -> list[str]:
-    """Fields read only to refuse values the blocks cannot express (ModelArgs.__post_init__ statements); `tests`
-    replaces a key's (test, reason) where the composition computes what GUARDS refuses and refuses the other value;
-    `ignored`: keys the family's modelling code never reads (no guard)."""
+    """Refusals of the GUARDS keys `profile` has (ModelArgs.__post_init__ statements): `tests` replaces a key's
+    (test, reason) where the composition computes what GUARDS refuses; `ignored` keys get none."""
     out = []
     for key, (annotation, default, test, why) in GUARDS.items():
         if key not in profile.config_keys or key in ignored:
@@ -214,8 +251,8 @@ def compress(values: list) -> tuple[int, int]:
 
 
 def pattern_expr(values: list, render) -> str:  # noqa: ANN001 - render: value -> source text
-    """A Python expression over layer index `i` reproducing `values` and continuing its period for deeper
-    checkpoints of the same family (e.g. 'i >= 3', '(SLIDING, FULL)[i % 2]')."""
+    """An expression over layer index `i` reproducing `values` and continuing its period for deeper checkpoints
+    ('i >= 3', '(SLIDING, FULL)[i % 2]')."""
     a, p = compress(values)
     unit = [render(v) for v in values[a : a + p]]
     index = "i" if a == 0 else f"(i - {a})"
@@ -230,8 +267,7 @@ def pattern_expr(values: list, render) -> str:  # noqa: ANN001 - render: value -
 
 
 def embedding_scale(profile: ModelProfile, fields: Fields) -> str:
-    """The token-embedding multiplier: a config key when one is set (whatever its value here), Gemma's
-    sqrt(hidden) when that is what inspect found, else none."""
+    """The token-embedding multiplier: a config key when one is set, Gemma's sqrt(hidden) when inspect found that."""
     if any(key in profile.config_keys for key in spellings("embedding_multiplier")):
         return fields.need("embedding_multiplier", "float", "1.0")
     if "scale_embedding" in profile.config_keys:  # BioGPT, XGLM (and BART's family): sqrt(d_model) when set
@@ -246,14 +282,7 @@ def embedding_scale(profile: ModelProfile, fields: Fields) -> str:
     return repr(m)
 
 
-def base_fields(fields: Fields) -> Fields:
-    """BASE_FIELDS first, as every adapter has them (ModelArgs.__post_init__ reads some)."""
-    for name, annotation, default in BASE_FIELDS:
-        fields.need(name, annotation, default)
-    return fields
-
-
 def op_name(text: str) -> str:
-    """A kernel/op identifier from a tensor path or config key: 'self_attn.foo_gate' -> 'self_attn_foo_gate'."""
+    """'self_attn.foo_gate' -> 'self_attn_foo_gate'."""
     name = re.sub(r"\W+", "_", text).strip("_").lower()
     return name if name and not name[0].isdigit() else f"op_{name}"

@@ -1,14 +1,5 @@
-"""Blocks and constants generated adapters need that the shared block library (`onboard.blocks`) does not have.
-
-- `LearnedPositions`: learned absolute position embeddings added to the token embeddings (GPT-2, GPT-Neo,
-  GPT-BigCode). `AdapterModel.forward` adds `model.embed_positions(positions)` when a model has one, with the same
-  positions rotary tables get (cache offset and left padding included).
-- `SinusoidalPositions`: fixed sinusoidal absolute positions, computed, never stored (XGLM, fairseq's tables).
-- `MLA_LATENT_NORM_EPS`: the eps of MLA's q_a_layernorm / kv_a_layernorm.
-- `HeadTransform`: dense, activation and norm before the LM head's projection (ModernBERT-decoder's prediction head).
-- `PerLayerInputs` / `PerLayerGate`: Gemma 4's per-layer embeddings (PLE): one vector per token and layer, computed
-  once from the token and its embedding (`AdapterModel.forward` hands layer i its slice as `ctx.layer_input`), which
-  each layer gates into its output.
+"""Blocks generated adapters need that the shared block library (`onboard.blocks`) lacks: learned and sinusoidal
+absolute positions, MLA's latent-norm eps, a transform before the LM head, and Gemma 4's per-layer embeddings.
 """
 
 from __future__ import annotations

@@ -1,19 +1,9 @@
-"""Config values for generated adapters, read through onboard/names/config.py (the one alias table and the rules
-families derive values by, which inspect reads too), resolved exactly as the installed transformers does it when it
-knows the config class.
+"""Config values for generated adapters (`ArgsBase.from_dict`, runtime.py), read through onboard/names/config.py
+(the alias table and derived values inspect reads too).
 
-`read_config(config)` returns a `ConfigValues`; `ArgsBase.from_dict` (runtime.py) fills every ModelArgs field
-through `ConfigValues.get(field, extra_aliases)`:
-
-1. transformers knows `model_type` (a class in its CONFIG_MAPPING; a native class, never the repository's code):
-   the config is instantiated with that class and each value is read the way its modelling code reads it
-   (class defaults filled in, `attribute_map` renames applied, a legacy `rope_scaling` merged over
-   `rope_parameters` as transformers 5 does). A config the class rejects is an error, as it would be for
-   transformers itself.
-2. otherwise (a day-zero model_type): config.json as written, through ALIASES.
-
-DERIVED rules then apply what some families compute from other keys (`multi_query` means one KV head;
-`rotary_dim` means a partial rotary factor; names.config).
+When transformers knows `model_type` (its own config class, never the repository's code), each value is read as its
+modelling code reads it: class defaults filled in, `attribute_map` renames applied, a legacy `rope_scaling` merged
+over `rope_parameters`. A day-zero model_type reads config.json as written, through ALIASES.
 """
 
 from __future__ import annotations
@@ -25,29 +15,9 @@ from typing import Any
 
 from onboard.errors import ConfigError
 from onboard.inspect_checkpoint.config_class_input import for_config_class
-from onboard.names.config import (
-    ALIASES,
-    activation_name,
-    kv_heads,
-    num_layers_from_types,
-    partial_rotary_factor,
-)
+from onboard.names.config import ALIASES, activation_name, kv_heads, num_layers_from_types, partial_rotary_factor
 from onboard.names.config_keys import MODEL_SECTIONS
 from onboard.serde import decode_special_floats
-
-__all__ = ["ALIASES", "DERIVED", "ConfigValues", "field_values", "read_config"]
-
-
-def _kv_heads(values: ConfigValues) -> Any:
-    return kv_heads(values.get)
-
-
-def _partial_rotary(values: ConfigValues) -> Any:
-    return partial_rotary_factor(values.get)
-
-
-def _num_layers(values: ConfigValues) -> Any:
-    return None if values.in_raw("num_hidden_layers") else num_layers_from_types(values.get)
 
 
 def _activation_name(values: ConfigValues) -> Any:
@@ -56,22 +26,20 @@ def _activation_name(values: ConfigValues) -> Any:
     return mapped if mapped != act else None
 
 
-# field -> rule returning the value to use instead (None: keep the value read): names.config's rules.
+# field -> rule returning the value to use instead (None: keep the value read).
 DERIVED: dict[str, Callable[[ConfigValues], Any]] = {
     "hidden_act": _activation_name,
-    "num_hidden_layers": _num_layers,
-    "num_key_value_heads": _kv_heads,
-    "partial_rotary_factor": _partial_rotary,
+    "num_hidden_layers": lambda v: None if v.in_raw("num_hidden_layers") else num_layers_from_types(v.get),
+    "num_key_value_heads": lambda v: kv_heads(v.get),
+    "partial_rotary_factor": lambda v: partial_rotary_factor(v.get),
 }
 
 
 @cache
 def _config_class(model_type: str) -> type | None:
-    try:
-        from transformers.models.auto.configuration_auto import CONFIG_MAPPING
-    except ImportError:  # transformers not installed: config.json as written
-        return None
     # CONFIG_MAPPING holds transformers' own classes only: the repository's configuration code never runs here.
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+
     return CONFIG_MAPPING[model_type] if model_type in CONFIG_MAPPING else None
 
 
@@ -84,8 +52,8 @@ class ConfigValues:
         self.source = f"transformers {type(resolved).__name__}" if resolved is not None else "config.json"
 
     def lookup(self, key: str) -> Any:
-        """One key, no aliases: the resolved attribute when transformers has it, else config.json's value; then the
-        same in a nested section of the model's own keys (DBRX's attn_config / ffn_config)."""
+        """One key, no aliases: transformers' resolved attribute, else config.json's; then the same in a nested
+        section of the model's own keys (DBRX's attn_config / ffn_config)."""
         value = self._lookup(self.resolved, self.raw, key)
         for section in MODEL_SECTIONS:
             if value is not None:
@@ -110,8 +78,7 @@ class ConfigValues:
         return self.lookup(key) is not None
 
     def in_raw(self, name: str, extra: Iterable[str] = ()) -> bool:
-        """Whether config.json itself names the quantity (under any spelling, at the top or in a nested section of
-        the model's own keys), null or not."""
+        """Whether config.json itself names the quantity (any spelling, any model section), null or not."""
         sections = [self.raw] + [self.raw[s] for s in MODEL_SECTIONS if isinstance(self.raw.get(s), dict)]
         return any(key in section for section in sections for key in (name, *extra, *ALIASES.get(name, ())))
 
@@ -121,7 +88,7 @@ class ConfigValues:
 
     def find(self, name: str, extra: Iterable[str] = ()) -> tuple[bool, Any]:
         """(found, value): the first non-null value among the spellings; (True, None) when config.json sets one
-        of them to null explicitly (e.g. DeepSeek-V2-Lite's q_lora_rank); (False, None) when none is present."""
+        to null explicitly (DeepSeek-V2-Lite's q_lora_rank)."""
         extra = tuple(extra)  # a chain naming `name` itself keeps its order (names.config.SSM_KEYS)
         keys = extra if name in extra else (name, *extra, *ALIASES.get(name, ()))
         for key in keys:

@@ -1,14 +1,7 @@
-"""Where parity breaks: run one input through the adapter and the reference with forward hooks and name the first
-layer and sub-module whose output differs beyond the dtype's tolerance.
-
-Two halves, so the reference may run in another process (a sandboxed repository-code reference):
-- `capture(model, input_ids)` (divergence_capture) hooks a model and returns {point: tensor} keyed by role; plain
-  data, so it also runs inside the sandbox worker (divergence_stages).
-- `compare(ours, ref, dtype)` matches two captures point by point, in the reference's execution order, and returns
-  `per_layer_error` and `first_divergence` (with likely causes from divergence_causes).
-
-Fused projections (`qkv_proj`, `gate_up_proj`) are matched through the adapter's weight map: a "cat" rule says the
-fused output is the concatenation of the sources' outputs, so it is split by the reference's widths.
+"""Where parity breaks: match a capture of the adapter with one of the reference (divergence_capture) point by
+point, in the reference's execution order, and name the first layer and sub-module whose output differs beyond the
+dtype's tolerance, with likely causes (divergence_causes). Fused projections (`qkv_proj`, `gate_up_proj`) are split
+by the reference's widths, through the adapter's weight map's "cat" rules.
 """
 
 from __future__ import annotations
@@ -24,8 +17,7 @@ from onboard.comparator import threshold
 from onboard.generate_adapter.divergence_capture import LAYER_ROLES, ROTARY, WEIGHT_SUFFIX, capture, key_of
 from onboard.generate_adapter.divergence_causes import Evidence, likely_causes
 
-POINT_RULE = "point_error"
-"""The comparator's THRESHOLDS row bounding one point's relative error max|Δ| / max|ref| (its reason is there)."""
+POINT_RULE = "point_error"  # the comparator's THRESHOLDS row bounding one point's max|Δ| / max|ref|
 
 
 def _layer_module(name: str) -> str | None:
@@ -35,8 +27,7 @@ def _layer_module(name: str) -> str | None:
 
 
 def fusions(weight_map: Sequence[Any]) -> dict[str, tuple[str, ...]]:
-    """Fused module -> its parts, from a weight map's "cat" rules on layer weights: `self_attn.qkv_proj` ->
-    (`self_attn.q_proj`, `self_attn.k_proj`, `self_attn.v_proj`), names relative to the layer."""
+    """Fused module -> its parts, from a weight map's "cat" rules: `self_attn.qkv_proj` -> (`self_attn.q_proj`, ...)."""
     out = {}
     for rule in weight_map:
         target, parts = _layer_module(rule.target), [_layer_module(s) for s in rule.sources]
@@ -46,9 +37,8 @@ def fusions(weight_map: Sequence[Any]) -> dict[str, tuple[str, ...]]:
 
 
 def renamed_roles(weight_map: Sequence[Any]) -> dict[str, str]:
-    """The adapter's point role -> the reference's, where a "copy" rule loads an adapter module from a checkpoint
-    module of another role: composed adapters give norms canonical names (GLM-4's post_self_attn_layernorm loads
-    the adapter's post_attention_layernorm, the norm on the attention output), the reference keeps the checkpoint's."""
+    """The adapter's point role -> the reference's, where a "copy" rule loads it from a module of another role
+    (GLM-4's post_self_attn_layernorm loads the adapter's canonically named post_attention_layernorm)."""
     out = {}
     for rule in weight_map:
         target, source = _layer_module(rule.target), _layer_module(rule.sources[0])
@@ -108,11 +98,8 @@ def compare(
     fused: Mapping[str, tuple[str, ...]] | None = None,
 ) -> dict[str, Any]:
     """Two captures of the same input -> {per_layer_error, first_divergence, only_in_reference, only_in_adapter}.
-
-    `noise`: the reference captured in `dtype` (when the adapter runs in low precision against a float32
-    reference): each point's tolerance is then the point_error row's bound on the reference's own error there
-    (comparator.threshold); without it, the row's uncalibrated bound. A dtype outside the table raises UnknownDtype.
-    """
+    `noise`: the reference captured in `dtype`, whose own error at each point sets that point's tolerance
+    (comparator.threshold); without it, the point_error row's uncalibrated bound."""
     ours = _unfuse(dict(ours), ref, fused or {})
     floor = threshold(POINT_RULE, dtype)
     rows, first = [], None
@@ -169,8 +156,8 @@ def locate(
     dtype: str = "float32",
     noise: nn.Module | Mapping[str, torch.Tensor] | None = None,
 ) -> dict[str, Any]:
-    """Capture the adapter and the reference (a model, or a capture made elsewhere, e.g. in a sandbox worker, with
-    `extra=projection_names(adapter)`) on `input_ids` [1, S] and compare them (see `compare`)."""
+    """Capture the adapter and the reference (a model, or a capture made elsewhere with
+    `extra=projection_names(adapter)`) on `input_ids` [1, S] and compare them."""
     weight_map = getattr(type(adapter), "WEIGHT_MAP", ())
     fused = fusions(weight_map)
     names = projection_names(adapter)

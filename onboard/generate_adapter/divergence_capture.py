@@ -1,10 +1,7 @@
-"""Capture, for the first-divergence bisect: one forward of a model with hooks on the points that matter, each
-output as [positions, channels], keyed by role ("layers.1.attention", "embedding", "logits").
-
-Plain data in, plain data out, so it runs in process and inside the sandbox worker alike. Points are found by role,
-not by family: the adapters mirror transformers' module names, and LAYER_ROLES names the aliases where they differ
-(mixtral's `block_sparse_moe`, routers, shared experts). q/k after rotary are no module's output on either side (an
-inline function call), so they are not a point; the rotary modules' cos tables are captured instead, as evidence.
+"""Capture for the first-divergence bisect: one forward of a model with hooks on the points that matter, each output
+as [positions, channels], keyed by role ("layers.1.attention", "embedding", "logits"). Plain data in and out, so it
+runs in the sandbox worker too. Points are found by role, not by family (LAYER_ROLES names the aliases); q/k after
+rotary are no module's output, so the rotary modules' cos tables are captured instead, as evidence.
 """
 
 from __future__ import annotations
@@ -16,8 +13,8 @@ from typing import Any
 import torch
 from torch import nn
 
-# Module name (relative to its decoder layer) -> role. Names that are not here are not points (projections join
-# only through the weight map's fusions). "" is the decoder layer itself.
+# Module name (relative to its decoder layer; "" the layer itself) -> role. Other names are not points (projections
+# join only through the weight map's fusions).
 LAYER_ROLES: dict[str, str] = {
     "input_layernorm": "input_norm",
     "attention_layernorm": "input_norm",
@@ -48,9 +45,8 @@ LAYER_ROLES: dict[str, str] = {
     "post_mlp_layernorm": "post_mlp_norm",
     "": "layer_output",
 }
-# Last name component of a module outside the decoder layers -> role. The head is the model's own output (logits
-# after any scaling or soft-capping, which transformers applies outside `lm_head`); the embedding is the first
-# layer's input (after any embedding multiplier, which transformers applies outside `embed_tokens` for granite).
+# Last name component of a module outside the decoder layers -> role. The logits are the model's own output (after
+# any scaling outside `lm_head`); the embedding is the first layer's input (after any embedding multiplier).
 MODEL_ROLES: dict[str, str] = {
     "norm": "final_norm",
     "final_layernorm": "final_norm",
@@ -58,14 +54,12 @@ MODEL_ROLES: dict[str, str] = {
 }
 HEAD, EMBEDDING = "logits", "embedding"
 _LAYER = re.compile(r"^(?:.*?\.)?(?:layers|h|blocks)\.(\d+)(?:\.(.+))?$")
-# Capture entries with a "/" are evidence for the heuristics, not points: a norm's weight (norm offset) and the
-# rotary cos tables (rope), each call of each rotary module.
+# Capture entries with a "/" are evidence for the heuristics, not points: a norm's weight and each rotary cos table.
 WEIGHT_SUFFIX, ROTARY = "/weight", "rotary/"
 
 
 def point_of(name: str, extra: Sequence[str] = ()) -> tuple[int | None, str] | None:
-    """(layer, role) of a module name, or None when it is not a point; `extra` adds layer-relative names (fused
-    projections and their parts) kept under their own name."""
+    """(layer, role) of a module name, or None; `extra`: layer-relative names kept under their own name."""
     match = _LAYER.match(name)
     if match:
         rel = match.group(2) or ""
@@ -90,20 +84,14 @@ def _tensor(output: Any) -> torch.Tensor | None:
 
 
 def by_position(t: torch.Tensor, seq_len: int) -> torch.Tensor:
-    """[positions, channels], whatever the module's layout: transformers normalises q/k as [B, S, H, D] in some
-    families and [B, H, S, D] in others; the position axis is the one of length S (the batch axis, of length 1,
-    goes), the axis right after the batch first."""
+    """[positions, channels], whatever the layout ([B, S, H, D] or [B, H, S, D]): the position axis is the one of
+    length S, the axis right after the batch first."""
     t = t.detach()
     dims = [d for d in range(t.dim()) if t.shape[d] == seq_len]
     if not dims:
         return t.reshape(1, -1).clone()
     axis = 1 if 1 in dims and t.dim() > 2 else dims[0]
     return t.movedim(axis, 0).reshape(seq_len, -1).clone()
-
-
-def _first_input(args: tuple[Any, ...], kwargs: dict[str, Any]) -> torch.Tensor | None:
-    value = args[0] if args else kwargs.get("hidden_states")
-    return value if isinstance(value, torch.Tensor) else None
 
 
 def is_rotary(name: str) -> bool:
@@ -113,12 +101,9 @@ def is_rotary(name: str) -> bool:
 
 
 def capture(model: nn.Module, input_ids: torch.Tensor, extra: Sequence[str] = ()) -> dict[str, torch.Tensor]:
-    """One forward of `model` on `input_ids` [1, S]; {point key: output as [S, channels]} in the order the points
-    ran, plus evidence for the heuristics: norm weights (key + WEIGHT_SUFFIX) and rotary cos tables (ROTARY...).
-
-    Each point keeps its first call. A router the MoE block reads by weight (our adapters' `F.linear(x, W)`) never
-    fires its hook: its logits are recomputed from the MoE block's input, at the block's start, where they belong.
-    """
+    """One forward of `model` on `input_ids` [1, S]: {point key: output as [S, channels]} in the order the points
+    ran (each its first call), plus norm weights (key + WEIGHT_SUFFIX) and rotary cos tables (ROTARY...).
+    A router the MoE block reads by weight never fires its hook: its logits are recomputed from the block's input."""
     seq_len = int(input_ids.shape[-1])
     points: dict[str, torch.Tensor | None] = {}
     block_inputs: dict[str, torch.Tensor] = {}
@@ -136,7 +121,8 @@ def capture(model: nn.Module, input_ids: torch.Tensor, extra: Sequence[str] = ()
 
     def before(name: str) -> Callable[..., None]:
         def hook(_module: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
-            x = _first_input(args, kwargs)
+            x = args[0] if args else kwargs.get("hidden_states")
+            x = x if isinstance(x, torch.Tensor) else None
             if found[name] == (0, "layer_output") and x is not None:
                 points.setdefault(EMBEDDING, by_position(x, seq_len))
             if name in routers:

@@ -1,8 +1,6 @@
-"""Likely causes of a divergence, read from the error pattern at the first diverging point.
-
-Each heuristic is a small named function over the two activations (adapter `ours`, reference `ref`, viewed as
-[positions, channels] in float64) that returns a sentence or None. They are hints ranked by specificity, not
-verdicts: several may fire, and none firing means the pattern is not one we know.
+"""Likely causes of a divergence, read from the error pattern at the first diverging point: small named functions
+over the two activations ([positions, channels], float64), each a sentence or None. Hints ranked by specificity,
+not verdicts.
 """
 
 from __future__ import annotations
@@ -27,14 +25,12 @@ def _residual(fit: torch.Tensor, ours: torch.Tensor, ref: torch.Tensor) -> float
     return float((ours - fit).norm() / (ours - ref).norm().clamp_min(1e-300))
 
 
-# Reference points our blocks compute without a module call of their own: their absence proves nothing (the MoE
-# block holds its experts as stacked parameters).
+# Reference points our blocks compute without a module of their own (the MoE block's stacked experts).
 NO_MODULE_HERE = ("experts",)
 
 
 def missing_modules(missing_before: Sequence[str]) -> str | None:
-    """The reference ran modules here (same layer, earlier) that the adapter has no counterpart for: the likeliest
-    cause is that the adapter skips them (a missing QK-norm shows as q_norm/k_norm only in the reference)."""
+    """The reference ran modules here (same layer, earlier) that the adapter has no counterpart for."""
     missing_before = [m for m in missing_before if m not in NO_MODULE_HERE]
     if not missing_before:
         return None
@@ -45,8 +41,7 @@ def missing_modules(missing_before: Sequence[str]) -> str | None:
 
 
 def constant_ratio(ours: torch.Tensor, ref: torch.Tensor, tol: float) -> str | None:
-    """ours ≈ s·ref with one s for every element: a scale or multiplier (attention/residual/embedding multiplier,
-    logit scaling, a wrong softmax scale on a one-token input) applied or dropped."""
+    """ours ≈ s·ref with one s for every element: a scale or multiplier applied or dropped."""
     a, b = _rows(ours), _rows(ref)
     s = float((a * b).sum() / (b * b).sum().clamp_min(1e-300))
     if abs(s - 1.0) <= tol or _residual(s * b, a, b) > EXPLAINED:
@@ -55,8 +50,7 @@ def constant_ratio(ours: torch.Tensor, ref: torch.Tensor, tol: float) -> str | N
 
 
 def norm_offset(ours: torch.Tensor, ref: torch.Tensor, weight: torch.Tensor | None) -> str | None:
-    """A norm scales each channel by its weight w; Gemma-style norms scale by (1 + w). If the adapter uses w where
-    the reference uses 1 + w, ours·(1 + w) = ref·w channel by channel (and the converse for an extra offset)."""
+    """A norm scaling by w where the reference scales by 1 + w (Gemma) gives ours·(1 + w) = ref·w, and conversely."""
     if weight is None:
         return None
     a, b = _rows(ours), _rows(ref)
@@ -71,8 +65,7 @@ def norm_offset(ours: torch.Tensor, ref: torch.Tensor, weight: torch.Tensor | No
 
 
 def per_channel_scale(ours: torch.Tensor, ref: torch.Tensor) -> str | None:
-    """ours ≈ s_c·ref with one s per channel, the same at every position: a per-channel weight (a norm's weight or
-    offset, a wrongly mapped scale vector)."""
+    """ours ≈ s_c·ref with one s per channel at every position: a per-channel weight."""
     a, b = _rows(ours), _rows(ref)
     if a.shape[0] < 2:
         return None
@@ -83,8 +76,7 @@ def per_channel_scale(ours: torch.Tensor, ref: torch.Tensor) -> str | None:
 
 
 def per_token_scale(ours: torch.Tensor, ref: torch.Tensor) -> str | None:
-    """ours ≈ s_p·ref with one s per position, varying between positions: a per-token weight, which in an MoE block
-    is the router's (top-k renormalisation, routed scaling factor) when the router logits themselves agree."""
+    """ours ≈ s_p·ref with one s per position, varying: a per-token weight (in an MoE block, the router's)."""
     a, b = _rows(ours), _rows(ref)
     if a.shape[0] < 2:
         return None
@@ -102,11 +94,8 @@ def _position_errors(ours: torch.Tensor, ref: torch.Tensor) -> torch.Tensor:
 def grows_with_position(
     ours_tables: Sequence[torch.Tensor], ref_tables: Sequence[torch.Tensor], tol: float
 ) -> str | None:
-    """The rotary tables differ: rotary's angle is p·θ_i, so a wrong base (rope theta) or scaling is exact at
-    position 0 and its error grows with p. Read from the cos tables themselves, because the attention output alone
-    cannot tell rotary from the other things that change only q·k (QK-norm, scale, soft-cap: see scores_only).
-    transformers' tables repeat each frequency twice, as two halves or interleaved (cohere) ([S, R]); ours hold each
-    once ([S, R/2])."""
+    """The rotary cos tables differ (a wrong base or scaling: exact at position 0, growing with p). transformers'
+    tables repeat each frequency twice, as halves or interleaved ([S, R]); ours hold each once ([S, R/2])."""
     if not ours_tables or not ref_tables:
         return None
 
@@ -126,8 +115,7 @@ def grows_with_position(
 
 
 def scores_only(ours: torch.Tensor, ref: torch.Tensor, tol: float) -> str | None:
-    """Exact at position 0 (which attends only to itself) but wrong from position 1: the attention scores q·k
-    differ while v and o_proj agree — rotary, QK-norm, the softmax scale or a logit soft-cap."""
+    """Exact at position 0 (which attends only to itself), wrong from position 1: the scores q·k differ."""
     e = _position_errors(ours, ref)
     if e.numel() < 2 or float(e[0]) > tol or float(e[1]) <= tol:
         return None
@@ -135,8 +123,7 @@ def scores_only(ours: torch.Tensor, ref: torch.Tensor, tol: float) -> str | None
 
 
 def past_position(ours: torch.Tensor, ref: torch.Tensor, tol: float) -> str | None:
-    """Exact up to some position N ≥ 2, then wrong: a boundary that only long inputs cross — a sliding window
-    (the window's size or its off-by-one), an attention chunk, or a rope scaling's original context."""
+    """Exact up to some position N ≥ 2, then wrong: a window, chunk or rope-scaling boundary."""
     e = _position_errors(ours, ref)
     bad = (e > tol).nonzero().flatten()
     if not bad.numel() or int(bad[0]) < 2:
@@ -147,15 +134,13 @@ def past_position(ours: torch.Tensor, ref: torch.Tensor, tol: float) -> str | No
 
 @dataclass(frozen=True)
 class Evidence:
-    """What the captures hold besides the diverging point itself."""
+    """What the captures hold besides the diverging point: the norm's weight, the reference's earlier points of this
+    layer the adapter lacks, and every rotary cos table each side computed."""
 
     weight: torch.Tensor | None = None
-    """The norm's weight when the point is a norm (the checkpoint tensor: the same on both sides)."""
     missing_before: Sequence[str] = ()
-    """Reference points of this layer, earlier than this one, that the adapter has no counterpart for."""
     ours_rotary: Sequence[torch.Tensor] = ()
     ref_rotary: Sequence[torch.Tensor] = ()
-    """Every rotary cos table each side computed."""
 
 
 def likely_causes(ours: torch.Tensor, ref: torch.Tensor, tol: float, evidence: Evidence = Evidence()) -> list[str]:

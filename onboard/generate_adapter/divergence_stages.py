@@ -1,11 +1,9 @@
 """The first-divergence bisect where a stage needs it: generate's parity and validate's adapter candidate, when
-they fail. The reference is transformers in process, or the repository's code captured inside the sandbox worker
-(`capture_in_worker`: the hooks run there, only tensors come back).
+they fail. The reference is transformers in process, or the repository's code captured in the sandbox worker.
 
-Precision: the bisect runs in float32 first. A code difference shows at any precision, and float32 rounding (~1e-6
-of each activation) sits far below any defect, while bf16 rounding in sharp attention (~5%) can hide one. Only when
-float32 agrees everywhere is the served dtype compared (adapter in that dtype vs the float32 reference, with the
-reference's own error in that dtype as the yardstick): the first divergence is then where precision breaks.
+It runs in float32 first: a code difference shows at any precision, while bf16 rounding in sharp attention can hide
+one. Only when float32 agrees everywhere is the served dtype compared, with the reference's own error in that
+dtype as the yardstick: the first divergence is then where precision breaks.
 """
 
 from __future__ import annotations
@@ -23,7 +21,7 @@ from onboard.generate_adapter.divergence import locate, projection_names, summar
 from onboard.generate_adapter.divergence_capture import capture
 
 WORKER = "onboard.generate_adapter.divergence_stages:capture_in_worker"
-# Longest input the validate bisect runs: every point of every layer is kept as [tokens, hidden] in memory.
+# Longest input the validate bisect runs: every point of every layer is kept in memory.
 MAX_TOKENS = 512
 ReferenceAt = Callable[[str, Sequence[str]], Mapping[str, torch.Tensor]]
 
@@ -40,9 +38,9 @@ def capture_in_worker(checkpoint: str, input_ids: list[int], dtype: str, extra: 
 def reference_at(
     checkpoint: Path, input_ids: torch.Tensor, policy: Any = None, loaded: Any = None, rerun: str | None = None
 ) -> ReferenceAt:
-    """dtype, extra names -> the reference's capture on `input_ids`: `loaded` (a float32 model already in memory),
-    transformers in process, or the repository's code in the sandbox when `policy` trusts it (else an InputError
-    naming `rerun`, the command that would run it)."""
+    """dtype, extra names -> the reference's capture on `input_ids`: `loaded` (a float32 model in memory),
+    transformers, or the repository's code in the sandbox when `policy` trusts it (else an InputError naming
+    `rerun`)."""
     from onboard.reference import REPO_CODE, RemoteCodePolicy, reference_for, rerun_command, run_in_sandbox
 
     def at(dtype: str, extra: Sequence[str]) -> Mapping[str, torch.Tensor]:
@@ -54,12 +52,7 @@ def reference_at(
             refused = source.refusal(allowed, rerun or rerun_command("validate", str(checkpoint), policy=allowed))
             if refused:
                 raise InputError(refused)
-            kwargs = {
-                "checkpoint": str(checkpoint),
-                "input_ids": input_ids[0].tolist(),
-                "dtype": dtype,
-                "extra": list(extra),
-            }
+            kwargs = dict(checkpoint=str(checkpoint), input_ids=input_ids[0].tolist(), dtype=dtype, extra=list(extra))
             return dict(run_in_sandbox(WORKER, kwargs, checkpoint, allowed)["points"])
         from onboard.reference import load_transformers
 
@@ -69,13 +62,17 @@ def reference_at(
 
 
 def bisect(adapter_at: Callable[[str], nn.Module], ref_at: ReferenceAt, input_ids: torch.Tensor, dtype: str) -> dict:
-    """Locate in float32; when nothing diverges there and `dtype` is lower, locate in `dtype` (module docstring)."""
-    adapter = adapter_at("float32")
-    names = projection_names(adapter)
-    ref = ref_at("float32", names)
-    result = locate(adapter, ref, input_ids, "float32") | {"compared_in": "float32"}
-    if result["first_divergence"] is None and dtype not in ("float32", "float64"):
-        result = locate(adapter_at(dtype), ref, input_ids, dtype, ref_at(dtype, names)) | {"compared_in": dtype}
+    """Locate in float32; when nothing diverges there and `dtype` is lower, locate in `dtype`. A side that cannot
+    run leaves it not located (never read as "no divergence")."""
+    try:
+        adapter = adapter_at("float32")
+        names = projection_names(adapter)
+        ref = ref_at("float32", names)
+        result = locate(adapter, ref, input_ids, "float32") | {"compared_in": "float32"}
+        if result["first_divergence"] is None and dtype not in ("float32", "float64"):
+            result = locate(adapter_at(dtype), ref, input_ids, dtype, ref_at(dtype, names)) | {"compared_in": dtype}
+    except OnboardError as exc:
+        return not_located(exc.message)
     return result | {"divergence": summary(result)}
 
 
@@ -93,8 +90,7 @@ def parity_divergence(
     policy: Any = None,
     rerun: str | None = None,
 ) -> dict[str, Any]:
-    """The bisect for generate's failed parity: the adapter class reloaded per dtype, the parity's own float32
-    reference when it is a model in memory."""
+    """The bisect for generate's failed parity: the adapter reloaded per dtype, parity's float32 reference reused."""
 
     def adapter_at(name: str) -> nn.Module:
         # torch's own dtype names (not parity.DTYPES: parity imports this module, and the table is the same names)
@@ -102,10 +98,7 @@ def parity_divergence(
         dtype = dtype if isinstance(dtype, torch.dtype) else torch.float32
         return model_cls.from_pretrained(checkpoint, dtype=dtype, trust_remote_code=False)
 
-    try:
-        return bisect(adapter_at, reference_at(checkpoint, input_ids, policy, reference, rerun), input_ids, dtype)
-    except OnboardError as exc:
-        return not_located(exc.message)
+    return bisect(adapter_at, reference_at(checkpoint, input_ids, policy, reference, rerun), input_ids, dtype)
 
 
 def candidate_divergence(
@@ -122,10 +115,7 @@ def candidate_divergence(
             return reload(checkpoint, dtype=getattr(torch, name))
         return copy.deepcopy(model).to(getattr(torch, name))  # a wrapped adapter: same modules, other precision
 
-    try:
-        return bisect(adapter_at, reference_at(checkpoint, input_ids, policy), input_ids, dtype)
-    except OnboardError as exc:
-        return not_located(exc.message)
+    return bisect(adapter_at, reference_at(checkpoint, input_ids, policy), input_ids, dtype)
 
 
 # validate's checks that compare values with the reference: when one fails on an adapter, the bisect runs.
@@ -133,9 +123,8 @@ FIDELITY_CHECKS = ("logit_parity", "long_context_parity", "logit_scale", "greedy
 
 
 def validation_divergence(candidate: Any, golden: Any, failed: Sequence[str], policy: Any = None) -> dict[str, Any]:
-    """per_layer_error and first_divergence for validate's stage result, when a fidelity check failed on an
-    in-process adapter candidate (engines expose no activations); {} otherwise. Runs on the longest golden prompt;
-    a repository-code reference runs in the sandbox when `policy` trusts it."""
+    """per_layer_error and first_divergence for validate, when a fidelity check failed on an in-process adapter
+    candidate (engines expose no activations), on the longest golden prompt; {} otherwise."""
     if candidate.info.kind != "adapter" or not set(failed) & set(FIDELITY_CHECKS):
         return {}
     model, path = getattr(candidate, "model", None), getattr(candidate, "path", None)

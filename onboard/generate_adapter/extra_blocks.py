@@ -1,16 +1,12 @@
-"""Stopgap blocks the shared block library (`onboard.blocks`) does not have yet, used by generated adapters.
-
-Each is small, written from the reference implementation's math, and checked end to end by the parity harness.
-They belong in `onboard/blocks/` (owned by the kernels engineer); once there, the templates import them from there.
-
-- `GptOssMoE`: router with a bias, softmax over the top-k logits, experts with biases, clamped SwiGLU with
-  `alpha` and `(up + 1)`, gate/up interleaved along the last dim (gpt-oss checkpoint layout [E, hidden, 2I]).
-- `SparseMixerMoE`: PhiMoE's sparsemixer top-2 routing (eval path: masked softmax around each pick).
-- `XIELUMLP`: Apertus' plain MLP with the learned xIELU activation.
-- `DenseBesideMoE`: Gemma 4's feed-forward slot with a routed MoE beside the dense MLP (enable_moe_block).
+"""Blocks the shared block library (`onboard.blocks`) does not have yet, used by generated adapters, each written
+from the reference implementation's math and checked by parity: gpt-oss's MoE, PhiMoE's sparsemixer routing,
+Apertus' xIELU MLP, Gemma 4's experts beside the dense MLP.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
+from functools import partial
 
 import torch
 import torch.nn.functional as F
@@ -22,10 +18,7 @@ from onboard.blocks.norms import rms_normalize
 
 
 def run_experts(
-    tokens: torch.Tensor,
-    weights: torch.Tensor,
-    indices: torch.Tensor,
-    expert_fn,
+    tokens: torch.Tensor, weights: torch.Tensor, indices: torch.Tensor, expert_fn: Callable
 ) -> torch.Tensor:
     """Sum over each token's chosen experts of weight * expert_fn(e, rows); loops over the experts that were hit."""
     out = torch.zeros_like(tokens)
@@ -35,6 +28,12 @@ def run_experts(
         # token_idx is unique within one expert (a token picks an expert once), so an indexed += is exact
         out[token_idx] += (y * weights[token_idx, slot, None]).to(out.dtype)
     return out
+
+
+def gated_expert(block: nn.Module, e: int, h: torch.Tensor) -> torch.Tensor:
+    """Expert e of stacked gated experts (`experts_gate_up` [E, 2I, H], `experts_down` [E, H, I]) on rows h."""
+    gate, up = F.linear(h, block.experts_gate_up[e]).chunk(2, dim=-1)
+    return F.linear(block.act(gate, up), block.experts_down[e])
 
 
 class GptOssMoE(nn.Module):
@@ -92,14 +91,10 @@ class SparseMixerMoE(MoE):
         super().__init__(hidden_size, num_experts, intermediate_size, RouterSpec(top_k=2), **kw)
         self.jitter_eps = jitter_eps
 
-    def _expert(self, e: int, h: torch.Tensor) -> torch.Tensor:
-        gate, up = F.linear(h, self.experts_gate_up[e]).chunk(2, dim=-1)
-        return F.linear(self.act(gate, up), self.experts_down[e])
-
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         tokens = x.reshape(-1, x.shape[-1])
         weights, indices = sparsemixer_top2(self.router_logits(tokens), self.jitter_eps)
-        return run_experts(tokens, weights, indices, self._expert).view(x.shape)
+        return run_experts(tokens, weights, indices, partial(gated_expert, self)).view(x.shape)
 
 
 class XIELU(nn.Module):
@@ -134,12 +129,9 @@ class XIELUMLP(nn.Module):
 
 
 class DenseBesideMoE(GatedMLP):
-    """Gemma 4's feed-forward slot with `enable_moe_block`: the dense MLP (GatedMLP's parameters) on the normed input
-    h, and beside it routed experts on the layer's residual x through their own norm, each output normed and the two
-    summed: post_dense_norm(mlp(h)) + post_moe_norm(experts(pre_moe_norm(x))). The router reads x normalised
-    without a weight, times `router_scale` and 1 / sqrt(hidden); softmax over all experts in float32, top-k,
-    renormalised, times `per_expert_scale` of the chosen (Gemma4TextRouter). Experts stored [E, 2I, hidden] (gate
-    rows first) and [E, hidden, I]."""
+    """Gemma 4's feed-forward slot with `enable_moe_block`: post_dense_norm(mlp(h)) + post_moe_norm(experts(
+    pre_moe_norm(x))), h the normed input, x the residual. The router (Gemma4TextRouter) reads x normalised without a
+    weight, times `router_scale` / sqrt(hidden): float32 softmax, top-k, renormalised, times `per_expert_scale`."""
 
     def __init__(
         self,
@@ -161,10 +153,6 @@ class DenseBesideMoE(GatedMLP):
         self.experts_down = nn.Parameter(torch.zeros(num_experts, hidden_size, moe_intermediate_size))
         self.post_dense_norm, self.pre_moe_norm, self.post_moe_norm = norms
 
-    def _expert(self, e: int, h: torch.Tensor) -> torch.Tensor:
-        gate, up = F.linear(h, self.experts_gate_up[e]).chunk(2, dim=-1)
-        return F.linear(self.act(gate, up), self.experts_down[e])
-
     def forward(self, h: torch.Tensor, residual: torch.Tensor | None = None) -> torch.Tensor:
         if residual is None:
             raise ValueError("DenseBesideMoE: the experts read the layer's residual (the layer passes it)")
@@ -173,5 +161,5 @@ class DenseBesideMoE(GatedMLP):
         scores = self.router(rms_normalize(tokens, self.eps) * self.router_scale * self.hidden_size**-0.5)
         weights, indices = torch.softmax(scores, dim=-1, dtype=torch.float32).topk(self.top_k, dim=-1)
         weights = weights / weights.sum(dim=-1, keepdim=True) * self.per_expert_scale[indices]
-        routed = run_experts(self.pre_moe_norm(tokens), weights, indices, self._expert)
+        routed = run_experts(self.pre_moe_norm(tokens), weights, indices, partial(gated_expert, self))
         return dense + self.post_moe_norm(routed.view(residual.shape))

@@ -1,9 +1,6 @@
 """The committed adapters: `adapters/<model_type>.py` is what composition renders from the family's reference
-profile, `adapters/profiles/<model_type>.json` (the profile of its tiny checkpoint, tests/tiny, with the knobs that
-switch on its optional code paths: tests/generate/conftest.py OVERRIDES).
-
-Regenerate both with `python -m tests.generate.family_profiles --write`; the adapters alone, from the committed
-profiles, with `python -m onboard.generate_adapter.regenerate`.
+profile `adapters/profiles/<model_type>.json` (its tiny checkpoint's). Regenerate both with
+`python -m tests.generate.family_profiles --write`, the adapters alone with `python -m onboard.generate_adapter.regenerate`.
 """
 
 from __future__ import annotations

@@ -1,9 +1,6 @@
-"""Fill an adapter's parameters from safetensors files (read with `safetensors.safe_open`: no pickle, ever).
-
-The weight map is data: `WeightRule(target, sources, op)` with `{i}` (layer) and `{e}` (expert) placeholders.
-Runtime parameters no rule names load from the checkpoint tensor of the same name. Loading is all-or-nothing:
-every runtime parameter must be filled and every checkpoint tensor consumed or deliberately dropped, else
-`WeightsError` lists them ("unloaded parameters: …", "unused checkpoint tensors: …"); shapes are checked.
+"""Fill an adapter's parameters from safetensors files (`safetensors.safe_open`: no pickle, ever), by its weight map
+(`WeightRule`s; a parameter no rule names loads from the tensor of its own name). Loading is all-or-nothing: every
+parameter filled, every checkpoint tensor consumed or deliberately dropped, shapes checked, else `WeightsError`.
 """
 
 from __future__ import annotations
@@ -12,23 +9,13 @@ import json
 import re
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 import torch
 from torch import nn
 
 from onboard.errors import InputError
-from onboard.generate_adapter.weight_rule import OPS, WeightRule
-
-__all__ = [
-    "OPS",
-    "WeightRule",
-    "WeightsError",
-    "checkpoint_index",
-    "deinterleave_heads",
-    "language_model_index",
-    "load_weights",
-    "runtime_tensors",
-]
+from onboard.generate_adapter.weight_inference import OPS, WeightRule
 
 
 class WeightsError(InputError):
@@ -64,13 +51,10 @@ def checkpoint_index(path: Path) -> dict[str, Path]:
 
 
 def language_model_index(path: Path, index: dict[str, Path]) -> tuple[dict[str, Path], dict[str, str], int]:
-    """The text model's view of a checkpoint's names: (name -> shard, name -> the name stored, tower tensors left out).
+    """The text model's view of a checkpoint: (name -> shard, name -> the name stored, tower tensors left out).
 
-    A multimodal wrapper (Gemma 3, Llama 4, Mistral 3, LLaVA) stores its language model under a prefix
-    (`language_model.model.layers.0…`, `model.language_model.…`) beside vision / audio towers. The adapter serves the
-    language model: it reads the prefixed names as a text checkpoint's and leaves the towers out (counted, never
-    silently: `load_weights` returns the count and generate reports that image and audio inputs are not checked).
-    A text checkpoint comes back unchanged."""
+    A multimodal wrapper (Gemma 3, Llama 4, LLaVA) stores its language model under a prefix beside vision / audio
+    towers; the adapter reads the prefixed names as a text checkpoint's and counts the towers' tensors it leaves."""
     from onboard.inspect_checkpoint.tensor_names import language_model_name
 
     out: dict[str, Path] = {}
@@ -91,26 +75,8 @@ def language_model_index(path: Path, index: dict[str, Path]) -> tuple[dict[str, 
     return out, stored, towers
 
 
-class _Reader:
-    """Opens each shard once and hands out tensors by name (`stored`: the name in the file, where it differs)."""
-
-    def __init__(self, index: dict[str, Path], stored: dict[str, str] | None = None) -> None:
-        self.index = index
-        self.stored = stored or {}
-        self._open: dict[Path, object] = {}
-
-    def get(self, name: str) -> torch.Tensor:
-        from safetensors import safe_open
-
-        file = self.index[name]
-        if file not in self._open:
-            self._open[file] = safe_open(str(file), framework="pt")
-        return self._open[file].get_tensor(self.stored.get(name, name))  # type: ignore[attr-defined]
-
-
 def stored_elements(path: Path) -> int | None:
-    """Elements of every tensor the checkpoint in `path` stores, from the safetensors headers (None when they cannot
-    be read: the load reports that)."""
+    """Elements the checkpoint in `path` stores, from the safetensors headers (None: unreadable, the load says so)."""
     from math import prod
 
     from onboard.errors import OnboardError
@@ -147,12 +113,9 @@ def _plan_sources(name: str, shape: torch.Size, rules: list[tuple[re.Pattern[str
     return "copy", [name]
 
 
-CODEGEN_MP_NUM = 4
-"""CodeGen's qkv_proj is split in this many row blocks (`mp_num = 4` in its modelling code, not in config.json)."""
-EXPERT_ROW_OPS = ("expert_rows", "expert_rows_transposed")
-"""Ops splitting rows into the target's experts (its first dim)."""
-OWNER_OPS = ("deinterleave_heads", "grouped_rows", "fused_rows")
-"""Ops whose layout the module owning the target knows (its head counts)."""
+CODEGEN_MP_NUM = 4  # CodeGen's qkv_proj row blocks (`mp_num` in its modelling code, not in config.json)
+EXPERT_ROW_OPS = ("expert_rows", "expert_rows_transposed")  # rows split into the target's experts (its first dim)
+OWNER_OPS = ("deinterleave_heads", "grouped_rows", "fused_rows")  # the owning module knows the layout
 
 
 def _combine(op: str, tensors: list, owner: nn.Module | None = None, part: str = "", experts: int = 0) -> torch.Tensor:
@@ -181,7 +144,7 @@ def _combine(op: str, tensors: list, owner: nn.Module | None = None, part: str =
         return tensors[0][owner.fused_rows(part)]  # type: ignore[union-attr]
     if op == "deinterleave_heads":
         return deinterleave_heads(tensors[0], owner.num_heads, owner.num_kv_heads, owner.head_dim)  # type: ignore[union-attr]
-    raise ValueError(f"unknown weight-map op {op!r}; known: {OPS}")
+    raise ValueError(f"unknown weight-map op {op!r}; known: {tuple(OPS)}")
 
 
 def deinterleave_heads(fused: torch.Tensor, heads: int, kv_heads: int, head_dim: int) -> torch.Tensor:
@@ -202,10 +165,9 @@ def _short(names: Iterable[str], limit: int = 12) -> str:
 def load_weights(
     model: nn.Module, path: str | Path, rules: Iterable[WeightRule], dropped: Iterable[str] = ()
 ) -> dict[str, int]:
-    """Fill every runtime tensor of `model` from the safetensors checkpoint in `path`, converting to each
-    tensor's dtype. `dropped`: regexes of checkpoint tensors deliberately not used (e.g. rotary inv_freq).
-    Returns counts {loaded, consumed, dropped, towers}. Raises WeightsError before touching the model if anything
-    is off. A multimodal wrapper's language model is read under its text names (`language_model_index`)."""
+    """Fill every runtime tensor of `model` from the checkpoint in `path`, in each tensor's dtype; `dropped`: regexes
+    of checkpoint tensors deliberately unused. Returns {loaded, consumed, dropped, towers}; raises WeightsError
+    before touching the model if anything is off."""
     path = Path(path)
     index, stored, towers = language_model_index(path, checkpoint_index(path))
     compiled = [(_pattern(r.target), r) for r in rules]
@@ -239,17 +201,25 @@ def load_weights(
             "the weight map in the adapter (WEIGHT_MAP / DROPPED) must name every tensor; if the checkpoint has a "
             "new tensor, regenerate with `onboard generate` (it scaffolds a kernel stub for unknown features)",
         )
-    reader = _Reader(index, stored)
+    from safetensors import safe_open
+
+    shards: dict[Path, Any] = {}
+
+    def read(name: str) -> torch.Tensor:  # each shard opened once
+        if index[name] not in shards:
+            shards[index[name]] = safe_open(str(index[name]), framework="pt")
+        return shards[index[name]].get_tensor(stored.get(name, name))
+
     with torch.no_grad():
         for name, (op, sources) in plans.items():
             if op == "zeros_if_absent":
-                value = reader.get(sources[0]) if sources else torch.zeros(targets[name].shape)
+                value = read(sources[0]) if sources else torch.zeros(targets[name].shape)
             elif op == "stack":
-                value = _combine(op, [[reader.get(s) for s in group] for group in sources])
+                value = _combine(op, [[read(s) for s in group] for group in sources])
             else:
                 owner = model.get_submodule(name.rsplit(".", 2)[0]) if op in OWNER_OPS else None
                 experts = targets[name].shape[0] if op in EXPERT_ROW_OPS else 0
-                value = _combine(op, [reader.get(s) for s in sources], owner, name.rsplit(".", 2)[1], experts)
+                value = _combine(op, [read(s) for s in sources], owner, name.rsplit(".", 2)[1], experts)
             target = targets[name]
             if tuple(value.shape) != tuple(target.shape):
                 raise WeightsError(

@@ -1,24 +1,16 @@
-"""Parity harness: a generated adapter's logits vs transformers' (eager attention) on the same checkpoint.
+"""Parity harness: a generated adapter's logits vs the reference's (transformers, eager attention) on the same
+checkpoint, judged by the comparator (onboard/comparator.py, the one validate uses).
 
-The verdict is the one definition of "these logits agree" (onboard/comparator.py, the one validate uses): the
-adapter's next-token distributions are compared position by position with transformers in float32 (the truth), and
-judged against transformers' own run in the comparator's calibration dtype for the adapter's dtype, on the same
-machine and prompts: float64 for a float32 adapter, the same low precision for bfloat16/float16 (two correct
-implementations that round at different points differ by rounding noise, so no fixed bar is sound there). The
-comparator's one threshold table turns that measured noise into tolerances: mean KL, KL tail runs (an MoE routing
-flip and its wake is one run), later positions, logit scale, top-1 swaps beyond the measured margin noise, worst
-position.
-
-Reported besides, for reading: max|Δlogit| / max|reference logit| per prompt (`worst`), and transformers' own in the
-low precision (`reference_worst`).
+Two correct implementations that round at different points differ by rounding noise, so no fixed bar is sound:
+the adapter is compared with the reference in float32 (the truth) and judged against the reference's own run in
+the comparator's calibration dtype for the adapter's dtype, on the same machine and prompts. Reported besides:
+max|Δlogit| / max|reference logit| per prompt (`worst`), and the reference's own in low precision.
 """
 
 from __future__ import annotations
 
 import copy
-import importlib.util
 import json
-import sys
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -29,6 +21,7 @@ import torch
 
 from onboard.comparator import CALIBRATION, agreement, topk_rows
 from onboard.errors import InputError
+from onboard.generate_adapter.runtime import import_file
 from onboard.inspect_checkpoint.config_view import language_model_config
 from onboard.reference import REPO_CODE, RemoteCodePolicy, describe, load_transformers, reference_for, rerun_command
 
@@ -51,13 +44,7 @@ class PromptParity:
 
 def load_adapter(path: str | Path) -> ModuleType:
     """Import a generated adapter file as a module (it need not be on sys.path)."""
-    path = Path(path)
-    name = f"_onboard_adapter_{path.stem}"
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
-    sys.modules[name] = module
-    spec.loader.exec_module(module)  # type: ignore[union-attr]
-    return module
+    return import_file(Path(path), f"_onboard_adapter_{Path(path).stem}")
 
 
 def prompt_lengths(config: dict[str, Any]) -> tuple[int, ...]:
@@ -98,23 +85,9 @@ def reference_model(
     return load_transformers(checkpoint, name, attn=attn)
 
 
-def unverified(dtype: str, why: str) -> dict[str, Any]:
-    """Parity that could not run (no reference may run): never passed, and says why and what to run."""
-    return {
-        "passed": False,
-        "status": "unverified",
-        "dtype": dtype,
-        "worst": None,
-        "reference_worst": None,
-        "tolerance": CALIBRATED_BAR,
-        "failed": [],
-        "prompts": [],
-        "detail": f"unverified: {why}",
-    }
-
-
-def _broken(dtype: str, status: str, why: str, what_next: str) -> dict[str, Any]:
-    """Parity that stopped because one side raised: `failed` (the adapter) or `unverified` (the reference)."""
+def unverified(dtype: str, why: str, status: str = "unverified") -> dict[str, Any]:
+    """Parity that could not run (no reference may run) or stopped (one side raised: status `failed` for the
+    adapter): never passed, and says why and what to run."""
     return {
         "passed": False,
         "status": status,
@@ -124,7 +97,7 @@ def _broken(dtype: str, status: str, why: str, what_next: str) -> dict[str, Any]
         "tolerance": CALIBRATED_BAR,
         "failed": [],
         "prompts": [],
-        "detail": f"{'unverified: ' if status == 'unverified' else ''}{why}; {what_next}",
+        "detail": f"unverified: {why}" if status == "unverified" else why,
     }
 
 
@@ -142,13 +115,8 @@ def compare(adapter: Any, reference: Any, inputs: list[torch.Tensor]) -> list[Pr
     """Run both models on each prompt (one row, no padding) and measure the logit gap."""
     with torch.no_grad():
         refs = [_logits(reference, ids) for ids in inputs]
-    return [summarise(errors, ref) for errors, ref in zip(position_errors(adapter, refs, inputs), refs)]
-
-
-def position_errors(model: Any, refs: list[torch.Tensor], inputs: list[torch.Tensor]) -> list[torch.Tensor]:
-    """Per prompt, per position: max|Δlogit| / max|reference logit of the prompt| (float64)."""
-    with torch.no_grad():
-        return position_errors_of([_logits(model, ids) for ids in inputs], refs)
+        errors = position_errors_of([_logits(adapter, ids) for ids in inputs], refs)
+    return [summarise(e, ref) for e, ref in zip(errors, refs)]
 
 
 def position_errors_of(logits: list[torch.Tensor], refs: list[torch.Tensor]) -> list[torch.Tensor]:
@@ -165,10 +133,8 @@ def summarise(errors: torch.Tensor, ref: torch.Tensor) -> PromptParity:
 
 
 def _own_runs(checkpoint: Path, dtype: str, policy: RemoteCodePolicy, given: Any) -> Iterator[Any]:
-    """The reference itself in CALIBRATION[dtype], as golden recording measures its noise: in low precision twice,
-    eager and sdpa attention (two real kernels, pooled: rare events such as MoE routing flips are under-sampled by
-    one run), sdpa skipped where the model refuses it. A reference given as a module (tests: a seeded reference-side
-    defect) is itself, cast."""
+    """The reference itself in CALIBRATION[dtype], as golden recording measures its noise: in low precision with eager
+    and sdpa attention (pooled: one run under-samples rare MoE routing flips). A given module is itself, cast."""
     calibration = DTYPES[CALIBRATION[dtype]]
     if given is not None:
         yield copy.deepcopy(given).to(calibration)
@@ -189,12 +155,9 @@ def check_parity(
     policy: RemoteCodePolicy | None = None,
     rerun: str | None = None,
 ) -> dict[str, Any]:
-    """Adapter vs the reference on `checkpoint`: {passed, status, worst, tolerance, failed, prompts, detail,
-    reference}; `failed` names the comparator's failed checks (comparator.FAILED_CHECKS).
-
-    The reference is transformers, or the repository's code in the sandbox when `policy` trusts it. When no
-    reference may run, the result is "unverified" (never passed) and names `rerun`, the command that would run it.
-    """
+    """Adapter vs the reference (transformers, or the repository's code in the sandbox when `policy` trusts it) on
+    `checkpoint`: {passed, status, worst, tolerance, failed, prompts, detail, reference}. When no reference may run,
+    "unverified", naming `rerun`, the command that would run it."""
     from onboard.environment import require_loadable
 
     checkpoint = Path(checkpoint)
@@ -216,12 +179,9 @@ def check_parity(
         with torch.no_grad():
             ours_logits = [_logits(adapter, ids) for ids in inputs]
     except Exception as exc:  # noqa: BLE001 - reported as the failed check, with the error
-        return _broken(
-            dtype,
-            "failed",
-            f"the adapter in {dtype} raised {_error(exc)}",
-            "fix the adapter (or its guard's refusal is the answer: this config is not one it runs)",
-        )
+        why = f"the adapter in {dtype} raised {_error(exc)}"
+        what_next = "fix the adapter (or its guard's refusal is the answer: this config is not one it runs)"
+        return unverified(dtype, f"{why}; {what_next}", "failed")
     # float32 truth, and the reference's own run(s) in the calibration dtype (the yardstick: same machine, prompts).
     # The reference raising (in the float32 truth, or in the calibration run the tolerance comes from) leaves
     # nothing to judge against: unverified, naming the run.
@@ -236,13 +196,10 @@ def check_parity(
     except InputError:
         raise
     except Exception as exc:  # noqa: BLE001 - no reference run, no tolerance: not judged
-        return _broken(
+        return unverified(
             dtype,
-            "unverified",
-            f"{run} raised {_error(exc)}",
-            "the reference model's own code fails "
-            "here: check it with that code, or check the adapter in another dtype or against an engine "
-            "(onboard validate)",
+            f"{run} raised {_error(exc)}; the reference model's own code fails here: check it with that code, or "
+            "check the adapter in another dtype or against an engine (onboard validate)",
         )
     results = [summarise(e, r) for e, r in zip(position_errors_of(ours_logits, refs), refs)]
     worst = max(r.relative for r in results)

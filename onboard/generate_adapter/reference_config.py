@@ -1,11 +1,7 @@
-"""Whether the reference computes the model config.json describes: the values transformers' config class resolves,
-against config.json as written, for facts where a silent difference changes every output.
-
-Generated adapters and the reference both read configs through transformers' class (config_values.read_config), so
-parity cannot see a value that class drops or replaces; an engine that reads config.json itself (vLLM, llama.cpp's
-converter) then computes another model than the reference's goldens. Found on transformers 5.25's DBRX: its
-rotary embedding reads rope_parameters (default base 10000) and never attn_config.rope_theta (500000 in databricks'
-released configs).
+"""Whether the reference computes the model config.json describes: the rotary base transformers' config class
+resolves, against config.json as written. Adapters and the reference both read configs through that class, so
+parity cannot see a value it drops; an engine reading config.json itself then computes another model (transformers
+5.25's DBRX reads rope_parameters, never attn_config.rope_theta).
 """
 
 from __future__ import annotations
@@ -20,18 +16,14 @@ from onboard.inspect_checkpoint.config_view import language_model_config
 from onboard.names.config import spellings
 from onboard.names.config_keys import MODEL_SECTIONS
 
-__all__ = ["REFERENCE_ROPE_BASE", "rope_base_disagreement"]
-
 REFERENCE_ROPE_BASE = "reference_rope_base"
 _THETA_KEYS = spellings("rope_theta")  # its spellings an engine may read: rope_theta, rotary_emb_base, ...
 _ROPE_DICTS = ("rope_parameters", "rope_scaling")
 
 
 def rope_base_disagreement(config: Mapping[str, Any]) -> str | None:
-    """A sentence naming both values when config.json writes a rotary base (any of its spellings: an engine may read
-    another one than transformers) and transformers' class for its model_type resolves another one; None when they
-    agree, when config.json writes none (the class default is then the model's, for the reference and engines
-    alike) or when transformers has no class for it (day zero: the repository's code is the reference)."""
+    """A sentence naming both values when config.json writes a rotary base (any spelling) and transformers' class
+    resolves another; None when they agree, config.json writes none, or transformers has no class for it."""
     text = language_model_config(dict(config))
     written_all = _written_thetas(text)
     if not written_all:

@@ -1,7 +1,5 @@
-"""Regenerate (or check) the committed adapters: `python -m onboard.generate_adapter.regenerate [--check]`.
-
-adapters/<model_type>.py is exactly what composition renders from the family's committed reference profile,
-adapters/profiles/<model_type>.json (families.py); tests/generate/test_committed_adapters.py fails when they drift.
+"""Regenerate (or check) the committed adapters from their reference profiles:
+`python -m onboard.generate_adapter.regenerate [--check]`.
 """
 
 from __future__ import annotations
@@ -13,8 +11,6 @@ from onboard.fsutil import atomic_write
 from onboard.generate_adapter.adapter_source import adapter_source
 from onboard.generate_adapter.families import ADAPTERS_DIR, PROFILES_DIR, committed_families, family_profile
 from onboard.generate_adapter.plan import plan
-
-__all__ = ["ADAPTERS_DIR", "PROFILES_DIR", "expected_adapters", "main"]
 
 
 def expected_adapters() -> dict[str, str]:

@@ -1,8 +1,5 @@
-"""The repository's own code as parity's reference: its logits are computed in the sandbox worker, compared here.
-
-`reference_logits` is the worker side: it runs only inside `onboard.sandbox.run_isolated` (the one place where
-`trust_remote_code=True` is passed). `SandboxedReference` is the parent side: it stands in for the transformers
-model in parity's comparison and answers each prompt with the logits the worker sent back (data only).
+"""The repository's own code as parity's reference: `reference_logits` runs in the sandbox worker (the one place
+`trust_remote_code=True` is passed); `SandboxedReference` stands in for the model with the logits it sent back.
 """
 
 from __future__ import annotations

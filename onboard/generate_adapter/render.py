@@ -1,13 +1,10 @@
-"""One jinja2 Environment for every generated file (StrictUndefined: a missing value is a bug, not an empty
-string), plus the small Python-source formatter the adapter template uses to keep long constructor calls readable.
-
-Rendering is deterministic: no timestamps, paths or dict-order surprises in the output.
+"""One jinja2 Environment for every generated file (StrictUndefined: a missing value is a bug), and the small Python
+source formatter the adapter template uses. Rendering is deterministic.
 """
 
 from __future__ import annotations
 
 import re
-import shlex
 from functools import cache
 from typing import Any
 
@@ -20,7 +17,6 @@ LINE = 120
 
 @cache
 def environment() -> jinja2.Environment:
-    """The shared Environment over the top-level templates/ folder."""
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(data_dir("templates"))),
         undefined=jinja2.StrictUndefined,
@@ -31,13 +27,11 @@ def environment() -> jinja2.Environment:
     )
     env.globals["assign"] = assign
     env.filters["pyrepr"] = py_repr
-    env.filters["shell_quote"] = shlex.quote
     env.filters["tuple_repr"] = lambda items: py_repr(tuple(items))
     return env
 
 
 def render(template: str, **context: Any) -> str:
-    """Render templates/<template> with `context`."""
     return environment().get_template(template).render(**context)
 
 

@@ -1,9 +1,6 @@
 """What every generated adapter imports: config parsing (`ArgsBase.from_dict`), rotary set-up per layer type, the
-kernel-stub guard, and `AdapterModel` (from_pretrained; forward over left-padded batches with an attention mask, an
-optional `KVCache` for incremental decoding, and optional hidden states).
-
-Generated adapters hold only what is specific to their family (the ModelArgs fields, the weight map and the layer
-composition); everything they share lives here so a fix lands in every adapter at once.
+kernel-stub guard, and `AdapterModel` (from_pretrained; forward over left-padded batches, an optional `KVCache`,
+optional hidden states). Adapters hold only what is specific to their family, so a fix here lands in all of them.
 """
 
 from __future__ import annotations
@@ -11,8 +8,10 @@ from __future__ import annotations
 import dataclasses
 import importlib.util
 import json
+import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from types import ModuleType
 from typing import Any, ClassVar
 
 import torch
@@ -25,18 +24,6 @@ from onboard.generate_adapter.loader import WeightRule, load_weights
 from onboard.inspect_checkpoint.config_view import language_model_config
 from onboard.inspect_checkpoint.layer_plan import shared_kv_sources
 
-__all__ = [
-    "AdapterModel",
-    "ArgsBase",
-    "KVCache",
-    "NotRunnable",
-    "WeightRule",
-    "head_dims",
-    "kv_shared_source",
-    "require_kernels",
-    "rope_config",
-]
-
 FULL, SLIDING, CHUNKED = "full_attention", "sliding_attention", "chunked_attention"
 LEGACY_LAYER_TYPES = {"mamba": "linear_attention", "attention": FULL}
 """Older names for layer types in config.json (Granite-4.0's layer_types), read as transformers reads them."""
@@ -47,9 +34,8 @@ class NotRunnable(InputError):
 
 
 class ArgsBase:
-    """Mixin for a generated `ModelArgs` dataclass: `from_dict(config)` takes each field as transformers resolves it
-    (or from config.json through the family's `ALIASES` and the shared alias table: config_values.py), keeps the
-    field default when the key is absent, and names the missing required keys."""
+    """Mixin for a generated `ModelArgs` dataclass: `from_dict(config)` reads each field through config_values.py
+    (the family's `ALIASES` added), keeps the default when the key is absent, and names missing required keys."""
 
     ALIASES: ClassVar[dict[str, tuple[str, ...]]] = {}
 
@@ -66,9 +52,8 @@ class ArgsBase:
         return cls(**kwargs)  # type: ignore[call-arg]
 
     def for_layer(self, i: int):  # noqa: ANN201 - returns the subclass
-        """These args as layer i sees them: config.json's `per_layer_config` overrides (transformers'
-        HeterogeneousConfigMixin, keyed by layer index: Gemma 4's full-attention layers have their own head size and
-        KV heads) applied to the fields they name. Without overrides for layer i, the args themselves."""
+        """These args with config.json's `per_layer_config` overrides for layer i applied (transformers'
+        HeterogeneousConfigMixin: Gemma 4's full-attention layers have their own head size and KV heads)."""
         table = getattr(self, "per_layer_config", None) or {}
         overrides = table.get(str(i), table.get(i)) if isinstance(table, Mapping) else None
         if not overrides:
@@ -98,8 +83,7 @@ def head_dims(layers: Sequence[nn.Module]) -> dict[str | None, int]:
 
 
 def kv_shared_source(layer_types: Sequence[str], num_shared: int | None, i: int) -> int | None:
-    """The layer whose keys and values layer i attends over instead of its own (None: its own): the rule of
-    inspect_checkpoint.layer_plan.shared_kv_sources, refusing a shared layer no earlier layer of its type feeds."""
+    """The layer whose keys and values layer i attends over (None: its own), by layer_plan.shared_kv_sources."""
     sources = shared_kv_sources(layer_types, num_shared or 0)
     if i not in sources:
         return None
@@ -113,15 +97,14 @@ def kv_shared_source(layer_types: Sequence[str], num_shared: int | None, i: int)
     return sources[i]
 
 
+# How many times the checkpoint's stored elements a model built from config.json may hold before it is refused
+# unbuilt (tied heads, unstored buffers and dropped MTP layers keep honest models well inside this).
 OVERSIZE = 4
-"""How many times the checkpoint's stored elements a model built from its config.json may hold before it is refused
-unbuilt (tied heads, unstored buffers and dropped MTP layers keep honest models well inside this)."""
 
 
 def _check_buildable(cls: Any, args: Any, path: Path) -> None:
-    """Build the model on the meta device first (no memory): dims that no tensor can have (negative, past int64) are a
-    ConfigError naming config.json rather than torch's error, and a config describing a model several times larger
-    than the weights stored next to it is refused before its memory is allocated."""
+    """Build the model on the meta device first: impossible dims are a ConfigError naming config.json, and a model
+    several times larger than the weights stored beside it is refused before its memory is allocated."""
     from onboard.generate_adapter.loader import stored_elements
 
     try:
@@ -145,9 +128,8 @@ def _check_buildable(cls: Any, args: Any, path: Path) -> None:
 
 
 def rope_config(args: Any, layer_type: str = FULL, head_dim: int | None = None) -> RopeConfig:
-    """RopeConfig for one attention type. New-style `rope_parameters` may be nested per layer type (Gemma 3:
-    {"full_attention": {...}, "sliding_attention": {...}}); old-style configs give `rope_local_base_freq` for
-    sliding layers."""
+    """RopeConfig for one attention type: `rope_parameters` may be nested per layer type (Gemma 3); old-style configs
+    give sliding layers `rope_local_base_freq`."""
     params = getattr(args, "rope_parameters", None) or getattr(args, "rope_scaling", None) or {}
     types = {FULL, SLIDING, *(getattr(args, "layer_types", None) or ())}
     nested = {k: v for k, v in params.items() if k in types and isinstance(v, Mapping)}
@@ -176,20 +158,24 @@ def rope_config(args: Any, layer_type: str = FULL, head_dim: int | None = None) 
     return RopeConfig.from_dict({k: v for k, v in view.items() if v is not None}, head_dim=head_dim or args.head_dim)
 
 
-def require_kernels(model_type: str, ops: Sequence[str], adapter_file: str) -> None:
-    """Refuse to build an adapter whose generated kernel stubs are not implemented yet: no silent fallback.
+def import_file(path: Path, name: str) -> ModuleType:
+    """Import a Python file as module `name` (registered in sys.modules: dataclasses resolve annotations there)."""
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    sys.modules[name] = module
+    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    return module
 
-    A stub `kernels/<op>.py` (next to the adapter's `adapters/` folder, or importable as onboard.kernels.<op>) is
-    implemented once it sets `IMPLEMENTED = True`."""
+
+def require_kernels(model_type: str, ops: Sequence[str], adapter_file: str) -> None:
+    """Refuse to build an adapter whose kernel stubs (`kernels/<op>.py` beside its `adapters/` folder) do not set
+    `IMPLEMENTED = True` yet: no silent fallback."""
     root = Path(adapter_file).resolve().parent.parent
     for op in ops:
         file = root / "kernels" / f"{op}.py"
         implemented = False
         if file.is_file():
-            spec = importlib.util.spec_from_file_location(f"_onboard_stub_{op}", file)
-            module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
-            spec.loader.exec_module(module)  # type: ignore[union-attr]
-            implemented = bool(getattr(module, "IMPLEMENTED", False))
+            implemented = bool(getattr(import_file(file, f"_onboard_stub_{op}"), "IMPLEMENTED", False))
         if not implemented:
             raise NotRunnable(
                 f"the {model_type} adapter is not runnable until kernels/{op}.py is implemented "
@@ -200,18 +186,16 @@ def require_kernels(model_type: str, ops: Sequence[str], adapter_file: str) -> N
 
 
 class KVCache:
-    """Keys and values of every layer for incremental decoding: pass the same object to each
-    `AdapterModel.forward(..., cache=...)` call; each call appends its tokens."""
+    """Keys and values of every layer for incremental decoding: each `forward(..., cache=...)` appends its tokens."""
 
     def __init__(self) -> None:
         self.layers: list[LayerKV] = []
-        self.length = 0
-        """Tokens cached so far (per row, padding included)."""
+        self.length = 0  # tokens cached so far (per row, padding included)
 
 
 class AdapterModel(nn.Module):
-    """Base of generated models: `model` (embed_tokens, layers, norm), `lm_head`, one RotaryEmbedding per rope
-    kind in `rotary` (layers name theirs in `layer.rope_kind`, None for NoPE layers)."""
+    """Base of generated models: `model` (embed_tokens, layers, norm), `lm_head`, and `rotary`, one RotaryEmbedding
+    per rope kind (each layer's `rope_kind`, None for NoPE layers)."""
 
     MODEL_TYPE: ClassVar[str] = ""
     REQUIRED_KERNELS: ClassVar[tuple[str, ...]] = ()
@@ -234,9 +218,7 @@ class AdapterModel(nn.Module):
         trust_remote_code: bool = False,
     ) -> AdapterModel:
         """Build from `path/config.json` and fill every parameter from `path/*.safetensors` (strict).
-
-        `trust_remote_code` mirrors transformers' keyword so every load site states it: an adapter only reads
-        config.json and safetensors, never the repository's code, so True is refused rather than ignored."""
+        `trust_remote_code` mirrors transformers' keyword: an adapter never runs repository code, so True is refused."""
         if trust_remote_code:
             raise ValueError("generated adapters never run repository code: call with trust_remote_code=False")
         path = Path(path)
@@ -262,8 +244,9 @@ class AdapterModel(nn.Module):
         dropped = cls.DROPPED + ((r"lm_head\.weight",) if getattr(args, "tie_word_embeddings", False) else ())
         # Multi-token-prediction layers ship after the last decoder layer (DeepSeek-V3's layer 61); inference
         # without speculative decoding does not use them, as in transformers.
+        mtp_layers = int(getattr(args, "num_nextn_predict_layers", 0) or 0)
         first_mtp = args.num_hidden_layers
-        dropped += tuple(rf"model\.layers\.{k}\..*" for k in range(first_mtp, first_mtp + _mtp_layers(args)))
+        dropped += tuple(rf"model\.layers\.{k}\..*" for k in range(first_mtp, first_mtp + mtp_layers))
         load_weights(model, path, cls.WEIGHT_MAP, dropped)
         return model.eval()
 
@@ -281,11 +264,9 @@ class AdapterModel(nn.Module):
     ) -> torch.Tensor | tuple[torch.Tensor, tuple[torch.Tensor, ...]]:
         """input_ids [batch, seq] -> logits [batch, seq, vocab] (float32).
 
-        attention_mask [batch, cached + seq] (1 real, 0 padding; transformers' convention): rows are left-padded
-        (right padding works for scoring too); each row's rotary positions start at its first real token and
-        padding keys are hidden from every query. cache: continue from the tokens it holds (positions go on from
-        there) and append these. return_hidden_states: also return (embeddings, output of each layer), for
-        activation scans; layers are `self.model.layers` (an nn.ModuleList) for forward hooks."""
+        attention_mask [batch, cached + seq] (1 real, 0 padding): each row's rotary positions start at its first real
+        token, and padding keys are hidden. cache: continue from its tokens and append these.
+        return_hidden_states: also return (embeddings, output of each layer)."""
         batch, seq = input_ids.shape
         past = cache.length if cache is not None else 0
         if attention_mask is not None and tuple(attention_mask.shape) != (batch, past + seq):
@@ -339,21 +320,16 @@ class AdapterModel(nn.Module):
 
 
 def padded_positions(attention_mask: torch.Tensor) -> torch.Tensor:
-    """Rotary position of every token of a padded batch [B, S]: each row counts from its first real token
-    (transformers' generate() does the same); padding gets 0, its output is never read."""
+    """Rotary position of every token of a padded batch [B, S], counted from each row's first real token (as
+    transformers' generate()); padding gets 0."""
     return (attention_mask.long().cumsum(-1) - 1).clamp(min=0)
-
-
-def _mtp_layers(args: Any) -> int:
-    return int(getattr(args, "num_nextn_predict_layers", 0) or 0)
 
 
 def rotaries(
     args: Any, kinds: Sequence[str | None], head_dim: int | Mapping[str | None, int] | None = None
 ) -> nn.ModuleDict:
-    """One RotaryEmbedding per distinct rope kind used by the layers (None: NoPE layer, nothing to build).
-    `head_dim`: the rotated heads' size, one for all kinds or one per kind (Gemma 4's full-attention heads are wider
-    than its sliding ones); None: args.head_dim."""
+    """One RotaryEmbedding per rope kind the layers use (None: NoPE). `head_dim`: the rotated heads' size, for all
+    kinds or per kind (Gemma 4's full-attention heads are wider); None: args.head_dim."""
     sizes = head_dim if isinstance(head_dim, Mapping) else dict.fromkeys(kinds, head_dim)
     return nn.ModuleDict(
         {kind: RotaryEmbedding(rope_config(args, kind, sizes[kind])) for kind in dict.fromkeys(kinds) if kind}

@@ -1,13 +1,7 @@
-"""A composed adapter's weight map, inferred from the profile's tensor names and shapes (onboard/names/tensors.py).
-
-`TensorRoles(profile)` classifies every tensor template; `WeightMapBuilder` turns roles into `WeightRule`s from the
-checkpoint's names to the composed adapter's runtime names (`model.layers.{i}.self_attn.qkv_proj.weight`, ...), with
-the op each layout needs: `cat` (separate q/k/v, gate/up), `stack` (per-expert tensors), `transpose` (GPT-2 Conv1D,
-experts stored [E, in, out]), `deinterleave_heads` (`query_key_value` grouped per KV head).
-
-A mapping the names and shapes cannot decide (two tensors claiming one role, a square Conv1D weight with no
-non-square sibling, a 3-D expert tensor whose two inner dims are equal) raises `AmbiguousWeights` naming the tensors:
-never a guess.
+"""A composed adapter's weight map, inferred from the profile's tensor names and shapes (onboard/names/tensors.py):
+`TensorRoles` classifies every tensor template, `WeightMapBuilder` turns roles into `WeightRule`s (plain data: the
+loader applies them) with the op each layout needs. A mapping the names and shapes cannot decide raises
+`AmbiguousWeights` naming the tensors: never a guess.
 """
 
 from __future__ import annotations
@@ -16,14 +10,42 @@ import re
 from dataclasses import dataclass
 
 from onboard.errors import InputError
-from onboard.generate_adapter.weight_rule import WeightRule
 from onboard.inspect_checkpoint.tensor_names import language_model_name
 from onboard.names.tensors import classify
 from onboard.profile import ModelProfile
 
+# How the sources of one rule become the runtime tensor (loader._combine applies them).
+OPS = {
+    "copy": "one source, as stored",
+    "cat": "the sources' rows concatenated (fused qkv, gate_up)",
+    "stack": "per expert `{e}`, the sources' rows concatenated, the experts stacked along a new dim 0",
+    "transpose": "one source, its last two dims swapped (GPT-2 Conv1D weights, experts stored [E, in, out])",
+    "deinterleave_heads": "rows grouped per KV head, [q heads of the group; k; v] (GPT-NeoX, Falcon, Bloom), "
+    "reordered to [all q; all k; all v] by the owning attention's head counts",
+    "squeeze": "one source, its leading size-1 dims dropped (ERNIE MoE's correction bias [1, E])",
+    "zeros_if_absent": "a bias only some layers store: copied where stored, zeros (no bias) elsewhere",
+    "grouped_rows": "the target part's rows of a source grouped per head (Qwen3-Next's in_proj_qkvz / in_proj_ba), "
+    "as the owning module's grouped_rows(part) lists them",
+    "codegen_qkv": "CodeGen's fused qkv, 4 row blocks of [q; v; k], reordered to [all q; all k; all v]",
+    "cat_present": "cat of the sources stored and not dropped, the first required (Gemma 4's layers without v or k)",
+    "fused_rows": "the target part's rows of a source holding the parts in turn (Lara-mini's in_proj [q|k|v|z|b|a]), "
+    "as the owning module's fused_rows(part) lists them",
+    "expert_rows": "2-D sources of every expert's rows in turn ([E x I, H], DBRX's w1 / v1), joined per expert",
+    "expert_rows_transposed": "one such source of each expert's [I, H] down projection (DBRX's w2): [E, H, I]",
+}
+
+
+@dataclass(frozen=True)
+class WeightRule:
+    """`target` (runtime name) <- `sources` (checkpoint names, `{i}` the layer, `{e}` the expert) combined by `op`."""
+
+    target: str
+    sources: tuple[str, ...]
+    op: str = "copy"
+
+
 LAYER = "model.layers.{i}."
-CONV1D_NAMES = ("c_attn", "c_proj", "c_fc")
-"""GPT-2 style modules stored as Conv1D ([in, out], the transpose of a Linear weight)."""
+CONV1D_NAMES = ("c_attn", "c_proj", "c_fc")  # GPT-2's Conv1D modules: [in, out], the transpose of a Linear's
 
 
 class AmbiguousWeights(InputError):
@@ -35,15 +57,12 @@ class Found:
     """One tensor template with its role."""
 
     role: str
-    template: str
-    """The profile template: `{}` for every number."""
-    source: str
-    """The checkpoint name pattern the loader reads: `{i}` for the layer, `{e}` for an expert / head index."""
+    template: str  # the profile template: `{}` for every number
+    source: str  # the name pattern the loader reads: `{i}` for the layer, `{e}` for an expert / head index
     param: str | None
     part: str | None
     shape: tuple[int, ...]
-    count: int = 0
-    """Tensors of the template in the checkpoint (a per-layer tensor: the layers that store it)."""
+    count: int = 0  # tensors of the template (a per-layer tensor: the layers that store it)
 
 
 def template_pattern(template: str) -> str:
@@ -138,10 +157,8 @@ class WeightMapBuilder:
         self.roles = roles
         self.rules: list[WeightRule] = []
         self._conv1d: bool | None = None
-        self.partial: list[str] = []
-        """Bias templates only some layers store (zero in the others): named in the adapter's summary."""
-        self.by_name: set[str] = set()
-        """Sources a block reads under their own name (no rule written)."""
+        self.partial: list[str] = []  # bias templates only some layers store (zero in the others)
+        self.by_name: set[str] = set()  # sources a block reads under their own name (no rule written)
 
     def add(self, target: str, sources: tuple[str, ...], op: str = "copy") -> None:
         if op == "copy" and sources == (target,):

@@ -1,11 +1,6 @@
-"""How config.json spells a quantity, and what some families derive from other keys.
-
-`ALIASES` is the one table of spellings: inspect reads a quantity as `cv.get(*spellings(name))` (ConfigView, the
-text section first), generate as `ConfigValues.get(name)` (config_values.py: transformers' resolved config first,
-then config.json). The `DERIVED` rules apply what a family computes from other keys; both read them too.
+"""How config.json spells a quantity (`ALIASES`, the one table: inspect reads `cv.get(*spellings(name))`, generate
+`ConfigValues.get(name)`), and what some families derive from other keys (both read those rules too).
 tests/names/test_config_names.py checks that the two resolve every tiny architecture's config identically.
-
-Adding a spelling is one entry: the new name in its quantity's tuple here.
 """
 
 from __future__ import annotations
@@ -56,10 +51,8 @@ ALIASES: dict[str, tuple[str, ...]] = {
     "attn_logit_softcapping": ("attn_softcap", "attention_logit_softcapping"),
     "final_logit_softcapping": ("final_softcap", "logit_softcapping"),
 }  # fmt: skip
-# The Mamba mixer's knobs: pure Mamba models use the bare names (`state_size`, `conv_kernel`, `use_conv_bias`,
-# `time_step_rank`), the hybrids prefix them (`mamba_d_state`, `mamba_conv_bias`, `mamba_dt_rank`), Nemotron-H mixes
-# both. Each is a fallback chain in lookup order (not canonical-first: Nemotron-H's mixer reads use_bias, not its
-# mamba_proj_bias).
+# The Mamba mixer's knobs: pure Mamba models use bare names (`state_size`), the hybrids prefix them (`mamba_d_state`).
+# Each is a fallback chain in lookup order, not canonical-first.
 SSM_KEYS: dict[str, tuple[str, ...]] = {
     "mamba_d_state": ("mamba_d_state", "ssm_state_size", "state_size", "d_state"),
     "mamba_d_conv": ("mamba_d_conv", "conv_kernel", "d_conv"),
@@ -75,15 +68,12 @@ SSM_KEYS: dict[str, tuple[str, ...]] = {
     # A mixer-specific key, else hidden_act: Mamba, Bamba, Jamba, Granite-4.0 and Falcon-H1 apply it in the mixer too.
     "mamba_hidden_act": ("mamba_hidden_act", "hidden_mamba_act", "hidden_act"),
 }  # fmt: skip
-"""Each mixer knob (by the name composed adapters give its field: Bamba's) under every name families give it, in
-the order inspect looks them up."""
 BARE_HEAD_KEYS = {"mamba_n_heads": "num_heads", "mamba_d_head": "head_dim"}
 """Mamba-2's own names for its heads; the hybrids' num_heads / head_dim are their attention's."""
 RMS_NORM_EPS_KEYS = ("rms_norm_eps", "rms_norm_epsilon")
 """The spellings of rms_norm_eps that name an RMSNorm's eps (the others are LayerNorm's)."""
 
-# Activation names a family's code reads otherwise than transformers' ACT2FN: GPT-1's ACT_FNS maps "gelu" to the tanh
-# approximation (gelu_new) and "swish" to silu.
+# Activation names a family's code reads otherwise than transformers' ACT2FN (GPT-1's ACT_FNS).
 FAMILY_ACTIVATION_NAMES = {"openai-gpt": {"gelu": "gelu_new", "swish": "silu"}}
 
 

@@ -1,8 +1,6 @@
-"""What each config.json key means to onboard: the ones that change nothing (with the reason), the ones whose effect
-the tensors or the per-layer plan show, the ones with a known effect on the numbers, and the sections a config nests
-the language model's keys in. Inspect's config lint and generate's composition read these tables; a key none of them
-lists is unknown: a finding in inspect, a kernel stub in generate (an unknown key is how a new option ships on day
-zero).
+"""What each config.json key means to onboard: no effect on the forward pass (with the reason), shown by the tensors
+or layer plan, a known effect on the numbers, and the sections a config nests the language model's keys in. A key
+none of them lists is unknown: a finding in inspect, a kernel stub in generate.
 """
 
 from __future__ import annotations
@@ -102,10 +100,8 @@ KNOWN_UNSUPPORTED: dict[str, str] = {
     "num_nextn_predict_layers": "multi-token-prediction layers",
 }
 
-# Keys whose effect inspect reads from what they shape, not from the key: the tensors (biases, QK-norm, norm and head
-# layout, KV heads, shared experts, MLP widths) or the per-layer plan (which layers slide, skip rotary or route to
-# experts, which inspect derives from layer_types and these keys alike). Generated adapters act on the same derived
-# facts (generate_adapter/compose_knowledge.py), so the key itself adds nothing to check.
+# Keys whose effect inspect reads from what they shape, the tensors or the per-layer plan, not from the key; adapters
+# act on the same derived facts, so the key itself adds nothing to check.
 STRUCTURAL_KEYS = frozenset({
     # per-layer attention plan and NoPE layers
     "layer_types", "sliding_window_pattern", "_sliding_window_pattern", "use_sliding_window", "max_window_layers",
@@ -127,18 +123,15 @@ STRUCTURAL_KEYS = frozenset({
     # LFM2: which layers convolve (layer_types carries it too), and the MLP width rule (the tensors show its result)
     "full_attn_idxs", "block_auto_adjust_ff_dim", "block_ffn_dim_multiplier", "block_multiple_of", "use_expert_bias",
     "use_sandwich_norm", "use_attention_gate",
-    # ModernBERT-decoder: biases the tensors show, and the window its config class derives (sliding_window =
-    # local_attention // 2, read as resolved)
+    # ModernBERT-decoder: biases the tensors show; its config class derives sliding_window from local_attention
     "classifier_bias", "decoder_bias", "norm_bias", "local_attention",
 })  # fmt: skip
 
 # MiniMax's three residual-scaled sublayers (their alpha / beta factors below).
 _MINIMAX_SUBLAYERS = (("full_attn", "full-attention layers'"), ("linear_attn", "linear-attention layers'"),
                       ("mlp", "MLP's"))  # fmt: skip
-# Keys with a known effect on the numbers that the profile carries no field for. Generated adapters apply each one,
-# or refuse a value their blocks cannot express (generate_adapter/compose_knowledge.GUARDS: every key there must be
-# here, tests/generate/test_compose.py checks it); a serving engine's kernels must apply it too. Reported as info
-# naming the effect, for the kernel author.
+# Keys with a known effect on the numbers that the profile carries no field for, reported to the kernel author.
+# Adapters apply each one or refuse a value their blocks lack (every compose_knowledge.GUARDS key must be here).
 KERNEL_FACTS: dict[str, str] = {
     "swiglu_limit": "clamps the SwiGLU gate/up activations (gpt-oss)",
     "swiglu_alpha": "SwiGLU computes x·sigmoid(alpha·x) with this alpha, not plain SiLU (gpt-oss)",
@@ -175,8 +168,7 @@ KERNEL_FACTS: dict[str, str] = {
     "softmax_scale": "attention scores scaled by this, not 1/sqrt(head_dim)",
     "linear_allow_neg_eigval": "Gated DeltaNet's beta doubled (2 sigmoid(b)): the state transition's eigenvalues "
     "reach -1 (FLA, OLMo-hybrid)",
-    # MiniMax (DeepNet-style): each sublayer's output is residual * alpha + branch * beta, the residual being the
-    # sublayer norm's output. MiniMax-Text-01 sets every alpha to (2 * 80 layers) ** 0.25 = 3.5566.
+    # MiniMax (DeepNet-style): each sublayer's output is residual * alpha + branch * beta
     **{
         f"{kind}_alpha_factor": f"the {what} residual is scaled by this: residual × alpha + output × beta (MiniMax)"
         for kind, what in _MINIMAX_SUBLAYERS
@@ -195,8 +187,7 @@ PLAIN_VALUES: dict[str, tuple[object, ...]] = {
     "expert_selection_fn": ("softmax",),
     "shared_expert_combination_strategy": ("sum",),
     "moe_normalize_expert_weights": (1, 1.0),
-    # a guarded key's plain values are the generated adapter's default and pass its guard (compose_knowledge.GUARDS;
-    # tests/generate/test_compose.py): greedy top-k ignores the expert groups, a choice the adapter reads
+    # a guarded key's plain values are the adapter's default and pass its guard (compose_knowledge.GUARDS)
     "topk_method": (None,),
     "alibi_bias_max": (8,),
     "attn_type": ("multihead_attention",),

@@ -5,26 +5,7 @@ the weight map) both classify names through these tables.
 **Adding a naming variant is one data entry**: a row in `LAYER_PATTERNS` (inside a decoder layer) or `TOP_PATTERNS`
 (outside the layers) naming the new spelling and its role. Generate then maps the tensor to its block, and inspect
 counts it under the role's component (`ROLE_COMPONENTS`); tests/names/test_new_pattern.py is a worked example.
-
-Roles (what compose.py turns into blocks and weight rules):
-
-- attention: `attn.q|k|v` (separate), `attn.qkv` (fused rows [q; k; v], Linear or GPT-2 Conv1D), `attn.qkv_grouped`
-  (`query_key_value`: rows grouped per KV head, [q heads of the group; k; v], as GPT-NeoX, Falcon, Bloom and
-  Persimmon store it), `attn.o`, `attn.q_norm|k_norm` (one weight over head_dim or all heads),
-  `attn.q_norm_heads|k_norm_heads` (one norm module per head), `attn.sinks`, `mla.*` (DeepSeek MLA parts), `mla.indexer` (DSA's top-k indexer);
-- MLP: `mlp.gate|up|down`, `mlp.gate_up` (fused [gate; up]), `mlp.act.*` (learned activation parameters);
-- Gated DeltaNet: `deltanet` (Qwen3-Next / Qwen3.5's `linear_attn` parts);
-- short convolution: `conv` (in_proj, conv, out_proj: LFM2's token mixer on its `conv` layers);
-- Mamba: `mamba` (the `mamba` / `mixer` parts: Mamba-2's in_proj, conv1d, dt_bias, A_log, D, norm, out_proj, or
-  Mamba-1's in_proj, conv1d, x_proj, dt_proj, A_log, D, out_proj and Jamba's dt / b / c layernorms);
-- MoE: `moe.router`, `moe.router_bias` (selection-only correction bias), `moe.expert.gate|up|down` (per expert, `{}`),
-  `moe.experts.gate_up|down` (stacked 3-D), `moe.experts_rows` (DBRX: 2-D, experts stacked by rows),
-  `moe.shared.gate|up|down|gate_up`, `moe.shared_gate`;
-- norms by position: `norm.input` (before attention), `norm.post_attention` (after attention in sandwich / post-norm
-  layers, else before the MLP: resolved in compose.py), `norm.pre_mlp`, `norm.post_attn_out`, `norm.post_mlp`;
-- outside the layers: `embed`, `positions`, `final_norm`, `head`; `drop` for tensors inference never reads.
-
-Suffixes: `.weight` / `.bias` are kept apart by the `param` group so a role's bias is found next to its weight.
+A role's `.weight` and `.bias` are kept apart by the `param` group, so its bias is found next to its weight.
 """
 
 from __future__ import annotations
@@ -54,18 +35,15 @@ TOWER_PREFIXES = {
     "audio": ("audio_tower", "audio_model", "audio_encoder", "audio", "speech_encoder", "audio_projection",
               "embed_audio"),
 }  # fmt: skip
-# A learned per-head logit that joins the attention softmax (gpt-oss's `sinks`), by the names checkpoints store it
-# under: transformers' conversion_mapping loads flint's `softmax_offset` and mimo_v2_flash's `attention_sink_bias`
-# as `sinks`, the same parameter.
 # Learned absolute position tables (GPT-2's wpe, OPT's embed_positions, GPT-1's positions_embed).
 LEARNED_POSITIONS = ("wpe.weight", "embed_positions.weight", "positions_embed.weight")
+# gpt-oss's attention sinks (a learned per-head logit in the softmax) under flint's and mimo_v2_flash's names too
 SINK_NAMES = ("sinks", "softmax_offset", "attention_sink_bias")
 LM_PREFIXES = ("model.language_model.", "language_model.model.", "language_model.", "model.text_model.", "text_model.",
                 "llm.")  # fmt: skip  # Ovis: llm.model.layers…, llm.lm_head
 
-# Inspect's coarse components (parameter counts by component). Quantization scales and multi-token-prediction layers
-# first, whatever role the rest of the name has; then the role's (ROLE_COMPONENTS); then COMPONENT_RULES, ordered:
-# the first rule whose regex matches the template decides.
+# Inspect's coarse components (parameter counts): COMPONENT_FIRST whatever the role, then the role's
+# (ROLE_COMPONENTS), then the first of COMPONENT_RULES whose regex matches.
 COMPONENT_FIRST: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
     (component, re.compile(pattern))
     for component, pattern in (
@@ -131,8 +109,7 @@ _P = r"\.(?P<param>weight|bias)"
 
 # (regex over the in-layer name, role). Order matters: the first match wins.
 LAYER_PATTERNS: tuple[tuple[str, str], ...] = (
-    # --- Mamba-1 / -2, the state-space mixer (Bamba, Granite-4.0, Jamba's `mamba`; Mamba, Nemotron-H's `mixer`): first,
-    # as a `mixer.out_proj` is Mamba's, not an attention output
+    # --- Mamba-1 / -2 (`mamba`, Nemotron-H's `mixer`): first, as a `mixer.out_proj` is Mamba's, not attention's ---
     (rf"(?:mamba|mixer)\.(?P<part>in_proj|conv1d|out_proj|norm|x_proj|dt_proj|dt_layernorm|b_layernorm|c_layernorm)"
      rf"{_P}", "mamba"),
     (r"(?:mamba|mixer)\.(?P<part>dt_bias|A_log|D)", "mamba"),
@@ -201,8 +178,7 @@ LAYER_PATTERNS: tuple[tuple[str, str], ...] = (
     # --- norms, by position --------------------------------------------------------------------------------------
     (rf"(?:input_layernorm|ln_1|ln_attn|attention_norm|self_attn_layer_norm|attention_layernorm|operator_norm|"
      rf"norm_attn_norm\.norm_1|norm_1|attn_norm|attention_layer_norm|norm){_P}", "norm.input"),  # norm_1: MPT
-    # OLMo-core's feedforward_layer_norm: transformers renames it post_attention_layernorm (OLMo-hybrid), the same
-    # position-by-context norm: before the MLP in a pre-norm layer, on the attention output in a post-norm one
+    # OLMo-core's feedforward_layer_norm is transformers' post_attention_layernorm: placed by context (compose_norms)
     (rf"(?:post_attention_layernorm|feedforward_layer_norm){_P}", "norm.post_attention"),
     (rf"(?:pre_feedforward_layernorm|pre_ff_layernorm|pre_mlp_layernorm|feedforward_layernorm|ln_2|ln_mlp|ffn_norm|final_layer_norm|"
      rf"norm_attn_norm\.norm_2|norm_2|mlp_norm){_P}", "norm.pre_mlp"),
@@ -220,8 +196,7 @@ LAYER_PATTERNS: tuple[tuple[str, str], ...] = (
 
 # (regex over a whole name outside the decoder layers, role).
 TOP_PATTERNS: tuple[tuple[str, str], ...] = (
-    # ModernBERT-decoder: a LayerNorm on the embeddings, and a head that transforms (dense, act, norm) before its
-    # projection `decoder`
+    # ModernBERT-decoder: a LayerNorm on the embeddings, a head transform (dense, act, norm) before `decoder`
     (rf"(?:.*\.)?embeddings\.norm{_P}", "embed_norm"),
     (rf"lm_head\.(?P<part>dense|norm){_P}", "head_transform"),
     (rf"decoder{_P}", "head"),
@@ -296,19 +271,20 @@ MLA_MIXER_PARTS = frozenset({"kv_a_proj_with_mqa", "kv_b_proj", "kv_a_layernorm"
 def role_component(template: str) -> str | None:
     """The component of a language-model template by its role (None: no role, or one ROLE_COMPONENTS leaves to
     COMPONENT_RULES)."""
-    role, m, _ = classify(template)
-    if role is None:
-        return None
-    part = (m.groupdict().get("part") if m is not None else None) or ""
+    role, part = _role_part(template)
     if role in NORM_PART_ROLES and "norm" in part:
         return "norms"
-    return ROLE_COMPONENTS.get(role)
+    return ROLE_COMPONENTS.get(role) if role is not None else None
 
 
 def role_mixer(template: str) -> str | None:
     """The mixer kind a language-model template's role reveals (None: no role, or not a mixer's)."""
-    role, m, _ = classify(template)
+    role, part = _role_part(template)
     if role == "mla":
-        part = (m.groupdict().get("part") if m is not None else None) or ""
         return "mla" if part in MLA_MIXER_PARTS else "attention"
     return ROLE_MIXERS.get(role) if role is not None else None
+
+
+def _role_part(template: str) -> tuple[str | None, str]:
+    role, m, _ = classify(template)
+    return role, (m.groupdict().get("part") if m is not None else None) or ""

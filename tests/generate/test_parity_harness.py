@@ -14,10 +14,11 @@ import torch
 from onboard.generate_adapter.parity import (
     CALIBRATED_BAR,
     PromptParity,
+    _logits,
     compare,
     load_adapter,
     parity_config,
-    position_errors,
+    position_errors_of,
     prompt_lengths,
     prompts,
     summarise,
@@ -77,6 +78,11 @@ def test_a_composite_config_is_sized_by_its_text_part(tmp_path: Path) -> None:
 
 
 # The logit gap per prompt
+
+
+def position_errors(model, refs: list[torch.Tensor], inputs: list[torch.Tensor]) -> list[torch.Tensor]:  # type: ignore[no-untyped-def]
+    with torch.no_grad():
+        return position_errors_of([_logits(model, ids) for ids in inputs], refs)
 
 
 class _Fixed(torch.nn.Module):

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from onboard.generate_adapter.compose_mamba import MAMBA_ALIASES
+from onboard.generate_adapter.compose_mixers import MAMBA_ALIASES
 from onboard.generate_adapter.config_values import DERIVED, ConfigValues
 from onboard.inspect_checkpoint.config_view import ConfigView, language_model_config, tie_word_embeddings
 from onboard.names.config import ALIASES, BARE_HEAD_KEYS, SSM_KEYS, spellings
