@@ -110,11 +110,7 @@ class EndpointCandidate:
         # how it pads or packs them is internal, and exactly what determinism_padding observes from outside.
         return Capabilities(
             prompt_logprobs=prompt_lp or echo,
-            generation_logprobs=True,
-            batch=True,
-            padding=True,
             concurrent=True,
-            activations=False,
             force_token=bias,
             ignore_eos=ignore_eos,
             notes=tuple(notes),
@@ -123,9 +119,7 @@ class EndpointCandidate:
     def _accepts(self, body: dict[str, Any], works: Any) -> bool:
         try:
             return bool(works(self._complete(body)))
-        except HTTPStatusError:
-            return False
-        except (KeyError, TypeError, IndexError, ValueError):
+        except (HTTPStatusError, KeyError, TypeError, IndexError, ValueError):
             return False
 
     # --- Candidate interface ---------------------------------------------------------------------------------------

@@ -6,8 +6,8 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from onboard.checks import Check
-from onboard.comparator import THRESHOLDS, compare_rows, tolerances
+from onboard.checks import Check, skipped
+from onboard.comparator import compare_rows, scale_ratio, tolerances
 from onboard.validate_serving.candidates import Candidate
 from onboard.validate_serving.checks import (
     degeneration,
@@ -53,10 +53,7 @@ def open_candidate(
     candidate: str = "adapter",
 ) -> Candidate:
     """The endpoint when given; else, in process, the generated adapter or (candidate="reference") transformers.
-
-    Never a silent stand-in: without an endpoint and without a usable adapter this is an InputError naming the ways
-    to get a candidate. The reference is only a candidate when asked for, and its result is labelled a self-check.
-    """
+    Never a silent stand-in: without either, an InputError names the ways to get a candidate."""
     from onboard.errors import InputError
 
     if endpoint:
@@ -99,9 +96,9 @@ def validate(
 ) -> dict[str, Any]:
     """Run the checks of `candidate` against `golden`; the stage result (see report.build_result).
 
-    `only` limits the run to check groups (GROUPS keys); parity always runs (the other checks need its rows).
-    `checkpoint`: the local folder being served; goldens recorded from another checkpoint raise InputError.
-    `policy` (RemoteCodePolicy): whether the first-divergence bisect may run a repository-code reference (sandboxed).
+    `only`: check groups (GROUPS keys) to run besides parity. `checkpoint`: the local folder being served (goldens of
+    another checkpoint raise InputError). `policy` (RemoteCodePolicy): may the first-divergence bisect run a
+    repository-code reference (sandboxed)?
     """
     from onboard.validate_serving.report import build_result
 
@@ -117,15 +114,11 @@ def validate(
     else:
         parities = _parities_from_generation(greedy)
         checks.append(
-            Check(
+            skipped(
                 "prompt_position_parity",
-                False,
-                False,
-                "not checked: the engine returns no prompt logprobs "
-                "(neither prompt_logprobs nor echo); parity judged on generated positions only; an engine "
-                "that returns prompt_logprobs (vLLM, SGLang) or echo with logprobs checks every prompt "
-                "position",
-                skipped=True,
+                "not checked: the engine returns no prompt logprobs (neither prompt_logprobs nor echo); parity judged "
+                "on generated positions only; an engine that returns prompt_logprobs (vLLM, SGLang) or echo with "
+                "logprobs checks every prompt position",
             )
         )
     checks += [_long_context_coverage(c, golden) for c in logit_checks(parities, tol)]
@@ -145,13 +138,13 @@ def validate(
             activations = candidate.scan_activations(longest.sequence)
         checks.append(nan_inf_scan([p.rows for p in parities], activations))
         checks.append(fp16_overflow(golden, dtype, activations))
-    checks += [identity, *_info_checks(golden, candidate, source)]
+    checks += [identity, *_info_checks(golden, candidate)]
     perf = None
     if performance:
         from onboard.validate_serving.performance import measure
 
         perf = asdict(measure(golden, candidate))
-    result = build_result(golden, candidate, checks, parities, tol, perf, THRESHOLDS)
+    result = build_result(golden, candidate, checks, parities, tol, perf)
     from onboard.generate_adapter.divergence_stages import validation_divergence
 
     return result | validation_divergence(candidate, golden, result["failed"], policy)
@@ -159,8 +152,6 @@ def validate(
 
 def _parities_from_generation(greedy: list[Any]) -> list[PromptParity]:
     """Without prompt logprobs: compare the generated positions up to the first divergence."""
-    from onboard.comparator import scale_ratio
-
     out = []
     for r in greedy:
         n = r.diverged_at if r.diverged_at is not None else len(r.generation.steps)
@@ -176,14 +167,10 @@ def _goldens_checkpoint(golden: GoldenSet, checkpoint: Path | None) -> Check:
     from onboard.validate_serving.golden import assert_same_checkpoint
 
     if checkpoint is None:
-        return Check(
+        return skipped(
             "goldens_checkpoint",
-            False,
-            False,
-            "not checked: no local checkpoint folder to "
-            "fingerprint; pass the checkpoint folder as SOURCE to check that the goldens were recorded "
-            "from it",
-            skipped=True,
+            "not checked: no local checkpoint folder to fingerprint; pass the checkpoint folder as SOURCE to check "
+            "that the goldens were recorded from it",
         )
     fingerprint = assert_same_checkpoint(golden, checkpoint)
     return Check(
@@ -196,11 +183,8 @@ def _goldens_checkpoint(golden: GoldenSet, checkpoint: Path | None) -> Check:
 
 
 def _long_context_coverage(check: Check, golden: GoldenSet) -> Check:
-    """long_context_parity is "not applicable" only when no boundary can be crossed within the model's context.
-
-    A boundary the long prompt stops short of (the --max-long-tokens cap) leaves the check not checked, never n/a,
-    and the detail says how far to raise the cap.
-    """
+    """long_context_parity is "not applicable" only when no boundary can be crossed within the model's context; one
+    the long prompt stops short of (the --max-long-tokens cap) leaves it not checked, saying how far to raise the cap."""
     if check.name != "long_context_parity":
         return check
     plan = long_plan_of(golden)
@@ -215,7 +199,7 @@ def _long_context_coverage(check: Check, golden: GoldenSet) -> Check:
             else "not applicable: the model has no sliding window, attention chunk or "
             "original rope context to cross (the long prompt is in logit_parity)"
         )
-        return Check(check.name, True, False, detail, skipped=True, not_applicable=True)
+        return skipped(check.name, detail, passed=True, not_applicable=True)
     bounds = {**golden.manifest.get("boundaries", {}), **beyond}
     name = max(uncrossed, key=lambda k: uncrossed[k])
     what = ", ".join(f"{k}={bounds.get(k, '?')}" for k in sorted(uncrossed))
@@ -232,7 +216,7 @@ def _long_context_coverage(check: Check, golden: GoldenSet) -> Check:
     detail = f"not checked: {short}; {hint}"
     if not check.skipped:
         detail = f"{check.detail}; {detail}"
-    return Check(check.name, False, False, detail, skipped=True, data=check.data)
+    return skipped(check.name, detail, data=check.data)
 
 
 def long_plan_of(golden: GoldenSet) -> dict[str, Any]:
@@ -249,51 +233,27 @@ def long_plan_of(golden: GoldenSet) -> dict[str, Any]:
     return {"tokens": tokens, "cap": "unknown", "uncrossed": uncrossed, "beyond_context": {}}
 
 
-def _info_checks(golden: GoldenSet, candidate: Candidate, source: str | None) -> list[Check]:
-    out = []
+def _info_checks(golden: GoldenSet, candidate: Candidate) -> list[Check]:
     dtype = candidate.info.dtype
     noise = golden.noise(dtype)
     if noise is None:
-        out.append(
-            Check(
-                "noise_calibrated",
-                False,
-                False,
-                f"no noise calibration for {dtype} in the goldens: "
-                f"tolerance floors used alone; re-record with onboard golden record SOURCE "
-                f"--calibrate {dtype} to calibrate them",
-                skipped=True,
-            )
+        calibrated = skipped(
+            "noise_calibrated",
+            f"no noise calibration for {dtype} in the goldens: tolerance floors used alone; re-record with onboard "
+            f"golden record SOURCE --calibrate {dtype} to calibrate them",
         )
     elif noise.nonfinite:
-        out.append(
-            Check(
-                "noise_calibrated",
-                False,
-                False,
-                f"the reference itself overflows in {noise.dtype}: floors used; this dtype is unsafe for the model",
-            )
-        )
+        why = f"the reference itself overflows in {noise.dtype}: floors used; this dtype is unsafe for the model"
+        calibrated = Check("noise_calibrated", False, False, why)
     else:
-        out.append(
-            Check(
-                "noise_calibrated",
-                True,
-                False,
-                f"{noise.dtype} noise from float32 vs {noise.baseline} "
-                f"over {noise.positions} positions: max logprob error {noise.max_logprob_error:.3g}",
-            )
+        what = f"over {noise.positions} positions: max logprob error {noise.max_logprob_error:.3g}"
+        calibrated = Check(
+            "noise_calibrated", True, False, f"{noise.dtype} noise from float32 vs {noise.baseline} {what}"
         )
-    if candidate.info.kind == "reference-as-candidate":
-        out.append(
-            Check(
-                "adapter_runtime",
-                False,
-                False,
-                f"not checked: {SELF_CHECK}; validate the generated "
-                "adapter (onboard new-model SOURCE generates and validates it) or an engine "
-                "(--endpoint URL --served-model NAME)",
-                skipped=True,
-            )
-        )
-    return out
+    if candidate.info.kind != "reference-as-candidate":
+        return [calibrated]
+    hint = (
+        "validate the generated adapter (onboard new-model SOURCE generates and validates it) or an engine (--endpoint "
+        "URL --served-model NAME)"
+    )
+    return [calibrated, skipped("adapter_runtime", f"not checked: {SELF_CHECK}; {hint}")]
