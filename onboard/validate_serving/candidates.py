@@ -65,9 +65,11 @@ class CandidateInfo:
 
 
 class Candidate(Protocol):
+    """What validate calls; an implementation may subclass it for the defaults (nothing to scan, nothing to close)."""
+
     info: CandidateInfo
     capabilities: Capabilities
-    stop_ids: tuple[int, ...]
+    stop_ids: tuple[int, ...] = ()
     """The stop set the candidate honours (from what it loaded), empty when unknown."""
 
     def score(self, sequences: Sequence[Sequence[int]], top_k: int, padding: str = "right") -> list[list[TopK]]:
@@ -88,9 +90,10 @@ class Candidate(Protocol):
 
     def scan_activations(self, sequence: Sequence[int]) -> list[LayerStat] | None:
         """Per-module max-abs and non-finite counts over one forward, or None when not observable."""
-        ...
+        return None
 
-    def close(self) -> None: ...
+    def close(self) -> None:
+        return None
 
 
 def run_concurrently(calls: Sequence[Callable[[], T]]) -> list[T]:

@@ -69,10 +69,6 @@ class GoldenSet:
     def top_k(self) -> int:
         return int(self.manifest["generation"]["top_k"])
 
-    @property
-    def max_new_tokens(self) -> int:
-        return int(self.manifest["generation"]["max_new_tokens"])
-
     def noise(self, dtype: str) -> NoiseStats | None:
         entry = self.manifest.get("noise", {}).get(dtype)
         return NoiseStats(**entry) if entry else None

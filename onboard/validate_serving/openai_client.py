@@ -96,7 +96,7 @@ class OpenAIClient:
     def stream(self, body: dict[str, Any]) -> Iterator[Completion]:
         """Server-sent events of a streamed completion, decoded as they arrive; an error unless it ends in [DONE]."""
         url = self.base + "/v1/completions"
-        prompt, rest = body["prompt"], {k: v for k, v in body.items() if k not in ("model", "prompt", "stream")}
+        prompt, rest = body["prompt"], {k: v for k, v in body.items() if k not in ("model", "prompt")}
         done = False
         with self._errors(url, streaming=True):
             with self.client.completions.with_streaming_response.create(

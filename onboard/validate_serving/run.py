@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
@@ -173,13 +173,8 @@ def _goldens_checkpoint(golden: GoldenSet, checkpoint: Path | None) -> Check:
             "that the goldens were recorded from it",
         )
     fingerprint = assert_same_checkpoint(golden, checkpoint)
-    return Check(
-        "goldens_checkpoint",
-        True,
-        False,
-        f"goldens recorded from this checkpoint ({checkpoint.name}, fingerprint {fingerprint})",
-        data={"weights_fingerprint": fingerprint},
-    )
+    detail = f"goldens recorded from this checkpoint ({checkpoint.name}, fingerprint {fingerprint})"
+    return Check("goldens_checkpoint", True, False, detail, data={"weights_fingerprint": fingerprint})
 
 
 def _long_context_coverage(check: Check, golden: GoldenSet) -> Check:
@@ -209,14 +204,11 @@ def _long_context_coverage(check: Check, golden: GoldenSet) -> Check:
         f"--max-long-tokens {uncrossed[name]}"
     )
     short = f"the long prompt ({plan['tokens']} tokens, --max-long-tokens {plan['cap']}) stops before {what}"
-    if not check.skipped and not check.passed:
-        return Check(
-            check.name, False, check.required, f"{check.detail}; also not checked: {short}; {hint}", data=check.data
-        )
-    detail = f"not checked: {short}; {hint}"
-    if not check.skipped:
-        detail = f"{check.detail}; {detail}"
-    return skipped(check.name, detail, data=check.data)
+    if check.skipped:
+        return skipped(check.name, f"not checked: {short}; {hint}", data=check.data)
+    if not check.passed:
+        return replace(check, detail=f"{check.detail}; also not checked: {short}; {hint}")
+    return skipped(check.name, f"{check.detail}; not checked: {short}; {hint}", data=check.data)
 
 
 def long_plan_of(golden: GoldenSet) -> dict[str, Any]:

@@ -34,7 +34,7 @@ from onboard.versions import library_versions
 _LAYER_PREFIX = re.compile(r"^(.*?\.(?:layers|h|blocks)\.\d+)(?:\.|$)")
 
 
-class InProcessCandidate:
+class InProcessCandidate(Candidate):
     """A torch module as a candidate: a generated adapter (`hf=False`: forward(ids, attention_mask, cache=KVCache))
     or transformers (`hf=True`: attention_mask, position_ids, its own cache). Both take left-padded batches and
     decode with a KV cache."""

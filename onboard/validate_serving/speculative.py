@@ -54,11 +54,6 @@ def speculative_config(spec: str, k: int = DEFAULT_K) -> dict[str, Any]:
     )
 
 
-def engine_args(spec: str, k: int = DEFAULT_K) -> list[str]:
-    """The vLLM command-line arguments that turn speculation on."""
-    return ["--speculative-config", json.dumps(speculative_config(spec, k))]
-
-
 def vllm_ngram_proposal(
     context: Sequence[int], k: int, n_min: int = NGRAM_MIN, n_max: int = NGRAM_MAX, max_model_len: int | None = None
 ) -> list[int]:
@@ -168,8 +163,7 @@ def speculative_check(golden: Any, candidate: Any, url: str, spec: str, k: int =
         problems.append("the engine drafted nothing on the prompt suite: speculation was not exercised")
     if data["engine"] and data["ours"]:
         problems += _against_ours(data["engine"], data["ours"], k, len(ours_rows))
-    detail = _detail(data, problems)
-    return Check(CHECK, not problems, False, detail, data=data)
+    return Check(CHECK, not problems, False, _detail(data, problems), data=data)
 
 
 def _against_ours(engine: dict[str, Any], ours: dict[str, Any], k: int, requests: int) -> list[str]:
@@ -218,8 +212,8 @@ def speculative_args(spec: str | None, k: int, engine_name: str | None, endpoint
             "--speculative checks a serving engine",
             "add --engine vllm, or --endpoint URL of a server started with --speculative-config",
         )
-    args = engine_args(spec, k)  # refuses a CONFIG that is not ngram, mtp or a draft folder
-    return args if engine_name else []
+    config = speculative_config(spec, k)  # refuses a CONFIG that is not ngram, mtp or a draft folder
+    return ["--speculative-config", json.dumps(config)] if engine_name else []
 
 
 def add_speculative_check(result: dict[str, Any], golden: Any, candidate: Any, url: str, spec: str, k: int) -> None:
