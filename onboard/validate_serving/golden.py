@@ -21,18 +21,9 @@ import msgspec
 from onboard import reference as references
 from onboard import serde
 from onboard.comparator import CALIBRATION, NoiseStats, PositionMetrics, compare_rows, pooled_noise
-from onboard.errors import InputError
+from onboard.errors import InputError, OnboardError
 from onboard.fsutil import atomic_write, output_folder, read_json
-from onboard.reference import (
-    REPO_CODE,
-    Reference,
-    RemoteCodePolicy,
-    describe,
-    reference_for,
-    remote_code_allowed,
-    rerun_command,
-    trust_remote_code,
-)
+from onboard.reference import REPO_CODE, Reference, RemoteCodePolicy
 from onboard.validate_serving.candidates import TopK
 from onboard.validate_serving.prompts import PromptSpec
 
@@ -228,7 +219,6 @@ def record(
     """
     from onboard.checkpoint_id import checkpoint_fingerprint
     from onboard.environment import hardware, resolve_local, slug
-    from onboard.reference import load_transformers
     from onboard.validate_serving.prompts import DEFAULT_MAX_LONG, boundaries_of, build_suite, plan_long
     from onboard.validate_serving.runtime import InProcessCandidate
     from onboard.verify_tokenizer.special_tokens import checkpoint_stop_set
@@ -238,9 +228,9 @@ def record(
     started = time.time()
     folder = resolve_local(source, revision)
     policy = policy or RemoteCodePolicy()
-    ref = reference_for(folder)
+    ref = references.reference_for(folder)
     with output_folder(out or Path("golden_outputs") / slug(source)) as target:  # before the reference runs
-        if ref.kind == REPO_CODE and not trust_remote_code():  # this process never imports the repo's code
+        if ref.kind == REPO_CODE and not references.trust_remote_code():  # this process never imports the repo's code
             options = {
                 "revision": revision,
                 "max_new_tokens": max_new_tokens,
@@ -249,11 +239,11 @@ def record(
                 "calibrate": list(calibrate),
                 "max_long_tokens": max_long_tokens,
             }
-            rerun = rerun or rerun_command("golden", "record", source, "--out", str(target), policy=policy)
+            rerun = rerun or references.rerun_command("golden", "record", source, "--out", str(target), policy=policy)
             return record_in_sandbox(source, target, folder, ref, policy, rerun, options)
         profile = _profile(str(folder))
         tokenizer = load_tokenizer(folder)
-        model = load_transformers(folder, dtype)
+        model = references.load_transformers(folder, dtype)
         reference = InProcessCandidate(model, folder, dtype, kind="reference", hf=True)
         vocab = int(model.get_output_embeddings().weight.shape[0])
         cap = max_long_tokens or DEFAULT_MAX_LONG
@@ -276,7 +266,7 @@ def record(
             "weights_fingerprint": checkpoint_fingerprint(folder),
             "model_type": profile.model_type if profile else None,
             "reference": {
-                **describe(ref, policy, folder),
+                **references.describe(ref, policy, folder),
                 "attn_implementation": "eager",
                 "dtype": dtype,
                 "device": "cpu",
@@ -328,15 +318,13 @@ def _calibrate(folder: Path, prompts: list[GoldenPrompt], dtype: str, baseline: 
     In bfloat16/float16 it runs with eager and with sdpa attention (two real kernels) and pools both, since one run
     under-samples rare large events such as MoE routing flips. sdpa is skipped where the model refuses it.
     """
-    from onboard.errors import InputError, OnboardError
-    from onboard.reference import load_transformers
     from onboard.validate_serving.runtime import InProcessCandidate
 
     metrics: list[list[PositionMetrics]] = []
     for attn in ("eager", "sdpa") if baseline in ("bfloat16", "float16") else ("eager",):
         try:
             other = InProcessCandidate(
-                load_transformers(folder, baseline, attn=attn), folder, baseline, kind="reference", hf=True
+                references.load_transformers(folder, baseline, attn=attn), folder, baseline, kind="reference", hf=True
             )
             runs = [other.score([prompt.sequence], top_k * 2)[0] for prompt in prompts]
             other.close()
@@ -367,7 +355,7 @@ def record_in_worker(folder: str, options: dict[str, Any], unsafe_no_sandbox: bo
     writing into the worker's temp dir and returning the two files' content as data."""
     out = Path(tempfile.mkdtemp(prefix="golden-")) / "golden"
     options = {**options, "calibrate": tuple(options.get("calibrate", ()))}
-    with remote_code_allowed():
+    with references.remote_code_allowed():
         record(folder, out, policy=RemoteCodePolicy(True, unsafe_no_sandbox), **options)
     return golden_texts(out)
 
@@ -403,7 +391,7 @@ def record_in_sandbox(
     files = references.run_in_sandbox(WORKER, args, folder, policy)  # looked up per call: tests stand in for it
     with tempfile.TemporaryDirectory(prefix="onboard-golden-") as tmp:
         golden = golden_from_texts(files, Path(tmp))
-    identity = describe(ref, policy, folder)  # computed here: the worker cannot tell how it was isolated
+    identity = references.describe(ref, policy, folder)  # computed here: the worker cannot tell how it was isolated
     manifest = {
         **golden.manifest,
         "source": source,

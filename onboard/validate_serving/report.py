@@ -112,19 +112,14 @@ def _mark(check: dict[str, Any]) -> str:
 
 def summary(result: dict[str, Any]) -> str:
     """The human summary: verdict, every check, performance figures with where they were measured."""
-    cand = result["candidate"]
-    verdict = "PASSED" if result["passed"] else "FAILED"
-    lines = [
-        f"validate: {verdict} — {cand['name']} ({cand['kind']}, {cand['dtype']}) vs goldens {result['golden']['folder']}",
-        "",
-    ]
+    cand, verdict = result["candidate"], "PASSED" if result["passed"] else "FAILED"
+    against = f"vs goldens {result['golden']['folder']}"
     if result.get("self_check"):
-        lines[0] = (
-            f"validate SELF-CHECK: {verdict} — {cand['name']} ({cand['dtype']}) vs goldens {result['golden']['folder']}"
-        )
-        lines.insert(1, f"  {SELF_CHECK}: no checklist item is ticked by it")
-    for c in result["checks"]:
-        lines.append(f"  [{_mark(c)}] {c['name']}: {c['detail']}")
+        lines = [f"validate SELF-CHECK: {verdict} — {cand['name']} ({cand['dtype']}) {against}"]
+        lines.append(f"  {SELF_CHECK}: no checklist item is ticked by it")
+    else:
+        lines = [f"validate: {verdict} — {cand['name']} ({cand['kind']}, {cand['dtype']}) {against}"]
+    lines += [""] + [f"  [{_mark(c)}] {c['name']}: {c['detail']}" for c in result["checks"]]
     if result.get("divergence"):  # the bisect ran: a fidelity check failed on an in-process adapter
         lines.append(f"  where: {result['divergence']} (per_layer_error in the JSON)")
     perf = result.get("performance")

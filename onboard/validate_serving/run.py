@@ -8,16 +8,8 @@ from typing import Any
 
 from onboard.checks import Check, skipped
 from onboard.comparator import compare_rows, scale_ratio, tolerances
+from onboard.validate_serving import checks as behaviour
 from onboard.validate_serving.candidates import Candidate
-from onboard.validate_serving.checks import (
-    degeneration,
-    determinism_batch,
-    determinism_padding,
-    determinism_repeat,
-    fp16_overflow,
-    nan_inf_scan,
-    stop_set,
-)
 from onboard.validate_serving.golden import GoldenSet, read_golden
 from onboard.validate_serving.parity import PromptParity, greedy_parity, logit_checks, score_prompts
 from onboard.validate_serving.report import SELF_CHECK
@@ -125,19 +117,19 @@ def validate(
     checks.append(greedy_check)
     groups = set(GROUPS) if only is None else set(only)
     if "determinism" in groups:
-        checks.append(determinism_repeat(golden, candidate, top_k, tol))
-        checks.append(determinism_batch(golden, candidate, top_k, tol))
-        checks.append(determinism_padding(golden, candidate, top_k, tol))
+        checks.append(behaviour.determinism_repeat(golden, candidate, top_k, tol))
+        checks.append(behaviour.determinism_batch(golden, candidate, top_k, tol))
+        checks.append(behaviour.determinism_padding(golden, candidate, top_k, tol))
     if "behaviour" in groups:
-        checks.append(degeneration(greedy))
-        checks.append(stop_set(golden, candidate))
+        checks.append(behaviour.degeneration(greedy))
+        checks.append(behaviour.stop_set(golden, candidate))
     if "precision" in groups:
         activations = None
         if candidate.capabilities.activations:
             longest = max(golden.prompts, key=lambda p: len(p.sequence))
             activations = candidate.scan_activations(longest.sequence)
-        checks.append(nan_inf_scan([p.rows for p in parities], activations))
-        checks.append(fp16_overflow(golden, dtype, activations))
+        checks.append(behaviour.nan_inf_scan([p.rows for p in parities], activations))
+        checks.append(behaviour.fp16_overflow(golden, dtype, activations))
     checks += [identity, *_info_checks(golden, candidate)]
     perf = None
     if performance:
