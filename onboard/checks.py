@@ -1,9 +1,7 @@
 """Check: one verdict of a stage, and the stage result that carries a stage's checks.
 
-Every stage writes its result as one JSON object: `stage`, `passed` (every required check passed), `checks` (each a
-Check as JSON: name, passed, required, detail, skipped, not_applicable), then the stage's own fields.
-checklists/day-zero.yaml ticks its items by check name; promote reads the checks back (promote/stage_results.py)
-and records them, each with its stage, in the promotion record.
+Every stage writes one JSON object: `stage`, `passed` (every required check passed), `checks`, then its own fields.
+checklists/day-zero.yaml ticks its items by check name; promote reads the checks back (promote/stage_results.py).
 """
 
 from __future__ import annotations
@@ -40,6 +38,11 @@ class Check:
         out = serde.to_dict(self)
         out.pop("data", None)
         return out
+
+
+def skipped(name: str, detail: str, *, passed: bool = False, required: bool = False, **fields: Any) -> Check:
+    """A check that did not run; `detail` says why and what would run it."""
+    return Check(name, passed, required, detail, skipped=True, **fields)
 
 
 def all_passed(checks: Sequence[Check]) -> bool:

@@ -1,24 +1,13 @@
 """Compare a candidate's next-token distributions with the reference's, position by position, against a noise model.
 
-Why not vLLM's rule (each side's token inside the other's top-k at the first divergence): it has no value tolerance,
-so logits scaled ×10 (argmax unchanged) pass (BUGZOO B34). Why not SGLang's fixed 5e-2: it is order-sensitive and
-flaky on near-ties (B48). Why not "4× the worst reference error" alone (this module's first rule): in bfloat16 the
-worst position is ~1 nat off, so logits ×1.03, rms_norm_eps ×100 and a wrong rope theta all fit under it.
+The candidate's error distribution over all positions is judged against the reference's own run in the same dtype
+(measured when the goldens were recorded: `noise_from`): mean KL, the tail, the later positions, the logit-scale
+slope, top-1 swaps, and the worst position. Why not simpler rules: vLLM's (each side's token in the other's top-k)
+has no value tolerance, so logits x10 pass (BUGZOO B34); a fixed bound such as SGLang's 5e-2 is flaky on near-ties
+(B48); a bound on the worst position alone lets logits x1.03 or a wrong rope theta through in bfloat16.
 
-So the candidate's error DISTRIBUTION over all positions is compared with the reference's own run in the same
-dtype (the float32 golden vs the same model in bfloat16/float16, or float64 for float32 candidates), measured
-when the goldens were recorded (`noise_from`): mean KL (with a sampling allowance for few positions), the tail
-(runs of positions above 4× its p99), the later positions (errors that grow with position: rope), the logit-scale
-regression over every position (×1.03 is a slope of 1.03 however small each error is), the top-1 swap rate, and the
-worst position (max KL, max logprob error) for gross errors. A top-1 swap is excused only where the reference's own
-same-dtype run swaps too, or where the gap is within the reference's measured margin noise.
-
-Both stages judge with it: validate (candidate vs goldens, the noise measured when they were recorded) and generate's
-parity (adapter vs transformers on the same machine: `agreement`, the noise measured in the same run).
-
-Per position: top-1 agreement, top-k overlap, KL(ref‖cand) over the reference top-k plus one tail bucket, max
-logprob error over the reference top-k, the top-1/runner-up margin change, and the sums of the logit-scale
-regression (the candidate's logprob differences on the reference's: ×10 logits give a slope of 10).
+validate (candidate vs goldens) and generate's parity (`agreement`: adapter vs transformers, the noise measured in
+the same run) both judge with it.
 """
 
 from __future__ import annotations
@@ -31,8 +20,8 @@ from typing import Any
 from onboard.errors import UnknownDtype
 
 CALIBRATION = {"float32": "float64", "bfloat16": "bfloat16", "float16": "float16"}
-"""Candidate dtype -> the reference run compared with the float32 reference to measure that dtype's noise: float64
-for float32 (another correct rounding), the same model in the low precision itself for bfloat16/float16."""
+"""Candidate dtype -> the run compared with the float32 reference to measure that dtype's noise: float64 for
+float32 (another correct rounding), the model itself in the low precision for bfloat16/float16."""
 
 DTYPE_COLUMNS = ("float64", "float32", "float16", "bfloat16")
 """The order of the floor and uncalibrated tuples in THRESHOLDS' rows."""
@@ -48,74 +37,59 @@ def _row(multiplier: float, floor: tuple[float, ...], uncalibrated: tuple[float,
     }
 
 
-# THE threshold table (the only one): every check that bounds a numeric difference reads it. validate, generate's
-# and MTP's parity through `tolerances` / `agreement`; the first-divergence bisect (`point_error`) and
-# quantize-plan's runner (`token_wise`) through `threshold`. With a calibration for the candidate's dtype in the goldens, each tolerance is
-# max(floor, multiplier × the reference's own statistic in that dtype); floors only stop a perfectly quiet reference
-# (float32 vs float64: KL ~1e-13) from demanding bit-exactness of another kernel library. Without a calibration the
-# `uncalibrated` column applies alone (the old generous bounds: nothing better is known, and validate says so).
-#   stat: what is compared; why: the reason for the multiplier (figures: docs/fidelity.md, re-measured by
-#   benchmarks/fidelity_limits.py).
+# The one threshold table: every check that bounds a numeric difference reads it (validate, generate's and MTP's
+# parity through `tolerances` / `agreement`; the first-divergence bisect and quantize-plan's runner through
+# `threshold`). Calibrated: max(floor, multiplier x the reference's own statistic in that dtype); floors stop a
+# perfectly quiet reference (float32 vs float64) from demanding bit-exactness. Uncalibrated: that column alone.
+# stat: what is compared; why: the multiplier's reason (figures: docs/fidelity.md, benchmarks/fidelity_limits.py).
 THRESHOLDS: dict[str, dict[str, object]] = {
     "kl_mean": _row(1.5, (1e-14, 1e-10, 1e-8, 1e-6), (1e-13, 1e-10, 1e-4, 1e-3),
         stat="mean KL(ref||cand) over positions <= multiplier x (reference mean + SAMPLE_SIGMAS x its sd / sqrt(N)) "
              "+ kl_max / N",
-        why="a second correct implementation rounds about as the reference's own low-precision run does: on the "
-            "trained fixture the generated adapter measured 0.83x (bf16) and 0.85x (fp16) its mean KL, "
-            "re-parametrised reruns 0.9-1.2x; rms_norm_eps x100 there is 2.6x in bf16. Heavy tails (MoE routing "
-            "flips: reruns 0.03-3.5x) are what the SAMPLE_SIGMAS allowance on the reference's sd absorbs"),
+        why="a second correct implementation rounds about as the reference's own low-precision run does; heavy "
+            "tails (MoE routing flips) are what the SAMPLE_SIGMAS allowance on the reference's sd absorbs"),
     "kl_late": _row(1.5, (1e-14, 1e-10, 1e-8, 1e-6), (1e-13, 1e-10, 1e-4, 1e-3),
         stat="as kl_mean, over the positions at index >= LATE_FROM",
-        why="positional trend: rope and norm errors are small at the first positions and grow with distance, so "
-            "the short prompts dilute them in the overall mean (rms_norm_eps x100, trained fixture, bf16: 2.6x "
-            "the reference overall, 3.8x past index 64)"),
+        why="positional trend: rope and norm errors grow with distance, so the short prompts dilute them in the "
+            "overall mean"),
     "kl_tail": _row(4.0, (1e-12, 1e-9, 1e-7, 1e-5), (1e-12, 1e-9, 1e-3, 5e-3),
         stat="runs of consecutive positions whose KL exceeds multiplier x the reference p99, vs a Poisson bound on 1% of N",
         why="a defect confined to a few positions (a soft-cap reached by few logits, a window edge) hides in the "
-            "mean; runs, not positions, are counted because one disturbance (an MoE routing flip) reaches every "
-            "later position attending to it; clean reruns stay far below 1% of N"),
+            "mean; runs are counted because one disturbance reaches every later position attending to it"),
     "kl_max": _row(4.0, (1e-12, 1e-9, 1e-6, 1e-4), (1e-12, 1e-9, 1e-3, 5e-3),
         stat="max KL over positions",
         why="gross single-position errors; the worst of N positions is a noisy statistic, hence 4x"),
     "max_logprob_error": _row(4.0, (1e-6, 2e-5, 2e-3, 2e-2), (1e-6, 2e-5, 1e-2, 8e-2),
         stat="max |logprob error| over the reference top-k, over positions",
-        why="gross single-position errors; the float32 floor covers another kernel library (vLLM CPU fp32 vs "
-            "transformers ~5e-7)"),
+        why="gross single-position errors; the float32 floor covers another kernel library"),
     "logit_scale": _row(4.0, (1e-6, 1e-4, 1e-3, 2e-3), (1e-4, 1e-2, 2e-2, 5e-2),
         stat="|slope - 1| of the logit-scale regression over all positions, + SAMPLE_SIGMAS x its standard error",
-        why="rounding is nearly unbiased: over the trained fixture's 628 positions clean reruns stay within 9e-4 "
-            "of 1 in bf16 (1e-4 in fp16), so the floor sets the limit; logits x1.03 (a dropped or doubled "
-            "multiplier) is a slope of 1.03. Noisy models widen it through the regression's standard error"),
+        why="rounding is nearly unbiased, so the floor sets the limit; a dropped or doubled multiplier (logits "
+            "x1.03) is a slope of 1.03. Noisy models widen it through the regression's standard error"),
     "top1_swaps": _row(3.0, (1e-4, 1e-3, 2e-3, 5e-3), (1e-3, 1e-2, 5e-2, 1e-1),
         stat="top-1 swaps <= Poisson bound on multiplier x the reference's own swap rate x N",
-        why="near-ties flip in low precision (B48) at about the reference's own rate (bf16: 1.5% of positions "
-            "on the trained fixture); a wrong rope theta flips 10-20%, most by small gaps"),
+        why="near-ties flip in low precision (B48) at about the reference's own rate; a wrong rope theta flips "
+            "many more"),
     "near_tie": _row(2.0, (1e-5, 1e-4, 2e-3, 1e-2), (1e-5, 1e-3, 2e-2, 1e-1),
         stat="a top-1 swap is excused where the reference's own run swaps too, or its gap is below multiplier x "
              "the reference's largest change of the top-1/runner-up margin (of any logprob, when that is larger)",
-        why="a swap is noise only when rounding can move the margin it crosses that far: the reference's own "
-            "largest margin change, or its worst logprob error when larger (heavy tails: MoE routing flips); the "
-            "old excuse (8x the worst logprob error) forgave 112 of 125 swaps under a wrong rope theta"),
+        why="a swap is noise only when rounding can move the margin it crosses that far (heavy tails: MoE routing "
+            "flips move whole distributions)"),
     "point_error": _row(2.0, (1e-9, 1e-4, 5e-3, 2e-2), (1e-9, 1e-4, 5e-3, 2e-2),
         stat="max|adapter - reference| / max|reference| at one hooked module output (generate's first-divergence "
              "bisect, generate_adapter/divergence.py), <= multiplier x the reference's own error there in that dtype",
-        why="intermediate activations, not distributions: the bisect names the first module past its bound. Clean "
-            "float32 adapters stay near 1e-6 at every point, so 1e-4 is generate's float32 parity bar; in low "
-            "precision the floor sits under 2x the reference's own rounding at the same point, when that was "
-            "captured (without it the floor alone applies)"),
+        why="intermediate activations, not distributions: the bisect names the first module past its bound; 1e-4 "
+            "is generate's float32 parity bar, and in low precision the floor alone applies when the reference's "
+            "own rounding at that point was not captured"),
     "token_wise": _row(1.0, (1e-2, 1e-2, 1e-2, 1e-2), (1e-2, 1e-2, 1e-2, 1e-2),
         stat="|module over every prompt's tokens at once - module per prompt| / |module per prompt|, per token "
              "(quantize-plan's runner, quantize/forward.py): never calibrated, the bound alone applies",
-        why="not a fidelity verdict: it tells a module that maps each token on its own (a projection, a dense MLP), "
-            "whose batched rerun rounds a little differently, from one that mixes neighbouring tokens (a time "
-            "shift, a convolution), which misses by far more than 1% of the token's norm in any dtype"),
+        why="not a fidelity verdict: it tells a module that maps each token on its own (whose batched rerun rounds "
+            "a little differently) from one that mixes neighbouring tokens (a time shift, a convolution)"),
 }  # fmt: skip
 ROUTING_FLIPS_ALLOWED = 4
-"""MoE models: positions beyond the single-position bounds (max logprob error, max KL) excused as routing flips. A
-router near-tie picks another expert for a token in either run by rounding alone (tiny random MoE checkpoints:
-the generated granitemoe adapter in bf16 flips one position of 69, 0.113 nats, where transformers' own eager and
-sdpa runs flip none), and a few reference runs under-sample it. A router that rounds where its reference does not
-flips many tokens and still fails; the mean, tail, late and swap rules judge every position."""
+"""MoE models: positions beyond the single-position bounds (max logprob error, max KL) excused as routing flips: a
+router near-tie picks another expert by rounding alone. The mean, tail, late and swap rules still judge them."""
 SAMPLE_SIGMAS = 4.0
 """Standard errors a statistic of N positions may sit above its expectation (one false alarm in ~30 000 per check)."""
 TAIL_QUANTILE = 0.99
@@ -136,8 +110,8 @@ class TopK:
 
 @dataclass(frozen=True)
 class NoiseStats:
-    """The reference's own spread for one candidate dtype (stored in the golden MANIFEST; new fields default so
-    older manifests still load, and `tolerances` substitutes conservative values for what they lack)."""
+    """The reference's own spread for one candidate dtype, stored in the golden MANIFEST (fields added later default,
+    so older manifests still load)."""
 
     dtype: str
     baseline: str
@@ -222,62 +196,53 @@ def threshold(rule: str, dtype: str, measured: float | None = None) -> float:
     return max(float(row["floor"][dtype]), float(row["multiplier"]) * measured)
 
 
+# Tolerances field -> the THRESHOLDS rule that bounds it.
+BOUNDS = {
+    "max_logprob_error": "max_logprob_error",
+    "kl_max": "kl_max",
+    "kl_mean": "kl_mean",
+    "logit_scale": "logit_scale",
+    "near_tie": "near_tie",
+    "kl_tail_level": "kl_tail",
+    "kl_late_mean": "kl_late",
+    "swap_rate": "top1_swaps",
+}
+
+
 def tolerances(dtype: str, noise: NoiseStats | None) -> Tolerances:
     """The tolerance table applied to one dtype and its calibrated noise (the uncalibrated column without one).
     A dtype outside DTYPE_COLUMNS raises UnknownDtype."""
-    known_dtype(dtype, DTYPE_COLUMNS, "column in the comparator's threshold table")
-
-    def row(metric: str) -> dict[str, Any]:
-        return THRESHOLDS[metric]  # type: ignore[return-value]
-
-    def tol(metric: str, measured: float) -> float:
-        return threshold(metric, dtype, measured)
-
-    def uncalibrated(metric: str) -> float:
-        return threshold(metric, dtype)
-
-    usable = noise is not None and not noise.nonfinite
-    n = noise if usable else None
+    n = noise if noise is not None and not noise.nonfinite else None
     if n is None:
-        u = uncalibrated
-        return Tolerances(
-            dtype,
-            u("max_logprob_error"),
-            u("kl_max"),
-            u("kl_mean"),
-            u("logit_scale"),
-            u("near_tie"),
-            False,
-            0.0,
-            u("kl_tail"),
-            u("kl_late"),
-            0.0,
-            u("top1_swaps"),
-        )
+        return Tolerances(dtype, calibrated=False, **{f: threshold(rule, dtype) for f, rule in BOUNDS.items()})
     # Older manifests lack the distribution statistics: substitute bounds that can only widen the tolerance.
     kl_sd = n.kl_sd if n.kl_sd is not None else n.kl_max
     late = n.late_positions > 0 and n.kl_late_mean is not None
-    late_mean = n.kl_late_mean if late else n.kl_mean  # no calibrated late positions: the overall distribution
     late_sd = n.kl_late_sd if late and n.kl_late_sd is not None else kl_sd
-    # Margin noise: the largest change of a top-1/runner-up margin the reference's own run showed, or of any single
-    # logprob when that is larger (heavy-tailed noise: MoE routing flips move whole distributions).
-    margin = max(n.margin_max if n.margin_max is not None else 2 * n.max_logprob_error, n.max_logprob_error)
-    slope = n.slope_deviation if n.slope_deviation is not None else n.logit_scale
+    measured = {
+        "max_logprob_error": n.max_logprob_error,
+        "kl_max": n.kl_max,
+        "kl_mean": n.kl_mean,
+        "logit_scale": n.slope_deviation if n.slope_deviation is not None else n.logit_scale,
+        # Margin noise: the largest top-1/runner-up margin change of the reference's own run, or of any single
+        # logprob when that is larger (heavy-tailed noise: MoE routing flips move whole distributions).
+        "near_tie": max(n.margin_max if n.margin_max is not None else 2 * n.max_logprob_error, n.max_logprob_error),
+        "kl_tail": n.kl_p99 if n.kl_p99 is not None else n.kl_max,
+        "kl_late": n.kl_late_mean if late else n.kl_mean,  # no calibrated late positions: the overall distribution
+        "top1_swaps": n.swap_rate if n.swap_rate is not None else 1.0,
+    }
     return Tolerances(
         dtype,
-        tol("max_logprob_error", n.max_logprob_error),
-        tol("kl_max", n.kl_max),
-        tol("kl_mean", n.kl_mean),
-        tol("logit_scale", slope),
-        tol("near_tie", margin),
-        True,
-        float(row("kl_mean")["multiplier"]) * kl_sd,
-        tol("kl_tail", n.kl_p99 if n.kl_p99 is not None else n.kl_max),
-        tol("kl_late", late_mean),  # type: ignore[arg-type]
-        float(row("kl_late")["multiplier"]) * late_sd,  # type: ignore[operator]
-        tol("top1_swaps", n.swap_rate if n.swap_rate is not None else 1.0),
-        tuple(n.swaps),
+        calibrated=True,
+        kl_sd=_multiplier("kl_mean") * kl_sd,
+        kl_late_sd=_multiplier("kl_late") * late_sd,
+        reference_swaps=tuple(n.swaps),
+        **{f: threshold(rule, dtype, measured[rule]) for f, rule in BOUNDS.items()},  # type: ignore[arg-type]
     )
+
+
+def _multiplier(rule: str) -> float:
+    return float(THRESHOLDS[rule]["multiplier"])  # type: ignore[arg-type]
 
 
 def compare_position(
@@ -338,9 +303,8 @@ def compare_rows(
 
 def scale_ratio(metrics: Sequence[PositionMetrics]) -> float | None:
     """Least-squares logit-scale slope over positions (None when the distributions are too flat to tell)."""
-    num = sum(m.scale_num for m in metrics)
-    den = sum(m.scale_den for m in metrics)
-    return num / den if den > MIN_SCALE_SPREAD else None
+    fit = scale_fit(metrics)
+    return fit[0] if fit else None
 
 
 def scale_fit(metrics: Sequence[PositionMetrics]) -> tuple[float, float] | None:
@@ -400,11 +364,9 @@ class Verdict:
     kl_late_mean: float | None = None
     allowed_swaps: int = 0
     routing_flips: int = 0
-    """MoE only: positions beyond the single-position bounds excused as routing flips (their values are not in
-    max_logprob_error and kl_max)."""
+    """MoE only: positions excused as routing flips (left out of max_logprob_error and kl_max)."""
     failed: tuple[str, ...] = ()
-    """The checks that failed, one stable name each (FAILED_CHECKS), in the order of `reasons`: what a caller
-    reads instead of the reasons' text."""
+    """Stable names of the failed checks (FAILED_CHECKS), in the order of `reasons`: what callers read."""
 
 
 FAILED_CHECKS = ("max-logprob-error", "max-kl", "mean-kl", "kl-tail", "kl-late", "top1-beyond-near-tie",
@@ -412,9 +374,8 @@ FAILED_CHECKS = ("max-logprob-error", "max-kl", "mean-kl", "kl-tail", "kl-late",
 
 
 def tail_events(metrics: Sequence[PositionMetrics], level: float) -> int:
-    """Runs of consecutive positions (within a prompt) whose KL exceeds `level`. One disturbance — a near-tie flip,
-    an MoE routing flip — reaches every later position that attends to it, so runs, not positions, are the
-    independent events a Poisson bound can count."""
+    """Runs of consecutive positions (within a prompt) whose KL exceeds `level`: one disturbance reaches every later
+    position that attends to it, so runs, not positions, are the independent events a Poisson bound can count."""
     events, previous = 0, None
     for m in metrics:
         above = not m.kl <= level
@@ -425,11 +386,8 @@ def tail_events(metrics: Sequence[PositionMetrics], level: float) -> int:
 
 
 def judge(metrics: Sequence[PositionMetrics], tol: Tolerances, *, moe: bool = False) -> Verdict:
-    """Pass/fail of a set of positions against the tolerances (the logit scale is `judge_scale`'s).
-
-    moe: up to ROUTING_FLIPS_ALLOWED positions beyond the single-position bounds are routing flips, not defects (they
-    still count in the mean, the tail and the swaps). Callers that do not say (validate) judge every position.
-    """
+    """Pass/fail of a set of positions against the tolerances (the logit scale is `judge_scale`'s). moe: up to
+    ROUTING_FLIPS_ALLOWED positions beyond the single-position bounds are routing flips, not defects."""
     if not metrics:
         return Verdict(True, (), 0.0, 0.0, 0.0, 0, 0, 0)
     n = len(metrics)
@@ -443,25 +401,20 @@ def judge(metrics: Sequence[PositionMetrics], tol: Tolerances, *, moe: bool = Fa
     err = max(m.max_logprob_error for m in rest)
     kl_max = max(m.kl for m in rest)
     kl_mean = sum(kls) / n
-    reasons: list[str] = []
-    failed: list[str] = []
+    failures: dict[str, str] = {}  # FAILED_CHECKS name -> reason
     if not err <= tol.max_logprob_error:
-        failed.append("max-logprob-error")
-        reasons.append(f"max logprob error {err:.3g} > {tol.max_logprob_error:.3g}")
+        failures["max-logprob-error"] = f"max logprob error {err:.3g} > {tol.max_logprob_error:.3g}"
     if not kl_max <= tol.kl_max:
-        failed.append("max-kl")
-        reasons.append(f"max KL {kl_max:.3g} > {tol.kl_max:.3g}")
+        failures["max-kl"] = f"max KL {kl_max:.3g} > {tol.kl_max:.3g}"
     # Sampling allowance: SAMPLE_SIGMAS standard errors, plus one position as bad as the worst allowed (KL is heavy-
     # tailed: over a few positions one outlier moves the mean more than the normal approximation says).
     mean_limit = tol.kl_mean + SAMPLE_SIGMAS * tol.kl_sd / math.sqrt(n) + tol.kl_max / n
     if not kl_mean <= mean_limit:
-        failed.append("mean-kl")
-        reasons.append(f"mean KL {kl_mean:.3g} > {mean_limit:.3g} over {n} positions")
+        failures["mean-kl"] = f"mean KL {kl_mean:.3g} > {mean_limit:.3g} over {n} positions"
     tail = tail_events(metrics, tol.kl_tail_level)
     tail_allowed = poisson_bound((1 - TAIL_QUANTILE) * n)
     if tail > tail_allowed:
-        failed.append("kl-tail")
-        reasons.append(
+        failures["kl-tail"] = (
             f"KL tail: {tail} runs of positions above {tol.kl_tail_level:.3g} in {n} (allowed {tail_allowed})"
         )
     late = [m.kl for m in metrics if m.index >= LATE_FROM]
@@ -469,21 +422,22 @@ def judge(metrics: Sequence[PositionMetrics], tol: Tolerances, *, moe: bool = Fa
     if late_mean is not None:
         late_limit = tol.kl_late_mean + SAMPLE_SIGMAS * tol.kl_late_sd / math.sqrt(len(late)) + tol.kl_max / len(late)
         if not late_mean <= late_limit:
-            failed.append("kl-late")
-            reasons.append(f"KL grows with position: mean {late_mean:.3g} past index {LATE_FROM} > {late_limit:.3g}")
+            failures["kl-late"] = (
+                f"KL grows with position: mean {late_mean:.3g} past index {LATE_FROM} > {late_limit:.3g}"
+            )
     swaps = [m for m in metrics if not m.top1_agree]
     excused = set(tol.reference_swaps)
     ties = [m for m in swaps if m.gap <= tol.near_tie or m.key in excused]
     if len(swaps) > len(ties):
-        failed.append("top1-beyond-near-tie")
-        reasons.append(f"{len(swaps) - len(ties)} top-1 disagreement(s) beyond the near-tie gap {tol.near_tie:.3g}")
+        beyond = len(swaps) - len(ties)
+        failures["top1-beyond-near-tie"] = f"{beyond} top-1 disagreement(s) beyond the near-tie gap {tol.near_tie:.3g}"
     allowed = poisson_bound(tol.swap_rate * n)
     if len(swaps) > allowed:
-        failed.append("top1-rate")
-        reasons.append(f"{len(swaps)} top-1 swaps in {n} positions (the reference's own rate allows {allowed})")
+        failures["top1-rate"] = f"{len(swaps)} top-1 swaps in {n} positions (the reference's own rate allows {allowed})"
+    reasons, failed = tuple(failures.values()), tuple(failures)
     return Verdict(
         not reasons,
-        tuple(reasons),
+        reasons,
         err,
         kl_max,
         kl_mean,
@@ -494,7 +448,7 @@ def judge(metrics: Sequence[PositionMetrics], tol: Tolerances, *, moe: bool = Fa
         late_mean,
         allowed,
         len(flips),
-        tuple(failed),
+        failed,
     )
 
 
@@ -506,6 +460,12 @@ def judge_scale(metrics: Sequence[PositionMetrics], tol: Tolerances) -> tuple[bo
     slope, se = fit
     limit = tol.logit_scale + SAMPLE_SIGMAS * se
     return abs(slope - 1.0) <= limit, slope, limit
+
+
+def pooled_noise(dtype: str, baseline: str, prompts: Sequence[Sequence[PositionMetrics]]) -> NoiseStats:
+    """noise_from over the metrics of several prompts (of one run or more, pooled), each with its own scale ratio."""
+    ratios = [r for r in map(scale_ratio, prompts) if r is not None]
+    return noise_from(dtype, baseline, [m for metrics in prompts for m in metrics], ratios)
 
 
 def noise_from(
@@ -535,13 +495,9 @@ def noise_from(
         late_positions=sum(1 for m in metrics if m.index >= LATE_FROM),
         slope_deviation=abs(fit[0] - 1.0) if fit else 0.0,
         swap_rate=len(swaps) / len(metrics),
-        margin_max=max(_finite(m.margin_error for m in metrics), default=0.0),
+        margin_max=max((m.margin_error for m in metrics if math.isfinite(m.margin_error)), default=0.0),
         swaps=tuple(m.key for m in swaps if m.prompt),
     )
-
-
-def _finite(values: Iterable[float]) -> list[float]:
-    return [v for v in values if math.isfinite(v)]
 
 
 def topk_rows(logits: Any, k: int, next_ids: Sequence[int] | None) -> list[TopK]:
@@ -600,17 +556,12 @@ def agreement(
     or more runs, pooled, as golden recording pools eager and sdpa attention). A dtype outside CALIBRATION raises
     UnknownDtype."""
     calibration = CALIBRATION[known_dtype(dtype, CALIBRATION, "calibration run")]
-    own, ratios, ours = [], [], []
-    for run in own_runs:
-        for i, (ref, mine, ids) in enumerate(zip(reference, run, next_ids)):
-            metrics = compare_rows(ref, mine, ids, prompt=f"p{i}")
-            own.extend(metrics)
-            ratio = scale_ratio(metrics)
-            if ratio is not None:
-                ratios.append(ratio)
-    for i, (ref, cand, ids) in enumerate(zip(reference, candidate, next_ids)):
-        ours.extend(compare_rows(ref, cand, ids, prompt=f"p{i}"))
-    noise = noise_from(dtype, calibration, own, ratios)
+
+    def per_prompt(rows: Sequence[Sequence[TopK]]) -> list[list[PositionMetrics]]:
+        return [compare_rows(r, c, ids, prompt=f"p{i}") for i, (r, c, ids) in enumerate(zip(reference, rows, next_ids))]
+
+    noise = pooled_noise(dtype, calibration, [m for run in own_runs for m in per_prompt(run)])
+    ours = [m for metrics in per_prompt(candidate) for m in metrics]
     tol = tolerances(dtype, noise)
     verdict = judge(ours, tol, moe=moe)
     scale_ok, slope, limit = judge_scale(ours, tol)

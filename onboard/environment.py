@@ -1,8 +1,5 @@
-"""Where a figure came from: library versions, hardware, and resolving a SOURCE to a local folder.
-
-Every golden, comparison and performance number is reported with these, because identical weights give different
-numbers on different kernels and hardware (the whole point of `validate`).
-"""
+"""Where a figure came from (hardware: identical weights give other numbers on other kernels and machines), and
+resolving a SOURCE to a local folder."""
 
 from __future__ import annotations
 

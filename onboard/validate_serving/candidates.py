@@ -1,14 +1,9 @@
-"""The Candidate interface: what is being validated against the goldens.
+"""The Candidate interface: what is validated against the goldens.
 
-Two kinds:
-  (a) in-process: our generated adapter runtime (`adapters/<model_type>.py`, `Model.from_pretrained` with path and dtype,
-      `model(input_ids, attention_mask, cache) -> logits`: left-padded batches, KV-cached decoding), or transformers
-      itself as a labelled self-check of the harness (kind="reference-as-candidate").
-  (b) any OpenAI-compatible endpoint (`onboard.validate_serving.endpoint.EndpointCandidate`).
-
-Every candidate answers two questions: `score` (teacher-forced distributions at every position of given sequences)
-and `generate` (greedy continuation with per-step top-k). What a candidate cannot do is declared in `Capabilities`
-so the report can say "not checked" instead of passing it silently.
+In process (runtime.py): the generated adapter, or transformers as a labelled self-check of the harness; or any
+OpenAI-compatible endpoint (endpoint.py). Each answers `score` (teacher-forced distributions) and `generate` (greedy
+continuation with per-step top-k); what it cannot do is declared in `Capabilities`, so the report says "not checked"
+instead of passing silently.
 """
 
 from __future__ import annotations
@@ -18,7 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
-from onboard.comparator import TopK  # the comparator's row: defined with what compares it
+from onboard.comparator import TopK
 
 DTYPES = ("float32", "bfloat16", "float16", "float64")
 T = TypeVar("T")
@@ -30,9 +25,9 @@ class Generation:
     steps: tuple[TopK, ...]
     """One per generated token: the distribution it was chosen from."""
     finish_reason: str | None = None
-    """"stop" (a stop token ended it), "length", or None when the engine does not say."""
+    """"stop", "length", or None when the engine does not say."""
     times: tuple[float, ...] = ()
-    """Seconds from sending the request to each token's arrival (streamed or decoded), for performance figures."""
+    """Seconds from sending the request to each token's arrival, for the performance figures."""
 
 
 @dataclass(frozen=True)
@@ -46,15 +41,13 @@ class LayerStat:
 class Capabilities:
     prompt_logprobs: bool = True
     """Teacher-forced distributions at prompt positions (vLLM prompt_logprobs, OpenAI echo+logprobs, in-process)."""
-    generation_logprobs: bool = True
     batch: bool = True
     padding: bool = True
-    """A sequence can be scored inside a batch of sequences of other lengths (in process: padded batches with an
-    attention mask; an engine: several prompts per request, or concurrent requests, which it batches itself)."""
+    """A sequence can be scored in a batch of sequences of other lengths (padded, or several prompts per request)."""
     concurrent: bool = False
     """Requests may be sent concurrently from threads (an engine's scheduler batches them as it batches traffic)."""
     activations: bool = False
-    """Per-layer activation statistics (hooks) are available."""
+    """Per-layer activation statistics (hooks)."""
     force_token: bool = True
     """A token can be forced (logit_bias) to test stops."""
     ignore_eos: bool = True
@@ -72,10 +65,12 @@ class CandidateInfo:
 
 
 class Candidate(Protocol):
+    """What validate calls; an implementation may subclass it for the defaults (nothing to scan, nothing to close)."""
+
     info: CandidateInfo
     capabilities: Capabilities
-    stop_ids: tuple[int, ...]
-    """The stop set the candidate itself will honour (from what it loaded), empty when unknown."""
+    stop_ids: tuple[int, ...] = ()
+    """The stop set the candidate honours (from what it loaded), empty when unknown."""
 
     def score(self, sequences: Sequence[Sequence[int]], top_k: int, padding: str = "right") -> list[list[TopK]]:
         """Per sequence, distributions at positions 0..len-2 (each predicting the next token of the sequence)."""
@@ -95,9 +90,10 @@ class Candidate(Protocol):
 
     def scan_activations(self, sequence: Sequence[int]) -> list[LayerStat] | None:
         """Per-module max-abs and non-finite counts over one forward, or None when not observable."""
-        ...
+        return None
 
-    def close(self) -> None: ...
+    def close(self) -> None:
+        return None
 
 
 def run_concurrently(calls: Sequence[Callable[[], T]]) -> list[T]:

@@ -1,7 +1,7 @@
 """Behavioural checks beyond parity: determinism, degeneration, stops, NaN/inf and fp16 overflow.
 
-Each returns a Check with a stable name (checklists/day-zero.yaml links to them). What a candidate cannot
-show (no batch, no padding, no activations, no logit_bias) is reported as skipped with the reason, never as a pass.
+What a candidate cannot show (no batch, no padding, no activations, no logit_bias) is skipped with the reason, never
+passed.
 """
 
 from __future__ import annotations
@@ -9,10 +9,10 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from onboard.checks import Check
+from onboard.checks import Check, skipped
 from onboard.comparator import Tolerances, compare_rows, first_difference, judge, known_dtype
 from onboard.validate_serving.candidates import Candidate, LayerStat, TopK, run_concurrently
-from onboard.validate_serving.golden import GoldenSet
+from onboard.validate_serving.golden import GoldenPrompt, GoldenSet
 from onboard.validate_serving.parity import GreedyResult
 
 REPEATS = 3
@@ -25,8 +25,15 @@ LOOP_REPEATS = {1: 6, 2: 4, 3: 3, 4: 3}
 MAX_PERIOD = max(LOOP_REPEATS)
 
 
-def _rows_agree(a: Sequence[TopK], b: Sequence[TopK], seq: Sequence[int] | None, tol: Tolerances) -> tuple[bool, str]:
-    verdict = judge(compare_rows(a, b, seq[1:] if seq is not None else None), tol)
+def _input(prompt: GoldenPrompt, candidate: Candidate) -> tuple[int, ...]:
+    """What `_rows` runs for a prompt: the golden sequence when the candidate scores prompts, else the prompt."""
+    return prompt.sequence if candidate.capabilities.prompt_logprobs else prompt.prompt_ids
+
+
+def _rows_agree(
+    candidate: Candidate, a: Sequence[TopK], b: Sequence[TopK], seq: Sequence[int], tol: Tolerances
+) -> tuple[bool, str]:
+    verdict = judge(compare_rows(a, b, seq[1:] if candidate.capabilities.prompt_logprobs else None), tol)
     detail = f"max logprob difference {verdict.max_logprob_error:.3g}, top-1 swaps {verdict.top1_mismatches}"
     return verdict.passed, detail if verdict.passed else "; ".join(verdict.reasons)
 
@@ -36,8 +43,8 @@ def _spread(a: Sequence[TopK], b: Sequence[TopK]) -> float:
     return 0.0 if list(a) == list(b) else max((m.max_logprob_error for m in compare_rows(a, b)), default=0.0)
 
 
-def _spread_text(spread: float, bitwise: bool, tol: float | None) -> str:
-    if bitwise:
+def _spread_text(spread: float, tol: float | None) -> str:
+    if spread == 0.0:
         return "bitwise identical"
     within = f"; tolerance {tol:.3g}" if tol is not None else "; threshold 0 (bitwise)"
     return f"not bitwise: spread (max logprob difference) {spread:.3g}{within}"
@@ -51,22 +58,20 @@ def _rows(candidate: Candidate, batch: Sequence[Sequence[int]], top_k: int, new_
 
 
 def determinism_repeat(golden: GoldenSet, candidate: Candidate, top_k: int, tol: Tolerances) -> Check:
-    """The same request repeated must give bitwise-identical logprobs and tokens.
-
-    Threshold 0 (bitwise), no tolerance: nothing differs between identical requests on an idle candidate, so any
-    difference is nondeterminism (racy reductions, atomics, a cache that changes the arithmetic), not rounding."""
+    """The same request repeated must give bitwise-identical logprobs and tokens: nothing differs between identical
+    requests, so any difference is nondeterminism (racy reductions, atomics, a cache), not rounding."""
     prompts = sorted(golden.prompts, key=lambda p: len(p.sequence))[:2]
     problems, worst = [], 0.0
     for prompt in prompts:
         n = len(prompt.generated_ids)
-        seq = prompt.sequence if candidate.capabilities.prompt_logprobs else prompt.prompt_ids
+        seq = _input(prompt, candidate)
         first = _rows(candidate, [seq], top_k, n)[0]
         gens = [candidate.generate([prompt.prompt_ids], n, top_k)[0] for _ in range(2)]
         spread = max(_spread(first, _rows(candidate, [seq], top_k, n)[0]) for _ in range(REPEATS - 1))
         spread = max(spread, _spread(gens[0].steps, gens[1].steps))
         worst = max(worst, spread)
         if spread > 0.0:
-            problems.append(f"{prompt.name}: {_spread_text(spread, False, None)}")
+            problems.append(f"{prompt.name}: {_spread_text(spread, None)}")
         if gens[0].ids != gens[1].ids:
             problems.append(f"{prompt.name}: greedy tokens differ between identical requests")
     detail = "; ".join(problems) or f"{len(prompts)} prompts x {REPEATS} requests and 2 generations: bitwise identical"
@@ -82,73 +87,58 @@ def determinism_repeat(golden: GoldenSet, candidate: Candidate, top_k: int, tol:
 def determinism_batch(golden: GoldenSet, candidate: Candidate, top_k: int, tol: Tolerances) -> Check:
     """A prompt alone vs in a batch with other prompts of the same length (B43: batch-size dependence at T=0)."""
     if not candidate.capabilities.batch:
-        return Check(
+        return skipped(
             "determinism_batch",
-            False,
-            False,
-            "not checked: the candidate has no batch interface; "
-            "a candidate that takes several prompts per call would check it",
-            skipped=True,
+            "not checked: the candidate has no batch interface; a candidate that takes several prompts per call "
+            "would check it",
         )
     prompts = sorted(golden.prompts, key=lambda p: len(p.sequence))
     target = prompts[0]
     n_new = len(target.generated_ids)
-    if candidate.capabilities.prompt_logprobs:
-        # Companions cut to the target's length: the batch needs no padding (that is determinism_padding's job),
-        # so any candidate that batches at all can run it.
-        n = len(target.sequence)
-        others = [p.sequence[:n] for p in prompts[1:4]] or [target.sequence]
-        seq = target.sequence
-    else:
-        n = len(target.prompt_ids)
-        others = [p.prompt_ids[:n] for p in prompts[1:4]] or [target.prompt_ids]
-        seq = target.prompt_ids
+    # Companions cut to the target's length: the batch needs no padding (that is determinism_padding's job), so any
+    # candidate that batches at all can run it.
+    seq = _input(target, candidate)
+    others = [_input(p, candidate)[: len(seq)] for p in prompts[1:4]] or [seq]
     batch = others[:1] + [seq] + others[1:]
     alone = _rows(candidate, [seq], top_k, n_new)[0]
     mixed = _rows(candidate, batch, top_k, n_new)[1]
-    ok, detail = _rows_agree(alone, mixed, seq if candidate.capabilities.prompt_logprobs else None, tol)
+    ok, detail = _rows_agree(candidate, alone, mixed, seq, tol)
     spread = _spread(alone, mixed)
     companions = [p.prompt_ids for p in prompts[1:2]] or [target.prompt_ids]
     gen_alone = candidate.generate([target.prompt_ids], n_new, top_k)[0].ids
     gen_mixed = candidate.generate(companions + [target.prompt_ids], n_new, top_k)[-1].ids
     if gen_alone != gen_mixed:
         ok, detail = False, detail + "; greedy tokens differ between batch 1 and batch N"
-    detail = f"{target.name} alone vs in a batch of {len(batch)}: {_spread_text(spread, spread == 0.0, tol.max_logprob_error)}; {detail}"
+    detail = (
+        f"{target.name} alone vs in a batch of {len(batch)}: {_spread_text(spread, tol.max_logprob_error)}; {detail}"
+    )
     return Check("determinism_batch", ok, True, detail, data={"max_difference": spread, "bitwise": spread == 0.0})
 
 
 def determinism_padding(golden: GoldenSet, candidate: Candidate, top_k: int, tol: Tolerances) -> Check:
     """A sequence alone vs inside batches with sequences of other lengths, arranged the ways the candidate batches:
-    in process, left- and right-padded batches; an engine, one multi-prompt request and concurrent single requests
-    (its scheduler batches them as it batches traffic).
+    in process, left- and right-padded batches; an engine, one multi-prompt request and concurrent single requests.
 
-    Bitwise identity is measured and reported (the spread: the largest logprob difference from the sequence alone);
-    passing allows the comparator's tolerance for the dtype, because kernels that are not batch-invariant round
-    differently with the batch's shape (the adapter in float32: spread ~1e-7 to 1e-6). Greedy tokens must agree."""
+    The spread (largest logprob difference from the sequence alone) is reported; passing allows the comparator's
+    tolerance, because kernels that are not batch-invariant round differently with the batch's shape."""
     caps = candidate.capabilities
     if not caps.padding:
-        return Check(
+        return skipped(
             "determinism_padding",
-            False,
-            False,
-            "not checked: this candidate takes no batches of "
-            "different lengths; an engine endpoint or the generated adapter would check it",
-            skipped=True,
+            "not checked: this candidate takes no batches of different lengths; an engine endpoint or the generated "
+            "adapter would check it",
         )
     by_length = {len(p.sequence): p for p in golden.prompts if p.kind != "long"}
     prompts = [by_length[n] for n in sorted(by_length)]
     if len(prompts) < 2:
-        return Check(
+        return skipped(
             "determinism_padding",
-            False,
-            False,
             "not checked: needs two prompts of different lengths; re-record the goldens with the default prompt suite",
-            skipped=True,
         )
     target = prompts[0]
-    seq = target.sequence if caps.prompt_logprobs else target.prompt_ids
+    seq = _input(target, candidate)
     n_new = len(target.generated_ids)
-    others = [p.sequence if caps.prompt_logprobs else p.prompt_ids for p in prompts[1:]]
+    others = [_input(p, candidate) for p in prompts[1:]]
     alone = _rows(candidate, [seq], top_k, n_new)[0]
     worst, problems, arrangements = 0.0, [], 0
     # Two compositions: the target with the longest companion, and with up to three of other lengths.
@@ -157,27 +147,19 @@ def determinism_padding(golden: GoldenSet, candidate: Candidate, top_k: int, tol
         for label, rows in _arrangements(candidate, batch, top_k, n_new):
             arrangements += 1
             got = rows[index]
-            ok, detail = _rows_agree(alone, got, seq if caps.prompt_logprobs else None, tol)
+            ok, detail = _rows_agree(candidate, alone, got, seq, tol)
             worst = max(worst, _spread(alone, got))
             if not ok:
                 problems.append(f"{label} of {len(batch)}: {detail}")
-    bitwise = worst == 0.0
-    summary = f"{target.name} alone vs in {arrangements} batches of other lengths: " + _spread_text(
-        worst, bitwise, tol.max_logprob_error
-    )
-    detail = summary + ("; " + "; ".join(problems) if problems else "")
-    return Check(
-        "determinism_padding",
-        not problems,
-        True,
-        detail,
-        data={
-            "max_difference": worst,
-            "bitwise": bitwise,
-            "tolerance": tol.max_logprob_error,
-            "arrangements": arrangements,
-        },
-    )
+    summary = f"{target.name} alone vs in {arrangements} batches of other lengths"
+    detail = "; ".join([f"{summary}: {_spread_text(worst, tol.max_logprob_error)}", *problems])
+    data = {
+        "max_difference": worst,
+        "bitwise": worst == 0.0,
+        "tolerance": tol.max_logprob_error,
+        "arrangements": arrangements,
+    }
+    return Check("determinism_padding", not problems, True, detail, data=data)
 
 
 def _arrangements(
@@ -206,11 +188,8 @@ def degeneration(greedy: list[GreedyResult]) -> Check:
     """A token or n-gram loop in the candidate's greedy output where the reference, on the same text, moves on (B25,
     B28 symptoms): a loop that has begun by the token where the candidate leaves the reference's continuation.
 
-    The goldens hold the reference's continuation of its own text only. A loop that begins after the candidate left
-    that text (a divergence greedy_parity judges, or a quantized candidate's KL budget) is on text the reference never
-    continued: it may loop there too. Such loops are listed, not failed. Seen on the trained fixture: a 0.002-KL
-    llama.cpp plan leaves `long` at generated token 4 and loops a 1-gram from token 7; transformers' reference, given
-    that same text, loops on the same token."""
+    A loop that begins after the candidate left the reference's text is on text the reference never continued (it
+    may loop there too: docs/fidelity.md): listed, not failed."""
     bad, listed, loops = [], [], []
     for r in greedy:
         ids, reference = r.generation.ids, r.prompt.generated_ids
@@ -246,32 +225,22 @@ def degeneration(greedy: list[GreedyResult]) -> Check:
 
 
 def stop_set(golden: GoldenSet, candidate: Candidate) -> Check:
-    """The candidate stops on every token of the declared stop set (B01: Llama 3 stops on two ids).
-
-    The stop set is the tokenizer's declared one (verify_tokenizer.special_tokens.declared_stop_ids: every EOS the
-    files declare plus the chat template's end-of-turn token), recorded in the goldens. Each token is forced as the
-    first generated token; the candidate must end generation there. An in-process candidate stops on what an engine
-    would load from the files (engine_stop_ids), so an end-of-turn token the files leave out fails here.
-    """
+    """The candidate stops on every token of the declared stop set the goldens recorded (B01: Llama 3 stops on two
+    ids): each is forced as the first generated token, and generation must end there. An in-process candidate stops
+    on what an engine loads from the files, so an end-of-turn token the files leave out fails here."""
     stops = [int(t) for t in golden.manifest.get("stop_token_ids", [])]
     if not stops:
-        return Check(
+        return skipped(
             "stop_set",
-            False,
-            False,
-            "not checked: the goldens record no stop tokens (the checkpoint "
-            "declares no EOS); declare eos_token_id in generation_config.json (onboard verify-tokenizer "
-            "lists the stop set), re-record the goldens and validate again",
-            skipped=True,
+            "not checked: the goldens record no stop tokens (the checkpoint declares no EOS); declare eos_token_id in "
+            "generation_config.json (onboard verify-tokenizer lists the stop set), re-record the goldens and "
+            "validate again",
         )
     if not candidate.capabilities.force_token:
-        return Check(
+        return skipped(
             "stop_set",
-            False,
-            False,
-            "not checked: the candidate cannot force a token (no logit_bias); "
-            "an engine that accepts logit_bias (vLLM, SGLang) checks it",
-            skipped=True,
+            "not checked: the candidate cannot force a token (no logit_bias); an engine that accepts logit_bias "
+            "(vLLM, SGLang) checks it",
         )
     prompt = min(golden.prompts, key=lambda p: len(p.prompt_ids)).prompt_ids
     failures = []
@@ -315,14 +284,10 @@ def fp16_overflow(golden: GoldenSet, dtype: str, activations: list[LayerStat] | 
     limit = DTYPE_MAX[known_dtype(dtype, DTYPE_MAX, "largest finite value in validate's DTYPE_MAX")]
     reference = {k: float(v) for k, v in golden.manifest.get("activation_max_abs", {}).items()}
     if not reference and activations is None:
-        return Check(
+        return skipped(
             "fp16_overflow",
-            False,
-            False,
-            "not checked: no activation statistics (goldens without "
-            "activation_max_abs, a candidate without hooks); goldens recorded by onboard golden record "
-            "carry them",
-            skipped=True,
+            "not checked: no activation statistics (goldens without activation_max_abs, a candidate without hooks); "
+            "goldens recorded by onboard golden record carry them",
         )
     over = sorted((v, k) for k, v in reference.items() if v > limit)
     cand_over = [s for s in activations or [] if s.nonfinite or s.max_abs > limit]

@@ -16,10 +16,10 @@ from urllib.parse import urlparse
 
 from onboard.environment import hardware
 from onboard.validate_serving.candidates import (
+    Candidate,
     CandidateInfo,
     Capabilities,
     Generation,
-    LayerStat,
     TopK,
     run_concurrently,
 )
@@ -31,14 +31,12 @@ FORCE_BIAS = 100.0  # logit_bias that makes a token win (OpenAI caps bias at 100
 PROBE_IDS = [1, 2, 3, 4]
 
 
-class EndpointCandidate:
+class EndpointCandidate(Candidate):
     def __init__(
         self, url: str, served_model: str, dtype: str, *, timeout_s: float = 60.0, retries: int = DEFAULT_RETRIES
     ) -> None:
         self.base = url.rstrip("/").removesuffix("/v1")
         self.model = served_model
-        self.timeout = timeout_s
-        self.stop_ids: tuple[int, ...] = ()
         self.client = OpenAIClient(self.base, timeout_s, retries)
         try:
             models = self.client.models()
@@ -110,11 +108,7 @@ class EndpointCandidate:
         # how it pads or packs them is internal, and exactly what determinism_padding observes from outside.
         return Capabilities(
             prompt_logprobs=prompt_lp or echo,
-            generation_logprobs=True,
-            batch=True,
-            padding=True,
             concurrent=True,
-            activations=False,
             force_token=bias,
             ignore_eos=ignore_eos,
             notes=tuple(notes),
@@ -123,16 +117,14 @@ class EndpointCandidate:
     def _accepts(self, body: dict[str, Any], works: Any) -> bool:
         try:
             return bool(works(self._complete(body)))
-        except HTTPStatusError:
-            return False
-        except (KeyError, TypeError, IndexError, ValueError):
+        except (HTTPStatusError, KeyError, TypeError, IndexError, ValueError):
             return False
 
     # --- Candidate interface ---------------------------------------------------------------------------------------
     def score(self, sequences: Sequence[Sequence[int]], top_k: int, padding: str = "right") -> list[list[TopK]]:
         """One request for all sequences (the engine batches them), teacher-forced prompt logprobs."""
         prompts = [list(s) for s in sequences]
-        body: dict[str, Any] = {"prompt": prompts if len(prompts) > 1 else prompts[0], "max_tokens": 1, "logprobs": 1}
+        body: dict[str, Any] = {"prompt": _prompt(prompts), "max_tokens": 1, "logprobs": 1}
         if self._echo:
             body.update(echo=True, max_tokens=0, logprobs=top_k)
         else:
@@ -170,21 +162,16 @@ class EndpointCandidate:
         ignore_eos: bool = True,
         force_first: int | None = None,
     ) -> list[Generation]:
-        """Streamed greedy generation (token arrival times feed the performance figures); one request per prompt
-        when there is one prompt, one batched request otherwise."""
-        body: dict[str, Any] = {"max_tokens": max_new_tokens, "logprobs": max(1, top_k), "stream": True}
+        """Streamed greedy generation, all prompts in one request; token arrival times (taken as each event is
+        decoded) feed the performance figures."""
+        body: dict[str, Any] = {"prompt": _prompt(prompts), "max_tokens": max_new_tokens, "logprobs": max(1, top_k)}
         if self._ids_kw:
             body["return_tokens_as_token_ids"] = True
         if ignore_eos and self.capabilities.ignore_eos:
             body["ignore_eos"] = True
         if force_first is not None:
             body["logit_bias"] = {str(force_first): FORCE_BIAS}
-        plist = [list(p) for p in prompts]
-        body["prompt"] = plist if len(plist) > 1 else plist[0]
-        return self._stream(body, len(plist))
-
-    def _stream(self, body: dict[str, Any], n: int) -> list[Generation]:
-        """Token arrival times are taken as each event is decoded (TTFT and decode timing in performance.py)."""
+        n = len(prompts)
         start = time.perf_counter()
         acc: list[dict[str, Any]] = [{"ids": [], "steps": [], "times": [], "finish": None} for _ in range(n)]
         for event in self.client.stream({"model": self.model, "temperature": 0.0, **body}):
@@ -202,11 +189,10 @@ class EndpointCandidate:
     def peak_memory(self) -> tuple[int | None, str]:
         return None, "not observable through the OpenAI API"
 
-    def scan_activations(self, sequence: Sequence[int]) -> list[LayerStat] | None:
-        return None
 
-    def close(self) -> None:
-        return None
+def _prompt(prompts: Sequence[Sequence[int]]) -> list[int] | list[list[int]]:
+    """The request's `prompt`: one token-id list, or a list of them (the engine batches them)."""
+    return [list(p) for p in prompts] if len(prompts) > 1 else list(prompts[0])
 
 
 def _token_id(key: str) -> int | None:

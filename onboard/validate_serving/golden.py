@@ -1,15 +1,10 @@
 """Golden outputs: the reference's answers, recorded once per checkpoint revision and diffed in review.
 
-Layout (documented for users in golden_outputs/README.md):
-  golden_outputs/<org>__<name>/MANIFEST.json  — format, source, revision, weights fingerprint (the checkpoint's
-      content: validate refuses goldens of another checkpoint), reference (library, attention, dtype), versions,
-      hardware, generation settings, the declared stop set, boundaries and the long prompt's plan (which it crosses,
-      which the --max-long-tokens cap leaves out), per-dtype noise, per-layer activation max-abs of the float32
-      reference, and one entry per prompt (name, kind, lengths).
-  golden_outputs/<org>__<name>/prompts.jsonl  — one JSON line per prompt: name, kind, text, prompt_ids,
-      generated_ids, boundaries, and for every position j of prompt_ids + generated_ids except the last: the top-k
-      ids (`top_ids[j]`), their logprobs (`top_logprobs[j]`) and the logprob of token j+1 (`token_logprobs[j]`).
-Logprobs are rounded to LOGPROB_DECIMALS places (rounding error 5e-7: forty times below the tightest tolerance floor, float32's 2e-5).
+golden_outputs/<org>__<name>/ holds MANIFEST.json (source, weights fingerprint, reference, versions, generation
+settings, stop set, boundaries, the long prompt's plan, per-dtype noise, activation max-abs; see `record`) and
+prompts.jsonl (one line per prompt: ids, and per position the top-k ids and logprobs and the next token's logprob;
+see `prompt_line`). Users' documentation: golden_outputs/README.md. Logprobs are rounded to LOGPROB_DECIMALS places
+(error 5e-7, far below the tightest tolerance floor: float32's 2e-5).
 """
 
 from __future__ import annotations
@@ -25,23 +20,15 @@ import msgspec
 
 from onboard import reference as references
 from onboard import serde
-from onboard.comparator import CALIBRATION, NoiseStats, compare_rows, noise_from, scale_ratio
-from onboard.errors import InputError
+from onboard.comparator import CALIBRATION, NoiseStats, PositionMetrics, compare_rows, pooled_noise
+from onboard.errors import InputError, OnboardError
 from onboard.fsutil import atomic_write, output_folder, read_json
-from onboard.reference import (
-    REPO_CODE,
-    Reference,
-    RemoteCodePolicy,
-    describe,
-    reference_for,
-    remote_code_allowed,
-    rerun_command,
-    trust_remote_code,
-)
+from onboard.reference import REPO_CODE, Reference, RemoteCodePolicy
 from onboard.validate_serving.candidates import TopK
 from onboard.validate_serving.prompts import PromptSpec
 
 FORMAT = "onboard-golden/1"
+GOLDEN_FILES = ("MANIFEST.json", "prompts.jsonl")
 LOGPROB_DECIMALS = 6
 DEFAULT_TOP_K = 10
 DEFAULT_NEW_TOKENS = 16
@@ -73,10 +60,6 @@ class GoldenSet:
     def top_k(self) -> int:
         return int(self.manifest["generation"]["top_k"])
 
-    @property
-    def max_new_tokens(self) -> int:
-        return int(self.manifest["generation"]["max_new_tokens"])
-
     def noise(self, dtype: str) -> NoiseStats | None:
         entry = self.manifest.get("noise", {}).get(dtype)
         return NoiseStats(**entry) if entry else None
@@ -102,10 +85,7 @@ def prompt_line(prompt: GoldenPrompt) -> str:
 
 
 def write_golden(out: Path, manifest: dict[str, Any], prompts: list[GoldenPrompt]) -> None:
-    """Write prompts.jsonl then MANIFEST.json, each through a temp file and a rename: never a half-written file.
-
-    Only these two files are touched: the folder is shared with other stages' goldens (verify-tokenizer's).
-    """
+    """Write prompts.jsonl then MANIFEST.json atomically; nothing else (the folder holds other stages' goldens)."""
     atomic_write(out / "prompts.jsonl", "".join(prompt_line(p) + "\n" for p in prompts))
     atomic_write(out / "MANIFEST.json", json.dumps(manifest, indent=2, ensure_ascii=False) + "\n")
 
@@ -239,7 +219,6 @@ def record(
     """
     from onboard.checkpoint_id import checkpoint_fingerprint
     from onboard.environment import hardware, resolve_local, slug
-    from onboard.reference import load_transformers
     from onboard.validate_serving.prompts import DEFAULT_MAX_LONG, boundaries_of, build_suite, plan_long
     from onboard.validate_serving.runtime import InProcessCandidate
     from onboard.verify_tokenizer.special_tokens import checkpoint_stop_set
@@ -249,9 +228,9 @@ def record(
     started = time.time()
     folder = resolve_local(source, revision)
     policy = policy or RemoteCodePolicy()
-    ref = reference_for(folder)
+    ref = references.reference_for(folder)
     with output_folder(out or Path("golden_outputs") / slug(source)) as target:  # before the reference runs
-        if ref.kind == REPO_CODE and not trust_remote_code():  # this process never imports the repo's code
+        if ref.kind == REPO_CODE and not references.trust_remote_code():  # this process never imports the repo's code
             options = {
                 "revision": revision,
                 "max_new_tokens": max_new_tokens,
@@ -260,11 +239,11 @@ def record(
                 "calibrate": list(calibrate),
                 "max_long_tokens": max_long_tokens,
             }
-            rerun = rerun or rerun_command("golden", "record", source, "--out", str(target), policy=policy)
+            rerun = rerun or references.rerun_command("golden", "record", source, "--out", str(target), policy=policy)
             return record_in_sandbox(source, target, folder, ref, policy, rerun, options)
         profile = _profile(str(folder))
         tokenizer = load_tokenizer(folder)
-        model = load_transformers(folder, dtype)
+        model = references.load_transformers(folder, dtype)
         reference = InProcessCandidate(model, folder, dtype, kind="reference", hf=True)
         vocab = int(model.get_output_embeddings().weight.shape[0])
         cap = max_long_tokens or DEFAULT_MAX_LONG
@@ -287,7 +266,7 @@ def record(
             "weights_fingerprint": checkpoint_fingerprint(folder),
             "model_type": profile.model_type if profile else None,
             "reference": {
-                **describe(ref, policy, folder),
+                **references.describe(ref, policy, folder),
                 "attn_implementation": "eager",
                 "dtype": dtype,
                 "device": "cpu",
@@ -336,19 +315,16 @@ def _record_prompt(reference: Any, spec: PromptSpec, max_new_tokens: int, top_k:
 def _calibrate(folder: Path, prompts: list[GoldenPrompt], dtype: str, baseline: str, top_k: int) -> NoiseStats:
     """The float32 reference against itself at another precision: what a correct implementation may differ by.
 
-    In bfloat16/float16 it runs twice, with eager and sdpa attention (two real kernels), and pools both: rare large
-    events such as MoE routing flips are under-sampled by one run (the tail of one fp16 run of a tiny MoE showed
-    none; re-parametrised reruns then tripped the tail rule on 1 in 12). sdpa is skipped where the model refuses it.
+    In bfloat16/float16 it runs with eager and with sdpa attention (two real kernels) and pools both, since one run
+    under-samples rare large events such as MoE routing flips. sdpa is skipped where the model refuses it.
     """
-    from onboard.errors import InputError, OnboardError
-    from onboard.reference import load_transformers
     from onboard.validate_serving.runtime import InProcessCandidate
 
-    metrics, ratios = [], []
+    metrics: list[list[PositionMetrics]] = []
     for attn in ("eager", "sdpa") if baseline in ("bfloat16", "float16") else ("eager",):
         try:
             other = InProcessCandidate(
-                load_transformers(folder, baseline, attn=attn), folder, baseline, kind="reference", hf=True
+                references.load_transformers(folder, baseline, attn=attn), folder, baseline, kind="reference", hf=True
             )
             runs = [other.score([prompt.sequence], top_k * 2)[0] for prompt in prompts]
             other.close()
@@ -366,13 +342,8 @@ def _calibrate(folder: Path, prompts: list[GoldenPrompt], dtype: str, baseline: 
                 f"{dtype}), and check {dtype} against the reference another way; the failure is in the reference's "
                 "code, not in the checkpoint",
             ) from exc
-        for prompt, rows in zip(prompts, runs):
-            m = compare_rows(prompt.rows, rows, prompt.sequence[1:], prompt=prompt.name)
-            metrics.extend(m)
-            ratio = scale_ratio(m)
-            if ratio is not None:
-                ratios.append(ratio)
-    return noise_from(dtype, baseline, metrics, ratios)
+        metrics += [compare_rows(p.rows, rows, p.sequence[1:], prompt=p.name) for p, rows in zip(prompts, runs)]
+    return pooled_noise(dtype, baseline, metrics)
 
 
 # A repository-code reference records in the sandbox worker: this function, named for the worker by module path.
@@ -384,9 +355,23 @@ def record_in_worker(folder: str, options: dict[str, Any], unsafe_no_sandbox: bo
     writing into the worker's temp dir and returning the two files' content as data."""
     out = Path(tempfile.mkdtemp(prefix="golden-")) / "golden"
     options = {**options, "calibrate": tuple(options.get("calibrate", ()))}
-    with remote_code_allowed():
+    with references.remote_code_allowed():
         record(folder, out, policy=RemoteCodePolicy(True, unsafe_no_sandbox), **options)
-    return {name: (out / name).read_text(encoding="utf-8") for name in ("MANIFEST.json", "prompts.jsonl")}
+    return golden_texts(out)
+
+
+def golden_texts(folder: Path) -> dict[str, str]:
+    """A golden folder's files as text: how goldens cross the sandbox boundary."""
+    return {name: (folder / name).read_text(encoding="utf-8") for name in GOLDEN_FILES}
+
+
+def golden_from_texts(files: dict[str, Any], folder: Path) -> GoldenSet:
+    """Golden files that crossed the sandbox boundary, written into `folder` and checked like any on disk."""
+    for name, text in files.items():
+        if name not in GOLDEN_FILES or not isinstance(text, str):
+            raise InputError(f"unexpected golden file {name!r} from the sandbox", "this is a bug in onboard")
+        (folder / name).write_text(text, encoding="utf-8")
+    return read_golden(folder)
 
 
 def record_in_sandbox(
@@ -405,15 +390,8 @@ def record_in_sandbox(
     args = {"folder": str(folder), "options": options, "unsafe_no_sandbox": policy.unsafe_no_sandbox}
     files = references.run_in_sandbox(WORKER, args, folder, policy)  # looked up per call: tests stand in for it
     with tempfile.TemporaryDirectory(prefix="onboard-golden-") as tmp:
-        for name, text in files.items():
-            if name not in ("MANIFEST.json", "prompts.jsonl") or not isinstance(text, str):
-                raise InputError(
-                    f"the sandbox worker returned an unexpected golden file {name!r}",
-                    "this is a bug in onboard's golden recording",
-                )
-            (Path(tmp) / name).write_text(text, encoding="utf-8")
-        golden = read_golden(Path(tmp))  # what crossed back is checked like any golden folder
-    identity = describe(ref, policy, folder)  # computed here: the worker cannot tell how it was isolated
+        golden = golden_from_texts(files, Path(tmp))
+    identity = references.describe(ref, policy, folder)  # computed here: the worker cannot tell how it was isolated
     manifest = {
         **golden.manifest,
         "source": source,

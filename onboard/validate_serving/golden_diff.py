@@ -1,9 +1,8 @@
 """Two golden folders compared value by value: `onboard golden diff` and new-model's `goldens_match_promoted`.
 
-A new revision (or a new transformers / torch release) must reproduce the goldens already recorded: the same
-prompt token ids, the same greedy continuations, and teacher-forced distributions within the float32 noise the
-older goldens measured (the validate comparator and tolerances). What differs beyond that is a difference; what
-only describes the recording (revision, versions, hardware) is context.
+A new revision (or library release) must reproduce the recorded goldens: the same prompt ids and greedy
+continuations, and distributions within the float32 noise the older goldens measured. What only describes the
+recording (revision, versions, hardware) is context, never a difference.
 """
 
 from __future__ import annotations

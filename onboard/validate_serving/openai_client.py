@@ -1,17 +1,16 @@
 """Talking to an OpenAI-compatible server: the `openai` package for transport, msgspec for the replies.
 
-The `openai` client brings what a hand-written client got wrong or lacked: retries with exponential backoff and
-jitter that honour `Retry-After` (on 408/409/429/5xx, timeouts and refused connections), per-request timeouts,
-an API key from OPENAI_API_KEY, and streaming. Its response models are not used: engines extend the protocol
-(vLLM's `prompt_logprobs`, `token_id:` tokens), so raw bodies are decoded by msgspec into the few fields we read,
-and a reply of the wrong shape is an error naming the field (`$.choices[0]`). Every failure becomes an
-EndpointError naming the URL and what to do; never a traceback.
+The `openai` client retries with backoff honouring `Retry-After`, times out per request, reads OPENAI_API_KEY and
+streams. Its response models are not used, since engines extend the protocol (vLLM's `prompt_logprobs`, `token_id:`
+tokens): msgspec decodes the few fields read, naming a field of the wrong shape. Every failure becomes an
+EndpointError naming the URL and what to do.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import msgspec
@@ -97,7 +96,7 @@ class OpenAIClient:
     def stream(self, body: dict[str, Any]) -> Iterator[Completion]:
         """Server-sent events of a streamed completion, decoded as they arrive; an error unless it ends in [DONE]."""
         url = self.base + "/v1/completions"
-        prompt, rest = body["prompt"], {k: v for k, v in body.items() if k not in ("model", "prompt", "stream")}
+        prompt, rest = body["prompt"], {k: v for k, v in body.items() if k not in ("model", "prompt")}
         done = False
         with self._errors(url, streaming=True):
             with self.client.completions.with_streaming_response.create(
@@ -127,39 +126,31 @@ class OpenAIClient:
                 f"{url}: malformed {what}: {raw[:120]!r}", "is this an OpenAI-compatible server?"
             ) from exc
 
-    def _errors(self, url: str, streaming: bool = False) -> _ErrorMap:
-        return _ErrorMap(self, url, streaming)
+    @contextmanager
+    def _errors(self, url: str, streaming: bool = False) -> Iterator[None]:
+        """Turns the openai package's and httpx2's exceptions into EndpointErrors."""
+        try:
+            yield
+        except EndpointError:
+            raise
+        except Exception as exc:
+            mapped = self._map(exc, url, streaming)
+            if mapped is None:
+                raise
+            raise mapped from exc
 
-
-class _ErrorMap:
-    """Turns the openai package's and httpx2's exceptions into EndpointErrors (a context manager)."""
-
-    def __init__(self, client: OpenAIClient, url: str, streaming: bool) -> None:
-        self.client, self.url, self.streaming = client, url, streaming
-
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: object) -> bool:
-        if exc is None or isinstance(exc, EndpointError) or not isinstance(exc, Exception):
-            return False
-        mapped = self.map(exc)
-        if mapped is None:
-            return False
-        raise mapped from exc
-
-    def map(self, exc: Exception) -> EndpointError | None:
+    def _map(self, exc: Exception, url: str, streaming: bool) -> EndpointError | None:
         import httpx2
         import openai
 
-        url, attempts = self.url, self.client.retries + 1
+        attempts = self.retries + 1
         tries = f" ({attempts} attempts)" if attempts > 1 else ""
         cause = exc.__cause__ if isinstance(exc, openai.APIConnectionError) else exc
         if isinstance(exc, openai.APITimeoutError) or isinstance(cause, httpx2.TimeoutException):
-            if self.streaming and not isinstance(exc, openai.APIError):  # the request was answered, then stalled
-                message = f"{url}: the stream stalled for more than {self.client.timeout:g} s"
+            if streaming and not isinstance(exc, openai.APIError):  # the request was answered, then stalled
+                message = f"{url}: the stream stalled for more than {self.timeout:g} s"
             else:
-                message = f"{url}: no answer within {self.client.timeout:g} s{tries}"
+                message = f"{url}: no answer within {self.timeout:g} s{tries}"
             return EndpointError(message, "the server is hung or overloaded; raise --timeout")
         if isinstance(exc, openai.APIStatusError):
             detail = exc.response.text[:300]
@@ -169,7 +160,7 @@ class _ErrorMap:
                 f"cannot connect to {url}: {cause}{tries}", "start the server, or check --endpoint (scheme, host, port)"
             )
         if isinstance(cause, httpx2.RemoteProtocolError):
-            what = "truncated stream" if self.streaming else "truncated response"
+            what = "truncated stream" if streaming else "truncated response"
             return EndpointError(
                 f"{url}: {what} ({cause})", "the server crashed or a proxy cut the body; check its log"
             )

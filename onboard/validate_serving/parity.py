@@ -1,16 +1,15 @@
 """Parity checks against the goldens: teacher-forced logits (short, long context, scale) and greedy continuations.
 
-Teacher forcing (the candidate scores the golden's own sequence) compares distributions at every prompt and
-generated position without the two sides drifting apart after a harmless tie; greedy generation is compared
-separately, and its first divergence is excused only when it is a near-tie for both sides.
+Teacher forcing (the candidate scores the golden's own sequence) compares every position without the two sides
+drifting apart after a harmless tie; a greedy divergence is excused only at a near-tie.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from onboard.checks import Check
+from onboard.checks import Check, skipped
 from onboard.comparator import (
     LATE_FROM,
     PositionMetrics,
@@ -63,33 +62,17 @@ def logit_checks(parities: list[PromptParity], tol: Tolerances) -> list[Check]:
     if long:
         bounds = sorted({f"{k}={v}" for p in parities for k, v in p.prompt.boundaries.items()}) or ["the boundaries"]
         check = _verdict_check("long_context_parity", long, tol, parities)
-        results.append(
-            Check(check.name, check.passed, True, f"past {', '.join(bounds)}: {check.detail}", data=check.data)
-        )
+        results.append(replace(check, detail=f"past {', '.join(bounds)}: {check.detail}"))
     else:
+        why = "the model has no sliding window or rope original context below the long prompt's length"
         results.append(
-            Check(
-                "long_context_parity",
-                True,
-                False,
-                "not checked: the model has no sliding window or rope "
-                "original context below the long prompt's length (the long prompt is in logit_parity)",
-                skipped=True,
-            )
+            skipped("long_context_parity", f"not checked: {why} (the long prompt is in logit_parity)", passed=True)
         )
     ratios = {p.prompt.name: p.ratio for p in parities if p.ratio is not None}
     ok, slope, limit = judge_scale([m for p in parities for m in p.metrics], tol)
     if slope is None:
-        results.append(
-            Check(
-                "logit_scale",
-                True,
-                True,
-                "not checked: distributions too flat to estimate a scale "
-                "(a checkpoint with peaked outputs would show it)",
-                skipped=True,
-            )
-        )
+        why = "not checked: distributions too flat to estimate a scale (a checkpoint with peaked outputs would show it)"
+        results.append(skipped("logit_scale", why, passed=True, required=True))
     else:
         worst = max(ratios.items(), key=lambda kv: abs(kv[1] - 1.0), default=("-", 1.0))
         detail = (
@@ -111,18 +94,8 @@ def _verdict_check(name: str, metrics: list[PositionMetrics], tol: Tolerances, p
     )
     if not verdict.passed:
         detail = "; ".join(verdict.reasons) + " — " + detail + _worst_position(metrics, parities)
-    return Check(
-        name,
-        verdict.passed,
-        True,
-        detail,
-        data={
-            "max_logprob_error": verdict.max_logprob_error,
-            "kl_max": verdict.kl_max,
-            "kl_mean": verdict.kl_mean,
-            "top1_swaps": verdict.top1_mismatches,
-        },
-    )
+    data = {"max_logprob_error": verdict.max_logprob_error, "kl_max": verdict.kl_max, "kl_mean": verdict.kl_mean}
+    return Check(name, verdict.passed, True, detail, data=data | {"top1_swaps": verdict.top1_mismatches})
 
 
 def _worst_position(metrics: list[PositionMetrics], parities: list[PromptParity]) -> str:

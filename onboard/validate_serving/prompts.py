@@ -1,11 +1,9 @@
 """The prompt suite that goldens are recorded on, sized from the ModelProfile.
 
-Kinds: short plain prompts, chat prompts rendered through the model's own chat template (transformers'
-`apply_chat_template`, then encoded without adding special tokens again: the template already has them, and adding
-BOS twice is a classic day-zero bug, BUGZOO B02), multilingual, code, and one long prompt that crosses every
-boundary the model has (sliding window, rope `original_max_position_embeddings`) by a margin, because positions past
-those boundaries are where scaling and window bugs live and where nobody else checks (ANCHORS §1, §2).
-Without a tokenizer the suite falls back to seeded pseudo-random token ids (tiny test checkpoints).
+Short, multilingual and code prompts; chat prompts through the model's own chat template (encoded without adding
+special tokens again: a doubled BOS is a classic day-zero bug, BUGZOO B02); and one long prompt past every boundary
+the model has (sliding window, rope original context), where scaling and window bugs live. Without a tokenizer:
+seeded pseudo-random token ids (tiny test checkpoints).
 """
 
 from __future__ import annotations

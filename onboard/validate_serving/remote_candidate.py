@@ -16,24 +16,19 @@ from onboard.errors import InputError
 from onboard.reference import RemoteCodePolicy, remote_code_allowed
 
 WORKER = "onboard.validate_serving.remote_candidate:validate_in_worker"
-GOLDEN_FILES = ("MANIFEST.json", "prompts.jsonl")
 
 
 def validate_in_worker(folder: str, golden_files: dict[str, str], dtype: str, performance: bool) -> dict[str, Any]:
     """Worker side: validate transformers-with-the-repo's-code (reference-as-candidate) against the goldens."""
-    from onboard.validate_serving.golden import read_golden
+    from onboard.validate_serving.golden import golden_from_texts
     from onboard.validate_serving.run import validate
     from onboard.validate_serving.runtime import load_candidate
 
-    golden_dir = Path(tempfile.mkdtemp(prefix="golden-"))
-    for name in GOLDEN_FILES:
-        (golden_dir / name).write_text(golden_files[name], encoding="utf-8")
+    golden = golden_from_texts(golden_files, Path(tempfile.mkdtemp(prefix="golden-")))
     with remote_code_allowed():
         engine = load_candidate(Path(folder), dtype, runtime="reference")
     try:
-        result = validate(
-            read_golden(golden_dir), engine, source=folder, performance=performance, checkpoint=Path(folder)
-        )
+        result = validate(golden, engine, source=folder, performance=performance, checkpoint=Path(folder))
     finally:
         engine.close()
     return json.loads(json.dumps(result, default=str))  # plain JSON data: all that may cross back
@@ -49,8 +44,14 @@ def validate_in_sandbox(
             f"{folder}: the reference self-check cannot run: {refused}",
             f"review the repository's .py files in {folder}, then: {rerun}",
         )
-    files = {name: (golden.folder / name).read_text(encoding="utf-8") for name in GOLDEN_FILES}
-    kwargs = {"folder": str(folder), "golden_files": files, "dtype": dtype, "performance": performance}
+    from onboard.validate_serving.golden import golden_texts
+
+    kwargs = {
+        "folder": str(folder),
+        "golden_files": golden_texts(golden.folder),
+        "dtype": dtype,
+        "performance": performance,
+    }
     result = reference.run_in_sandbox(WORKER, kwargs, folder, policy)
     if not isinstance(result, dict) or not isinstance(result.get("passed"), bool):
         raise InputError("the sandbox worker returned no validation result", "this is a bug in onboard's validate")

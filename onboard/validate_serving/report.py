@@ -1,9 +1,7 @@
 """The validate stage result (validation.json, the `--json` output) and its human summary.
 
-Result fields: the stage result of onboard/checks.py (stage, passed, checks), failed and not_checked (check names);
-plus self_check and mode (true / "self-check: …" when transformers was compared with its own goldens), candidate,
-golden, tolerances (and the threshold table they came from), positions (per-position arrays for plots: prompt,
-index, kl, max_logprob_error, top1_agree) and performance (see performance.py for definitions).
+Beyond onboard/checks.py's stage result: failed and not_checked (check names), self_check and mode, candidate,
+golden, tolerances with the threshold table, positions (per-position figures for plots) and performance.
 """
 
 from __future__ import annotations
@@ -16,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from onboard.checks import Check, all_passed, failed_names, read_checks, stage_result
-from onboard.comparator import Tolerances
+from onboard.comparator import THRESHOLDS, Tolerances
 from onboard.fsutil import atomic_write
 from onboard.validate_serving.candidates import Candidate
 from onboard.validate_serving.golden import GoldenSet
@@ -38,7 +36,6 @@ def build_result(
     parities: list[PromptParity],
     tol: Tolerances,
     performance: dict[str, Any] | None,
-    thresholds: dict[str, Any],
 ) -> dict[str, Any]:
     self_check = candidate.info.kind == "reference-as-candidate"
     return json_safe(
@@ -58,7 +55,7 @@ def build_result(
                 "versions": golden.manifest.get("versions"),
             },
             tolerances=asdict(tol),
-            thresholds=thresholds,
+            thresholds=THRESHOLDS,
             positions=[
                 {
                     "prompt": p.prompt.name,
@@ -82,16 +79,10 @@ def add_checks(result: dict[str, Any], checks: Sequence[Check]) -> None:
     for c in checks:
         if c.data:
             result.setdefault("check_data", {})[c.name] = json_safe(c.data)
-    rejudge(result)
-
-
-def rejudge(result: dict[str, Any]) -> None:
-    """`passed`, `failed` and `not_checked` of a validate result again from its checks (after checks were added or
-    made optional)."""
-    checks, _ = read_checks(result["checks"], "validate result")
-    result["failed"] = failed_names(checks)
-    result["not_checked"] = [c.name for c in checks if c.skipped]
-    result["passed"] = all_passed(checks)
+    every, _ = read_checks(result["checks"], "validate result")
+    result.update(
+        passed=all_passed(every), failed=failed_names(every), not_checked=[c.name for c in every if c.skipped]
+    )
 
 
 def json_safe(value: Any) -> Any:
@@ -121,19 +112,14 @@ def _mark(check: dict[str, Any]) -> str:
 
 def summary(result: dict[str, Any]) -> str:
     """The human summary: verdict, every check, performance figures with where they were measured."""
-    cand = result["candidate"]
-    verdict = "PASSED" if result["passed"] else "FAILED"
-    lines = [
-        f"validate: {verdict} — {cand['name']} ({cand['kind']}, {cand['dtype']}) vs goldens {result['golden']['folder']}",
-        "",
-    ]
+    cand, verdict = result["candidate"], "PASSED" if result["passed"] else "FAILED"
+    against = f"vs goldens {result['golden']['folder']}"
     if result.get("self_check"):
-        lines[0] = (
-            f"validate SELF-CHECK: {verdict} — {cand['name']} ({cand['dtype']}) vs goldens {result['golden']['folder']}"
-        )
-        lines.insert(1, f"  {SELF_CHECK}: no checklist item is ticked by it")
-    for c in result["checks"]:
-        lines.append(f"  [{_mark(c)}] {c['name']}: {c['detail']}")
+        lines = [f"validate SELF-CHECK: {verdict} — {cand['name']} ({cand['dtype']}) {against}"]
+        lines.append(f"  {SELF_CHECK}: no checklist item is ticked by it")
+    else:
+        lines = [f"validate: {verdict} — {cand['name']} ({cand['kind']}, {cand['dtype']}) {against}"]
+    lines += [""] + [f"  [{_mark(c)}] {c['name']}: {c['detail']}" for c in result["checks"]]
     if result.get("divergence"):  # the bisect ran: a fidelity check failed on an in-process adapter
         lines.append(f"  where: {result['divergence']} (per_layer_error in the JSON)")
     perf = result.get("performance")

@@ -2,22 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
-from onboard.checks import Check
-from onboard.comparator import THRESHOLDS, compare_rows, tolerances
+from onboard.checks import Check, skipped
+from onboard.comparator import compare_rows, scale_ratio, tolerances
+from onboard.validate_serving import checks as behaviour
 from onboard.validate_serving.candidates import Candidate
-from onboard.validate_serving.checks import (
-    degeneration,
-    determinism_batch,
-    determinism_padding,
-    determinism_repeat,
-    fp16_overflow,
-    nan_inf_scan,
-    stop_set,
-)
 from onboard.validate_serving.golden import GoldenSet, read_golden
 from onboard.validate_serving.parity import PromptParity, greedy_parity, logit_checks, score_prompts
 from onboard.validate_serving.report import SELF_CHECK
@@ -53,10 +45,7 @@ def open_candidate(
     candidate: str = "adapter",
 ) -> Candidate:
     """The endpoint when given; else, in process, the generated adapter or (candidate="reference") transformers.
-
-    Never a silent stand-in: without an endpoint and without a usable adapter this is an InputError naming the ways
-    to get a candidate. The reference is only a candidate when asked for, and its result is labelled a self-check.
-    """
+    Never a silent stand-in: without either, an InputError names the ways to get a candidate."""
     from onboard.errors import InputError
 
     if endpoint:
@@ -99,9 +88,9 @@ def validate(
 ) -> dict[str, Any]:
     """Run the checks of `candidate` against `golden`; the stage result (see report.build_result).
 
-    `only` limits the run to check groups (GROUPS keys); parity always runs (the other checks need its rows).
-    `checkpoint`: the local folder being served; goldens recorded from another checkpoint raise InputError.
-    `policy` (RemoteCodePolicy): whether the first-divergence bisect may run a repository-code reference (sandboxed).
+    `only`: check groups (GROUPS keys) to run besides parity. `checkpoint`: the local folder being served (goldens of
+    another checkpoint raise InputError). `policy` (RemoteCodePolicy): may the first-divergence bisect run a
+    repository-code reference (sandboxed)?
     """
     from onboard.validate_serving.report import build_result
 
@@ -117,41 +106,37 @@ def validate(
     else:
         parities = _parities_from_generation(greedy)
         checks.append(
-            Check(
+            skipped(
                 "prompt_position_parity",
-                False,
-                False,
-                "not checked: the engine returns no prompt logprobs "
-                "(neither prompt_logprobs nor echo); parity judged on generated positions only; an engine "
-                "that returns prompt_logprobs (vLLM, SGLang) or echo with logprobs checks every prompt "
-                "position",
-                skipped=True,
+                "not checked: the engine returns no prompt logprobs (neither prompt_logprobs nor echo); parity judged "
+                "on generated positions only; an engine that returns prompt_logprobs (vLLM, SGLang) or echo with "
+                "logprobs checks every prompt position",
             )
         )
     checks += [_long_context_coverage(c, golden) for c in logit_checks(parities, tol)]
     checks.append(greedy_check)
     groups = set(GROUPS) if only is None else set(only)
     if "determinism" in groups:
-        checks.append(determinism_repeat(golden, candidate, top_k, tol))
-        checks.append(determinism_batch(golden, candidate, top_k, tol))
-        checks.append(determinism_padding(golden, candidate, top_k, tol))
+        checks.append(behaviour.determinism_repeat(golden, candidate, top_k, tol))
+        checks.append(behaviour.determinism_batch(golden, candidate, top_k, tol))
+        checks.append(behaviour.determinism_padding(golden, candidate, top_k, tol))
     if "behaviour" in groups:
-        checks.append(degeneration(greedy))
-        checks.append(stop_set(golden, candidate))
+        checks.append(behaviour.degeneration(greedy))
+        checks.append(behaviour.stop_set(golden, candidate))
     if "precision" in groups:
         activations = None
         if candidate.capabilities.activations:
             longest = max(golden.prompts, key=lambda p: len(p.sequence))
             activations = candidate.scan_activations(longest.sequence)
-        checks.append(nan_inf_scan([p.rows for p in parities], activations))
-        checks.append(fp16_overflow(golden, dtype, activations))
-    checks += [identity, *_info_checks(golden, candidate, source)]
+        checks.append(behaviour.nan_inf_scan([p.rows for p in parities], activations))
+        checks.append(behaviour.fp16_overflow(golden, dtype, activations))
+    checks += [identity, *_info_checks(golden, candidate)]
     perf = None
     if performance:
         from onboard.validate_serving.performance import measure
 
         perf = asdict(measure(golden, candidate))
-    result = build_result(golden, candidate, checks, parities, tol, perf, THRESHOLDS)
+    result = build_result(golden, candidate, checks, parities, tol, perf)
     from onboard.generate_adapter.divergence_stages import validation_divergence
 
     return result | validation_divergence(candidate, golden, result["failed"], policy)
@@ -159,8 +144,6 @@ def validate(
 
 def _parities_from_generation(greedy: list[Any]) -> list[PromptParity]:
     """Without prompt logprobs: compare the generated positions up to the first divergence."""
-    from onboard.comparator import scale_ratio
-
     out = []
     for r in greedy:
         n = r.diverged_at if r.diverged_at is not None else len(r.generation.steps)
@@ -176,31 +159,19 @@ def _goldens_checkpoint(golden: GoldenSet, checkpoint: Path | None) -> Check:
     from onboard.validate_serving.golden import assert_same_checkpoint
 
     if checkpoint is None:
-        return Check(
+        return skipped(
             "goldens_checkpoint",
-            False,
-            False,
-            "not checked: no local checkpoint folder to "
-            "fingerprint; pass the checkpoint folder as SOURCE to check that the goldens were recorded "
-            "from it",
-            skipped=True,
+            "not checked: no local checkpoint folder to fingerprint; pass the checkpoint folder as SOURCE to check "
+            "that the goldens were recorded from it",
         )
     fingerprint = assert_same_checkpoint(golden, checkpoint)
-    return Check(
-        "goldens_checkpoint",
-        True,
-        False,
-        f"goldens recorded from this checkpoint ({checkpoint.name}, fingerprint {fingerprint})",
-        data={"weights_fingerprint": fingerprint},
-    )
+    detail = f"goldens recorded from this checkpoint ({checkpoint.name}, fingerprint {fingerprint})"
+    return Check("goldens_checkpoint", True, False, detail, data={"weights_fingerprint": fingerprint})
 
 
 def _long_context_coverage(check: Check, golden: GoldenSet) -> Check:
-    """long_context_parity is "not applicable" only when no boundary can be crossed within the model's context.
-
-    A boundary the long prompt stops short of (the --max-long-tokens cap) leaves the check not checked, never n/a,
-    and the detail says how far to raise the cap.
-    """
+    """long_context_parity is "not applicable" only when no boundary can be crossed within the model's context; one
+    the long prompt stops short of (the --max-long-tokens cap) leaves it not checked, saying how far to raise the cap."""
     if check.name != "long_context_parity":
         return check
     plan = long_plan_of(golden)
@@ -215,7 +186,7 @@ def _long_context_coverage(check: Check, golden: GoldenSet) -> Check:
             else "not applicable: the model has no sliding window, attention chunk or "
             "original rope context to cross (the long prompt is in logit_parity)"
         )
-        return Check(check.name, True, False, detail, skipped=True, not_applicable=True)
+        return skipped(check.name, detail, passed=True, not_applicable=True)
     bounds = {**golden.manifest.get("boundaries", {}), **beyond}
     name = max(uncrossed, key=lambda k: uncrossed[k])
     what = ", ".join(f"{k}={bounds.get(k, '?')}" for k in sorted(uncrossed))
@@ -225,14 +196,11 @@ def _long_context_coverage(check: Check, golden: GoldenSet) -> Check:
         f"--max-long-tokens {uncrossed[name]}"
     )
     short = f"the long prompt ({plan['tokens']} tokens, --max-long-tokens {plan['cap']}) stops before {what}"
-    if not check.skipped and not check.passed:
-        return Check(
-            check.name, False, check.required, f"{check.detail}; also not checked: {short}; {hint}", data=check.data
-        )
-    detail = f"not checked: {short}; {hint}"
-    if not check.skipped:
-        detail = f"{check.detail}; {detail}"
-    return Check(check.name, False, False, detail, skipped=True, data=check.data)
+    if check.skipped:
+        return skipped(check.name, f"not checked: {short}; {hint}", data=check.data)
+    if not check.passed:
+        return replace(check, detail=f"{check.detail}; also not checked: {short}; {hint}")
+    return skipped(check.name, f"{check.detail}; not checked: {short}; {hint}", data=check.data)
 
 
 def long_plan_of(golden: GoldenSet) -> dict[str, Any]:
@@ -249,51 +217,27 @@ def long_plan_of(golden: GoldenSet) -> dict[str, Any]:
     return {"tokens": tokens, "cap": "unknown", "uncrossed": uncrossed, "beyond_context": {}}
 
 
-def _info_checks(golden: GoldenSet, candidate: Candidate, source: str | None) -> list[Check]:
-    out = []
+def _info_checks(golden: GoldenSet, candidate: Candidate) -> list[Check]:
     dtype = candidate.info.dtype
     noise = golden.noise(dtype)
     if noise is None:
-        out.append(
-            Check(
-                "noise_calibrated",
-                False,
-                False,
-                f"no noise calibration for {dtype} in the goldens: "
-                f"tolerance floors used alone; re-record with onboard golden record SOURCE "
-                f"--calibrate {dtype} to calibrate them",
-                skipped=True,
-            )
+        calibrated = skipped(
+            "noise_calibrated",
+            f"no noise calibration for {dtype} in the goldens: tolerance floors used alone; re-record with onboard "
+            f"golden record SOURCE --calibrate {dtype} to calibrate them",
         )
     elif noise.nonfinite:
-        out.append(
-            Check(
-                "noise_calibrated",
-                False,
-                False,
-                f"the reference itself overflows in {noise.dtype}: floors used; this dtype is unsafe for the model",
-            )
-        )
+        why = f"the reference itself overflows in {noise.dtype}: floors used; this dtype is unsafe for the model"
+        calibrated = Check("noise_calibrated", False, False, why)
     else:
-        out.append(
-            Check(
-                "noise_calibrated",
-                True,
-                False,
-                f"{noise.dtype} noise from float32 vs {noise.baseline} "
-                f"over {noise.positions} positions: max logprob error {noise.max_logprob_error:.3g}",
-            )
+        what = f"over {noise.positions} positions: max logprob error {noise.max_logprob_error:.3g}"
+        calibrated = Check(
+            "noise_calibrated", True, False, f"{noise.dtype} noise from float32 vs {noise.baseline} {what}"
         )
-    if candidate.info.kind == "reference-as-candidate":
-        out.append(
-            Check(
-                "adapter_runtime",
-                False,
-                False,
-                f"not checked: {SELF_CHECK}; validate the generated "
-                "adapter (onboard new-model SOURCE generates and validates it) or an engine "
-                "(--endpoint URL --served-model NAME)",
-                skipped=True,
-            )
-        )
-    return out
+    if candidate.info.kind != "reference-as-candidate":
+        return [calibrated]
+    hint = (
+        "validate the generated adapter (onboard new-model SOURCE generates and validates it) or an engine (--endpoint "
+        "URL --served-model NAME)"
+    )
+    return [calibrated, skipped("adapter_runtime", f"not checked: {SELF_CHECK}; {hint}")]

