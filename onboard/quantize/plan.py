@@ -1,17 +1,11 @@
 """`onboard quantize-plan`: sweep, choose, then measure the whole plan and every uniform format.
 
-The reference is the checkpoint itself, run in process in the served dtype: the generated adapter when one exists
-for its model_type, transformers otherwise (trust_remote_code=False: repository code is never run here). The
-prompts are the goldens' (prompt + recorded continuation, teacher-forced), or, without --golden, the suite golden
-record would use (prompts only). Sequences are cut to `max_tokens` (default MAX_SEQUENCE_TOKENS).
-
-A plan's predicted KL is the sum of its units' KLs measured (or predicted) alone; its measured KL is one forward
-with every unit quantized at once. With --budget-kl, a plan measured over budget is re-chosen with the per-unit
-KLs scaled by measured / predicted, up to MAX_ROUNDS times; a plan that still exceeds the budget is reported as
-such (exit 1), never passed off as within it. A plan that meets its budget or size is then refined: a few
-neighbouring plans are measured whole and the best measured kept (refine.py). With --target-bytes the knapsack
-also runs over calibrated KLs (each unit's finest format measured alone too, sensitivity.calibrate), its plan is
-refined as well (over those KLs), and the plan is the best measured of both.
+The reference is the checkpoint run in process in the served dtype (the generated adapter, else transformers with
+trust_remote_code=False) over the goldens' prompts and continuations, teacher-forced, or the golden suite's prompts.
+A plan's predicted KL sums its units' KLs alone; its measured KL is one forward with every unit quantized. With
+--budget-kl a plan measured over budget is re-chosen with the KLs scaled by measured / predicted, up to MAX_ROUNDS
+times, and reported as over budget (exit 1) if it still is. A plan within its budget or size is then refined
+(refine.py); with --target-bytes the knapsack also runs over calibrated KLs and the best measured plan is kept.
 """
 
 from __future__ import annotations
@@ -22,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from onboard.errors import InputError
-from onboard.quantize import emit, ggml_native, refine, uniform
+from onboard.quantize import emit, ggml_native, refine
 from onboard.quantize.apply import QuantizedWeights, quantized
 from onboard.quantize.formats import BF16, CANDIDATES, FORMATS, usable
 from onboard.quantize.forward import Runner, Score
@@ -45,7 +39,11 @@ class Request:
     out: Path | None = None
     revision: str | None = None
     max_tokens: int = MAX_SEQUENCE_TOKENS
-    """Prompts (with their continuations) longer than this are cut to their first `max_tokens` tokens."""
+    """Prompts (with their continuations) are cut to their first `max_tokens` tokens."""
+
+    def __post_init__(self) -> None:
+        if (self.budget_kl is None) == (self.target_bytes is None):
+            raise InputError("give exactly one of --budget-kl and --target-bytes")
 
 
 @dataclass
@@ -55,7 +53,7 @@ class Outcome:
     detail: dict[str, Any]
     """quantize-plan.json: the summary plus the sweep, every uniform format, rounds, engine files and notes."""
     met: bool
-    """The plan meets its budget (--budget-kl) or fits its byte target (--target-bytes)."""
+    """The plan meets its budget or fits its byte target."""
     files: list[Path] = field(default_factory=list)
 
 
@@ -103,8 +101,30 @@ class Swept:
         ]
 
     def uniforms(self, say: Any) -> list[dict[str, Any]]:
-        if self.uniform_rows is None:
-            self.uniform_rows = uniform.measure_all(self, [FORMATS[name] for name in self.request.formats], say)
+        """The baseline a plan is judged against: each requested format on every unit it applies to, measured. Only
+        `complete` ones compete: those covering every unit of the kinds their engine quantizes (vLLM formats never
+        cover the embedding; int4-g128 and fp8-block need input widths divisible by 128)."""
+        if self.uniform_rows is not None:
+            return self.uniform_rows
+        self.uniform_rows = []
+        for fmt in (FORMATS[name] for name in self.request.formats):
+            formats = [fmt.name if u.applies(fmt) else BF16 for u in self.units]
+            if all(name == BF16 for name in formats):
+                continue
+            score = self.measure(formats)
+            nbytes = self.kept_bytes + sum(u.nbytes(FORMATS[n]) for u, n in zip(self.units, formats))
+            self.uniform_rows.append(
+                {
+                    "format": fmt.name,
+                    "bytes": math.ceil(nbytes),
+                    "measured_kl": score.kl,
+                    "predicted_kl": sum(r.costs.get(fmt.name, r.costs[BF16]).kl for r in self.results),
+                    "top1": score.top1,
+                    "complete": all(u.applies(fmt) for u in self.units if u.kind in fmt.kinds),
+                    "kept_bf16": [u.name for u, n in zip(self.units, formats) if n == BF16 and u.kind in fmt.kinds],
+                }
+            )
+            say(f"  uniform {fmt.name}: {math.ceil(nbytes)} bytes, measured KL {score.kl:.3e}")
         return self.uniform_rows
 
 
@@ -147,12 +167,10 @@ def prepare(request: Request, say: Any) -> Swept:
 
 def plan(swept: Swept, request: Request, say: Any) -> Outcome:
     """Choose and measure a plan for `request`'s budget or size (its other fields are the sweep's)."""
-    if (request.budget_kl is None) == (request.target_bytes is None):
-        raise InputError("give exactly one of --budget-kl and --target-bytes")
     chosen, rounds, met = _choose(request, swept, say)
     plan_bytes = swept.kept_bytes + sum(c.bytes for c in chosen)
     uniforms = swept.uniforms(say)
-    best = uniform.best(uniforms, request.budget_kl, request.target_bytes)
+    best = _best_uniform(uniforms, request.budget_kl, request.target_bytes)
     measured = rounds[-1]["measured_kl"]
     runner, results = swept.runner, swept.results
     summary = {
@@ -190,7 +208,7 @@ def plan(swept: Swept, request: Request, say: Any) -> Outcome:
             "vs_bf16_bytes": math.ceil(swept.bf16_bytes - plan_bytes),
             "vs_uniform_best_bytes": best and best["bytes"] - math.ceil(plan_bytes),
         },
-        "same_bytes_uniform": uniform.nearest_size(uniforms, plan_bytes, measured),
+        "same_bytes_uniform": _nearest_uniform(uniforms, plan_bytes, measured),
         "uniform": uniforms,
         "rounds": rounds,
         "sensitivity": [_describe(r) for r in results],
@@ -211,8 +229,6 @@ def run(request: Request, say: Any) -> Outcome:
     from onboard.environment import slug
     from onboard.fsutil import output_folder
 
-    if (request.budget_kl is None) == (request.target_bytes is None):
-        raise InputError("give exactly one of --budget-kl and --target-bytes")
     with output_folder(request.out or Path("quantize") / slug(request.source)) as out:  # before the sweep
         swept = prepare(request, say)
         outcome = plan(swept, request, say)
@@ -270,25 +286,24 @@ def _choose(request: Request, swept: Swept, say: Any) -> tuple[list[Option], lis
     if request.target_bytes is not None:
         cap = float(request.target_bytes) - kept_bytes
         chosen = least_kl(_options(results), cap)
+        met = chosen is not None
         if chosen is None:  # the knapsack rounds bytes up: the smallest plan may still fit exactly
             chosen = [min(options, key=lambda o: (o.bytes, o.kl)) for options in _options(results)]
             met = sum(o.bytes for o in chosen) <= cap
-            if not met:  # report the smallest plan there is, measured, and say it does not fit
-                smallest = math.ceil(kept_bytes + sum(o.bytes for o in chosen))
-                say(f"quantize-plan: no plan fits {request.target_bytes} bytes (the smallest is {smallest})")
-        else:
-            met = True
+        if not met:  # the smallest plan there is, measured, and said not to fit
+            smallest = math.ceil(kept_bytes + sum(o.bytes for o in chosen))
+            say(f"quantize-plan: no plan fits {request.target_bytes} bytes (the smallest is {smallest})")
         score = swept.measure([o.format for o in chosen])
         rounds.append(_round(1, chosen, score, 1.0, kept_bytes))
         if met:
             starts = [(_options(results), chosen, score), *_calibrated_start(swept, cap, chosen, rounds, say)]
+            # Whole plans the refinement may measure: two per unit where that is more (about the sweep's own cost).
+            measurements = max(refine.MEASUREMENTS, 2 * len(swept.units))
             found = []
             for options, start, start_score in starts:  # each refined with the KLs that chose it
                 start, start_score = _no_worse_than_uniform(swept, request, start, start_score, rounds, say, options)
                 found.append(
-                    refine.least_kl_within(
-                        options, start, start_score, cap, swept.measure_options, _measurements(swept)
-                    )
+                    refine.least_kl_within(options, start, start_score, cap, swept.measure_options, measurements)
                 )
             for refined in sorted(found, key=lambda r: -r.score.kl):  # the best last: the plan is the last round
                 chosen = _refined_round(refined, rounds, swept, say)
@@ -312,17 +327,11 @@ def _choose(request: Request, swept: Swept, say: Any) -> tuple[list[Option], lis
     return chosen, rounds, False
 
 
-def _measurements(swept: Swept) -> int:
-    """Whole plans the refinement may measure: refine.MEASUREMENTS, or two per unit where that is more (about the
-    sweep's own cost: one forward per unit, resumed at its layer)."""
-    return max(refine.MEASUREMENTS, 2 * len(swept.units))
-
-
 def _calibrated_start(
     swept: Swept, cap: float, chosen: list[Option], rounds: list[dict[str, Any]], say: Any
 ) -> list[tuple[list[list[Option]], list[Option], Score]]:
     """The knapsack again over the calibrated KLs (sensitivity.calibrate): its plan, measured, is a second start for
-    the refinement when it differs from the first (the two neighbourhoods reach different plans)."""
+    the refinement when it differs from the first."""
     options = swept.calibrated_options()
     other = least_kl(options, cap)
     if other is None or [o.format for o in other] == [o.format for o in chosen]:
@@ -343,8 +352,8 @@ def _no_worse_than_uniform(
     options: list[list[Option]] | None = None,
 ) -> tuple[list[Option], Score]:
     """A uniform format within the size (or the budget) is a plan too, already measured: the search goes on from it
-    when it measures less KL within the size (fewer bytes within the budget), so no plan is worse than it."""
-    best = uniform.best(swept.uniforms(say), request.budget_kl, request.target_bytes)
+    when it measures less KL (has fewer bytes), so no plan is worse than it."""
+    best = _best_uniform(swept.uniforms(say), request.budget_kl, request.target_bytes)
     if best is None:
         return chosen, score
     if request.target_bytes is not None:
@@ -402,3 +411,27 @@ def _describe(result: Sensitivity) -> dict[str, Any]:
             for name, c in result.costs.items()
         },
     }
+
+
+def _best_uniform(
+    rows: list[dict[str, Any]], budget_kl: float | None, target_bytes: int | None
+) -> dict[str, Any] | None:
+    """--budget-kl: the complete uniform format with the fewest bytes within the budget; --target-bytes: the least KL
+    within the size."""
+    complete = [u for u in rows if u["complete"]]
+    if budget_kl is not None:
+        within = [u for u in complete if u["measured_kl"] <= budget_kl]
+        return min(within, key=lambda u: u["bytes"]) if within else None
+    within = [u for u in complete if u["bytes"] <= (target_bytes or 0)]
+    return min(within, key=lambda u: u["measured_kl"]) if within else None
+
+
+def _nearest_uniform(rows: list[dict[str, Any]], plan_bytes: float, measured: float) -> dict[str, Any] | None:
+    """The complete uniform format whose bytes are nearest the plan's, with plan KL / its KL."""
+    complete = [u for u in rows if u["complete"]]
+    if not complete:
+        return None
+    nearest = min(complete, key=lambda u: abs(u["bytes"] - plan_bytes))
+    ratio = measured / nearest["measured_kl"] if nearest["measured_kl"] > 0 else None
+    keys = ("format", "bytes", "measured_kl")
+    return {**{k: nearest[k] for k in keys}, "plan_over_uniform_kl": ratio}

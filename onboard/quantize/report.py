@@ -1,7 +1,5 @@
-"""The onboarding report's quantization section, from `quantize-plan.json` in the revision folder (written there
-by `onboard quantize-plan --out onboarding/<slug>/<revision>`): a sensitivity-per-layer plot and the plan's table.
-
-Plain tuples out (the report wraps them in its Plot / Table), so this module never imports the report's.
+"""The onboarding report's quantization section from `quantize-plan.json` in the revision folder: a
+sensitivity-per-layer plot and the plan's table, as plain tuples (the report wraps them in its Plot / Table).
 """
 
 from __future__ import annotations
