@@ -1,7 +1,5 @@
-"""The onboarding report's speculative-decoding section, from `draft-check.json` in the revision folder (written by
-`onboard draft-check … --out onboarding/<slug>/<revision>`): an "acceptance by position" plot and a speedup table.
-
-Plain tuples out, as onboard/quantize/report.py (the report wraps them in its Plot / Table).
+"""The onboarding report's speculative-decoding section from `draft-check.json` in the revision folder: an
+"acceptance by position" plot and a speedup table, as plain tuples (the report wraps them in its Plot / Table).
 """
 
 from __future__ import annotations

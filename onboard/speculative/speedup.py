@@ -1,10 +1,9 @@
 """Expected speedup of speculative decoding per window k, on this machine.
 
 The standard model (Leviathan et al. 2023): with per-token acceptance alpha and a draft step costing c target steps,
-one target step yields (1 - alpha^(k+1)) / (1 - alpha) tokens for c*k + 1 target-step times, so
-speedup(k) = (1 - alpha^(k+1)) / ((1 - alpha) (c k + 1)). The model assumes every position is accepted alike;
-`measured` replaces its token count with the simulated one (acceptance.py), which keeps the real run structure.
-c is measured: one KV-cached decode step of each model, the fastest of REPEATS timings of STEPS steps.
+speedup(k) = (1 - alpha^(k+1)) / ((1 - alpha) (c k + 1)). `measured` replaces the model's token count with the
+simulated one (acceptance.py), which keeps the real run structure. c is measured: one KV-cached decode step of each
+model, the fastest of REPEATS timings of STEPS steps.
 """
 
 from __future__ import annotations
