@@ -167,10 +167,12 @@ def prepare(request: Request, say: Any) -> Swept:
 
 def plan(swept: Swept, request: Request, say: Any) -> Outcome:
     """Choose and measure a plan for `request`'s budget or size (its other fields are the sweep's)."""
-    chosen, rounds, met = _choose(request, swept, say)
+    planning = _Planning(swept, request, say)
+    chosen, met = planning.within_size() if request.target_bytes is not None else planning.within_budget()
+    rounds = planning.rounds
     plan_bytes = swept.kept_bytes + sum(c.bytes for c in chosen)
     uniforms = swept.uniforms(say)
-    best = _best_uniform(uniforms, request.budget_kl, request.target_bytes)
+    best = _best_uniform(uniforms, request)
     measured = rounds[-1]["measured_kl"]
     runner, results = swept.runner, swept.results
     summary = {
@@ -279,121 +281,123 @@ def _options(results: list[Sensitivity], scale: float = 1.0) -> list[list[Option
     return [[Option(c.format, c.bytes, c.kl * scale) for c in r.costs.values()] for r in results]
 
 
-def _choose(request: Request, swept: Swept, say: Any) -> tuple[list[Option], list[dict[str, Any]], bool]:
-    """(chosen option per unit, rounds measured, met?)."""
-    results, kept_bytes = swept.results, swept.kept_bytes
-    rounds: list[dict[str, Any]] = []
-    if request.target_bytes is not None:
-        cap = float(request.target_bytes) - kept_bytes
-        chosen = least_kl(_options(results), cap)
+@dataclass
+class _Planning:
+    """Choosing one plan: the sweep, the request's budget or size, and every round measured so far."""
+
+    swept: Swept
+    request: Request
+    say: Any
+    rounds: list[dict[str, Any]] = field(default_factory=list)
+
+    def within_size(self) -> tuple[list[Option], bool]:
+        """(the plan, fits?) for --target-bytes; the knapsack over calibrated KLs is a second start where it differs."""
+        swept, options = self.swept, _options(self.swept.results)
+        cap = float(self.request.target_bytes or 0) - swept.kept_bytes
+        chosen = least_kl(options, cap)
         met = chosen is not None
         if chosen is None:  # the knapsack rounds bytes up: the smallest plan may still fit exactly
-            chosen = [min(options, key=lambda o: (o.bytes, o.kl)) for options in _options(results)]
+            chosen = [min(unit, key=lambda o: (o.bytes, o.kl)) for unit in options]
             met = sum(o.bytes for o in chosen) <= cap
         if not met:  # the smallest plan there is, measured, and said not to fit
-            smallest = math.ceil(kept_bytes + sum(o.bytes for o in chosen))
-            say(f"quantize-plan: no plan fits {request.target_bytes} bytes (the smallest is {smallest})")
-        score = swept.measure([o.format for o in chosen])
-        rounds.append(_round(1, chosen, score, 1.0, kept_bytes))
-        if met:
-            starts = [(_options(results), chosen, score), *_calibrated_start(swept, cap, chosen, rounds, say)]
-            # Whole plans the refinement may measure: two per unit where that is more (about the sweep's own cost).
-            measurements = max(refine.MEASUREMENTS, 2 * len(swept.units))
-            found = []
-            for options, start, start_score in starts:  # each refined with the KLs that chose it
-                start, start_score = _no_worse_than_uniform(swept, request, start, start_score, rounds, say, options)
-                found.append(
-                    refine.least_kl_within(options, start, start_score, cap, swept.measure_options, measurements)
-                )
-            for refined in sorted(found, key=lambda r: -r.score.kl):  # the best last: the plan is the last round
-                chosen = _refined_round(refined, rounds, swept, say)
-        return chosen, rounds, met
-    budget = float(request.budget_kl or 0.0)
-    scale = 1.0
-    chosen: list[Option] = []
-    for number in range(1, MAX_ROUNDS + 1):
-        scaled = fewest_bytes(_options(results, scale), budget)
-        assert scaled is not None  # keeping every unit in bf16 (KL 0) always fits
-        chosen = [next(c for c in _options(results)[i] if c.format == o.format) for i, o in enumerate(scaled)]
-        score = swept.measure([o.format for o in chosen])
-        rounds.append(_round(number, chosen, score, scale, kept_bytes))
-        predicted = sum(o.kl for o in chosen)
-        say(f"  plan round {number}: predicted KL {predicted:.3e}, measured {score.kl:.3e} (budget {budget:.3e})")
-        if score.kl <= budget:
-            chosen, score = _no_worse_than_uniform(swept, request, chosen, score, rounds, say)
-            refined = refine.fewest_bytes_within(_options(results), chosen, score, budget, swept.measure_options)
-            return _refined_round(refined, rounds, swept, say), rounds, True
-        scale *= score.kl / predicted if predicted > 0 else 2.0
-    return chosen, rounds, False
+            smallest = math.ceil(swept.kept_bytes + sum(o.bytes for o in chosen))
+            self.say(f"quantize-plan: no plan fits {self.request.target_bytes} bytes (the smallest is {smallest})")
+        score = self.record(chosen, swept.measure_options(chosen))
+        if not met:
+            return chosen, False
+        starts = [(options, chosen, score)]
+        calibrated = swept.calibrated_options()
+        other = least_kl(calibrated, cap)
+        if other is not None and [o.format for o in other] != [o.format for o in chosen]:
+            measured = self.record(other, swept.measure_options(other), calibrated=True)
+            self.say(f"  calibrated knapsack: measured {measured.kl:.3e} (the first plan {score.kl:.3e})")
+            starts.append((calibrated, other, measured))
+        # Whole plans the refinement may measure: two per unit where that is more (about the sweep's own cost).
+        measurements = max(refine.MEASUREMENTS, 2 * len(swept.units))
+        found = []
+        for unit_options, start, start_score in starts:  # each refined with the KLs that chose it
+            start, start_score = self.no_worse_than_uniform(unit_options, start, start_score)
+            found.append(
+                refine.least_kl_within(unit_options, start, start_score, cap, swept.measure_options, measurements)
+            )
+        for refined in sorted(found, key=lambda r: -r.score.kl):  # the best last: the plan is the last round
+            chosen = self.refined(refined)
+        return chosen, True
 
+    def within_budget(self) -> tuple[list[Option], bool]:
+        """(the plan, within?) for --budget-kl."""
+        swept, budget, scale = self.swept, float(self.request.budget_kl or 0.0), 1.0
+        options = _options(swept.results)
+        chosen: list[Option] = []
+        for number in range(1, MAX_ROUNDS + 1):
+            scaled = fewest_bytes(_options(swept.results, scale), budget)
+            assert scaled is not None  # keeping every unit in bf16 (KL 0) always fits
+            chosen = [next(o for o in unit if o.format == pick.format) for unit, pick in zip(options, scaled)]
+            score = self.record(chosen, swept.measure_options(chosen), scale)
+            predicted = sum(o.kl for o in chosen)
+            self.say(
+                f"  plan round {number}: predicted KL {predicted:.3e}, measured {score.kl:.3e} (budget {budget:.3e})"
+            )
+            if score.kl <= budget:
+                chosen, score = self.no_worse_than_uniform(options, chosen, score)
+                return self.refined(
+                    refine.fewest_bytes_within(options, chosen, score, budget, swept.measure_options)
+                ), True
+            scale *= score.kl / predicted if predicted > 0 else 2.0
+        return chosen, False
 
-def _calibrated_start(
-    swept: Swept, cap: float, chosen: list[Option], rounds: list[dict[str, Any]], say: Any
-) -> list[tuple[list[list[Option]], list[Option], Score]]:
-    """The knapsack again over the calibrated KLs (sensitivity.calibrate): its plan, measured, is a second start for
-    the refinement when it differs from the first."""
-    options = swept.calibrated_options()
-    other = least_kl(options, cap)
-    if other is None or [o.format for o in other] == [o.format for o in chosen]:
-        return []
-    measured = swept.measure_options(other)
-    rounds.append({**_round(len(rounds) + 1, other, measured, 1.0, swept.kept_bytes), "calibrated": True})
-    say(f"  calibrated knapsack: measured {measured.kl:.3e} (the first plan {rounds[0]['measured_kl']:.3e})")
-    return [(options, other, measured)]
-
-
-def _no_worse_than_uniform(
-    swept: Swept,
-    request: Request,
-    chosen: list[Option],
-    score: Score,
-    rounds: list[dict[str, Any]],
-    say: Any,
-    options: list[list[Option]] | None = None,
-) -> tuple[list[Option], Score]:
-    """A uniform format within the size (or the budget) is a plan too, already measured: the search goes on from it
-    when it measures less KL (has fewer bytes), so no plan is worse than it."""
-    best = _best_uniform(swept.uniforms(say), request.budget_kl, request.target_bytes)
-    if best is None:
+    def no_worse_than_uniform(
+        self, options: list[list[Option]], chosen: list[Option], score: Score
+    ) -> tuple[list[Option], Score]:
+        """A uniform format within the size (or the budget) is a plan too, already measured: the search goes on from it
+        when it measures less KL (has fewer bytes), so no plan is worse than it."""
+        swept = self.swept
+        best = _best_uniform(swept.uniforms(self.say), self.request)
+        if best is None:
+            return chosen, score
+        if self.request.target_bytes is not None:
+            better = best["measured_kl"] < score.kl
+        else:
+            better = best["bytes"] < math.ceil(swept.kept_bytes + sum(o.bytes for o in chosen))
+        if not better:
+            return chosen, score
+        fmt = FORMATS[best["format"]]
+        names = [fmt.name if r.unit.applies(fmt) else BF16 for r in swept.results]
+        chosen = [next(o for o in unit if o.format == n) for unit, n in zip(options, names)]
+        score = self.record(
+            chosen, Score(best["measured_kl"], best["top1"], swept.runner.positions), from_uniform=fmt.name
+        )
+        self.say(f"  the uniform {fmt.name} measures better than the search's plan: refining from it")
         return chosen, score
-    if request.target_bytes is not None:
-        better = best["measured_kl"] < score.kl
-    else:
-        better = best["bytes"] < math.ceil(swept.kept_bytes + sum(o.bytes for o in chosen))
-    if not better:
-        return chosen, score
-    fmt = FORMATS[best["format"]]
-    names = [fmt.name if r.unit.applies(fmt) else BF16 for r in swept.results]
-    chosen = [next(o for o in unit if o.format == n) for unit, n in zip(options or _options(swept.results), names)]
-    score = Score(best["measured_kl"], best["top1"], swept.runner.positions)
-    rounds.append({**_round(len(rounds) + 1, chosen, score, 1.0, swept.kept_bytes), "from_uniform": fmt.name})
-    say(f"  the uniform {fmt.name} measures better than the search's plan: refining from it")
-    return chosen, score
 
-
-def _refined_round(refined: refine.Refined, rounds: list[dict[str, Any]], swept: Swept, say: Any) -> list[Option]:
-    """Record the measured neighbours as one more round; the plan is the best one measured."""
-    if not refined.tried and rounds[-1]["formats"] == [o.format for o in refined.chosen]:
+    def refined(self, refined: refine.Refined) -> list[Option]:
+        """Record the measured neighbours as one more round; the plan is the best one measured."""
+        if not refined.tried and self.rounds[-1]["formats"] == [o.format for o in refined.chosen]:
+            return refined.chosen
+        names = [u.name for u in self.swept.units]
+        tried = [{**t, "changes": {names[i]: f for i, f in t["changes"].items()}} for t in refined.tried]
+        self.record(refined.chosen, refined.score, self.rounds[-1]["kl_scale"], refined=tried)
+        kept = sum(t["kept"] for t in tried)
+        self.say(
+            f"  refinement: {len(tried)} neighbouring plans measured, {kept} kept; measured {refined.score.kl:.3e}"
+        )
         return refined.chosen
-    names = [u.name for u in swept.units]
-    tried = [{**t, "changes": {names[i]: f for i, f in t["changes"].items()}} for t in refined.tried]
-    entry = _round(len(rounds) + 1, refined.chosen, refined.score, rounds[-1]["kl_scale"], swept.kept_bytes)
-    rounds.append({**entry, "refined": tried})
-    kept = sum(t["kept"] for t in tried)
-    say(f"  refinement: {len(tried)} neighbouring plans measured, {kept} kept; measured {refined.score.kl:.3e}")
-    return refined.chosen
 
-
-def _round(number: int, chosen: list[Option], score: Any, scale: float, kept_bytes: float) -> dict[str, Any]:
-    return {
-        "round": number,
-        "kl_scale": scale,
-        "predicted_kl": sum(o.kl for o in chosen),
-        "measured_kl": score.kl,
-        "top1": score.top1,
-        "bytes": math.ceil(kept_bytes + sum(o.bytes for o in chosen)),
-        "formats": [o.format for o in chosen],
-    }
+    def record(self, chosen: list[Option], score: Score, scale: float = 1.0, **extra: Any) -> Score:
+        """`chosen`, measured as `score`, as the next round."""
+        self.rounds.append(
+            {
+                "round": len(self.rounds) + 1,
+                "kl_scale": scale,
+                "predicted_kl": sum(o.kl for o in chosen),
+                "measured_kl": score.kl,
+                "top1": score.top1,
+                "bytes": math.ceil(self.swept.kept_bytes + sum(o.bytes for o in chosen)),
+                "formats": [o.format for o in chosen],
+                **extra,
+            }
+        )
+        return score
 
 
 def _describe(result: Sensitivity) -> dict[str, Any]:
@@ -413,16 +417,14 @@ def _describe(result: Sensitivity) -> dict[str, Any]:
     }
 
 
-def _best_uniform(
-    rows: list[dict[str, Any]], budget_kl: float | None, target_bytes: int | None
-) -> dict[str, Any] | None:
+def _best_uniform(rows: list[dict[str, Any]], request: Request) -> dict[str, Any] | None:
     """--budget-kl: the complete uniform format with the fewest bytes within the budget; --target-bytes: the least KL
     within the size."""
     complete = [u for u in rows if u["complete"]]
-    if budget_kl is not None:
-        within = [u for u in complete if u["measured_kl"] <= budget_kl]
+    if request.budget_kl is not None:
+        within = [u for u in complete if u["measured_kl"] <= request.budget_kl]
         return min(within, key=lambda u: u["bytes"]) if within else None
-    within = [u for u in complete if u["bytes"] <= (target_bytes or 0)]
+    within = [u for u in complete if u["bytes"] <= (request.target_bytes or 0)]
     return min(within, key=lambda u: u["measured_kl"]) if within else None
 
 

@@ -200,17 +200,12 @@ def _measure(
     kind: str, draft_folder: Path | None, rows: list[drafts.TargetRows], request: Request, say: Any
 ) -> tuple[list[Windows], float]:
     """(windows per trajectory, seconds per draft step) of a draft model or n-gram lookup."""
-    temperature = request.temperature
     if kind == "ngram":
-        proposals: list[list[list[int]]] = []
-        seconds = speedup.call_seconds(
-            lambda: proposals.extend(drafts.ngram_proposals(r.sequence, r.prompt_len) for r in rows),
-            sum(len(r.next_ids) for r in rows),
-        )
-        return [drafts.proposal_windows(r, p, temperature) for r, p in zip(rows, proposals)], seconds
+        return drafts.ngram_windows(rows, request.temperature)
     assert draft_folder is not None
     draft = _load(draft_folder, request.dtype)
     say(f"draft-check: draft {draft_folder.name} ({draft.info.kind})")
+    temperature = request.temperature  # one draft forward at a time: its logits are freed row by row
     windows = [drafts.model_windows(r, _forward(draft, r.sequence)[r.prompt_len - 1 : -1], temperature) for r in rows]
     return windows, speedup.decode_step_seconds(draft, rows[0].sequence[: rows[0].prompt_len])
 

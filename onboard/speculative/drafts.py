@@ -95,6 +95,14 @@ def proposal_windows(
     return Windows(_runs(accepted, n), alpha, path.count(False))
 
 
+def ngram_windows(rows: list[TargetRows], temperature: float) -> tuple[list[Windows], float]:
+    """(windows per trajectory, seconds per proposal lookup) of n-gram lookup."""
+    started = time.perf_counter()
+    proposals = [ngram_proposals(r.sequence, r.prompt_len) for r in rows]
+    seconds = (time.perf_counter() - started) / max(sum(len(r.next_ids) for r in rows), 1)
+    return [proposal_windows(r, p, temperature) for r, p in zip(rows, proposals)], seconds
+
+
 def ngram_proposals(sequence: Sequence[int], prompt_len: int) -> list[list[int]]:
     """Per start t (context = sequence[: prompt_len + t]): up to MAX_K tokens copied after the most recent earlier
     occurrence of the context's longest suffix of NGRAM_MAX..NGRAM_MIN tokens (empty: no match)."""

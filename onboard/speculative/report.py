@@ -43,16 +43,9 @@ def _table(result: dict[str, Any], modes: list[tuple[str, dict[str, Any]]]) -> T
     rows = []
     for name, mode in modes:
         for accepted, speed in zip(mode["by_k"], mode["speedup"]):
-            rows.append(
-                (
-                    name,
-                    str(accepted["k"]),
-                    _fmt(accepted["mean_accepted"], ""),
-                    _fmt(speed["measured"], "x"),
-                    _fmt(speed["model"], "x"),
-                    "yes" if mode.get("recommended_k") == accepted["k"] else "",
-                )
-            )
+            speeds = (_fmt(speed["measured"], "x"), _fmt(speed["model"], "x"))
+            recommended = "yes" if mode.get("recommended_k") == accepted["k"] else ""
+            rows.append((name, str(accepted["k"]), _fmt(accepted["mean_accepted"], ""), *speeds, recommended))
     title = f"Speculative decoding: {result.get('draft')} (draft/target step cost c = {cost.get('ratio', 0):.3f})"
     header = ("mode", "k", "accepted per step", "speedup (measured)", "speedup (model)", "recommended")
     return (title, header, tuple(rows))

@@ -8,8 +8,7 @@ model, the fastest of REPEATS timings of STEPS steps.
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 STEPS, REPEATS = 8, 2
@@ -48,10 +47,3 @@ def decode_step_seconds(candidate: Any, prompt: Sequence[int]) -> float:
         _, more = candidate.timed_batch([prompt], 1 + STEPS)
         best = min(best, max(more - first, 0.0) / STEPS)
     return best
-
-
-def call_seconds(call: Callable[[], Any], calls: int) -> float:
-    """Seconds per call of a CPU-side draft (n-gram lookup): `call` makes `calls` of them."""
-    start = time.perf_counter()
-    call()
-    return (time.perf_counter() - start) / max(calls, 1)
