@@ -1,10 +1,8 @@
 """Put formats on units of a loaded model for the length of a `with` block, then restore the original weights.
 
-Weights: the format's dequantized values, computed in float32 and stored in the model dtype (as a W4A16 kernel's bf16
-dequantization does), swapped in as the Parameter's data and swapped back afterwards: nothing is copied or cloned.
-Activations: a forward pre-hook on each module that multiplies by a quantized 2-D weight rounds its input as the
-engine does. An embedding lookup has no matmul input, and 3-D experts' inputs are not observable per expert: those
-units are weight-only (`activations_simulated: false`).
+A format's dequantized weights are swapped in as the Parameter's data (nothing copied or cloned) and its activation
+rounding added as a pre-hook on each module multiplying by a quantized 2-D weight. Embedding lookups and 3-D experts
+are weight-only (`activations_simulated: false`).
 """
 
 from __future__ import annotations

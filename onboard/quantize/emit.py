@@ -1,12 +1,7 @@
-"""Engine-ready forms of a plan, written next to quantize-plan.json.
-
-- `llama-quantize.sh`: llama.cpp's converter to a bf16 GGUF, then `llama-quantize` with `--tensor-type PATTERN=TYPE`
-  per unit and type (PATTERN a regex over GGUF tensor names), `--token-embedding-type` and `--output-tensor-type`.
-  Every quantizable tensor gets an explicit type, the effective one (a K-quant's fallback where the row needs it), so
-  llama.cpp's own mixture rules never decide one.
-- `llmcompressor-recipe.yaml`: an llm-compressor QuantizationModifier with a config group per vLLM format and an
-  `ignore` list of what stays in the model dtype (units kept, routers, the head unless planned).
-Units a plan gives a format the engine cannot serve are listed as `unsupported` for that engine, never dropped.
+"""Engine-ready forms of a plan, written next to quantize-plan.json: `llama-quantize.sh` (an explicit
+`--tensor-type` for every quantizable tensor, its effective type, so llama.cpp's own mixture rules never decide one)
+and `llmcompressor-recipe.yaml` (a config group per vLLM format, `ignore` for what stays in the model dtype). Units
+given a format the engine cannot serve are listed as `unsupported` for that engine, never dropped.
 """
 
 from __future__ import annotations

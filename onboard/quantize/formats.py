@@ -1,9 +1,6 @@
-"""The quantization formats a plan chooses from: how each rounds, what it stores, which engine serves it.
-
-Bytes are what the engine stores per tensor (elements plus scales, zero points and block headers). A format that
-cannot hold a tensor's shape either falls back as the engine does (llama.cpp's llama_tensor_get_type: a K-quant on
-rows not divisible by 256 becomes Q5_0 / Q8_0 / IQ4_NL, else F16) or does not apply to that unit (vLLM's group and
-block kernels need the input dimension divisible by 128).
+"""The quantization formats a plan chooses from: how each rounds, what it stores (bytes per tensor, scales included)
+and which engine serves it. A format that cannot hold a shape falls back as the engine does (llama.cpp's
+llama_tensor_get_type) or does not apply (vLLM's group and block kernels need input widths divisible by 128).
 """
 
 from __future__ import annotations

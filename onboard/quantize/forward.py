@@ -1,9 +1,8 @@
 """The reference run over the prompt suite, and reruns of a (partly quantized) model scored against it.
 
-The reference run records every decoder layer's output, so a rerun after quantizing a unit of layer i resumes there
-(earlier layers return their recorded outputs), and each unit module's inputs and output, so `module_delta` reruns
-one module alone: the error energy the sweep ranks formats by. The score: KL(reference || candidate) over the full
-vocabulary in float32, averaged over every teacher-forced position, and the fraction of positions with the same top-1.
+The reference run records each decoder layer's output (a rerun resumes at the quantized unit's layer) and each unit
+module's inputs and output (`module_delta` reruns one module alone). The score: KL(reference || candidate) over the
+full vocabulary in float32, averaged over every teacher-forced position, and the top-1 agreement.
 """
 
 from __future__ import annotations

@@ -1,10 +1,8 @@
 """llama.cpp's quantizers as `llama-quantize` runs them without an importance matrix, for machines without its library.
 
-Q8_0 and the other 32-blocks go through the `gguf` package's own quantizers (bit-exact ports of ggml-quants.c). It
-only dequantizes Q6_K and Q4_K, so `quantize_row_q6_K_ref` and `quantize_row_q4_K_ref` are ported here, vectorised
-over blocks, in float32 with each sum in C's order (against llama.cpp's library: Q6_K equal, Q4_K about 1 sub-block
-in 50,000 off by one step). Activations: the CPU backend rounds a matmul's input to the weight type's vec_dot type,
-Q8_0 blocks for Q8_0 / Q5_0 / MXFP4 weights, Q8_K blocks for the K-quants. C's nearest_int() is torch.round.
+Q8_0 and the other 32-blocks: the `gguf` package's own quantizers. Q6_K and Q4_K (gguf only dequantizes them):
+`quantize_row_q6_K_ref` / `quantize_row_q4_K_ref` ported, vectorised over blocks, in float32 with each sum in C's
+order. Activations: the CPU backend rounds a matmul's input to Q8_0 blocks (Q8_K for the K-quants).
 """
 
 from __future__ import annotations

@@ -1,10 +1,7 @@
-"""llama.cpp's own quantizers, called in its ggml library (libggml-base of the .venv-llamacpp install) through ctypes.
-
-Why: a plan's llama.cpp formats must round exactly as `llama-quantize` does, which the engine's library does by
-definition (the torch port, ggml_kquants.py, differs on a few Q4_K sub-blocks); it is also faster. The library is
-loaded only from the llama.cpp install this project made (scripts/install_llama_cpp.sh, or ONBOARD_LLAMACPP_VENV),
-never from a checkpoint. A type is used only when the library stores it as our format table says; otherwise, or
-without the library, quantize() returns None and the caller uses the port. ONBOARD_GGML_NATIVE=0 forces the port.
+"""llama.cpp's own quantizers, called in its ggml library through ctypes: a plan's llama.cpp formats then round
+exactly as `llama-quantize` does. Loaded only from the llama.cpp install this project made (venvs.llamacpp), never
+from a checkpoint; a type is used only where the library stores it as our format table says. Otherwise quantize()
+returns None and the caller uses the torch port (ggml_kquants); ONBOARD_GGML_NATIVE=0 forces the port.
 """
 
 from __future__ import annotations

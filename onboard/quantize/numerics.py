@@ -1,16 +1,8 @@
 """Quantize-dequantize in torch, rounding as the engines and the tools that write their checkpoints round.
 
-Every function takes float32 `[out, in]` (or `[experts, out, in]`: the LAST dimension is the matmul's input) and
-returns the dequantized float32 values the engine multiplies with.
-- int8 per-channel (vLLM W8A8-INT8, written by llm-compressor): weights symmetric per output row, scale amax / 127.5
-  (compressed-tensors' range -128..127), round half to even; activations dynamic per token, scale amax / 127.
-- fp8-e4m3 per-tensor (vLLM `--quantization fp8`): one scale amax / 448, cast to float8_e4m3fn (round to nearest
-  even, saturating); activations dynamic per tensor.
-- fp8-e4m3 per-block (DeepSeek-V3, vLLM block fp8): 128x128 weight blocks, scale amax / 448 each; activations
-  dynamic per token and group of 128 input channels.
-- int4 group-128 asymmetric (AWQ / GPTQ storage): AutoAWQ's pseudo_quantize_tensor, the scale stored as float16.
-- MXFP4 (OCP microscaling, llama.cpp's MXFP4): blocks of 32, scale 2^(floor(log2 amax) - 2), E2M1 elements; a tie
-  goes to the smaller magnitude (llama.cpp's best_index_mxfp4).
+Every function takes float32 with the matmul's input as the LAST dimension and returns the dequantized float32
+values the engine multiplies with: int8 per-channel / per-token (vLLM W8A8, llm-compressor's scales), fp8-e4m3
+per-tensor and per-128x128-block (DeepSeek-V3), int4 group-128 asymmetric (AutoAWQ's rounding, fp16 scales), MXFP4.
 """
 
 from __future__ import annotations

@@ -1,11 +1,8 @@
 """`onboard quantize-plan`: sweep, choose, then measure the whole plan and every uniform format.
 
 The reference is the checkpoint run in process in the served dtype (the generated adapter, else transformers with
-trust_remote_code=False) over the goldens' prompts and continuations, teacher-forced, or the golden suite's prompts.
-A plan's predicted KL sums its units' KLs alone; its measured KL is one forward with every unit quantized. With
---budget-kl a plan measured over budget is re-chosen with the KLs scaled by measured / predicted, up to MAX_ROUNDS
-times, and reported as over budget (exit 1) if it still is. A plan within its budget or size is then refined
-(refine.py); with --target-bytes the knapsack also runs over calibrated KLs and the best measured plan is kept.
+trust_remote_code=False). A plan's predicted KL sums its units' KLs alone; its measured KL is one forward with every
+unit quantized, and a plan measured over its budget is re-chosen, then reported as such (exit 1).
 """
 
 from __future__ import annotations

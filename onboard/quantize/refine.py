@@ -1,12 +1,8 @@
 """After the knapsack: measure a few neighbouring plans whole and keep the best one measured.
 
-The knapsack's sum of per-unit KLs mispredicts a whole plan (units interact, and in bf16 any perturbation moves the
-downstream roundings), so the plan's neighbours (one unit's format changed, or one up and one down) are ranked by
-the prediction and the most promising MEASURED, at most `measurements` forwards over the suite:
-- least KL within a byte cap: neighbours within the cap, least predicted KL first; a measured improvement is kept
-  and its neighbours searched next;
-- fewest bytes within a KL budget: smaller neighbours whose predicted KL, scaled by the plan's measured / predicted,
-  stays within the budget, fewest bytes first; the first measured within the budget is kept.
+The sum of per-unit KLs mispredicts a whole plan (units interact; in bf16 any perturbation moves the downstream
+roundings), so the plan's neighbours (one unit's format changed, or one up and one down) are ranked by the
+prediction and the most promising MEASURED, at most `measurements` forwards over the suite.
 """
 
 from __future__ import annotations

@@ -1,7 +1,5 @@
-"""Choosing one format per unit: a multiple-choice knapsack, solved by dynamic programming.
-
-One solver for both questions (minimise one additive cost with another capped): `fewest_bytes` within a KL budget,
-`least_kl` within a byte target. The capped quantity is discretised into buckets, each option rounded UP, so a
+"""Choosing one format per unit: a multiple-choice knapsack by dynamic programming, `fewest_bytes` within a KL budget
+or `least_kl` within a byte target. The capped quantity is discretised into buckets, each option rounded UP, so a
 solution never exceeds the cap.
 """
 

@@ -1,11 +1,8 @@
 """The sensitivity sweep: what each format costs at each unit, quantized alone.
 
-Per unit, every applicable format's error energy is measured cheaply (the unit's module rerun alone from its recorded
-inputs, or for an untied embedding the rows the prompts look up); the format with the most energy (the probe) is
-MEASURED (KL over the suite, resuming at the unit's layer) and the others predicted in proportion to their energy (KL
-and energy are both quadratic in small perturbations). The head, and an embedding tied to it, move the logits
-directly: every format is measured there. No format's weights are kept once measured: fresh memory, zero-filled by
-the kernel page by page, costs the sweep more than recomputing them.
+Per unit, each format's error energy on the unit's output is cheap to compute; the format with the most (the probe)
+is MEASURED (KL over the suite, resumed at the unit's layer) and the others predicted in proportion to their energy.
+The head and a tied embedding move the logits directly: every format is measured there.
 """
 
 from __future__ import annotations

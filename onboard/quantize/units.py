@@ -1,9 +1,8 @@
-"""Units of a plan: the weights that share one format, found by parameter name in transformers models and generated
-adapters. Per layer and block (attention, MLP, routed experts, shared experts) there are two units: the matmuls that
-read the block's input (`layer.3.attn.qkv`: q/k/v, fused or not, and MLA's down/up projections; `layer.3.mlp.gate_up`)
-and the one that writes its output (`layer.3.attn.o`, `layer.3.mlp.down`): what shares an input shares its activation
-rounding. Then the token embedding and the head; a tied head is one unit with the embedding ("embedding+head").
-Routers, norms, biases and other 1-D tensors stay in the model dtype, as the engines keep them (2 bytes per element).
+"""Units of a plan: the weights that share one format, by parameter name (transformers models and generated adapters).
+
+Per layer and block (attention, MLP, routed or shared experts) two units: the matmuls reading the block's input
+(`layer.3.attn.qkv`), which share its activation rounding, and the one writing its output (`layer.3.attn.o`); then
+the embedding and the head (one unit when tied). Routers, norms and biases stay in the model dtype, as engines do.
 """
 
 from __future__ import annotations

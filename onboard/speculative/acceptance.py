@@ -1,11 +1,8 @@
 """Acceptance of a draft's proposals, from its windows along the target's greedy trajectories.
 
-A window starts after t generated tokens: the draft proposes up to k tokens, the target verifies them in one step,
-keeps the longest agreeing prefix and adds one token of its own. Greedy: `runs[t]` proposals from start t are
-accepted (exact: while they agree, the draft's context is the trajectory), and the accepted lengths per k come from
-simulating the decode loop over `runs`, as transformers' assisted generation runs it. At temperature T, `alpha[t][i]`
-is the probability that proposal i of window t is accepted, sum over the vocabulary of min(p, q) (exact per token;
-along a window the contexts are the trajectory's, the usual approximation).
+Greedy: `runs[t]` proposals from start t are accepted (exact, the draft's context being the trajectory while they
+agree), and accepted lengths per k come from simulating the decode loop as transformers' assisted generation runs
+it. At temperature T, `alpha[t][i]` is sum(min(p, q)): the probability that proposal i of window t is accepted.
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
 """`onboard draft-check`: compatibility, measured acceptance and expected speedup of a draft for a target.
 
-The target runs in process in the served dtype (the generated adapter, else transformers with trust_remote_code=False).
-Its trajectories are the goldens' (prompt + recorded greedy continuation) or its own greedy continuations of the
-golden prompt suite. The target and a draft model each run one teacher-forced forward per trajectory; everything else
-is computed from those logits (acceptance.py, drafts.py).
+The target runs in process (the generated adapter, else transformers with trust_remote_code=False) along the goldens'
+continuations or its own greedy ones; target and draft model each run one teacher-forced forward per trajectory.
 """
 
 from __future__ import annotations

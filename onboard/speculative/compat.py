@@ -1,9 +1,6 @@
-"""Can DRAFT's tokens be verified by TARGET at all? Checked before any weight is loaded.
-
-The target scores the draft's token ids as its own: both must encode the verify-tokenizer corpus to the same ids and
-give special tokens the same ids (else `incompatible-draft`: acceptance would be ~0, and vLLM / SGLang refuse or crash),
-and every id the draft can propose must be a row of the target's embedding (else a finding with the draft-to-target
-id map an engine needs).
+"""Can DRAFT's tokens be verified by TARGET at all? Checked before any weight is loaded: the same ids for the
+verify-tokenizer corpus and the special tokens (else `incompatible-draft`), and every id the draft can propose a row
+of the target's embedding (else a finding with the draft-to-target id map an engine needs).
 """
 
 from __future__ import annotations

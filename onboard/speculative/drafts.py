@@ -1,13 +1,6 @@
-"""What each kind of draft proposes along a target trajectory, as `Windows` (acceptance.py).
-
-`TargetRows` holds the target's logits at the positions that predict a trajectory's continuation. Three drafts:
-- a draft model: its teacher-forced logits at the same positions. Its greedy proposal i from start t is its argmax
-  at position t+i as long as proposals 1..i-1 were accepted (its context is then the trajectory's).
-- n-gram lookup (vLLM's `ngram`, prompt lookup decoding): the longest suffix of the context, NGRAM_MAX tokens down to
-  NGRAM_MIN, found earlier in the context; the tokens that followed it are the proposal. Deterministic: at
-  temperature T a proposal is accepted with the target's probability of that token.
-- the checkpoint's MTP heads (mtp.py) as a self-draft: from start t (context = the trajectory up to token P+t-1) the
-  engine drafts with the target's hidden state at P+t-2 and token P+t-1, one chained MTP step per proposal.
+"""What each kind of draft proposes along a target trajectory, as `Windows` (acceptance.py): a draft model (its
+teacher-forced logits at the target's positions), n-gram lookup (vLLM's `ngram`: what followed the latest earlier
+occurrence of the context's longest suffix) and the checkpoint's MTP layers (mtp.py, one chained step per proposal).
 """
 
 from __future__ import annotations

@@ -1,17 +1,13 @@
-"""Multi-token-prediction (MTP) modules as a self-draft: DeepSeek-V3's `num_nextn_predict_layers` layout.
+"""Multi-token-prediction (MTP) layers as a self-draft: DeepSeek-V3's `num_nextn_predict_layers` layout.
 
-The checkpoint ships each MTP depth d at `model.layers.{num_hidden_layers + d}`: a decoder layer of the family plus
-`enorm`, `hnorm`, `eh_proj` and `shared_head.{norm,head}` (and usually its own `embed_tokens`). One step, as in
-transformers' `MtpModel` and vLLM's `deepseek_mtp.py`:
+MTP depth d sits at `model.layers.{num_hidden_layers + d}`: the family's decoder layer (the adapter's own, loaded
+through its weight map) plus `enorm`, `hnorm`, `eh_proj` and `shared_head`. One step, as transformers' `MtpModel`:
 
     x = eh_proj([enorm(embed(token t+1)); hnorm(h_t)])      h_t: the target's post-final-norm hidden state at t
-    y = shared_head.norm(decoder_layer(x))                  (rotary position t+1, causal over the MTP layer's own keys)
-    logits = shared_head.head(y)                            -> the distribution of token t+2
+    logits = shared_head.head(shared_head.norm(decoder_layer(x)))   (rotary position t+1) -> token t+2
 
-and a chain recycles y as the next step's hidden state. The decoder layer is the target adapter's own `DecoderLayer`
-(built at its index, so the family's dense/MoE rule picks its block), loaded strictly through the adapter's weight
-map. vLLM places step t at rotary position t and zeroes the embedding at position 0; we follow transformers (a uniform
-shift rotary attention does not see; only the very first position differs).
+A chain recycles the normed output as the next step's hidden state (vLLM's chain). vLLM places step t at rotary
+position t and zeroes the embedding at position 0: only that first position differs; we follow transformers.
 """
 
 from __future__ import annotations

@@ -1,9 +1,6 @@
-"""Expected speedup of speculative decoding per window k, on this machine.
-
-The standard model (Leviathan et al. 2023): with per-token acceptance alpha and a draft step costing c target steps,
-speedup(k) = (1 - alpha^(k+1)) / ((1 - alpha) (c k + 1)). `measured` replaces the model's token count with the
-simulated one (acceptance.py), which keeps the real run structure. c is measured: one KV-cached decode step of each
-model, the fastest of REPEATS timings of STEPS steps.
+"""Expected speedup of speculative decoding per window k, on this machine: the standard model (Leviathan et al.
+2023), speedup(k) = (1 - alpha^(k+1)) / ((1 - alpha) (c k + 1)) with c the measured cost of a draft step in target
+steps, and `measured`, the same with the simulated token count (acceptance.py).
 """
 
 from __future__ import annotations
