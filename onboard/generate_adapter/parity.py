@@ -26,7 +26,7 @@ from onboard.inspect_checkpoint.config_view import language_model_config
 from onboard.reference import REPO_CODE, RemoteCodePolicy, describe, load_transformers, reference_for, rerun_command
 
 CALIBRATED_BAR = "calibrated (onboard/comparator.py THRESHOLDS)"
-"""The one parity bar, named in every parity result: adapters and the MTP draft head (onboard/speculative/mtp_parity.py)
+"""The one parity bar, named in every parity result: adapters and the MTP draft head (tests/speculative/mtp_parity.py)
 are both judged by the comparator's `agreement` against the reference's own run in the calibration dtype."""
 MOE_KEYS = ("num_experts", "num_local_experts", "n_routed_experts")
 PARITY_TOP_K = 10

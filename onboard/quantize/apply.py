@@ -1,14 +1,8 @@
 """Put formats on units of a loaded model for the length of a `with` block, then restore the original weights.
 
-Weights: the format's dequantized values, computed in float32 from the checkpoint's values and stored back in the
-model dtype (as a W4A16 kernel's bf16 dequantization does). A quantized weight is swapped in as the Parameter's
-data and the original tensor swapped back afterwards: nothing is copied, and the originals are never cloned (a
-copy of every weight the sweep touches would be as much fresh memory as the model's weights).
-
-Activations: a forward pre-hook on each module that multiplies by a quantized 2-D weight (nn.Linear, a tied or
-untied head) rounds its input the way the engine does; an embedding lookup has no matmul input, and the inputs of
-3-D expert tensors are not observable per expert, so those are weight-only (reported as
-`activations_simulated: false` for the unit).
+A format's dequantized weights are swapped in as the Parameter's data (nothing copied or cloned) and its activation
+rounding added as a pre-hook on each module multiplying by a quantized 2-D weight. Embedding lookups and 3-D experts
+are weight-only (`activations_simulated: false`).
 """
 
 from __future__ import annotations
@@ -28,18 +22,15 @@ SOURCES_KEPT = 4  # a unit has at most three tensors (q, k, v)
 class QuantizedWeights:
     """Dequantized weights per (tensor, format), computed once; kept while they fit CACHE_LIMIT_BYTES.
 
-    Kept, not evicted: plans measured one after another apply every unit in turn, a cycle that a least-recently-used
-    bound larger than the model would thrash. A caller that will not reuse an entry drops it (the sweep keeps only
-    each unit's probe): fresh memory is dear (every new page is zero-filled by the kernel, and on a VM first backed
-    by the host), while what is dropped is reused by the next entry (forward.hold_freed_memory): filling the cache
-    with every format of every unit costs more than it saves."""
+    Kept, not evicted: plans measured one after another apply every unit in turn, a cycle that would thrash a
+    least-recently-used bound. A caller that will not reuse an entry drops it (the sweep keeps only each unit's
+    probe): fresh memory is dearer than recomputing, while dropped memory is reused (forward.hold_freed_memory)."""
 
     def __init__(self, limit: int = CACHE_LIMIT_BYTES) -> None:
         self.limit, self.used = limit, 0
         self._cache: dict[tuple[str, str], Any] = {}
         self._original: dict[str, Any] = {}
-        # The float32 [out, in] source of the last few tensors: the sweep quantizes one unit's tensors into every
-        # format in turn, so the checkpoint's values are converted once per tensor, not once per format.
+        # The float32 [out, in] source of the last few tensors: the sweep quantizes a unit into every format in turn.
         self._sources: OrderedDict[str, Any] = OrderedDict()
         self._holders: dict[str, list[Any]] = {}
 
@@ -84,7 +75,7 @@ class QuantizedWeights:
         return source
 
     def holders(self, model: Any, tensor: Tensor) -> list[Any]:
-        """activation_modules(model, tensor), found once (not a walk over every module of the model each time)."""
+        """activation_modules(model, tensor), found once."""
         if tensor.name not in self._holders:
             self._holders[tensor.name] = activation_modules(model, tensor)
         return self._holders[tensor.name]
@@ -115,10 +106,9 @@ def quantized(
 ) -> Iterator[None]:
     """Within the block, every unit of `assignment` holds its format's weights (BF16: unchanged).
 
-    `roundings`: a dict the caller keeps across blocks that feed their matmuls the same input tensors (the sweep's
-    energies rerun a unit's module from its recorded inputs once per format); every input rounded is kept there
-    and its rounding reused by a later block with the same activation function (5 of the 12 candidates round as
-    Q8_0, 3 as Q8_K). Without it, nothing outlives the block."""
+    `roundings`: kept by a caller whose blocks feed their matmuls the same input tensors (the sweep's energies): an
+    input's rounding is reused by a later block with the same activation function (most candidates round as Q8_0 or
+    Q8_K). Without it, nothing outlives the block."""
     import torch
 
     handles, touched = [], []
@@ -132,7 +122,7 @@ def quantized(
                     weights.original(tensor)
                     touched.append(tensor)
                     tensor.param.data = weights.get(tensor, fmt)
-                    act = fmt.activation_for(tensor.shape)
+                    act = fmt.resolve(tensor.shape).activation
                     if act is not None:
                         handles += [
                             m.register_forward_pre_hook(_round_input(act, last, roundings))
@@ -147,10 +137,10 @@ def quantized(
 
 
 def _round_input(act: Any, last: dict[Any, Rounding], kept: dict[tuple[Any, int], Rounding] | None = None) -> Any:
-    """A pre-hook rounding a matmul's input with `act`. `last` (one per `quantized` block) remembers the latest
-    rounding per function: q, k and v (gate and up) read the same tensor, which is then rounded once, not three
-    times (the same values: the same tensor, unchanged since, as its version counter shows). `kept`: every rounding
-    by function and input, for later blocks (see `quantized`); an entry holds its input, so the id stays its own."""
+    """A pre-hook rounding a matmul's input with `act`. `last` (one per `quantized` block) holds the latest rounding
+    per function: q, k and v read the same tensor, rounded once while its version counter shows it unchanged.
+    `kept`: every rounding by function and input id, for later blocks (an entry holds its input, so the id stays
+    its own)."""
 
     def hook(_module: Any, args: tuple[Any, ...]) -> tuple[Any, ...] | None:
         if not args or not hasattr(args[0], "is_floating_point") or not args[0].is_floating_point():

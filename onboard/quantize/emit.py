@@ -1,14 +1,7 @@
-"""Engine-ready forms of a plan, written next to quantize-plan.json.
-
-- `llama-quantize.sh`: llama.cpp's converter to a bf16 GGUF, then `llama-quantize` with one `--tensor-type
-  PATTERN=TYPE` per unit and type (PATTERN is a regex searched in GGUF tensor names, e.g. `blk\\.3\\.ffn_down\\.weight`,
-  TYPE a ggml type name), `--token-embedding-type` / `--output-tensor-type` for the embedding and head. Every
-  quantizable tensor gets an explicit type, so llama.cpp's own mixture rules never decide one; the types written
-  are the effective ones (a K-quant on rows not divisible by 256 is written as its fallback, Q5_0 / Q8_0).
-- `llmcompressor-recipe.yaml`: an llm-compressor QuantizationModifier whose `config_groups` target each vLLM
-  format's units and whose `ignore` lists what stays in the model dtype (units kept, routers, the head unless
-  planned), for the formats vLLM serves (int8 W8A8, fp8, fp8 per-block, int4 group-128).
-Units a plan gives a format the engine cannot serve are listed as `unsupported` for that engine, never dropped.
+"""Engine-ready forms of a plan, written next to quantize-plan.json: `llama-quantize.sh` (an explicit
+`--tensor-type` for every quantizable tensor, its effective type, so llama.cpp's own mixture rules never decide one)
+and `llmcompressor-recipe.yaml` (a config group per vLLM format, `ignore` for what stays in the model dtype). Units
+given a format the engine cannot serve are listed as `unsupported` for that engine, never dropped.
 """
 
 from __future__ import annotations
@@ -19,9 +12,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from onboard.inspect_checkpoint.tensor_names import lm_prefix, strip_lm_prefix, tower_of
+from onboard.inspect_checkpoint.tensor_names import lm_prefix, strip_lm_prefix
 from onboard.quantize.formats import BF16, FORMATS, LLAMA_CPP, VLLM
-from onboard.quantize.units import LAYER, classify, component, part, unit_name
+from onboard.quantize.units import component, unit_key, unit_name
 
 # Last name component (per unit kind) -> GGUF tensor base names (llama.cpp's tensor_mapping.py conventions).
 GGUF_NAMES: dict[str, dict[str, tuple[str, ...]]] = {
@@ -58,6 +51,8 @@ VLLM_SCHEMES: dict[str, tuple[str, str | None]] = {
     "int4-g128": ("{num_bits: 4, type: int, symmetric: false, strategy: group, group_size: 128}", None),
 }  # fmt: skip
 ROUTERS = (r"re:.*mlp\.gate$", r"re:.*shared_expert_gate$")
+Shaped = tuple[str, tuple[int, ...]]
+"""A checkpoint tensor's (name, shape)."""
 
 
 @dataclass
@@ -70,7 +65,7 @@ class EngineForm:
     """Checkpoint tensors with no known engine name (nothing written for them)."""
 
 
-def checkpoint_tensors(folder: Path) -> list[tuple[str, tuple[int, ...]]]:
+def checkpoint_tensors(folder: Path) -> list[Shaped]:
     """(name, shape) of every tensor in the checkpoint's safetensors files, from their headers."""
     from safetensors import safe_open
 
@@ -81,24 +76,17 @@ def checkpoint_tensors(folder: Path) -> list[tuple[str, tuple[int, ...]]]:
     return found
 
 
-def tensors_by_unit(tensors: Sequence[tuple[str, tuple[int, ...]]]) -> dict[str, list[tuple[str, tuple[int, ...]]]]:
+def tensors_by_unit(tensors: Sequence[Shaped]) -> dict[str, list[Shaped]]:
     """Checkpoint tensors grouped by plan unit (`embedding`, `layer.3.attn.qkv`, `layer.3.mlp.down`, `head`, ...)."""
-    grouped: dict[str, list[tuple[str, tuple[int, ...]]]] = {}
+    grouped: dict[str, list[Shaped]] = {}
     for name, shape in tensors:
-        if tower_of(name) is not None:
-            continue  # a multimodal wrapper's vision / audio tower: not in the plan (its layers are not the LM's)
-        kind = classify(name, len(shape))
-        if kind is None:
-            continue
-        match = LAYER.search(name)
-        layer = int(match.group(1)) if match and kind not in ("embedding", "head") else None
-        grouped.setdefault(unit_name(layer, kind, part(name, kind)), []).append((name, shape))
+        key = unit_key(name, len(shape))
+        if key is not None:
+            grouped.setdefault(unit_name(*key), []).append((name, shape))
     return grouped
 
 
-def llama_cpp(
-    plan: Mapping[str, str], units: Mapping[str, list[tuple[str, tuple[int, ...]]]], source: str
-) -> EngineForm:
+def llama_cpp(plan: Mapping[str, str], units: Mapping[str, list[Shaped]], source: str) -> EngineForm:
     """`plan`: unit name -> format name; `units`: checkpoint tensors per unit (tensors_by_unit)."""
     form = EngineForm(LLAMA_CPP, "")
     args: list[str] = []
@@ -114,10 +102,9 @@ def llama_cpp(
             types = {fmt.resolve(shape).ggml_type for _, shape in tensors} or {fmt.ggml_type}
             args.append(f"{flag} {sorted(types)[0]}")
             continue
-        layer = unit.split(".")[1]
+        _, layer, kind = unit.split(".")[:3]
         by_type: dict[str, set[str]] = {}
         for name, shape in tensors:
-            kind = unit.split(".")[2]
             names = GGUF_NAMES.get(kind, {}).get(component(name))
             if not names:
                 form.unmapped.append(name)
@@ -147,9 +134,8 @@ def _module_regex(names: Sequence[str]) -> str:
 
 
 def _module_pattern(module: str) -> str:
-    """The module's name as a regex. A multimodal wrapper's language-model module is matched under either layout
-    (transformers 5 loads `language_model.model.layers.0.x` as `model.language_model.layers.0.x`, and a wrapper's
-    head as `lm_head`), so the recipe targets the same modules whichever way the model was loaded."""
+    """The module's name as a regex; a multimodal wrapper's language-model module under either layout (transformers
+    5 loads `language_model.model.layers.0.x` as `model.language_model.layers.0.x`)."""
     prefix = lm_prefix(module)
     if prefix is None:
         return re.escape(module)
@@ -158,9 +144,7 @@ def _module_pattern(module: str) -> str:
     return rf"(?:(?:model\.)?{re.escape(head)}\.(?:model\.)?)?{re.escape(rest)}"
 
 
-def llm_compressor(
-    plan: Mapping[str, str], units: Mapping[str, list[tuple[str, tuple[int, ...]]]], source: str
-) -> EngineForm:
+def llm_compressor(plan: Mapping[str, str], units: Mapping[str, list[Shaped]], source: str) -> EngineForm:
     form = EngineForm(VLLM, "")
     groups: dict[str, list[str]] = {}
     ignore = list(ROUTERS)

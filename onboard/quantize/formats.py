@@ -1,12 +1,6 @@
-"""The quantization formats a plan chooses from: how each rounds, what it stores, which engine serves it.
-
-Bytes are what the engine stores per tensor (elements plus scales, zero points and block headers). A format that
-cannot hold a tensor's shape either falls back the way the engine does (llama.cpp: a K-quant on rows not divisible
-by 256 becomes Q5_0 / Q8_0 / IQ4_NL, else F16 — llama_tensor_get_type) or does not apply to that unit (vLLM's group
-and block kernels need the input dimension divisible by 128).
-
-Q3_K (and IQ4_NL, its fallback) round only through llama.cpp's own library: there is no torch port of their scale
-searches. Without the library a plan leaves them out and says so (`usable`).
+"""The quantization formats a plan chooses from: how each rounds, what it stores (bytes per tensor, scales included)
+and which engine serves it. A format that cannot hold a shape falls back as the engine does (llama.cpp's
+llama_tensor_get_type) or does not apply (vLLM's group and block kernels need input widths divisible by 128).
 """
 
 from __future__ import annotations
@@ -29,9 +23,9 @@ LINEAR_KINDS = ("attn", "mlp", "experts", "shared_experts", "head")
 class Format:
     name: str
     engine: str
-    """The engine that serves it (LLAMA_CPP or VLLM); BF16 is both."""
+    """LLAMA_CPP or VLLM; BF16 is both ("any")."""
     block: int
-    """Elements per block along the input dimension (the row length must be a multiple), 1 for none."""
+    """Elements per block along the input dimension, 1 for none."""
     bytes_per_block: float
     weight: Callable[[torch.Tensor], torch.Tensor]
     activation: Callable[[torch.Tensor], torch.Tensor] | None
@@ -39,7 +33,6 @@ class Format:
     kinds: tuple[str, ...]
     """Unit kinds the engine quantizes with this format (vLLM never quantizes the token embedding)."""
     ggml_type: str | None = None
-    """The llama.cpp type name (`--tensor-type ...=TYPE`)."""
     fallback: str | None = None
     """llama.cpp's replacement when the row length is not a multiple of `block`."""
     per_row_bytes: float = 0.0
@@ -47,23 +40,20 @@ class Format:
     tile: int = 0
     """Square weight blocks with one float32 scale each (fp8 per-block)."""
     native_only: bool = False
-    """Rounded only by llama.cpp's library (ggml_native): `weight` is never a stand-in for it."""
+    """Rounded only by llama.cpp's library (ggml_native): no torch port of its scale search."""
     activation_per_token: bool = True
-    """The activation rounding of one token depends on that token alone (per-token or per-block scales); False for a
-    dynamic per-tensor scale (fp8), which every token of a forward shares."""
+    """One token's activation rounding depends on that token alone; False for fp8's dynamic per-tensor scale."""
 
     @property
     def row_local(self) -> bool:
-        """Each row rounds on its own (no per-tensor scale, no tile spanning rows): a subset of rows quantizes
-        to the same values as in the whole tensor."""
+        """Each row rounds on its own: a subset of rows quantizes to the same values as in the whole tensor."""
         return not self.per_tensor_bytes and not self.tile
 
     def applies(self, shape: tuple[int, ...]) -> bool:
         return shape[-1] % self.block == 0 or self.fallback is not None
 
     def resolve(self, shape: tuple[int, ...]) -> Format:
-        """The format the engine really stores this tensor in: llama.cpp replaces a K-quant that does not fit the
-        row by its fallback, and that by F16 when it does not fit either (llama_tensor_get_type)."""
+        """The format the engine really stores this tensor in: the fallback, or F16 where that does not fit either."""
         if shape[-1] % self.block == 0 or not self.fallback:
             return self
         fallback = FORMATS[self.fallback]
@@ -83,7 +73,7 @@ class Format:
 
     def quantize(self, w: torch.Tensor) -> torch.Tensor:
         """Dequantized float32 values of `w` ([..., out, in], float32) as the engine holds them: llama.cpp's
-        formats by llama.cpp's own library when it is installed (ggml_native), else by `weight`."""
+        formats by its own library where installed (ggml_native), else by `weight`."""
         fmt = self.resolve(tuple(w.shape))
         if fmt.engine == LLAMA_CPP and fmt.ggml_type:
             native = ggml_native.quantize(w, fmt.ggml_type, fmt.block, fmt.bytes_per_block)
@@ -91,17 +81,9 @@ class Format:
                 return native
         return fmt.weight(w)
 
-    def activation_for(self, shape: tuple[int, ...]) -> Callable[[torch.Tensor], torch.Tensor] | None:
-        return self.resolve(shape).activation
-
 
 def _identity(w: torch.Tensor) -> torch.Tensor:
     return w
-
-
-def _to_fp16(x: torch.Tensor) -> torch.Tensor:
-    """F16 weights; the CPU backend converts their matmul inputs to F16 too (vec_dot_type)."""
-    return x.to(torch.float16).to(torch.float32)
 
 
 _ALL_KINDS = ("embedding", *LINEAR_KINDS)
@@ -125,7 +107,7 @@ FORMATS: dict[str, Format] = {
         Format(BF16, "any", 1, 2.0, _identity, None, _ALL_KINDS, ggml_type="bf16"),
         Format("int8", VLLM, 1, 1.0, numerics.int8_per_channel, numerics.int8_per_token, LINEAR_KINDS,
                per_row_bytes=4.0),
-        Format("fp8", VLLM, 1, 1.0, numerics.fp8_per_tensor, numerics.fp8_dynamic_per_tensor, LINEAR_KINDS,
+        Format("fp8", VLLM, 1, 1.0, numerics.fp8_per_tensor, numerics.fp8_per_tensor, LINEAR_KINDS,
                per_tensor_bytes=4.0, activation_per_token=False),
         Format("fp8-block", VLLM, 128, 128.0, numerics.fp8_block, numerics.fp8_per_token_group, LINEAR_KINDS,
                tile=128),
@@ -154,7 +136,7 @@ FORMATS: dict[str, Format] = {
                ggml_type="iq4_nl", native_only=True),
         Format("q5_0", LLAMA_CPP, 32, 22.0, lambda w: ggml.via_gguf(w, "Q5_0"), ggml.q8_0_activation, _ALL_KINDS,
                ggml_type="q5_0"),
-        Format("f16", LLAMA_CPP, 1, 2.0, _to_fp16, _to_fp16, _ALL_KINDS, ggml_type="f16"),
+        Format("f16", LLAMA_CPP, 1, 2.0, ggml.fp16, ggml.fp16, _ALL_KINDS, ggml_type="f16"),
     )
 }  # fmt: skip
 CANDIDATES = ("int8", "fp8", "fp8-block", "int4-g128", "mxfp4", "q8_0", "q6_k", "q5_1", "q4_k", "q4_1", "q4_0", "q3_k")
@@ -169,6 +151,7 @@ def parse_formats(spec: str) -> tuple[str, ...]:
     """`all`, an engine name (`llama.cpp`, `vllm`) or a comma-separated list of format names, in CANDIDATES order."""
     from onboard.errors import InputError
 
+    hint = f"use all, llama.cpp, vllm or some of {', '.join(CANDIDATES)}"
     names: list[str] = []
     for word in (w.strip().lower() for w in spec.split(",") if w.strip()):
         if word in PRESETS:
@@ -176,12 +159,9 @@ def parse_formats(spec: str) -> tuple[str, ...]:
         elif word in CANDIDATES:
             names.append(word)
         else:
-            raise InputError(
-                f"--formats: unknown format {word!r}",
-                f"use all, llama.cpp, vllm or some of {', '.join(CANDIDATES)}",
-            )
+            raise InputError(f"--formats: unknown format {word!r}", hint)
     if not names:
-        raise InputError("--formats: no format given", f"use all, llama.cpp, vllm or some of {', '.join(CANDIDATES)}")
+        raise InputError("--formats: no format given", hint)
     return tuple(n for n in CANDIDATES if n in names)
 
 

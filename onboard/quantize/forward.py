@@ -1,14 +1,8 @@
-"""The reference run over the prompt suite, and reruns of a (partly quantized) model compared with it.
+"""The reference run over the prompt suite, and reruns of a (partly quantized) model scored against it.
 
-The reference run records, per prompt: the logits, every decoder layer's output, the inputs and output of each
-unit's module (its projection, fused or not, or its experts block) and the inputs of every matmul (for activation
-outliers). A rerun after quantizing a unit of layer i resumes there: layers before i return their recorded outputs (nothing
-before them changed), so a unit deep in the model costs a fraction of a forward. `module_delta(m)` reruns one
-unit's module alone from its recorded inputs: the error energy a format puts on its output, which the sweep uses to
-rank formats between measured probes.
-
-Agreement with the reference: KL(reference || candidate) over the full vocabulary, in float32, averaged over every
-teacher-forced position of every prompt, and the fraction of positions where the top-1 token is the same.
+The reference run records each decoder layer's output (a rerun resumes at the quantized unit's layer) and each unit
+module's inputs and output (`module_delta` reruns one module alone). The score: KL(reference || candidate) over the
+full vocabulary in float32, averaged over every teacher-forced position, and the top-1 agreement.
 """
 
 from __future__ import annotations
@@ -22,15 +16,15 @@ from functools import cache
 from typing import Any
 
 from onboard.comparator import DTYPE_COLUMNS, threshold
+from onboard.names.tensors import LAYER_CONTAINERS
 
-_LAYER_LIST = re.compile(r"(?:^|\.)(?:layers|h|blocks|layer)$")
+_LAYER_LIST = re.compile(rf"(?:^|\.)(?:{'|'.join(LAYER_CONTAINERS)})$")
 KL_CHUNK_BYTES = 2 << 20
-"""Float32 log-probabilities per KL chunk (32 positions at a vocabulary of 16k, 16 at 32k, 3 at 152k): the chunk's
-few arrays stay in cache across the KL's passes, where larger chunks (16 MB arrays) make every pass a trip to
-memory."""
+"""Float32 log-probabilities per KL chunk: small enough for the chunk's arrays to stay in cache across the KL's
+passes."""
 REFERENCE_CACHE_BYTES = 1 << 30
-"""The reference's log-probabilities, probabilities and argmax are kept for every score while they fit (float32:
-8 bytes per position and vocabulary entry); past that, each score recomputes them chunk by chunk."""
+"""The reference's log-probabilities, probabilities and argmax are kept while they fit (8 bytes per position and
+vocabulary entry); past that, each score recomputes them."""
 
 
 @dataclass(frozen=True)
@@ -43,12 +37,9 @@ class Score:
 
 @cache
 def hold_freed_memory() -> bool:
-    """Ask glibc to serve large temporaries from its heap and keep what is freed, for the rest of the process.
-
-    Why: a sweep allocates and frees logits- and weight-sized tensors (megabytes) thousands of times; by default glibc
-    maps each anew and the kernel zero-fills every page again (the effect: benchmarks/bench_quantize_plan.py).
-    Peak memory is unchanged; freed memory stays with the process until it exits.
-    False (nothing changed) where the C library is not glibc."""
+    """Ask glibc to serve large temporaries from its heap and keep what is freed, for the rest of the process: a
+    sweep allocates and frees megabyte tensors thousands of times, and by default each is mapped anew and zero-filled
+    by the kernel. False (nothing changed) where the C library is not glibc."""
     import ctypes
     import ctypes.util
 
@@ -64,7 +55,7 @@ def hold_freed_memory() -> bool:
 
 
 def decoder_layers(model: Any) -> list[Any]:
-    """The decoder layers (the longest ModuleList named layers / h / blocks), in forward order."""
+    """The decoder layers (the longest ModuleList named after a layer container), in forward order."""
     import torch
 
     best: list[Any] = []
@@ -95,7 +86,7 @@ class Runner:
         self.input_peaks: dict[int, list[float]] = {}
         """id(module) -> [max |x|, sum x^2, count] of everything it multiplied (activation outliers)."""
         self.forward_seconds = 0.0
-        """One plain forward over the suite (no hooks, nothing skipped): the unit of the sweep's cost."""
+        """One plain forward over the suite: the unit of the sweep's cost."""
 
     def _logits(self, ids: Any) -> Any:
         if self.hf:
@@ -105,15 +96,19 @@ class Runner:
     def _ids(self, seq: Sequence[int]) -> Any:
         import torch
 
-        device = next(self.model.parameters()).device
-        return torch.tensor([list(seq)], device=device)
+        return torch.tensor([list(seq)], device=next(self.model.parameters()).device)
 
     def record_reference(self, matmul_modules: Sequence[Any], unit_modules: Sequence[Any]) -> None:
         """Run the reference once with hooks, then once more without (timing)."""
         import torch
 
-        handles = [layer.register_forward_hook(self._record_layer(i)) for i, layer in enumerate(self.layers)]
-        handles += [m.register_forward_hook(self._record_module(id(m)), with_kwargs=True) for m in unit_modules]
+        handles = []
+        for kept, layer in zip(self._layer_out, self.layers):
+            handles.append(layer.register_forward_hook(lambda _m, _a, out, kept=kept: kept.append(out)))
+        for module in unit_modules:
+            calls = self._module_io.setdefault(id(module), [])
+            hook = lambda _m, args, kwargs, out, calls=calls: calls.append((args, kwargs, out))  # noqa: E731
+            handles.append(module.register_forward_hook(hook, with_kwargs=True))
         handles += [m.register_forward_pre_hook(self._record_input(id(m))) for m in matmul_modules]
         try:
             with torch.no_grad():
@@ -128,8 +123,7 @@ class Runner:
         self.time_forward()
 
     def time_forward(self, repeats: int = 1) -> float:
-        """Time a plain forward over the suite `repeats` times; forward_seconds becomes the median (a benchmark asks
-        for several: one sample of a fraction of a second moves with the machine by several percent)."""
+        """forward_seconds: the median of `repeats` plain forwards over the suite."""
         import statistics
 
         import torch
@@ -143,18 +137,6 @@ class Runner:
                 samples.append(time.perf_counter() - start)
         self.forward_seconds = statistics.median(samples)
         return self.forward_seconds
-
-    def _record_layer(self, index: int) -> Any:
-        def hook(_module: Any, _args: tuple, output: Any) -> None:
-            self._layer_out[index].append(output)
-
-        return hook
-
-    def _record_module(self, key: int) -> Any:
-        def hook(_module: Any, args: tuple, kwargs: dict, output: Any) -> None:
-            self._module_io.setdefault(key, []).append((args, kwargs, output))
-
-        return hook
 
     def _record_input(self, key: int) -> Any:
         def hook(_module: Any, args: tuple) -> None:
@@ -205,10 +187,9 @@ class Runner:
         return Score(total_kl / n, agree / n, self.positions)
 
     def module_delta(self, module: Any, per_token: bool = True) -> float:
-        """Sum of squared changes of `module`'s output (one of record_reference's unit_modules), run alone from the
-        inputs it had in the reference run. `per_token`: nothing in the run rounds a token by what the other tokens
-        hold (no per-tensor activation scale), so a module that maps each token on its own is run once over every
-        prompt's tokens together (see _join_token_wise), not once per prompt."""
+        """Sum of squared changes of `module`'s output (one of record_reference's unit_modules), rerun alone from its
+        reference inputs. `per_token`: no rounding in the run depends on other tokens (no per-tensor activation
+        scale), so a token-wise module runs once over every prompt's tokens joined (_join_token_wise)."""
         import torch
 
         energy = 0.0
@@ -223,12 +204,10 @@ class Runner:
         return energy
 
     def _join_token_wise(self, modules: Sequence[Any]) -> None:
-        """Per unit module that maps each token on its own (a projection, a dense MLP: checked here, not assumed from
-        its type), its recorded inputs and outputs joined along the positions: an error energy then reruns it once
-        over all prompts instead of once per prompt (fewer, larger matmuls). The check: the module run once on the
-        joined inputs gives each token's recorded output within the comparator's `token_wise` bound (a batched
-        matmul may round differently; a token mixed with its neighbours, as a time shift or a convolution does,
-        misses by far more). The per-prompt records become views of the joined tensors, so the memory is the same."""
+        """Join the recorded inputs and outputs of each module that maps every token on its own along the positions,
+        so an error energy runs it once over all prompts. Checked, not assumed from the type: run once on the joined
+        inputs, each token's output must be within the comparator's `token_wise` bound of its recorded one (a token
+        mixed with its neighbours misses by far more). The per-prompt records become views of the joined tensors."""
         import torch
 
         for module in modules:
@@ -257,8 +236,8 @@ class Runner:
 
 
 def _token_wise_equal(got: Any, reference: Any) -> bool:
-    """Each token's output within the comparator's `token_wise` bound of its recorded one (Runner._join_token_wise).
-    An output dtype outside the threshold table is never joined: the module then runs per prompt, as unjoined."""
+    """Each token's output within the comparator's `token_wise` bound of its recorded one. An output dtype outside
+    the threshold table is never joined (the module then runs per prompt)."""
     dtype = str(reference.dtype).removeprefix("torch.")
     if dtype not in DTYPE_COLUMNS:
         return False

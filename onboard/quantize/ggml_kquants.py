@@ -1,17 +1,8 @@
-"""llama.cpp's quantizers as `llama-quantize` runs them without an importance matrix.
+"""llama.cpp's quantizers as `llama-quantize` runs them without an importance matrix, for machines without its library.
 
-- Q8_0 and Q5_0: the `gguf` package's own quantizers (`gguf.quants.quantize`, bit-exact ports of ggml-quants.c).
-- Q6_K and Q4_K: `gguf` only dequantizes them, so `quantize_row_q6_K_ref` and `quantize_row_q4_K_ref` (with
-  make_qx_quants / make_qkx2_quants) are ported here, vectorised over blocks, in float32 like the C code, each sum
-  taken in C's order. Against llama.cpp's compiled library (tests/engines/test_ggml_native.py): Q6_K equal, Q4_K
-  differs in about 1 sub-block of 50,000 (by at most one step). Where llama.cpp is installed, formats.py uses its
-  library instead (ggml_native.py); this port serves the machines without it.
-  `*_parts` return the stored integers and scales; tests pack them into GGUF bytes and check that
-  `gguf.quants.dequantize` of those bytes equals our dequantized values.
-- Activations: the CPU backend quantizes a matmul's input to the weight type's vec_dot type: Q8_0 blocks for
-  Q8_0 / Q5_0 / MXFP4 weights, Q8_K blocks for the K-quants (ggml-cpu type_traits).
-
-nearest_int() is round-half-to-even on float32 (the 1.5 * 2^23 trick), which is torch.round on float32.
+Q8_0 and the other 32-blocks: the `gguf` package's own quantizers. Q6_K and Q4_K (gguf only dequantizes them):
+`quantize_row_q6_K_ref` / `quantize_row_q4_K_ref` ported, vectorised over blocks, in float32 with each sum in C's
+order. Activations: the CPU backend rounds a matmul's input to Q8_0 blocks (Q8_K for the K-quants).
 """
 
 from __future__ import annotations
@@ -24,7 +15,8 @@ QK_K = 256
 GROUP_MAX_EPS = 1e-15
 
 
-def _fp16(x: torch.Tensor) -> torch.Tensor:
+def fp16(x: torch.Tensor) -> torch.Tensor:
+    """Rounded to float16 and back (a stored float16 scale; F16 weights and their matmul inputs)."""
     return x.to(torch.float16).to(torch.float32)
 
 
@@ -145,7 +137,7 @@ def q6_k_parts(x: torch.Tensor) -> Q6KParts:
     max_scale = sub_scale.gather(-1, where.unsqueeze(-1)).squeeze(-1)
     empty = max_abs < GROUP_MAX_EPS
     iscale = -128.0 / torch.where(empty, torch.ones_like(max_scale), max_scale)
-    d = torch.where(empty, torch.zeros_like(iscale), _fp16(1 / iscale))
+    d = torch.where(empty, torch.zeros_like(iscale), fp16(1 / iscale))
     scales = torch.clamp(torch.round(iscale.unsqueeze(-1) * sub_scale), max=127)
     scales = torch.where(empty.unsqueeze(-1), torch.zeros_like(scales), scales)
     step = (d.unsqueeze(-1) * scales).repeat_interleave(16, dim=-1)
@@ -185,7 +177,7 @@ def q4_k_parts(x: torch.Tensor) -> Q4KParts:
     inv_min = torch.where(max_min > 0, 63.0 / torch.where(max_min > 0, max_min, 1.0), torch.zeros_like(max_min))
     scales = torch.clamp(torch.round(inv_scale.unsqueeze(-1) * sub_scale), 0, 63)
     mins = torch.clamp(torch.round(inv_min.unsqueeze(-1) * sub_min), 0, 63)
-    d, dmin = _fp16(max_scale / 63.0), _fp16(max_min / 63.0)
+    d, dmin = fp16(max_scale / 63.0), fp16(max_min / 63.0)
     step = (d.unsqueeze(-1) * scales).repeat_interleave(32, dim=-1)
     shift = (dmin.unsqueeze(-1) * mins).repeat_interleave(32, dim=-1)
     safe = torch.where(step != 0, step, torch.ones_like(step))
@@ -213,7 +205,7 @@ def q8_0_activation(x: torch.Tensor) -> torch.Tensor:
     shaped = x.reshape(*x.shape[:-1], x.shape[-1] // 32, 32)
     d = shaped.abs().amax(dim=-1, keepdim=True) / 127
     inv = torch.where(d > 0, 1 / torch.where(d > 0, d, 1.0), torch.zeros_like(d))
-    return (torch.round(shaped * inv) * _fp16(d)).reshape(x.shape)
+    return (torch.round(shaped * inv) * fp16(d)).reshape(x.shape)
 
 
 def q8_k_activation(x: torch.Tensor) -> torch.Tensor:

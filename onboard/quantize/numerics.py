@@ -1,19 +1,8 @@
 """Quantize-dequantize in torch, rounding as the engines and the tools that write their checkpoints round.
 
-Every function takes a float32 tensor whose LAST dimension is the input (reduction) dimension of the matmul
-(`[out, in]`, or `[experts, out, in]`), and returns the dequantized float32 values the engine multiplies with.
-
-- int8 per-channel (vLLM W8A8-INT8, written by llm-compressor): weights symmetric per output row, scale
-  amax / 127.5 (compressed-tensors' symmetric range -128..127), round half to even; activations dynamic per token,
-  scale amax / 127 (vLLM's dynamic_scaled_int8_quant).
-- fp8-e4m3 per-tensor (vLLM `--quantization fp8`): one weight scale amax / 448, cast to float8_e4m3fn (round to
-  nearest even, saturating at 448); activations dynamic per tensor.
-- fp8-e4m3 per-block (DeepSeek-V3, vLLM block fp8): 128x128 weight blocks, scale amax / 448 each; activations
-  dynamic per token and group of 128 input channels.
-- int4 group-128 asymmetric (AWQ / GPTQ storage): AutoAWQ's pseudo_quantize_tensor (scale (max - min) / 15, zero
-  round(-min / scale), round to nearest), the scale stored as float16 the way the packed checkpoint holds it.
-- MXFP4 (OCP microscaling, llama.cpp's MXFP4): blocks of 32, a shared power-of-two scale 2^(floor(log2 amax) - 2),
-  E2M1 elements; the nearest element wins and a tie goes to the smaller magnitude (llama.cpp's best_index_mxfp4).
+Every function takes float32 with the matmul's input as the LAST dimension and returns the dequantized float32
+values the engine multiplies with: int8 per-channel / per-token (vLLM W8A8, llm-compressor's scales), fp8-e4m3
+per-tensor and per-128x128-block (DeepSeek-V3), int4 group-128 asymmetric (AutoAWQ's rounding, fp16 scales), MXFP4.
 """
 
 from __future__ import annotations
@@ -65,10 +54,6 @@ def fp8_per_token_group(x: torch.Tensor, group: int = 128) -> torch.Tensor:
     shaped = x.reshape(*x.shape[:-1], x.shape[-1] // group, group)
     scale = shaped.abs().amax(dim=-1, keepdim=True).clamp(min=1e-10) / FP8_MAX
     return (_to_fp8(shaped / scale) * scale).reshape(x.shape)
-
-
-def fp8_dynamic_per_tensor(x: torch.Tensor) -> torch.Tensor:
-    return fp8_per_tensor(x)
 
 
 def int4_group_asym(w: torch.Tensor, group: int = 128) -> torch.Tensor:

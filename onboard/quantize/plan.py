@@ -1,17 +1,8 @@
 """`onboard quantize-plan`: sweep, choose, then measure the whole plan and every uniform format.
 
-The reference is the checkpoint itself, run in process in the served dtype: the generated adapter when one exists
-for its model_type, transformers otherwise (trust_remote_code=False: repository code is never run here). The
-prompts are the goldens' (prompt + recorded continuation, teacher-forced), or, without --golden, the suite golden
-record would use (prompts only). Sequences are cut to `max_tokens` (default MAX_SEQUENCE_TOKENS).
-
-A plan's predicted KL is the sum of its units' KLs measured (or predicted) alone; its measured KL is one forward
-with every unit quantized at once. With --budget-kl, a plan measured over budget is re-chosen with the per-unit
-KLs scaled by measured / predicted, up to MAX_ROUNDS times; a plan that still exceeds the budget is reported as
-such (exit 1), never passed off as within it. A plan that meets its budget or size is then refined: a few
-neighbouring plans are measured whole and the best measured kept (refine.py). With --target-bytes the knapsack
-also runs over calibrated KLs (each unit's finest format measured alone too, sensitivity.calibrate), its plan is
-refined as well (over those KLs), and the plan is the best measured of both.
+The reference is the checkpoint run in process in the served dtype (the generated adapter, else transformers with
+trust_remote_code=False). A plan's predicted KL sums its units' KLs alone; its measured KL is one forward with every
+unit quantized, and a plan measured over its budget is re-chosen, then reported as such (exit 1).
 """
 
 from __future__ import annotations
@@ -22,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from onboard.errors import InputError
-from onboard.quantize import emit, ggml_native, refine, uniform
+from onboard.quantize import emit, ggml_native, refine
 from onboard.quantize.apply import QuantizedWeights, quantized
 from onboard.quantize.formats import BF16, CANDIDATES, FORMATS, usable
 from onboard.quantize.forward import Runner, Score
@@ -45,7 +36,11 @@ class Request:
     out: Path | None = None
     revision: str | None = None
     max_tokens: int = MAX_SEQUENCE_TOKENS
-    """Prompts (with their continuations) longer than this are cut to their first `max_tokens` tokens."""
+    """Prompts (with their continuations) are cut to their first `max_tokens` tokens."""
+
+    def __post_init__(self) -> None:
+        if (self.budget_kl is None) == (self.target_bytes is None):
+            raise InputError("give exactly one of --budget-kl and --target-bytes")
 
 
 @dataclass
@@ -55,7 +50,7 @@ class Outcome:
     detail: dict[str, Any]
     """quantize-plan.json: the summary plus the sweep, every uniform format, rounds, engine files and notes."""
     met: bool
-    """The plan meets its budget (--budget-kl) or fits its byte target (--target-bytes)."""
+    """The plan meets its budget or fits its byte target."""
     files: list[Path] = field(default_factory=list)
 
 
@@ -103,8 +98,30 @@ class Swept:
         ]
 
     def uniforms(self, say: Any) -> list[dict[str, Any]]:
-        if self.uniform_rows is None:
-            self.uniform_rows = uniform.measure_all(self, [FORMATS[name] for name in self.request.formats], say)
+        """The baseline a plan is judged against: each requested format on every unit it applies to, measured. Only
+        `complete` ones compete: those covering every unit of the kinds their engine quantizes (vLLM formats never
+        cover the embedding; int4-g128 and fp8-block need input widths divisible by 128)."""
+        if self.uniform_rows is not None:
+            return self.uniform_rows
+        self.uniform_rows = []
+        for fmt in (FORMATS[name] for name in self.request.formats):
+            formats = [fmt.name if u.applies(fmt) else BF16 for u in self.units]
+            if all(name == BF16 for name in formats):
+                continue
+            score = self.measure(formats)
+            nbytes = self.kept_bytes + sum(u.nbytes(FORMATS[n]) for u, n in zip(self.units, formats))
+            self.uniform_rows.append(
+                {
+                    "format": fmt.name,
+                    "bytes": math.ceil(nbytes),
+                    "measured_kl": score.kl,
+                    "predicted_kl": sum(r.costs.get(fmt.name, r.costs[BF16]).kl for r in self.results),
+                    "top1": score.top1,
+                    "complete": all(u.applies(fmt) for u in self.units if u.kind in fmt.kinds),
+                    "kept_bf16": [u.name for u, n in zip(self.units, formats) if n == BF16 and u.kind in fmt.kinds],
+                }
+            )
+            say(f"  uniform {fmt.name}: {math.ceil(nbytes)} bytes, measured KL {score.kl:.3e}")
         return self.uniform_rows
 
 
@@ -147,12 +164,12 @@ def prepare(request: Request, say: Any) -> Swept:
 
 def plan(swept: Swept, request: Request, say: Any) -> Outcome:
     """Choose and measure a plan for `request`'s budget or size (its other fields are the sweep's)."""
-    if (request.budget_kl is None) == (request.target_bytes is None):
-        raise InputError("give exactly one of --budget-kl and --target-bytes")
-    chosen, rounds, met = _choose(request, swept, say)
+    planning = _Planning(swept, request, say)
+    chosen, met = planning.within_size() if request.target_bytes is not None else planning.within_budget()
+    rounds = planning.rounds
     plan_bytes = swept.kept_bytes + sum(c.bytes for c in chosen)
     uniforms = swept.uniforms(say)
-    best = uniform.best(uniforms, request.budget_kl, request.target_bytes)
+    best = _best_uniform(uniforms, request)
     measured = rounds[-1]["measured_kl"]
     runner, results = swept.runner, swept.results
     summary = {
@@ -190,7 +207,7 @@ def plan(swept: Swept, request: Request, say: Any) -> Outcome:
             "vs_bf16_bytes": math.ceil(swept.bf16_bytes - plan_bytes),
             "vs_uniform_best_bytes": best and best["bytes"] - math.ceil(plan_bytes),
         },
-        "same_bytes_uniform": uniform.nearest_size(uniforms, plan_bytes, measured),
+        "same_bytes_uniform": _nearest_uniform(uniforms, plan_bytes, measured),
         "uniform": uniforms,
         "rounds": rounds,
         "sensitivity": [_describe(r) for r in results],
@@ -211,8 +228,6 @@ def run(request: Request, say: Any) -> Outcome:
     from onboard.environment import slug
     from onboard.fsutil import output_folder
 
-    if (request.budget_kl is None) == (request.target_bytes is None):
-        raise InputError("give exactly one of --budget-kl and --target-bytes")
     with output_folder(request.out or Path("quantize") / slug(request.source)) as out:  # before the sweep
         swept = prepare(request, say)
         outcome = plan(swept, request, say)
@@ -263,128 +278,123 @@ def _options(results: list[Sensitivity], scale: float = 1.0) -> list[list[Option
     return [[Option(c.format, c.bytes, c.kl * scale) for c in r.costs.values()] for r in results]
 
 
-def _choose(request: Request, swept: Swept, say: Any) -> tuple[list[Option], list[dict[str, Any]], bool]:
-    """(chosen option per unit, rounds measured, met?)."""
-    results, kept_bytes = swept.results, swept.kept_bytes
-    rounds: list[dict[str, Any]] = []
-    if request.target_bytes is not None:
-        cap = float(request.target_bytes) - kept_bytes
-        chosen = least_kl(_options(results), cap)
+@dataclass
+class _Planning:
+    """Choosing one plan: the sweep, the request's budget or size, and every round measured so far."""
+
+    swept: Swept
+    request: Request
+    say: Any
+    rounds: list[dict[str, Any]] = field(default_factory=list)
+
+    def within_size(self) -> tuple[list[Option], bool]:
+        """(the plan, fits?) for --target-bytes; the knapsack over calibrated KLs is a second start where it differs."""
+        swept, options = self.swept, _options(self.swept.results)
+        cap = float(self.request.target_bytes or 0) - swept.kept_bytes
+        chosen = least_kl(options, cap)
+        met = chosen is not None
         if chosen is None:  # the knapsack rounds bytes up: the smallest plan may still fit exactly
-            chosen = [min(options, key=lambda o: (o.bytes, o.kl)) for options in _options(results)]
+            chosen = [min(unit, key=lambda o: (o.bytes, o.kl)) for unit in options]
             met = sum(o.bytes for o in chosen) <= cap
-            if not met:  # report the smallest plan there is, measured, and say it does not fit
-                smallest = math.ceil(kept_bytes + sum(o.bytes for o in chosen))
-                say(f"quantize-plan: no plan fits {request.target_bytes} bytes (the smallest is {smallest})")
+        if not met:  # the smallest plan there is, measured, and said not to fit
+            smallest = math.ceil(swept.kept_bytes + sum(o.bytes for o in chosen))
+            self.say(f"quantize-plan: no plan fits {self.request.target_bytes} bytes (the smallest is {smallest})")
+        score = self.record(chosen, swept.measure_options(chosen))
+        if not met:
+            return chosen, False
+        starts = [(options, chosen, score)]
+        calibrated = swept.calibrated_options()
+        other = least_kl(calibrated, cap)
+        if other is not None and [o.format for o in other] != [o.format for o in chosen]:
+            measured = self.record(other, swept.measure_options(other), calibrated=True)
+            self.say(f"  calibrated knapsack: measured {measured.kl:.3e} (the first plan {score.kl:.3e})")
+            starts.append((calibrated, other, measured))
+        # Whole plans the refinement may measure: two per unit where that is more (about the sweep's own cost).
+        measurements = max(refine.MEASUREMENTS, 2 * len(swept.units))
+        found = []
+        for unit_options, start, start_score in starts:  # each refined with the KLs that chose it
+            start, start_score = self.no_worse_than_uniform(unit_options, start, start_score)
+            found.append(
+                refine.least_kl_within(unit_options, start, start_score, cap, swept.measure_options, measurements)
+            )
+        for refined in sorted(found, key=lambda r: -r.score.kl):  # the best last: the plan is the last round
+            chosen = self.refined(refined)
+        return chosen, True
+
+    def within_budget(self) -> tuple[list[Option], bool]:
+        """(the plan, within?) for --budget-kl."""
+        swept, budget, scale = self.swept, float(self.request.budget_kl or 0.0), 1.0
+        options = _options(swept.results)
+        chosen: list[Option] = []
+        for number in range(1, MAX_ROUNDS + 1):
+            scaled = fewest_bytes(_options(swept.results, scale), budget)
+            assert scaled is not None  # keeping every unit in bf16 (KL 0) always fits
+            chosen = [next(o for o in unit if o.format == pick.format) for unit, pick in zip(options, scaled)]
+            score = self.record(chosen, swept.measure_options(chosen), scale)
+            predicted = sum(o.kl for o in chosen)
+            self.say(
+                f"  plan round {number}: predicted KL {predicted:.3e}, measured {score.kl:.3e} (budget {budget:.3e})"
+            )
+            if score.kl <= budget:
+                chosen, score = self.no_worse_than_uniform(options, chosen, score)
+                return self.refined(
+                    refine.fewest_bytes_within(options, chosen, score, budget, swept.measure_options)
+                ), True
+            scale *= score.kl / predicted if predicted > 0 else 2.0
+        return chosen, False
+
+    def no_worse_than_uniform(
+        self, options: list[list[Option]], chosen: list[Option], score: Score
+    ) -> tuple[list[Option], Score]:
+        """A uniform format within the size (or the budget) is a plan too, already measured: the search goes on from it
+        when it measures less KL (has fewer bytes), so no plan is worse than it."""
+        swept = self.swept
+        best = _best_uniform(swept.uniforms(self.say), self.request)
+        if best is None:
+            return chosen, score
+        if self.request.target_bytes is not None:
+            better = best["measured_kl"] < score.kl
         else:
-            met = True
-        score = swept.measure([o.format for o in chosen])
-        rounds.append(_round(1, chosen, score, 1.0, kept_bytes))
-        if met:
-            starts = [(_options(results), chosen, score), *_calibrated_start(swept, cap, chosen, rounds, say)]
-            found = []
-            for options, start, start_score in starts:  # each refined with the KLs that chose it
-                start, start_score = _no_worse_than_uniform(swept, request, start, start_score, rounds, say, options)
-                found.append(
-                    refine.least_kl_within(
-                        options, start, start_score, cap, swept.measure_options, _measurements(swept)
-                    )
-                )
-            for refined in sorted(found, key=lambda r: -r.score.kl):  # the best last: the plan is the last round
-                chosen = _refined_round(refined, rounds, swept, say)
-        return chosen, rounds, met
-    budget = float(request.budget_kl or 0.0)
-    scale = 1.0
-    chosen: list[Option] = []
-    for number in range(1, MAX_ROUNDS + 1):
-        scaled = fewest_bytes(_options(results, scale), budget)
-        assert scaled is not None  # keeping every unit in bf16 (KL 0) always fits
-        chosen = [next(c for c in _options(results)[i] if c.format == o.format) for i, o in enumerate(scaled)]
-        score = swept.measure([o.format for o in chosen])
-        rounds.append(_round(number, chosen, score, scale, kept_bytes))
-        predicted = sum(o.kl for o in chosen)
-        say(f"  plan round {number}: predicted KL {predicted:.3e}, measured {score.kl:.3e} (budget {budget:.3e})")
-        if score.kl <= budget:
-            chosen, score = _no_worse_than_uniform(swept, request, chosen, score, rounds, say)
-            refined = refine.fewest_bytes_within(_options(results), chosen, score, budget, swept.measure_options)
-            return _refined_round(refined, rounds, swept, say), rounds, True
-        scale *= score.kl / predicted if predicted > 0 else 2.0
-    return chosen, rounds, False
-
-
-def _measurements(swept: Swept) -> int:
-    """Whole plans the refinement may measure: refine.MEASUREMENTS, or two per unit where that is more (about the
-    sweep's own cost: one forward per unit, resumed at its layer)."""
-    return max(refine.MEASUREMENTS, 2 * len(swept.units))
-
-
-def _calibrated_start(
-    swept: Swept, cap: float, chosen: list[Option], rounds: list[dict[str, Any]], say: Any
-) -> list[tuple[list[list[Option]], list[Option], Score]]:
-    """The knapsack again over the calibrated KLs (sensitivity.calibrate): its plan, measured, is a second start for
-    the refinement when it differs from the first (the two neighbourhoods reach different plans)."""
-    options = swept.calibrated_options()
-    other = least_kl(options, cap)
-    if other is None or [o.format for o in other] == [o.format for o in chosen]:
-        return []
-    measured = swept.measure_options(other)
-    rounds.append({**_round(len(rounds) + 1, other, measured, 1.0, swept.kept_bytes), "calibrated": True})
-    say(f"  calibrated knapsack: measured {measured.kl:.3e} (the first plan {rounds[0]['measured_kl']:.3e})")
-    return [(options, other, measured)]
-
-
-def _no_worse_than_uniform(
-    swept: Swept,
-    request: Request,
-    chosen: list[Option],
-    score: Score,
-    rounds: list[dict[str, Any]],
-    say: Any,
-    options: list[list[Option]] | None = None,
-) -> tuple[list[Option], Score]:
-    """A uniform format within the size (or the budget) is a plan too, already measured: the search goes on from it
-    when it measures less KL within the size (fewer bytes within the budget), so no plan is worse than it."""
-    best = uniform.best(swept.uniforms(say), request.budget_kl, request.target_bytes)
-    if best is None:
+            better = best["bytes"] < math.ceil(swept.kept_bytes + sum(o.bytes for o in chosen))
+        if not better:
+            return chosen, score
+        fmt = FORMATS[best["format"]]
+        names = [fmt.name if r.unit.applies(fmt) else BF16 for r in swept.results]
+        chosen = [next(o for o in unit if o.format == n) for unit, n in zip(options, names)]
+        score = self.record(
+            chosen, Score(best["measured_kl"], best["top1"], swept.runner.positions), from_uniform=fmt.name
+        )
+        self.say(f"  the uniform {fmt.name} measures better than the search's plan: refining from it")
         return chosen, score
-    if request.target_bytes is not None:
-        better = best["measured_kl"] < score.kl
-    else:
-        better = best["bytes"] < math.ceil(swept.kept_bytes + sum(o.bytes for o in chosen))
-    if not better:
-        return chosen, score
-    fmt = FORMATS[best["format"]]
-    names = [fmt.name if r.unit.applies(fmt) else BF16 for r in swept.results]
-    chosen = [next(o for o in unit if o.format == n) for unit, n in zip(options or _options(swept.results), names)]
-    score = Score(best["measured_kl"], best["top1"], swept.runner.positions)
-    rounds.append({**_round(len(rounds) + 1, chosen, score, 1.0, swept.kept_bytes), "from_uniform": fmt.name})
-    say(f"  the uniform {fmt.name} measures better than the search's plan: refining from it")
-    return chosen, score
 
-
-def _refined_round(refined: refine.Refined, rounds: list[dict[str, Any]], swept: Swept, say: Any) -> list[Option]:
-    """Record the measured neighbours as one more round; the plan is the best one measured."""
-    if not refined.tried and rounds[-1]["formats"] == [o.format for o in refined.chosen]:
+    def refined(self, refined: refine.Refined) -> list[Option]:
+        """Record the measured neighbours as one more round; the plan is the best one measured."""
+        if not refined.tried and self.rounds[-1]["formats"] == [o.format for o in refined.chosen]:
+            return refined.chosen
+        names = [u.name for u in self.swept.units]
+        tried = [{**t, "changes": {names[i]: f for i, f in t["changes"].items()}} for t in refined.tried]
+        self.record(refined.chosen, refined.score, self.rounds[-1]["kl_scale"], refined=tried)
+        kept = sum(t["kept"] for t in tried)
+        self.say(
+            f"  refinement: {len(tried)} neighbouring plans measured, {kept} kept; measured {refined.score.kl:.3e}"
+        )
         return refined.chosen
-    names = [u.name for u in swept.units]
-    tried = [{**t, "changes": {names[i]: f for i, f in t["changes"].items()}} for t in refined.tried]
-    entry = _round(len(rounds) + 1, refined.chosen, refined.score, rounds[-1]["kl_scale"], swept.kept_bytes)
-    rounds.append({**entry, "refined": tried})
-    kept = sum(t["kept"] for t in tried)
-    say(f"  refinement: {len(tried)} neighbouring plans measured, {kept} kept; measured {refined.score.kl:.3e}")
-    return refined.chosen
 
-
-def _round(number: int, chosen: list[Option], score: Any, scale: float, kept_bytes: float) -> dict[str, Any]:
-    return {
-        "round": number,
-        "kl_scale": scale,
-        "predicted_kl": sum(o.kl for o in chosen),
-        "measured_kl": score.kl,
-        "top1": score.top1,
-        "bytes": math.ceil(kept_bytes + sum(o.bytes for o in chosen)),
-        "formats": [o.format for o in chosen],
-    }
+    def record(self, chosen: list[Option], score: Score, scale: float = 1.0, **extra: Any) -> Score:
+        """`chosen`, measured as `score`, as the next round."""
+        self.rounds.append(
+            {
+                "round": len(self.rounds) + 1,
+                "kl_scale": scale,
+                "predicted_kl": sum(o.kl for o in chosen),
+                "measured_kl": score.kl,
+                "top1": score.top1,
+                "bytes": math.ceil(self.swept.kept_bytes + sum(o.bytes for o in chosen)),
+                "formats": [o.format for o in chosen],
+                **extra,
+            }
+        )
+        return score
 
 
 def _describe(result: Sensitivity) -> dict[str, Any]:
@@ -402,3 +412,25 @@ def _describe(result: Sensitivity) -> dict[str, Any]:
             for name, c in result.costs.items()
         },
     }
+
+
+def _best_uniform(rows: list[dict[str, Any]], request: Request) -> dict[str, Any] | None:
+    """--budget-kl: the complete uniform format with the fewest bytes within the budget; --target-bytes: the least KL
+    within the size."""
+    complete = [u for u in rows if u["complete"]]
+    if request.budget_kl is not None:
+        within = [u for u in complete if u["measured_kl"] <= request.budget_kl]
+        return min(within, key=lambda u: u["bytes"]) if within else None
+    within = [u for u in complete if u["bytes"] <= (request.target_bytes or 0)]
+    return min(within, key=lambda u: u["measured_kl"]) if within else None
+
+
+def _nearest_uniform(rows: list[dict[str, Any]], plan_bytes: float, measured: float) -> dict[str, Any] | None:
+    """The complete uniform format whose bytes are nearest the plan's, with plan KL / its KL."""
+    complete = [u for u in rows if u["complete"]]
+    if not complete:
+        return None
+    nearest = min(complete, key=lambda u: abs(u["bytes"] - plan_bytes))
+    ratio = measured / nearest["measured_kl"] if nearest["measured_kl"] > 0 else None
+    keys = ("format", "bytes", "measured_kl")
+    return {**{k: nearest[k] for k in keys}, "plan_over_uniform_kl": ratio}

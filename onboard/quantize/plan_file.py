@@ -1,9 +1,6 @@
-"""Reading quantize-plan.json back: the fields other stages use (`onboard convert gguf --plan`, `onboard validate
+"""Reading quantize-plan.json back: the fields later stages use (`onboard convert gguf --plan`, `onboard validate
 --plan`, the onboarding report), decoded by msgspec so that a wrong shape is an error naming the file and field.
-
-plan.py writes the file (and more fields than these); a plan edited by hand or cut short is refused here, before a
-unit's name is split into its layer or its format is looked up. Importing this module imports no torch (the report,
-under `onboard promote`, reads the structs).
+Importing this module imports no torch.
 """
 
 from __future__ import annotations
@@ -18,7 +15,7 @@ from onboard.quantize.units import KIND_ORDER
 
 PLAN_FILE = "quantize-plan.json"
 _REDO = "pass the quantize-plan.json that `onboard quantize-plan` wrote, or run it again"
-# units.unit_name: the embedding (`embedding+head` when tied), the head, or `layer.N.KIND[.PIECE]`.
+# units.unit_name: `embedding` (`embedding+head` when tied), `head`, or `layer.N.KIND[.PART]`.
 _UNIT = re.compile(rf"embedding(\+head)?|head|layer\.\d+\.(?:{'|'.join(KIND_ORDER)})(?:\.[a-z_]+)?")
 
 

@@ -1,15 +1,8 @@
 """After the knapsack: measure a few neighbouring plans whole and keep the best one measured.
 
-The knapsack sums per-unit KLs measured (or predicted) alone, and that sum mispredicts a whole plan: units interact,
-and in bf16 every perturbation, however small, also moves the downstream roundings, a floor that a format's error
-energy does not scale (the sweep measures the coarsest format and extrapolates the finer ones down from it). So
-the plan's neighbours (one unit's format changed, or two: one up, one down) are ranked by the prediction and the
-most promising ones MEASURED as whole plans, at most `measurements` forwards over the suite:
-- least KL within a byte cap (--target-bytes): neighbours within the cap, fewest predicted KL first; a measured
-  improvement is kept and its neighbours searched next;
-- fewest bytes within a KL budget (--budget-kl): neighbours with fewer bytes whose predicted KL (scaled by the
-  plan's measured / predicted) stays within the budget, fewest bytes first; the first measured within the budget
-  is kept.
+The sum of per-unit KLs mispredicts a whole plan (units interact; in bf16 any perturbation moves the downstream
+roundings), so the plan's neighbours (one unit's format changed, or one up and one down) are ranked by the
+prediction and the most promising MEASURED, at most `measurements` forwards over the suite.
 """
 
 from __future__ import annotations
@@ -22,7 +15,7 @@ from onboard.quantize.search import Option
 
 MEASUREMENTS = 8
 PAIR_POOL = 12
-"""Pairs are formed from this many of the best single upgrades and of the best single downgrades."""
+"""Pairs are formed from this many of the best single upgrades and downgrades."""
 
 
 @dataclass

@@ -1,7 +1,5 @@
-"""The onboarding report's quantization section, from `quantize-plan.json` in the revision folder (written there
-by `onboard quantize-plan --out onboarding/<slug>/<revision>`): a sensitivity-per-layer plot and the plan's table.
-
-Plain tuples out (the report wraps them in its Plot / Table), so this module never imports the report's.
+"""The onboarding report's quantization section from `quantize-plan.json` in the revision folder: a
+sensitivity-per-layer plot and the plan's table, as plain tuples (the report wraps them in its Plot / Table).
 """
 
 from __future__ import annotations
@@ -76,13 +74,8 @@ def _plot(units: list[_Unit]) -> PlotParts:
         kl = _coarsest_kl(unit)
         if unit.layer is not None and kl is not None:
             series.setdefault(unit.unit.split(".", 2)[-1], []).append((float(unit.layer), kl))  # attn.qkv, mlp.down
-    chart = svg.line_chart(
-        "Sensitivity per layer",
-        [svg.Series(kind, tuple(points)) for kind, points in series.items()],
-        "layer",
-        "KL alone, coarsest format",
-        log_y=True,
-    )
+    lines = [svg.Series(kind, tuple(points)) for kind, points in series.items()]
+    chart = svg.line_chart("Sensitivity per layer", lines, "layer", "KL alone, coarsest format", log_y=True)
     caption = (
         "KL to the reference over the prompt suite with one unit quantized alone, at the coarsest format it can "
         "take (the sweep's measured probe); embedding and head are in the table."
@@ -99,36 +92,14 @@ def _table(plan: _Plan) -> TableParts:
     rows = []
     for unit in plan.sensitivity:
         pick = chosen.get(unit.unit)
-        rows.append(
-            (
-                unit.unit,
-                pick.format if pick else "—",
-                _fmt(pick and pick.kl_alone),
-                _fmt(_coarsest_kl(unit)),
-                _fmt(unit.weight_outlier),
-                _fmt(unit.activation_outlier),
-            )
-        )
+        kls = (_fmt(pick and pick.kl_alone), _fmt(_coarsest_kl(unit)))
+        outliers = (_fmt(unit.weight_outlier), _fmt(unit.activation_outlier))
+        rows.append((unit.unit, pick.format if pick else "—", *kls, *outliers))
+    size = f"{plan.bytes:,} B of {plan.bf16_bytes:,} (bf16)"
+    kls = (f"predicted {_fmt(plan.predicted_kl)}", f"measured {_fmt(plan.measured_kl)}")
+    rows.append(("whole plan, measured", size, *kls, "", ""))
     best = plan.uniform_best or _Uniform()
-    rows.append(
-        (
-            "whole plan, measured",
-            f"{plan.bytes:,} B of {plan.bf16_bytes:,} (bf16)",
-            f"predicted {_fmt(plan.predicted_kl)}",
-            f"measured {_fmt(plan.measured_kl)}",
-            "",
-            "",
-        )
-    )
-    rows.append(
-        (
-            "best uniform format",
-            best.format or "none",
-            "",
-            f"measured {_fmt(best.measured_kl)}",
-            f"{best.bytes:,} B" if best.bytes is not None else "",
-            "",
-        )
-    )
+    best_size = f"{best.bytes:,} B" if best.bytes is not None else ""
+    rows.append(("best uniform format", best.format or "none", "", f"measured {_fmt(best.measured_kl)}", best_size, ""))
     header = ("unit", "format", "KL alone", "KL at coarsest format", "max|w|/rms", "max|x|/rms")
     return ("Quantization plan", header, tuple(rows))

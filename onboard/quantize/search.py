@@ -1,10 +1,6 @@
-"""Choosing one format per unit: a multiple-choice knapsack, solved by dynamic programming.
-
-Two questions, one solver (minimise one additive cost with another capped):
-- `fewest_bytes(options, budget_kl)`: the fewest bytes whose summed KL stays within the budget;
-- `least_kl(options, target_bytes)`: the least summed KL whose bytes stay within the target.
-The capped quantity is discretised into buckets, each option rounded UP, so a solution never exceeds the cap.
-Summing per-unit KLs is the prediction; plan.py measures the chosen plan as a whole.
+"""Choosing one format per unit: a multiple-choice knapsack by dynamic programming, `fewest_bytes` within a KL budget
+or `least_kl` within a byte target. The capped quantity is discretised into buckets, each option rounded UP, so a
+solution never exceeds the cap.
 """
 
 from __future__ import annotations

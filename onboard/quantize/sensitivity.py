@@ -1,15 +1,8 @@
 """The sensitivity sweep: what each format costs at each unit, quantized alone.
 
-Per unit, every applicable format is applied once and its error energy measured cheaply: on the residual stream at
-the unit's own layer (that layer rerun alone from its recorded inputs) or, for an untied embedding, on the rows the
-prompts look up. The format with the most energy (the coarsest) is then MEASURED: KL to the reference over the
-prompt suite, resuming at the unit's layer. The others are predicted from it in proportion to their energy (KL
-is quadratic in small perturbations, and so is the energy). The head, and an embedding tied to it, move the logits
-directly: every format is measured there. Cost: about one forward over the suite per unit (see the benchmark).
-
-Memory: the sweep keeps no format's weights once measured (at most two formats of one unit at a time). Every weight
-it kept would be fresh memory, which the kernel zero-fills page by page: a cache of every unit's formats costs the
-sweep more than recomputing them.
+Per unit, each format's error energy on the unit's output is cheap to compute; the format with the most (the probe)
+is MEASURED (KL over the suite, resumed at the unit's layer) and the others predicted in proportion to their energy.
+The head and a tied embedding move the logits directly: every format is measured there.
 """
 
 from __future__ import annotations
@@ -121,12 +114,9 @@ def calibrate(
 ) -> list[dict[str, float]]:
     """Per unit, KL alone per format with a second point measured: the finest predicted format (least energy).
 
-    The sweep's proportional prediction (KL ~ energy) misses a floor: in a bf16 model any perturbation moves the
-    downstream roundings, and an engine that quantizes a matmul's input (llama.cpp's Q8_0 / Q8_K) adds that rounding
-    whatever the weight's format, so the finest formats measure well above their share of the energy. The other
-    predicted formats lie between the two measured points in energy (the probe has the most): their KL is
-    interpolated linearly in energy, never falling with it. About one more resumed forward per unit, measured once
-    per sweep (plan.Swept caches it)."""
+    KL ~ energy misses a floor: in bf16 any perturbation moves the downstream roundings, and an engine that rounds a
+    matmul's input (llama.cpp's Q8_0 / Q8_K) adds that rounding whatever the weight's format. The other predicted
+    formats are interpolated linearly in energy between the two measured points."""
     calibrated = []
     for result in results:
         kls = {name: c.kl for name, c in result.costs.items()}
@@ -162,7 +152,7 @@ def _energies(
     model: Any, runner: Runner, unit: Unit, usable: list[Format], weights: QuantizedWeights
 ) -> tuple[dict[str, float], Format]:
     """Each format's error energy, and the probe: the most energy (the fewest bytes among equals). Only the probe's
-    weights stay cached (it is measured next); the others are dropped as soon as their energy is known."""
+    weights stay cached (it is measured next)."""
     energies: dict[str, float] = {}
     probe: Format | None = None
     roundings: dict[tuple[Any, int], Rounding] = {}  # the module's recorded inputs rounded, per activation function

@@ -1,13 +1,8 @@
-"""Units of a plan: the weights that share one format, found by parameter name in transformers models and generated
-adapters. Per layer and block (attention, MLP, routed experts, shared experts) there are two units, the matmuls
-that read the block's input and the one that writes its output: `layer.3.attn.qkv` (q/k/v, fused or not, and
-MLA's down/up projections) and `layer.3.attn.o`, `layer.3.mlp.gate_up` and `layer.3.mlp.down` (the same for
-`experts` and `shared_experts`). llama.cpp types each GGUF tensor on its own and vLLM each module, so either
-engine can store every unit in its own format; what shares an input shares a format (one activation rounding).
-Then the token embedding and the head.
+"""Units of a plan: the weights that share one format, by parameter name (transformers models and generated adapters).
 
-Routers (MoE gates), norms, biases and other 1-D tensors are never quantized by the engines: they stay in the model
-dtype and count at 2 bytes per element. A tied head is one unit with the embedding ("embedding+head").
+Per layer and block (attention, MLP, routed or shared experts) two units: the matmuls reading the block's input
+(`layer.3.attn.qkv`), which share its activation rounding, and the one writing its output (`layer.3.attn.o`); then
+the embedding and the head (one unit when tied). Routers, norms and biases stay in the model dtype, as engines do.
 """
 
 from __future__ import annotations
@@ -17,8 +12,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from onboard.inspect_checkpoint.tensor_names import tower_of
+from onboard.names.tensors import LAYER_INDEX
 
-LAYER = re.compile(r"\.(?:layers|h|blocks|layer)\.(\d+)\.")
 ROUTER = re.compile(r"(?:^|\.)(?:gate|router|shared_expert_gate|shared_gate)\.weight$|\.mlp\.gate\.")
 SHARED = re.compile(r"shared_expert|shared_experts|\.shared\.")
 EXPERTS = re.compile(r"experts")
@@ -28,7 +23,7 @@ EMBEDDING = re.compile(r"embed_tokens|\.wte\.|word_embeddings|tok_embeddings")
 HEAD = re.compile(r"(?:^|\.)(?:lm_head|output|embed_out)\.weight$")
 KIND_ORDER = ("embedding", "attn", "mlp", "experts", "shared_experts", "head")
 OUTPUT_PROJECTION = re.compile(r"^(?:o_proj|out_proj|dense|c_proj|down_proj|fc2|w2|wo|dense_4h_to_h|experts_down)$")
-"""The matmul that writes a block's output (the last name component before `.weight`, or of a 3-D parameter)."""
+"""The matmul that writes a block's output, by its own name (`component`)."""
 PARTS = {"attn": ("qkv", "o"), "mlp": ("gate_up", "down"), "experts": ("gate_up", "down"),
          "shared_experts": ("gate_up", "down")}  # fmt: skip
 """Per block kind: (the unit of the matmuls reading the block's input, the unit of the one writing its output)."""
@@ -56,7 +51,7 @@ class Unit:
     kind: str
     tensors: list[Tensor] = field(default_factory=list)
     part: str | None = None
-    """Within a layer's block, `PARTS[kind]`: its input matmuls or its output one (None: the embedding, the head)."""
+    """`PARTS[kind]` within a layer's block; None for the embedding and the head."""
 
     @property
     def elements(self) -> int:
@@ -81,19 +76,12 @@ def find_units(model: Any) -> tuple[list[Unit], int]:
     units: dict[tuple[int | None, str, str | None], Unit] = {}
     kept = 0
     for name, param in model.named_parameters():  # shared (tied) parameters are listed once
-        # A multimodal wrapper's towers stay in the model dtype, as engines and llm-compressor recipes keep them: the
-        # plan covers the language model, whose outputs it measures.
-        tower = tower_of(name) is not None
-        kind = None if tower else classify(name, param.ndim, param.is_floating_point())
-        if kind is None:
+        key = unit_key(name, param.ndim, param.is_floating_point())
+        if key is None:
             kept += param.numel()
             continue
-        match = LAYER.search(name)
-        layer = int(match.group(1)) if match and kind not in ("embedding", "head") else None
-        piece = part(name, kind)
-        key = (layer, kind, piece)
         if key not in units:
-            units[key] = Unit(unit_name(layer, kind, piece), layer, kind, part=piece)
+            units[key] = Unit(unit_name(*key), key[0], key[1], part=key[2])
         units[key].tensors.append(Tensor(name, param, transposed.get(id(param), False)))
     embedding = units.get((None, "embedding", None))
     if embedding is not None and _owners(model, embedding.tensors[0].param) > 1:
@@ -101,13 +89,27 @@ def find_units(model: Any) -> tuple[list[Unit], int]:
     return sorted(units.values(), key=_order), kept
 
 
+def unit_key(name: str, ndim: int, floating: bool = True) -> tuple[int | None, str, str | None] | None:
+    """(layer, kind, part) of the unit a weight belongs to, by its name (a checkpoint's or a loaded model's); None
+    when it stays unquantized. A multimodal wrapper's towers stay in the model dtype, as engines keep them: the plan
+    covers the language model, whose outputs it measures."""
+    if tower_of(name) is not None:
+        return None
+    kind = classify(name, ndim, floating)
+    if kind is None:
+        return None
+    match = LAYER_INDEX.search(name)
+    layer = int(match.group(1)) if match and kind not in ("embedding", "head") else None
+    return layer, kind, part(name, kind)
+
+
 def classify(name: str, ndim: int, floating: bool = True) -> str | None:
-    """The unit kind of a weight by its name (a checkpoint's or a loaded model's), None when it stays unquantized."""
+    """The unit kind of a weight by its name, None when it stays unquantized."""
     if not floating or ndim < 2 or name.endswith(".bias") or ROUTER.search(name):
         return None
     if EMBEDDING.search(name):
         return "embedding"
-    if LAYER.search(name) is None:
+    if LAYER_INDEX.search(name) is None:
         return "head" if HEAD.search(name) else None
     if SHARED.search(name):
         return "shared_experts"

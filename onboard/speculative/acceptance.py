@@ -1,12 +1,8 @@
 """Acceptance of a draft's proposals, from its windows along the target's greedy trajectories.
 
-A window starts after t generated tokens: the draft proposes up to k tokens, the target verifies them in one step,
-keeps the longest agreeing prefix and adds one token of its own. Greedy: `runs[t]` is how many proposals from start t
-the target accepts (exact: while they agree, the draft's context is the target's trajectory), so mean accepted
-lengths for every k come from simulating the decode loop over `runs` (as transformers' assisted generation runs it:
-a window never reaches past the last token). At temperature T, `alpha[t][i]` is the probability that proposal i of
-window t is accepted, sum over the vocabulary of min(p, q) of the target's and the draft's distributions at that
-position (exact per token; along a window the contexts are the trajectory's, the usual approximation).
+Greedy: `runs[t]` proposals from start t are accepted (exact, the draft's context being the trajectory while they
+agree), and accepted lengths per k come from simulating the decode loop as transformers' assisted generation runs
+it. At temperature T, `alpha[t][i]` is sum(min(p, q)): the probability that proposal i of window t is accepted.
 """
 
 from __future__ import annotations
@@ -27,8 +23,8 @@ class Windows:
     alpha: tuple[tuple[float, ...], ...] | None
     """Temperature T: acceptance probability of proposal i (0..MAX_K-1) from start t; None when T = 0."""
     departures: int = 0
-    """Positions where the target's own argmax is not the trajectory's token (goldens of another dtype or
-    library): a window cannot continue past them (counted as a rejection)."""
+    """Positions where the target's own argmax is not the trajectory's token (goldens of another dtype or library):
+    a window cannot continue past them."""
 
     def room(self, t: int) -> int:
         """Largest window at start t: the target's own token must still fit (transformers: max_length - len - 1)."""
@@ -66,35 +62,23 @@ def greedy_table(all_windows: Sequence[Windows], ks: Sequence[int]) -> list[dict
     return rows
 
 
-def greedy_by_position(all_windows: Sequence[Windows]) -> list[dict[str, Any]]:
-    """Per window position i (1..MAX_K), over every start with room for it: how often proposal i is accepted, given
-    the i-1 before it were (`rate`), and at all (`cumulative`)."""
+def sampled_table(all_windows: Sequence[Windows], ks: Sequence[int]) -> list[dict[str, Any]]:
+    """Per k: expected accepted proposals per step over the starts with room for a full window of k (None when no
+    trajectory is long enough)."""
     rows = []
-    for i in range(1, MAX_K + 1):
-        starts = [(w, t) for w in all_windows for t in range(len(w.runs)) if w.room(t) >= i]
-        reached = [w.runs[t] >= i - 1 for w, t in starts]
-        hit = [w.runs[t] >= i for w, t in starts]
+    for k in ks:
+        sums = [sum(_chain(w, t, k, False)) for w in all_windows for t in range(len(w.runs)) if w.room(t) >= k]
+        mean = sum(sums) / len(sums) if sums else None
         rows.append(
-            {
-                "position": i,
-                "windows": len(starts),
-                "reached": sum(reached),
-                "accepted": sum(hit),
-                "rate": sum(hit) / sum(reached) if sum(reached) else None,
-                "cumulative": sum(hit) / len(starts) if starts else None,
-            }
+            {"k": k, "windows": len(sums), "mean_accepted": mean, "tokens_per_step": None if mean is None else 1 + mean}
         )
     return rows
 
 
-def greedy_alpha(all_windows: Sequence[Windows]) -> float:
-    """Per-token greedy acceptance: the fraction of starts whose first proposal is accepted."""
-    firsts = [w.runs[t] >= 1 for w in all_windows for t in range(len(w.runs)) if w.room(t) >= 1]
-    return sum(firsts) / len(firsts) if firsts else 0.0
-
-
-def _products(w: Windows, t: int, depth: int) -> list[float]:
-    """P(proposals 1..i all accepted) for i = 1..depth from start t."""
+def _chain(w: Windows, t: int, depth: int, greedy: bool) -> list[float]:
+    """P(proposals 1..i all accepted) from start t, for i = 1..depth (0 or 1 when greedy)."""
+    if greedy:
+        return [float(w.runs[t] >= i) for i in range(1, depth + 1)]
     out, p = [], 1.0
     for i in range(depth):
         p *= w.alpha[t][i] if w.alpha is not None else 0.0
@@ -102,45 +86,33 @@ def _products(w: Windows, t: int, depth: int) -> list[float]:
     return out
 
 
-def sampled_table(all_windows: Sequence[Windows], ks: Sequence[int]) -> list[dict[str, Any]]:
-    """Per k: expected accepted proposals per step, over the starts with room for a full window of k (None when
-    no trajectory is long enough: --max-new-tokens above k)."""
-    rows = []
-    for k in ks:
-        sums = [sum(_products(w, t, k)) for w in all_windows for t in range(len(w.runs)) if w.room(t) >= k]
-        mean = sum(sums) / len(sums) if sums else None  # no trajectory long enough for a window of k: unmeasured
-        rows.append(
-            {
-                "k": k,
-                "windows": len(sums),
-                "mean_accepted": mean,
-                "tokens_per_step": None if mean is None else 1.0 + mean,
-            }
-        )
-    return rows
-
-
-def sampled_by_position(all_windows: Sequence[Windows]) -> list[dict[str, Any]]:
+def by_position(all_windows: Sequence[Windows], greedy: bool) -> list[dict[str, Any]]:
+    """Per window position i (1..MAX_K), over every start with room for it: how often proposal i is accepted, given
+    the i-1 before it were (`rate`), and at all (`cumulative`); greedy also counts them."""
     rows = []
     for i in range(1, MAX_K + 1):
-        chains = [_products(w, t, i) for w in all_windows for t in range(len(w.runs)) if w.room(t) >= i]
-        upto = sum(c[-1] for c in chains)
-        before = sum(c[-2] if i > 1 else 1.0 for c in chains)
-        rows.append(
-            {
-                "position": i,
-                "windows": len(chains),
-                "rate": upto / before if before else None,
-                "cumulative": upto / len(chains) if chains else None,
-            }
-        )
+        chains = [_chain(w, t, i, greedy) for w in all_windows for t in range(len(w.runs)) if w.room(t) >= i]
+        accepted = sum(c[-1] for c in chains)
+        reached = sum(c[-2] if i > 1 else 1.0 for c in chains)
+        row: dict[str, Any] = {"position": i, "windows": len(chains)}
+        if greedy:
+            row.update(reached=int(reached), accepted=int(accepted))
+        row["rate"] = accepted / reached if reached else None
+        row["cumulative"] = accepted / len(chains) if chains else None
+        rows.append(row)
     return rows
 
 
-def sampled_alpha(all_windows: Sequence[Windows]) -> float:
-    """Mean per-token acceptance probability sum(min(p, q)) over every position of every trajectory."""
-    values = [w.alpha[t][0] for w in all_windows if w.alpha is not None for t in range(len(w.runs)) if w.room(t) >= 1]
-    return sum(values) / len(values) if values else 0.0
+def alpha(all_windows: Sequence[Windows], greedy: bool) -> float:
+    """Per-token acceptance: the mean probability that a window's first proposal is accepted."""
+    firsts = [
+        _chain(w, t, 1, greedy)[0]
+        for w in all_windows
+        if greedy or w.alpha is not None
+        for t in range(len(w.runs))
+        if w.room(t) >= 1
+    ]
+    return sum(firsts) / len(firsts) if firsts else 0.0
 
 
 def overlap(target_logits: Any, draft_logits: Any, temperature: float) -> Any:

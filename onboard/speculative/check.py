@@ -1,10 +1,7 @@
 """`onboard draft-check`: compatibility, measured acceptance and expected speedup of a draft for a target.
 
-The target runs in process in the served dtype: the generated adapter when one exists for its model_type, else
-transformers (trust_remote_code=False; a model only the repository's code implements needs its adapter generated
-first). Its trajectories are the goldens' (prompt + recorded greedy continuation, --golden) or its own greedy
-continuations of the golden prompt suite, stopped by its stop set. The target and a draft model each run one
-teacher-forced forward per trajectory; everything else is computed from those logits (acceptance.py, drafts.py).
+The target runs in process (the generated adapter, else transformers with trust_remote_code=False) along the goldens'
+continuations or its own greedy ones; target and draft model each run one teacher-forced forward per trajectory.
 """
 
 from __future__ import annotations
@@ -45,8 +42,8 @@ class Trajectory:
     prompt: tuple[int, ...]
     continuation: tuple[int, ...]
     logits: Any = None
-    """(N, V) float32: the target's logits that chose each continuation token, kept from its own generation (the
-    KV-cached steps a verifying engine runs); None for goldens' continuations (a teacher-forced forward then)."""
+    """(N, V) float32: the target's logits that chose each continuation token in its own (KV-cached) generation;
+    None for goldens' continuations (a teacher-forced forward then)."""
 
 
 def run(request: Request, say: Any) -> dict[str, Any]:
@@ -90,7 +87,7 @@ def _check(request: Request, folder: Path, out: Path, started: float, say: Any) 
             "vocab_mapping": {str(d): t for d, t in compat.vocab_mapping.items()},
         }
     target = _load(folder, request.dtype)
-    mtp_draft = _open_mtp(target, folder) if kind == "mtp" else None
+    mtp_draft = drafts.open_mtp(target, folder) if kind == "mtp" else None
     if isinstance(mtp_draft, Finding):  # before any generation: nothing to measure
         return _finish(result, [*findings, mtp_draft], None, out)
     trajectories, source = _trajectories(folder, request, target)
@@ -100,16 +97,13 @@ def _check(request: Request, folder: Path, out: Path, started: float, say: Any) 
             "record goldens with --max-new-tokens >= 2, or run without --golden",
         )
     say(f"draft-check: {len(trajectories)} trajectories ({source}), target {target.info.kind}, {request.dtype}")
-    rows = [
-        drafts.TargetRows(
-            t.prompt + t.continuation, len(t.prompt), t.logits if t.logits is not None else _logits(target, t)
-        )
-        for t in trajectories
-    ]
+    rows = []
+    for t in trajectories:  # the target's logits predicting each continuation token
+        sequence = t.prompt + t.continuation
+        logits = t.logits if t.logits is not None else _forward(target, sequence)[len(t.prompt) - 1 : -1]
+        rows.append(drafts.TargetRows(sequence, len(t.prompt), logits))
     if mtp_draft is not None:
-        from onboard.speculative.mtp_windows import mtp_windows
-
-        windows, draft_step = mtp_windows(target, mtp_draft, rows, request.temperature)
+        windows, draft_step = drafts.mtp_windows(target, mtp_draft, rows, request.temperature)
     else:
         windows, draft_step = _measure(kind, draft_folder, rows, request, say)
     result["prompts"] = {
@@ -117,7 +111,8 @@ def _check(request: Request, folder: Path, out: Path, started: float, say: Any) 
         "from": source,
         "generated_tokens": sum(len(t.continuation) for t in trajectories),
     }
-    result.update(_acceptance(windows, request, draft_step, _step_seconds(target, trajectories)))
+    target_step = speedup.decode_step_seconds(target, trajectories[0].prompt)
+    result.update(_acceptance(windows, request, draft_step, target_step))
     result["trajectories"] = [
         {
             "name": t.name,
@@ -157,11 +152,12 @@ def _trajectories(folder: Path, request: Request, target: Any) -> tuple[list[Tra
         assert_same_checkpoint(goldens, folder)
         found = [Trajectory(p.name, p.prompt_ids, p.generated_ids) for p in goldens.prompts if p.generated_ids]
         return found, f"goldens {request.golden}"
+    from onboard.speculative.compat import embedding_rows
     from onboard.validate_serving.prompts import build_suite
     from onboard.verify_tokenizer.subject import load_tokenizer
 
     vocab = int(target.model.get_input_embeddings().weight.shape[0]) if target.hf else None
-    vocab = vocab or _rows_of(folder)
+    vocab = vocab or embedding_rows(folder)
     suite = build_suite(load_tokenizer(folder), None, vocab_size=vocab, max_new_tokens=request.max_new_tokens)
     out = [_generate(target, spec.name, spec.ids, request.max_new_tokens) for spec in suite]
     found = [t for t in out if t.continuation]
@@ -169,8 +165,8 @@ def _trajectories(folder: Path, request: Request, target: Any) -> tuple[list[Tra
 
 
 def _generate(target: Any, name: str, prompt: tuple[int, ...], max_new_tokens: int) -> Trajectory:
-    """The target's greedy continuation (stopped by its stop set), with the logits of every step: a forward hook
-    keeps the last position's logits of each call the decode loop makes (the prompt, then one per token)."""
+    """The target's greedy continuation (stopped by its stop set), with the logits of every step (a forward hook keeps
+    the last position's logits of each call the decode loop makes)."""
     import torch
 
     steps: list[Any] = []
@@ -188,18 +184,8 @@ def _generate(target: Any, name: str, prompt: tuple[int, ...], max_new_tokens: i
     return Trajectory(name, prompt, generation.ids, torch.stack(steps[:n]) if n else None)
 
 
-def _rows_of(folder: Path) -> int:
-    from onboard.speculative.compat import embedding_rows
-
-    return embedding_rows(folder)
-
-
-def _logits(candidate: Any, trajectory: Trajectory) -> Any:
-    """The candidate's float32 logits at the positions predicting the continuation (one teacher-forced forward)."""
-    return _forward(candidate, trajectory.prompt + trajectory.continuation)[len(trajectory.prompt) - 1 : -1]
-
-
 def _forward(candidate: Any, sequence: tuple[int, ...]) -> Any:
+    """The candidate's float32 logits over `sequence` (one teacher-forced forward)."""
     import torch
 
     ids = torch.tensor([list(sequence)], device=candidate.device)
@@ -208,65 +194,42 @@ def _forward(candidate: Any, sequence: tuple[int, ...]) -> Any:
     return out[0].float()
 
 
-def _open_mtp(target: Any, folder: Path) -> Any:
-    from onboard.speculative.mtp_windows import open_mtp
-
-    return open_mtp(target, folder)
-
-
 def _measure(
     kind: str, draft_folder: Path | None, rows: list[drafts.TargetRows], request: Request, say: Any
 ) -> tuple[list[Windows], float]:
     """(windows per trajectory, seconds per draft step) of a draft model or n-gram lookup."""
-    temperature = request.temperature
     if kind == "ngram":
-        proposals: list[list[list[int]]] = []
-        seconds = speedup.call_seconds(
-            lambda: proposals.extend(drafts.ngram_proposals(r.sequence, r.prompt_len) for r in rows),
-            sum(len(r.next_ids) for r in rows),
-        )
-        return [drafts.proposal_windows(r, p, temperature) for r, p in zip(rows, proposals)], seconds
+        return drafts.ngram_windows(rows, request.temperature)
     assert draft_folder is not None
     draft = _load(draft_folder, request.dtype)
     say(f"draft-check: draft {draft_folder.name} ({draft.info.kind})")
+    temperature = request.temperature  # one draft forward at a time: its logits are freed row by row
     windows = [drafts.model_windows(r, _forward(draft, r.sequence)[r.prompt_len - 1 : -1], temperature) for r in rows]
     return windows, speedup.decode_step_seconds(draft, rows[0].sequence[: rows[0].prompt_len])
 
 
-def _step_seconds(target: Any, trajectories: list[Trajectory]) -> float:
-    return speedup.decode_step_seconds(target, trajectories[0].prompt)
-
-
 def _acceptance(windows: list[Windows], request: Request, draft_step: float, target_step: float) -> dict[str, Any]:
     c = draft_step / target_step if target_step > 0 else 0.0
-    greedy = acceptance.greedy_table(windows, request.ks)
-    alpha = acceptance.greedy_alpha(windows)
-    greedy_speed = speedup.speedup_rows(alpha, {r["k"]: r["tokens_per_step"] for r in greedy}, c)
-    out: dict[str, Any] = {
-        "cost": {"draft_step_seconds": draft_step, "target_step_seconds": target_step, "ratio": c},
-        "greedy": {
-            "alpha": alpha,
-            "by_k": greedy,
-            "by_position": acceptance.greedy_by_position(windows),
-            "speedup": greedy_speed,
-            "recommended_k": speedup.recommended_k(greedy_speed),
-            "departures": sum(w.departures for w in windows),
-        },
-        "sampled": None,
-    }
+    greedy = {**_mode(windows, request.ks, c, greedy=True), "departures": sum(w.departures for w in windows)}
+    sampled = None
     if request.temperature > 0:
-        sampled = acceptance.sampled_table(windows, request.ks)
-        s_alpha = acceptance.sampled_alpha(windows)
-        s_speed = speedup.speedup_rows(s_alpha, {r["k"]: r["tokens_per_step"] for r in sampled}, c)
-        out["sampled"] = {
-            "temperature": request.temperature,
-            "alpha": s_alpha,
-            "by_k": sampled,
-            "by_position": acceptance.sampled_by_position(windows),
-            "speedup": s_speed,
-            "recommended_k": speedup.recommended_k(s_speed),
-        }
-    return out
+        sampled = {"temperature": request.temperature, **_mode(windows, request.ks, c, greedy=False)}
+    cost = {"draft_step_seconds": draft_step, "target_step_seconds": target_step, "ratio": c}
+    return {"cost": cost, "greedy": greedy, "sampled": sampled}
+
+
+def _mode(windows: list[Windows], ks: tuple[int, ...], c: float, greedy: bool) -> dict[str, Any]:
+    """Greedy or sampled acceptance: per-token alpha, per k and per position, and the speedup it buys."""
+    by_k = acceptance.greedy_table(windows, ks) if greedy else acceptance.sampled_table(windows, ks)
+    alpha = acceptance.alpha(windows, greedy)
+    speed = speedup.speedup_rows(alpha, {r["k"]: r["tokens_per_step"] for r in by_k}, c)
+    return {
+        "alpha": alpha,
+        "by_k": by_k,
+        "by_position": acceptance.by_position(windows, greedy),
+        "speedup": speed,
+        "recommended_k": speedup.recommended_k(speed),
+    }
 
 
 def _finish(

@@ -1,11 +1,6 @@
-"""Can DRAFT's tokens be verified by TARGET at all? Checked before any weight is loaded.
-
-A draft proposes token ids and the target scores them as its own ids: both must map text to the same ids (the
-verify-tokenizer corpus, encoded by both with the project's tokenizer loader), give special tokens the same ids, and
-every id the draft can propose must be a row of the target's embedding. Different ids are `incompatible-draft`
-(acceptance would be ~0, and a vLLM / SGLang draft with another tokenizer is refused or crashes); a draft vocabulary a
-few ids larger is a finding with the mapping of those ids to the target's (what an engine's draft-to-target vocab
-map, or a truncated draft head, needs).
+"""Can DRAFT's tokens be verified by TARGET at all? Checked before any weight is loaded: the same ids for the
+verify-tokenizer corpus and the special tokens (else `incompatible-draft`), and every id the draft can propose a row
+of the target's embedding (else a finding with the draft-to-target id map an engine needs).
 """
 
 from __future__ import annotations
@@ -18,7 +13,7 @@ from typing import Any
 from onboard.errors import ChecksFailed, InputError
 from onboard.findings import Finding, info, warning
 
-MAX_SHOWN = 12  # mapping entries shown in a finding's message (all of them are in the JSON)
+MAX_SHOWN = 12  # mapping entries shown in a finding's message (all are in the JSON)
 
 
 class IncompatibleDraft(ChecksFailed):
@@ -34,13 +29,13 @@ class Compatibility:
     target_rows: int
     draft_rows: int
     vocab_mapping: dict[int, int | None] = field(default_factory=dict)
-    """Draft id -> the target id of the same token (None: the target has no such token) for every draft id the target
-    reads differently or cannot read; empty when the draft's vocabulary is inside the target's."""
+    """Draft id -> the target id of the same token (None: none) for every draft id the target reads differently or
+    cannot read."""
 
 
 def embedding_rows(folder: Path) -> int:
-    """config.json's vocab_size (text_config's for multimodal wrappers): the embedding and head rows. A value no
-    embedding can have is an InputError naming the field (the id mapping walks the rows past the tokenizer's)."""
+    """config.json's vocab_size (text_config's for multimodal wrappers): the embedding and head rows; InputError
+    naming the field for a value no embedding can have."""
     from onboard.verify_tokenizer.special_tokens import MAX_TOKEN_ID
 
     config = json.loads((folder / "config.json").read_text(encoding="utf-8"))

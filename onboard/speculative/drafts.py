@@ -1,21 +1,18 @@
-"""What each kind of draft proposes along a target trajectory, as `Windows` (acceptance.py).
-
-A trajectory is a prompt and the target's greedy continuation; `TargetRows` holds the target's logits at the N
-positions that predict the continuation's tokens, teacher-forced (one forward). Three drafts:
-- a draft model: its teacher-forced logits at the same positions (one forward). Its greedy proposal i from start t
-  is its argmax at position t+i as long as proposals 1..i-1 were accepted (its context is then the trajectory's).
-- n-gram lookup (vLLM's `ngram`, prompt lookup decoding): the longest suffix of the context, NGRAM_MAX tokens down to
-  NGRAM_MIN, found earlier in the context; the tokens that followed it are the proposal. Deterministic: at
-  temperature T a proposal is accepted with the target's probability of that token.
-- MTP heads (DeepSeek-V3's `num_nextn_predict_layers`): onboard/speculative/mtp.py's chained greedy window per start.
+"""What each kind of draft proposes along a target trajectory, as `Windows` (acceptance.py): a draft model (its
+teacher-forced logits at the target's positions), n-gram lookup (vLLM's `ngram`: what followed the latest earlier
+occurrence of the context's longest suffix) and the checkpoint's MTP layers (mtp.py, one chained step per proposal).
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
+from onboard.errors import OnboardError
+from onboard.findings import Finding, error
 from onboard.speculative.acceptance import MAX_K, Windows, overlap
 
 NGRAM_MAX, NGRAM_MIN = 3, 1
@@ -91,14 +88,18 @@ def proposal_windows(
     return Windows(_runs(accepted, n), alpha, path.count(False))
 
 
+def ngram_windows(rows: list[TargetRows], temperature: float) -> tuple[list[Windows], float]:
+    """(windows per trajectory, seconds per proposal lookup) of n-gram lookup."""
+    started = time.perf_counter()
+    proposals = [ngram_proposals(r.sequence, r.prompt_len) for r in rows]
+    seconds = (time.perf_counter() - started) / max(sum(len(r.next_ids) for r in rows), 1)
+    return [proposal_windows(r, p, temperature) for r, p in zip(rows, proposals)], seconds
+
+
 def ngram_proposals(sequence: Sequence[int], prompt_len: int) -> list[list[int]]:
     """Per start t (context = sequence[: prompt_len + t]): up to MAX_K tokens copied after the most recent earlier
     occurrence of the context's longest suffix of NGRAM_MAX..NGRAM_MIN tokens (empty: no match)."""
-    out = []
-    for end in range(prompt_len, len(sequence)):
-        context = sequence[:end]
-        out.append(_lookup(context))
-    return out
+    return [_lookup(sequence[:end]) for end in range(prompt_len, len(sequence))]
 
 
 def _lookup(context: Sequence[int]) -> list[int]:
@@ -110,3 +111,51 @@ def _lookup(context: Sequence[int]) -> list[int]:
             if list(context[start : start + n]) == suffix:
                 return list(context[start + n : start + n + MAX_K])
     return []
+
+
+def open_mtp(target: Any, folder: Path) -> Any:
+    """The checkpoint's MTP draft on the target adapter, or a `mtp-draft-unavailable` finding saying why not."""
+    from onboard.speculative import mtp
+
+    if target.hf:
+        return _mtp_unavailable("the target runs in transformers (no generated adapter), which does not run MTP heads")
+    try:
+        return mtp.load_mtp(folder, target.model)
+    except OnboardError as exc:
+        return _mtp_unavailable(exc.message)
+
+
+def _mtp_unavailable(why: str) -> Finding:
+    return error(
+        "mtp-draft-unavailable",
+        f"MTP self-draft not measured: {why}",
+        "measure a draft model or ngram instead; MTP heads are loaded by the generated adapter (onboard generate)",
+    )
+
+
+def mtp_windows(target: Any, draft: Any, rows: list[TargetRows], temperature: float) -> tuple[list[Windows], float]:
+    """(windows per trajectory, seconds per MTP step) of `open_mtp`'s draft."""
+    import torch
+
+    from onboard.speculative import mtp
+
+    windows, steps, seconds = [], 0, 0.0
+    with torch.no_grad():
+        for row in rows:
+            ids = torch.tensor([list(row.sequence)], device=target.device)
+            _, hidden = mtp.target_hidden(target.model, ids)
+            empty = row.logits[:0]  # no MTP input before the second token (a 1-token prompt): no proposal
+            proposals, dists = [], []
+            for t in range(len(row.next_ids)):
+                start, depth = row.prompt_len + t - 2, min(MAX_K, len(row.next_ids) - t)
+                if start < 0:
+                    proposals.append([])
+                    dists.append(empty)
+                    continue
+                began = time.perf_counter()
+                chain = mtp.mtp_draft_chain(draft, hidden, ids, start, depth).float()
+                seconds, steps = seconds + time.perf_counter() - began, steps + depth
+                proposals.append(chain.argmax(-1).tolist())
+                dists.append(chain)
+            windows.append(proposal_windows(row, proposals, temperature, dists))
+    return windows, seconds / max(steps, 1)

@@ -1,21 +1,13 @@
-"""Multi-token-prediction (MTP) modules as a self-draft: DeepSeek-V3's `num_nextn_predict_layers` layout.
+"""Multi-token-prediction (MTP) layers as a self-draft: DeepSeek-V3's `num_nextn_predict_layers` layout.
 
-The checkpoint ships each MTP depth d after the last decoder layer, at `model.layers.{num_hidden_layers + d}`: a
-decoder layer of the family (its usual tensor names) plus `enorm`, `hnorm`, `eh_proj` and `shared_head.{norm,head}`
-(and usually its own copy of `embed_tokens`). One step, as in transformers' `MtpModel` and vLLM's `deepseek_mtp.py`:
+MTP depth d sits at `model.layers.{num_hidden_layers + d}`: the family's decoder layer (the adapter's own, loaded
+through its weight map) plus `enorm`, `hnorm`, `eh_proj` and `shared_head`. One step, as transformers' `MtpModel`:
 
     x = eh_proj([enorm(embed(token t+1)); hnorm(h_t)])      h_t: the target's post-final-norm hidden state at t
-    y = shared_head.norm(decoder_layer(x))                  (rotary position t+1, causal over the MTP layer's own keys)
-    logits = shared_head.head(y)                            -> the distribution of token t+2
+    logits = shared_head.head(shared_head.norm(decoder_layer(x)))   (rotary position t+1) -> token t+2
 
-and a chain recycles y as the next step's hidden state. The decoder layer is the target adapter's own
-`DecoderLayer` class (built at index num_hidden_layers + d, so the family's dense/MoE rule picks its block) and loads
-through the adapter's weight map: the same tensors the serving code would read, strictly (missing, unused or
-mis-shaped tensors are an error naming them).
-
-Not the same as vLLM in one place: vLLM zeroes the token embedding at rotary position 0 and places step t at
-position t (transformers at t+1: a uniform shift, which rotary attention does not see). Only the MTP's very first
-position differs; we follow transformers, the reference the parity check runs (mtp_parity.py).
+A chain recycles the normed output as the next step's hidden state (vLLM's chain). vLLM places step t at rotary
+position t and zeroes the embedding at position 0: only that first position differs; we follow transformers.
 """
 
 from __future__ import annotations
@@ -31,16 +23,6 @@ from onboard.blocks.embeddings import Embedding, LMHead
 from onboard.errors import InputError
 from onboard.generate_adapter.loader import checkpoint_index, load_weights
 from onboard.generate_adapter.runtime import AdapterModel
-
-__all__ = [
-    "MTPDraft",
-    "load_mtp",
-    "mtp_depths",
-    "mtp_draft_chain",
-    "mtp_draft_logits",
-    "mtp_draft_windows",
-    "target_hidden",
-]
 
 
 def mtp_depths(args: object) -> int:
@@ -81,10 +63,8 @@ class MTPDraft(nn.Module):
 
 
 def load_mtp(checkpoint: str | Path, target: AdapterModel) -> MTPDraft:
-    """Build and load the MTP layers of `checkpoint` for the in-process `target` adapter (same dtype and device).
-
-    Raises InputError when the config declares no MTP layer or the checkpoint lacks their tensors (a checkpoint
-    quantized or converted without them: the engine could not load them either)."""
+    """Build and load the MTP layers of `checkpoint` for the in-process `target` adapter (same dtype and device);
+    InputError when the config declares none or the checkpoint lacks their tensors."""
     path, args = Path(checkpoint), target.args
     depths = mtp_depths(args)
     if depths == 0:
@@ -155,9 +135,8 @@ def mtp_draft_chain(draft: MTPDraft, hidden: torch.Tensor, input_ids: torch.Tens
     """The k-token draft window an engine proposes after verifying tokens <= start+1 (the target's hidden state at
     `start`): [k, V] float32, row j the distribution for token start+2+j.
 
-    Step j uses MTP layer j % depths and recycles the previous step's normed output as its hidden state (vLLM's
-    chain; transformers drafts one token per layer). Step inputs are the sequence's own tokens: where the earlier
-    draft tokens were accepted they equal them, and acceptance is only ever read along an accepted prefix."""
+    Step j uses MTP layer j % depths and recycles the previous step's normed output (vLLM's chain). Step inputs are
+    the sequence's own tokens: acceptance is only ever read along an accepted prefix, where they are the drafts'."""
     _check_window(input_ids, start, k)
     return mtp_draft_windows(draft, hidden[:, : start + 1], input_ids[:, : start + 1 + k], k, [start])[0]
 

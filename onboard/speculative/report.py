@@ -1,7 +1,5 @@
-"""The onboarding report's speculative-decoding section, from `draft-check.json` in the revision folder (written by
-`onboard draft-check … --out onboarding/<slug>/<revision>`): an "acceptance by position" plot and a speedup table.
-
-Plain tuples out, as onboard/quantize/report.py (the report wraps them in its Plot / Table).
+"""The onboarding report's speculative-decoding section from `draft-check.json` in the revision folder: an
+"acceptance by position" plot and a speedup table, as plain tuples (the report wraps them in its Plot / Table).
 """
 
 from __future__ import annotations
@@ -45,16 +43,9 @@ def _table(result: dict[str, Any], modes: list[tuple[str, dict[str, Any]]]) -> T
     rows = []
     for name, mode in modes:
         for accepted, speed in zip(mode["by_k"], mode["speedup"]):
-            rows.append(
-                (
-                    name,
-                    str(accepted["k"]),
-                    _fmt(accepted["mean_accepted"], ""),
-                    _fmt(speed["measured"], "x"),
-                    _fmt(speed["model"], "x"),
-                    "yes" if mode.get("recommended_k") == accepted["k"] else "",
-                )
-            )
+            speeds = (_fmt(speed["measured"], "x"), _fmt(speed["model"], "x"))
+            recommended = "yes" if mode.get("recommended_k") == accepted["k"] else ""
+            rows.append((name, str(accepted["k"]), _fmt(accepted["mean_accepted"], ""), *speeds, recommended))
     title = f"Speculative decoding: {result.get('draft')} (draft/target step cost c = {cost.get('ratio', 0):.3f})"
     header = ("mode", "k", "accepted per step", "speedup (measured)", "speedup (model)", "recommended")
     return (title, header, tuple(rows))

@@ -1,16 +1,11 @@
-"""Expected speedup of speculative decoding per window k, on this machine.
-
-The standard model (Leviathan et al. 2023): with per-token acceptance alpha and a draft step costing c target steps,
-one target step yields (1 - alpha^(k+1)) / (1 - alpha) tokens for c*k + 1 target-step times, so
-speedup(k) = (1 - alpha^(k+1)) / ((1 - alpha) (c k + 1)). The model assumes every position is accepted alike;
-`measured` replaces its token count with the simulated one (acceptance.py), which keeps the real run structure.
-c is measured: one KV-cached decode step of each model, the fastest of REPEATS timings of STEPS steps.
+"""Expected speedup of speculative decoding per window k, on this machine: the standard model (Leviathan et al.
+2023), speedup(k) = (1 - alpha^(k+1)) / ((1 - alpha) (c k + 1)) with c the measured cost of a draft step in target
+steps, and `measured`, the same with the simulated token count (acceptance.py).
 """
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 STEPS, REPEATS = 8, 2
@@ -49,10 +44,3 @@ def decode_step_seconds(candidate: Any, prompt: Sequence[int]) -> float:
         _, more = candidate.timed_batch([prompt], 1 + STEPS)
         best = min(best, max(more - first, 0.0) / STEPS)
     return best
-
-
-def call_seconds(call: Callable[[], Any], calls: int) -> float:
-    """Seconds per call of a CPU-side draft (n-gram lookup): `call` makes `calls` of them."""
-    start = time.perf_counter()
-    call()
-    return (time.perf_counter() - start) / max(calls, 1)

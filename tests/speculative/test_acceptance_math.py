@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from onboard.speculative.acceptance import Windows, greedy_by_position, greedy_table, simulate
+from onboard.speculative.acceptance import Windows, by_position, greedy_table, simulate
 from onboard.speculative.drafts import ngram_proposals
 from onboard.speculative.speedup import describe_k, model_speedup, recommended_k
 
@@ -21,7 +21,7 @@ def test_simulate_follows_the_decode_loop() -> None:
 
 def test_by_position_is_conditional_on_reaching_the_position() -> None:
     w = Windows(runs=(2, 1, 0, 0, 0), alpha=None)
-    first, second = greedy_by_position([w])[:2]
+    first, second = by_position([w], greedy=True)[:2]
     assert (first["windows"], first["accepted"], first["rate"]) == (4, 2, 0.5)  # starts 0..3 have room for 1
     assert (second["windows"], second["reached"], second["accepted"]) == (3, 2, 1)  # starts 0..2; reached: runs>=1
 

@@ -12,9 +12,9 @@ from safetensors.torch import load_file, save_file
 from onboard.adapters.deepseek_v3 import Model
 from onboard.comparator import threshold
 from onboard.errors import InputError
-from onboard.speculative import mtp_parity as mtp_parity_module
 from onboard.speculative.mtp import load_mtp, mtp_draft_chain, mtp_draft_logits, mtp_draft_windows, target_hidden
-from onboard.speculative.mtp_parity import mtp_parity
+from tests.speculative import mtp_parity as mtp_parity_module
+from tests.speculative.mtp_parity import mtp_parity
 from tests.tiny.factory import make_tiny_checkpoint, make_tiny_mtp_checkpoint
 
 MTP_LAYER = 3  # tests/tiny's deepseek_v3 has 3 decoder layers: the MTP layer follows at index 3

@@ -1,19 +1,12 @@
-"""Parity of the MTP draft (mtp.py) against transformers' `MtpModel`, the reference where one exists.
+"""Parity of the MTP draft (onboard/speculative/mtp.py) against transformers' `MtpModel`, where transformers
+implements the family.
 
-transformers (>= 5.2x) implements MTP generically (`transformers.modeling_layers.MtpModel`, used by
-`generate(..., use_mtp=True)`) for configs with `num_mtp_layers`; it finds the MTP tensors through the main model's
-`_keys_to_ignore_on_load_unexpected`, which DeepSeek-V3 hard-codes to layer 61 (the full-size model's). Here the
-reference is pointed at this checkpoint's MTP indices instead (same renaming rules, other layer number), so a
-smaller DeepSeek-V3-shaped checkpoint is checked too. Where transformers does not implement the family (or MTP at
-all) the result is "unverified" and says what would verify it (the engine's own MTP through
-`onboard validate --speculative mtp`).
-
-Verdict: the one definition of "these logits agree" (onboard/comparator.py's `agreement`, as generate's adapter
-parity and validate judge): the first MTP depth, teacher-forced over the parity prompts (onboard.generate_adapter.
-parity) in float32, compared position by position with transformers' in float32 and judged against transformers'
-own run in the comparator's calibration dtype for float32 (float64), on the same machine and prompts. Row t of the
-draft is its distribution for token t+2, so the token that followed is t+2's. Reported besides, for reading:
-max|Δlogit| / max|reference logit| (`worst`).
+transformers finds the MTP tensors through `_keys_to_ignore_on_load_unexpected`, which DeepSeek-V3 hard-codes to
+layer 61 (the full-size model's); here it is pointed at this checkpoint's MTP indices, so a smaller DeepSeek-V3-shaped
+checkpoint is checked too. Elsewhere the result is "unverified" and says what would verify it. The verdict is the
+comparator's `agreement`, as adapter parity judges: the first MTP depth, teacher-forced over the parity prompts in
+float32, against transformers' float32 run and judged against its own float64 run. Row t of the draft is its
+distribution for token t+2. Reported besides: max|Δlogit| / max|reference logit| (`worst`).
 """
 
 from __future__ import annotations
@@ -62,16 +55,15 @@ def mtp_parity(checkpoint: str | Path, adapter_cls: Any) -> dict[str, Any]:
     main._keys_to_ignore_on_load_unexpected = [
         rf"model\.layers\.{i}\..*" for i in range(first, first + mtp_depths(target.args))
     ]
-    # Loads only the MTP tensors of the folder the builtin `main` came from (transformers' own MtpModel, no
-    # repository code); trust_remote_code is stated anyway, as at every load site.
+    # transformers' own MtpModel over `main`'s folder: no repository code (stated anyway, as at every load site).
     reference_mtp = MtpModel.from_pretrained(main, trust_remote_code=False).eval()
     config = parity_config(path)
     inputs = prompts(config)
     with torch.no_grad():
         refs = [_reference_logits(main, reference_mtp, ids) for ids in inputs]
         ours = [mtp_draft_logits(draft, target_hidden(target, ids)[1], ids) for ids in inputs]
-        # transformers' own run in float32's calibration dtype (float64): the noise the verdict is judged against.
-        # Cast in place: the float32 reference is not needed any more (no third copy of the model in memory).
+        # transformers' own run in float32's calibration dtype, the noise the verdict is judged against (cast in
+        # place: no third copy of the model in memory).
         calibration = DTYPES[CALIBRATION["float32"]]
         main.to(calibration)
         reference_mtp.to(calibration)
@@ -100,8 +92,8 @@ def mtp_agreement(
     moe: bool,
 ) -> Agreement:
     """The comparator's verdict on first-depth MTP logits ([1, S-1, V] per prompt, row t for token t+2): the draft's
-    (`ours`) vs transformers' float32 (`refs`), with the noise of transformers' own float64 run (`own`). The last
-    row of each prompt predicts a token past its end and is left out."""
+    (`ours`) vs transformers' float32 (`refs`), against transformers' own float64 run (`own`). The last row of each
+    prompt predicts a token past its end and is left out."""
     nexts = [ids[0, 2:].tolist() for ids in inputs]
 
     def rows(logits: list[torch.Tensor], k: int) -> list[list[Any]]:
