@@ -1,9 +1,8 @@
 """The day-zero checklist: load `checklists/day-zero.yaml`, tick its items from stage results and sign-offs.
 
 An item is ticked by stage checks (`ticked_by`), by a person (`signoff: only`), or by checks that a person may
-waive with a note (`signoff: allowed`). `evaluate` is pure: stage results + sign-offs + registry context in, one
-status per item out. Required stage checks that fail but are on no item still block (as `<stage>:<check>`), so a
-renamed check can never slip a failure past promotion.
+waive with a note (`signoff: allowed`). Required stage checks that fail but are on no item still block (as
+`<stage>:<check>`), so a renamed check can never slip a failure past promotion.
 """
 
 from __future__ import annotations
@@ -31,31 +30,38 @@ class Signoff:
     note: str = ""
 
 
-STATUSES = ("done", "signed_off", "failed", "open", "not_applicable")
 SATISFIED = frozenset({"done", "signed_off", "not_applicable"})
 SignoffMode = Literal["no", "allowed", "only"]
-Condition = Literal["previously_promoted"]
-SIGNOFF_MODES: tuple[str, ...] = get_args(SignoffMode)
-CONDITIONS: tuple[str | None, ...] = (None, *get_args(Condition))
+_NonBlank = Annotated[str, msgspec.Meta(pattern=r"\S")]
 
 
-@dataclass(frozen=True)
-class CheckRef:
+class CheckRef(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     stage: str
     check: str
 
+    def __post_init__(self) -> None:
+        if self.stage not in STAGES:
+            raise ValueError(f"bad ticked_by entry: unknown stage {self.stage!r} (use one of {STAGES})")
 
-@dataclass(frozen=True)
-class ChecklistItem:
-    id: str
-    title: str
+
+class ChecklistItem(msgspec.Struct, forbid_unknown_fields=True):
+    """One item as written in the YAML (unknown keys are typos: refused); decoding checks that something ticks it."""
+
+    id: _NonBlank
+    title: _NonBlank
+    command: _NonBlank
     required: bool
-    command: str
-    owner: str = ""
-    ticked_by: tuple[CheckRef, ...] = ()
-    signoff: str = "no"
+    owner: str | None = ""
+    ticked_by: tuple[CheckRef, ...] | None = ()
+    signoff: SignoffMode = "no"
     """no | allowed (a named person may waive a failed/missing check with a note) | only (manual item)."""
-    when: str | None = None
+    when: Literal["previously_promoted"] | None = None
+
+    def __post_init__(self) -> None:
+        self.owner = self.owner or ""
+        self.ticked_by = self.ticked_by or ()
+        if self.signoff != "only" and not self.ticked_by:
+            raise ValueError("nothing ticks it: add ticked_by checks or make it `signoff: only`")
 
 
 @dataclass(frozen=True)
@@ -87,7 +93,7 @@ class ItemStatus:
     title: str
     required: bool
     status: str
-    """One of STATUSES."""
+    """done | signed_off | failed | open | not_applicable"""
     evidence: tuple[str, ...]
     command: str
     owner: str = ""
@@ -111,41 +117,23 @@ class ChecklistState:
         return not self.blocking
 
 
-def default_checklist_path() -> Path:
-    return data_dir("checklists") / "day-zero.yaml"
-
-
-_NonBlank = Annotated[str, msgspec.Meta(pattern=r"\S")]
-
-
-class _RefShape(msgspec.Struct, forbid_unknown_fields=True):
-    stage: str
-    check: str
-
-
-class _ItemShape(msgspec.Struct, forbid_unknown_fields=True):
-    """One checklist item as written in the YAML (unknown keys are typos: refused)."""
-
-    id: _NonBlank
-    title: _NonBlank
-    command: _NonBlank
-    required: bool
-    owner: str | None = None
-    ticked_by: list[_RefShape] | None = None
-    signoff: SignoffMode = "no"
-    when: Condition | None = None
-
-
-class _ChecklistShape(msgspec.Struct):
-    items: list[_ItemShape]
+class _ChecklistFile(msgspec.Struct):
+    items: list[ChecklistItem]
     version: int | str | None = None
 
 
+_ITEM_HINT = (
+    "each item needs id, title, command (strings) and required (true/false); optional: owner, "
+    f"ticked_by ({{stage: one of {STAGES}, check: NAME}}), signoff ({', '.join(get_args(SignoffMode))}), when "
+    "(previously_promoted); see checklists/day-zero.yaml"
+)
+
+
 def load_checklist(path: Path | None = None) -> Checklist:
-    """Parse and validate a checklist YAML (msgspec structs); every problem names the file, the item and the field."""
+    """Parse and validate a checklist YAML; every problem names the file, the item and the field."""
     import yaml
 
-    path = path or default_checklist_path()
+    path = path or data_dir("checklists") / "day-zero.yaml"
     try:
         doc = yaml.safe_load(path.read_text(encoding="utf-8"))
     except OSError as exc:
@@ -153,22 +141,14 @@ def load_checklist(path: Path | None = None) -> Checklist:
     except yaml.YAMLError as exc:
         raise InputError(f"{path} is not valid YAML: {exc}", "fix the YAML syntax") from exc
     try:
-        shape = msgspec.convert(doc, _ChecklistShape)
+        items = tuple(msgspec.convert(doc, _ChecklistFile).items)
     except msgspec.ValidationError as exc:
         raise InputError(f"{path}: {_item_named(doc, str(exc))}{exc}", _ITEM_HINT) from exc
-    items = tuple(_item(raw, path) for raw in shape.items)
     ids = [it.id for it in items]
     dupes = sorted({i for i in ids if ids.count(i) > 1})
     if dupes:
         raise InputError(f"{path}: duplicate item ids {dupes}", "give every item a unique id")
     return Checklist(str(path), items)
-
-
-_ITEM_HINT = (
-    "each item needs id, title, command (strings) and required (true/false); optional: owner, "
-    f"ticked_by ({{stage: one of {STAGES}, check: NAME}}), signoff ({', '.join(SIGNOFF_MODES)}), when "
-    "(previously_promoted); see checklists/day-zero.yaml"
-)
 
 
 def _item_named(doc: Any, message: str) -> str:
@@ -178,27 +158,6 @@ def _item_named(doc: Any, message: str) -> str:
         return f"item {doc['items'][int(match.group(1))]['id']!r}: " if match else ""
     except (KeyError, IndexError, TypeError):
         return ""
-
-
-def _item(raw: _ItemShape, path: Path) -> ChecklistItem:
-    """The checks msgspec's types cannot say: known stages, and something that can tick the item."""
-    where = f"{path}: item {raw.id!r}"
-    refs = tuple(CheckRef(r.stage, r.check) for r in raw.ticked_by or ())
-    unknown = [r.stage for r in refs if r.stage not in STAGES]
-    if unknown:
-        raise InputError(f"{where}: bad ticked_by entry: unknown stage {unknown[0]!r}", f"use one of {STAGES}")
-    if raw.signoff != "only" and not refs:
-        raise InputError(f"{where}: nothing ticks it", "add ticked_by checks or make it `signoff: only`")
-    return ChecklistItem(
-        id=raw.id,
-        title=raw.title,
-        required=raw.required,
-        command=raw.command,
-        owner=raw.owner or "",
-        ticked_by=refs,
-        signoff=raw.signoff,
-        when=raw.when,
-    )
 
 
 def evaluate(

@@ -1,7 +1,6 @@
-"""The onboarding report: Markdown, plus one self-contained HTML file with inline SVG plots and tables.
+"""The onboarding report: `<revision>/report.md`, plus `report.html` with inline SVG plots and tables.
 
 The HTML has no scripts and loads nothing (no external JS, CSS or fonts): it reads the same from a laptop on a plane.
-Entry point: `render_report(slug, workspace)` writes `<revision>/report.md` and `<revision>/report.html`.
 """
 
 from __future__ import annotations
@@ -13,7 +12,7 @@ from pathlib import Path
 
 from onboard.fsutil import atomic_write, clean_os_errors
 from onboard.promote.checklist import ChecklistState
-from onboard.promote.checklist_md import LABELS, MARKS
+from onboard.promote.checklist_md import LABELS, cell, checklist_table
 from onboard.promote.report_data import ReportData, Table, gather
 from onboard.promote.stage_results import load_stage_results
 
@@ -77,15 +76,10 @@ def _verdict(data: ReportData) -> str:
 def render_markdown(data: ReportData) -> str:
     lines = [f"# Onboarding report: {data.slug}", "", f"Revision `{data.revision}` · **{_verdict(data)}**", ""]
     lines += [f"- **{k}**: {v}" for k, v in data.facts]
-    lines += ["", "## Checklist", "", "| | item | required | status | evidence |", "|---|---|---|---|---|"]
-    for it in data.state.items:
-        ev = "<br>".join(e.replace("|", "\\|") for e in it.evidence) or "—"
-        lines.append(
-            f"| {MARKS[it.status]} | {it.title} (`{it.id}`) | {'yes' if it.required else 'no'} | {LABELS[it.status]} | {ev} |"
-        )
+    lines += ["", "## Checklist", "", *checklist_table(data.state)]
     for table in data.tables:
         lines += ["", f"## {table.title}", "", "| " + " | ".join(table.header) + " |", "|" + "---|" * len(table.header)]
-        lines += ["| " + " | ".join(c.replace("|", "\\|") for c in row) + " |" for row in table.rows]
+        lines += ["| " + " | ".join(cell(c) for c in row) + " |" for row in table.rows]
     if data.plots:
         lines += ["", "## Plots (see report.html)", ""]
         lines += [f"- **{p.title}**: {p.caption}" for p in data.plots]
