@@ -217,7 +217,7 @@ def _compare_goldens(old: Any, new: Any) -> Check:
 
 
 def _done_golden(ctx: RunContext, checks: list[Check], folder: Path, **extra: Any) -> dict[str, Any]:
-    from onboard.promote.hashing import sha256_tree
+    from onboard.promote.record import sha256_tree
 
     result = stage_result("golden", checks, golden_dir=str(folder), golden_sha256=sha256_tree(folder), **extra)
     atomic_write_json(ctx.run_dir / "golden.json", result)

@@ -54,6 +54,10 @@ CREATE TABLE IF NOT EXISTS promotion_checks (
 CREATE INDEX IF NOT EXISTS promotion_files_id ON promotion_files (promotion_id);
 CREATE INDEX IF NOT EXISTS promotion_checks_id ON promotion_checks (promotion_id);
 """
+# The record's fields that are columns of `promotions` besides its id and the whole record as JSON.
+_COLUMNS = tuple(
+    "model slug revision promoted_by promoted_at attempt supersedes profile_sha256 tokenizer_sha256 golden_sha256".split()
+)
 # SQLite error name -> hint. Data so every entry point says the same thing.
 _DB_HINTS = {
     "SQLITE_CANTOPEN": "the folder must exist and be writable: create it, fix permissions, or pass --registry PATH",
@@ -165,23 +169,11 @@ class Registry:
                         f"{record.model} was promoted (record #{row[0]}) while {record.revision} was being checked",
                         "rerun the golden comparison against the newly promoted goldens, then promote again",
                     )
+                data = record.to_dict()
                 cur = conn.execute(
-                    "INSERT INTO promotions (model, slug, revision, promoted_by, promoted_at, attempt, supersedes,"
-                    " profile_sha256, tokenizer_sha256, golden_sha256, record_json)"
-                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    (
-                        record.model,
-                        record.slug,
-                        record.revision,
-                        record.promoted_by,
-                        record.promoted_at,
-                        record.attempt,
-                        record.supersedes,
-                        record.profile_sha256,
-                        record.tokenizer_sha256,
-                        record.golden_sha256,
-                        json.dumps(record.to_dict(), ensure_ascii=False),
-                    ),
+                    f"INSERT INTO promotions ({', '.join(_COLUMNS)}, record_json)"
+                    f" VALUES ({', '.join(':' + c for c in _COLUMNS)}, :record_json)",
+                    {**data, "record_json": json.dumps(data, ensure_ascii=False)},
                 )
                 record_id = int(cur.lastrowid or 0)
                 conn.executemany(
@@ -263,11 +255,8 @@ def already_promoted(repo: str, revision: str, registry_path: Path | str | None 
 
 
 def _switch_to_wal(conn: sqlite3.Connection, timeout_s: float) -> None:
-    """PRAGMA journal_mode=WAL, waiting out a concurrent switch.
-
-    Turning a new file into WAL takes a lock that SQLite's busy handler does not wait for, so two processes creating
-    the registry at the same moment made one of them fail at once with "database is locked". Retry until timeout_s.
-    """
+    """PRAGMA journal_mode=WAL, retried until timeout_s: turning a new file into WAL takes a lock that SQLite's busy
+    handler does not wait for, so two processes creating the registry at once would fail with "database is locked"."""
     deadline = time.monotonic() + timeout_s
     while True:
         try:
