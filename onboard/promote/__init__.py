@@ -5,7 +5,7 @@ Nothing here imports torch or transformers.
 
 from __future__ import annotations
 
-from onboard.promote.checklist import load_checklist
+from onboard.promote.checklist import load_checklist, load_signoffs, record_signoff
 from onboard.promote.promote import PromotionRefused, evaluate_revision, promote
 from onboard.promote.registry import (
     AlreadyPromoted,
@@ -14,9 +14,7 @@ from onboard.promote.registry import (
     already_promoted,
     default_registry_path,
 )
-from onboard.promote.signoff import load_signoffs, record_signoff
-from onboard.promote.stage_results import load_stage_results
-from onboard.promote.workspace import resolve_revision
+from onboard.promote.stage_results import load_stage_results, resolve_revision
 
 __all__ = [
     "AlreadyPromoted",

@@ -1,14 +1,17 @@
-"""The day-zero checklist: load `checklists/day-zero.yaml`, tick its items from stage results and sign-offs.
+"""The day-zero checklist: load `checklists/day-zero.yaml`, tick its items from stage results and sign-offs, and
+write a model's checklist (`<revision>/checklist.json`, `checklists/<slug>.md`).
 
 An item is ticked by stage checks (`ticked_by`), by a person (`signoff: only`), or by checks that a person may
 waive with a note (`signoff: allowed`). Required stage checks that fail but are on no item still block (as
-`<stage>:<check>`), so a renamed check can never slip a failure past promotion.
+`<stage>:<check>`), so a renamed check can never slip a failure past promotion. Sign-offs (who, when, why) are
+appended to `<revision>/signoffs.json` under an exclusive lock, so two people signing at once both land.
 """
 
 from __future__ import annotations
 
+import fcntl
 import re
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Annotated, Any, Literal, get_args
@@ -16,13 +19,14 @@ from typing import Annotated, Any, Literal, get_args
 import msgspec
 
 from onboard.errors import InputError
+from onboard.fsutil import atomic_write, atomic_write_json, os_error, read_json
 from onboard.promote.stage_results import STAGES, StageResults
 from onboard.resources import data_dir
 
 
 @dataclass(frozen=True)
 class Signoff:
-    """One manual sign-off of a checklist item (stored by signoff.py in `<revision>/signoffs.json`)."""
+    """One manual sign-off of a checklist item (licence review, model card read, a waiver)."""
 
     item: str
     by: str
@@ -31,6 +35,9 @@ class Signoff:
 
 
 SATISFIED = frozenset({"done", "signed_off", "not_applicable"})
+MARKS = {"done": "✅", "signed_off": "✍️", "failed": "❌", "open": "⬜", "not_applicable": "➖"}
+LABELS = {"done": "done", "signed_off": "signed off", "failed": "FAILED", "open": "open", "not_applicable": "n/a"}
+SIGNOFFS_FILE = "signoffs.json"
 SignoffMode = Literal["no", "allowed", "only"]
 _NonBlank = Annotated[str, msgspec.Meta(pattern=r"\S")]
 
@@ -179,17 +186,9 @@ def evaluate(
     listed = {(ref.stage, ref.check) for it in checklist.items for ref in it.ticked_by}
     for stage, check in results.all_checks():
         if (stage, check.name) not in listed and check.required and not check.passed:
-            file = results.stages[stage].file
-            items.append(
-                ItemStatus(
-                    f"{stage}:{check.name}",
-                    f"Required {stage} check (not on the checklist)",
-                    True,
-                    "failed",
-                    (f"{file}: {check.name} failed — {check.detail}".rstrip(" —"),),
-                    f"onboard {stage} …",
-                )
-            )
+            evidence = f"{results.stages[stage].file}: {check.name} failed — {check.detail}".rstrip(" —")
+            title = f"Required {stage} check (not on the checklist)"
+            items.append(ItemStatus(f"{stage}:{check.name}", title, True, "failed", (evidence,), f"onboard {stage} …"))
     return ChecklistState(slug, revision, tuple(items), previously_promoted)
 
 
@@ -212,13 +211,9 @@ def _evaluate_item(
     )
     if item.signoff == "only":
         return status("signed_off", signed) if signoff else status("open", ["waiting for a sign-off"])
-    states: list[str] = []
-    evidence: list[str] = []
-    for ref in item.ticked_by:
-        state, line = _check_state(ref, results, promoted_golden_sha256)
-        states.append(state)
-        evidence.append(line)
-    evidence = list(dict.fromkeys(evidence))  # two checks of one missing stage say the same thing once
+    found = [_check_state(ref, results, promoted_golden_sha256) for ref in item.ticked_by]
+    states = [state for state, _ in found]
+    evidence = list(dict.fromkeys(line for _, line in found))  # two checks of one missing stage say it once
     if states and all(s == "skipped" for s in states):
         return status("not_applicable", evidence)
     value = "failed" if "failed" in states else "open" if "open" in states else "done"
@@ -246,10 +241,8 @@ def _check_state(ref: CheckRef, results: StageResults, promoted_golden_sha256: s
         # The comparison must have been made against the goldens of the promotion now in the registry.
         against = stage.data.get("promoted_golden_sha256")
         if against is not None and against != promoted_golden_sha256:
-            return (
-                "open",
-                f"{stage.file} compared against goldens {str(against)[:12]}, promoted are {promoted_golden_sha256[:12]}",
-            )
+            promoted = promoted_golden_sha256[:12]
+            return "open", f"{stage.file} compared against goldens {str(against)[:12]}, promoted are {promoted}"
     detail = f" — {check.detail}" if check.detail else ""
     if check.not_applicable:  # the stage says the model has nothing to check here
         return "skipped", f"{stage.file}: {ref.check} not applicable{detail}"
@@ -273,3 +266,98 @@ def state_to_dict(state: ChecklistState) -> dict[str, Any]:
     data["ready"] = state.ready
     data["blocking"] = [it.id for it in state.blocking]
     return data
+
+
+class _SignoffsFile(msgspec.Struct):
+    signoffs: list[Signoff]
+
+
+def load_signoffs(rev_dir: Path) -> tuple[Signoff, ...]:
+    """Sign-offs recorded for one revision, oldest first; a malformed file is an error naming it and the field."""
+    path = rev_dir / SIGNOFFS_FILE
+    if not path.is_file():
+        return ()
+    data = read_json(path, _SignoffsFile, "fix or delete it (or the entry named) and record the sign-offs again")
+    return tuple(data.signoffs)
+
+
+def record_signoff(rev_dir: Path, item_id: str, by: str, note: str = "") -> Signoff:
+    """Append a sign-off for `item_id` after checking the checklist allows one (and has a note for a waiver)."""
+    item = load_checklist().item(item_id)
+    if item.signoff == "no":
+        checks = ", ".join(f"{r.stage}:{r.check}" for r in item.ticked_by)
+        raise InputError(
+            f"{item_id!r} is ticked only by its checks ({checks}); a sign-off cannot stand in for them",
+            f"fix what fails and rerun: {item.command}",
+        )
+    by = by.strip()
+    if not by:
+        raise InputError("--by is empty", "give the name of the person signing off")
+    if item.signoff == "allowed" and not note.strip():
+        raise InputError(
+            f"signing off {item_id!r} waives its checks, so it needs a reason",
+            'add --note "why this is acceptable" (it is shown in the checklist and the promotion record)',
+        )
+    if not rev_dir.is_dir():
+        raise InputError(f"{rev_dir} does not exist", "run `onboard new-model` for this model first")
+    entry = Signoff(item_id, by, datetime.now(timezone.utc).isoformat(timespec="seconds"), note.strip())
+    lock_path = rev_dir / (SIGNOFFS_FILE + ".lock")
+    try:
+        with open(lock_path, "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            existing = load_signoffs(rev_dir)
+            data = {"signoffs": [asdict(s) for s in (*existing, entry)]}
+            atomic_write_json(rev_dir / SIGNOFFS_FILE, data)
+    except OSError as exc:
+        raise os_error(exc, lock_path, "lock") from exc
+    return entry
+
+
+def cell(text: str) -> str:
+    """Markdown table cells cannot hold pipes or newlines."""
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def checklist_table(state: ChecklistState) -> list[str]:
+    """The Markdown status table, one row per item with its evidence (the checklist's and the report's)."""
+    lines = ["| | Item | Required | Status | Owner | Evidence |", "|---|---|---|---|---|---|"]
+    for it in state.items:
+        evidence = "<br>".join(cell(e) for e in it.evidence) or "—"
+        lines.append(
+            f"| {MARKS.get(it.status, '?')} | **{cell(it.title)}** (`{it.id}`) | {'yes' if it.required else 'no'} | "
+            f"{LABELS.get(it.status, it.status)} | {cell(it.owner) or '—'} | {evidence} |"
+        )
+    return lines
+
+
+def render_checklist_md(state: ChecklistState) -> str:
+    """The per-model checklist: a status table with evidence, then what to run for every open item."""
+    done = sum(1 for it in state.items if it.status in SATISFIED)
+    verdict = "READY to promote" if state.ready else f"NOT ready: {len(state.blocking)} required item(s) open"
+    lines = [
+        f"# Day-zero checklist: {state.slug}",
+        "",
+        f"Revision `{state.revision}` · evaluated {state.evaluated_at} · {done}/{len(state.items)} items ticked · "
+        f"**{verdict}**",
+        "",
+        *checklist_table(state),
+    ]
+    todo = [it for it in state.items if it.status in ("open", "failed")]
+    if todo:
+        lines += ["", "## To do", ""]
+        for it in todo:
+            # The checklist's command with this run's slug and revision filled in.
+            command = re.sub(r"\bREV\b", state.revision, re.sub(r"\bSLUG\b", state.slug, it.command))
+            need = "required" if it.required else "optional"
+            lines.append(f"- [ ] `{it.id}` ({need}, {it.owner or 'anyone'}): `{command}`")
+        lines += ["", "What to do when a check fails: see docs/runbook.md, section of the same name."]
+    return "\n".join(lines) + "\n"
+
+
+def write_checklist(state: ChecklistState, rev_dir: Path, workspace: Path) -> tuple[Path, Path]:
+    """Write `<rev_dir>/checklist.json` and `<workspace>/checklists/<slug>.md`; returns both paths."""
+    json_path = rev_dir / "checklist.json"
+    md_path = workspace / "checklists" / f"{state.slug}.md"
+    atomic_write_json(json_path, state_to_dict(state))
+    atomic_write(md_path, render_checklist_md(state))
+    return json_path, md_path

@@ -20,13 +20,10 @@ import msgspec
 from onboard.errors import ChecksFailed
 from onboard.fsutil import atomic_write_json, clean_os_errors, os_error
 from onboard.promote import record as records
-from onboard.promote.checklist import Checklist, ChecklistState, evaluate, load_checklist
-from onboard.promote.checklist_md import write_checklist
+from onboard.promote.checklist import ChecklistState, evaluate, load_checklist, load_signoffs, write_checklist
 from onboard.promote.record import PromotionRecord, source_files
 from onboard.promote.registry import AlreadyPromoted, Registry, default_registry_path
-from onboard.promote.signoff import load_signoffs
-from onboard.promote.stage_results import StageResults, load_stage_results
-from onboard.promote.workspace import model_id, resolve_revision
+from onboard.promote.stage_results import StageResults, load_stage_results, model_id, resolve_revision
 
 PENDING = "promotion.pending"
 LOCK = "promotion.lock"
@@ -72,7 +69,6 @@ def evaluate_revision(
     *,
     revision: str | None = None,
     registry: Path | str | None = None,
-    checklist: Checklist | None = None,
 ) -> Evaluation:
     """Tick the checklist of one run from its stage results, sign-offs and the registry; write checklist.json/md.
     `promote` calls it again, after the pipeline did, so it never trusts a stale file."""
@@ -85,7 +81,7 @@ def evaluate_revision(
     # When this very revision is the promoted one, there are no earlier goldens to compare against.
     earlier = None if previous is not None and previous.revision == revision else previous
     state = evaluate(
-        checklist or load_checklist(),
+        load_checklist(),
         results,
         load_signoffs(rev_dir),
         slug=slug,
@@ -105,7 +101,6 @@ def promote(
     revision: str | None = None,
     registry: Path | str | None = None,
     by: str | None = None,
-    checklist: Checklist | None = None,
 ) -> PromotionOutcome:
     """Append a promotion record for the latest (or given) run of `slug`, or raise PromotionRefused.
 
@@ -117,7 +112,7 @@ def promote(
     reg = Registry(registry or default_registry_path(workspace))
     with _revision_lock(rev_dir):
         finished = _finish_interrupted(rev_dir, reg)
-        ev = evaluate_revision(slug, workspace, revision=rev_dir.name, registry=reg.path, checklist=checklist)
+        ev = evaluate_revision(slug, workspace, revision=rev_dir.name, registry=reg.path)
         if finished is not None:
             return PromotionOutcome(finished, ev.state, True, rev_dir / RECORD, ev.checklist_md)
         state = ev.state

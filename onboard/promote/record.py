@@ -103,10 +103,10 @@ class PromotionSummary:
     checks_total: int
 
 
-def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
+def sha256_file(path: Path) -> str:
     h = hashlib.sha256()
     with open(path, "rb") as fh:
-        while block := fh.read(chunk):
+        while block := fh.read(1 << 20):
             h.update(block)
     return h.hexdigest()
 

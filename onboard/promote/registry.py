@@ -70,6 +70,14 @@ _DB_HINTS = {
     "SQLITE_CORRUPT": "the registry file is damaged: restore it from a backup",
     "SQLITE_PERM": "no permission to use the registry: fix permissions or pass --registry PATH",
 }
+# Python 3.10's sqlite3 errors carry no sqlite_errorname: words of the message -> the error's name.
+_MESSAGE_NAMES = {
+    "readonly": "SQLITE_READONLY",
+    "is full": "SQLITE_FULL",
+    "unable to open": "SQLITE_CANTOPEN",
+    "locked": "SQLITE_BUSY",
+    "not a database": "SQLITE_NOTADB",
+}
 
 
 class RegistryError(InputError):
@@ -91,23 +99,8 @@ def default_registry_path(workspace: Path) -> Path:
 
 
 def _db_error(exc: sqlite3.Error, path: Path) -> RegistryError:
-    name = getattr(exc, "sqlite_errorname", "") or ""
     text = str(exc)
-    if not name:  # Python 3.10 has no sqlite_errorname: fall back on the message
-        name = next(
-            (
-                k
-                for k, words in (
-                    ("SQLITE_READONLY", "readonly"),
-                    ("SQLITE_FULL", "is full"),
-                    ("SQLITE_CANTOPEN", "unable to open"),
-                    ("SQLITE_BUSY", "locked"),
-                    ("SQLITE_NOTADB", "not a database"),
-                )
-                if words in text
-            ),
-            "",
-        )
+    name = getattr(exc, "sqlite_errorname", "") or next((n for w, n in _MESSAGE_NAMES.items() if w in text), "")
     base = next((k for k in _DB_HINTS if name.startswith(k)), None)
     return RegistryError(f"registry {path}: {text}", _DB_HINTS.get(base or "", "check the path and rerun"))
 
@@ -115,9 +108,10 @@ def _db_error(exc: sqlite3.Error, path: Path) -> RegistryError:
 class Registry:
     """Promotion records in one SQLite file. Methods open a short-lived connection each: safe across processes."""
 
-    def __init__(self, path: Path | str, timeout_s: float = 30.0) -> None:
+    timeout_s = 30.0
+
+    def __init__(self, path: Path | str) -> None:
         self.path = Path(path)
-        self.timeout_s = timeout_s
 
     @contextmanager
     def _connect(self, create: bool = True) -> Iterator[sqlite3.Connection]:
@@ -149,11 +143,8 @@ class Registry:
                 conn.close()
 
     def add(self, record: PromotionRecord, expect_latest: int | None) -> PromotionRecord:
-        """Append `record` in one transaction; `expect_latest` is the model's latest promotion id seen when checking.
-
-        Raises AlreadyPromoted (same model+revision present) or PromotionConflict (the model's latest promotion
-        changed since it was read), leaving the registry untouched.
-        """
+        """Append `record` in one transaction, or raise AlreadyPromoted (same model and revision present) or
+        PromotionConflict (the model's latest promotion is no longer `expect_latest`), leaving the registry as it was."""
         with self._connect() as conn:
             conn.execute("BEGIN IMMEDIATE")  # takes the write lock now: concurrent promoters queue here
             try:

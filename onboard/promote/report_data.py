@@ -39,9 +39,6 @@ class Table:
 
 @dataclass(frozen=True)
 class ReportData:
-    slug: str
-    revision: str
-    ready: bool
     state: ChecklistState
     facts: tuple[tuple[str, str], ...]
     tables: tuple[Table, ...]
@@ -89,16 +86,7 @@ def gather(state: ChecklistState, results: StageResults) -> ReportData:
     s_plots, s_tables = speculative_report.section(results.data("draft-check"))
     plots += [Plot(*p) for p in s_plots]
     tables += tuple(Table(*t) for t in s_tables)
-    return ReportData(
-        state.slug,
-        state.revision,
-        state.ready,
-        state,
-        _facts(profile),
-        tuple(t for t in tables if t.rows),
-        tuple(plots),
-        tuple(missing),
-    )
+    return ReportData(state, _facts(profile), tuple(t for t in tables if t.rows), tuple(plots), tuple(missing))
 
 
 def _facts(profile: dict[str, Any]) -> tuple[tuple[str, str], ...]:

@@ -1,12 +1,9 @@
 """The durable queue: every received event and every (repo, revision) job, in one SQLite file.
 
-Why SQLite: one file, transactional, safe across threads and processes on one host, nothing to deploy. WAL mode
-lets readers (`onboard queue list`) run while the webhook service writes; `synchronous=FULL` makes a committed
-event survive a power cut, not only a killed process — an event is acknowledged only after its commit.
-
-Exactly-once: `jobs` has UNIQUE(repo, revision), so any number of events for one revision make one job; a worker
-takes a job with one atomic UPDATE … RETURNING, so two workers never take the same job. A job whose worker died is
-taken again when its lease runs out (at-least-once for crashes; never twice while a run is alive or after success).
+SQLite: one file, transactional, safe across threads and processes on one host, nothing to deploy. WAL lets readers
+run while the webhook service writes; `synchronous=FULL` makes a committed (so acknowledged) event survive a power cut.
+Exactly-once: UNIQUE(repo, revision) makes any number of events for one revision one job, and a worker takes a job
+with one atomic UPDATE … RETURNING. A job whose worker died is taken again when its lease runs out.
 """
 
 from __future__ import annotations
@@ -149,12 +146,9 @@ class Queue:
         replay_window_s: float = 0.0,
         skip: bool = False,
     ) -> Receipt:
-        """Store one event and, when it names a (repo, revision), its job — in one transaction.
-
-        Returns after the commit, so a caller that acknowledges the event afterwards never acknowledges a lost
-        one. An event whose digest was stored less than `replay_window_s` ago is a replay: nothing is stored.
-        `skip` stores the event without a job (e.g. the revision is already promoted).
-        """
+        """Store one event and, when it names a (repo, revision) and `skip` is false, its job: one transaction,
+        committed before this returns. An event whose digest was stored less than `replay_window_s` ago is a replay:
+        nothing is stored."""
         now = time.time()
         with self._tx() as db:
             if replay_window_s > 0:
@@ -165,25 +159,14 @@ class Queue:
                 if seen is not None:
                     return Receipt("replay", int(seen[0]), seen[1], key, "same payload already received")
             job_id, status = None, "ignored"
+            repo, revision = (key.repo, key.revision) if key is not None else (None, None)
             if key is not None and not skip:
                 job_id, new = self._upsert_job(db, key, source, now)
                 status = "enqueued" if new else "deduped"
             cur = db.execute(
                 "INSERT INTO events (received_at, source, digest, action, scope, repo, revision, outcome, reason,"
                 " job_id, body) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    now,
-                    source,
-                    digest,
-                    action,
-                    scope,
-                    key and key.repo,
-                    key and key.revision,
-                    status,
-                    reason,
-                    job_id,
-                    body,
-                ),
+                (now, source, digest, action, scope, repo, revision, status, reason, job_id, body),
             )
             return Receipt(status, cur.lastrowid, job_id, key, reason)
 
@@ -208,21 +191,13 @@ class Queue:
     def finish(self, job: Job, worker: str, outcome: RunOutcome, *, state: str, retry_at: float | None = None) -> bool:
         """Record a run's result. False when the job is no longer ours (lease expired and taken by another worker)."""
         assert state in JOB_STATES and state != "running"
-        now = time.time()
+        now, tail = time.time(), outcome.output_tail[-OUTPUT_TAIL_CHARS:]
+        retry_at = now if retry_at is None else retry_at
         with self._tx() as db:
             cur = db.execute(
                 "UPDATE jobs SET state = ?, exit_code = ?, output_tail = ?, note = ?, updated_at = ?,"
                 " next_attempt_at = ?, lease_until = NULL WHERE id = ? AND worker = ? AND state = 'running'",
-                (
-                    state,
-                    outcome.exit_code,
-                    outcome.output_tail[-OUTPUT_TAIL_CHARS:],
-                    outcome.note,
-                    now,
-                    retry_at if retry_at is not None else now,
-                    job.id,
-                    worker,
-                ),
+                (state, outcome.exit_code, tail, outcome.note, now, retry_at, job.id, worker),
             )
             return cur.rowcount == 1
 
@@ -254,17 +229,9 @@ class Queue:
 
     # -- reading -------------------------------------------------------------------------------------------------
     def jobs(self, state: str | None = None, limit: int | None = None) -> list[Job]:
-        sql = f"SELECT {_JOB_COLUMNS} FROM jobs"
-        args: list[object] = []
-        if state is not None:
-            sql += " WHERE state = ?"
-            args.append(state)
-        sql += " ORDER BY id"
-        if limit is not None:
-            sql += " LIMIT ?"
-            args.append(limit)
-        with self._lock:
-            return [_job(r) for r in self._db.execute(sql, args)]
+        sql = f"SELECT {_JOB_COLUMNS} FROM jobs WHERE ?1 IS NULL OR state = ?1 ORDER BY id LIMIT ?2"
+        with self._lock:  # LIMIT -1: no limit
+            return [_job(r) for r in self._db.execute(sql, (state, -1 if limit is None else limit))]
 
     def job(self, job_id: int) -> Job | None:
         with self._lock:
@@ -278,10 +245,6 @@ class Queue:
             out.update(dict(self._db.execute("SELECT state, count(*) FROM jobs GROUP BY state").fetchall()))
             out["events"] = self._db.execute("SELECT count(*) FROM events").fetchone()[0]
         return out
-
-    def event_digests(self) -> set[str]:
-        with self._lock:
-            return {r[0] for r in self._db.execute("SELECT digest FROM events")}
 
     def next_due(self) -> float | None:
         """When the earliest queued job becomes runnable (None: nothing queued)."""

@@ -1,11 +1,9 @@
 """The webhook receiver: a small threaded HTTP server (stdlib) in front of the durable queue.
 
-POST /webhook (or /): the secret is checked first, in constant time (401, nothing stored); the body must have a
-Content-Length no larger than `max_body_bytes` (411 / 413); a body that is not a Hugging Face payload is 400. A
-valid event is committed to SQLite, with its job, *before* the 200 goes out, so an acknowledged event is never
-lost; an event the service never acknowledged is retried by the sender. A replay (same body digest within
-`replay_window_s`) answers 200 `{"status": "replay"}` and stores nothing: it is already stored, and a non-2xx would
-only make the sender retry it. GET /healthz: job counts.
+POST /webhook (or /) checks the secret first, in constant time, then the body's length and shape. A valid event is
+committed to SQLite, with its job, *before* the 200 goes out, so an acknowledged event is never lost; one never
+acknowledged is retried by the sender. A replay (same body within `replay_window_s`) answers 200 and stores nothing:
+a non-2xx would only make the sender retry it. GET /healthz: job counts.
 """
 
 from __future__ import annotations
@@ -21,9 +19,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import urlsplit
 
 from onboard.errors import OnboardError
-from onboard.watch.dedupe import PromotedCheck, never_promoted
 from onboard.watch.hfpayload import PayloadError, parse_payload
 from onboard.watch.queue import Queue
+from onboard.watch.types import PromotedCheck, never_promoted
 
 log = logging.getLogger("onboard.watch.webhook")
 
