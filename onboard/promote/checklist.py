@@ -354,10 +354,9 @@ def render_checklist_md(state: ChecklistState) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_checklist(state: ChecklistState, rev_dir: Path, workspace: Path) -> tuple[Path, Path]:
-    """Write `<rev_dir>/checklist.json` and `<workspace>/checklists/<slug>.md`; returns both paths."""
-    json_path = rev_dir / "checklist.json"
+def write_checklist(state: ChecklistState, rev_dir: Path, workspace: Path) -> Path:
+    """Write `<rev_dir>/checklist.json` and `<workspace>/checklists/<slug>.md`; returns the latter."""
     md_path = workspace / "checklists" / f"{state.slug}.md"
-    atomic_write_json(json_path, state_to_dict(state))
+    atomic_write_json(rev_dir / "checklist.json", state_to_dict(state))
     atomic_write(md_path, render_checklist_md(state))
-    return json_path, md_path
+    return md_path

@@ -48,7 +48,6 @@ class Evaluation:
     rev_dir: Path
     results: StageResults
     previous: PromotionRecord | None
-    checklist_json: Path
     checklist_md: Path
 
 
@@ -89,8 +88,7 @@ def evaluate_revision(
         previously_promoted=earlier is not None,
         promoted_golden_sha256=earlier.golden_sha256 if earlier else None,
     )
-    json_path, md_path = write_checklist(state, rev_dir, workspace)
-    return Evaluation(state, rev_dir, results, previous, json_path, md_path)
+    return Evaluation(state, rev_dir, results, previous, write_checklist(state, rev_dir, workspace))
 
 
 @clean_os_errors

@@ -25,17 +25,9 @@ from onboard.promote.stage_results import StageResults
 from onboard.versions import NUMERIC_LIBRARIES, TOKENIZER_LIBRARIES, library_versions
 
 # Files that decide how text becomes tokens and back; their combined hash is the record's tokenizer hash.
-TOKENIZER_FILES = (
-    "tokenizer.json",
-    "tokenizer_config.json",
-    "tokenizer.model",
-    "vocab.json",
-    "merges.txt",
-    "added_tokens.json",
-    "special_tokens_map.json",
-    "chat_template.jinja",
-    "chat_template.json",
-    "generation_config.json",
+TOKENIZER_FILES = frozenset(
+    "tokenizer.json tokenizer_config.json tokenizer.model vocab.json merges.txt added_tokens.json "
+    "special_tokens_map.json chat_template.jinja chat_template.json generation_config.json".split()
 )
 _SKIP_SUFFIXES = (".lock", ".tmp", ".pending")
 # Libraries whose version changes numerics or tokenization, and the serving engines; recorded when installed.

@@ -84,7 +84,6 @@ class Queue:
             self._db = sqlite3.connect(
                 str(self.path), timeout=busy_timeout_s, isolation_level=None, check_same_thread=False
             )
-            self._db.execute(f"PRAGMA busy_timeout={int(busy_timeout_s * 1000)}")
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=FULL")
             self._lock = threading.RLock()
@@ -121,7 +120,6 @@ class Queue:
             if self._db.in_transaction:
                 self._db.execute("COMMIT")
 
-    # -- events and jobs -----------------------------------------------------------------------------------------
     def _upsert_job(self, db: sqlite3.Connection, key: JobKey, source: str, now: float) -> tuple[int, bool]:
         row = db.execute(
             "INSERT INTO jobs (repo, revision, state, source, created_at, updated_at, next_attempt_at)"
@@ -227,7 +225,6 @@ class Queue:
                 )
         return ids
 
-    # -- reading -------------------------------------------------------------------------------------------------
     def jobs(self, state: str | None = None, limit: int | None = None) -> list[Job]:
         sql = f"SELECT {_JOB_COLUMNS} FROM jobs WHERE ?1 IS NULL OR state = ?1 ORDER BY id LIMIT ?2"
         with self._lock:  # LIMIT -1: no limit
@@ -252,7 +249,6 @@ class Queue:
             row = self._db.execute("SELECT min(next_attempt_at) FROM jobs WHERE state = 'queued'").fetchone()
         return row[0]
 
-    # -- watch state ---------------------------------------------------------------------------------------------
     def seen_sha(self, repo: str) -> str | None:
         with self._lock:
             row = self._db.execute("SELECT sha FROM watch_state WHERE repo = ?", (repo,)).fetchone()
