@@ -11,7 +11,7 @@ import hashlib
 import os
 import platform
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -75,13 +75,6 @@ class PromotionRecord:
 
     def to_dict(self) -> dict[str, Any]:
         return serde.to_dict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> PromotionRecord:
-        return serde.from_dict(cls, data)
-
-    def with_id(self, record_id: int) -> PromotionRecord:
-        return replace(self, id=record_id)
 
 
 @dataclass(frozen=True)

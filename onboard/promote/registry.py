@@ -14,8 +14,10 @@ import sqlite3
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 
+from onboard import serde
 from onboard.errors import ChecksFailed, InputError
 from onboard.fsutil import os_error
 from onboard.promote.record import PromotionRecord, PromotionSummary
@@ -184,7 +186,7 @@ class Registry:
                 if conn.in_transaction:
                     conn.rollback()
                 raise
-        return record.with_id(record_id)
+        return replace(record, id=record_id)
 
     def _fetch(self, where: str, args: tuple[object, ...]) -> PromotionRecord | None:
         if not self.path.exists():
@@ -192,7 +194,7 @@ class Registry:
         with self._connect(create=False) as conn:
             row = conn.execute(f"SELECT id, record_json FROM promotions WHERE {where} ORDER BY id DESC LIMIT 1", args)
             found = row.fetchone()
-        return PromotionRecord.from_dict(json.loads(found[1])).with_id(found[0]) if found else None
+        return replace(serde.from_dict(PromotionRecord, json.loads(found[1])), id=found[0]) if found else None
 
     def already_promoted(self, repo: str, revision: str) -> bool:
         """True when `repo` (org/name or slug) at `revision` (full sha) has a promotion record."""

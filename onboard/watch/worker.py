@@ -63,7 +63,7 @@ def kill_running() -> int:
 class Executor(Protocol):
     """Runs one job. Never raises for a failed run: the failure is the outcome."""
 
-    lease_s: float
+    timeout_s: float
 
     def run(self, job: Job) -> RunOutcome: ...
 
@@ -93,10 +93,6 @@ class CommandExecutor:
 
     def __post_init__(self) -> None:
         parse_command(self.template)
-
-    @property
-    def lease_s(self) -> float:
-        return self.timeout_s + 60.0  # the run is killed at timeout_s; the margin covers recording the result
 
     def argv(self, job: Job) -> list[str]:
         values = {"{repo}": job.repo, "{revision}": job.revision, "{slug}": job.key.slug}
@@ -160,10 +156,6 @@ class GitHubDispatch:
         if not self.token:
             raise InputError("no GitHub token for repository_dispatch", "set the variable named by --github-token-env")
 
-    @property
-    def lease_s(self) -> float:
-        return self.timeout_s + 60.0
-
     def run(self, job: Job) -> RunOutcome:
         body = {
             "event_type": self.event_type,
@@ -207,7 +199,8 @@ class Worker:
 
     def run_one(self) -> Job | None:
         """Run the next due job; returns it as recorded afterwards, or None when nothing is due."""
-        job = self.queue.claim(self.name, self.executor.lease_s)
+        # A run ends by timeout_s (killed, or the request given up); the lease's margin covers recording the result.
+        job = self.queue.claim(self.name, self.executor.timeout_s + 60.0)
         if job is None:
             return None
         if self.is_promoted(job.repo, job.revision):
