@@ -203,27 +203,23 @@ class Queue:
         """Put failed jobs back in the queue with a fresh attempt budget: the given ids, or every failed job."""
         now = time.time()
         with self._tx() as db:
+            for job_id in job_ids or []:
+                row = db.execute("SELECT state FROM jobs WHERE id = ?", (job_id,)).fetchone()
+                if row is None:
+                    raise QueueError(f"no job with id {job_id} in {self.path}", "see `onboard queue list`")
+                if row[0] != "failed":
+                    raise QueueError(
+                        f"job {job_id} is {row[0]}, not failed: only failed jobs are retried",
+                        "a queued or running job will run anyway; a done job ran successfully",
+                    )
             if job_ids is None:
-                ids = [r[0] for r in db.execute("SELECT id FROM jobs WHERE state = 'failed' ORDER BY id")]
-            else:
-                ids = []
-                for job_id in job_ids:
-                    row = db.execute("SELECT state FROM jobs WHERE id = ?", (job_id,)).fetchone()
-                    if row is None:
-                        raise QueueError(f"no job with id {job_id} in {self.path}", "see `onboard queue list`")
-                    if row[0] != "failed":
-                        raise QueueError(
-                            f"job {job_id} is {row[0]}, not failed: only failed jobs are retried",
-                            "a queued or running job will run anyway; a done job ran successfully",
-                        )
-                    ids.append(job_id)
-            for job_id in ids:
-                db.execute(
-                    "UPDATE jobs SET state = 'queued', attempts = 0, next_attempt_at = ?, updated_at = ?,"
-                    " note = 'retry requested' WHERE id = ?",
-                    (now, now, job_id),
-                )
-        return ids
+                job_ids = [r[0] for r in db.execute("SELECT id FROM jobs WHERE state = 'failed' ORDER BY id")]
+            db.executemany(
+                "UPDATE jobs SET state = 'queued', attempts = 0, next_attempt_at = ?, updated_at = ?,"
+                " note = 'retry requested' WHERE id = ?",
+                [(now, now, job_id) for job_id in job_ids],
+            )
+        return list(job_ids)
 
     def jobs(self, state: str | None = None, limit: int | None = None) -> list[Job]:
         sql = f"SELECT {_JOB_COLUMNS} FROM jobs WHERE ?1 IS NULL OR state = ?1 ORDER BY id LIMIT ?2"

@@ -304,14 +304,5 @@ class _Handler(BaseHTTPRequestHandler):
             log.info("job %s: %s@%s enqueued", receipt.job_id, parsed.key.repo, parsed.key.revision)  # type: ignore[union-attr]
             self.owner.wake.set()
         key = receipt.key
-        self._reply(
-            200,
-            {
-                "status": receipt.status,
-                "event_id": receipt.event_id,
-                "job_id": receipt.job_id,
-                "repo": key and key.repo,
-                "revision": key and key.revision,
-                "reason": receipt.reason,
-            },
-        )
+        ids = {"status": receipt.status, "event_id": receipt.event_id, "job_id": receipt.job_id}
+        self._reply(200, {**ids, "repo": key and key.repo, "revision": key and key.revision, "reason": receipt.reason})
