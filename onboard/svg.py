@@ -1,7 +1,5 @@
-"""Tiny inline-SVG charts for the offline HTML report: line charts (optionally log-y) and horizontal bars.
-
-No JavaScript, no external fonts: the report opens from a file on a machine without network.
-"""
+"""Tiny inline-SVG charts (line charts, optionally log-scaled, and horizontal bars) for the offline HTML reports:
+no JavaScript, no external fonts, so a report opens from a file on a machine without network."""
 
 from __future__ import annotations
 

@@ -102,9 +102,8 @@ class Progress:
 
 
 def _identify(source: str, revision: str | None) -> tuple[str, Path | None, str, RepoListing | None]:
-    """(revision id of the run folder, local folder or None, checkpoint fingerprint, the hub listing or None).
-
-    The hub listing is made here once and handed to the stages (RunContext.listing): inspect does not list again."""
+    """(run folder's revision id, local folder or None, checkpoint fingerprint, hub listing or None). The listing is
+    made here once and handed to the stages (RunContext.listing): inspect does not list again."""
     from onboard.inspect_checkpoint.source import open_source
 
     src = open_source(source, revision, prefetch=False)  # only the listing: inspect fetches what it reads

@@ -1,9 +1,8 @@
-"""The stages of `onboard new-model`, each a thin call into its stage package.
+"""The stages of `onboard new-model`, each a thin call into its stage package that writes its result
+(onboard/checks.py) into the run folder and returns it.
 
-Every stage writes its result (onboard/checks.py: stage, passed, checks) into the run folder
-`<workspace>/onboarding/<slug>/<revision>/` and returns it. `STAGES` lists them in order with what they need.
-A stage whose reference is the repository's own code is refused without --trust-remote-code (and runs sandboxed
-with it): it is recorded as blocked, with the reason and the command that would run it.
+A stage whose reference is the repository's own code is refused without --trust-remote-code (sandboxed with it): it
+is recorded as blocked, with the reason and the command that would run it.
 """
 
 from __future__ import annotations

@@ -277,8 +277,8 @@ def load_signoffs(rev_dir: Path) -> tuple[Signoff, ...]:
     path = rev_dir / SIGNOFFS_FILE
     if not path.is_file():
         return ()
-    data = read_json(path, _SignoffsFile, "fix or delete it (or the entry named) and record the sign-offs again")
-    return tuple(data.signoffs)
+    hint = "fix or delete it (or the entry named) and record the sign-offs again"
+    return tuple(read_json(path, _SignoffsFile, hint).signoffs)
 
 
 def record_signoff(rev_dir: Path, item_id: str, by: str, note: str = "") -> Signoff:
@@ -305,9 +305,8 @@ def record_signoff(rev_dir: Path, item_id: str, by: str, note: str = "") -> Sign
     try:
         with open(lock_path, "a") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
-            existing = load_signoffs(rev_dir)
-            data = {"signoffs": [asdict(s) for s in (*existing, entry)]}
-            atomic_write_json(rev_dir / SIGNOFFS_FILE, data)
+            signoffs = [asdict(s) for s in (*load_signoffs(rev_dir), entry)]
+            atomic_write_json(rev_dir / SIGNOFFS_FILE, {"signoffs": signoffs})
     except OSError as exc:
         raise os_error(exc, lock_path, "lock") from exc
     return entry

@@ -1,9 +1,7 @@
 """`promote`: turn a finished onboarding run into a registry record, or refuse and say which items are open.
 
-Crash safety: the registry write is one SQLite transaction; around it a per-revision flock serialises promoters of
-the same run and a `promotion.pending` file (the attempt id) lets a rerun finish a run that was killed after its
-commit but before `promotion.json` was written. Kill -9 anywhere leaves the full record or none, and a rerun
-completes.
+Crash safety: the registry write is one SQLite transaction; a per-revision flock serialises promoters of one run, and
+`promotion.pending` (the attempt id) lets a rerun finish a run killed between its commit and `promotion.json`.
 """
 
 from __future__ import annotations
@@ -100,11 +98,8 @@ def promote(
     registry: Path | str | None = None,
     by: str | None = None,
 ) -> PromotionOutcome:
-    """Append a promotion record for the latest (or given) run of `slug`, or raise PromotionRefused.
-
-    Raises PromotionRefused (required items open; `.state` lists them), AlreadyPromoted, PromotionConflict,
-    PromotionBusy (all exit 1) and InputError/RegistryError for unusable input, full disks or permissions (exit 2).
-    """
+    """Append a promotion record for the latest (or given) run of `slug`, or raise PromotionRefused (`.state` lists
+    the open items), AlreadyPromoted, PromotionConflict, PromotionBusy or, for unusable input, InputError."""
     workspace = Path(workspace)
     rev_dir = resolve_revision(workspace, slug, revision)
     reg = Registry(registry or default_registry_path(workspace))
@@ -192,7 +187,6 @@ def _revision_of(results: StageResults, rev_dir: Path) -> str:
 
 
 def build_record(slug: str, workspace: Path, ev: Evaluation, by: str) -> PromotionRecord:
-    """Gather hashes, checks, versions and hardware into a record (not yet saved)."""
     results, rev_dir = ev.results, ev.rev_dir
     profile_file, profile = records.pinned_profile(results)
     files, notes = source_files(rev_dir, profile, workspace, results.data("inspect").get("checkpoint_dir"))

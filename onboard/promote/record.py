@@ -148,9 +148,8 @@ def current_user() -> str:
 
 
 def pinned_profile(results: StageResults) -> tuple[Path, dict[str, Any]]:
-    """The ModelProfile the run pinned (profile.json, which inspect and new-model write) and its fields; else the
-    inspect stage's own file. new-model's inspect.json is a stage summary (checks, model_type): hashing it, or
-    reading the checkpoint's files and source from it, recorded no file at all."""
+    """The ModelProfile the run pinned (profile.json) and its fields, else the inspect stage's own file: new-model's
+    inspect.json is only a stage summary (checks, model_type), naming none of the checkpoint's files."""
     pinned = results.rev_dir / "profile.json"
     if pinned.is_file():
         data = read_json(pinned, hint="rerun `onboard inspect SOURCE --json` (or new-model) to rewrite it")

@@ -1,9 +1,8 @@
 """The promotion registry: an embedded SQLite database (WAL) of promotion records, appended atomically.
 
-One promotion is one `BEGIN IMMEDIATE … COMMIT` over three tables, so a process killed at any point leaves the
-whole record or nothing. UNIQUE(model, revision) and an optimistic check on the model's latest promotion make two
-concurrent promotions of one model resolve to exactly one success. Every SQLite/OS failure becomes a RegistryError
-that names the database file and says what to do.
+One promotion is one `BEGIN IMMEDIATE … COMMIT` over three tables: a process killed at any point leaves the whole
+record or nothing. UNIQUE(model, revision) and an optimistic check on the model's latest promotion make concurrent
+promotions of one model end in exactly one success.
 """
 
 from __future__ import annotations

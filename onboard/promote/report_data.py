@@ -1,8 +1,7 @@
 """Everything the onboarding report shows, read defensively from stage results and the evaluated checklist.
 
-Stage-specific keys (validate.json `positions`, `performance`, `per_layer_error` and `first_divergence`; profile.json
-`memory`) may be missing or malformed in a partial run: each reader returns what it can and adds a line to `missing`
-saying what is absent and why, so the report states it instead of failing.
+A stage's keys may be missing or malformed in a partial run: each reader returns what it can and adds a line to
+`missing` saying what is absent and why, so the report states it instead of failing.
 """
 
 from __future__ import annotations

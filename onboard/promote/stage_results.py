@@ -113,14 +113,11 @@ class StageResults:
 
 
 def load_stage_results(rev_dir: Path) -> StageResults:
-    """Every stage result present in `rev_dir`, keyed by stage name (see STAGE_FILES)."""
     stages: dict[str, StageResult] = {}
     for stage, names in STAGE_FILES.items():
-        for name in names:
-            path = rev_dir / name
-            if path.is_file():
-                stages[stage] = _load_one(stage, path)
-                break
+        path = next((rev_dir / name for name in names if (rev_dir / name).is_file()), None)
+        if path is not None:
+            stages[stage] = _load_one(stage, path)
     return StageResults(rev_dir, stages)
 
 
