@@ -1,7 +1,5 @@
-"""Tiny inline-SVG charts for the offline HTML report: line charts (optionally log-y) and horizontal bars.
-
-No JavaScript, no external fonts: the report opens from a file on a machine without network.
-"""
+"""Tiny inline-SVG charts (line charts, optionally log-scaled, and horizontal bars) for the offline HTML reports:
+no JavaScript, no external fonts, so a report opens from a file on a machine without network."""
 
 from __future__ import annotations
 
@@ -57,21 +55,10 @@ def line_chart(
 ) -> str:
     """A line chart; with `log_y` the y axis is log10 (zeros and negatives sit on the floor); `log_x` likewise
     for positive x (prompt lengths that double). `marker` (x, label): a labelled vertical line (linear x only)."""
-    if log_x and all(x > 0 for s in series for x, _ in s.points):
-        logged = [Series(s.name, tuple((math.log10(x), y) for x, y in s.points)) for s in series]
-        return _line_chart(title, logged, x_label + " (log)", y_label, log_y, x_is_log=True)
-    return _line_chart(title, series, x_label, y_label, log_y, x_is_log=False, marker=marker)
-
-
-def _line_chart(
-    title: str,
-    series: list[Series],
-    x_label: str,
-    y_label: str,
-    log_y: bool,
-    x_is_log: bool,
-    marker: tuple[float, str] | None = None,
-) -> str:
+    x_is_log = log_x and all(x > 0 for s in series for x, _ in s.points)
+    if x_is_log:
+        series = [Series(s.name, tuple((math.log10(x), y) for x, y in s.points)) for s in series]
+        x_label, marker = x_label + " (log)", None
     pts = [p for s in series for p in s.points]
     if not pts:
         return ""

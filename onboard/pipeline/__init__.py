@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,9 +21,7 @@ from onboard.errors import OnboardError
 from onboard.fsutil import atomic_write_json, make_dirs
 from onboard.inspect_checkpoint.checkpoint_types import RepoListing
 from onboard.pipeline.cache import cached, forget, remember, stage_key
-from onboard.pipeline.progress import Progress
-from onboard.pipeline.remote_code import write_refused
-from onboard.pipeline.stages import STAGES, RunContext
+from onboard.pipeline.stages import STAGES, RunContext, write_refused
 from onboard.reference import RemoteCodePolicy
 
 __all__ = ["PipelineResult", "run_new_model"]
@@ -58,10 +57,53 @@ class PipelineResult:
         }
 
 
-def _identify(source: str, revision: str | None) -> tuple[str, Path | None, str, RepoListing | None]:
-    """(revision id of the run folder, local folder or None, checkpoint fingerprint, the hub listing or None).
+_MARK = {"ok": "✓", "cached": "✓", "failed": "✗", "blocked": "·", "error": "✗"}
 
-    The hub listing is made here once and handed to the stages (RunContext.listing): inspect does not list again."""
+
+class Progress:
+    """Progress on stderr: a live rich display on a terminal, plain lines in CI."""
+
+    def __init__(self, stages: list[str], quiet: bool = False) -> None:
+        self.stages = stages
+        self.quiet = quiet
+        self.console: Any = None
+        if not quiet and sys.stderr.isatty():
+            from rich.console import Console
+
+            self.console = Console(stderr=True)
+        self._started = 0.0
+        self._status: Any = None
+
+    def start(self, stage: str) -> None:
+        self._started = time.perf_counter()
+        n = self.stages.index(stage) + 1
+        if self.console is not None:
+            self._status = self.console.status(f"[{n}/{len(self.stages)}] {stage} …")
+            self._status.start()
+        elif not self.quiet:
+            print(f"[{n}/{len(self.stages)}] {stage} …", file=sys.stderr, flush=True)
+
+    def done(self, stage: str, outcome: str, detail: str = "") -> float:
+        seconds = time.perf_counter() - self._started
+        if self._status is not None:
+            self._status.stop()
+            self._status = None
+        line = f"  {_MARK.get(outcome, '?')} {stage}: {outcome} ({seconds:.1f} s){' — ' + detail if detail else ''}"
+        if self.console is not None:
+            colour = {"ok": "green", "cached": "green", "failed": "red", "error": "red"}.get(outcome, "yellow")
+            self.console.print(f"[{colour}]{line}[/{colour}]", highlight=False)
+        elif not self.quiet:
+            print(line, file=sys.stderr, flush=True)
+        return seconds
+
+    def skip(self, stage: str, reason: str) -> None:
+        if not self.quiet:
+            print(f"  · {stage}: blocked — {reason}", file=sys.stderr, flush=True)
+
+
+def _identify(source: str, revision: str | None) -> tuple[str, Path | None, str, RepoListing | None]:
+    """(run folder's revision id, local folder or None, checkpoint fingerprint, hub listing or None). The listing is
+    made here once and handed to the stages (RunContext.listing): inspect does not list again."""
     from onboard.inspect_checkpoint.source import open_source
 
     src = open_source(source, revision, prefetch=False)  # only the listing: inspect fetches what it reads
@@ -92,7 +134,7 @@ def run_new_model(
     dtype: str | None = None,
     registry: Path | str | None = None,
 ) -> PipelineResult:
-    from onboard.promote.workspace import slug_for
+    from onboard.promote.stage_results import slug_for
 
     workspace = Path(workspace).resolve()
     slug = slug_for(source)
@@ -134,45 +176,34 @@ def run_new_model(
         key = stage_key(stage.name, fingerprint, stage.params(ctx), [keys[n] for n in stage.needs], stage.code)
         keys[stage.name] = key
         progress.start(stage.name)
+        failed: list[str] = []
         if resume and cached(run_dir, stage.name, key, list(stage.outputs)):
-            ctx.results[stage.name] = json.loads((run_dir / stage.outputs[-1]).read_text())
-            seconds = progress.done(stage.name, "cached")
-            result.stages[stage.name] = {
-                "outcome": "cached",
-                "seconds": round(seconds, 2),
-                "detail": "",
-                "passed": ctx.results[stage.name].get("passed"),
-                "usable": _usable(stage.name, ctx.results[stage.name]),
-            }
-            _note_unusable(result, stage.name, ctx.results[stage.name])
-            continue
-        forget(run_dir, stage.name)
-        try:
-            out = stage.run(ctx)
-        except Exception as exc:  # a failing stage must not hide what the others find
-            if os.environ.get("ONBOARD_DEBUG") == "1":
-                raise
-            if isinstance(exc, OnboardError):
-                detail = exc.message + (f" (hint: {exc.hint})" if exc.hint else "")
-            else:
-                detail = f"internal error: {type(exc).__name__}: {exc} (rerun with ONBOARD_DEBUG=1 for the traceback)"
-            seconds = progress.done(stage.name, "error", detail)
-            result.stages[stage.name] = {
-                "outcome": "error",
-                "seconds": round(seconds, 2),
-                "passed": False,
-                "detail": detail,
-            }
-            # Recorded in the run folder, so the checklist and the report say why the stage's items are open.
-            ran = Check(f"{stage.name}_ran", False, detail=detail)
-            atomic_write_json(run_dir / f"{stage.name}.json", stage_result(stage.name, [ran], error=detail))
-            if stage.name == "inspect":
-                result.unusable = True
-            continue
+            out, outcome = json.loads((run_dir / stage.outputs[-1]).read_text()), "cached"
+        else:
+            forget(run_dir, stage.name)
+            try:
+                out = stage.run(ctx)
+            except Exception as exc:  # a failing stage must not hide what the others find
+                if os.environ.get("ONBOARD_DEBUG") == "1":
+                    raise
+                detail = _error_detail(exc)
+                seconds = progress.done(stage.name, "error", detail)
+                result.stages[stage.name] = {
+                    "outcome": "error",
+                    "seconds": round(seconds, 2),
+                    "passed": False,
+                    "detail": detail,
+                }
+                # Recorded in the run folder, so the checklist and the report say why the stage's items are open.
+                ran = Check(f"{stage.name}_ran", False, detail=detail)
+                atomic_write_json(run_dir / f"{stage.name}.json", stage_result(stage.name, [ran], error=detail))
+                if stage.name == "inspect":
+                    result.unusable = True
+                continue
+            remember(run_dir, stage.name, key)
+            failed = failed_names(read_checks(out.get("checks", []), f"{stage.name}.json")[0])
+            outcome = "ok" if out.get("passed", True) else "checks-failed"
         ctx.results[stage.name] = out
-        remember(run_dir, stage.name, key)
-        failed = failed_names(read_checks(out.get("checks", []), f"{stage.name}.json")[0])
-        outcome = "ok" if out.get("passed", True) else "checks-failed"
         seconds = progress.done(stage.name, outcome, ", ".join(failed[:4]))
         result.stages[stage.name] = {
             "outcome": outcome,
@@ -181,7 +212,8 @@ def run_new_model(
             "detail": ", ".join(failed),
             "usable": _usable(stage.name, out),
         }
-        _note_unusable(result, stage.name, out)
+        if stage.name == "inspect" and out.get("unusable"):
+            result.unusable = True
     _finish(result, workspace, progress, promote, registry)
     return result
 
@@ -196,9 +228,10 @@ def _usable(stage: str, out: dict[str, Any]) -> bool:
     return True
 
 
-def _note_unusable(result: PipelineResult, stage: str, out: dict[str, Any]) -> None:
-    if stage == "inspect" and out.get("unusable"):
-        result.unusable = True
+def _error_detail(exc: Exception) -> str:
+    if isinstance(exc, OnboardError):
+        return exc.message + (f" (hint: {exc.hint})" if exc.hint else "")
+    return f"internal error: {type(exc).__name__}: {exc} (rerun with ONBOARD_DEBUG=1 for the traceback)"
 
 
 def _finish(

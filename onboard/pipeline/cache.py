@@ -1,12 +1,9 @@
 """Stage cache: a stage's result is reused when the hash of everything it read is unchanged.
 
-The key of a stage hashes the checkpoint fingerprint (hub commit, or the content fingerprint of a local folder:
-onboard/checkpoint_id.py, the one the goldens record), the stage's parameters, the keys of the stages it depends
-on, the versions of the libraries that shape the numbers (onboard, torch, transformers, tokenizers, safetensors:
-onboard/versions.py) and a hash of the stage's own code (the source files of its packages) — so a changed
-profile reruns generate, an upgraded transformers or an edited stage reruns what it affects, and an unchanged
-checkpoint resumes instantly. Keys live in `<run>/.cache/<stage>.key`, written after the stage's outputs, so a
-crash mid-stage leaves no key and the stage reruns.
+A stage's key hashes the checkpoint fingerprint (onboard/checkpoint_id.py, the one the goldens record), its
+parameters, the keys of the stages it depends on, the versions of the numeric libraries (onboard/versions.py) and
+its own code, so an edit or an upgrade reruns what it affects. Keys live in `<run>/.cache/<stage>.key`, written
+after the stage's outputs: a crash mid-stage leaves no key and the stage reruns.
 """
 
 from __future__ import annotations
@@ -21,8 +18,8 @@ from onboard.fsutil import atomic_write
 from onboard.versions import NUMERIC_LIBRARIES, library_versions
 
 ONBOARD_ROOT = Path(__file__).resolve().parents[1]
+# Files of a stage package that decide its results: code, templates and the data tables it reads.
 CODE_SUFFIXES = frozenset({".py", ".j2", ".jinja", ".json", ".yaml", ".yml", ".toml"})
-"""Files of a stage package that decide its results: code, templates and the data tables it reads."""
 
 
 def code_path(name: str) -> Path:

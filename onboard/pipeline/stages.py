@@ -1,7 +1,8 @@
-"""The stages of `onboard new-model`, each a thin call into its stage package.
+"""The stages of `onboard new-model`, each a thin call into its stage package that writes its result
+(onboard/checks.py) into the run folder and returns it.
 
-Every stage writes its result (onboard/checks.py: stage, passed, checks) into the run folder
-`<workspace>/onboarding/<slug>/<revision>/` and returns it. `STAGES` lists them in order with what they need.
+A stage whose reference is the repository's own code is refused without --trust-remote-code (sandboxed with it): it
+is recorded as blocked, with the reason and the command that would run it.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from onboard.checks import Check, stage_result
 from onboard.fsutil import atomic_write, atomic_write_json
 from onboard.inspect_checkpoint.checkpoint_types import RepoListing
 from onboard.inspect_checkpoint.verdicts import inspect_checks
-from onboard.reference import RemoteCodePolicy, rerun_command
+from onboard.reference import RemoteCodePolicy, classify, rerun_command
 
 
 @dataclass
@@ -152,6 +153,7 @@ def run_generate(ctx: RunContext) -> dict[str, Any]:
 
 
 def run_verify_tokenizer(ctx: RunContext) -> dict[str, Any]:
+    from onboard import serde
     from onboard.verify_tokenizer.remote import verify_tokenizer_trusting
 
     golden = ctx.golden_root / ctx.slug / "tokenizer.json"
@@ -166,8 +168,6 @@ def run_verify_tokenizer(ctx: RunContext) -> dict[str, Any]:
         rerun=ctx.rerun,
         name=ctx.slug,
     )
-    from onboard import serde
-
     result = serde.to_dict(report)
     atomic_write_json(ctx.run_dir / "verify-tokenizer.json", result)
     return result
@@ -176,48 +176,39 @@ def run_verify_tokenizer(ctx: RunContext) -> dict[str, Any]:
 def run_golden(ctx: RunContext) -> dict[str, Any]:
     """Record goldens with the reference; a new revision is compared with the goldens already recorded."""
     from onboard.validate_serving.golden import read_golden, record
+    from onboard.validate_serving.golden_diff import diff_goldens
     from onboard.validate_serving.prompts import DEFAULT_MAX_LONG
 
     _ensure_local(ctx)
     folder = ctx.golden_root / ctx.slug
     previous = folder / "MANIFEST.json"
-    checks: list[Check] = []
-    extra: dict[str, Any] = {}
+    source = str(ctx.local_dir or ctx.source)
     cap = ctx.max_long_tokens or DEFAULT_MAX_LONG
     options = {"revision": ctx.run_id, "policy": ctx.policy, "rerun": ctx.rerun, "max_long_tokens": cap}
-    if previous.exists():
-        manifest = json.loads(previous.read_text())
-        if manifest.get("revision") == ctx.run_id:
-            if (manifest.get("long_prompt") or {}).get("cap", DEFAULT_MAX_LONG) != cap:
-                record(str(ctx.local_dir or ctx.source), folder, **options)  # same revision, another long prompt
-                detail = f"re-recorded {folder} with --max-long-tokens {cap}"
-            else:
-                detail = f"reusing {folder} (same revision)"
-            checks.append(Check("goldens_recorded", True, detail=detail))
-            return _done_golden(ctx, checks, folder)
-        # A new revision: its reference must still match the goldens of the earlier (promoted) revision.
-        new_folder = ctx.run_dir / "golden"
-        record(str(ctx.local_dir or ctx.source), new_folder, **options)
-        match = _compare_goldens(read_golden(folder), read_golden(new_folder))
-        checks.append(Check("goldens_recorded", True, detail=str(new_folder)))
-        checks.append(match)
-        extra["compared_with"] = str(folder)
-        return _done_golden(ctx, checks, new_folder, **extra)
-    record(str(ctx.local_dir or ctx.source), folder, **options)
-    checks.append(Check("goldens_recorded", True, detail=str(folder)))
-    return _done_golden(ctx, checks, folder)
-
-
-def _compare_goldens(old: Any, new: Any) -> Check:
-    """The new revision's reference against the earlier (promoted) goldens, value by value (`onboard golden diff`)."""
-    from onboard.validate_serving.golden_diff import diff_goldens
-
-    diff = diff_goldens(old, new)
-    return Check("goldens_match_promoted", diff.passed, detail=diff.detail)
+    manifest = json.loads(previous.read_text()) if previous.exists() else None
+    if manifest is None:
+        record(source, folder, **options)
+        return _done_golden(ctx, [Check("goldens_recorded", True, detail=str(folder))], folder)
+    if manifest.get("revision") == ctx.run_id:
+        if (manifest.get("long_prompt") or {}).get("cap", DEFAULT_MAX_LONG) != cap:
+            record(source, folder, **options)  # same revision, another long prompt
+            detail = f"re-recorded {folder} with --max-long-tokens {cap}"
+        else:
+            detail = f"reusing {folder} (same revision)"
+        return _done_golden(ctx, [Check("goldens_recorded", True, detail=detail)], folder)
+    # A new revision: its reference must still match the goldens of the earlier (promoted) revision, value by value.
+    new_folder = ctx.run_dir / "golden"
+    record(source, new_folder, **options)
+    diff = diff_goldens(read_golden(folder), read_golden(new_folder))
+    checks = [
+        Check("goldens_recorded", True, detail=str(new_folder)),
+        Check("goldens_match_promoted", diff.passed, detail=diff.detail),
+    ]
+    return _done_golden(ctx, checks, new_folder, compared_with=str(folder))
 
 
 def _done_golden(ctx: RunContext, checks: list[Check], folder: Path, **extra: Any) -> dict[str, Any]:
-    from onboard.promote.hashing import sha256_tree
+    from onboard.promote.record import sha256_tree
 
     result = stage_result("golden", checks, golden_dir=str(folder), golden_sha256=sha256_tree(folder), **extra)
     atomic_write_json(ctx.run_dir / "golden.json", result)
@@ -273,9 +264,15 @@ def _generated_adapter(ctx: RunContext) -> Any:
 
 
 def _reference_refusal(ctx: RunContext) -> str | None:
-    from onboard.pipeline.remote_code import reference_refusal
+    """Why the reference may not run under the run's policy (None when it may), from the profile inspect wrote."""
+    from onboard.profile import ModelProfile
 
-    return reference_refusal(ctx.run_dir, ctx.policy, ctx.rerun)
+    profile_file = ctx.run_dir / "profile.json"
+    if not profile_file.is_file():
+        return None  # no profile: the stage finds out for itself and reports it
+    profile = ModelProfile.from_json(profile_file.read_text())
+    auto_map = dict(profile.remote_code.auto_map) if profile.remote_code else None
+    return classify(profile.model_type, auto_map).refusal(ctx.policy, ctx.rerun)
 
 
 def _validate_refusal(ctx: RunContext) -> str | None:
@@ -288,17 +285,21 @@ def _trust(ctx: RunContext) -> dict[str, Any]:
     return {"remote_code": ctx.policy.to_dict()}
 
 
+def write_refused(run_dir: Path, stage: str, result_file: str, reason: str) -> dict[str, Any]:
+    """The result of a stage refused its run: every check the checklist expects from it open ("not checked") for
+    `reason`, so the checklist and the report say why and what to run."""
+    from onboard.promote.checklist import load_checklist
+
+    names = load_checklist().check_names().get(stage) or [f"{stage}_ran"]
+    checks = [Check(name, False, detail=reason, skipped=True) for name in dict.fromkeys(names)]
+    result = stage_result(stage, checks, blocked=reason)
+    atomic_write_json(run_dir / result_file, result)
+    return result
+
+
 # The code each stage runs, besides this module and what every stage shares (the profile, findings, errors, I/O).
-_SHARED = (
-    "pipeline/stages.py",
-    "profile.py",
-    "serde.py",
-    "findings.py",
-    "errors.py",
-    "fsutil.py",
-    "reference.py",
-    "checks.py",
-    "environment.py",
+_SHARED = tuple(
+    "pipeline/stages.py profile.py serde.py findings.py errors.py fsutil.py reference.py checks.py environment.py".split()
 )
 STAGES: tuple[Stage, ...] = (
     Stage("inspect", run_inspect, ("profile.json", "inspect.json"), params=lambda c: {"target": c.target},

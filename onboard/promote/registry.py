@@ -1,9 +1,8 @@
 """The promotion registry: an embedded SQLite database (WAL) of promotion records, appended atomically.
 
-One promotion is one `BEGIN IMMEDIATE … COMMIT` over three tables, so a process killed at any point leaves the
-whole record or nothing. UNIQUE(model, revision) and an optimistic check on the model's latest promotion make two
-concurrent promotions of one model resolve to exactly one success. Every SQLite/OS failure becomes a RegistryError
-that names the database file and says what to do.
+One promotion is one `BEGIN IMMEDIATE … COMMIT` over three tables: a process killed at any point leaves the whole
+record or nothing. UNIQUE(model, revision) and an optimistic check on the model's latest promotion make concurrent
+promotions of one model end in exactly one success.
 """
 
 from __future__ import annotations
@@ -14,8 +13,10 @@ import sqlite3
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 
+from onboard import serde
 from onboard.errors import ChecksFailed, InputError
 from onboard.fsutil import os_error
 from onboard.promote.record import PromotionRecord, PromotionSummary
@@ -54,6 +55,10 @@ CREATE TABLE IF NOT EXISTS promotion_checks (
 CREATE INDEX IF NOT EXISTS promotion_files_id ON promotion_files (promotion_id);
 CREATE INDEX IF NOT EXISTS promotion_checks_id ON promotion_checks (promotion_id);
 """
+# The record's fields that are columns of `promotions` besides its id and the whole record as JSON.
+_COLUMNS = tuple(
+    "model slug revision promoted_by promoted_at attempt supersedes profile_sha256 tokenizer_sha256 golden_sha256".split()
+)
 # SQLite error name -> hint. Data so every entry point says the same thing.
 _DB_HINTS = {
     "SQLITE_CANTOPEN": "the folder must exist and be writable: create it, fix permissions, or pass --registry PATH",
@@ -65,6 +70,14 @@ _DB_HINTS = {
     "SQLITE_NOTADB": "that file is not an onboard registry: pass --registry with the right path",
     "SQLITE_CORRUPT": "the registry file is damaged: restore it from a backup",
     "SQLITE_PERM": "no permission to use the registry: fix permissions or pass --registry PATH",
+}
+# Python 3.10's sqlite3 errors carry no sqlite_errorname: words of the message -> the error's name.
+_MESSAGE_NAMES = {
+    "readonly": "SQLITE_READONLY",
+    "is full": "SQLITE_FULL",
+    "unable to open": "SQLITE_CANTOPEN",
+    "locked": "SQLITE_BUSY",
+    "not a database": "SQLITE_NOTADB",
 }
 
 
@@ -87,23 +100,8 @@ def default_registry_path(workspace: Path) -> Path:
 
 
 def _db_error(exc: sqlite3.Error, path: Path) -> RegistryError:
-    name = getattr(exc, "sqlite_errorname", "") or ""
     text = str(exc)
-    if not name:  # Python 3.10 has no sqlite_errorname: fall back on the message
-        name = next(
-            (
-                k
-                for k, words in (
-                    ("SQLITE_READONLY", "readonly"),
-                    ("SQLITE_FULL", "is full"),
-                    ("SQLITE_CANTOPEN", "unable to open"),
-                    ("SQLITE_BUSY", "locked"),
-                    ("SQLITE_NOTADB", "not a database"),
-                )
-                if words in text
-            ),
-            "",
-        )
+    name = getattr(exc, "sqlite_errorname", "") or next((n for w, n in _MESSAGE_NAMES.items() if w in text), "")
     base = next((k for k in _DB_HINTS if name.startswith(k)), None)
     return RegistryError(f"registry {path}: {text}", _DB_HINTS.get(base or "", "check the path and rerun"))
 
@@ -111,9 +109,10 @@ def _db_error(exc: sqlite3.Error, path: Path) -> RegistryError:
 class Registry:
     """Promotion records in one SQLite file. Methods open a short-lived connection each: safe across processes."""
 
-    def __init__(self, path: Path | str, timeout_s: float = 30.0) -> None:
+    timeout_s = 30.0
+
+    def __init__(self, path: Path | str) -> None:
         self.path = Path(path)
-        self.timeout_s = timeout_s
 
     @contextmanager
     def _connect(self, create: bool = True) -> Iterator[sqlite3.Connection]:
@@ -145,11 +144,8 @@ class Registry:
                 conn.close()
 
     def add(self, record: PromotionRecord, expect_latest: int | None) -> PromotionRecord:
-        """Append `record` in one transaction; `expect_latest` is the model's latest promotion id seen when checking.
-
-        Raises AlreadyPromoted (same model+revision present) or PromotionConflict (the model's latest promotion
-        changed since it was read), leaving the registry untouched.
-        """
+        """Append `record` in one transaction, or raise AlreadyPromoted (same model and revision present) or
+        PromotionConflict (the model's latest promotion is no longer `expect_latest`), leaving the registry as it was."""
         with self._connect() as conn:
             conn.execute("BEGIN IMMEDIATE")  # takes the write lock now: concurrent promoters queue here
             try:
@@ -165,23 +161,11 @@ class Registry:
                         f"{record.model} was promoted (record #{row[0]}) while {record.revision} was being checked",
                         "rerun the golden comparison against the newly promoted goldens, then promote again",
                     )
+                data = record.to_dict()
                 cur = conn.execute(
-                    "INSERT INTO promotions (model, slug, revision, promoted_by, promoted_at, attempt, supersedes,"
-                    " profile_sha256, tokenizer_sha256, golden_sha256, record_json)"
-                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    (
-                        record.model,
-                        record.slug,
-                        record.revision,
-                        record.promoted_by,
-                        record.promoted_at,
-                        record.attempt,
-                        record.supersedes,
-                        record.profile_sha256,
-                        record.tokenizer_sha256,
-                        record.golden_sha256,
-                        json.dumps(record.to_dict(), ensure_ascii=False),
-                    ),
+                    f"INSERT INTO promotions ({', '.join(_COLUMNS)}, record_json)"
+                    f" VALUES ({', '.join(':' + c for c in _COLUMNS)}, :record_json)",
+                    {**data, "record_json": json.dumps(data, ensure_ascii=False)},
                 )
                 record_id = int(cur.lastrowid or 0)
                 conn.executemany(
@@ -201,7 +185,7 @@ class Registry:
                 if conn.in_transaction:
                     conn.rollback()
                 raise
-        return record.with_id(record_id)
+        return replace(record, id=record_id)
 
     def _fetch(self, where: str, args: tuple[object, ...]) -> PromotionRecord | None:
         if not self.path.exists():
@@ -209,7 +193,7 @@ class Registry:
         with self._connect(create=False) as conn:
             row = conn.execute(f"SELECT id, record_json FROM promotions WHERE {where} ORDER BY id DESC LIMIT 1", args)
             found = row.fetchone()
-        return PromotionRecord.from_dict(json.loads(found[1])).with_id(found[0]) if found else None
+        return replace(serde.from_dict(PromotionRecord, json.loads(found[1])), id=found[0]) if found else None
 
     def already_promoted(self, repo: str, revision: str) -> bool:
         """True when `repo` (org/name or slug) at `revision` (full sha) has a promotion record."""
@@ -263,11 +247,8 @@ def already_promoted(repo: str, revision: str, registry_path: Path | str | None 
 
 
 def _switch_to_wal(conn: sqlite3.Connection, timeout_s: float) -> None:
-    """PRAGMA journal_mode=WAL, waiting out a concurrent switch.
-
-    Turning a new file into WAL takes a lock that SQLite's busy handler does not wait for, so two processes creating
-    the registry at the same moment made one of them fail at once with "database is locked". Retry until timeout_s.
-    """
+    """PRAGMA journal_mode=WAL, retried until timeout_s: turning a new file into WAL takes a lock that SQLite's busy
+    handler does not wait for, so two processes creating the registry at once would fail with "database is locked"."""
     deadline = time.monotonic() + timeout_s
     while True:
         try:

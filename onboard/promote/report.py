@@ -1,7 +1,6 @@
-"""The onboarding report: Markdown, plus one self-contained HTML file with inline SVG plots and tables.
+"""The onboarding report: `<revision>/report.md`, plus `report.html` with inline SVG plots and tables.
 
 The HTML has no scripts and loads nothing (no external JS, CSS or fonts): it reads the same from a laptop on a plane.
-Entry point: `render_report(slug, workspace)` writes `<revision>/report.md` and `<revision>/report.html`.
 """
 
 from __future__ import annotations
@@ -12,10 +11,9 @@ from html import escape
 from pathlib import Path
 
 from onboard.fsutil import atomic_write, clean_os_errors
-from onboard.promote.checklist import ChecklistState
-from onboard.promote.checklist_md import LABELS, MARKS
+from onboard.promote.checklist import LABELS, ChecklistState, cell, checklist_table
 from onboard.promote.report_data import ReportData, Table, gather
-from onboard.promote.stage_results import load_stage_results
+from onboard.promote.stage_results import load_stage_results, resolve_revision
 
 CSS = """
 body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:24px auto;max-width:1100px;color:#111827;
@@ -52,15 +50,13 @@ def render_report(
     *,
     revision: str | None = None,
     state: ChecklistState | None = None,
-    registry: Path | str | None = None,
 ) -> ReportPaths:
     """Write report.md and report.html for a run of `slug`; evaluates the checklist unless `state` is given."""
     from onboard.promote.promote import evaluate_revision
-    from onboard.promote.workspace import resolve_revision
 
     rev_dir = resolve_revision(Path(workspace), slug, revision)
     if state is None:
-        state = evaluate_revision(slug, workspace, revision=rev_dir.name, registry=registry).state
+        state = evaluate_revision(slug, workspace, revision=rev_dir.name).state
     data = gather(state, load_stage_results(rev_dir))
     paths = ReportPaths(rev_dir / "report.md", rev_dir / "report.html")
     atomic_write(paths.markdown, render_markdown(data))
@@ -68,24 +64,20 @@ def render_report(
     return paths
 
 
-def _verdict(data: ReportData) -> str:
-    if data.ready:
+def _verdict(state: ChecklistState) -> str:
+    if state.ready:
         return "READY to promote"
-    return "NOT ready: " + ", ".join(f"{it.id} ({LABELS[it.status]})" for it in data.state.blocking)
+    return "NOT ready: " + ", ".join(f"{it.id} ({LABELS[it.status]})" for it in state.blocking)
 
 
 def render_markdown(data: ReportData) -> str:
-    lines = [f"# Onboarding report: {data.slug}", "", f"Revision `{data.revision}` · **{_verdict(data)}**", ""]
+    state = data.state
+    lines = [f"# Onboarding report: {state.slug}", "", f"Revision `{state.revision}` · **{_verdict(state)}**", ""]
     lines += [f"- **{k}**: {v}" for k, v in data.facts]
-    lines += ["", "## Checklist", "", "| | item | required | status | evidence |", "|---|---|---|---|---|"]
-    for it in data.state.items:
-        ev = "<br>".join(e.replace("|", "\\|") for e in it.evidence) or "—"
-        lines.append(
-            f"| {MARKS[it.status]} | {it.title} (`{it.id}`) | {'yes' if it.required else 'no'} | {LABELS[it.status]} | {ev} |"
-        )
+    lines += ["", "## Checklist", "", *checklist_table(state)]
     for table in data.tables:
         lines += ["", f"## {table.title}", "", "| " + " | ".join(table.header) + " |", "|" + "---|" * len(table.header)]
-        lines += ["| " + " | ".join(c.replace("|", "\\|") for c in row) + " |" for row in table.rows]
+        lines += ["| " + " | ".join(cell(c) for c in row) + " |" for row in table.rows]
     if data.plots:
         lines += ["", "## Plots (see report.html)", ""]
         lines += [f"- **{p.title}**: {p.caption}" for p in data.plots]
@@ -102,13 +94,14 @@ def _table_html(table: Table) -> str:
 
 
 def render_html(data: ReportData) -> str:
+    state = data.state
     generated = datetime.now(timezone.utc).isoformat(timespec="seconds")
     facts = "".join(f"<dt>{escape(k)}</dt><dd>{escape(v)}</dd>" for k, v in data.facts)
     rows = "".join(
         f'<tr class="{it.status}"><td><span class="dot"></span></td><td><b>{escape(it.title)}</b><br><code>{escape(it.id)}</code></td>'
         f'<td>{"yes" if it.required else "no"}</td><td class="status">{LABELS[it.status]}</td>'
         f"<td>{'<br>'.join(escape(e) for e in it.evidence) or '—'}</td><td>{escape(it.owner)}</td></tr>"
-        for it in data.state.items
+        for it in state.items
     )
     checklist = (
         '<h2>Checklist</h2>\n<table id="table-checklist"><thead><tr><th></th><th>item</th><th>required</th>'
@@ -123,10 +116,10 @@ def render_html(data: ReportData) -> str:
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
-        f"<title>Onboarding report: {escape(data.slug)}</title><style>{CSS}</style></head><body>",
-        f"<h1>Onboarding report: {escape(data.slug)}</h1>",
-        f"<div>Revision <code>{escape(data.revision)}</code> · generated {generated}</div>",
-        f'<div class="verdict {"ready" if data.ready else "blocked"}" id="verdict">{escape(_verdict(data))}</div>',
+        f"<title>Onboarding report: {escape(state.slug)}</title><style>{CSS}</style></head><body>",
+        f"<h1>Onboarding report: {escape(state.slug)}</h1>",
+        f"<div>Revision <code>{escape(state.revision)}</code> · generated {generated}</div>",
+        f'<div class="verdict {"ready" if state.ready else "blocked"}" id="verdict">{escape(_verdict(state))}</div>',
         f"<dl>{facts}</dl>" if facts else "",
         checklist,
         f'<h2>Plots</h2>\n<div class="plots">{figures}</div>' if figures else "",

@@ -1,8 +1,7 @@
 """Everything the onboarding report shows, read defensively from stage results and the evaluated checklist.
 
-Stage-specific keys (validate.json `positions`, `performance`, `per_layer_error` and `first_divergence`, see
-report_layers; profile.json `memory`) may be missing or malformed in a partial run: each reader returns what it
-can and adds a line to `missing` saying what is absent and why, so the report states it instead of failing.
+A stage's keys may be missing or malformed in a partial run: each reader returns what it can and adds a line to
+`missing` saying what is absent and why, so the report states it instead of failing.
 """
 
 from __future__ import annotations
@@ -11,13 +10,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from onboard import svg
-from onboard.promote import report_layers
 from onboard.promote.checklist import ChecklistState
 from onboard.promote.stage_results import STAGE_FILES, StageResults
 from onboard.quantize import report as quantize_report
 from onboard.speculative import report as speculative_report
 
 GIB = 1024**3
+# Value of a per-layer row, first key present: the bisect's `rel`, then older per-layer formats.
+ERROR_KEYS = ("rel", "max_abs_error", "max_error", "error", "max_logprob_error", "kl")
+BEFORE = ("embedding",)  # model-level points that run before layer 0; the others run after the last layer
 
 
 @dataclass(frozen=True)
@@ -37,14 +38,21 @@ class Table:
 
 @dataclass(frozen=True)
 class ReportData:
-    slug: str
-    revision: str
-    ready: bool
     state: ChecklistState
     facts: tuple[tuple[str, str], ...]
     tables: tuple[Table, ...]
     plots: tuple[Plot, ...]
     missing: tuple[str, ...] = field(default_factory=tuple)
+
+
+@dataclass(frozen=True)
+class LayerError:
+    """Per-layer rows (onboard/generate_adapter/divergence_stages.py) from the first stage result carrying them."""
+
+    source: str
+    rows: list[dict[str, Any]]
+    first: dict[str, Any] | None
+    data: dict[str, Any]
 
 
 def _num(v: Any) -> float | None:
@@ -56,37 +64,28 @@ def gather(state: ChecklistState, results: StageResults) -> ReportData:
     validate = results.data("validate")
     profile = results.data("inspect")
     generate = results.data("generate")
-    layers = report_layers.find(validate, generate)
+    layers = _find_layers(validate, generate)
     plots = [
         p
         for p in (
             *_position_plots(validate, missing),
             _prefill_plot(validate, missing),
             _memory_plot(profile, missing),
-            _layer_plot(layers, missing, (validate, generate)),
+            _layer_plot(layers, missing, validate, generate),
         )
         if p is not None
     ]
     tables = (_stage_table(results), _perf_table(validate), *_layer_tables(layers), _failed_table(results))
-    # The quantization plan's section (onboard/quantize/report.py), when quantize-plan wrote one for this revision.
+    # The quantization plan's section, when quantize-plan wrote one for this revision.
     q_plots, q_tables, q_missing = quantize_report.section(results.rev_dir)
     plots += [Plot(*p) for p in q_plots]
     tables += tuple(Table(*t) for t in q_tables)
     missing += q_missing
-    # Speculative decoding (onboard/speculative/report.py), when draft-check wrote draft-check.json here.
+    # Speculative decoding, when draft-check wrote draft-check.json here.
     s_plots, s_tables = speculative_report.section(results.data("draft-check"))
     plots += [Plot(*p) for p in s_plots]
     tables += tuple(Table(*t) for t in s_tables)
-    return ReportData(
-        state.slug,
-        state.revision,
-        state.ready,
-        state,
-        _facts(profile),
-        tuple(t for t in tables if t.rows),
-        tuple(plots),
-        tuple(missing),
-    )
+    return ReportData(state, _facts(profile), tuple(t for t in tables if t.rows), tuple(plots), tuple(missing))
 
 
 def _facts(profile: dict[str, Any]) -> tuple[tuple[str, str], ...]:
@@ -180,25 +179,117 @@ def _memory_plot(profile: dict[str, Any], missing: list[str]) -> Plot | None:
     return Plot("plot-memory", title, svg.bar_chart(title, bars, unit, limit), caption)
 
 
-def _layer_plot(found: report_layers.LayerError | None, missing: list[str], stages: tuple[dict, dict]) -> Plot | None:
+def _layer_value(row: dict[str, Any]) -> float | None:
+    return next((_num(row[k]) for k in ERROR_KEYS if _num(row.get(k)) is not None), None)
+
+
+def _layer_sources(validate: dict[str, Any], generate: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """Where per-layer error may be, in order: validate.json, generate.json (top level, then its `parity`)."""
+    parity = generate.get("parity") if isinstance(generate.get("parity"), dict) else {}
+    return [("validate.json", validate), ("generate.json", generate), ("generate.json parity", parity)]
+
+
+def _find_layers(validate: dict[str, Any], generate: dict[str, Any]) -> LayerError | None:
+    for source, data in _layer_sources(validate, generate):
+        rows = data.get("per_layer_error")
+        rows = (
+            [r for r in rows if isinstance(r, dict) and _layer_value(r) is not None] if isinstance(rows, list) else []
+        )
+        if rows:
+            first = data.get("first_divergence") if isinstance(data.get("first_divergence"), dict) else None
+            return LayerError(source, rows, first, data)
+    return None
+
+
+def _layer_plot(
+    found: LayerError | None, missing: list[str], validate: dict[str, Any], generate: dict[str, Any]
+) -> Plot | None:
+    """The worst relative error per layer (log scale), the tolerance, the first divergence marked. Points outside
+    the decoder layers have layer null: the embedding is drawn before layer 0, the final norm and logits after."""
     if found is None:
-        missing.append(report_layers.why_unknown(*stages))
+        missing.append(_layers_unknown(validate, generate))
         return None
-    chart, caption = report_layers.plot(found)
+    last = int(max((_num(r.get("layer")) or 0.0) for r in found.rows))
+    worst: dict[float, float] = {}
+    for row in found.rows:
+        x, value = _layer_x(row, last), _layer_value(row)
+        if x is not None and value is not None:
+            worst[x] = max(worst.get(x, 0.0), value)
+    series = [svg.Series("worst error per layer", tuple(sorted(worst.items())))]
+    tol = _num(found.data.get("point_tolerance"))
+    if tol is not None and len(worst) > 1:
+        series.append(svg.Series("tolerance", ((min(worst), tol), (max(worst), tol))))
+    marker, caption = None, f"from {found.source}; no point beyond tolerance"
+    first = found.first
+    if first is not None and _layer_x(first, last) is not None:
+        where = _where(first)
+        marker = (_layer_x(first, last), f"first divergence: {where}")
+        caption = f"from {found.source}; first divergence at {where}"
+    elif worst:
+        top = max(worst.items(), key=lambda kv: kv[1])
+        caption = f"from {found.source}; largest at layer {int(top[0])}: {top[1]:.3g}"
+    label = "rel. error (max|Δ|/max|ref|)" if "rel" in found.rows[0] else "error"
+    chart = svg.line_chart(
+        "Per-layer error", series, "layer (embedding before 0, head after the last)", label, log_y=True, marker=marker
+    )
     return Plot("plot-layers", "Per-layer error", chart, caption)
 
 
-def _layer_tables(found: report_layers.LayerError | None) -> tuple[Table, ...]:
+def _layers_unknown(validate: dict[str, Any], generate: dict[str, Any]) -> str:
+    """The "not known" line: the bisect's own reason when it could not run, else why it did not."""
+    sources = _layer_sources(validate, generate)
+    for source, data in sources:
+        if isinstance(data.get("divergence"), str) and data["divergence"].startswith("not located"):
+            return f"per-layer error not known: {source}: {data['divergence']}"
+    if validate.get("passed") is True or sources[-1][1].get("passed") is True:
+        return "per-layer error not known: parity passed, and the first-divergence bisect runs only when it fails"
+    return "no `per_layer_error` in validate.json or generate.json: per-layer error not known"
+
+
+def _layer_x(row: dict[str, Any], last: int) -> float | None:
+    layer = _num(row.get("layer"))
+    if layer is not None:
+        return layer
+    return -1.0 if row.get("module") in BEFORE else float(last + 1) if row.get("module") else None
+
+
+def _where(row: dict[str, Any]) -> str:
+    module = str(row.get("module") or "?")
+    return module if row.get("layer") is None else f"layer {row['layer']} {module}"
+
+
+def _fmt(v: Any) -> str:
+    n = _num(v)
+    return "non-finite" if v is None else f"{n:.3g}" if n is not None else str(v)
+
+
+def _layer_tables(found: LayerError | None) -> list[Table]:
+    """The first divergence, then one row per layer (and per point outside the layers): its worst point, how far
+    off, how many points exceed their tolerance."""
     if found is None:
-        return ()
-    first = Table(
-        "First divergence",
-        ("where", "rel. error", "tolerance", "compared in", "likely cause", "from"),
-        report_layers.first_rows(found),
-    )
-    rows = report_layers.table_rows(found)
+        return []
+    first, tables = found.first, []
+    if first is not None:
+        causes = "; ".join(str(c) for c in first.get("likely_cause") or []) or "no pattern recognised"
+        header = ("where", "rel. error", "tolerance", "compared in", "likely cause", "from")
+        compared_in = str(found.data.get("compared_in", "?"))
+        row = (_where(first), _fmt(first.get("rel")), _fmt(first.get("tolerance")), compared_in, causes, found.source)
+        tables.append(Table("First divergence", header, (row,)))
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for row in found.rows:
+        groups.setdefault(str(row["layer"]) if row.get("layer") is not None else str(row.get("module")), []).append(row)
+    rows = []
+    for name, group in groups.items():
+        top = max(group, key=lambda r: _layer_value(r) or 0.0)
+        over = [r for r in group if _num(r.get("tolerance")) is not None and (_layer_value(r) or 0.0) > r["tolerance"]]
+        marked = first is not None and any(
+            r.get("module") == first.get("module") and r.get("layer") == first.get("layer") for r in group
+        )
+        mark = "← first divergence" if marked else ""
+        worst_point = str(top.get("module") or "—")
+        rows.append((name, worst_point, _fmt(_layer_value(top)), _fmt(top.get("tolerance")), str(len(over)), mark))
     header = ("layer", "worst point", "rel. error", "tolerance", "points beyond tolerance", "")
-    return first, Table("Per-layer error", header, rows)
+    return [*tables, Table("Per-layer error", header, tuple(rows))]
 
 
 def _stage_table(results: StageResults) -> Table:
@@ -210,15 +301,8 @@ def _stage_table(results: StageResults) -> Table:
             continue
         failed = [c.name for c in r.checks if not c.passed]
         verdict = "unreadable" if r.error else ("passed" if r.passed else "FAILED" if r.passed is False else "?")
-        rows.append(
-            (
-                stage,
-                r.file,
-                verdict,
-                f"{len(r.checks) - len(failed)}/{len(r.checks)}",
-                ", ".join(failed) or (r.error or ""),
-            )
-        )
+        checks_passed = f"{len(r.checks) - len(failed)}/{len(r.checks)}"
+        rows.append((stage, r.file, verdict, checks_passed, ", ".join(failed) or (r.error or "")))
     return Table("Stages", ("stage", "file", "result", "checks passed", "failed checks / problem"), tuple(rows))
 
 

@@ -1,10 +1,9 @@
-"""Read the stage results of one model revision (`onboarding/<slug>/<revision>/*.json`), defensively.
+"""Where a model's onboarding files live (`<workspace>/onboarding/<slug>/<revision>/`), and its stage results.
 
-A missing stage is simply absent; an unreadable one is kept with its error so the checklist and the report can say
-why an item is open instead of crashing. `inspect` has no checks of its own in `profile.json` (a ModelProfile), so
-they are derived here from its findings unless the pipeline stored an `inspect.json` with a `checks` list.
-Files and checks (onboard.checks.Check) are decoded by msgspec; a malformed check is reported with its JSON path
-(`$.checks[2].passed`). Each check read here carries its stage.
+Results are read defensively: a missing stage is absent; an unreadable one is kept with its error, so the checklist
+and the report say why an item is open instead of crashing. Checks a stage does not emit are derived here: inspect's
+from profile.json findings, verify-tokenizer's from a findings-only report, `performance_recorded` from validate.json.
+Each check read here carries its stage.
 """
 
 from __future__ import annotations
@@ -16,6 +15,7 @@ from typing import Any
 import msgspec
 
 from onboard.checks import Check, all_passed, read_checks
+from onboard.errors import InputError
 from onboard.findings import SEVERITIES, Finding
 from onboard.inspect_checkpoint.verdicts import inspect_checks
 from onboard.verify_tokenizer.checks import build_checks
@@ -30,6 +30,56 @@ STAGE_FILES: dict[str, tuple[str, ...]] = {
     "draft-check": ("draft-check.json",),  # onboard draft-check --out onboarding/<slug>/<revision>
 }
 STAGES = tuple(STAGE_FILES)
+
+
+STAGE_MARKERS = ("profile.json", "inspect.json", "checklist.json")
+
+
+def slug_for(repo_or_folder: str) -> str:
+    """`org/name` → `org__name`; a local folder → its name."""
+    if Path(repo_or_folder).is_dir() or repo_or_folder.startswith((".", "/")):
+        return Path(repo_or_folder).resolve().name
+    return repo_or_folder.strip("/").replace("/", "__")
+
+
+def model_id(slug: str) -> str:
+    """The registry's model name: the hub repo id for `org__name` slugs, else the slug itself."""
+    return slug.replace("__", "/", 1) if "__" in slug else slug
+
+
+def model_dir(workspace: Path, slug: str) -> Path:
+    return workspace / "onboarding" / slug
+
+
+def revision_dirs(workspace: Path, slug: str) -> list[Path]:
+    """Revision folders of a model that hold stage results, most recently written last."""
+    root = model_dir(workspace, slug)
+    if not root.is_dir():
+        return []
+    dirs = [d for d in root.iterdir() if d.is_dir() and any((d / m).is_file() for m in STAGE_MARKERS)]
+    return sorted(dirs, key=_last_write)
+
+
+def _last_write(d: Path) -> float:
+    return max((f.stat().st_mtime for f in d.glob("*.json")), default=d.stat().st_mtime)
+
+
+def resolve_revision(workspace: Path, slug: str, revision: str | None = None) -> Path:
+    """The revision folder to act on: `revision` (a full name or unique prefix), else the most recent run."""
+    dirs = revision_dirs(workspace, slug)
+    if not dirs:
+        raise InputError(
+            f"no onboarding results for {slug!r} under {model_dir(workspace, slug)}",
+            "run `onboard new-model SOURCE` first, or pass --workspace with the folder that holds onboarding/",
+        )
+    if revision is None:
+        return dirs[-1]
+    matches = [d for d in dirs if d.name == revision] or [d for d in dirs if d.name.startswith(revision)]
+    if len(matches) != 1:
+        names = ", ".join(d.name for d in dirs)
+        what = "matches several" if matches else "matches none"
+        raise InputError(f"revision {revision!r} {what} of {slug}'s runs", f"choose one of: {names}")
+    return matches[0]
 
 
 @dataclass(frozen=True)
@@ -63,14 +113,11 @@ class StageResults:
 
 
 def load_stage_results(rev_dir: Path) -> StageResults:
-    """Every stage result present in `rev_dir`, keyed by stage name (see STAGE_FILES)."""
     stages: dict[str, StageResult] = {}
     for stage, names in STAGE_FILES.items():
-        for name in names:
-            path = rev_dir / name
-            if path.is_file():
-                stages[stage] = _load_one(stage, path)
-                break
+        path = next((rev_dir / name for name in names if (rev_dir / name).is_file()), None)
+        if path is not None:
+            stages[stage] = _load_one(stage, path)
     return StageResults(rev_dir, stages)
 
 

@@ -1,10 +1,8 @@
 """`onboard watch`: poll the hub for new models and new revisions of some authors and enqueue them.
 
-Each poll lists the authors' models with their head sha (`HfApi.list_models(author=..., expand=["sha", ...])`;
-`model_info` fills in a sha the listing lacks) and compares with the last sha seen (the queue's `watch_state`).
-A new repo or a changed sha becomes a job unless the promotion registry already has that revision. Errors and rate
-limits back off: huggingface_hub already retries 429/5xx honouring Retry-After inside one call; when a call still
-fails, the poll is retried after `Backoff.delay`, never sooner than the server's Retry-After.
+Each poll lists the authors' models with their head sha and compares it with the last sha seen (the queue's
+`watch_state`); a new repo or a changed sha becomes a job unless the registry already has that revision promoted.
+huggingface_hub retries 429/5xx inside one call; a poll that still fails is retried after `Backoff.delay`.
 """
 
 from __future__ import annotations
@@ -18,10 +16,8 @@ from typing import Any
 
 from onboard.errors import HubError
 from onboard.retry_after import retry_after_seconds
-from onboard.watch.backoff import Backoff
-from onboard.watch.dedupe import PromotedCheck, never_promoted
 from onboard.watch.queue import Queue
-from onboard.watch.types import JobKey, is_repo_id
+from onboard.watch.types import Backoff, JobKey, PromotedCheck, is_repo_id, never_promoted
 
 log = logging.getLogger("onboard.watch.poller")
 

@@ -1,12 +1,9 @@
 """The durable queue: every received event and every (repo, revision) job, in one SQLite file.
 
-Why SQLite: one file, transactional, safe across threads and processes on one host, nothing to deploy. WAL mode
-lets readers (`onboard queue list`) run while the webhook service writes; `synchronous=FULL` makes a committed
-event survive a power cut, not only a killed process — an event is acknowledged only after its commit.
-
-Exactly-once: `jobs` has UNIQUE(repo, revision), so any number of events for one revision make one job; a worker
-takes a job with one atomic UPDATE … RETURNING, so two workers never take the same job. A job whose worker died is
-taken again when its lease runs out (at-least-once for crashes; never twice while a run is alive or after success).
+SQLite: one file, transactional, safe across threads and processes on one host, nothing to deploy. WAL lets readers
+run while the webhook service writes; `synchronous=FULL` makes a committed (so acknowledged) event survive a power cut.
+Exactly-once: UNIQUE(repo, revision) makes any number of events for one revision one job, and a worker takes a job
+with one atomic UPDATE … RETURNING. A job whose worker died is taken again when its lease runs out.
 """
 
 from __future__ import annotations
@@ -87,7 +84,6 @@ class Queue:
             self._db = sqlite3.connect(
                 str(self.path), timeout=busy_timeout_s, isolation_level=None, check_same_thread=False
             )
-            self._db.execute(f"PRAGMA busy_timeout={int(busy_timeout_s * 1000)}")
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=FULL")
             self._lock = threading.RLock()
@@ -124,7 +120,6 @@ class Queue:
             if self._db.in_transaction:
                 self._db.execute("COMMIT")
 
-    # -- events and jobs -----------------------------------------------------------------------------------------
     def _upsert_job(self, db: sqlite3.Connection, key: JobKey, source: str, now: float) -> tuple[int, bool]:
         row = db.execute(
             "INSERT INTO jobs (repo, revision, state, source, created_at, updated_at, next_attempt_at)"
@@ -149,12 +144,9 @@ class Queue:
         replay_window_s: float = 0.0,
         skip: bool = False,
     ) -> Receipt:
-        """Store one event and, when it names a (repo, revision), its job — in one transaction.
-
-        Returns after the commit, so a caller that acknowledges the event afterwards never acknowledges a lost
-        one. An event whose digest was stored less than `replay_window_s` ago is a replay: nothing is stored.
-        `skip` stores the event without a job (e.g. the revision is already promoted).
-        """
+        """Store one event and, when it names a (repo, revision) and `skip` is false, its job: one transaction,
+        committed before this returns. An event whose digest was stored less than `replay_window_s` ago is a replay:
+        nothing is stored."""
         now = time.time()
         with self._tx() as db:
             if replay_window_s > 0:
@@ -165,25 +157,14 @@ class Queue:
                 if seen is not None:
                     return Receipt("replay", int(seen[0]), seen[1], key, "same payload already received")
             job_id, status = None, "ignored"
+            repo, revision = (key.repo, key.revision) if key is not None else (None, None)
             if key is not None and not skip:
                 job_id, new = self._upsert_job(db, key, source, now)
                 status = "enqueued" if new else "deduped"
             cur = db.execute(
                 "INSERT INTO events (received_at, source, digest, action, scope, repo, revision, outcome, reason,"
                 " job_id, body) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    now,
-                    source,
-                    digest,
-                    action,
-                    scope,
-                    key and key.repo,
-                    key and key.revision,
-                    status,
-                    reason,
-                    job_id,
-                    body,
-                ),
+                (now, source, digest, action, scope, repo, revision, status, reason, job_id, body),
             )
             return Receipt(status, cur.lastrowid, job_id, key, reason)
 
@@ -208,21 +189,13 @@ class Queue:
     def finish(self, job: Job, worker: str, outcome: RunOutcome, *, state: str, retry_at: float | None = None) -> bool:
         """Record a run's result. False when the job is no longer ours (lease expired and taken by another worker)."""
         assert state in JOB_STATES and state != "running"
-        now = time.time()
+        now, tail = time.time(), outcome.output_tail[-OUTPUT_TAIL_CHARS:]
+        retry_at = now if retry_at is None else retry_at
         with self._tx() as db:
             cur = db.execute(
                 "UPDATE jobs SET state = ?, exit_code = ?, output_tail = ?, note = ?, updated_at = ?,"
                 " next_attempt_at = ?, lease_until = NULL WHERE id = ? AND worker = ? AND state = 'running'",
-                (
-                    state,
-                    outcome.exit_code,
-                    outcome.output_tail[-OUTPUT_TAIL_CHARS:],
-                    outcome.note,
-                    now,
-                    retry_at if retry_at is not None else now,
-                    job.id,
-                    worker,
-                ),
+                (state, outcome.exit_code, tail, outcome.note, now, retry_at, job.id, worker),
             )
             return cur.rowcount == 1
 
@@ -230,41 +203,28 @@ class Queue:
         """Put failed jobs back in the queue with a fresh attempt budget: the given ids, or every failed job."""
         now = time.time()
         with self._tx() as db:
+            for job_id in job_ids or []:
+                row = db.execute("SELECT state FROM jobs WHERE id = ?", (job_id,)).fetchone()
+                if row is None:
+                    raise QueueError(f"no job with id {job_id} in {self.path}", "see `onboard queue list`")
+                if row[0] != "failed":
+                    raise QueueError(
+                        f"job {job_id} is {row[0]}, not failed: only failed jobs are retried",
+                        "a queued or running job will run anyway; a done job ran successfully",
+                    )
             if job_ids is None:
-                ids = [r[0] for r in db.execute("SELECT id FROM jobs WHERE state = 'failed' ORDER BY id")]
-            else:
-                ids = []
-                for job_id in job_ids:
-                    row = db.execute("SELECT state FROM jobs WHERE id = ?", (job_id,)).fetchone()
-                    if row is None:
-                        raise QueueError(f"no job with id {job_id} in {self.path}", "see `onboard queue list`")
-                    if row[0] != "failed":
-                        raise QueueError(
-                            f"job {job_id} is {row[0]}, not failed: only failed jobs are retried",
-                            "a queued or running job will run anyway; a done job ran successfully",
-                        )
-                    ids.append(job_id)
-            for job_id in ids:
-                db.execute(
-                    "UPDATE jobs SET state = 'queued', attempts = 0, next_attempt_at = ?, updated_at = ?,"
-                    " note = 'retry requested' WHERE id = ?",
-                    (now, now, job_id),
-                )
-        return ids
+                job_ids = [r[0] for r in db.execute("SELECT id FROM jobs WHERE state = 'failed' ORDER BY id")]
+            db.executemany(
+                "UPDATE jobs SET state = 'queued', attempts = 0, next_attempt_at = ?, updated_at = ?,"
+                " note = 'retry requested' WHERE id = ?",
+                [(now, now, job_id) for job_id in job_ids],
+            )
+        return list(job_ids)
 
-    # -- reading -------------------------------------------------------------------------------------------------
     def jobs(self, state: str | None = None, limit: int | None = None) -> list[Job]:
-        sql = f"SELECT {_JOB_COLUMNS} FROM jobs"
-        args: list[object] = []
-        if state is not None:
-            sql += " WHERE state = ?"
-            args.append(state)
-        sql += " ORDER BY id"
-        if limit is not None:
-            sql += " LIMIT ?"
-            args.append(limit)
-        with self._lock:
-            return [_job(r) for r in self._db.execute(sql, args)]
+        sql = f"SELECT {_JOB_COLUMNS} FROM jobs WHERE ?1 IS NULL OR state = ?1 ORDER BY id LIMIT ?2"
+        with self._lock:  # LIMIT -1: no limit
+            return [_job(r) for r in self._db.execute(sql, (state, -1 if limit is None else limit))]
 
     def job(self, job_id: int) -> Job | None:
         with self._lock:
@@ -279,17 +239,12 @@ class Queue:
             out["events"] = self._db.execute("SELECT count(*) FROM events").fetchone()[0]
         return out
 
-    def event_digests(self) -> set[str]:
-        with self._lock:
-            return {r[0] for r in self._db.execute("SELECT digest FROM events")}
-
     def next_due(self) -> float | None:
         """When the earliest queued job becomes runnable (None: nothing queued)."""
         with self._lock:
             row = self._db.execute("SELECT min(next_attempt_at) FROM jobs WHERE state = 'queued'").fetchone()
         return row[0]
 
-    # -- watch state ---------------------------------------------------------------------------------------------
     def seen_sha(self, repo: str) -> str | None:
         with self._lock:
             row = self._db.execute("SELECT sha FROM watch_state WHERE repo = ?", (repo,)).fetchone()

@@ -20,10 +20,8 @@ def build_worker(queue: Any, opts: dict[str, Any]) -> Any:
     import os
 
     from onboard.errors import InputError
-    from onboard.watch.backoff import Backoff
-    from onboard.watch.dedupe import registry_check
-    from onboard.watch.dispatch import GitHubDispatch
-    from onboard.watch.worker import DEFAULT_RUN_COMMAND, CommandExecutor, Worker
+    from onboard.watch.types import Backoff, registry_check
+    from onboard.watch.worker import DEFAULT_RUN_COMMAND, CommandExecutor, GitHubDispatch, Worker
 
     executor: Any
     if opts["dispatch_github"]:

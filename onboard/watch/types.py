@@ -1,9 +1,14 @@
-"""Small typed values shared by the watch modules: job keys, jobs, run outcomes, and input validation."""
+"""What the watch modules share: job keys, jobs, run outcomes, input validation, retry backoff, and the question
+"already promoted?" (then neither the watcher nor the worker runs a revision again)."""
 
 from __future__ import annotations
 
+import functools
+import random
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 from onboard.errors import InputError
 
@@ -70,14 +75,11 @@ class RunOutcome:
 
 @dataclass(frozen=True)
 class Receipt:
-    """What the queue did with one incoming event.
-
-    status: `enqueued` (a new job), `deduped` (its job already existed), `ignored` (stored, but nothing to run:
-    not a model, a deletion, another branch), `replay` (the same payload was seen within the replay window: not
-    stored again).
-    """
+    """What the queue did with one incoming event."""
 
     status: str
+    """`enqueued` (a new job), `deduped` (its job already existed), `ignored` (stored, nothing to run: not a model,
+    a deletion, another branch), `replay` (the same payload within the replay window: not stored again)."""
     event_id: int | None
     job_id: int | None
     key: JobKey | None
@@ -99,3 +101,36 @@ def job_key(repo: str, revision: str) -> JobKey:
     if not is_revision(revision):
         raise InputError(f"not a revision: {revision!r}", "use a commit sha (40 hex characters) or a branch name")
     return JobKey(repo, revision)
+
+
+@dataclass(frozen=True)
+class Backoff:
+    """delay(n) = min(cap, base * factor**(n-1)) * (1 ± jitter), raised to the server's Retry-After when it set one."""
+
+    base_s: float = 5.0
+    factor: float = 2.0
+    cap_s: float = 600.0
+    jitter: float = 0.1
+    """Spread retries of many jobs/watchers so they do not hit the hub in lockstep."""
+
+    def delay(self, failures: int, retry_after: float | None = None) -> float:
+        """Seconds to wait after the `failures`-th consecutive failure (1-based)."""
+        raw = min(self.cap_s, self.base_s * self.factor ** max(0, failures - 1))
+        raw *= 1.0 + random.uniform(-self.jitter, self.jitter)
+        # The server's Retry-After is a floor, and it may exceed our cap: a rate limit is not ours to shorten.
+        return max(raw, retry_after or 0.0)
+
+
+PromotedCheck = Callable[[str, str], bool]
+
+
+def never_promoted(repo: str, revision: str) -> bool:
+    return False
+
+
+def registry_check(registry_path: Path | str | None = None) -> PromotedCheck:
+    """Ask the promotion registry at `registry_path` (else `$ONBOARD_REGISTRY`, else
+    `./onboarding/registry.sqlite3`), which asking never creates."""
+    from onboard.promote.registry import already_promoted
+
+    return functools.partial(already_promoted, registry_path=registry_path)

@@ -12,8 +12,7 @@ import pytest
 from onboard.errors import InputError
 from onboard.inspect_checkpoint.verdicts import inspect_checks
 from onboard.promote import evaluate_revision, load_checklist, load_signoffs, load_stage_results, record_signoff
-from onboard.promote.checklist import evaluate
-from onboard.promote.checklist_md import render_checklist_md
+from onboard.promote.checklist import evaluate, render_checklist_md
 from tests.ci import missing
 from tests.promote.workspaces import REV_A, SLUG, make_workspace
 

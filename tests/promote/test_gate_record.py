@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 
 from onboard.errors import InputError
-from onboard.promote import hashing, promote
+from onboard.promote import promote
+from onboard.promote import record as records
 from onboard.promote.promote import (
     PENDING,
     RECORD,
@@ -93,8 +94,8 @@ def test_record_carries_hashes_checks_signoffs_and_where_it_was_validated(tmp_pa
     _rewrite(rev / "verify-tokenizer.json", tool_version="0.9.1", tokenizer_sha256="ab" * 32)
     rec = promote(SLUG, tmp_path, by="alice").record
     assert (rec.slug, rec.source, rec.supersedes, rec.notes) == (SLUG, str(tmp_path / "tiny-chat"), None, ())
-    assert rec.profile_sha256 == hashing.sha256_file(rev / "profile.json")
-    assert rec.golden_sha256 == hashing.sha256_tree(tmp_path / "golden_outputs" / SLUG)
+    assert rec.profile_sha256 == records.sha256_file(rev / "profile.json")
+    assert rec.golden_sha256 == records.sha256_tree(tmp_path / "golden_outputs" / SLUG)
     assert rec.golden_dir == str(tmp_path / "golden_outputs" / SLUG)
     assert rec.tokenizer_sha256 == "ab" * 32  # the stage's own hash wins over one combined from the files
     sizes = {f.path: f.size for f in rec.files}
@@ -135,7 +136,7 @@ def test_validated_on_keeps_what_the_validate_stage_names(tmp_path):
 def test_tokenizer_hash_falls_back_on_the_tokenizer_files(tmp_path):
     make_workspace(tmp_path)
     rec = promote(SLUG, tmp_path, by="alice").record
-    expected = hashing.tokenizer_hash({f.path: f.sha256 for f in rec.files})
+    expected = records.tokenizer_hash({f.path: f.sha256 for f in rec.files})
     assert expected and rec.tokenizer_sha256 == expected
 
 
@@ -147,14 +148,14 @@ def test_golden_stage_names_its_goldens(tmp_path):
     _rewrite(rev / "golden.json", golden_dir="goldens-elsewhere")  # relative: to the workspace
     rec = promote(SLUG, tmp_path, by="alice").record
     assert rec.golden_dir == str(elsewhere)
-    assert rec.golden_sha256 == hashing.sha256_tree(elsewhere)
+    assert rec.golden_sha256 == records.sha256_tree(elsewhere)
 
 
 def test_golden_stage_recorded_hash_is_kept(tmp_path):
     rev = make_workspace(tmp_path)
     _rewrite(rev / "golden.json", golden_sha256=12345)  # not a hash: the goldens folder is hashed instead
     fallback = build_record(SLUG, tmp_path, evaluate_revision(SLUG, tmp_path), "alice").golden_sha256
-    assert fallback == hashing.sha256_tree(tmp_path / "golden_outputs" / SLUG)
+    assert fallback == records.sha256_tree(tmp_path / "golden_outputs" / SLUG)
     _rewrite(rev / "golden.json", golden_sha256="cd" * 32)
     assert promote(SLUG, tmp_path, by="alice").record.golden_sha256 == "cd" * 32
 
@@ -219,7 +220,7 @@ def test_local_source_relative_to_the_workspace_is_hashed_and_missing_files_name
     rev = make_workspace(tmp_path)
     files, notes = source_files(rev, {"source": "tiny-chat", "files": ["config.json", "absent.bin"]}, tmp_path)
     assert [(f.path, f.sha256) for f in files] == [
-        ("config.json", hashing.sha256_file(tmp_path / "tiny-chat" / "config.json")),
+        ("config.json", records.sha256_file(tmp_path / "tiny-chat" / "config.json")),
         ("absent.bin", None),
     ]
     assert notes == [f"1 of 2 files not hashed: not in {tmp_path / 'tiny-chat'}"]  # named, not silently left out
@@ -396,7 +397,7 @@ def test_profile_hash_is_of_the_file_that_holds_the_inspect_result(tmp_path):
     rev = make_workspace(tmp_path)
     (rev / "profile.json").rename(rev / "inspect.json")  # the inspect stage's other file name (STAGE_FILES)
     rec = build_record(SLUG, tmp_path, evaluate_revision(SLUG, tmp_path), "alice")
-    assert rec.profile_sha256 == hashing.sha256_file(rev / "inspect.json") and rec.source == str(tmp_path / "tiny-chat")
+    assert rec.profile_sha256 == records.sha256_file(rev / "inspect.json") and rec.source == str(tmp_path / "tiny-chat")
     (rev / "inspect.json").unlink()  # a run folder (its checklist.json) without an inspect result
     assert (rev / "checklist.json").is_file()
     rec = build_record(SLUG, tmp_path, evaluate_revision(SLUG, tmp_path), "alice")
@@ -411,7 +412,7 @@ def test_golden_stage_names_its_goldens_by_any_of_its_keys(tmp_path, key):
     (named / "a.json").write_text('{"tokens": [7]}')
     _rewrite(rev / "golden.json", **{key: str(named)})  # absolute: taken as it is
     rec = build_record(SLUG, tmp_path, evaluate_revision(SLUG, tmp_path), "alice")
-    assert (rec.golden_dir, rec.golden_sha256) == (str(named), hashing.sha256_tree(named))
+    assert (rec.golden_dir, rec.golden_sha256) == (str(named), records.sha256_tree(named))
 
 
 def test_golden_dir_key_comes_first_and_a_non_text_value_is_ignored(tmp_path):
@@ -441,7 +442,7 @@ def test_a_checkpoint_file_that_cannot_be_read_names_the_folder(tmp_path, monkey
     def unreadable(path):
         raise PermissionError(13, "Permission denied", str(path))
 
-    monkeypatch.setattr(hashing, "sha256_file", unreadable)
+    monkeypatch.setattr(records, "sha256_file", unreadable)
     with pytest.raises(InputError) as bad:
         source_files(rev, {"source": "tiny-chat", "files": ["config.json"]}, tmp_path)
     assert bad.value.message == f"cannot hash the checkpoint files in {tmp_path / 'tiny-chat'}: Permission denied"

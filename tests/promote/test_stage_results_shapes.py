@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from onboard.errors import InputError
-from onboard.promote.signoff import load_signoffs
+from onboard.promote.checklist import load_signoffs
 from onboard.promote.stage_results import load_stage_results
 
 

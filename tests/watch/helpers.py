@@ -6,12 +6,20 @@ import hashlib
 import http.client
 import json
 import shlex
+import sqlite3
 import sys
+from contextlib import closing
 from pathlib import Path
 from urllib.parse import urlsplit
 
 RECORDER = Path(__file__).with_name("record_run.py")
 SECRET = "s3cret-for-tests"
+
+
+def event_digests(db: Path) -> set[str]:
+    """The digest of every event stored in the queue file `db`."""
+    with closing(sqlite3.connect(db)) as conn:
+        return {row[0] for row in conn.execute("SELECT digest FROM events")}
 
 
 def sha_for(repo: str, n: int = 0) -> str:

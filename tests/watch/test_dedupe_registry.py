@@ -13,7 +13,7 @@ import pytest
 
 from onboard.promote.record import PromotionRecord
 from onboard.promote.registry import Registry
-from onboard.watch.dedupe import never_promoted, registry_check
+from onboard.watch.types import never_promoted, registry_check
 from tests.watch.helpers import sha_for
 
 SHA = sha_for("org/model")

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from onboard.watch.hfpayload import PayloadError, parse_payload
 from onboard.watch.types import JobKey
+from onboard.watch.webhook import PayloadError, parse_payload
 from tests.watch.helpers import hf_payload
 
 SHA, NEW = "c379e821c9c95d613899e8c4343e4bfee2b0c600", "575db8b7a51b6f85eb06eee540738584589f131c"

@@ -12,9 +12,9 @@ import pytest
 from huggingface_hub import HfApi
 
 from onboard.errors import HubError
-from onboard.watch.backoff import Backoff
 from onboard.watch.poller import Watcher, poll_once
 from onboard.watch.queue import Queue
+from onboard.watch.types import Backoff
 from tests.hubserver import HubServer
 from tests.watch.helpers import read_calls, recorder_command, sha_for
 from tests.watch.hub_listing import ModelListing

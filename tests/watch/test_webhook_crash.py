@@ -16,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from onboard.watch.queue import Queue
-from tests.watch.helpers import SECRET, hf_payload, post, read_calls, recorder_command, sha_for
+from tests.watch.helpers import SECRET, event_digests, hf_payload, post, read_calls, recorder_command, sha_for
 
 
 def start_service(
@@ -69,7 +69,7 @@ def test_sigkill_mid_burst_loses_nothing_acknowledged(tmp_path: Path) -> None:
 
     # Every acknowledged event is on disk, with its job, before anything restarts.
     with Queue(db) as queue:
-        stored = queue.event_digests()
+        stored = event_digests(queue.path)
         keys = {(j.repo, j.revision) for j in queue.jobs()}
     assert {hashlib.sha256(bodies[i]).hexdigest() for i in acked} <= stored
     assert {(f"org/m{i % 100}", sha_for(f"org/m{i % 100}")) for i in acked} <= keys
@@ -86,7 +86,7 @@ def test_sigkill_mid_burst_loses_nothing_acknowledged(tmp_path: Path) -> None:
         proc.wait(10)
     assert proc.returncode == 0, log.read_text()[-2000:]
     with Queue(db) as queue:
-        assert queue.event_digests() == {hashlib.sha256(b).hexdigest() for b in bodies}
+        assert event_digests(queue.path) == {hashlib.sha256(b).hexdigest() for b in bodies}
         assert len(queue.jobs()) == 100
         assert queue.counts()["events"] == 1000  # an event stored but not acknowledged is a replay, not a duplicate
 

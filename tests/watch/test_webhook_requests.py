@@ -34,7 +34,7 @@ import pytest
 from onboard.watch import queue as queue_module
 from onboard.watch.queue import Queue
 from onboard.watch.webhook import WebhookConfig, WebhookServer
-from tests.watch.helpers import SECRET, hf_payload, sha_for
+from tests.watch.helpers import SECRET, event_digests, hf_payload, sha_for
 
 CLIENT = ("127.0.0.1", 50123)
 LIMIT = 4096  # max_body_bytes of the test servers: real payloads are ~1 KB
@@ -399,7 +399,7 @@ def test_an_accepted_event_answer_headers_and_stored_record(server: WebhookServe
         "source": "webhook", "digest": hashlib.sha256(data).hexdigest(), "action": "update", "scope": "repo.content",
         "repo": "org/model", "revision": sha_for("org/model"), "outcome": "enqueued", "reason": "", "job_id": job.id,
         "body": data.decode()}  # fmt: skip
-    assert server.queue.event_digests() == {hashlib.sha256(data).hexdigest()}
+    assert event_digests(server.queue.path) == {hashlib.sha256(data).hexdigest()}
 
 
 def test_an_ignored_event_is_stored_with_its_reason(server: WebhookServer, queue_db: Path) -> None:

@@ -10,11 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from onboard.watch.backoff import Backoff
-from onboard.watch.dispatch import GitHubDispatch
 from onboard.watch.queue import Queue
-from onboard.watch.types import JobKey
-from onboard.watch.worker import CommandExecutor, Worker
+from onboard.watch.types import Backoff, JobKey
+from onboard.watch.worker import CommandExecutor, GitHubDispatch, Worker
 from tests.watch.helpers import read_calls, recorder_command, sha_for
 
 FAST = Backoff(base_s=0.05, cap_s=0.1, jitter=0.0)
@@ -106,7 +104,7 @@ def test_already_promoted_revision_is_not_run(queue_db: Path, tmp_path: Path) ->
 
 
 def test_registry_check_asks_the_promotion_registry(tmp_path: Path) -> None:
-    from onboard.watch.dedupe import registry_check
+    from onboard.watch.types import registry_check
 
     path = tmp_path / "registry.sqlite3"
     check = registry_check(path)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import yaml
 
-from onboard.watch.dispatch import DEFAULT_EVENT_TYPE
+from onboard.watch.worker import DEFAULT_EVENT_TYPE
 from tests.ci import missing
 
 WORKFLOW = Path(__file__).resolve().parents[2] / "templates" / "ci" / "onboard-new-model.yml"
