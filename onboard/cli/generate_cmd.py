@@ -7,16 +7,17 @@ import sys
 
 import click
 
-from onboard.cli.remote_code_options import policy_from, remote_code_options
+from onboard.cli import report_error, say
+from onboard.cli.options import option, policy_from, remote_code_options
 
 
 @click.command("generate")
 @click.argument("source")
-@click.option("--out", "out_dir", type=click.Path(file_okay=False), help="Output folder (default: generated/<slug>).")
-@click.option("--force", is_flag=True, help="Overwrite files that already exist in the output folder.")
-@click.option("--parity", is_flag=True, help="Also run the adapter against the reference on SOURCE (local weights).")
+@option("--out", "out_dir", type=click.Path(file_okay=False), help="Output folder (default: generated/<slug>).")
+@option("--force", is_flag=True, help="Overwrite files that already exist in the output folder.")
+@option("--parity", is_flag=True, help="Also run the adapter against the reference on SOURCE (local weights).")
 @remote_code_options
-@click.option("--json", "as_json", is_flag=True, help="Print the stage result as JSON on stdout.")
+@option("--json", "as_json", is_flag=True, help="Print the stage result as JSON on stdout.")
 def generate_command(
     source: str,
     out_dir: str | None,
@@ -38,8 +39,6 @@ def generate_command(
       onboard generate ./checkpoint --out build/my-model
       onboard inspect Org/Model --json > profile.json && onboard generate profile.json --force --json
     """
-    from onboard.cli import report_error
-    from onboard.cli.output import say
     from onboard.generate_adapter import default_out_dir, generate, load_profile
     from onboard.reference import rerun_command
 

@@ -6,21 +6,21 @@ import sys
 
 import click
 
+from onboard.cli import emit_json, report_error, say
+from onboard.cli.options import option
+
 # At the top, not in the command: this module is imported only when `inspect` runs (cli.LazyGroup, collector paused).
-from onboard.cli.output import emit_json, say
 from onboard.findings import exit_code_for
 from onboard.inspect_checkpoint import inspect
 
 
 @click.command("inspect")
 @click.argument("source")
-@click.option("--revision", help="Branch, tag or commit of a hub repo (default: main).")
-@click.option("--json", "as_json", is_flag=True, help="Print the ModelProfile as JSON on stdout.")
-@click.option("--target", help="GPU[xN] to plan for, e.g. h100x8, h200, a100-80g x4.")
-@click.option(
-    "--max-model-len", type=click.IntRange(min=1), help="Context length for the KV plan (default: model max)."
-)
-@click.option("--kv-dtype", help="KV-cache dtype: bf16, fp16, fp32, fp8 (default: the checkpoint dtype).")
+@option("--revision", help="Branch, tag or commit of a hub repo (default: main).")
+@option("--json", "as_json", is_flag=True, help="Print the ModelProfile as JSON on stdout.")
+@option("--target", help="GPU[xN] to plan for, e.g. h100x8, h200, a100-80g x4.")
+@option("--max-model-len", type=click.IntRange(min=1), help="Context length for the KV plan (default: model max).")
+@option("--kv-dtype", help="KV-cache dtype: bf16, fp16, fp32, fp8 (default: the checkpoint dtype).")
 def inspect_command(
     source: str,
     revision: str | None,
@@ -39,7 +39,6 @@ def inspect_command(
       onboard inspect ./checkpoint
       onboard inspect Qwen/Qwen3-8B --revision main --target h100x2 --max-model-len 32768 --json
     """
-    from onboard.cli import report_error
 
     profile = inspect(source, revision=revision, target=target, max_model_len=max_model_len, kv_dtype=kv_dtype)
     if as_json:

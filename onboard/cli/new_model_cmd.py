@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING
 
 import click
 
-from onboard.cli.remote_code_options import policy_from, remote_code_options
+from onboard.cli import emit_json, report_error, say
+from onboard.cli.options import option, policy_from, remote_code_options
 from onboard.reference import TRUST_FLAG
 from onboard.validate_serving.candidates import DTYPES
 
@@ -18,43 +19,38 @@ if TYPE_CHECKING:
 
 @click.command("new-model")
 @click.argument("source")
-@click.option("--revision", help="Hub branch, tag or commit (default: main).")
-@click.option("--target", help="GPU[xN] to plan for, e.g. h100x8.")
-@click.option("--endpoint", help="Validate this OpenAI-compatible server instead of the generated adapter.")
-@click.option("--served-model", help="Model name on --endpoint.")
-@click.option(
+@option("--revision", help="Hub branch, tag or commit (default: main).")
+@option("--target", help="GPU[xN] to plan for, e.g. h100x8.")
+@option("--endpoint", help="Validate this OpenAI-compatible server instead of the generated adapter.")
+@option("--served-model", help="Model name on --endpoint.")
+@option(
     "--workspace",
     type=click.Path(path_type=Path),
     default=Path("."),
-    show_default=True,
     help="Folder for onboarding/, golden_outputs/ and checklists/.",
 )
-@click.option(
-    "--resume/--no-resume", default=True, show_default=True, help="Reuse stage results whose inputs are unchanged."
-)
-@click.option("--promote", "do_promote", is_flag=True, help="Promote when every required checklist item passes.")
-@click.option(
+@option("--resume/--no-resume", default=True, help="Reuse stage results whose inputs are unchanged.")
+@option("--promote", "do_promote", is_flag=True, help="Promote when every required checklist item passes.")
+@option(
     "--registry",
     type=click.Path(dir_okay=False),
     help="Registry database the checklist is ticked against "
     "and --promote records into (default: $ONBOARD_REGISTRY, else <workspace>/onboarding/registry.sqlite3).",
 )
-@click.option(
+@option(
     "--max-long-tokens",
     type=click.IntRange(16),
-    default=None,
     help="Cap on the goldens' long prompt (default 4096). It is sized to cross the model's sliding window, "
     "attention chunk and original rope context; raise it when validate says a boundary was not crossed.",
 )
-@click.option(
+@option(
     "--dtype",
     type=click.Choice(DTYPES),
-    default=None,
     help="The candidate's dtype, judged against the reference's own run in that dtype (default: the "
     "checkpoint's stored dtype with --endpoint, float32 for the in-process adapter).",
 )
 @remote_code_options
-@click.option("--json", "as_json", is_flag=True, help="Print the run summary as JSON on stdout.")
+@option("--json", "as_json", is_flag=True, help="Print the run summary as JSON on stdout.")
 def new_model_command(
     source: str,
     revision: str | None,
@@ -88,8 +84,6 @@ def new_model_command(
       onboard new-model Org/LongModel --max-long-tokens 32816   # cross a 32768-token original rope context
       onboard new-model Org/Model --endpoint http://gpu1:8000/v1 --dtype bfloat16
     """
-    from onboard.cli import report_error
-    from onboard.cli.output import emit_json, say
     from onboard.errors import InputError
     from onboard.pipeline import run_new_model
 

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import click
 
-from onboard.cli.params import FiniteFloatRange
+from onboard.cli import emit_json, say
+from onboard.cli.options import FiniteFloatRange, option
 
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]i?b?|b)?\s*$", re.IGNORECASE)
 _UNITS = {
@@ -36,48 +37,45 @@ def parse_size(text: str) -> int:
 
 @click.command("quantize-plan")
 @click.argument("source")
-@click.option(
+@option(
     "--budget-kl",
     type=FiniteFloatRange(min=0, min_open=True),
     help="Largest mean KL(reference || quantized) per token allowed; the plan uses the fewest bytes within it.",
 )
-@click.option("--target-bytes", help="Weight bytes to fit (e.g. 1.5G, 800MB); the plan has the least KL within it.")
-@click.option(
+@option("--target-bytes", help="Weight bytes to fit (e.g. 1.5G, 800MB); the plan has the least KL within it.")
+@option(
     "--golden",
     type=click.Path(path_type=Path, file_okay=False),
     help="Golden folder of this checkpoint (onboard golden record): its prompts and continuations are the "
     "suite. Default: the same prompt suite, prompts only.",
 )
-@click.option(
+@option(
     "--formats",
     "formats_spec",
     default="all",
-    show_default=True,
     help="Formats to choose from: all, llama.cpp, vllm, or a comma list of int8, fp8, fp8-block, int4-g128, "
     "mxfp4, q8_0, q6_k, q5_1, q4_k, q4_1, q4_0, q3_k (q3_k needs llama.cpp's own quantizers installed).",
 )
-@click.option(
+@option(
     "--dtype",
     type=click.Choice(["bfloat16", "float16", "float32"]),
     default="bfloat16",
-    show_default=True,
     help="Dtype of the reference and the quantized runs (the served dtype).",
 )
-@click.option(
+@option(
     "--out",
     type=click.Path(path_type=Path, file_okay=False),
     help="Folder for quantize-plan.json, llama-quantize.sh and llmcompressor-recipe.yaml (default: "
     "quantize/<slug>; onboarding/<slug>/<revision> puts the plan in the onboarding report).",
 )
-@click.option(
+@option(
     "--max-tokens",
     type=click.IntRange(min=2),
     default=1024,
-    show_default=True,
     help="Prompts (with their golden continuations) are cut to this many tokens.",
 )
-@click.option("--revision", help="Branch, tag or commit of a hub repo.")
-@click.option("--json", "as_json", is_flag=True, help="Print the plan summary as JSON on stdout.")
+@option("--revision", help="Branch, tag or commit of a hub repo.")
+@option("--json", "as_json", is_flag=True, help="Print the plan summary as JSON on stdout.")
 def quantize_plan_command(
     source: str,
     budget_kl: float | None,
@@ -104,7 +102,6 @@ def quantize_plan_command(
       onboard quantize-plan ./checkpoint --target-bytes 1.2G --formats llama.cpp --json
       onboard quantize-plan ./checkpoint --golden golden_outputs/Org__Model --budget-kl 0.005 --formats vllm
     """
-    from onboard.cli.output import emit_json, say
     from onboard.inspect_checkpoint.source import refuse_local_revision
     from onboard.quantize.formats import parse_formats
     from onboard.quantize.plan import Request, run

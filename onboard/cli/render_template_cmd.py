@@ -8,35 +8,31 @@ from pathlib import Path
 
 import click
 
-from onboard.cli.params import seconds
+from onboard.cli.options import option, seconds
 
 
 @click.command("render-template")
 @click.argument("template_or_source")
-@click.option(
+@option(
     "--context",
     "context_file",
     required=True,
     type=click.Path(dir_okay=False, path_type=Path),
     help="JSON object: messages, tools, add_generation_prompt, bos_token, eos_token, anything else.",
 )
-@click.option("--template-name", default=None, help="Named template of the repo (e.g. tool_use).")
-@click.option(
+@option("--template-name", help="Named template of the repo (e.g. tool_use).")
+@option(
     "--polyfill",
     type=click.Choice(["system-merge"]),
-    default=None,
     help="llama.cpp's workaround: fold a leading system message into the first user turn.",
 )
-@click.option("--revision", default=None, help="Hub revision (branch, tag or commit).")
-@click.option(
+@option("--revision", help="Hub revision (branch, tag or commit).")
+@option(
     "--now",
     type=click.DateTime(["%Y-%m-%d", "%Y-%m-%dT%H:%M", "%Y-%m-%dT%H:%M:%S"]),
-    default=None,
     help="What strftime_now returns (default: the frozen 2025-01-15 12:00), e.g. to reproduce a dated render.",
 )
-@click.option(
-    "--timeout", "timeout_s", type=seconds(0.1), default=10.0, show_default=True, help="Seconds before giving up."
-)
+@option("--timeout", "timeout_s", type=seconds(0.1), default=10.0, help="Seconds before giving up.")
 def render_template_command(
     template_or_source: str,
     context_file: Path,

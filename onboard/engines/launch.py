@@ -28,6 +28,11 @@ class EngineStartError(InputError):
     """The engine is missing, could not bind its port, or did not become ready."""
 
 
+def argv(flags: Mapping[str, object]) -> list[str]:
+    """`--flag value` words of a command line."""
+    return [str(word) for flag, value in flags.items() for word in (flag, value)]
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind((HOST, 0))

@@ -1,0 +1,142 @@
+"""Click parameter types and the options several commands share (one definition, one meaning)."""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Callable
+from typing import Any
+
+import click
+
+
+class FiniteFloatRange(click.FloatRange):
+    """click.FloatRange that also refuses nan and inf: `nan` passes every range comparison, so `--timeout nan`
+    would otherwise run the whole command and fail, or hang, at the end."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        number = super().convert(value, param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value!r} is not a finite number.", param, ctx)
+        return number
+
+
+MAX_SECONDS = 7 * 86400.0  # a longer wait or timeout is a typo, and sleeps and socket timeouts overflow beyond
+
+
+def seconds(low: float) -> FiniteFloatRange:
+    """A duration option: finite, at least `low`, at most MAX_SECONDS."""
+    return FiniteFloatRange(min=low, max=MAX_SECONDS)
+
+
+option = functools.partial(click.option, show_default=True)
+"""click.option with its default shown in --help (None and a flag's False never are)."""
+
+
+def _stack(options: list[Callable[..., Any]]) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """One decorator applying `options` in order (as `--help` lists them)."""
+    return lambda func: functools.reduce(lambda f, option: option(f), reversed(options), func)
+
+
+# --trust-remote-code / --unsafe-no-sandbox: on every command that may need the reference implementation.
+remote_code_options = _stack(
+    [
+        option(
+            "--trust-remote-code",
+            is_flag=True,
+            help="Allow the repository's own Python code (auto_map) where transformers has no implementation of the "
+            "model or tokenizer. It runs only in a sandboxed worker (no network, read-only checkpoint, CPU/memory/time "
+            "limits).",
+        ),
+        option(
+            "--unsafe-no-sandbox",
+            is_flag=True,
+            help="With --trust-remote-code: run that code without the sandbox when isolation is unavailable (reported).",
+        ),
+    ]
+)
+
+
+def policy_from(trust_remote_code: bool, unsafe_no_sandbox: bool) -> Any:
+    """The RemoteCodePolicy of the options; --unsafe-no-sandbox alone is a usage error (it would do nothing)."""
+    from onboard.reference import RemoteCodePolicy
+
+    if unsafe_no_sandbox and not trust_remote_code:
+        raise click.UsageError("--unsafe-no-sandbox only applies with --trust-remote-code")
+    return RemoteCodePolicy(trust_remote_code, unsafe_no_sandbox)
+
+
+WORKSPACE_OPTION = option(
+    "--workspace",
+    type=click.Path(file_okay=False),
+    default=".",
+    help="Folder holding onboarding/<slug>/<revision>/ (and checklists/, golden_outputs/).",
+)
+REGISTRY_OPTION = option(
+    "--registry",
+    type=click.Path(dir_okay=False),
+    help="Registry database (default: $ONBOARD_REGISTRY, else <workspace>/onboarding/registry.sqlite3).",
+)
+DB_OPTION = option(
+    "--db",
+    "db_path",
+    type=click.Path(dir_okay=False),
+    envvar="ONBOARD_QUEUE_DB",
+    help="Queue database (SQLite). Default: $ONBOARD_QUEUE_DB, else ~/.local/state/onboard/queue.sqlite.",
+)
+
+# How `watch`, `webhook serve` and `queue work` run jobs: a local command (default) or a GitHub repository_dispatch.
+worker_options = _stack(
+    [
+        option(
+            "--run-command",
+            envvar="ONBOARD_RUN_COMMAND",
+            show_envvar=True,
+            help="Command run per job; {repo} {revision} {slug} are replaced. "
+            "Default: onboard new-model {repo} --revision {revision} --json",
+        ),
+        option("--workdir", type=click.Path(file_okay=False), help="Working directory of the run command."),
+        option(
+            "--job-timeout",
+            type=seconds(1),
+            default=3600.0,
+            help="Seconds before a run is killed (and retried).",
+        ),
+        option(
+            "--max-attempts",
+            type=click.IntRange(min=1),
+            default=3,
+            help="Runs per job before it is marked failed.",
+        ),
+        option(
+            "--retry-delay",
+            type=seconds(0),
+            default=30.0,
+            help="First retry delay in seconds (doubles each attempt, capped at 15 min).",
+        ),
+        option(
+            "--dispatch-github",
+            metavar="OWNER/REPO",
+            envvar="ONBOARD_DISPATCH_REPO",
+            help="Forward jobs as repository_dispatch events to this GitHub repository instead of running them here.",
+        ),
+        option(
+            "--github-token-env",
+            default="GITHUB_TOKEN",
+            help="Environment variable holding the GitHub token (needs contents: write).",
+        ),
+        option(
+            "--github-api-url",
+            envvar="GITHUB_API_URL",
+            default="https://api.github.com",
+            help="GitHub API base URL (GitHub Enterprise: https://HOST/api/v3).",
+        ),
+        option(
+            "--registry",
+            "registry_path",
+            type=click.Path(dir_okay=False),
+            envvar="ONBOARD_REGISTRY",
+            help="Promotion registry: promoted revisions are not run again.",
+        ),
+    ]
+)
