@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from onboard.cli import emit_json, say
-from onboard.cli.options import FiniteFloatRange, option
+from onboard.cli.options import SERVED_DTYPE_OPTION, FiniteFloatRange, option
 
 
 @click.command("draft-check")
@@ -24,8 +24,8 @@ from onboard.cli.options import FiniteFloatRange, option
 @option(
     "--golden",
     type=click.Path(path_type=Path, file_okay=False),
-    help="Golden folder of TARGET: its prompts and recorded continuations are the trajectories. "
-    "Default: the prompt suite, continued greedily by the target.",
+    help="Golden folder of TARGET: its prompts and continuations are the trajectories (default: the prompt suite, "
+    "continued greedily by TARGET).",
 )
 @option(
     "--max-new-tokens",
@@ -33,17 +33,12 @@ from onboard.cli.options import FiniteFloatRange, option
     default=32,
     help="Greedy continuation length per prompt (without --golden).",
 )
-@option(
-    "--dtype",
-    type=click.Choice(["bfloat16", "float16", "float32"]),
-    default="bfloat16",
-    help="Dtype both models run in (the served dtype).",
-)
+@SERVED_DTYPE_OPTION
 @option(
     "--out",
     type=click.Path(path_type=Path, file_okay=False),
-    help="Folder for draft-check.json (default: draft-check/<slug>; onboarding/<slug>/<revision> puts "
-    "it in the onboarding report).",
+    help="Folder for draft-check.json (default: draft-check/<slug>; onboarding/<slug>/<revision> puts it in the "
+    "onboarding report).",
 )
 @option("--revision", help="Branch, tag or commit of a hub TARGET.")
 @option("--json", "as_json", is_flag=True, help="Print the result as JSON on stdout.")
@@ -62,10 +57,10 @@ def draft_check_command(
     """Check DRAFT (a checkpoint folder or hub repo, `ngram`, or `mtp`) as a speculative-decoding draft of TARGET.
 
     Compatibility: the same token ids on the verify-tokenizer corpus, the same special tokens and stop set, every
-    draft id inside the target's embedding. Acceptance along the target's greedy trajectories: greedy mean accepted
-    length for each k, sum(min(p, q)) at --temperature, per position in the draft window. Expected speedup per k
-    from the measured draft/target step cost on this machine, and the recommended k. Exit 0 when measured, 1 when
-    the draft is incompatible or cannot be measured, 2 on unusable input.
+    draft id inside the target's embedding. Then acceptance along TARGET's greedy trajectories (mean accepted length
+    per k, sum(min(p, q)) at --temperature), the expected speedup per k from the step costs measured on this
+    machine, and the recommended k. Exit 0 when measured, 1 when the draft is incompatible or cannot be measured,
+    2 on unusable input.
 
     \b
     Examples:

@@ -66,6 +66,12 @@ def policy_from(trust_remote_code: bool, unsafe_no_sandbox: bool) -> Any:
     return RemoteCodePolicy(trust_remote_code, unsafe_no_sandbox)
 
 
+SERVED_DTYPE_OPTION = option(
+    "--dtype",
+    type=click.Choice(["bfloat16", "float16", "float32"]),
+    default="bfloat16",
+    help="Dtype the models run in (the served dtype).",
+)
 WORKSPACE_OPTION = option(
     "--workspace",
     type=click.Path(file_okay=False),
@@ -96,17 +102,9 @@ worker_options = _stack(
             "Default: onboard new-model {repo} --revision {revision} --json",
         ),
         option("--workdir", type=click.Path(file_okay=False), help="Working directory of the run command."),
+        option("--job-timeout", type=seconds(1), default=3600.0, help="Seconds before a run is killed (and retried)."),
         option(
-            "--job-timeout",
-            type=seconds(1),
-            default=3600.0,
-            help="Seconds before a run is killed (and retried).",
-        ),
-        option(
-            "--max-attempts",
-            type=click.IntRange(min=1),
-            default=3,
-            help="Runs per job before it is marked failed.",
+            "--max-attempts", type=click.IntRange(min=1), default=3, help="Runs per job before it is marked failed."
         ),
         option(
             "--retry-delay",

@@ -10,6 +10,7 @@ import click
 from onboard.cli import emit_json, report_error, say
 from onboard.cli.options import FiniteFloatRange, option, policy_from, remote_code_options, seconds
 from onboard.engines.served import ENGINES, judge_served, started_engine
+from onboard.validate_serving.candidates import DTYPES
 
 
 @click.command("validate")
@@ -26,7 +27,7 @@ from onboard.engines.served import ENGINES, judge_served, started_engine
     help="In process (no --endpoint): the generated adapter, or `reference`: transformers against its own goldens, "
     "a self-check of the harness that ticks no checklist item.",
 )
-@option("--dtype", default="float32", help="Candidate dtype: float32, bfloat16, float16.")
+@option("--dtype", type=click.Choice(DTYPES), default="float32", help="Candidate dtype.")
 @option("--out", type=click.Path(path_type=Path), help="Where validation.json goes (default: onboarding/<slug>/).")
 @option("--timeout", "timeout_s", type=seconds(0.1), default=120.0, help="Per request, seconds.")
 @option("--no-performance", is_flag=True, help="Skip the performance measurements.")
@@ -86,10 +87,10 @@ def validate_command(
 ) -> None:
     """Validate the implementation that will serve SOURCE against its goldens.
 
-    Without --endpoint the candidate is the generated adapter runtime, in process; with neither an endpoint nor an
-    adapter there is nothing to validate (exit 2). Exit 1 when a required check fails, 2 when the input is unusable
-    (no goldens, goldens of another checkpoint, endpoint down or not OpenAI-compatible). `--candidate reference` on
-    a model that exists only as the repository's code runs that code, with --trust-remote-code, in the sandbox.
+    Without --endpoint the candidate is the generated adapter runtime, in process. Exit 1 when a required check
+    fails, 2 when the input is unusable (no goldens or adapter, goldens of another checkpoint, endpoint down or not
+    OpenAI-compatible). `--candidate reference` on a model that exists only as the repository's code runs that code,
+    with --trust-remote-code, in the sandbox.
 
     \b
     Examples:
@@ -101,15 +102,12 @@ def validate_command(
     from onboard.errors import InputError
     from onboard.fsutil import output_folder
     from onboard.reference import REPO_CODE, reference_for, rerun_command
-    from onboard.validate_serving.candidates import DTYPES
     from onboard.validate_serving.golden import assert_same_checkpoint, read_golden
     from onboard.validate_serving.remote_candidate import validate_in_sandbox
     from onboard.validate_serving.report import summary, write_result
     from onboard.validate_serving.run import checkpoint_of, default_golden_dir, open_candidate, validate
     from onboard.validate_serving.speculative import add_speculative_check, speculative_args
 
-    if dtype not in DTYPES:
-        raise InputError(f"--dtype {dtype!r} is not a dtype", f"use one of {', '.join(DTYPES)}")
     if served_model and not endpoint:
         raise InputError("--served-model needs --endpoint", "pass the server URL with --endpoint")
     if endpoint and candidate != "adapter":
@@ -125,11 +123,10 @@ def validate_command(
         assert_same_checkpoint(golden, checkpoint)  # before loading a model: goldens of another checkpoint are an error
     policy = policy_from(trust_remote_code, unsafe_no_sandbox)
     path = out if out and out.suffix == ".json" else (out or Path("onboarding") / slug(source)) / "validation.json"
-    # The folder is made now (one that cannot hold validation.json fails before any engine runs) and removed again
-    # if the run fails before writing it.
+    # Made now (a folder that cannot hold validation.json fails before any engine runs), removed if the run fails.
     with output_folder(path.parent):
         if candidate == "reference" and checkpoint is not None and reference_for(checkpoint).kind == REPO_CODE:
-            # The self-check's candidate would be the repository's code: it runs in the sandbox worker, or not at all.
+            # The self-check's candidate is the repository's code: it runs in the sandbox worker, or not at all.
             rerun = rerun_command(
                 "validate", source, "--golden", str(golden.folder), "--candidate", "reference", policy=policy
             )

@@ -18,7 +18,7 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -73,7 +73,6 @@ def first_of(items: Sequence[object]) -> str:
 class Conversion:
     path: Path | None
     findings: list[Finding] = field(default_factory=list)
-    log: str = ""
 
 
 def _partial(out: Path) -> Path:
@@ -86,42 +85,30 @@ def _partial(out: Path) -> Path:
     return Path(name)
 
 
-def convert(
-    source: Path, out: Path, outtype: str, *, pre_tokenizer: str | None = None, timeout_s: float = CONVERT_TIMEOUT_S
-) -> Conversion:
+def convert(source: Path, out: Path, outtype: str, *, pre_tokenizer: str | None = None) -> Conversion:
     """llama.cpp's converter on the local checkpoint `source`; `out` appears only when it succeeded.
     `pre_tokenizer`: the name to write when the converter does not know the tokenizer's hash."""
     require()
     make_dirs(out.parent)
     tmp = _partial(out)
     named = ["--pre-tokenizer", pre_tokenizer] if pre_tokenizer else []
-    cmd = [
-        sys.executable,
-        str(HERE / "llamacpp_convert.py"),
-        str(converter_dir()),
-        *named,
-        "--",
-        str(source),
-        "--outtype",
-        outtype,
-        "--outfile",
-        str(tmp),
-    ]
+    script = [sys.executable, str(HERE / "llamacpp_convert.py"), str(converter_dir()), *named, "--"]
+    cmd = [*script, str(source), *argv({"--outtype": outtype, "--outfile": tmp})]
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_VERBOSITY": "error"}
     try:
-        done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout_s)
+        done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=CONVERT_TIMEOUT_S)
         log = done.stdout + done.stderr
         if done.returncode != 0:
-            return Conversion(None, converter_findings(log, source), log)
+            return Conversion(None, converter_findings(log, source))
         os.replace(tmp, out)
-        return Conversion(out, [], log)
-    except subprocess.TimeoutExpired as exc:
+        return Conversion(out)
+    except subprocess.TimeoutExpired:
         finding = fatal(
             "gguf-convert-failed",
-            f"llama.cpp's converter did not finish within {timeout_s:g} s",
+            f"llama.cpp's converter did not finish within {CONVERT_TIMEOUT_S:g} s",
             "a checkpoint this size needs more time or memory; run the converter by hand to see where it stops",
         )
-        return Conversion(None, [finding], str(exc.stderr or ""))
+        return Conversion(None, [finding])
     finally:
         tmp.unlink(missing_ok=True)
 
@@ -258,29 +245,17 @@ def types_not_as_planned(gguf: Path, overrides: Overrides) -> list[str]:
     return wrong
 
 
-def quantize(src: Path, out: Path, ftype: str, overrides: Overrides = Overrides(), threads: int = 0) -> Path:
+def quantize(src: Path, out: Path, ftype: str, overrides: Overrides = Overrides()) -> Path:
     """llama_model_quantize(src -> out) with the overrides; `out` appears only when it succeeded."""
     interpreter = require()
     tmp = _partial(out)
-    spec = {
-        "input": str(src),
-        "output": str(tmp),
-        "ftype": ftype,
-        "threads": threads,
-        "tensor_types": [list(t) for t in overrides.tensor_types],
-        "token_embedding_type": overrides.token_embedding_type,
-        "output_tensor_type": overrides.output_tensor_type,
-    }
+    spec = {"input": str(src), "output": str(tmp), "ftype": ftype, **asdict(overrides)}  # tuples become lists
     spec_file = tmp.with_suffix(".json")
     spec_file.write_text(json.dumps(spec), encoding="utf-8")
     env = {**os.environ, "PYTHONPATH": str(converter_dir() / "gguf-py")}
     try:
-        done = subprocess.run(
-            [str(interpreter), str(HERE / "llamacpp_quantize.py"), str(spec_file)],
-            capture_output=True,
-            text=True,
-            env=env,
-        )
+        cmd = [str(interpreter), str(HERE / "llamacpp_quantize.py"), str(spec_file)]
+        done = subprocess.run(cmd, capture_output=True, text=True, env=env)
         if done.returncode != 0:
             raise EngineStartError(
                 f"llama.cpp's quantizer failed on {src.name} ({ftype}):\n{(done.stdout + done.stderr).strip()[-1500:]}",
@@ -297,22 +272,22 @@ def quantize(src: Path, out: Path, ftype: str, overrides: Overrides = Overrides(
 
 
 @contextlib.contextmanager
-def serve(
-    gguf: Path, name: str, log: Path, *, port: int | None = None, n_ctx: int = 2048, timeout_s: float = START_TIMEOUT_S
-) -> Iterator[str]:
+def serve(gguf: Path, name: str, log: Path, *, port: int | None = None) -> Iterator[str]:
     """llamacpp_server.py serving `gguf` as `name` on loopback; yields its URL; stopped on exit."""
     interpreter = require()
     port = port or free_port()
     # ggml's worker threads spin: on a small shared machine one thread measures the engine better than all cores.
     cores = os.cpu_count() or 1
     threads = str(1 if cores <= 2 else min(8, cores // 2))
-    flags = {"--model": gguf, "--name": name, "--port": port, "--n-ctx": n_ctx, "--threads": threads}
+    flags = {"--model": gguf, "--name": name, "--port": port, "--n-ctx": 2048, "--threads": threads}
     cmd = [str(interpreter), str(HERE / "llamacpp_server.py"), *argv(flags)]
-    with serve_process(cmd, port=port, ready_path="/health", log=log, name="llama.cpp", timeout_s=timeout_s) as url:
+    with serve_process(
+        cmd, port=port, ready_path="/health", log=log, name="llama.cpp", timeout_s=START_TIMEOUT_S
+    ) as url:
         yield url
 
 
-def tokenize(url: str, texts: Sequence[str], timeout_s: float = 60.0) -> list[list[int]]:
+def tokenize(url: str, texts: Sequence[str]) -> list[list[int]]:
     """Ids from the served GGUF's own vocabulary (llama.cpp's tokenizer), no BOS, special tokens not parsed."""
     import urllib.request
 
@@ -320,7 +295,7 @@ def tokenize(url: str, texts: Sequence[str], timeout_s: float = 60.0) -> list[li
     for text in texts:
         body = json.dumps({"content": text, "add_special": False, "parse_special": False}).encode()
         req = urllib.request.Request(url + "/tokenize", data=body, headers={"Content-Type": "application/json"})
-        with urllib.request.urlopen(req, timeout=timeout_s) as resp:  # noqa: S310 (loopback URL we built)
+        with urllib.request.urlopen(req, timeout=60) as resp:  # noqa: S310 (loopback URL we built)
             out.append([int(t) for t in json.load(resp)["tokens"]])
     return out
 

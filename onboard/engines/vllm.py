@@ -31,7 +31,6 @@ def serve(
     *,
     dtype: str = "float32",
     port: int | None = None,
-    max_model_len: int = 512,
     timeout_s: float = START_TIMEOUT_S,
     extra_args: Sequence[str] = (),
 ) -> Iterator[str]:
@@ -55,7 +54,7 @@ def serve(
         "--served-model-name": name,
         "--host": HOST,
         "--port": port,
-        "--max-model-len": max_model_len,
+        "--max-model-len": 512,
         "--dtype": dtype,
         "--max-logprobs": 20,
         "--distributed-executor-backend": "uni",
