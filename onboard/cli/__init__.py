@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import gc
 import importlib
-import json
 import os
 import sys
 from typing import Any
@@ -128,4 +127,4 @@ def say(message: str = "") -> None:
 def emit_json(obj: Any) -> None:
     from onboard import serde
 
-    click.echo(json.dumps(serde.to_dict(obj), indent=2, ensure_ascii=False))
+    click.echo(serde.to_json(obj))

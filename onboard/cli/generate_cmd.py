@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import json
-import sys
-
 import click
 
-from onboard.cli import report_error, say
+from onboard.cli import emit_json, say
 from onboard.cli.options import option, policy_from, remote_code_options
+from onboard.errors import ChecksFailed
 
 
 @click.command("generate")
@@ -48,7 +46,7 @@ def generate_command(
     rerun = rerun_command("generate", source, "--out", out, "--force", "--parity", policy=policy)
     result = generate(profile if not parity else source, out, force=force, parity=parity, policy=policy, rerun=rerun)
     if as_json:
-        click.echo(json.dumps(result.to_dict(), indent=2, ensure_ascii=False))
+        emit_json(result.to_dict())
     for rel in result.files:
         say(f"wrote {out}/{rel}")
     for check in result.checks:
@@ -56,10 +54,9 @@ def generate_command(
         say(f"{'ok ' if check.passed else 'UNVERIFIED' if unverified else 'FAIL'} {check.name}: {check.detail}")
     if not result.passed:
         failed = [c for c in result.checks if c.required and not c.passed]
-        report_error(
+        raise ChecksFailed(
             "; ".join(c.detail for c in failed),
             "implement the generated kernel stubs (kernels/<op>.py), then regenerate with --force"
             if any(c.name == "kernels_implemented" for c in failed)
             else "see the failed checks above",
         )
-        sys.exit(1)

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import click
 
-from onboard.cli import emit_json, report_error, say
-from onboard.cli.options import option, policy_from, remote_code_options
+from onboard.cli import emit_json, say
+from onboard.cli.options import MAX_LONG_TOKENS_OPTION, option, policy_from, remote_code_options
+from onboard.errors import ChecksFailed, InputError
 
 
 @click.group("golden")
@@ -22,12 +22,7 @@ def golden_group() -> None:
 @option("--revision", help="Branch, tag or commit of a hub repo.")
 @option("--max-new-tokens", type=click.IntRange(1, 4096), default=16)
 @option("--top-k", type=click.IntRange(1, 20), default=10, help="Logprobs kept per position.")
-@option(
-    "--max-long-tokens",
-    type=click.IntRange(16),
-    help="Cap on the long prompt (default 4096); it is sized to cross the model's sliding window, attention "
-    "chunk and original rope context, and validate names the cap that would cross a boundary left out.",
-)
+@MAX_LONG_TOKENS_OPTION
 @option(
     "--calibrate",
     default="float32,bfloat16,float16",
@@ -58,7 +53,6 @@ def record_command(
       onboard golden record Qwen/Qwen3-0.6B --out golden_outputs/Qwen__Qwen3-0.6B --max-long-tokens 2048
     """
     from onboard.checks import Check, stage_result
-    from onboard.errors import InputError
     from onboard.inspect_checkpoint.source import refuse_local_revision
     from onboard.validate_serving.golden import CALIBRATION, record
 
@@ -120,5 +114,4 @@ def diff_command(old: Path, new: Path, as_json: bool) -> None:
     else:
         say(summary(diff).rstrip())
     if not diff.passed:
-        report_error(f"the goldens differ: {diff.detail}", "see docs/runbook.md (goldens_match_promoted)")
-        sys.exit(1)
+        raise ChecksFailed(f"the goldens differ: {diff.detail}", "see docs/runbook.md (goldens_match_promoted)")

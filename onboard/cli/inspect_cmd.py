@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-import sys
-
 import click
 
-from onboard.cli import emit_json, report_error, say
+from onboard.cli import emit_json, say
 from onboard.cli.options import option
-
-# At the top, not in the command: this module is imported only when `inspect` runs (cli.LazyGroup, collector paused).
+from onboard.errors import ChecksFailed, InputError
 from onboard.findings import exit_code_for
-from onboard.inspect_checkpoint import inspect
+from onboard.inspect_checkpoint import inspect  # at the top: this module is imported only when `inspect` runs
 
 
 @click.command("inspect")
@@ -50,7 +47,8 @@ def inspect_command(
     code = exit_code_for(profile.findings)
     if code == 2:
         worst = next(f for f in profile.findings if f.severity == "fatal")
-        report_error(f"{worst.message}" + (f" [{worst.file}]" if worst.file else ""), worst.hint)
-    elif code == 1:
-        report_error("inspection found errors (see findings)", "fix them or waive them before generating an adapter")
-    sys.exit(code)
+        raise InputError(f"{worst.message}" + (f" [{worst.file}]" if worst.file else ""), worst.hint)
+    if code == 1:
+        raise ChecksFailed(
+            "inspection found errors (see findings)", "fix them or waive them before generating an adapter"
+        )

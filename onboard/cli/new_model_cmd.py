@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
 
-from onboard.cli import emit_json, report_error, say
-from onboard.cli.options import option, policy_from, remote_code_options
+from onboard.cli import emit_json, say
+from onboard.cli.options import MAX_LONG_TOKENS_OPTION, option, policy_from, remote_code_options
 from onboard.reference import TRUST_FLAG
 from onboard.validate_serving.candidates import DTYPES
 
@@ -37,12 +36,7 @@ if TYPE_CHECKING:
     help="Registry database the checklist is ticked against "
     "and --promote records into (default: $ONBOARD_REGISTRY, else <workspace>/onboarding/registry.sqlite3).",
 )
-@option(
-    "--max-long-tokens",
-    type=click.IntRange(16),
-    help="Cap on the goldens' long prompt (default 4096). It is sized to cross the model's sliding window, "
-    "attention chunk and original rope context; raise it when validate says a boundary was not crossed.",
-)
+@MAX_LONG_TOKENS_OPTION
 @option(
     "--dtype",
     type=click.Choice(DTYPES),
@@ -84,7 +78,7 @@ def new_model_command(
       onboard new-model Org/LongModel --max-long-tokens 32816   # cross a 32768-token original rope context
       onboard new-model Org/Model --endpoint http://gpu1:8000/v1 --dtype bfloat16
     """
-    from onboard.errors import InputError
+    from onboard.errors import ChecksFailed, InputError
     from onboard.pipeline import run_new_model
 
     if served_model and not endpoint:
@@ -114,17 +108,15 @@ def new_model_command(
     if refused:  # the repository's code is the reference and was not allowed: say what would run it
         say(f"blocked ({', '.join(n for n, _ in refused)}): {refused[0][1]}")
     if result.unusable:
-        report_error(
+        raise InputError(
             f"the checkpoint is unusable: {_why_unusable(result)}",
             f"onboard inspect {source} shows what to fix (and how)",
         )
-        sys.exit(2)
     if not result.ready:
-        report_error(
+        raise ChecksFailed(
             f"not ready to promote: open items {', '.join(result.blocking)}",
             f"see {result.checklist_md}; docs/runbook.md says what to do for each item",
         )
-        sys.exit(1)
     say("ready to promote" + (" — promoted" if result.promoted else f": onboard promote {result.slug}"))
 
 

@@ -66,6 +66,12 @@ def policy_from(trust_remote_code: bool, unsafe_no_sandbox: bool) -> Any:
     return RemoteCodePolicy(trust_remote_code, unsafe_no_sandbox)
 
 
+MAX_LONG_TOKENS_OPTION = option(
+    "--max-long-tokens",
+    type=click.IntRange(16),
+    help="Cap on the goldens' long prompt (default 4096). It is sized to cross the model's sliding window, "
+    "attention chunk and original rope context; raise it when validate says a boundary was not crossed.",
+)
 SERVED_DTYPE_OPTION = option(
     "--dtype",
     type=click.Choice(["bfloat16", "float16", "float32"]),

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import re
-import sys
 from pathlib import Path
 from typing import Any
 
 import click
 
-from onboard.cli import emit_json, report_error, say
+from onboard.cli import emit_json, say
 from onboard.cli.options import SERVED_DTYPE_OPTION, FiniteFloatRange, option
+from onboard.errors import ChecksFailed
 
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(?:([kmgt])(i?))?b?\s*$", re.IGNORECASE)
 
@@ -107,7 +107,18 @@ def quantize_plan_command(
     _report(outcome)
     if as_json:
         emit_json(outcome.summary)
-    sys.exit(0 if outcome.met else 1)
+    s, d = outcome.summary, outcome.detail
+    if not outcome.met and s["budget_kl"] is not None:
+        raise ChecksFailed(
+            f"the plan's measured KL {s['measured_kl']:.3e} exceeds --budget-kl {s['budget_kl']:.3e} after "
+            f"{len(d['rounds'])} rounds of re-planning",
+            "raise --budget-kl, or allow finer formats (--formats all)",
+        )
+    if not outcome.met:
+        raise ChecksFailed(
+            f"no plan fits --target-bytes {d['target_bytes']:,}: the smallest is {s['bytes']:,} bytes",
+            "raise --target-bytes, or allow coarser formats (--formats all)",
+        )
 
 
 def _report(outcome: Any) -> None:
@@ -142,14 +153,3 @@ def _report(outcome: Any) -> None:
         if info["unsupported"] and engine in targeted:
             say(f"{engine}: cannot serve the planned formats of {', '.join(info['unsupported'])} (see {info['file']})")
     say("wrote " + ", ".join(str(f) for f in outcome.files))
-    if not outcome.met and s["budget_kl"] is not None:
-        report_error(
-            f"the plan's measured KL {s['measured_kl']:.3e} exceeds --budget-kl {s['budget_kl']:.3e} after "
-            f"{len(d['rounds'])} rounds of re-planning",
-            "raise --budget-kl, or allow finer formats (--formats all)",
-        )
-    elif not outcome.met:
-        report_error(
-            f"no plan fits --target-bytes {d['target_bytes']:,}: the smallest is {s['bytes']:,} bytes",
-            "raise --target-bytes, or allow coarser formats (--formats all)",
-        )

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import click
 
-from onboard.cli import emit_json, report_error, say
+from onboard.cli import emit_json, say
 from onboard.cli.options import FiniteFloatRange, option, policy_from, remote_code_options, seconds
 from onboard.engines.served import ENGINES, judge_served, started_engine
 from onboard.validate_serving.candidates import DTYPES
@@ -99,7 +98,7 @@ def validate_command(
       onboard validate ./checkpoint --candidate reference   # self-check of the harness
     """
     from onboard.environment import slug
-    from onboard.errors import InputError
+    from onboard.errors import ChecksFailed, InputError
     from onboard.fsutil import output_folder
     from onboard.reference import REPO_CODE, reference_for, rerun_command
     from onboard.validate_serving.golden import assert_same_checkpoint, read_golden
@@ -168,7 +167,6 @@ def validate_command(
         say(summary(result).rstrip())
         say(f"written: {path} and {path.with_suffix('.md')}")
     if not result["passed"]:
-        report_error(
+        raise ChecksFailed(
             f"validation failed: {', '.join(result['failed'])}", "see the check details above and validation.json"
         )
-        sys.exit(1)
