@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from onboard.cli import emit_json, say
-from onboard.cli.options import option
+from onboard.cli.options import PATH, option
 from onboard.engines.llamacpp import CONVERTER_TYPES, QUANTIZER_TYPES
 
 
@@ -26,17 +26,12 @@ def convert_group() -> None:
     help="GGUF file type (llama.cpp's names; default f16). With --plan: the base type, quantized (default "
     "q8_0); the plan sets every unit's type and the GGUF is checked to store them.",
 )
-@option(
-    "--plan",
-    "plan_file",
-    type=click.Path(path_type=Path),
-    help="quantize-plan.json (onboard quantize-plan): per-tensor types through llama.cpp's quantizer.",
-)
-@option("--out", type=click.Path(path_type=Path), help="GGUF path (default: onboarding/<slug>/<name>-<TYPE>.gguf).")
+@option("--plan", "plan_file", type=PATH, help="quantize-plan.json: per-tensor types for llama.cpp's quantizer.")
+@option("--out", type=PATH, help="GGUF path (default: onboarding/<slug>/<name>-<TYPE>.gguf).")
 @option(
     "--pre-tokenizer",
-    help="llama.cpp pre-tokenizer name to write when the converter does not know the "
-    "tokenizer's hash (the fix gguf-unknown-pre-tokenizer names; validate --engine llama.cpp checks it).",
+    help="llama.cpp pre-tokenizer name to write when the converter does not know the tokenizer's hash (the fix "
+    "gguf-unknown-pre-tokenizer names; validate --engine llama.cpp checks it).",
 )
 @option("--json", "as_json", is_flag=True, help="Print the result as JSON on stdout.")
 def convert_gguf_command(

@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from onboard.cli import emit_json, say
-from onboard.cli.options import SERVED_DTYPE_OPTION, FiniteFloatRange, option
+from onboard.cli.options import FOLDER, SERVED_DTYPE_OPTION, FiniteFloatRange, option
 
 
 @click.command("draft-check")
@@ -19,24 +19,21 @@ from onboard.cli.options import SERVED_DTYPE_OPTION, FiniteFloatRange, option
     "--temperature",
     type=FiniteFloatRange(min=0),
     default=1.0,
-    help="Also compute sampling acceptance sum(min(p, q)) at this temperature (0: greedy only).",
+    help="Sampling acceptance sum(min(p, q)) at this temperature (0: greedy only).",
 )
 @option(
     "--golden",
-    type=click.Path(path_type=Path, file_okay=False),
+    type=FOLDER,
     help="Golden folder of TARGET: its prompts and continuations are the trajectories (default: the prompt suite, "
     "continued greedily by TARGET).",
 )
 @option(
-    "--max-new-tokens",
-    type=click.IntRange(min=2),
-    default=32,
-    help="Greedy continuation length per prompt (without --golden).",
+    "--max-new-tokens", type=click.IntRange(min=2), default=32, help="Tokens continued per prompt (without --golden)."
 )
 @SERVED_DTYPE_OPTION
 @option(
     "--out",
-    type=click.Path(path_type=Path, file_okay=False),
+    type=FOLDER,
     help="Folder for draft-check.json (default: draft-check/<slug>; onboarding/<slug>/<revision> puts it in the "
     "onboarding report).",
 )

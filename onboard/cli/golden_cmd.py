@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from onboard.cli import emit_json, say
-from onboard.cli.options import MAX_LONG_TOKENS_OPTION, option, policy_from, remote_code_options
+from onboard.cli.options import MAX_LONG_TOKENS_OPTION, PATH, REVISION_OPTION, option, policy_from, remote_code_options
 from onboard.errors import ChecksFailed, InputError
 
 
@@ -18,15 +18,15 @@ def golden_group() -> None:
 
 @golden_group.command("record")
 @click.argument("source")
-@option("--out", type=click.Path(path_type=Path), help="Golden folder (default: golden_outputs/<org>__<name>).")
-@option("--revision", help="Branch, tag or commit of a hub repo.")
+@option("--out", type=PATH, help="Golden folder (default: golden_outputs/<org>__<name>).")
+@REVISION_OPTION
 @option("--max-new-tokens", type=click.IntRange(1, 4096), default=16)
 @option("--top-k", type=click.IntRange(1, 20), default=10, help="Logprobs kept per position.")
 @MAX_LONG_TOKENS_OPTION
 @option(
     "--calibrate",
     default="float32,bfloat16,float16",
-    help="Candidate dtypes to calibrate the noise model for (comma-separated; empty for none).",
+    help="Candidate dtypes to calibrate the noise model for (comma list; empty: none).",
 )
 @remote_code_options
 @option("--json", "as_json", is_flag=True, help="Print the stage result as JSON on stdout.")
@@ -89,8 +89,8 @@ def record_command(
 
 
 @golden_group.command("diff")
-@click.argument("old", type=click.Path(path_type=Path))
-@click.argument("new", type=click.Path(path_type=Path))
+@click.argument("old", type=PATH)
+@click.argument("new", type=PATH)
 @option("--json", "as_json", is_flag=True, help="Print the comparison as JSON on stdout.")
 def diff_command(old: Path, new: Path, as_json: bool) -> None:
     """Compare two golden folders value by value: prompt ids, greedy tokens, logprobs within float32 noise.

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from onboard.cli import emit_json, say
-from onboard.cli.options import option
+from onboard.cli.options import REVISION_OPTION, option
 from onboard.errors import ChecksFailed, InputError
 from onboard.findings import exit_code_for
 from onboard.inspect_checkpoint import inspect  # at the top: this module is imported only when `inspect` runs
@@ -13,7 +13,7 @@ from onboard.inspect_checkpoint import inspect  # at the top: this module is imp
 
 @click.command("inspect")
 @click.argument("source")
-@option("--revision", help="Branch, tag or commit of a hub repo (default: main).")
+@REVISION_OPTION
 @option("--json", "as_json", is_flag=True, help="Print the ModelProfile as JSON on stdout.")
 @option("--target", help="GPU[xN] to plan for, e.g. h100x8, h200, a100-80g x4.")
 @option("--max-model-len", type=click.IntRange(min=1), help="Context length for the KV plan (default: model max).")

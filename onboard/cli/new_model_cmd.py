@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 import click
 
 from onboard.cli import emit_json, say
-from onboard.cli.options import MAX_LONG_TOKENS_OPTION, option, policy_from, remote_code_options
+from onboard.cli.options import MAX_LONG_TOKENS_OPTION, PATH, REVISION_OPTION, option, policy_from, remote_code_options
 from onboard.reference import TRUST_FLAG
 from onboard.validate_serving.candidates import DTYPES
 
@@ -18,16 +18,11 @@ if TYPE_CHECKING:
 
 @click.command("new-model")
 @click.argument("source")
-@option("--revision", help="Hub branch, tag or commit (default: main).")
+@REVISION_OPTION
 @option("--target", help="GPU[xN] to plan for, e.g. h100x8.")
 @option("--endpoint", help="Validate this OpenAI-compatible server instead of the generated adapter.")
 @option("--served-model", help="Model name on --endpoint.")
-@option(
-    "--workspace",
-    type=click.Path(path_type=Path),
-    default=Path("."),
-    help="Folder for onboarding/, golden_outputs/ and checklists/.",
-)
+@option("--workspace", type=PATH, default=Path("."), help="Folder for onboarding/, golden_outputs/ and checklists/.")
 @option("--resume/--no-resume", default=True, help="Reuse stage results whose inputs are unchanged.")
 @option("--promote", "do_promote", is_flag=True, help="Promote when every required checklist item passes.")
 @option(

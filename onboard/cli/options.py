@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import click
@@ -20,6 +21,10 @@ class FiniteFloatRange(click.FloatRange):
             self.fail(f"{value!r} is not a finite number.", param, ctx)
         return number
 
+
+PATH = click.Path(path_type=Path)
+FOLDER = click.Path(path_type=Path, file_okay=False)
+FILE = click.Path(path_type=Path, dir_okay=False)
 
 MAX_SECONDS = 7 * 86400.0  # a longer wait or timeout is a typo, and sleeps and socket timeouts overflow beyond
 
@@ -66,6 +71,7 @@ def policy_from(trust_remote_code: bool, unsafe_no_sandbox: bool) -> Any:
     return RemoteCodePolicy(trust_remote_code, unsafe_no_sandbox)
 
 
+REVISION_OPTION = option("--revision", help="Branch, tag or commit of a hub repo (default: main).")
 MAX_LONG_TOKENS_OPTION = option(
     "--max-long-tokens",
     type=click.IntRange(16),
@@ -76,7 +82,7 @@ SERVED_DTYPE_OPTION = option(
     "--dtype",
     type=click.Choice(["bfloat16", "float16", "float32"]),
     default="bfloat16",
-    help="Dtype the models run in (the served dtype).",
+    help="Dtype the models run in (as served).",
 )
 WORKSPACE_OPTION = option(
     "--workspace",
@@ -97,9 +103,11 @@ DB_OPTION = option(
     help="Queue database (SQLite). Default: $ONBOARD_QUEUE_DB, else ~/.local/state/onboard/queue.sqlite.",
 )
 
-# How `watch`, `webhook serve` and `queue work` run jobs: a local command (default) or a GitHub repository_dispatch.
+# The queue of `watch`, `webhook serve` and `queue work`, and how they run jobs: a local command (default) or a GitHub
+# repository_dispatch.
 worker_options = _stack(
     [
+        DB_OPTION,
         option(
             "--run-command",
             envvar="ONBOARD_RUN_COMMAND",
@@ -113,10 +121,7 @@ worker_options = _stack(
             "--max-attempts", type=click.IntRange(min=1), default=3, help="Runs per job before it is marked failed."
         ),
         option(
-            "--retry-delay",
-            type=seconds(0),
-            default=30.0,
-            help="First retry delay in seconds (doubles each attempt, capped at 15 min).",
+            "--retry-delay", type=seconds(0), default=30.0, help="Seconds to the first retry (doubles, up to 15 min)."
         ),
         option(
             "--dispatch-github",
@@ -125,9 +130,7 @@ worker_options = _stack(
             help="Forward jobs as repository_dispatch events to this GitHub repository instead of running them here.",
         ),
         option(
-            "--github-token-env",
-            default="GITHUB_TOKEN",
-            help="Environment variable holding the GitHub token (needs contents: write).",
+            "--github-token-env", default="GITHUB_TOKEN", help="Variable holding the GitHub token (contents: write)."
         ),
         option(
             "--github-api-url",

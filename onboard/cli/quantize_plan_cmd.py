@@ -9,7 +9,7 @@ from typing import Any
 import click
 
 from onboard.cli import emit_json, say
-from onboard.cli.options import SERVED_DTYPE_OPTION, FiniteFloatRange, option
+from onboard.cli.options import FOLDER, REVISION_OPTION, SERVED_DTYPE_OPTION, FiniteFloatRange, option
 from onboard.errors import ChecksFailed
 
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(?:([kmgt])(i?))?b?\s*$", re.IGNORECASE)
@@ -35,7 +35,7 @@ def parse_size(text: str) -> int:
 @option("--target-bytes", help="Weight bytes to fit (e.g. 1.5G, 800MB); the plan has the least KL within it.")
 @option(
     "--golden",
-    type=click.Path(path_type=Path, file_okay=False),
+    type=FOLDER,
     help="Golden folder of SOURCE: its prompts and continuations are the suite (default: the prompt suite alone).",
 )
 @option(
@@ -48,7 +48,7 @@ def parse_size(text: str) -> int:
 @SERVED_DTYPE_OPTION
 @option(
     "--out",
-    type=click.Path(path_type=Path, file_okay=False),
+    type=FOLDER,
     help="Folder for quantize-plan.json, llama-quantize.sh and llmcompressor-recipe.yaml (default: "
     "quantize/<slug>; onboarding/<slug>/<revision> puts the plan in the onboarding report).",
 )
@@ -56,9 +56,9 @@ def parse_size(text: str) -> int:
     "--max-tokens",
     type=click.IntRange(min=2),
     default=1024,
-    help="Prompts (with golden continuations) are cut to this many tokens.",
+    help="Tokens kept per prompt (with its golden continuation).",
 )
-@option("--revision", help="Branch, tag or commit of a hub repo.")
+@REVISION_OPTION
 @option("--json", "as_json", is_flag=True, help="Print the plan summary as JSON on stdout.")
 def quantize_plan_command(
     source: str,

@@ -69,7 +69,6 @@ def add_command(db_path: str | None, repo: str, revision: str) -> None:
 
 
 @queue_group.command("work")
-@DB_OPTION
 @worker_options
 @option("--once", is_flag=True, help="Run until the queue is empty (retries included), then exit.")
 @option("--json", "as_json", is_flag=True, help="With --once: print the jobs run as JSON on stdout.")

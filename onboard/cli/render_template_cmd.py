@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from onboard.cli.options import option, seconds
+from onboard.cli.options import FILE, REVISION_OPTION, option, seconds
 
 
 @click.command("render-template")
@@ -17,16 +17,16 @@ from onboard.cli.options import option, seconds
     "--context",
     "context_file",
     required=True,
-    type=click.Path(dir_okay=False, path_type=Path),
+    type=FILE,
     help="JSON object: messages, tools, add_generation_prompt, bos_token, eos_token, anything else.",
 )
 @option("--template-name", help="Named template of the repo (e.g. tool_use).")
 @option(
     "--polyfill",
     type=click.Choice(["system-merge"]),
-    help="llama.cpp's workaround: fold a leading system message into the first user turn.",
+    help="llama.cpp's fix: fold a leading system message into the first user turn.",
 )
-@option("--revision", help="Hub revision (branch, tag or commit).")
+@REVISION_OPTION
 @option(
     "--now",
     type=click.DateTime(["%Y-%m-%d", "%Y-%m-%dT%H:%M", "%Y-%m-%dT%H:%M:%S"]),

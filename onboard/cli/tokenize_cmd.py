@@ -9,20 +9,15 @@ from pathlib import Path
 import click
 
 from onboard.cli import say
-from onboard.cli.options import option
+from onboard.cli.options import FILE, REVISION_OPTION, option
 
 
 @click.command("tokenize")
 @click.argument("source")
 @option("--text", help="One string to tokenize.")
-@option(
-    "--jsonl",
-    "jsonl",
-    type=click.Path(dir_okay=False, path_type=Path),
-    help='JSONL input, one {"text": …} a line; prints one {"ids": […]} a line.',
-)
+@option("--jsonl", "jsonl", type=FILE, help='JSONL input, one {"text": …} a line; prints one {"ids": […]} a line.')
 @option("--add-special-tokens", is_flag=True, help="Let the tokenizer add BOS/EOS (off by default).")
-@option("--revision", help="Hub revision (branch, tag or commit).")
+@REVISION_OPTION
 @option("--json", "as_json", is_flag=True, help='With --text: print {"ids": …, "tokens": …} instead of the ids.')
 def tokenize_command(
     source: str, text: str | None, jsonl: Path | None, add_special_tokens: bool, revision: str | None, as_json: bool

@@ -7,16 +7,14 @@ from pathlib import Path
 import click
 
 from onboard.cli import emit_json, say
-from onboard.cli.options import FiniteFloatRange, option, policy_from, remote_code_options, seconds
+from onboard.cli.options import PATH, FiniteFloatRange, option, policy_from, remote_code_options, seconds
 from onboard.engines.served import ENGINES, judge_served, started_engine
 from onboard.validate_serving.candidates import DTYPES
 
 
 @click.command("validate")
 @click.argument("source")
-@option(
-    "--golden", "golden_dir", type=click.Path(path_type=Path), help="Golden folder (default: golden_outputs/<slug>)."
-)
+@option("--golden", "golden_dir", type=PATH, help="Golden folder (default: golden_outputs/<slug>).")
 @option("--endpoint", help="OpenAI-compatible server to validate, e.g. http://127.0.0.1:8000 (default: in-process).")
 @option("--served-model", help="Model name on the endpoint (default: SOURCE).")
 @option(
@@ -27,7 +25,7 @@ from onboard.validate_serving.candidates import DTYPES
     "a self-check of the harness that ticks no checklist item.",
 )
 @option("--dtype", type=click.Choice(DTYPES), default="float32", help="Candidate dtype.")
-@option("--out", type=click.Path(path_type=Path), help="Where validation.json goes (default: onboarding/<slug>/).")
+@option("--out", type=PATH, help="Where validation.json goes (default: onboarding/<slug>/).")
 @option("--timeout", "timeout_s", type=seconds(0.1), default=120.0, help="Per request, seconds.")
 @option("--no-performance", is_flag=True, help="Skip the performance measurements.")
 @option(
@@ -38,22 +36,13 @@ from onboard.validate_serving.candidates import DTYPES
     "stop it: llama.cpp (scripts/install_llama_cpp.sh) or vLLM's CPU build (scripts/install_vllm_cpu.sh).",
 )
 @option(
-    "--gguf",
-    type=click.Path(path_type=Path),
-    help="--engine llama.cpp: the GGUF to serve (default: SOURCE converted to F16 by llama.cpp).",
+    "--gguf", type=PATH, help="--engine llama.cpp: the GGUF to serve (default: SOURCE converted to F16 by llama.cpp)."
 )
 @option("--engine-port", type=click.IntRange(1, 65535), help="Port for --engine on 127.0.0.1 (default: a free one).")
 @option(
-    "--budget-kl",
-    type=FiniteFloatRange(0.0),
-    help="Quantized GGUF: the mean KL per position it may cost (default: the --plan's budget).",
+    "--budget-kl", type=FiniteFloatRange(0.0), help="Quantized GGUF: mean KL per position allowed (default: --plan's)."
 )
-@option(
-    "--plan",
-    "plan_file",
-    type=click.Path(path_type=Path),
-    help="Quantized GGUF: the quantize-plan.json it was made from (budget and planned KL).",
-)
+@option("--plan", "plan_file", type=PATH, help="Quantized GGUF: its quantize-plan.json (budget and planned KL).")
 @option(
     "--speculative",
     help="Also run the greedy prompt suite with speculative decoding on and check its tokens equal the goldens': "

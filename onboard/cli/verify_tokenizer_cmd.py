@@ -7,16 +7,16 @@ from pathlib import Path
 import click
 
 from onboard.cli import emit_json, say
-from onboard.cli.options import option, policy_from, remote_code_options
+from onboard.cli.options import FILE, FOLDER, REVISION_OPTION, option, policy_from, remote_code_options
 
 
 @click.command("verify-tokenizer")
 @click.argument("source")
-@option("--revision", help="Hub revision (branch, tag or commit).")
+@REVISION_OPTION
 @option(
     "--golden",
     "golden_dir",
-    type=click.Path(file_okay=False, path_type=Path),
+    type=FOLDER,
     help="Root of the goldens (default ./golden_outputs); the file is <DIR>/<org>__<name>/tokenizer.json.",
 )
 @option("--record", is_flag=True, help="Write the golden instead of diffing against it.")
@@ -25,16 +25,8 @@ from onboard.cli.options import option, policy_from, remote_code_options
     help="Repo id ORG/NAME to key the golden by (default: from a hub id, a hub cache path or config.json's "
     "_name_or_path, else the folder name).",
 )
-@option(
-    "--corpus",
-    type=click.Path(dir_okay=False, path_type=Path),
-    help='Extra strings: JSONL of {"text": …} or one string per line.',
-)
-@option(
-    "--embedding-rows",
-    type=click.IntRange(min=1),
-    help="Override the embedding row count (default: from the checkpoint).",
-)
+@option("--corpus", type=FILE, help='Extra strings: JSONL of {"text": …} or one string per line.')
+@option("--embedding-rows", type=click.IntRange(min=1), help="Embedding row count (default: the checkpoint's).")
 @remote_code_options
 @option("--json", "as_json", is_flag=True, help="Print the report as JSON on stdout.")
 def verify_tokenizer_command(

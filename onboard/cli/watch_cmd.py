@@ -8,7 +8,7 @@ from typing import Any
 import click
 
 from onboard.cli import emit_json, say
-from onboard.cli.options import DB_OPTION, option, seconds, worker_options
+from onboard.cli.options import option, seconds, worker_options
 
 
 @click.command("watch")
@@ -26,7 +26,6 @@ from onboard.cli.options import DB_OPTION, option, seconds, worker_options
 @option("--enqueue-only", is_flag=True, help="Only enqueue; another process (`onboard queue work`) runs jobs.")
 @option("--endpoint", envvar="HF_ENDPOINT", help="Hub URL (default: $HF_ENDPOINT, else huggingface.co).")
 @option("--json", "as_json", is_flag=True, help="With --once: print the poll report and jobs run as JSON.")
-@DB_OPTION
 @worker_options
 def watch_command(
     authors: tuple[str, ...],
@@ -68,8 +67,7 @@ def watch_command(
             if as_json:
                 emit_json({"poll": report, "jobs": ran})
             else:
-                for change in report.changes:
-                    say(f"{change.kind:12} {change.repo}@{change.sha[:12]}: {change.outcome}")
+                _say_changes(report)
                 say(f"listed {report.listed} model(s); {len(report.enqueued)} new job(s)")
                 if ran:
                     say(render_jobs(ran))
@@ -80,10 +78,12 @@ def watch_command(
 
 
 def _poll_loop(watcher: Any, interval: float, baseline: bool) -> None:
-
     while not watcher.stop.is_set():
-        report = watcher.poll(baseline=baseline, give_up=False)
+        _say_changes(watcher.poll(baseline=baseline, give_up=False))
         baseline = False  # only the first pass is a baseline
-        for change in report.changes:
-            say(f"{change.kind:12} {change.repo}@{change.sha[:12]}: {change.outcome}")
         watcher.stop.wait(interval)
+
+
+def _say_changes(report: Any) -> None:
+    for change in report.changes:
+        say(f"{change.kind:12} {change.repo}@{change.sha[:12]}: {change.outcome}")

@@ -8,7 +8,7 @@ from typing import Any
 import click
 
 from onboard.cli import say
-from onboard.cli.options import DB_OPTION, FiniteFloatRange, option, worker_options
+from onboard.cli.options import FiniteFloatRange, option, worker_options
 
 
 @click.group("webhook")
@@ -20,10 +20,7 @@ def webhook_group() -> None:
 @option("--host", default="127.0.0.1", help="Address to bind (0.0.0.0 behind a proxy).")
 @option("--port", type=click.IntRange(0, 65535), default=8080, help="0 picks a free port.")
 @option(
-    "--secret-env",
-    required=True,
-    metavar="VAR",
-    help="Environment variable holding the webhook secret (compared with X-Webhook-Secret).",
+    "--secret-env", required=True, metavar="VAR", help="Variable holding the secret (compared with X-Webhook-Secret)."
 )
 @option("--max-body-bytes", type=click.IntRange(min=1024), default=1 << 20, help="Larger bodies get 413.")
 @option(
@@ -36,9 +33,8 @@ def webhook_group() -> None:
     "--workers",
     type=click.IntRange(min=0),
     default=1,
-    help="Worker threads running jobs; 0 stores only (run `onboard queue work` elsewhere).",
+    help="Threads running jobs; 0 stores only (run `onboard queue work` elsewhere).",
 )
-@DB_OPTION
 @worker_options
 def serve_command(
     host: str,
