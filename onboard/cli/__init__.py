@@ -86,7 +86,7 @@ def _run(argv: list[str] | None) -> None:
         report_error(exc.message, exc.hint)
         sys.exit(exc.exit_code)
     except click.exceptions.Abort:
-        click.echo("Aborted.", err=True)
+        say("Aborted.")
         sys.exit(2)
     except click.ClickException as exc:
         if debug:
@@ -94,7 +94,7 @@ def _run(argv: list[str] | None) -> None:
         exc.show()
         sys.exit(2)
     except KeyboardInterrupt:
-        click.echo("Interrupted.", err=True)
+        say("Interrupted.")
         sys.exit(130)
     except BaseException as exc:  # never show a traceback to users unless asked (a Rust library's panic included)
         if debug or not (isinstance(exc, Exception) or is_native_panic(exc)):

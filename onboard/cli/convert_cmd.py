@@ -53,9 +53,9 @@ def convert_gguf_command(
     if as_json:
         emit_json(result)
     for f in result["findings"]:
-        click.echo(f"{f['severity']}: {f['code']}: {f['message']}", err=True)
+        say(f"{f['severity']}: {f['code']}: {f['message']}")
         if f.get("hint"):
-            click.echo(f"  fix: {f['hint']}", err=True)
+            say(f"  fix: {f['hint']}")
     if result["gguf"]:
         say(
             f"written: {result['gguf']} ({result['bytes']} bytes, {result['file_type']}"

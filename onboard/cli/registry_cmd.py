@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from onboard.cli import emit_json
+from onboard.cli import emit_json, say
 from onboard.cli.options import REGISTRY_OPTION, WORKSPACE_OPTION, option
 
 
@@ -41,7 +41,7 @@ def list_command(model: str | None, registry: str | None, workspace: str, as_jso
         emit_json(rows)
         return
     if not rows:
-        click.echo(f"no promotions in {reg.path}", err=True)
+        say(f"no promotions in {reg.path}")
         return
     click.echo(f"{'#':>4}  {'model':<40} {'revision':<12} {'checks':>7}  {'by':<16} at")
     for r in rows:

@@ -5,9 +5,11 @@ from __future__ import annotations
 import sys
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import click
 
+from onboard.cli import say
 from onboard.cli.options import FILE, REVISION_OPTION, option, seconds
 
 
@@ -52,22 +54,15 @@ def render_template_command(
       onboard render-template ./my-model --context ctx.json
       onboard render-template gemma.jinja --context ctx.json --polyfill system-merge
     """
+    from onboard.fsutil import read_json
     from onboard.verify_tokenizer.render import render_for_cli
     from onboard.verify_tokenizer.template_lookup import load_template
 
+    example = 'a JSON object, e.g. {"messages": [{"role": "user", "content": "Hi"}], "add_generation_prompt": true}'
     template, file_notes = load_template(template_or_source, template_name, revision)
-    text, notes = render_for_cli(template, _read_context(context_file), polyfill, timeout_s, now)
+    context = read_json(context_file, dict[str, Any], f"--context takes {example}")
+    text, notes = render_for_cli(template, context, polyfill, timeout_s, now)
     for note in file_notes + notes:
-        click.echo(note, err=True)
+        say(note)
     sys.stdout.write(text)
     sys.stdout.flush()
-
-
-def _read_context(path: Path) -> dict:
-    """The render variables: a JSON object (msgspec-decoded; errors name the file and what was found)."""
-    from typing import Any
-
-    from onboard.fsutil import read_json
-
-    example = 'a JSON object, e.g. {"messages": [{"role": "user", "content": "Hi"}], "add_generation_prompt": true}'
-    return read_json(path, dict[str, Any], f"--context takes {example}")

@@ -66,9 +66,6 @@ def first_of(items: Sequence[object]) -> str:
     return f"{items[0]}" + (f" (+{len(items) - 1} more)" if len(items) > 1 else "")
 
 
-# --- convert ------------------------------------------------------------------------------------------------------
-
-
 @dataclass
 class Conversion:
     path: Path | None
@@ -185,9 +182,6 @@ def identified_family(source: Path) -> tuple[str | None, str]:
     return by_class, f"no known family (chkhsh {fp.chkhsh} is in no llama.cpp release onboard knows){why}"
 
 
-# --- quantize -----------------------------------------------------------------------------------------------------
-
-
 @dataclass(frozen=True)
 class Overrides:
     tensor_types: tuple[tuple[str, str], ...] = ()
@@ -266,9 +260,6 @@ def quantize(src: Path, out: Path, ftype: str, overrides: Overrides = Overrides(
     finally:
         tmp.unlink(missing_ok=True)
         spec_file.unlink(missing_ok=True)
-
-
-# --- serve and tokenize --------------------------------------------------------------------------------------------
 
 
 @contextlib.contextmanager

@@ -172,14 +172,11 @@ def gguf_tokenizer_checks(served: Served, folder: Path) -> list[Check]:
         else:
             drift = drift or (text, got, want)
     if drift is None:
-        checks = [
-            Check(
-                "gguf_tokenizer",
-                True,
-                detail=f"{len(texts)} corpus strings: llama.cpp's ids from the GGUF equal transformers' ids (up to "
-                "NFC normalization, see gguf_tokenizer_normalization)",
-            )
-        ]
+        detail = (
+            f"{len(texts)} corpus strings: llama.cpp's ids from the GGUF equal transformers' ids (up to NFC "
+            "normalization, see gguf_tokenizer_normalization)"
+        )
+        checks = [Check("gguf_tokenizer", True, detail=detail)]
     else:
         text, got, want = drift
         at = next((i for i, (a, b) in enumerate(zip(got, want)) if a != b), min(len(got), len(want)))
