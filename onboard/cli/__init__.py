@@ -11,6 +11,7 @@ import gc
 import importlib
 import os
 import sys
+from typing import Any
 
 import click
 
@@ -40,29 +41,16 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
-def _available() -> dict[str, tuple[str, str]]:
-    """Commands whose module exists in this build (stages land one by one)."""
-    from importlib.util import find_spec
-
-    return {name: target for name, target in COMMANDS.items() if find_spec(target[0]) is not None}
-
-
 class LazyGroup(click.Group):
     def list_commands(self, ctx: click.Context) -> list[str]:
-        return sorted(_available())
+        return sorted(COMMANDS)
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
-        # Only this command's module is looked for (finding every command's module cost each run 2 ms).
         target = COMMANDS.get(cmd_name)
         if target is None:
             return None
-        try:
-            with paused():
-                module = importlib.import_module(target[0])
-        except ModuleNotFoundError as exc:
-            if exc.name != target[0]:  # the module exists, an import inside it failed: that is a bug to show
-                raise
-            return None
+        with paused():
+            module = importlib.import_module(target[0])
         return getattr(module, target[1])
 
 
@@ -83,11 +71,8 @@ def main(argv: list[str] | None = None) -> None:
         _run(argv)
     finally:
         if argv is None and "triton" not in sys.modules:  # the process's own command line: it ends here
-            # What is still alive is freed at shutdown; frozen, it is not walked by the collector passes of
-            # interpreter teardown (12 ms of a 240 ms `onboard inspect` of a 93k-tensor checkpoint). Reference
-            # counting still frees it. Callers passing argv (tests, scripts) keep their collector as it was.
-            # Not once Triton is loaded: libtriton's nanobind objects left uncollected are reported at teardown as
-            # ~30 lines of "leaked instances / types / functions" after the command's own output.
+            # Frozen, what is still alive is not walked again by the collector at interpreter teardown. Not once
+            # Triton is loaded: its nanobind objects left uncollected are reported at teardown as "leaked instances".
             gc.freeze()
 
 
@@ -101,7 +86,7 @@ def _run(argv: list[str] | None) -> None:
         report_error(exc.message, exc.hint)
         sys.exit(exc.exit_code)
     except click.exceptions.Abort:
-        click.echo("Aborted.", err=True)
+        say("Aborted.")
         sys.exit(2)
     except click.ClickException as exc:
         if debug:
@@ -109,15 +94,13 @@ def _run(argv: list[str] | None) -> None:
         exc.show()
         sys.exit(2)
     except KeyboardInterrupt:
-        click.echo("Interrupted.", err=True)
+        say("Interrupted.")
         sys.exit(130)
     except BaseException as exc:  # never show a traceback to users unless asked (a Rust library's panic included)
         if debug or not (isinstance(exc, Exception) or is_native_panic(exc)):
             raise
         if isinstance(exc, OSError) and exc.filename:
-            # A path the file system refused (a name too long, a folder given for a file, …) that no stage turned
-            # into an InputError: name it and say what to do rather than call it a bug. (Without a file name, a
-            # refused connection say, it is not about a path.)
+            # A path the file system refused that no stage turned into an InputError: name it, it is not a bug.
             from onboard.fsutil import os_error
 
             error = os_error(exc, exc.filename, "use")
@@ -132,6 +115,16 @@ def _run(argv: list[str] | None) -> None:
 
 
 def report_error(message: str, hint: str | None = None) -> None:
-    click.echo(f"Error: {message}", err=True)
+    say(f"Error: {message}")
     if hint:
-        click.echo(f"Hint: {hint}", err=True)
+        say(f"Hint: {hint}")
+
+
+def say(message: str = "") -> None:
+    click.echo(message, err=True)
+
+
+def emit_json(obj: Any) -> None:
+    from onboard import serde
+
+    click.echo(serde.to_json(obj))

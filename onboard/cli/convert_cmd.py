@@ -7,8 +7,9 @@ from pathlib import Path
 
 import click
 
-TYPES = ("f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q2_k", "q3_k_s", "q3_k_m", "q3_k_l", "q4_k_s",
-         "q4_k_m", "q5_k_s", "q5_k_m", "q6_k", "mxfp4_moe")  # fmt: skip
+from onboard.cli import emit_json, say
+from onboard.cli.options import PATH, option
+from onboard.engines.llamacpp import CONVERTER_TYPES, QUANTIZER_TYPES
 
 
 @click.group("convert")
@@ -18,29 +19,21 @@ def convert_group() -> None:
 
 @convert_group.command("gguf")
 @click.argument("source")
-@click.option(
+@option(
     "--type",
     "outtype",
-    type=click.Choice(TYPES),
-    default=None,
+    type=click.Choice(CONVERTER_TYPES + QUANTIZER_TYPES),
     help="GGUF file type (llama.cpp's names; default f16). With --plan: the base type, quantized (default "
     "q8_0); the plan sets every unit's type and the GGUF is checked to store them.",
 )
-@click.option(
-    "--plan",
-    "plan_file",
-    type=click.Path(path_type=Path),
-    help="quantize-plan.json (onboard quantize-plan): per-tensor types through llama.cpp's quantizer.",
-)
-@click.option(
-    "--out", type=click.Path(path_type=Path), help="GGUF path (default: onboarding/<slug>/<name>-<TYPE>.gguf)."
-)
-@click.option(
+@option("--plan", "plan_file", type=PATH, help="quantize-plan.json: per-tensor types for llama.cpp's quantizer.")
+@option("--out", type=PATH, help="GGUF path (default: onboarding/<slug>/<name>-<TYPE>.gguf).")
+@option(
     "--pre-tokenizer",
-    help="llama.cpp pre-tokenizer name to write when the converter does not know the "
-    "tokenizer's hash (the fix gguf-unknown-pre-tokenizer names; validate --engine llama.cpp checks it).",
+    help="llama.cpp pre-tokenizer name to write when the converter does not know the tokenizer's hash (the fix "
+    "gguf-unknown-pre-tokenizer names; validate --engine llama.cpp checks it).",
 )
-@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON on stdout.")
+@option("--json", "as_json", is_flag=True, help="Print the result as JSON on stdout.")
 def convert_gguf_command(
     source: str, outtype: str | None, plan_file: Path | None, out: Path | None, pre_tokenizer: str | None, as_json: bool
 ) -> None:
@@ -54,16 +47,15 @@ def convert_gguf_command(
       onboard convert gguf ./checkpoint --type f16
       onboard convert gguf ./checkpoint --type q8_0 --plan onboarding/checkpoint/quantize-plan.json
     """
-    from onboard.cli.output import emit_json, say
     from onboard.engines.convert import convert_gguf
 
     result, code = convert_gguf(source, outtype, plan_file, out, pre_tokenizer)
     if as_json:
         emit_json(result)
     for f in result["findings"]:
-        click.echo(f"{f['severity']}: {f['code']}: {f['message']}", err=True)
+        say(f"{f['severity']}: {f['code']}: {f['message']}")
         if f.get("hint"):
-            click.echo(f"  fix: {f['hint']}", err=True)
+            say(f"  fix: {f['hint']}")
     if result["gguf"]:
         say(
             f"written: {result['gguf']} ({result['bytes']} bytes, {result['file_type']}"

@@ -7,50 +7,38 @@ from pathlib import Path
 
 import click
 
-from onboard.cli.params import FiniteFloatRange
+from onboard.cli import emit_json, say
+from onboard.cli.options import FOLDER, SERVED_DTYPE_OPTION, FiniteFloatRange, option
 
 
 @click.command("draft-check")
 @click.argument("target")
 @click.argument("draft")
-@click.option(
-    "--k", "max_k", type=click.IntRange(1, 8), default=8, show_default=True, help="Measure draft windows k = 1..K."
-)
-@click.option(
+@option("--k", "max_k", type=click.IntRange(1, 8), default=8, help="Measure draft windows k = 1..K.")
+@option(
     "--temperature",
     type=FiniteFloatRange(min=0),
     default=1.0,
-    show_default=True,
-    help="Also compute sampling acceptance sum(min(p, q)) at this temperature (0: greedy only).",
+    help="Sampling acceptance sum(min(p, q)) at this temperature (0: greedy only).",
 )
-@click.option(
+@option(
     "--golden",
-    type=click.Path(path_type=Path, file_okay=False),
-    help="Golden folder of TARGET: its prompts and recorded continuations are the trajectories. "
-    "Default: the prompt suite, continued greedily by the target.",
+    type=FOLDER,
+    help="Golden folder of TARGET: its prompts and continuations are the trajectories (default: the prompt suite, "
+    "continued greedily by TARGET).",
 )
-@click.option(
-    "--max-new-tokens",
-    type=click.IntRange(min=2),
-    default=32,
-    show_default=True,
-    help="Greedy continuation length per prompt (without --golden).",
+@option(
+    "--max-new-tokens", type=click.IntRange(min=2), default=32, help="Tokens continued per prompt (without --golden)."
 )
-@click.option(
-    "--dtype",
-    type=click.Choice(["bfloat16", "float16", "float32"]),
-    default="bfloat16",
-    show_default=True,
-    help="Dtype both models run in (the served dtype).",
-)
-@click.option(
+@SERVED_DTYPE_OPTION
+@option(
     "--out",
-    type=click.Path(path_type=Path, file_okay=False),
-    help="Folder for draft-check.json (default: draft-check/<slug>; onboarding/<slug>/<revision> puts "
-    "it in the onboarding report).",
+    type=FOLDER,
+    help="Folder for draft-check.json (default: draft-check/<slug>; onboarding/<slug>/<revision> puts it in the "
+    "onboarding report).",
 )
-@click.option("--revision", help="Branch, tag or commit of a hub TARGET.")
-@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON on stdout.")
+@option("--revision", help="Branch, tag or commit of a hub TARGET.")
+@option("--json", "as_json", is_flag=True, help="Print the result as JSON on stdout.")
 def draft_check_command(
     target: str,
     draft: str,
@@ -66,10 +54,10 @@ def draft_check_command(
     """Check DRAFT (a checkpoint folder or hub repo, `ngram`, or `mtp`) as a speculative-decoding draft of TARGET.
 
     Compatibility: the same token ids on the verify-tokenizer corpus, the same special tokens and stop set, every
-    draft id inside the target's embedding. Acceptance along the target's greedy trajectories: greedy mean accepted
-    length for each k, sum(min(p, q)) at --temperature, per position in the draft window. Expected speedup per k
-    from the measured draft/target step cost on this machine, and the recommended k. Exit 0 when measured, 1 when
-    the draft is incompatible or cannot be measured, 2 on unusable input.
+    draft id inside the target's embedding. Then acceptance along TARGET's greedy trajectories (mean accepted length
+    per k, sum(min(p, q)) at --temperature), the expected speedup per k from the step costs measured on this
+    machine, and the recommended k. Exit 0 when measured, 1 when the draft is incompatible or cannot be measured,
+    2 on unusable input.
 
     \b
     Examples:
@@ -77,7 +65,6 @@ def draft_check_command(
       onboard draft-check ./my-model ngram --k 4 --temperature 0 --json
       onboard draft-check ./DeepSeek-V3 mtp --golden golden_outputs/deepseek-ai__DeepSeek-V3
     """
-    from onboard.cli.output import emit_json, say
     from onboard.inspect_checkpoint.source import refuse_local_revision
     from onboard.speculative.check import Request, run
 
@@ -93,7 +80,6 @@ def draft_check_command(
 
 
 def _report(result: dict) -> None:  # type: ignore[type-arg]
-    from onboard.cli.output import say
     from onboard.speculative.speedup import describe_k
 
     for finding in result["findings"]:

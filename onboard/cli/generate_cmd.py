@@ -2,21 +2,20 @@
 
 from __future__ import annotations
 
-import json
-import sys
-
 import click
 
-from onboard.cli.remote_code_options import policy_from, remote_code_options
+from onboard.cli import emit_json, say
+from onboard.cli.options import option, policy_from, remote_code_options
+from onboard.errors import ChecksFailed
 
 
 @click.command("generate")
 @click.argument("source")
-@click.option("--out", "out_dir", type=click.Path(file_okay=False), help="Output folder (default: generated/<slug>).")
-@click.option("--force", is_flag=True, help="Overwrite files that already exist in the output folder.")
-@click.option("--parity", is_flag=True, help="Also run the adapter against the reference on SOURCE (local weights).")
+@option("--out", "out_dir", type=click.Path(file_okay=False), help="Output folder (default: generated/<slug>).")
+@option("--force", is_flag=True, help="Overwrite files that already exist in the output folder.")
+@option("--parity", is_flag=True, help="Also run the adapter against the reference on SOURCE (local weights).")
 @remote_code_options
-@click.option("--json", "as_json", is_flag=True, help="Print the stage result as JSON on stdout.")
+@option("--json", "as_json", is_flag=True, help="Print the stage result as JSON on stdout.")
 def generate_command(
     source: str,
     out_dir: str | None,
@@ -38,8 +37,6 @@ def generate_command(
       onboard generate ./checkpoint --out build/my-model
       onboard inspect Org/Model --json > profile.json && onboard generate profile.json --force --json
     """
-    from onboard.cli import report_error
-    from onboard.cli.output import say
     from onboard.generate_adapter import default_out_dir, generate, load_profile
     from onboard.reference import rerun_command
 
@@ -49,7 +46,7 @@ def generate_command(
     rerun = rerun_command("generate", source, "--out", out, "--force", "--parity", policy=policy)
     result = generate(profile if not parity else source, out, force=force, parity=parity, policy=policy, rerun=rerun)
     if as_json:
-        click.echo(json.dumps(result.to_dict(), indent=2, ensure_ascii=False))
+        emit_json(result.to_dict())
     for rel in result.files:
         say(f"wrote {out}/{rel}")
     for check in result.checks:
@@ -57,10 +54,9 @@ def generate_command(
         say(f"{'ok ' if check.passed else 'UNVERIFIED' if unverified else 'FAIL'} {check.name}: {check.detail}")
     if not result.passed:
         failed = [c for c in result.checks if c.required and not c.passed]
-        report_error(
+        raise ChecksFailed(
             "; ".join(c.detail for c in failed),
             "implement the generated kernel stubs (kernels/<op>.py), then regenerate with --force"
             if any(c.name == "kernels_implemented" for c in failed)
             else "see the failed checks above",
         )
-        sys.exit(1)

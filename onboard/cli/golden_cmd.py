@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import click
 
-from onboard.cli.remote_code_options import policy_from, remote_code_options
+from onboard.cli import emit_json, say
+from onboard.cli.options import MAX_LONG_TOKENS_OPTION, PATH, REVISION_OPTION, option, policy_from, remote_code_options
+from onboard.errors import ChecksFailed, InputError
 
 
 @click.group("golden")
@@ -17,24 +18,18 @@ def golden_group() -> None:
 
 @golden_group.command("record")
 @click.argument("source")
-@click.option("--out", type=click.Path(path_type=Path), help="Golden folder (default: golden_outputs/<org>__<name>).")
-@click.option("--revision", help="Branch, tag or commit of a hub repo.")
-@click.option("--max-new-tokens", type=click.IntRange(1, 4096), default=16, show_default=True)
-@click.option("--top-k", type=click.IntRange(1, 20), default=10, show_default=True, help="Logprobs kept per position.")
-@click.option(
-    "--max-long-tokens",
-    type=click.IntRange(16),
-    help="Cap on the long prompt (default 4096); it is sized to cross the model's sliding window, attention "
-    "chunk and original rope context, and validate names the cap that would cross a boundary left out.",
-)
-@click.option(
+@option("--out", type=PATH, help="Golden folder (default: golden_outputs/<org>__<name>).")
+@REVISION_OPTION
+@option("--max-new-tokens", type=click.IntRange(1, 4096), default=16)
+@option("--top-k", type=click.IntRange(1, 20), default=10, help="Logprobs kept per position.")
+@MAX_LONG_TOKENS_OPTION
+@option(
     "--calibrate",
     default="float32,bfloat16,float16",
-    show_default=True,
-    help="Candidate dtypes to calibrate the noise model for (comma-separated; empty for none).",
+    help="Candidate dtypes to calibrate the noise model for (comma list; empty: none).",
 )
 @remote_code_options
-@click.option("--json", "as_json", is_flag=True, help="Print the stage result as JSON on stdout.")
+@option("--json", "as_json", is_flag=True, help="Print the stage result as JSON on stdout.")
 def record_command(
     source: str,
     out: Path | None,
@@ -58,8 +53,6 @@ def record_command(
       onboard golden record Qwen/Qwen3-0.6B --out golden_outputs/Qwen__Qwen3-0.6B --max-long-tokens 2048
     """
     from onboard.checks import Check, stage_result
-    from onboard.cli.output import emit_json, say
-    from onboard.errors import InputError
     from onboard.inspect_checkpoint.source import refuse_local_revision
     from onboard.validate_serving.golden import CALIBRATION, record
 
@@ -96,9 +89,9 @@ def record_command(
 
 
 @golden_group.command("diff")
-@click.argument("old", type=click.Path(path_type=Path))
-@click.argument("new", type=click.Path(path_type=Path))
-@click.option("--json", "as_json", is_flag=True, help="Print the comparison as JSON on stdout.")
+@click.argument("old", type=PATH)
+@click.argument("new", type=PATH)
+@option("--json", "as_json", is_flag=True, help="Print the comparison as JSON on stdout.")
 def diff_command(old: Path, new: Path, as_json: bool) -> None:
     """Compare two golden folders value by value: prompt ids, greedy tokens, logprobs within float32 noise.
 
@@ -112,8 +105,6 @@ def diff_command(old: Path, new: Path, as_json: bool) -> None:
       onboard golden diff golden_outputs/Org__Model /tmp/goldens-new
       onboard golden diff golden_outputs/Org__Model /tmp/goldens-new --json
     """
-    from onboard.cli import report_error
-    from onboard.cli.output import emit_json, say
     from onboard.validate_serving.golden import read_golden
     from onboard.validate_serving.golden_diff import diff_goldens, summary
 
@@ -123,5 +114,4 @@ def diff_command(old: Path, new: Path, as_json: bool) -> None:
     else:
         say(summary(diff).rstrip())
     if not diff.passed:
-        report_error(f"the goldens differ: {diff.detail}", "see docs/runbook.md (goldens_match_promoted)")
-        sys.exit(1)
+        raise ChecksFailed(f"the goldens differ: {diff.detail}", "see docs/runbook.md (goldens_match_promoted)")

@@ -2,25 +2,22 @@
 
 from __future__ import annotations
 
-import sys
-
 import click
 
-# At the top, not in the command: this module is imported only when `inspect` runs (cli.LazyGroup, collector paused).
-from onboard.cli.output import emit_json, say
+from onboard.cli import emit_json, say
+from onboard.cli.options import REVISION_OPTION, option
+from onboard.errors import ChecksFailed, InputError
 from onboard.findings import exit_code_for
-from onboard.inspect_checkpoint import inspect
+from onboard.inspect_checkpoint import inspect  # at the top: this module is imported only when `inspect` runs
 
 
 @click.command("inspect")
 @click.argument("source")
-@click.option("--revision", help="Branch, tag or commit of a hub repo (default: main).")
-@click.option("--json", "as_json", is_flag=True, help="Print the ModelProfile as JSON on stdout.")
-@click.option("--target", help="GPU[xN] to plan for, e.g. h100x8, h200, a100-80g x4.")
-@click.option(
-    "--max-model-len", type=click.IntRange(min=1), help="Context length for the KV plan (default: model max)."
-)
-@click.option("--kv-dtype", help="KV-cache dtype: bf16, fp16, fp32, fp8 (default: the checkpoint dtype).")
+@REVISION_OPTION
+@option("--json", "as_json", is_flag=True, help="Print the ModelProfile as JSON on stdout.")
+@option("--target", help="GPU[xN] to plan for, e.g. h100x8, h200, a100-80g x4.")
+@option("--max-model-len", type=click.IntRange(min=1), help="Context length for the KV plan (default: model max).")
+@option("--kv-dtype", help="KV-cache dtype: bf16, fp16, fp32, fp8 (default: the checkpoint dtype).")
 def inspect_command(
     source: str,
     revision: str | None,
@@ -39,7 +36,6 @@ def inspect_command(
       onboard inspect ./checkpoint
       onboard inspect Qwen/Qwen3-8B --revision main --target h100x2 --max-model-len 32768 --json
     """
-    from onboard.cli import report_error
 
     profile = inspect(source, revision=revision, target=target, max_model_len=max_model_len, kv_dtype=kv_dtype)
     if as_json:
@@ -51,7 +47,8 @@ def inspect_command(
     code = exit_code_for(profile.findings)
     if code == 2:
         worst = next(f for f in profile.findings if f.severity == "fatal")
-        report_error(f"{worst.message}" + (f" [{worst.file}]" if worst.file else ""), worst.hint)
-    elif code == 1:
-        report_error("inspection found errors (see findings)", "fix them or waive them before generating an adapter")
-    sys.exit(code)
+        raise InputError(f"{worst.message}" + (f" [{worst.file}]" if worst.file else ""), worst.hint)
+    if code == 1:
+        raise ChecksFailed(
+            "inspection found errors (see findings)", "fix them or waive them before generating an adapter"
+        )

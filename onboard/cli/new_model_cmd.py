@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
 
-from onboard.cli.remote_code_options import policy_from, remote_code_options
+from onboard.cli import emit_json, say
+from onboard.cli.options import MAX_LONG_TOKENS_OPTION, PATH, REVISION_OPTION, option, policy_from, remote_code_options
 from onboard.reference import TRUST_FLAG
 from onboard.validate_serving.candidates import DTYPES
 
@@ -18,43 +18,28 @@ if TYPE_CHECKING:
 
 @click.command("new-model")
 @click.argument("source")
-@click.option("--revision", help="Hub branch, tag or commit (default: main).")
-@click.option("--target", help="GPU[xN] to plan for, e.g. h100x8.")
-@click.option("--endpoint", help="Validate this OpenAI-compatible server instead of the generated adapter.")
-@click.option("--served-model", help="Model name on --endpoint.")
-@click.option(
-    "--workspace",
-    type=click.Path(path_type=Path),
-    default=Path("."),
-    show_default=True,
-    help="Folder for onboarding/, golden_outputs/ and checklists/.",
-)
-@click.option(
-    "--resume/--no-resume", default=True, show_default=True, help="Reuse stage results whose inputs are unchanged."
-)
-@click.option("--promote", "do_promote", is_flag=True, help="Promote when every required checklist item passes.")
-@click.option(
+@REVISION_OPTION
+@option("--target", help="GPU[xN] to plan for, e.g. h100x8.")
+@option("--endpoint", help="Validate this OpenAI-compatible server instead of the generated adapter.")
+@option("--served-model", help="Model name on --endpoint.")
+@option("--workspace", type=PATH, default=Path("."), help="Folder for onboarding/, golden_outputs/ and checklists/.")
+@option("--resume/--no-resume", default=True, help="Reuse stage results whose inputs are unchanged.")
+@option("--promote", "do_promote", is_flag=True, help="Promote when every required checklist item passes.")
+@option(
     "--registry",
     type=click.Path(dir_okay=False),
     help="Registry database the checklist is ticked against "
     "and --promote records into (default: $ONBOARD_REGISTRY, else <workspace>/onboarding/registry.sqlite3).",
 )
-@click.option(
-    "--max-long-tokens",
-    type=click.IntRange(16),
-    default=None,
-    help="Cap on the goldens' long prompt (default 4096). It is sized to cross the model's sliding window, "
-    "attention chunk and original rope context; raise it when validate says a boundary was not crossed.",
-)
-@click.option(
+@MAX_LONG_TOKENS_OPTION
+@option(
     "--dtype",
     type=click.Choice(DTYPES),
-    default=None,
     help="The candidate's dtype, judged against the reference's own run in that dtype (default: the "
     "checkpoint's stored dtype with --endpoint, float32 for the in-process adapter).",
 )
 @remote_code_options
-@click.option("--json", "as_json", is_flag=True, help="Print the run summary as JSON on stdout.")
+@option("--json", "as_json", is_flag=True, help="Print the run summary as JSON on stdout.")
 def new_model_command(
     source: str,
     revision: str | None,
@@ -88,9 +73,7 @@ def new_model_command(
       onboard new-model Org/LongModel --max-long-tokens 32816   # cross a 32768-token original rope context
       onboard new-model Org/Model --endpoint http://gpu1:8000/v1 --dtype bfloat16
     """
-    from onboard.cli import report_error
-    from onboard.cli.output import emit_json, say
-    from onboard.errors import InputError
+    from onboard.errors import ChecksFailed, InputError
     from onboard.pipeline import run_new_model
 
     if served_model and not endpoint:
@@ -120,17 +103,15 @@ def new_model_command(
     if refused:  # the repository's code is the reference and was not allowed: say what would run it
         say(f"blocked ({', '.join(n for n, _ in refused)}): {refused[0][1]}")
     if result.unusable:
-        report_error(
+        raise InputError(
             f"the checkpoint is unusable: {_why_unusable(result)}",
             f"onboard inspect {source} shows what to fix (and how)",
         )
-        sys.exit(2)
     if not result.ready:
-        report_error(
+        raise ChecksFailed(
             f"not ready to promote: open items {', '.join(result.blocking)}",
             f"see {result.checklist_md}; docs/runbook.md says what to do for each item",
         )
-        sys.exit(1)
     say("ready to promote" + (" — promoted" if result.promoted else f": onboard promote {result.slug}"))
 
 

@@ -4,27 +4,18 @@ from __future__ import annotations
 
 import click
 
+from onboard.cli import emit_json, say
+from onboard.cli.options import REGISTRY_OPTION, WORKSPACE_OPTION, option
+
 
 @click.command("promote")
 @click.argument("slug")
-@click.option(
-    "--workspace",
-    type=click.Path(file_okay=False),
-    default=".",
-    show_default=True,
-    help="Folder holding onboarding/<slug>/<revision>/ (and checklists/, golden_outputs/).",
-)
-@click.option(
-    "--registry",
-    type=click.Path(dir_okay=False),
-    help="Registry database (default: $ONBOARD_REGISTRY, else <workspace>/onboarding/registry.sqlite3).",
-)
-@click.option("--revision", help="Which run of SLUG (a revision folder name or unique prefix; default: the latest).")
-@click.option("--by", help="Who is promoting (default: $ONBOARD_USER, else the login name).")
-@click.option(
-    "--dry-run", is_flag=True, help="Tick the checklist and say whether promotion would pass; record nothing."
-)
-@click.option("--json", "as_json", is_flag=True, help="Print the record (or the open items) as JSON on stdout.")
+@WORKSPACE_OPTION
+@REGISTRY_OPTION
+@option("--revision", help="Which run of SLUG (a revision folder name or unique prefix; default: the latest).")
+@option("--by", help="Who is promoting (default: $ONBOARD_USER, else the login name).")
+@option("--dry-run", is_flag=True, help="Tick the checklist and say whether promotion would pass; record nothing.")
+@option("--json", "as_json", is_flag=True, help="Print the record (or the open items) as JSON on stdout.")
 def promote_command(
     slug: str, workspace: str, registry: str | None, revision: str | None, by: str | None, dry_run: bool, as_json: bool
 ) -> None:
@@ -38,7 +29,6 @@ def promote_command(
       onboard promote Qwen__Qwen3-8B
       onboard promote Qwen__Qwen3-8B --workspace /srv/onboard --registry /srv/onboard/registry.sqlite3 --json
     """
-    from onboard.cli.output import emit_json, say
     from onboard.promote import PromotionRefused, evaluate_revision, promote
     from onboard.promote.checklist import state_to_dict
 

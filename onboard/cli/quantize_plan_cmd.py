@@ -3,26 +3,16 @@
 from __future__ import annotations
 
 import re
-import sys
 from pathlib import Path
+from typing import Any
 
 import click
 
-from onboard.cli.params import FiniteFloatRange
+from onboard.cli import emit_json, say
+from onboard.cli.options import FOLDER, REVISION_OPTION, SERVED_DTYPE_OPTION, FiniteFloatRange, option
+from onboard.errors import ChecksFailed
 
-_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]i?b?|b)?\s*$", re.IGNORECASE)
-_UNITS = {
-    "": 1,
-    "b": 1,
-    "k": 10**3,
-    "m": 10**6,
-    "g": 10**9,
-    "t": 10**12,
-    "ki": 2**10,
-    "mi": 2**20,
-    "gi": 2**30,
-    "ti": 2**40,
-}
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(?:([kmgt])(i?))?b?\s*$", re.IGNORECASE)
 
 
 def parse_size(text: str) -> int:
@@ -30,54 +20,46 @@ def parse_size(text: str) -> int:
     match = _SIZE.match(text)
     if not match:
         raise click.BadParameter(f"{text!r} is not a size (e.g. 1500000000, 1.5G, 800MB, 2GiB)")
-    unit = (match.group(2) or "").lower().removesuffix("b")
-    return int(float(match.group(1)) * _UNITS[unit])
+    number, prefix, binary = match.groups()
+    scale = (1024 if binary else 1000) ** ("kmgt".index(prefix.lower()) + 1) if prefix else 1
+    return int(float(number) * scale)
 
 
 @click.command("quantize-plan")
 @click.argument("source")
-@click.option(
+@option(
     "--budget-kl",
     type=FiniteFloatRange(min=0, min_open=True),
     help="Largest mean KL(reference || quantized) per token allowed; the plan uses the fewest bytes within it.",
 )
-@click.option("--target-bytes", help="Weight bytes to fit (e.g. 1.5G, 800MB); the plan has the least KL within it.")
-@click.option(
+@option("--target-bytes", help="Weight bytes to fit (e.g. 1.5G, 800MB); the plan has the least KL within it.")
+@option(
     "--golden",
-    type=click.Path(path_type=Path, file_okay=False),
-    help="Golden folder of this checkpoint (onboard golden record): its prompts and continuations are the "
-    "suite. Default: the same prompt suite, prompts only.",
+    type=FOLDER,
+    help="Golden folder of SOURCE: its prompts and continuations are the suite (default: the prompt suite alone).",
 )
-@click.option(
+@option(
     "--formats",
     "formats_spec",
     default="all",
-    show_default=True,
     help="Formats to choose from: all, llama.cpp, vllm, or a comma list of int8, fp8, fp8-block, int4-g128, "
     "mxfp4, q8_0, q6_k, q5_1, q4_k, q4_1, q4_0, q3_k (q3_k needs llama.cpp's own quantizers installed).",
 )
-@click.option(
-    "--dtype",
-    type=click.Choice(["bfloat16", "float16", "float32"]),
-    default="bfloat16",
-    show_default=True,
-    help="Dtype of the reference and the quantized runs (the served dtype).",
-)
-@click.option(
+@SERVED_DTYPE_OPTION
+@option(
     "--out",
-    type=click.Path(path_type=Path, file_okay=False),
+    type=FOLDER,
     help="Folder for quantize-plan.json, llama-quantize.sh and llmcompressor-recipe.yaml (default: "
     "quantize/<slug>; onboarding/<slug>/<revision> puts the plan in the onboarding report).",
 )
-@click.option(
+@option(
     "--max-tokens",
     type=click.IntRange(min=2),
     default=1024,
-    show_default=True,
-    help="Prompts (with their golden continuations) are cut to this many tokens.",
+    help="Tokens kept per prompt (with its golden continuation).",
 )
-@click.option("--revision", help="Branch, tag or commit of a hub repo.")
-@click.option("--json", "as_json", is_flag=True, help="Print the plan summary as JSON on stdout.")
+@REVISION_OPTION
+@option("--json", "as_json", is_flag=True, help="Print the plan summary as JSON on stdout.")
 def quantize_plan_command(
     source: str,
     budget_kl: float | None,
@@ -93,10 +75,9 @@ def quantize_plan_command(
     """Choose a quantization format per unit of SOURCE (each layer's attention and MLP or experts, shared experts,
     embedding, head) from measured sensitivities, then measure the whole plan against the reference.
 
-    Exactly one of --budget-kl (fewest bytes within the KL budget) and --target-bytes (least KL within the size).
-    Formats are simulated in torch as the engines round them. Writes the plan and engine-ready files (llama.cpp
-    --tensor-type overrides, an llm-compressor recipe with its ignore list). Exit 0 when the plan meets the budget
-    or fits the size, 1 when it cannot, 2 on unusable input.
+    Give exactly one of --budget-kl and --target-bytes. Formats are simulated in torch as the engines round them.
+    Writes the plan and engine-ready files (llama.cpp --tensor-type overrides, an llm-compressor recipe with its
+    ignore list). Exit 0 when the plan meets the budget or fits the size, 1 when it cannot, 2 on unusable input.
 
     \b
     Examples:
@@ -104,7 +85,6 @@ def quantize_plan_command(
       onboard quantize-plan ./checkpoint --target-bytes 1.2G --formats llama.cpp --json
       onboard quantize-plan ./checkpoint --golden golden_outputs/Org__Model --budget-kl 0.005 --formats vllm
     """
-    from onboard.cli.output import emit_json, say
     from onboard.inspect_checkpoint.source import refuse_local_revision
     from onboard.quantize.formats import parse_formats
     from onboard.quantize.plan import Request, run
@@ -124,13 +104,24 @@ def quantize_plan_command(
         max_tokens=max_tokens,
     )
     outcome = run(request, say)
-    _report(outcome, say)
+    _report(outcome)
     if as_json:
         emit_json(outcome.summary)
-    sys.exit(0 if outcome.met else 1)
+    s, d = outcome.summary, outcome.detail
+    if not outcome.met and s["budget_kl"] is not None:
+        raise ChecksFailed(
+            f"the plan's measured KL {s['measured_kl']:.3e} exceeds --budget-kl {s['budget_kl']:.3e} after "
+            f"{len(d['rounds'])} rounds of re-planning",
+            "raise --budget-kl, or allow finer formats (--formats all)",
+        )
+    if not outcome.met:
+        raise ChecksFailed(
+            f"no plan fits --target-bytes {d['target_bytes']:,}: the smallest is {s['bytes']:,} bytes",
+            "raise --target-bytes, or allow coarser formats (--formats all)",
+        )
 
 
-def _report(outcome, say) -> None:  # type: ignore[no-untyped-def]
+def _report(outcome: Any) -> None:
     s, d = outcome.summary, outcome.detail
     say(f"{'unit':<22} {'format':<10} {'KL alone':>10}")
     for unit in s["units"]:
@@ -162,12 +153,3 @@ def _report(outcome, say) -> None:  # type: ignore[no-untyped-def]
         if info["unsupported"] and engine in targeted:
             say(f"{engine}: cannot serve the planned formats of {', '.join(info['unsupported'])} (see {info['file']})")
     say("wrote " + ", ".join(str(f) for f in outcome.files))
-    if not outcome.met and s["budget_kl"] is not None:
-        say(
-            f"Error: the plan's measured KL {s['measured_kl']:.3e} exceeds --budget-kl {s['budget_kl']:.3e} after "
-            f"{len(d['rounds'])} rounds of re-planning"
-        )
-        say("Hint: raise --budget-kl, or allow finer formats (--formats all)")
-    elif not outcome.met:
-        say(f"Error: no plan fits --target-bytes {d['target_bytes']:,}: the smallest is {s['bytes']:,} bytes")
-        say("Hint: raise --target-bytes, or allow coarser formats (--formats all)")

@@ -7,7 +7,8 @@ from typing import Any
 
 import click
 
-from onboard.cli.worker_options import DB_OPTION, worker_options
+from onboard.cli import emit_json, say
+from onboard.cli.options import DB_OPTION, option, worker_options
 
 
 @click.group("queue")
@@ -24,11 +25,10 @@ def queue_group() -> None:
 
 @queue_group.command("list")
 @DB_OPTION
-@click.option("--state", type=click.Choice(["queued", "running", "done", "failed"]), help="Only jobs in this state.")
-@click.option("--json", "as_json", is_flag=True, help="Print jobs (with output tails) as JSON on stdout.")
+@option("--state", type=click.Choice(["queued", "running", "done", "failed"]), help="Only jobs in this state.")
+@option("--json", "as_json", is_flag=True, help="Print jobs (with output tails) as JSON on stdout.")
 def list_command(db_path: str | None, state: str | None, as_json: bool) -> None:
     """List jobs, oldest first, with their attempts, exit code and note."""
-    from onboard.cli.output import emit_json, say
     from onboard.watch.service import open_queue, render_jobs
 
     with open_queue(db_path) as queue:
@@ -42,10 +42,9 @@ def list_command(db_path: str | None, state: str | None, as_json: bool) -> None:
 @queue_group.command("retry")
 @DB_OPTION
 @click.argument("job_ids", nargs=-1, type=int)
-@click.option("--all-failed", is_flag=True, help="Retry every failed job.")
+@option("--all-failed", is_flag=True, help="Retry every failed job.")
 def retry_command(db_path: str | None, job_ids: tuple[int, ...], all_failed: bool) -> None:
     """Put failed jobs back in the queue with a fresh attempt budget."""
-    from onboard.cli.output import say
     from onboard.watch.service import open_queue
 
     if bool(job_ids) == all_failed:
@@ -61,7 +60,6 @@ def retry_command(db_path: str | None, job_ids: tuple[int, ...], all_failed: boo
 @click.argument("revision")
 def add_command(db_path: str | None, repo: str, revision: str) -> None:
     """Enqueue REPO at REVISION by hand (no-op when that job exists)."""
-    from onboard.cli.output import say
     from onboard.watch.service import open_queue
     from onboard.watch.types import job_key
 
@@ -71,15 +69,13 @@ def add_command(db_path: str | None, repo: str, revision: str) -> None:
 
 
 @queue_group.command("work")
-@DB_OPTION
 @worker_options
-@click.option("--once", is_flag=True, help="Run until the queue is empty (retries included), then exit.")
-@click.option("--json", "as_json", is_flag=True, help="With --once: print the jobs run as JSON on stdout.")
+@option("--once", is_flag=True, help="Run until the queue is empty (retries included), then exit.")
+@option("--json", "as_json", is_flag=True, help="With --once: print the jobs run as JSON on stdout.")
 def work_command(db_path: str | None, once: bool, as_json: bool, **opts: Any) -> None:
     """Run queued jobs. Exit 1 when --once ends with a job failed."""
     import threading
 
-    from onboard.cli.output import emit_json, say
     from onboard.watch.service import build_worker, open_queue, render_jobs, serve_until_signalled, setup_logging
 
     setup_logging()

@@ -4,12 +4,8 @@ from __future__ import annotations
 
 import click
 
-_REGISTRY = click.option(
-    "--registry",
-    type=click.Path(dir_okay=False),
-    help="Registry database (default: $ONBOARD_REGISTRY, else <workspace>/onboarding/registry.sqlite3).",
-)
-_WORKSPACE = click.option("--workspace", type=click.Path(file_okay=False), default=".", show_default=True)
+from onboard.cli import emit_json, say
+from onboard.cli.options import REGISTRY_OPTION, WORKSPACE_OPTION, option
 
 
 def _open(registry: str | None, workspace: str):  # -> Registry, imported lazily
@@ -33,12 +29,11 @@ def registry_group() -> None:
 
 @registry_group.command("list")
 @click.argument("model", required=False)
-@_REGISTRY
-@_WORKSPACE
-@click.option("--json", "as_json", is_flag=True, help="Print the rows as JSON on stdout.")
+@REGISTRY_OPTION
+@WORKSPACE_OPTION
+@option("--json", "as_json", is_flag=True, help="Print the rows as JSON on stdout.")
 def list_command(model: str | None, registry: str | None, workspace: str, as_json: bool) -> None:
     """List promotions, newest first (only MODEL's when given: org/name or slug)."""
-    from onboard.cli.output import emit_json
 
     reg = _open(registry, workspace)
     rows = reg.list(model)
@@ -46,7 +41,7 @@ def list_command(model: str | None, registry: str | None, workspace: str, as_jso
         emit_json(rows)
         return
     if not rows:
-        click.echo(f"no promotions in {reg.path}", err=True)
+        say(f"no promotions in {reg.path}")
         return
     click.echo(f"{'#':>4}  {'model':<40} {'revision':<12} {'checks':>7}  {'by':<16} at")
     for r in rows:
@@ -56,13 +51,12 @@ def list_command(model: str | None, registry: str | None, workspace: str, as_jso
 
 @registry_group.command("show")
 @click.argument("model")
-@click.option("--revision", help="A revision (full sha or prefix); default: the latest promotion of MODEL.")
-@_REGISTRY
-@_WORKSPACE
-@click.option("--json", "as_json", is_flag=True, help="Print the full record as JSON on stdout.")
+@option("--revision", help="A revision (full sha or prefix); default: the latest promotion of MODEL.")
+@REGISTRY_OPTION
+@WORKSPACE_OPTION
+@option("--json", "as_json", is_flag=True, help="Print the full record as JSON on stdout.")
 def show_command(model: str, revision: str | None, registry: str | None, workspace: str, as_json: bool) -> None:
     """Show one promotion record of MODEL (org/name or slug)."""
-    from onboard.cli.output import emit_json
 
     rec = _open(registry, workspace).show(model, revision)
     if as_json:

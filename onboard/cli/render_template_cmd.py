@@ -5,38 +5,36 @@ from __future__ import annotations
 import sys
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import click
 
-from onboard.cli.params import seconds
+from onboard.cli import say
+from onboard.cli.options import FILE, REVISION_OPTION, option, seconds
 
 
 @click.command("render-template")
 @click.argument("template_or_source")
-@click.option(
+@option(
     "--context",
     "context_file",
     required=True,
-    type=click.Path(dir_okay=False, path_type=Path),
+    type=FILE,
     help="JSON object: messages, tools, add_generation_prompt, bos_token, eos_token, anything else.",
 )
-@click.option("--template-name", default=None, help="Named template of the repo (e.g. tool_use).")
-@click.option(
+@option("--template-name", help="Named template of the repo (e.g. tool_use).")
+@option(
     "--polyfill",
     type=click.Choice(["system-merge"]),
-    default=None,
-    help="llama.cpp's workaround: fold a leading system message into the first user turn.",
+    help="llama.cpp's fix: fold a leading system message into the first user turn.",
 )
-@click.option("--revision", default=None, help="Hub revision (branch, tag or commit).")
-@click.option(
+@REVISION_OPTION
+@option(
     "--now",
     type=click.DateTime(["%Y-%m-%d", "%Y-%m-%dT%H:%M", "%Y-%m-%dT%H:%M:%S"]),
-    default=None,
     help="What strftime_now returns (default: the frozen 2025-01-15 12:00), e.g. to reproduce a dated render.",
 )
-@click.option(
-    "--timeout", "timeout_s", type=seconds(0.1), default=10.0, show_default=True, help="Seconds before giving up."
-)
+@option("--timeout", "timeout_s", type=seconds(0.1), default=10.0, help="Seconds before giving up.")
 def render_template_command(
     template_or_source: str,
     context_file: Path,
@@ -56,22 +54,15 @@ def render_template_command(
       onboard render-template ./my-model --context ctx.json
       onboard render-template gemma.jinja --context ctx.json --polyfill system-merge
     """
+    from onboard.fsutil import read_json
     from onboard.verify_tokenizer.render import render_for_cli
     from onboard.verify_tokenizer.template_lookup import load_template
 
+    example = 'a JSON object, e.g. {"messages": [{"role": "user", "content": "Hi"}], "add_generation_prompt": true}'
     template, file_notes = load_template(template_or_source, template_name, revision)
-    text, notes = render_for_cli(template, _read_context(context_file), polyfill, timeout_s, now)
+    context = read_json(context_file, dict[str, Any], f"--context takes {example}")
+    text, notes = render_for_cli(template, context, polyfill, timeout_s, now)
     for note in file_notes + notes:
-        click.echo(note, err=True)
+        say(note)
     sys.stdout.write(text)
     sys.stdout.flush()
-
-
-def _read_context(path: Path) -> dict:
-    """The render variables: a JSON object (msgspec-decoded; errors name the file and what was found)."""
-    from typing import Any
-
-    from onboard.fsutil import read_json
-
-    example = 'a JSON object, e.g. {"messages": [{"role": "user", "content": "Hi"}], "add_generation_prompt": true}'
-    return read_json(path, dict[str, Any], f"--context takes {example}")

@@ -4,15 +4,20 @@ from __future__ import annotations
 
 import click
 
+from onboard.cli import say
+from onboard.cli.options import REGISTRY_OPTION, WORKSPACE_OPTION, option
+
 
 @click.command("signoff")
 @click.argument("slug")
 @click.argument("item")
-@click.option("--by", required=True, help="Name of the person signing off.")
-@click.option("--note", default="", help="Why (required when the sign-off waives a failed or missing check).")
-@click.option("--workspace", type=click.Path(file_okay=False), default=".", show_default=True)
-@click.option("--revision", help="Which run of SLUG (default: the latest).")
-@click.option("--registry", type=click.Path(dir_okay=False), help="Registry database (to tick against promotions).")
+@option("--by", required=True, help="Name of the person signing off.")
+@option(
+    "--note", default="", show_default=False, help="Why (required when the sign-off waives a failed or missing check)."
+)
+@WORKSPACE_OPTION
+@option("--revision", help="Which run of SLUG (default: the latest).")
+@REGISTRY_OPTION
 def signoff_command(
     slug: str, item: str, by: str, note: str, workspace: str, revision: str | None, registry: str | None
 ) -> None:
@@ -25,7 +30,6 @@ def signoff_command(
     """
     from pathlib import Path
 
-    from onboard.cli.output import say
     from onboard.promote import evaluate_revision, record_signoff, resolve_revision
 
     rev_dir = resolve_revision(Path(workspace), slug, revision)

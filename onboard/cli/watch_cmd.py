@@ -7,12 +7,12 @@ from typing import Any
 
 import click
 
-from onboard.cli.params import seconds
-from onboard.cli.worker_options import DB_OPTION, worker_options
+from onboard.cli import emit_json, say
+from onboard.cli.options import option, seconds, worker_options
 
 
 @click.command("watch")
-@click.option(
+@option(
     "--author",
     "authors",
     multiple=True,
@@ -20,13 +20,12 @@ from onboard.cli.worker_options import DB_OPTION, worker_options
     envvar="ONBOARD_WATCH_AUTHORS",
     help="Hub user or organisation to watch (repeatable; the env var takes a space-separated list).",
 )
-@click.option("--interval", type=seconds(1), default=300.0, show_default=True, help="Seconds between polls.")
-@click.option("--once", is_flag=True, help="Poll once, run (or forward) what is new, exit. For cron / CI schedules.")
-@click.option("--baseline", is_flag=True, help="Record what exists now without enqueuing it (use on the first run).")
-@click.option("--enqueue-only", is_flag=True, help="Only enqueue; another process (`onboard queue work`) runs jobs.")
-@click.option("--endpoint", envvar="HF_ENDPOINT", help="Hub URL (default: $HF_ENDPOINT, else huggingface.co).")
-@click.option("--json", "as_json", is_flag=True, help="With --once: print the poll report and jobs run as JSON.")
-@DB_OPTION
+@option("--interval", type=seconds(1), default=300.0, help="Seconds between polls.")
+@option("--once", is_flag=True, help="Poll once, run (or forward) what is new, exit. For cron / CI schedules.")
+@option("--baseline", is_flag=True, help="Record what exists now without enqueuing it (use on the first run).")
+@option("--enqueue-only", is_flag=True, help="Only enqueue; another process (`onboard queue work`) runs jobs.")
+@option("--endpoint", envvar="HF_ENDPOINT", help="Hub URL (default: $HF_ENDPOINT, else huggingface.co).")
+@option("--json", "as_json", is_flag=True, help="With --once: print the poll report and jobs run as JSON.")
 @worker_options
 def watch_command(
     authors: tuple[str, ...],
@@ -53,7 +52,6 @@ def watch_command(
     """
     import threading
 
-    from onboard.cli.output import emit_json, say
     from onboard.watch.poller import Watcher, hub_api
     from onboard.watch.service import build_worker, open_queue, render_jobs, serve_until_signalled, setup_logging
 
@@ -69,8 +67,7 @@ def watch_command(
             if as_json:
                 emit_json({"poll": report, "jobs": ran})
             else:
-                for change in report.changes:
-                    say(f"{change.kind:12} {change.repo}@{change.sha[:12]}: {change.outcome}")
+                _say_changes(report)
                 say(f"listed {report.listed} model(s); {len(report.enqueued)} new job(s)")
                 if ran:
                     say(render_jobs(ran))
@@ -81,11 +78,12 @@ def watch_command(
 
 
 def _poll_loop(watcher: Any, interval: float, baseline: bool) -> None:
-    from onboard.cli.output import say
-
     while not watcher.stop.is_set():
-        report = watcher.poll(baseline=baseline, give_up=False)
+        _say_changes(watcher.poll(baseline=baseline, give_up=False))
         baseline = False  # only the first pass is a baseline
-        for change in report.changes:
-            say(f"{change.kind:12} {change.repo}@{change.sha[:12]}: {change.outcome}")
         watcher.stop.wait(interval)
+
+
+def _say_changes(report: Any) -> None:
+    for change in report.changes:
+        say(f"{change.kind:12} {change.repo}@{change.sha[:12]}: {change.outcome}")

@@ -7,8 +7,8 @@ from typing import Any
 
 import click
 
-from onboard.cli.params import FiniteFloatRange
-from onboard.cli.worker_options import DB_OPTION, worker_options
+from onboard.cli import say
+from onboard.cli.options import FiniteFloatRange, option, worker_options
 
 
 @click.group("webhook")
@@ -17,32 +17,24 @@ def webhook_group() -> None:
 
 
 @webhook_group.command("serve")
-@click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind (0.0.0.0 behind a proxy).")
-@click.option("--port", type=click.IntRange(0, 65535), default=8080, show_default=True, help="0 picks a free port.")
-@click.option(
-    "--secret-env",
-    required=True,
-    metavar="VAR",
-    help="Environment variable holding the webhook secret (compared with X-Webhook-Secret).",
+@option("--host", default="127.0.0.1", help="Address to bind (0.0.0.0 behind a proxy).")
+@option("--port", type=click.IntRange(0, 65535), default=8080, help="0 picks a free port.")
+@option(
+    "--secret-env", required=True, metavar="VAR", help="Variable holding the secret (compared with X-Webhook-Secret)."
 )
-@click.option(
-    "--max-body-bytes", type=click.IntRange(min=1024), default=1 << 20, show_default=True, help="Larger bodies get 413."
-)
-@click.option(
+@option("--max-body-bytes", type=click.IntRange(min=1024), default=1 << 20, help="Larger bodies get 413.")
+@option(
     "--replay-window",
     type=FiniteFloatRange(min=0),
     default=86400.0,
-    show_default=True,
     help="Seconds during which an identical payload is a replay (answered, not stored again).",
 )
-@click.option(
+@option(
     "--workers",
     type=click.IntRange(min=0),
     default=1,
-    show_default=True,
-    help="Worker threads running jobs; 0 stores only (run `onboard queue work` elsewhere).",
+    help="Threads running jobs; 0 stores only (run `onboard queue work` elsewhere).",
 )
-@DB_OPTION
 @worker_options
 def serve_command(
     host: str,
@@ -66,7 +58,6 @@ def serve_command(
     """
     import threading
 
-    from onboard.cli.output import say
     from onboard.errors import InputError
     from onboard.watch.service import build_worker, open_queue, serve_until_signalled, setup_logging
     from onboard.watch.webhook import WebhookConfig, WebhookServer

@@ -15,6 +15,8 @@ from onboard.quantize.plan_file import read_plan
 
 EXACT_INTERMEDIATE = {"bfloat16": "bf16", "float16": "f16"}
 """Stored dtype -> the converter type that keeps the weights exactly, before quantizing (anything else: f32)."""
+CONTRADICTIONS = ("vocab-mismatch", "shape-mismatch")
+"""inspect's findings of a config.json that its weights contradict."""
 
 
 def convert_gguf(
@@ -34,19 +36,19 @@ def convert_gguf(
             "type, the base type only names the file",
         )
     folder = resolve_local(source)
-    refuse_repository_code(folder)
+    config = refuse_repository_code(folder)
     refuse_contradicted_config(folder)
     plan = read_plan(plan_file) if plan_file is not None else None  # a bad plan is named before any engine runs
     llamacpp.require()
     target = out or Path("onboarding") / slug(source) / f"{folder.name}-{outtype.upper()}.gguf"
     overrides = llamacpp.Overrides() if plan is None else llamacpp.plan_overrides(plan, folder)
-    quantizing = plan_file is not None or outtype not in llamacpp.CONVERTER_TYPES
     findings: list[Finding] = []
     written: Path | None = None
-    if quantizing:
+    if plan_file is not None or outtype not in llamacpp.CONVERTER_TYPES:  # quantized from an exact intermediate
         base = target.with_name(f".{target.stem}.base.gguf")
+        intermediate = EXACT_INTERMEDIATE.get(str(config.get("dtype") or config.get("torch_dtype")), "f32")
         try:
-            conversion = llamacpp.convert(folder, base, _intermediate(folder), pre_tokenizer=pre_tokenizer)
+            conversion = llamacpp.convert(folder, base, intermediate, pre_tokenizer=pre_tokenizer)
             findings += conversion.findings
             if conversion.path is not None:
                 written = llamacpp.quantize(conversion.path, target, outtype, overrides)
@@ -65,14 +67,12 @@ def convert_gguf(
         "type": outtype,
         "gguf": str(written) if written else None,
         "bytes": written.stat().st_size if written else None,
-        "file_type": None,
+        "file_type": llamacpp.gguf_file_type(written)[1] if written else None,
         "tensor_types": [list(t) for t in overrides.tensor_types],
         "token_embedding_type": overrides.token_embedding_type,
         "output_tensor_type": overrides.output_tensor_type,
         "findings": [{k: v for k, v in asdict(f).items() if k != "members"} for f in findings],
     }
-    if written:
-        result["file_type"] = llamacpp.gguf_file_type(written)[1]
     return result, exit_code_for(findings)
 
 
@@ -83,12 +83,11 @@ def _as_planned(gguf: Path, overrides: llamacpp.Overrides, outtype: str) -> list
     if not wrong:
         return []
     gguf.unlink()
-    more = f" (+{len(wrong) - 1} more)" if len(wrong) > 1 else ""
     return [
         Finding(
             "gguf-plan-not-applied",
             "error",
-            f"llama.cpp's quantizer did not apply the plan under --type {outtype}: {wrong[0]}{more}; "
+            f"llama.cpp's quantizer did not apply the plan under --type {outtype}: {llamacpp.first_of(wrong)}; "
             f"{gguf.name} was removed",
             f"convert with --type {llamacpp.PLAN_BASE_TYPE}: llama.cpp leaves a tensor's type override unapplied "
             "under an unquantized file type, and (by its source) where the file type itself falls back on the "
@@ -98,48 +97,35 @@ def _as_planned(gguf: Path, overrides: llamacpp.Overrides, outtype: str) -> list
     ]
 
 
-def _intermediate(folder: Path) -> str:
-    try:
-        config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        config = {}
-    stored = config.get("dtype") or config.get("torch_dtype")
-    return EXACT_INTERMEDIATE.get(str(stored), "f32")
-
-
-CONTRADICTIONS = ("vocab-mismatch", "shape-mismatch")
-"""inspect's findings of a config.json that its weights contradict."""
-
-
 def refuse_contradicted_config(folder: Path) -> None:
     """llama.cpp's converter takes config.json at its word: a vocab_size of 10**30 has it pad the vocabulary up to
-    that many tokens (memory until the machine gives out), wrong dims write a GGUF llama.cpp cannot load. inspect
-    compares config.json with the safetensors headers (no weights read); what it finds contradicted is refused."""
+    that many tokens, wrong dims write a GGUF llama.cpp cannot load. What inspect finds contradicted is refused."""
     from onboard.inspect_checkpoint import inspect
 
     found = [f for f in inspect(str(folder)).findings if f.code in CONTRADICTIONS and f.severity in ("error", "fatal")]
     if found:
-        more = f" (+{len(found) - 1} more)" if len(found) > 1 else ""
         raise InputError(
-            f"{folder / 'config.json'}: the weights contradict it: {found[0].message}{more}",
+            f"{folder / 'config.json'}: the weights contradict it: {llamacpp.first_of([f.message for f in found])}",
             f"fix config.json to describe the weights (`onboard inspect {folder}` lists every "
             "contradiction), then convert",
         )
 
 
-def refuse_repository_code(folder: Path) -> None:
-    """llama.cpp's converter loads some tokenizers with trust_remote_code=True: a checkpoint carrying repository
-    code (auto_map) would have that code run outside onboard's sandbox, so it is refused."""
+def refuse_repository_code(folder: Path) -> dict[str, Any]:
+    """The folder's config.json, unless the checkpoint carries repository code (auto_map): llama.cpp's converter
+    loads some tokenizers with trust_remote_code=True, which would run that code outside onboard's sandbox."""
     from onboard.reference import tokenizer_needs_code
 
     try:
         config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         raise InputError(f"{folder / 'config.json'}: unreadable ({exc})", "point SOURCE at a checkpoint") from exc
-    needs = tokenizer_needs_code(folder)
-    if isinstance(config, dict) and config.get("auto_map") or needs:
+    if not isinstance(config, dict):
+        config = {}
+    if config.get("auto_map") or tokenizer_needs_code(folder):
         raise InputError(
             f"{folder.name} carries repository code (auto_map): llama.cpp's converter may run it without isolation",
             "convert a checkpoint whose architecture and tokenizer transformers "
             "implements; repository code only runs in onboard's sandbox",
         )
+    return config

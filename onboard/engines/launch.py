@@ -1,8 +1,7 @@
 """A server process on loopback for the length of a `with` block: port, readiness, and nothing left running.
 
-The process runs in its own session (process group), so stopping it stops its children too (vLLM's engine core);
-it is stopped on normal exit, on any exception, and on SIGTERM / SIGHUP to this process (turned into SystemExit
-while the block runs); on Linux the kernel also sends it SIGTERM if this process dies without cleaning up.
+It runs in its own process group, stopped with its children on exit, on any exception, and on SIGTERM / SIGHUP to
+this process; on Linux the kernel also sends it SIGTERM if this process dies without cleaning up.
 """
 
 from __future__ import annotations
@@ -26,6 +25,11 @@ HOST = "127.0.0.1"
 
 class EngineStartError(InputError):
     """The engine is missing, could not bind its port, or did not become ready."""
+
+
+def argv(flags: Mapping[str, object]) -> list[str]:
+    """`--flag value` words of a command line."""
+    return [str(word) for flag, value in flags.items() for word in (flag, value)]
 
 
 def free_port() -> int:
@@ -122,8 +126,8 @@ def stop(proc: subprocess.Popen) -> None:
         proc.wait(timeout=10)
 
 
-def tail(log: Path, lines: int = 30) -> str:
+def tail(log: Path) -> str:
     try:
-        return "\n".join(log.read_text(errors="replace").splitlines()[-lines:])
+        return "\n".join(log.read_text(errors="replace").splitlines()[-30:])
     except OSError:
         return "(no log)"

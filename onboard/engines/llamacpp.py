@@ -1,12 +1,10 @@
-"""llama.cpp as an engine: its converter, its quantizer and its runtime, from .venv-llamacpp
-(scripts/install_llama_cpp.sh: llama-cpp-python built from the PyPI sdist, the sdist's converter kept under
-$VENV/share/llama.cpp).
+"""llama.cpp as an engine, from .venv-llamacpp (scripts/install_llama_cpp.sh: llama-cpp-python built from the
+PyPI sdist, the sdist's converter kept under $VENV/share/llama.cpp).
 
 - convert: llama.cpp's own `convert_hf_to_gguf.py`, run with the project's python (it needs torch and
-  transformers, which .venv has; the converter puts its vendored gguf-py first on its path). Its refusals become
-  findings with the fix (converter_findings).
+  transformers); its refusals become findings with the fix (converter_findings).
 - quantize: `llama_model_quantize` through the bindings with per-tensor overrides (llamacpp_quantize.py).
-- serve: llamacpp_server.py (why not llama-cpp-python's own server: see there), on loopback via launch.py.
+- serve: llamacpp_server.py on loopback.
 Every output is written to a temporary name in the target folder and renamed: never a half-written GGUF.
 """
 
@@ -20,12 +18,13 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from onboard import venvs
-from onboard.engines.launch import EngineStartError, free_port, serve_process
+from onboard.engines.launch import EngineStartError, argv, free_port, serve_process
+from onboard.errors import InputError
 from onboard.findings import Finding, fatal
 from onboard.fsutil import make_dirs
 
@@ -33,8 +32,6 @@ if TYPE_CHECKING:
     from onboard.quantize.plan_file import PlanFile
 
 HERE = Path(__file__).resolve().parent
-REPO = HERE.parents[1]
-INSTALL_HINT = "run scripts/install_llama_cpp.sh (or set ONBOARD_LLAMACPP_VENV to the virtualenv it made)"
 CONVERTER_TYPES = ("f32", "f16", "bf16", "q8_0")
 """Types the converter writes itself; anything else goes through the quantizer (from the converter's 16-bit file)."""
 QUANTIZER_TYPES = ("q4_0", "q4_1", "q5_0", "q5_1", "q2_k", "q3_k_s", "q3_k_m", "q3_k_l", "q4_k_s", "q4_k_m",
@@ -43,16 +40,12 @@ START_TIMEOUT_S = 120.0
 CONVERT_TIMEOUT_S = 3600.0
 
 
-def venv() -> Path:
-    return venvs.llamacpp()
-
-
 def engine_python() -> Path:
-    return venv() / "bin" / "python"
+    return venvs.llamacpp() / "bin" / "python"
 
 
 def converter_dir() -> Path:
-    return venv() / "share" / "llama.cpp"
+    return venvs.llamacpp() / "share" / "llama.cpp"
 
 
 def available() -> bool:
@@ -63,23 +56,24 @@ def require() -> Path:
     if not available():
         raise EngineStartError(
             f"llama.cpp is not installed ({engine_python()} or {converter_dir() / 'convert_hf_to_gguf.py'} missing)",
-            INSTALL_HINT,
+            "run scripts/install_llama_cpp.sh (or set ONBOARD_LLAMACPP_VENV to the virtualenv it made)",
         )
     return engine_python()
 
 
-# --- convert ------------------------------------------------------------------------------------------------------
+def first_of(items: Sequence[object]) -> str:
+    """The first of `items`, and how many more there are."""
+    return f"{items[0]}" + (f" (+{len(items) - 1} more)" if len(items) > 1 else "")
 
 
 @dataclass
 class Conversion:
     path: Path | None
     findings: list[Finding] = field(default_factory=list)
-    log: str = ""
 
 
 def _partial(out: Path) -> Path:
-    """A temporary name next to `out` (same filesystem: the final rename is atomic), with a plain file's mode."""
+    """A temporary name next to `out` (the final rename is atomic), with a plain file's mode."""
     fd, name = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".partial", dir=out.parent)
     os.close(fd)
     mask = os.umask(0o022)
@@ -88,42 +82,30 @@ def _partial(out: Path) -> Path:
     return Path(name)
 
 
-def convert(
-    source: Path, out: Path, outtype: str, *, pre_tokenizer: str | None = None, timeout_s: float = CONVERT_TIMEOUT_S
-) -> Conversion:
+def convert(source: Path, out: Path, outtype: str, *, pre_tokenizer: str | None = None) -> Conversion:
     """llama.cpp's converter on the local checkpoint `source`; `out` appears only when it succeeded.
-    `pre_tokenizer`: the name to write when the converter does not know the tokenizer's hash (llamacpp_convert.py)."""
+    `pre_tokenizer`: the name to write when the converter does not know the tokenizer's hash."""
     require()
     make_dirs(out.parent)
     tmp = _partial(out)
     named = ["--pre-tokenizer", pre_tokenizer] if pre_tokenizer else []
-    cmd = [
-        sys.executable,
-        str(HERE / "llamacpp_convert.py"),
-        str(converter_dir()),
-        *named,
-        "--",
-        str(source),
-        "--outtype",
-        outtype,
-        "--outfile",
-        str(tmp),
-    ]
+    script = [sys.executable, str(HERE / "llamacpp_convert.py"), str(converter_dir()), *named, "--"]
+    cmd = [*script, str(source), *argv({"--outtype": outtype, "--outfile": tmp})]
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_VERBOSITY": "error"}
     try:
-        done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout_s)
+        done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=CONVERT_TIMEOUT_S)
         log = done.stdout + done.stderr
         if done.returncode != 0:
-            return Conversion(None, converter_findings(log, source), log)
+            return Conversion(None, converter_findings(log, source))
         os.replace(tmp, out)
-        return Conversion(out, [], log)
-    except subprocess.TimeoutExpired as exc:
+        return Conversion(out)
+    except subprocess.TimeoutExpired:
         finding = fatal(
             "gguf-convert-failed",
-            f"llama.cpp's converter did not finish within {timeout_s:g} s",
+            f"llama.cpp's converter did not finish within {CONVERT_TIMEOUT_S:g} s",
             "a checkpoint this size needs more time or memory; run the converter by hand to see where it stops",
         )
-        return Conversion(None, [finding], str(exc.stderr or ""))
+        return Conversion(None, [finding])
     finally:
         tmp.unlink(missing_ok=True)
 
@@ -182,9 +164,8 @@ def converter_findings(log: str, source: Path) -> list[Finding]:
 
 
 def identified_family(source: Path) -> tuple[str | None, str]:
-    """What onboard's own fingerprint says the pre-tokenizer is (its chkhsh table, then the tokenizer class): the
-    llama.cpp pre-tokenizer name to write (None when neither tells) and the identification in words."""
-    from onboard.errors import InputError
+    """onboard's own identification of the pre-tokenizer (its chkhsh table, then the tokenizer class): the llama.cpp
+    name to write (None when neither tells) and the identification in words."""
     from onboard.verify_tokenizer.fingerprint import fingerprint
     from onboard.verify_tokenizer.patterns import name_for_tokenizer_class
     from onboard.verify_tokenizer.subject import load_subject
@@ -199,9 +180,6 @@ def identified_family(source: Path) -> tuple[str | None, str]:
     by_class = name_for_tokenizer_class(subject.class_name)
     why = f"; its class {subject.class_name} implies {by_class}" if by_class else ""
     return by_class, f"no known family (chkhsh {fp.chkhsh} is in no llama.cpp release onboard knows){why}"
-
-
-# --- quantize -----------------------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -229,18 +207,14 @@ def plan_overrides(plan: PlanFile, folder: Path) -> Overrides:
 
 UNQUANTIZED_TYPES = ("f32", "f16", "bf16")
 PLAN_BASE_TYPE = "q8_0"
-"""The file type a plan is quantized under. llama.cpp applies per-tensor types only when the file type is quantized
-(llama_model_quantize_impl: the overrides sit inside `ggml_is_quantized(default_type)`), and its source also skips a
-tensor's override where the base type itself falls back on that tensor's rows (a K-quant file type on rows not a
-multiple of 256; not reproduced with Q4_K_S on the 192-wide fixture): Q8_0's blocks of 32 fit every row a plan
-quantizes. convert reads the written types back either way (types_not_as_planned)."""
+"""The file type a plan is quantized under. llama.cpp applies per-tensor types only under a quantized file type
+(llama_model_quantize_impl), and skips a tensor's override where the file type itself falls back on that tensor's
+rows (a K-quant on rows not a multiple of 256): Q8_0's blocks of 32 fit every row a plan quantizes."""
 
 
 def types_not_as_planned(gguf: Path, overrides: Overrides) -> list[str]:
     """Tensors the GGUF stores in another type than the plan rounded them to (the override's type, or llama.cpp's
     fallback where a K-quant does not fit the row), one line each; a pattern that matches no tensor is one too."""
-    import re
-
     from gguf import GGUFReader
 
     from onboard.quantize.formats import FORMATS
@@ -265,29 +239,17 @@ def types_not_as_planned(gguf: Path, overrides: Overrides) -> list[str]:
     return wrong
 
 
-def quantize(src: Path, out: Path, ftype: str, overrides: Overrides = Overrides(), threads: int = 0) -> Path:
+def quantize(src: Path, out: Path, ftype: str, overrides: Overrides = Overrides()) -> Path:
     """llama_model_quantize(src -> out) with the overrides; `out` appears only when it succeeded."""
     interpreter = require()
     tmp = _partial(out)
-    spec = {
-        "input": str(src),
-        "output": str(tmp),
-        "ftype": ftype,
-        "threads": threads,
-        "tensor_types": [list(t) for t in overrides.tensor_types],
-        "token_embedding_type": overrides.token_embedding_type,
-        "output_tensor_type": overrides.output_tensor_type,
-    }
+    spec = {"input": str(src), "output": str(tmp), "ftype": ftype, **asdict(overrides)}  # tuples become lists
     spec_file = tmp.with_suffix(".json")
     spec_file.write_text(json.dumps(spec), encoding="utf-8")
     env = {**os.environ, "PYTHONPATH": str(converter_dir() / "gguf-py")}
     try:
-        done = subprocess.run(
-            [str(interpreter), str(HERE / "llamacpp_quantize.py"), str(spec_file)],
-            capture_output=True,
-            text=True,
-            env=env,
-        )
+        cmd = [str(interpreter), str(HERE / "llamacpp_quantize.py"), str(spec_file)]
+        done = subprocess.run(cmd, capture_output=True, text=True, env=env)
         if done.returncode != 0:
             raise EngineStartError(
                 f"llama.cpp's quantizer failed on {src.name} ({ftype}):\n{(done.stdout + done.stderr).strip()[-1500:]}",
@@ -300,38 +262,23 @@ def quantize(src: Path, out: Path, ftype: str, overrides: Overrides = Overrides(
         spec_file.unlink(missing_ok=True)
 
 
-# --- serve and tokenize --------------------------------------------------------------------------------------------
-
-
 @contextlib.contextmanager
-def serve(
-    gguf: Path, name: str, log: Path, *, port: int | None = None, n_ctx: int = 2048, timeout_s: float = START_TIMEOUT_S
-) -> Iterator[str]:
-    """llama.cpp (llamacpp_server.py) serving `gguf` as `name` on loopback; yields its URL; stopped on exit."""
+def serve(gguf: Path, name: str, log: Path, *, port: int | None = None) -> Iterator[str]:
+    """llamacpp_server.py serving `gguf` as `name` on loopback; yields its URL; stopped on exit."""
     interpreter = require()
     port = port or free_port()
     # ggml's worker threads spin: on a small shared machine one thread measures the engine better than all cores.
     cores = os.cpu_count() or 1
     threads = str(1 if cores <= 2 else min(8, cores // 2))
-    cmd = [
-        str(interpreter),
-        str(HERE / "llamacpp_server.py"),
-        "--model",
-        str(gguf),
-        "--name",
-        name,
-        "--port",
-        str(port),
-        "--n-ctx",
-        str(n_ctx),
-        "--threads",
-        threads,
-    ]
-    with serve_process(cmd, port=port, ready_path="/health", log=log, name="llama.cpp", timeout_s=timeout_s) as url:
+    flags = {"--model": gguf, "--name": name, "--port": port, "--n-ctx": 2048, "--threads": threads}
+    cmd = [str(interpreter), str(HERE / "llamacpp_server.py"), *argv(flags)]
+    with serve_process(
+        cmd, port=port, ready_path="/health", log=log, name="llama.cpp", timeout_s=START_TIMEOUT_S
+    ) as url:
         yield url
 
 
-def tokenize(url: str, texts: Sequence[str], timeout_s: float = 60.0) -> list[list[int]]:
+def tokenize(url: str, texts: Sequence[str]) -> list[list[int]]:
     """Ids from the served GGUF's own vocabulary (llama.cpp's tokenizer), no BOS, special tokens not parsed."""
     import urllib.request
 
@@ -339,7 +286,7 @@ def tokenize(url: str, texts: Sequence[str], timeout_s: float = 60.0) -> list[li
     for text in texts:
         body = json.dumps({"content": text, "add_special": False, "parse_special": False}).encode()
         req = urllib.request.Request(url + "/tokenize", data=body, headers={"Content-Type": "application/json"})
-        with urllib.request.urlopen(req, timeout=timeout_s) as resp:  # noqa: S310 (loopback URL we built)
+        with urllib.request.urlopen(req, timeout=60) as resp:  # noqa: S310 (loopback URL we built)
             out.append([int(t) for t in json.load(resp)["tokens"]])
     return out
 
@@ -347,8 +294,6 @@ def tokenize(url: str, texts: Sequence[str], timeout_s: float = 60.0) -> list[li
 def gguf_file_type(path: Path) -> tuple[int, str]:
     """(general.file_type, its llama_ftype name) read with the gguf package; a file without it is an InputError."""
     import gguf
-
-    from onboard.errors import InputError
 
     try:
         reader = gguf.GGUFReader(str(path))

@@ -1,10 +1,6 @@
-"""Run llama.cpp's converter (convert_hf_to_gguf.py from the sdist) unchanged, optionally naming the pre-tokenizer
-for a tokenizer whose hash it does not know.
-
-`--pre-tokenizer NAME` is the fix the `gguf-unknown-pre-tokenizer` finding describes (an entry in
-get_vocab_base_pre()) applied for this run only: when the converter's own table has no entry for the tokenizer's
-chkhsh, NAME is written as tokenizer.ggml.pre instead of the refusal. A known hash keeps the converter's answer.
-Whether NAME was right is what the GGUF tokenizer check (validate --engine llama.cpp) then measures.
+"""Run llama.cpp's converter (convert_hf_to_gguf.py from the sdist) unchanged, except that `--pre-tokenizer NAME` is
+written as tokenizer.ggml.pre where the converter does not know the tokenizer's chkhsh (the fix the
+`gguf-unknown-pre-tokenizer` finding describes, for this run only); `validate --engine llama.cpp` checks the result.
 Usage: python llamacpp_convert.py CONVERTER_DIR [--pre-tokenizer NAME] -- CONVERTER_ARGS...
 """
 

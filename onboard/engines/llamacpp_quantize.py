@@ -1,10 +1,7 @@
-"""llama.cpp's quantizer (`llama_model_quantize`, what `llama-quantize` calls) through llama-cpp-python's bindings,
-with per-tensor type overrides. Run by .venv-llamacpp's python (standalone: onboard is not installed there).
-
-The overrides are `llama_model_quantize_params.tt_overrides`: a {pattern, type} array ended by a null pattern,
-each pattern a regex searched in GGUF tensor names, exactly what `llama-quantize --tensor-type PATTERN=TYPE` fills.
+"""llama.cpp's quantizer (`llama_model_quantize`) through llama-cpp-python's bindings, with per-tensor type overrides
+(`tt_overrides`, what `llama-quantize --tensor-type PATTERN=TYPE` fills). Standalone, run by .venv-llamacpp's python.
 Usage: python llamacpp_quantize.py SPEC.json, SPEC = {input, output, ftype, tensor_types: [[pattern, type], ...],
-token_embedding_type, output_tensor_type, threads}; ftype and types are ggml names (q8_0, q4_K, f16, ...).
+token_embedding_type, output_tensor_type}; ftype and types are ggml names (q8_0, q4_K, f16, ...).
 """
 
 from __future__ import annotations
@@ -34,7 +31,6 @@ def quantize(spec: dict) -> None:
 
     params = llama_cpp.llama_model_quantize_default_params()
     params.ftype = llama_ftype(spec["ftype"])
-    params.nthread = int(spec.get("threads") or 0)
     if spec.get("token_embedding_type"):
         params.token_embedding_type = ggml_type(spec["token_embedding_type"])
     if spec.get("output_tensor_type"):

@@ -1,15 +1,8 @@
-"""llama.cpp's engine behind the OpenAI completions API the validate stage speaks. Run by .venv-llamacpp's python.
-
-Why not llama-cpp-python's own server: its /v1/completions takes text prompts only and keys logprobs by token
-text, so token-id prompts, per-id logprobs and prompt logprobs (what parity is judged on) are impossible through
-it. This module is the same engine (llama_cpp.Llama: the GGUF's weights, llama.cpp's kernels and tokenizer) behind
-the subset of the API that `onboard.validate_serving.endpoint.EndpointCandidate` uses: token-id prompts,
-`logprobs`, vLLM-style `prompt_logprobs`, `return_tokens_as_token_ids`, `ignore_eos`, `logit_bias`, streaming;
-plus `/tokenize` (llama-server's shape) and `/health`. Greedy only (validation asks for temperature 0). One
-sequence at a time: concurrent requests wait for the model lock, as in llama-cpp-python's server.
-
-Standalone on purpose (stdlib, numpy and llama_cpp only): the engine's venv does not have onboard installed.
-Usage: python llamacpp_server.py --model F.gguf --name NAME --port P [--n-ctx N] [--threads T]
+"""llama.cpp's engine (llama_cpp.Llama) behind the subset of the OpenAI completions API that
+`onboard.validate_serving.endpoint.EndpointCandidate` uses: token-id prompts, per-id `logprobs`, vLLM-style
+`prompt_logprobs`, `return_tokens_as_token_ids`, `ignore_eos`, `logit_bias`, streaming; plus `/tokenize` and `/health`.
+llama-cpp-python's own server takes text prompts only and keys logprobs by token text. Greedy only; one sequence at
+a time. Standalone (stdlib, numpy, llama_cpp), run by .venv-llamacpp's python, where onboard is not installed.
 """
 
 from __future__ import annotations
@@ -172,34 +165,33 @@ def make_handler(engine: Engine, name: str, version: str) -> type[BaseHTTPReques
                 self._stream(prompts, body)
                 return
             choices = []
-            as_ids = bool(body.get("return_tokens_as_token_ids"))
             with engine.lock:
                 for i, p in enumerate(prompts):
-                    choice: dict[str, Any] = {"index": i}
+                    extra = {}  # prompt logprobs first: each pass starts from a cleared context
                     if body.get("prompt_logprobs") is not None:
-                        choice["prompt_logprobs"] = engine.prompt_logprobs(p, int(body["prompt_logprobs"]))
+                        extra["prompt_logprobs"] = engine.prompt_logprobs(p, int(body["prompt_logprobs"]))
                     steps = list(engine.generate(p, body)) if int(body.get("max_tokens") or 16) > 0 else []
-                    choice["text"] = "".join(detok(t) for t, *_ in steps)
-                    choice["logprobs"] = _logprobs(steps, as_ids, detok) if body.get("logprobs") else None
-                    choice["finish_reason"] = steps[-1][3] if steps else "length"
-                    choices.append(choice)
+                    choices.append({**self._choice(i, steps, body), **extra})
             self._send(200, {"object": "text_completion", "model": name, "choices": choices})
+
+        def _choice(self, index: int, steps: list, body: dict[str, Any]) -> dict[str, Any]:
+            as_ids = bool(body.get("return_tokens_as_token_ids"))
+            return {
+                "index": index,
+                "text": "".join(detok(t) for t, *_ in steps),
+                "finish_reason": steps[-1][3] if steps else "length",
+                "logprobs": _logprobs(steps, as_ids, detok) if body.get("logprobs") else None,
+            }
 
         def _stream(self, prompts: list[list[int]], body: dict[str, Any]) -> None:
             self.send_response(200)
             self.send_header("Content-Type", "text/event-stream")
             self.send_header("Connection", "close")
             self.end_headers()
-            as_ids = bool(body.get("return_tokens_as_token_ids"))
             with engine.lock:
                 for i, p in enumerate(prompts):
                     for step in engine.generate(p, body):
-                        choice = {
-                            "index": i,
-                            "text": detok(step[0]),
-                            "finish_reason": step[3],
-                            "logprobs": _logprobs([step], as_ids, detok) if body.get("logprobs") else None,
-                        }
+                        choice = self._choice(i, [step], body)
                         self.wfile.write(f"data: {json.dumps({'choices': [choice]})}\n\n".encode())
                         self.wfile.flush()
             self.wfile.write(b"data: [DONE]\n\n")

