@@ -369,8 +369,16 @@ class Verdict:
     """Stable names of the failed checks (FAILED_CHECKS), in the order of `reasons`: what callers read."""
 
 
-FAILED_CHECKS = ("max-logprob-error", "max-kl", "mean-kl", "kl-tail", "kl-late", "top1-beyond-near-tie",
-                 "top1-rate", "logit-scale")  # fmt: skip
+FAILED_CHECKS = (
+    "max-logprob-error",
+    "max-kl",
+    "mean-kl",
+    "kl-tail",
+    "kl-late",
+    "top1-beyond-near-tie",
+    "top1-rate",
+    "logit-scale",
+)
 
 
 def tail_events(metrics: Sequence[PositionMetrics], level: float) -> int:

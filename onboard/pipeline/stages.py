@@ -68,8 +68,14 @@ class RunContext:
 
 
 # safetensors dtype names -> candidate dtypes (the stored dtype of an unquantized checkpoint)
-_STORED = {"BF16": "bfloat16", "F16": "float16", "F32": "float32", "bfloat16": "bfloat16", "float16": "float16",
-           "float32": "float32"}  # fmt: skip
+_STORED = {
+    "BF16": "bfloat16",
+    "F16": "float16",
+    "F32": "float32",
+    "bfloat16": "bfloat16",
+    "float16": "float16",
+    "float32": "float32",
+}
 
 
 def _stored_dtype(profile: dict[str, Any]) -> str | None:

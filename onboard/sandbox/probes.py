@@ -115,11 +115,10 @@ def logits(
     from transformers import AutoModelForCausalLM
 
     start = time.perf_counter()
-    extra = {"attn_implementation": attn_implementation} if attn_implementation else {}
+    options = {"dtype": getattr(torch, dtype), "local_files_only": True}
+    options |= {"attn_implementation": attn_implementation} if attn_implementation else {}
     # trust_remote_code=True only here, inside the sandbox worker (require_worker above)
-    model = AutoModelForCausalLM.from_pretrained(
-        checkpoint, trust_remote_code=True, dtype=getattr(torch, dtype), local_files_only=True, **extra
-    ).eval()
+    model = AutoModelForCausalLM.from_pretrained(checkpoint, trust_remote_code=True, **options).eval()
     load_s = time.perf_counter() - start
     ids = torch.tensor(input_ids, dtype=torch.long)
     forward_s = []
