@@ -110,4 +110,3 @@ def read_tool_golden(folder: Path) -> ToolGolden | None:
     if golden.format != TOOL_FORMAT:
         raise InputError(f"{path}: format {golden.format!r}, expected {TOOL_FORMAT!r}", "re-record the goldens")
     return golden
-
