@@ -251,3 +251,34 @@ def test_a_malformed_tool_golden_is_a_named_input_error(tmp_path) -> None:
     (tmp_path / "tool_calls.json").write_text(json.dumps({"format": TOOL_FORMAT, "declared": "yes"}))
     with pytest.raises(InputError, match="tool_calls.json: malformed"):
         tool_calls_check(GoldenSet(tmp_path, {}, ()), Endpoint(None))
+
+
+def test_the_report_section_shows_the_summary_each_conversation_and_the_advice(golden, tokenizer) -> None:
+    from onboard.tool_calls.report import HEADER, section
+    from onboard.validate_serving.report import json_safe
+
+    check = _check(golden, ScriptedClient(tokenizer, _with_calls()), tool_parser="pythonic", reasoning_parser="qwen3")
+    [(title, header, rows)] = section({"check_data": {"tool_calls": json_safe(check.data)}})
+    assert (title, header) == ("Tool calls", HEADER)
+    assert rows[0] == ("summary", "format hermes", "parsers pythonic / qwen3", "5/6",
+                       "trigger similarity 86%, schema accuracy 100%")  # fmt: skip
+    assert rows[1][:4] == ("single_call", "yes", "none", "NO") and "expected a tool call, got none" in rows[1][4]
+    assert rows[-1][0] == "parser advice" and "not run" in rows[-1][4]
+    assert section({"check_data": {}}) == [] and section({}) == []
+
+
+def test_the_checklist_item_is_not_applicable_when_the_template_declares_no_tools(tmp_path) -> None:
+    from onboard.promote.checklist import evaluate, load_checklist, load_signoffs
+    from onboard.promote.stage_results import load_stage_results
+    from tests.promote.workspaces import REV_A, SLUG, make_workspace
+
+    rev = make_workspace(tmp_path, skip={"validate": ("tool_calls",)})
+    state = evaluate(load_checklist(), load_stage_results(rev), load_signoffs(rev), slug=SLUG, revision=REV_A)
+    item = next(it for it in state.items if it.id == "tool_calls")
+    assert item.required and item.status == "open"  # a validate result without the check blocks promotion
+    validate = json.loads((rev / "validate.json").read_text())
+    validate["checks"].append({"name": "tool_calls", "passed": True, "required": False, "skipped": True,
+                               "not_applicable": True, "detail": "not applicable: no tool support"})  # fmt: skip
+    (rev / "validate.json").write_text(json.dumps(validate))
+    state = evaluate(load_checklist(), load_stage_results(rev), load_signoffs(rev), slug=SLUG, revision=REV_A)
+    assert next(it for it in state.items if it.id == "tool_calls").status == "not_applicable"
