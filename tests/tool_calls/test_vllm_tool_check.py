@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from onboard.checks import Check
@@ -17,7 +18,7 @@ from onboard.validate_serving.endpoint import EndpointCandidate
 from onboard.validate_serving.golden import GoldenSet
 from onboard.validate_serving.runtime import load_candidate
 from onboard.validate_serving.tool_check import tool_calls_check
-from onboard.validate_serving.tool_golden import record_tool_suite, write_tool_golden
+from onboard.validate_serving.tool_golden import read_tool_golden, record_tool_suite, write_tool_golden
 from tests.validate.vllm_server import require_vllm, serve
 
 pytestmark = pytest.mark.vllm
@@ -27,6 +28,10 @@ RIGHT = ("hermes", "qwen3")
 WRONG = ("pythonic", "qwen3")
 
 
+WRONG_ASKS = ("single_call", "parallel_calls", "no_call")
+"""The wrong configuration is asked fewer conversations: a call, two calls, none (CI time)."""
+
+
 @pytest.fixture(scope="module")
 def golden(tmp_path_factory: pytest.TempPathFactory) -> GoldenSet:
     require_vllm()
@@ -34,6 +39,16 @@ def golden(tmp_path_factory: pytest.TempPathFactory) -> GoldenSet:
     reference = load_candidate(FIXTURE, "float32", runtime="reference")
     write_tool_golden(folder, record_tool_suite(reference, FIXTURE))
     reference.close()
+    return GoldenSet(folder, {}, ())
+
+
+@pytest.fixture(scope="module")
+def fewer(golden: GoldenSet, tmp_path_factory: pytest.TempPathFactory) -> GoldenSet:
+    tools = read_tool_golden(golden.folder)
+    folder = tmp_path_factory.mktemp("fewer")
+    write_tool_golden(
+        folder, msgspec.structs.replace(tools, answers=[a for a in tools.answers if a.name in WRONG_ASKS])
+    )
     return GoldenSet(folder, {}, ())
 
 
@@ -52,8 +67,8 @@ def right(golden: GoldenSet, tmp_path_factory: pytest.TempPathFactory) -> Check:
 
 
 @pytest.fixture(scope="module")
-def wrong(golden: GoldenSet, tmp_path_factory: pytest.TempPathFactory) -> Check:
-    return _check(golden, tmp_path_factory.mktemp("wrong") / "vllm.log", WRONG)
+def wrong(fewer: GoldenSet, tmp_path_factory: pytest.TempPathFactory) -> Check:
+    return _check(fewer, tmp_path_factory.mktemp("wrong") / "vllm.log", WRONG)
 
 
 def test_the_right_parsers_pass_streamed_and_not(right: Check) -> None:
@@ -69,8 +84,9 @@ def test_the_right_parsers_pass_streamed_and_not(right: Check) -> None:
 
 def test_a_wrong_tool_parser_fails_naming_the_parser_that_would_match(wrong: Check) -> None:
     assert not wrong.passed and not wrong.skipped
+    assert [o["name"] for o in wrong.data["conversations"]] == list(WRONG_ASKS)
     calling = [o for o in wrong.data["conversations"] if o["expected_call"]]
-    assert calling and all(not o["triggered"] and not o["agrees"] for o in calling)
+    assert len(calling) == 2 and all(not o["triggered"] and not o["agrees"] for o in calling)
     assert wrong.data["summary"]["trigger_similarity"] == 0.0
     matches = wrong.data["advice"]["matches"]
     assert {"tool_call_parser": "hermes", "reasoning_parser": "qwen3"} in matches
