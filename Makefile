@@ -17,7 +17,7 @@ examples/demo-qwen3/model.safetensors: $(VENV_STAMP) scripts/make_demo_checkpoin
 	$(PY) scripts/make_demo_checkpoint.py --force
 
 ## The main job on the bundled demo checkpoint (no network needed once installed): the whole onboarding chain.
-## Results land in demo-workspace/ (git-ignored). Exit 1 means "not ready to promote" (manual sign-offs are open).
+## Results land in demo-workspace/ (git-ignored). Exit 1 means "not ready to promote" (sign-offs, and tool calls, open).
 demo: $(VENV_STAMP) examples/demo-qwen3/model.safetensors
 	HF_HUB_OFFLINE=1 .venv/bin/onboard new-model examples/demo-qwen3 --target l4 --workspace demo-workspace || test $$? -eq 1
 

@@ -44,8 +44,9 @@ def tool_calls_check(
     if tools is None:
         return skipped(
             NAME,
-            "not checked: the goldens were recorded without the tool-call suite; re-record them "
-            "(onboard golden record SOURCE)",
+            "not checked: the goldens were recorded without the tool-call suite (by an older onboard, or from "
+            "repository code in the sandbox, which does not record it yet); re-record them with transformers' "
+            "reference (onboard golden record SOURCE), or validate the engine against a reference that has it",
         )
     if not tools.declared:
         return skipped(

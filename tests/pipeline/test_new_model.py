@@ -19,6 +19,8 @@ from onboard.pipeline import run_new_model
 
 REPO = Path(__file__).resolve().parents[2]
 DEMO = REPO / "examples" / "demo-qwen3"
+# The demo template declares tools, which only a serving engine can check: waived with a note (README).
+NOTES = {"tool_calls": "served without tools"}
 STAGES = ["inspect", "generate", "verify-tokenizer", "golden", "validate"]
 
 
@@ -49,8 +51,9 @@ def test_cold_run_reaches_a_decision(clean_run):
     # Stages finished before the crash were not redone; the rest ran now.
     assert [result.stages[s]["outcome"] for s in STAGES] == ["cached", "cached", "cached", "ok", "ok"]
     assert result.stages["validate"]["passed"] is True
-    # The decision: only the manual sign-offs remain open (determinism runs on the adapter's padded batches).
-    assert set(result.blocking) == {"licence_reviewed", "model_card_read"}
+    # The decision: the manual sign-offs remain open (determinism runs on the adapter's padded batches), and the tool
+    # calls: the template declares tools, and only a serving engine's parsers can be checked (validate --engine).
+    assert set(result.blocking) == {"licence_reviewed", "model_card_read", "tool_calls"}
     for key in ("markdown", "html"):
         assert Path(result.report[key]).is_file()
     checklist = Path(result.checklist_md).read_text()
@@ -71,14 +74,14 @@ def test_second_run_is_all_cached(clean_run, demo):
 @pytest.mark.slow
 def test_signoffs_then_promotion_decision(clean_run, demo):
     ws, _ = clean_run
-    for item in ("licence_reviewed", "model_card_read"):
+    for item in ("licence_reviewed", "model_card_read", "tool_calls"):
         r = subprocess.run([sys.executable, "-m", "onboard", "signoff", "demo-qwen3", item, "--by", "tester",
-                            "--note", "demo: Apache-2.0 tokenizer, random weights", "--workspace", str(ws)],
+                            "--note", f"demo: {NOTES.get(item, 'Apache-2.0 tokenizer')}", "--workspace", str(ws)],
                            capture_output=True, text=True)  # fmt: skip
         assert r.returncode == 0, r.stderr
     result = run_new_model(str(demo), workspace=ws, quiet=True, promote=True)
-    # Every required item is ticked once the manual items are signed off (tests/pipeline/test_demo_promotion.py
-    # does the same through `onboard promote` and the registry).
+    # Every required item is ticked once the manual items are signed off and the engine-only tool calls waived
+    # (tests/pipeline/test_demo_promotion.py does the same through `onboard promote` and the registry).
     assert result.blocking == []
     assert result.promoted is True
 
@@ -152,8 +155,8 @@ def test_a_new_revision_is_judged_against_the_registry_it_is_given(demo, tmp_pat
 
     ws, registry = tmp_path / "ws", tmp_path / "elsewhere" / "registry.sqlite3"
     first = run_new_model(str(demo), workspace=ws, quiet=True, registry=registry)
-    for item in ("licence_reviewed", "model_card_read"):
-        record_signoff(first.run_dir, item, "tester")
+    for item in ("licence_reviewed", "model_card_read", "tool_calls"):
+        record_signoff(first.run_dir, item, "tester", NOTES.get(item, ""))
     promote(first.slug, ws, registry=registry)
     changed = tmp_path / "next" / demo.name  # the same slug, other weights' config: a new revision
     shutil.copytree(demo, changed)
