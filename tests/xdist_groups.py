@@ -21,6 +21,7 @@ ENGINE_MARKERS = ("vllm", "llamacpp")
 # tests/conftest.py refuses a run where an engine-marked test lives in a file not listed here.
 ENGINE_FILES = {
     "tests/validate/test_vllm.py": "vllm",
+    "tests/validate/test_vllm_load.py": "vllm",
     "tests/speculative/test_vllm_speculative.py": "vllm",
     "tests/tool_calls/test_vllm_agreement.py": "vllm",
     "tests/engines/test_llamacpp_architectures.py": "llamacpp",

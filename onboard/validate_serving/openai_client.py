@@ -44,6 +44,8 @@ class Completion(msgspec.Struct):
     """A /v1/completions reply or one streamed event; each choice stays a dict (engines add their own fields)."""
 
     choices: list[dict[str, Any]] = []
+    usage: dict[str, Any] | None = None
+    """Token counts; vLLM adds prompt_tokens_details.cached_tokens (--enable-prompt-tokens-details)."""
 
 
 class Version(msgspec.Struct):
@@ -83,6 +85,18 @@ class OpenAIClient:
             return self._decode(response.content, Version, url).version
         except EndpointError:
             return None
+
+    def metrics(self) -> str | None:
+        """The engine's Prometheus text (vLLM's /metrics; not part of the OpenAI protocol): None when it has none."""
+        import httpx2
+
+        url = self.base + "/metrics"
+        try:
+            with self._errors(url):
+                response = self.client.with_options(max_retries=0).get(url, cast_to=httpx2.Response)
+        except EndpointError:
+            return None
+        return response.text if response.status_code == 200 else None
 
     def complete(self, body: dict[str, Any]) -> Completion:
         url = self.base + "/v1/completions"
