@@ -46,6 +46,8 @@ class Completion(msgspec.Struct):
     choices: list[dict[str, Any]] = []
     usage: dict[str, Any] | None = None
     """Token counts; vLLM adds prompt_tokens_details.cached_tokens (--enable-prompt-tokens-details)."""
+    error: dict[str, Any] | None = None
+    """An error the server reported inside a stream that had begun (vLLM: a request it refuses after answering 200)."""
 
 
 class Version(msgspec.Struct):
@@ -123,7 +125,14 @@ class OpenAIClient:
                     if payload == "[DONE]":
                         done = True
                         break
-                    yield self._decode(payload.encode(), Completion, url, what="stream event")
+                    event = self._decode(payload.encode(), Completion, url, what="stream event")
+                    if event.error:
+                        code = event.error.get("code")
+                        raise HTTPStatusError(
+                            code if isinstance(code, int) else 400,
+                            f"{url}: error in the stream: {str(event.error.get('message', event.error))[:300]}",
+                        )
+                    yield event
         if not done:
             raise EndpointError(
                 f"{url}: stream ended without [DONE] (truncated)", "the server crashed mid-generation; check its log"

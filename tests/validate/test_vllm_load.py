@@ -120,10 +120,11 @@ def test_engine_killed_mid_run_completes_after_restart(engine, golden, tmp_path:
     tol = tolerances("float32", golden.noise("float32"))
     config = LoadConfig(levels=(1, 8, 32), recovery_timeout_s=400)
     box: dict[str, object] = {}
-    runner = threading.Thread(target=lambda: box.update(result=_catch(replay, candidate, golden, tol, 40, config)))
+    runner = threading.Thread(target=lambda: box.update(result=_catch(replay, candidate, golden, tol, 2 * golden.top_k, config)))
     runner.start()
     time.sleep(1.0)
-    os.kill(_engine_pid(port), signal.SIGKILL)
+    os.killpg(os.getpgid(_engine_pid(port)), signal.SIGKILL)  # the engine and its workers (their own session)
+    _wait_port_free(port)
     with serve(FIXTURE, "q", tmp_path / "vllm-restarted.log", extra_args=ENGINE_ARGS, port=port):
         runner.join(timeout=600)
     result = box["result"]
@@ -140,6 +141,17 @@ def _catch(fn, *args):
         return fn(*args)
     except Exception as exc:  # handed to the test thread
         return exc
+
+
+def _wait_port_free(port: int) -> None:
+    from onboard.engines.launch import EngineStartError, check_port
+
+    for _ in range(120):
+        try:
+            return check_port(port)
+        except EngineStartError:
+            time.sleep(0.5)
+    check_port(port)
 
 
 def _engine_pid(port: int) -> int:
