@@ -81,6 +81,12 @@ from onboard.validate_serving.candidates import DTYPES
     default=120.0,
     help="--load: how long a failing endpoint may take to come back before the run ends with an error.",
 )
+@option(
+    "--tool-call-parser",
+    help="The endpoint's tool-call parser (vLLM's name, e.g. hermes): the tool_calls check's parser advice starts "
+    "from it. --engine vllm starts vLLM with it and --enable-auto-tool-choice.",
+)
+@option("--reasoning-parser", help="The endpoint's reasoning parser (vLLM's name, e.g. qwen3), as --tool-call-parser.")
 @remote_code_options
 @option("--json", "as_json", is_flag=True, help="Print the stage result as JSON on stdout.")
 def validate_command(
@@ -105,6 +111,8 @@ def validate_command(
     prefill_chunk: int | None,
     batch_invariant: bool,
     recovery_timeout: float,
+    tool_call_parser: str | None,
+    reasoning_parser: str | None,
     trust_remote_code: bool,
     unsafe_no_sandbox: bool,
     as_json: bool,
@@ -138,7 +146,10 @@ def validate_command(
     if endpoint and candidate != "adapter":
         raise InputError("--candidate is for in-process validation", "drop --candidate when using --endpoint")
     load_config = _load_config(load, load_levels, prefill_chunk, batch_invariant, recovery_timeout)
-    spec_args = speculative_args(speculative, speculative_k, engine_name, endpoint)  # before goldens or an engine
+    engine_args = speculative_args(speculative, speculative_k, engine_name, endpoint)  # before goldens or an engine
+    if engine_name == "vllm":
+        engine_args += ["--enable-auto-tool-choice", "--tool-call-parser", tool_call_parser] if tool_call_parser else []
+        engine_args += ["--reasoning-parser", reasoning_parser] if reasoning_parser else []
     if plan_file is not None:
         from onboard.quantize.plan_file import read_plan
 
@@ -168,7 +179,7 @@ def validate_command(
                 endpoint,
                 budget_kl,
                 plan_file,
-                engine_args=spec_args,
+                engine_args=engine_args,
             ) as served:
                 if served is not None:  # --engine: the started engine is the endpoint
                     endpoint, served_model, dtype = served.url, served.name, served.dtype
@@ -181,6 +192,7 @@ def validate_command(
                         performance=not no_performance,
                         checkpoint=checkpoint,
                         policy=policy,
+                        parsers=(tool_call_parser, reasoning_parser),
                     )
                     if speculative:
                         add_speculative_check(result, golden, engine, endpoint, speculative, speculative_k)
