@@ -71,3 +71,26 @@ def test_load_options_are_checked_before_anything_runs(capsys, tmp_path, args: l
     with pytest.raises(SystemExit) as exit_info:
         main(["validate", str(tmp_path / "nothing"), *args])
     assert exit_info.value.code == 2 and message in capsys.readouterr().err
+
+
+def test_report_section_reads_the_checks_data() -> None:
+    from onboard.validate_serving.load_report import section
+
+    assert section({"check_data": {}}) == ([], [])  # validate ran without --load
+    conditions = [
+        {"name": f"concurrency {n}", "requests": n, "failed_requests": 0, "passed": True, "reasons": [],
+         "ttft_p50_ms": 10.0 * n, "ttft_p99_ms": 20.0 * n, "itl_p50_ms": 5.0, "itl_p99_ms": 9.0, "tokens_per_s": 100.0}
+        for n in (1, 8, 32)
+    ] + [{"name": "prefix-cache hit", "requests": 4, "failed_requests": 4, "passed": False, "reasons": ["p0: x"]}]  # fmt: skip
+    cache = {"engine_hit_rate": 0.25, "responses_with_hits": 4, "responses_reporting": 41,
+             "ttft_hit_p50_ms": 30.0, "ttft_miss_p50_ms": 12.0}  # fmt: skip
+    validate = {"check_data": {"serving_under_load": {"conditions": conditions, "causes": ["prefix cache (...)"],
+                                                      "requests": 41, "retried": [7]},
+                               "prefix_cache_hits": cache}}  # fmt: skip
+    plots, tables = section(validate)
+    assert [p[0] for p in plots] == ["plot-load-latency", "plot-load-cache"] and "(log)" in plots[0][2]
+    ((title, _, rows),) = tables
+    by_name = {r[0]: r for r in rows}
+    assert title == "Serving under load (41 requests)" and by_name["concurrency 8"][3] == "80 / 160"
+    assert by_name["prefix-cache hit"][-1] == "FAIL: p0: x" and by_name["causes"][-1] == "prefix cache (...)"
+    assert by_name["retried after an engine failure"][1:2] == ("1",) and "25.0%" in by_name["prefix cache"][-1]

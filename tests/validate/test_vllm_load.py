@@ -120,7 +120,9 @@ def test_engine_killed_mid_run_completes_after_restart(engine, golden, tmp_path:
     tol = tolerances("float32", golden.noise("float32"))
     config = LoadConfig(levels=(1, 8, 32), recovery_timeout_s=400)
     box: dict[str, object] = {}
-    runner = threading.Thread(target=lambda: box.update(result=_catch(replay, candidate, golden, tol, 2 * golden.top_k, config)))
+    runner = threading.Thread(
+        target=lambda: box.update(result=_catch(replay, candidate, golden, tol, 2 * golden.top_k, config))
+    )
     runner.start()
     time.sleep(1.0)
     os.killpg(os.getpgid(_engine_pid(port)), signal.SIGKILL)  # the engine and its workers (their own session)
