@@ -28,6 +28,7 @@ ENGINE_FILES = {
     "tests/engines/test_llamacpp_architectures.py": "llamacpp",
     "tests/engines/test_llamacpp_trained.py": "llamacpp",
     "tests/engines/test_convert_inputs.py": "llamacpp",
+    "tests/engines/test_llamacpp_load.py": "llamacpp",
 }
 
 
