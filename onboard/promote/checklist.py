@@ -257,10 +257,11 @@ def _check_state(ref: CheckRef, results: StageResults, promoted_golden_sha256: s
 
 
 def _validated_in_process(results: StageResults) -> bool:
-    """A validate result whose candidate is not a serving endpoint (no result yet: unknown, so False)."""
+    """A validate result whose candidate is not a serving endpoint (no result yet: unknown, so False; a self-check
+    is not in-process validation either: it ticks nothing, as _check_state says)."""
     stage = results.get("validate")
     candidate = stage.data.get("candidate") if stage is not None else None
-    return isinstance(candidate, dict) and candidate.get("kind") != "endpoint"
+    return isinstance(candidate, dict) and candidate.get("kind") != "endpoint" and not _self_check(stage.data)
 
 
 def _self_check(data: dict[str, Any]) -> bool:
