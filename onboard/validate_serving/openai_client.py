@@ -111,20 +111,18 @@ class OpenAIClient:
 
     def complete(self, body: dict[str, Any]) -> Completion:
         url = self.base + "/v1/completions"
-        prompt, rest = body["prompt"], {k: v for k, v in body.items() if k not in ("model", "prompt")}
         with self._errors(url):
             raw = self.client.completions.with_raw_response.create(
-                model=body["model"], prompt=prompt, extra_body=rest
+                model=body["model"], prompt="", extra_body=_untyped(body)
             ).http_response.content
         return self._decode(raw, Completion, url)
 
     def stream(self, body: dict[str, Any]) -> Iterator[Completion]:
         """Server-sent events of a streamed completion, decoded as they arrive; an error unless it ends in [DONE]."""
         url = self.base + "/v1/completions"
-        prompt, rest = body["prompt"], {k: v for k, v in body.items() if k not in ("model", "prompt")}
         with self._errors(url, streaming=True):
             with self.client.completions.with_streaming_response.create(
-                model=body["model"], prompt=prompt, stream=True, extra_body=rest
+                model=body["model"], prompt="", stream=True, extra_body=_untyped(body)
             ) as response:
                 yield from self._events(response, Completion, url)
 
@@ -150,11 +148,14 @@ class OpenAIClient:
 
     def _events(self, response: Any, kind: type[Any], url: str) -> Iterator[Any]:
         """The `data:` events of a server-sent stream up to [DONE]; an EndpointError when it ends without it."""
-        for line in response.iter_lines():
+        lines = response.iter_lines()
+        for line in lines:
             if not line.startswith("data:"):
                 continue
             payload = line[5:].strip()
             if payload == "[DONE]":
+                for _ in lines:  # the body read to its end: its connection goes back to the pool, not closed
+                    pass
                 return
             event = self._decode(payload.encode(), kind, url, what="stream event")
             if event.error:
@@ -220,3 +221,9 @@ class OpenAIClient:
         if isinstance(exc, (openai.APIError, httpx2.HTTPError)):
             return EndpointError(f"{url}: connection failed ({cause or exc}){tries}", "check the server log")
         return None
+
+
+def _untyped(body: dict[str, Any]) -> dict[str, Any]:
+    """A completion's fields but `model`, sent as extra_body (which replaces the placeholder `prompt`): the openai
+    package's typed transform would walk a token-id prompt element by element on every request."""
+    return {k: v for k, v in body.items() if k != "model"}
