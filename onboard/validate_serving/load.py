@@ -135,14 +135,15 @@ class LoadResult:
 
 # --- the workload ------------------------------------------------------------------------------------------------
 def plan(golden: GoldenSet, levels: Sequence[int]) -> list[Request]:
-    """The requests in send order: level by level; at level 1 the warm half twice, then every level filled (at least
+    """The requests in send order: level by level; at level 1 each of the warm half twice in a row (an engine that
+    caches only the last sequence, as llama.cpp's single slot, hits too), then every level filled (at least
     every prompt once from the second level on), cold prompts first so they reach the engine before their repeats."""
     prompts = list(golden.prompts)
     warm, cold = prompts[0::2], prompts[1::2]
     out: list[Request] = []
     for n, level in enumerate(levels):
         if n == 0:
-            batch = warm + warm if level == 1 else prompts
+            batch = [p for p in warm for _ in (0, 1)] if level == 1 else prompts  # each repeat right after its miss
         else:
             batch = cold + warm if n == 1 else list(prompts)
         while len(batch) < level:

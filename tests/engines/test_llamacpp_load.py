@@ -42,7 +42,8 @@ def test_replay_passes_with_prompt_cache_hits(tmp_path: Path) -> None:
     assert checks["serving_under_load"].passed, checks["serving_under_load"].detail
     names = {c.name for c in result.conditions}
     assert {"concurrency 1", "concurrency 8", "concurrency 32", "prefix-cache hit", "prefix-cache miss"} <= names
-    assert result.cache["responses_with_hits"] > 0 and checks["prefix_cache_hits"].passed
+    warm = len(golden.prompts[0::2])  # at concurrency 1 each sent twice in a row: the second reuses the first's KV
+    assert result.cache["responses_with_hits"] >= warm and checks["prefix_cache_hits"].passed
     assert result.cache["engine_hit_rate"] is None  # no /metrics counters: the rate is the responses' cached tokens
-    assert result.hit_vs_miss["pairs"] > 0 and result.hit_vs_miss["passed"], result.hit_vs_miss
+    assert result.hit_vs_miss["pairs"] >= warm and result.hit_vs_miss["passed"], result.hit_vs_miss
     assert result.requests == len(plan(golden, config.levels)) and not result.retried

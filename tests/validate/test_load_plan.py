@@ -26,7 +26,7 @@ def test_plan_repeats_warm_prompts_alone_and_sends_cold_ones_first_under_concurr
     requests = plan(golden, (1, 8, 32))  # type: ignore[arg-type]
     assert [r.id for r in requests] == list(range(len(requests)))  # ids unique, in send order
     level1 = [r.prompt.name for r in requests if r.level == 1]
-    assert level1 == ["p0", "p2", "p4"] * 2  # a cold miss then a hit of each warm prompt, nothing else in flight
+    assert level1 == ["p0", "p0", "p2", "p2", "p4", "p4"]  # each warm prompt's cold miss, then its hit, alone
     level8 = [r.prompt.name for r in requests if r.level == 8]
     assert level8[:2] == ["p1", "p3"] and len(level8) == 8  # cold prompts meet the engine first with others in flight
     assert len([r for r in requests if r.level == 32]) == 32
