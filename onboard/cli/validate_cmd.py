@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -51,6 +52,36 @@ from onboard.validate_serving.candidates import DTYPES
 )
 @option("--speculative-k", type=click.IntRange(1, 8), default=3, help="Draft tokens per step.")
 @option(
+    "--load",
+    is_flag=True,
+    help="Also replay the goldens under load on the endpoint (concurrent requests, repeated prompts that hit the "
+    "prefix cache), every response judged against the goldens per condition: check serving_under_load.",
+)
+@option(
+    "--load-levels",
+    default="1,8,32",
+    show_default=True,
+    help="--load: the concurrency levels, comma-separated, starting with 1.",
+)
+@option(
+    "--prefill-chunk",
+    type=click.IntRange(1),
+    help="--load: the engine's prefill chunk (vLLM --max-num-batched-tokens): longer prompts form the chunked-prefill "
+    "condition.",
+)
+@option(
+    "--batch-invariant",
+    is_flag=True,
+    help="--load: the engine runs a batch-invariant mode (vLLM VLLM_BATCH_INVARIANT=1): require bitwise equality "
+    "across concurrency levels.",
+)
+@option(
+    "--recovery-timeout",
+    type=seconds(1.0),
+    default=120.0,
+    help="--load: how long a failing endpoint may take to come back before the run ends with an error.",
+)
+@option(
     "--tool-call-parser",
     help="The endpoint's tool-call parser (vLLM's name, e.g. hermes): the tool_calls check's parser advice starts "
     "from it. --engine vllm starts vLLM with it and --enable-auto-tool-choice.",
@@ -75,6 +106,11 @@ def validate_command(
     plan_file: Path | None,
     speculative: str | None,
     speculative_k: int,
+    load: bool,
+    load_levels: str,
+    prefill_chunk: int | None,
+    batch_invariant: bool,
+    recovery_timeout: float,
     tool_call_parser: str | None,
     reasoning_parser: str | None,
     trust_remote_code: bool,
@@ -93,6 +129,7 @@ def validate_command(
       onboard validate ./checkpoint --golden golden_outputs/checkpoint
       onboard validate Qwen/Qwen3-0.6B --endpoint http://127.0.0.1:8000 --served-model Qwen/Qwen3-0.6B --json
       onboard validate ./checkpoint --candidate reference   # self-check of the harness
+      onboard validate ./checkpoint --engine vllm --load --prefill-chunk 2048   # under concurrent load
     """
     from onboard.environment import slug
     from onboard.errors import ChecksFailed, InputError
@@ -108,6 +145,7 @@ def validate_command(
         raise InputError("--served-model needs --endpoint", "pass the server URL with --endpoint")
     if endpoint and candidate != "adapter":
         raise InputError("--candidate is for in-process validation", "drop --candidate when using --endpoint")
+    load_config = _load_config(load, load_levels, prefill_chunk, batch_invariant, recovery_timeout)
     engine_args = speculative_args(speculative, speculative_k, engine_name, endpoint)  # before goldens or an engine
     if engine_name == "vllm":
         engine_args += ["--enable-auto-tool-choice", "--tool-call-parser", tool_call_parser] if tool_call_parser else []
@@ -158,6 +196,10 @@ def validate_command(
                     )
                     if speculative:
                         add_speculative_check(result, golden, engine, endpoint, speculative, speculative_k)
+                    if load_config is not None:
+                        from onboard.validate_serving.load_checks import add_load_checks
+
+                        add_load_checks(result, golden, engine, load_config)
                 finally:
                     engine.close()
                 judge_served(result, served, source, budget_kl, plan_file)
@@ -171,3 +213,20 @@ def validate_command(
         raise ChecksFailed(
             f"validation failed: {', '.join(result['failed'])}", "see the check details above and validation.json"
         )
+
+
+def _load_config(load: bool, levels: str, chunk: int | None, bitwise: bool, recovery_s: float) -> Any:
+    """--load's settings (None without --load); bad levels are a usage error named now, before any engine runs."""
+    from onboard.validate_serving.load import LoadConfig
+
+    if not load:
+        if chunk is not None or bitwise:
+            raise click.UsageError("--prefill-chunk and --batch-invariant need --load")
+        return None
+    try:
+        parsed = tuple(int(v) for v in levels.split(","))
+    except ValueError:
+        parsed = ()
+    if not parsed or parsed[0] != 1 or any(n < 1 for n in parsed):
+        raise click.UsageError(f"--load-levels {levels!r}: comma-separated positive integers starting with 1 (1,8,32)")
+    return LoadConfig(levels=parsed, recovery_timeout_s=recovery_s, prefill_chunk=chunk, bitwise=bitwise)

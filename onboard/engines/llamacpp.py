@@ -263,15 +263,17 @@ def quantize(src: Path, out: Path, ftype: str, overrides: Overrides = Overrides(
 
 
 @contextlib.contextmanager
-def serve(gguf: Path, name: str, log: Path, *, port: int | None = None) -> Iterator[str]:
-    """llamacpp_server.py serving `gguf` as `name` on loopback; yields its URL; stopped on exit."""
+def serve(gguf: Path, name: str, log: Path, *, port: int | None = None, prompt_cache: bool = False) -> Iterator[str]:
+    """llamacpp_server.py serving `gguf` as `name` on loopback; yields its URL; stopped on exit. `prompt_cache`:
+    a generation reuses the KV cache of the prefix it shares with the previous one (llama-server's cache_prompt) and
+    reports it as usage.prompt_tokens_details.cached_tokens; off, every request starts cold."""
     interpreter = require()
     port = port or free_port()
     # ggml's worker threads spin: on a small shared machine one thread measures the engine better than all cores.
     cores = os.cpu_count() or 1
     threads = str(1 if cores <= 2 else min(8, cores // 2))
     flags = {"--model": gguf, "--name": name, "--port": port, "--n-ctx": 2048, "--threads": threads}
-    cmd = [str(interpreter), str(HERE / "llamacpp_server.py"), *argv(flags)]
+    cmd = [str(interpreter), str(HERE / "llamacpp_server.py"), *argv(flags), *(["--prompt-cache"] * prompt_cache)]
     with serve_process(
         cmd, port=port, ready_path="/health", log=log, name="llama.cpp", timeout_s=START_TIMEOUT_S
     ) as url:

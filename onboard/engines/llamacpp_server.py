@@ -28,7 +28,7 @@ def top_entries(lp: np.ndarray, k: int) -> list[tuple[int, float]]:
 
 
 class Engine:
-    def __init__(self, model: str, n_ctx: int, threads: int | None) -> None:
+    def __init__(self, model: str, n_ctx: int, threads: int | None, prompt_cache: bool = False) -> None:
         from llama_cpp import Llama
 
         self.llm = Llama(
@@ -42,6 +42,9 @@ class Engine:
         )
         self.lock = threading.Lock()
         self.n_ctx = n_ctx
+        self.prompt_cache = prompt_cache and not (self.llm._is_recurrent or self.llm._is_hybrid)
+        self.cached = 0
+        """Prompt tokens the last generation took from the KV cache (its usage's cached_tokens)."""
 
     def is_eog(self, token: int) -> bool:
         import llama_cpp
@@ -55,6 +58,20 @@ class Engine:
         self.llm.reset()
         self.llm.eval(tokens)
         return np.array(self.llm.scores[: len(tokens)], copy=True)
+
+    def _prefill(self, prompt: list[int]) -> int:
+        """Evaluate `prompt`; with the prompt cache (llama-server's cache_prompt), the KV entries of the longest prefix
+        it shares with the previous sequence are kept and only the rest is evaluated. Returns the tokens kept."""
+        kept = 0
+        if self.prompt_cache:
+            previous = self.llm.input_ids[: self.llm.n_tokens].tolist()
+            limit = min(len(previous), len(prompt) - 1)  # the last prompt token is evaluated: its logits are needed
+            while kept < limit and previous[kept] == prompt[kept]:
+                kept += 1
+        self.llm.reset()
+        self.llm.n_tokens = kept
+        self.llm.eval(prompt[kept:])
+        return kept
 
     def prompt_logprobs(self, seq: list[int], k: int) -> list[dict[str, Any] | None]:
         """vLLM's prompt_logprobs: None, then per position the top-k ids with rank, plus the prompt's own token."""
@@ -75,8 +92,7 @@ class Engine:
         k = int(body.get("logprobs") or 0)
         bias = {int(t): float(b) for t, b in (body.get("logit_bias") or {}).items()}
         ignore_eos = bool(body.get("ignore_eos"))
-        self.llm.reset()
-        self.llm.eval(prompt)
+        self.cached = self._prefill(prompt)
         n = len(prompt)
         for step in range(max_tokens):
             logits = np.array(self.llm.scores[n - 1], copy=True)
@@ -188,12 +204,20 @@ def make_handler(engine: Engine, name: str, version: str) -> type[BaseHTTPReques
             self.send_header("Content-Type", "text/event-stream")
             self.send_header("Connection", "close")
             self.end_headers()
+            cached = generated = 0
             with engine.lock:
                 for i, p in enumerate(prompts):
                     for step in engine.generate(p, body):
+                        generated += 1
                         choice = self._choice(i, [step], body)
                         self.wfile.write(f"data: {json.dumps({'choices': [choice]})}\n\n".encode())
                         self.wfile.flush()
+                    cached += engine.cached
+            if (body.get("stream_options") or {}).get("include_usage"):  # as vLLM: a last event with no choices
+                prompt_tokens = sum(len(p) for p in prompts)
+                usage = {"prompt_tokens": prompt_tokens, "completion_tokens": generated,
+                         "prompt_tokens_details": {"cached_tokens": cached}}  # fmt: skip
+                self.wfile.write(f"data: {json.dumps({'choices': [], 'usage': usage})}\n\n".encode())
             self.wfile.write(b"data: [DONE]\n\n")
             self.wfile.flush()
             self.close_connection = True
@@ -210,8 +234,9 @@ def main() -> None:
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--n-ctx", type=int, default=2048)
     parser.add_argument("--threads", type=int, default=None)
+    parser.add_argument("--prompt-cache", action="store_true", help="reuse the previous sequence's shared prefix")
     args = parser.parse_args()
-    engine = Engine(args.model, args.n_ctx, args.threads)
+    engine = Engine(args.model, args.n_ctx, args.threads, args.prompt_cache)
     server = ThreadingHTTPServer(
         ("127.0.0.1", args.port), make_handler(engine, args.name, f"llama-cpp-python {llama_cpp.__version__}")
     )

@@ -62,7 +62,9 @@ class ChecklistItem(msgspec.Struct, forbid_unknown_fields=True):
     ticked_by: tuple[CheckRef, ...] | None = ()
     signoff: SignoffMode = "no"
     """no | allowed (a named person may waive a failed/missing check with a note) | only (manual item)."""
-    when: Literal["previously_promoted"] | None = None
+    when: Literal["previously_promoted", "endpoint_validated"] | None = None
+    """previously_promoted: only for a new revision of a promoted model; endpoint_validated: only when validate ran
+    against a serving endpoint (in-process validation has no serving load to replay)."""
 
     def __post_init__(self) -> None:
         self.owner = self.owner or ""
@@ -204,6 +206,8 @@ def _evaluate_item(
 
     if item.when == "previously_promoted" and not previously_promoted:
         return status("not_applicable", ["first promotion of this model: no promoted goldens to compare against"])
+    if item.when == "endpoint_validated" and _validated_in_process(results):
+        return status("not_applicable", ["validate ran in process, not against a serving endpoint: no load to replay"])
     signed = (
         [f"signed off by {signoff.by} at {signoff.at}" + (f": {signoff.note}" if signoff.note else "")]
         if signoff
@@ -250,6 +254,14 @@ def _check_state(ref: CheckRef, results: StageResults, promoted_golden_sha256: s
         return "open", f"{stage.file}: {ref.check} not checked{detail}"
     verdict = "passed" if check.passed else "FAILED"
     return ("done" if check.passed else "failed"), f"{stage.file}: {ref.check} {verdict}{detail}"
+
+
+def _validated_in_process(results: StageResults) -> bool:
+    """A validate result whose candidate is not a serving endpoint (no result yet: unknown, so False; a self-check
+    is not in-process validation either: it ticks nothing, as _check_state says)."""
+    stage = results.get("validate")
+    candidate = stage.data.get("candidate") if stage is not None else None
+    return isinstance(candidate, dict) and candidate.get("kind") != "endpoint" and not _self_check(stage.data)
 
 
 def _self_check(data: dict[str, Any]) -> bool:

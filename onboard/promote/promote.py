@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import fcntl
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 import msgspec
 
+from onboard.checks import Check
 from onboard.errors import ChecksFailed
 from onboard.fsutil import atomic_write_json, clean_os_errors, os_error
 from onboard.promote import record as records
@@ -216,7 +217,7 @@ def build_record(slug: str, workspace: Path, ev: Evaluation, by: str) -> Promoti
         tokenizer_sha256=tok if isinstance(tok, str) else records.tokenizer_hash({f.path: f.sha256 for f in files}),
         golden_sha256=golden_sha,
         golden_dir=str(golden_dir) if golden_dir else None,
-        checks=tuple(c for _, c in results.all_checks()),
+        checks=tuple(_with_figures(c, results.data(stage)) for stage, c in results.all_checks()),
         checklist={it.id: it.status for it in ev.state.items},
         signoffs=load_signoffs(rev_dir),  # signoff.py's Signoff structs as stored, not copied
         versions=versions,
@@ -224,3 +225,10 @@ def build_record(slug: str, workspace: Path, ev: Evaluation, by: str) -> Promoti
         supersedes=ev.previous.id if ev.previous else None,
         notes=tuple(notes),
     )
+
+
+def _with_figures(check: Check, stage_data: dict[str, Any]) -> Check:
+    """The check with the figures behind its verdict (its stage result's `check_data`, e.g. the load replay's
+    conditions), so the record holds the evidence and not only the verdict's text."""
+    figures = (stage_data.get("check_data") or {}).get(check.name)
+    return replace(check, data=figures) if isinstance(figures, dict) and figures and not check.data else check

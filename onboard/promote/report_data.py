@@ -15,6 +15,7 @@ from onboard.promote.stage_results import STAGE_FILES, StageResults
 from onboard.quantize import report as quantize_report
 from onboard.speculative import report as speculative_report
 from onboard.tool_calls import report as tool_calls_report
+from onboard.validate_serving import load_report
 
 GIB = 1024**3
 # Value of a per-layer row, first key present: the bisect's `rel`, then older per-layer formats.
@@ -87,6 +88,9 @@ def gather(state: ChecklistState, results: StageResults) -> ReportData:
     plots += [Plot(*p) for p in s_plots]
     tables += tuple(Table(*t) for t in s_tables)
     tables += tuple(Table(*t) for t in tool_calls_report.section(validate))
+    l_plots, l_tables = load_report.section(validate)  # validate --load's replay
+    plots += [Plot(*p) for p in l_plots]
+    tables += tuple(Table(*t) for t in l_tables)
     return ReportData(state, _facts(profile), tuple(t for t in tables if t.rows), tuple(plots), tuple(missing))
 
 

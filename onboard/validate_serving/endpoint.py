@@ -58,6 +58,7 @@ class EndpointCandidate(Candidate):
             hardware() if local else {"endpoint": self.base, "note": "remote: hardware not reported by the API"},
         )
         self.capabilities = self._probe()
+        self._usage_kw: bool | None = None  # does the engine take stream_options (asked on first use)
 
     def _complete(self, body: dict[str, Any]) -> dict[str, Any]:
         choices = self.client.complete({"model": self.model, "temperature": 0.0, **body}).choices
@@ -164,21 +165,49 @@ class EndpointCandidate(Candidate):
     ) -> list[Generation]:
         """Streamed greedy generation, all prompts in one request; token arrival times (taken as each event is
         decoded) feed the performance figures."""
+        body = self._generation_body(prompts, max_new_tokens, top_k, ignore_eos)
+        if force_first is not None:
+            body["logit_bias"] = {str(force_first): FORCE_BIAS}
+        return self._streamed(body, len(prompts))[0]
+
+    def _generation_body(
+        self, prompts: Sequence[Sequence[int]], max_new_tokens: int, top_k: int, ignore_eos: bool
+    ) -> dict[str, Any]:
         body: dict[str, Any] = {"prompt": _prompt(prompts), "max_tokens": max_new_tokens, "logprobs": max(1, top_k)}
         if self._ids_kw:
             body["return_tokens_as_token_ids"] = True
         if ignore_eos and self.capabilities.ignore_eos:
             body["ignore_eos"] = True
-        if force_first is not None:
-            body["logit_bias"] = {str(force_first): FORCE_BIAS}
-        n = len(prompts)
+        return body
+
+    def generate_with_usage(
+        self, prompt: Sequence[int], max_new_tokens: int, top_k: int
+    ) -> tuple[Generation, dict[str, Any] | None]:
+        """One streamed greedy generation run to length, with the engine's usage (cached prompt tokens) when it
+        reports it (`stream_options.include_usage`; an engine that refuses the option is asked without it)."""
+        body = self._generation_body([prompt], max_new_tokens, top_k, True)
+        if self._usage_kw is not False:
+            try:
+                gens, usage = self._streamed({**body, "stream_options": {"include_usage": True}}, 1)
+                self._usage_kw = True
+                return gens[0], usage
+            except HTTPStatusError as exc:
+                if self._usage_kw or not 400 <= exc.code < 500:
+                    raise
+                self._usage_kw = False
+        return self._streamed(body, 1)[0][0], None
+
+    def _streamed(self, body: dict[str, Any], n: int) -> tuple[list[Generation], dict[str, Any] | None]:
         start = time.perf_counter()
         acc: list[dict[str, Any]] = [{"ids": [], "steps": [], "times": [], "finish": None} for _ in range(n)]
+        usage = None
         for event in self.client.stream({"model": self.model, "temperature": 0.0, **body}):
             now = time.perf_counter() - start
+            usage = event.usage or usage
             for choice in event.choices:
                 _absorb(acc[int(choice.get("index", 0)) % n], choice, now)
-        return [Generation(tuple(a["ids"]), tuple(a["steps"]), a["finish"], tuple(a["times"])) for a in acc]
+        gens = [Generation(tuple(a["ids"]), tuple(a["steps"]), a["finish"], tuple(a["times"])) for a in acc]
+        return gens, usage
 
     def timed_batch(self, prompts: Sequence[Sequence[int]], max_new_tokens: int) -> tuple[int, float]:
         """N concurrent requests (the engine batches them): (output tokens, wall seconds first send → last token)."""

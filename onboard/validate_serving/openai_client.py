@@ -44,6 +44,10 @@ class Completion(msgspec.Struct):
     """A /v1/completions reply or one streamed event; each choice stays a dict (engines add their own fields)."""
 
     choices: list[dict[str, Any]] = []
+    usage: dict[str, Any] | None = None
+    """Token counts; vLLM adds prompt_tokens_details.cached_tokens (--enable-prompt-tokens-details)."""
+    error: dict[str, Any] | None = None
+    """An error the server reported inside a stream that had begun (vLLM: a request it refuses after answering 200)."""
 
 
 class ChatCompletion(msgspec.Struct):
@@ -51,6 +55,8 @@ class ChatCompletion(msgspec.Struct):
 
     choices: list[dict[str, Any]] = []
     prompt_token_ids: list[int] | None = None
+    error: dict[str, Any] | None = None
+    """As Completion.error."""
 
 
 class Version(msgspec.Struct):
@@ -91,22 +97,32 @@ class OpenAIClient:
         except EndpointError:
             return None
 
+    def metrics(self) -> str | None:
+        """The engine's Prometheus text (vLLM's /metrics; not part of the OpenAI protocol): None when it has none."""
+        import httpx2
+
+        url = self.base + "/metrics"
+        try:
+            with self._errors(url):
+                response = self.client.with_options(max_retries=0).get(url, cast_to=httpx2.Response)
+        except EndpointError:
+            return None
+        return response.text if response.status_code == 200 else None
+
     def complete(self, body: dict[str, Any]) -> Completion:
         url = self.base + "/v1/completions"
-        prompt, rest = body["prompt"], {k: v for k, v in body.items() if k not in ("model", "prompt")}
         with self._errors(url):
             raw = self.client.completions.with_raw_response.create(
-                model=body["model"], prompt=prompt, extra_body=rest
+                model=body["model"], prompt="", extra_body=_untyped(body)
             ).http_response.content
         return self._decode(raw, Completion, url)
 
     def stream(self, body: dict[str, Any]) -> Iterator[Completion]:
         """Server-sent events of a streamed completion, decoded as they arrive; an error unless it ends in [DONE]."""
         url = self.base + "/v1/completions"
-        prompt, rest = body["prompt"], {k: v for k, v in body.items() if k not in ("model", "prompt")}
         with self._errors(url, streaming=True):
             with self.client.completions.with_streaming_response.create(
-                model=body["model"], prompt=prompt, stream=True, extra_body=rest
+                model=body["model"], prompt="", stream=True, extra_body=_untyped(body)
             ) as response:
                 yield from self._events(response, Completion, url)
 
@@ -132,13 +148,23 @@ class OpenAIClient:
 
     def _events(self, response: Any, kind: type[Any], url: str) -> Iterator[Any]:
         """The `data:` events of a server-sent stream up to [DONE]; an EndpointError when it ends without it."""
-        for line in response.iter_lines():
+        lines = response.iter_lines()
+        for line in lines:
             if not line.startswith("data:"):
                 continue
             payload = line[5:].strip()
             if payload == "[DONE]":
+                for _ in lines:  # the body read to its end: its connection goes back to the pool, not closed
+                    pass
                 return
-            yield self._decode(payload.encode(), kind, url, what="stream event")
+            event = self._decode(payload.encode(), kind, url, what="stream event")
+            if event.error:
+                code = event.error.get("code")
+                raise HTTPStatusError(
+                    code if isinstance(code, int) else 400,
+                    f"{url}: error in the stream: {str(event.error.get('message', event.error))[:300]}",
+                )
+            yield event
         raise EndpointError(
             f"{url}: stream ended without [DONE] (truncated)", "the server crashed mid-generation; check its log"
         )
@@ -195,3 +221,9 @@ class OpenAIClient:
         if isinstance(exc, (openai.APIError, httpx2.HTTPError)):
             return EndpointError(f"{url}: connection failed ({cause or exc}){tries}", "check the server log")
         return None
+
+
+def _untyped(body: dict[str, Any]) -> dict[str, Any]:
+    """A completion's fields but `model`, sent as extra_body (which replaces the placeholder `prompt`): the openai
+    package's typed transform would walk a token-id prompt element by element on every request."""
+    return {k: v for k, v in body.items() if k != "model"}

@@ -24,7 +24,7 @@ EXPECTED_CHECKS = {
     "golden": ["goldens_recorded", "goldens_match_promoted"],
     "validate": ["logit_parity", "greedy_parity", "determinism_repeat", "determinism_padding", "determinism_batch",
                  "nan_inf_scan", "degeneration", "logit_scale", "long_context_parity", "performance_recorded",
-                 "stop_set", "speculative_equivalence", "tool_calls"],
+                 "stop_set", "speculative_equivalence", "tool_calls", "serving_under_load"],
     "draft-check": ["draft_acceptance_measured"],
 }  # fmt: skip
 
@@ -130,6 +130,24 @@ def test_concurrent_signoffs_all_land(tmp_path):
     procs = [subprocess.Popen([sys.executable, "-c", code, str(rev), who]) for who in ("p", "q")]
     assert [p.wait(timeout=60) for p in procs] == [0, 0]
     assert len(load_signoffs(rev)) == 16
+
+
+def test_serving_under_load_is_required_only_when_an_endpoint_was_validated(tmp_path):
+    rev = make_workspace(tmp_path)  # its validate result has no serving_under_load check
+    data = json.loads((rev / "validate.json").read_text())
+    data["candidate"]["kind"] = "adapter"  # validated in process: no serving load to replay
+    (rev / "validate.json").write_text(json.dumps(data))
+    assert status(state_for(rev), "serving_under_load") == "not_applicable"
+    data["candidate"]["kind"] = "endpoint"
+    (rev / "validate.json").write_text(json.dumps(data))
+    state = state_for(rev)
+    assert status(state, "serving_under_load") == "open" and not state.ready
+    data["checks"].append({"name": "serving_under_load", "passed": False, "required": True, "detail": "concurrency"})
+    (rev / "validate.json").write_text(json.dumps(data))
+    assert status(state_for(rev), "serving_under_load") == "failed"
+    data["checks"][-1]["passed"] = True
+    (rev / "validate.json").write_text(json.dumps(data))
+    assert status(state_for(rev), "serving_under_load") == "done"
 
 
 def test_new_revision_needs_goldens_compared_against_the_promoted_ones(tmp_path):

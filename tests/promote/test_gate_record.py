@@ -118,6 +118,23 @@ def test_record_carries_hashes_checks_signoffs_and_where_it_was_validated(tmp_pa
     assert rec.hardware["promoted_on"]["hostname"]
 
 
+def test_record_keeps_the_figures_behind_a_check(tmp_path):
+    """validate --load's conditions (check_data) travel with serving_under_load into the registry record."""
+    rev = make_workspace(tmp_path)
+    validate = json.loads((rev / "validate.json").read_text())
+    load = {"name": "serving_under_load", "passed": True, "required": True, "detail": "52 requests: ok"}
+    figures = {"conditions": [{"name": "concurrency 32", "requests": 32, "passed": True}], "retried": [3]}
+    _rewrite(
+        rev / "validate.json",
+        checks=[*validate["checks"], load],
+        check_data={"serving_under_load": figures, "stop_set": "not a dict"},
+    )
+    rec = promote(SLUG, tmp_path, by="alice").record
+    assert {c.name: c.data for c in rec.checks if c.data} == {"serving_under_load": figures}
+    stored = {c.name: c for c in _registry(tmp_path).latest(MODEL).checks}
+    assert stored["serving_under_load"].data == figures and stored["serving_under_load"].detail == "52 requests: ok"
+
+
 def test_validated_on_keeps_what_the_validate_stage_names(tmp_path):
     rev = make_workspace(tmp_path)
     where = {"hardware": {"cpu": "x86_64"}, "target": "l4", "device": "cuda:0", "unrelated": 1}

@@ -35,12 +35,19 @@ def engine_steps(url: str) -> float:
 
 
 @contextlib.contextmanager
-def serve(model: Path, name: str, log: Path, dtype: str = "float32", extra_args: tuple[str, ...] = ()) -> Iterator[str]:
-    """vLLM's OpenAI server for `model` as `name` (plus `extra_args`); yields its URL; stopped on exit
-    (onboard.engines.vllm, which `onboard validate --engine vllm` uses too)."""
+def serve(
+    model: Path,
+    name: str,
+    log: Path,
+    dtype: str = "float32",
+    extra_args: tuple[str, ...] = (),
+    port: int | None = None,
+) -> Iterator[str]:
+    """vLLM's OpenAI server for `model` as `name` (plus `extra_args`, on `port` or a free one); yields its URL;
+    stopped on exit (onboard.engines.vllm, which `onboard validate --engine vllm` uses too)."""
     from onboard.engines import vllm
 
-    with vllm.serve(model, name, log, dtype=dtype, timeout_s=START_TIMEOUT_S, extra_args=extra_args) as url:
+    with vllm.serve(model, name, log, dtype=dtype, port=port, timeout_s=START_TIMEOUT_S, extra_args=extra_args) as url:
         yield url
 
 
