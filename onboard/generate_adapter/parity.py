@@ -20,7 +20,7 @@ from typing import Any
 import torch
 
 from onboard.comparator import CALIBRATION, agreement, topk_rows
-from onboard.errors import InputError
+from onboard.errors import InputError, ReferenceUnusable
 from onboard.generate_adapter.runtime import import_file
 from onboard.inspect_checkpoint.config_view import language_model_config
 from onboard.reference import REPO_CODE, RemoteCodePolicy, describe, load_transformers, reference_for, rerun_command
@@ -193,6 +193,8 @@ def check_parity(
             refs = [_logits(reference, ids) for ids in inputs]
             run = f"the reference's calibration run in {calibration}"
             own_runs = [[_logits(m, ids) for ids in inputs] for m in _own_runs(checkpoint, dtype, policy, given)]
+    except ReferenceUnusable as exc:  # never "adapter parity failed" against a broken reference (issue 41)
+        return unverified(dtype, f"reference-unusable: {exc.message}") | {"verdict": exc.verdict, "cause": exc.cause}
     except InputError:
         raise
     except Exception as exc:  # noqa: BLE001 - no reference run, no tolerance: not judged

@@ -1,0 +1,85 @@
+"""A reference is checked before anything is judged against it (onboard/reference_health.py, issue 41), on real
+legacy repository code: transformers 4.30.2's Llama files re-shipped as `legacy_llama` (tests/dayzero/legacy.py).
+Under today's transformers its from_pretrained leaves the rotary cos/sin caches uninitialised (NaN logits).
+
+Both paths: repaired (constructed from config with its own init, the state dict loaded), then parity is judged;
+and, with the repair not fixing it, `reference-unusable` naming the buffer: parity "unverified", goldens refused."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from onboard import reference_health
+from onboard.errors import ReferenceUnusable
+from onboard.generate_adapter.parity import check_parity
+from onboard.reference import RemoteCodePolicy
+
+REPO = Path(__file__).resolve().parents[2]
+LLAMA_ADAPTER = REPO / "adapters" / "llama.py"
+TRUSTED = RemoteCodePolicy(trust_remote_code=True)
+CACHE = r"model\.layers\.0\.self_attn\.rotary_emb\.cos_cached \(LlamaRotaryEmbedding\)"
+
+pytestmark = pytest.mark.needs("legacy-modeling")
+
+
+@pytest.fixture(scope="module")
+def legacy(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from tests.dayzero.legacy import build_legacy_llama
+
+    return build_legacy_llama(tmp_path_factory.mktemp("legacy") / "legacy_llama")
+
+
+@pytest.fixture
+def no_repair(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The repair left out: the "repaired" model is another from_pretrained, as broken as the first."""
+    from transformers import AutoModelForCausalLM
+
+    def unrepaired(blueprint, checkpoint):
+        model = AutoModelForCausalLM.from_pretrained(checkpoint, trust_remote_code=True, dtype=blueprint[2])
+        return model, [], []
+
+    monkeypatch.setattr(reference_health, "repair", unrepaired)
+
+
+def test_the_fixture_is_real_code_with_its_provenance(legacy: Path) -> None:
+    text = (legacy / "PROVENANCE.md").read_text()
+    assert "transformers 4.30.2" in text and "Apache-2.0" in text and "from transformers.x import" in text
+    code = (legacy / "modeling_legacy_llama.py").read_text()
+    assert 'self.register_buffer("cos_cached"' in code and "from ..." not in code
+    assert json.loads((legacy / "config.json").read_text())["model_type"] == "legacy_llama"
+
+
+def test_the_broken_reference_is_repaired_then_parity_is_judged(legacy: Path, in_process_sandbox) -> None:
+    result = check_parity(LLAMA_ADAPTER, legacy, policy=TRUSTED)
+    assert result["status"] == "passed", result["detail"]  # the composed Llama matches the repaired 4.30.2 code
+
+
+def test_the_repair_reports_what_was_wrong_and_the_keys(legacy: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from onboard.reference import load_transformers, remote_code_allowed
+
+    monkeypatch.setenv("ONBOARD_SANDBOX_WORKER", "1")  # this test process stands in for the worker
+    with remote_code_allowed():
+        model = load_transformers(legacy, "float32")
+    health = model.onboard_reference_health
+    assert health["verdict"] == "repaired" and health["missing_keys"] == health["unexpected_keys"] == []
+    assert any("rotary_emb.cos_cached (LlamaRotaryEmbedding)" in p for p in health["problems"])
+
+
+def test_unrepaired_it_is_reference_unusable_never_a_failed_adapter(legacy, in_process_sandbox, no_repair) -> None:
+    result = check_parity(LLAMA_ADAPTER, legacy, policy=TRUSTED)
+    assert result["passed"] is False and result["status"] == "unverified", result["detail"]
+    assert result["verdict"] == "reference-unusable"
+    assert re.fullmatch(CACHE, result["cause"]), result["cause"]
+    assert "parity failed" not in result["detail"] and "divergence" not in result
+
+
+def test_unrepaired_goldens_are_refused_with_a_named_error(legacy, in_process_sandbox, no_repair, tmp_path) -> None:
+    from onboard.validate_serving.golden import record
+
+    with pytest.raises(ReferenceUnusable, match=CACHE):
+        record(str(legacy), tmp_path / "golden", policy=TRUSTED, calibrate=())
+    assert not (tmp_path / "golden" / "MANIFEST.json").exists()
