@@ -283,6 +283,7 @@ def record(
                 "attn_implementation": "eager",
                 "dtype": dtype,
                 "device": "cpu",
+                **_repaired(model),
             },
             "versions": library_versions(),
             "hardware": hardware(),
@@ -306,6 +307,13 @@ def record(
         }
         write_golden(target, manifest, prompts)
         return GoldenSet(target, manifest, tuple(prompts))
+
+
+def _repaired(model: Any) -> dict[str, Any]:
+    """{"soundness": …} when the reference had to be repaired before recording (onboard/reference_health.py); a
+    reference sound as loaded adds nothing."""
+    health = getattr(model, "onboard_reference_health", None)
+    return {"soundness": health} if health and health.get("verdict") != "sound" else {}
 
 
 def _profile(source: str) -> Any | None:

@@ -8,7 +8,11 @@ and, with the repair not fixing it, `reference-unusable` naming the buffer: pari
 from __future__ import annotations
 
 import json
+import os
 import re
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -83,3 +87,35 @@ def test_unrepaired_goldens_are_refused_with_a_named_error(legacy, in_process_sa
     with pytest.raises(ReferenceUnusable, match=CACHE):
         record(str(legacy), tmp_path / "golden", policy=TRUSTED, calibrate=())
     assert not (tmp_path / "golden" / "MANIFEST.json").exists()
+
+
+def _golden_record(folder: Path, out: Path) -> subprocess.CompletedProcess[str]:
+    cmd = [sys.executable, "-m", "onboard", "golden", "record", str(folder), "--out", str(out), "--max-new-tokens",
+           "2", "--max-long-tokens", "16", "--calibrate", "", "--trust-remote-code"]  # fmt: skip
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=600, env={**os.environ, "NO_COLOR": "1"})
+
+
+@pytest.mark.slow
+@pytest.mark.needs("bubblewrap")
+def test_end_to_end_in_the_sandbox_repaired_then_unusable(legacy: Path, tmp_path: Path) -> None:
+    """`onboard golden record --trust-remote-code` in the real sandbox: the legacy code's reference is repaired (the
+    manifest says so, no NaN anywhere); with a NaN stored in a weight nothing repairs it: a named error, no files."""
+    done = _golden_record(legacy, tmp_path / "golden")
+    assert done.returncode == 0, done.stdout + done.stderr
+    manifest = json.loads((tmp_path / "golden" / "MANIFEST.json").read_text())
+    assert manifest["reference"]["soundness"]["verdict"] == "repaired"
+    assert manifest["reference"]["identity"].startswith("repository code sha256:")
+    assert "NaN" not in (tmp_path / "golden" / "prompts.jsonl").read_text()
+
+    from safetensors.torch import load_file, save_file
+
+    broken = tmp_path / "nan_weight"
+    shutil.copytree(legacy, broken)
+    state = load_file(broken / "model.safetensors")
+    state["model.layers.1.self_attn.o_proj.weight"][0, 0] = float("nan")
+    save_file(state, broken / "model.safetensors", metadata={"format": "pt"})
+    done = _golden_record(broken, tmp_path / "refused")
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "Error: " in done.stderr and "reference-unusable" in done.stderr, done.stderr
+    assert "model.layers.1.self_attn.o_proj.weight (Linear)" in done.stderr and "Traceback" not in done.stderr
+    assert not (tmp_path / "refused" / "MANIFEST.json").exists()
