@@ -98,7 +98,7 @@ PIECES: dict[str, Piece] = {
 }  # fmt: skip
 MARKER_PIECES = {"vllm": "vllm", "llamacpp": "llamacpp", "browser": "chromium"}
 """Markers that imply a piece: a test marked `vllm` needs vLLM's CPU build."""
-FIXTURE_PIECES = {"shared_data": "real-data", "bubblewrap": "bubblewrap"}
+FIXTURE_PIECES = {"shared_data": "real-data", "bubblewrap": "bubblewrap", "llamacpp_library": "llamacpp"}
 """Fixtures that imply a piece: a test asking for the `bubblewrap` fixture (tests/sandbox/conftest.py) needs it."""
 
 

@@ -119,3 +119,17 @@ def test_the_real_data_tests_run_on_what_the_script_fetched(shared_data: Path, t
     assert tests.returncode == 0, tail
     summary = tests.stdout.strip().splitlines()[-1]
     assert "passed" in summary and "skipped" not in summary and "deselected" in summary, summary
+
+
+def test_every_data_file_a_test_names_is_in_the_manifest() -> None:
+    """A test that names a file of the real data (a string literal such as "llamacpp/templates/GLM-4.6.jinja") finds
+    it in a fetched cache only if the manifest lists it: the slow test above would fail on the fetched cache alone."""
+    manifest = json.loads((REPO / "tests" / "real_data" / "manifest.json").read_text())
+    listed = {f["path"] for f in manifest["files"]}
+    tops = {p.split("/", 1)[0] for p in listed}
+    folders = "|".join(map(re.escape, sorted(tops)))
+    literal = re.compile(rf"""["']((?:{folders})/[\w.+/-]+\.(?:jinja2?|json|model|txt|tiktoken|gguf|inp|out|safetensors))["']""")
+    named = {(m.group(1), path.relative_to(REPO).as_posix()) for path in (REPO / "tests").rglob("*.py")
+             for m in literal.finditer(path.read_text(encoding="utf-8"))}  # fmt: skip
+    unlisted = sorted((name, where) for name, where in named if name not in listed)
+    assert len(named) > 50 and not unlisted, f"add to tests/real_data/manifest.json: {unlisted[:10]}"

@@ -23,6 +23,7 @@ ENGINE_FILES = {
     "tests/validate/test_vllm.py": "vllm",
     "tests/speculative/test_vllm_speculative.py": "vllm",
     "tests/tool_calls/test_vllm_agreement.py": "vllm",
+    "tests/tool_calls/test_vllm_tool_check.py": "vllm",
     "tests/engines/test_llamacpp_architectures.py": "llamacpp",
     "tests/engines/test_llamacpp_trained.py": "llamacpp",
     "tests/engines/test_convert_inputs.py": "llamacpp",

@@ -80,7 +80,7 @@ def draft_check_command(
 
 
 def _report(result: dict) -> None:  # type: ignore[type-arg]
-    from onboard.speculative.speedup import describe_k
+    from onboard.speculative.acceptance import describe_k
 
     for finding in result["findings"]:
         say(f"{finding['severity']}: [{finding['code']}] {finding['message']}")

@@ -50,6 +50,12 @@ from onboard.validate_serving.candidates import DTYPES
     "--endpoint must already run it. Reports the engine's acceptance counters (and ours for ngram).",
 )
 @option("--speculative-k", type=click.IntRange(1, 8), default=3, help="Draft tokens per step.")
+@option(
+    "--tool-call-parser",
+    help="The endpoint's tool-call parser (vLLM's name, e.g. hermes): the tool_calls check's parser advice starts "
+    "from it. --engine vllm starts vLLM with it and --enable-auto-tool-choice.",
+)
+@option("--reasoning-parser", help="The endpoint's reasoning parser (vLLM's name, e.g. qwen3), as --tool-call-parser.")
 @remote_code_options
 @option("--json", "as_json", is_flag=True, help="Print the stage result as JSON on stdout.")
 def validate_command(
@@ -69,6 +75,8 @@ def validate_command(
     plan_file: Path | None,
     speculative: str | None,
     speculative_k: int,
+    tool_call_parser: str | None,
+    reasoning_parser: str | None,
     trust_remote_code: bool,
     unsafe_no_sandbox: bool,
     as_json: bool,
@@ -100,7 +108,10 @@ def validate_command(
         raise InputError("--served-model needs --endpoint", "pass the server URL with --endpoint")
     if endpoint and candidate != "adapter":
         raise InputError("--candidate is for in-process validation", "drop --candidate when using --endpoint")
-    spec_args = speculative_args(speculative, speculative_k, engine_name, endpoint)  # before goldens or an engine
+    engine_args = speculative_args(speculative, speculative_k, engine_name, endpoint)  # before goldens or an engine
+    if engine_name == "vllm":
+        engine_args += ["--enable-auto-tool-choice", "--tool-call-parser", tool_call_parser] if tool_call_parser else []
+        engine_args += ["--reasoning-parser", reasoning_parser] if reasoning_parser else []
     if plan_file is not None:
         from onboard.quantize.plan_file import read_plan
 
@@ -130,7 +141,7 @@ def validate_command(
                 endpoint,
                 budget_kl,
                 plan_file,
-                engine_args=spec_args,
+                engine_args=engine_args,
             ) as served:
                 if served is not None:  # --engine: the started engine is the endpoint
                     endpoint, served_model, dtype = served.url, served.name, served.dtype
@@ -143,6 +154,7 @@ def validate_command(
                         performance=not no_performance,
                         checkpoint=checkpoint,
                         policy=policy,
+                        parsers=(tool_call_parser, reasoning_parser),
                     )
                     if speculative:
                         add_speculative_check(result, golden, engine, endpoint, speculative, speculative_k)

@@ -10,12 +10,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+import msgspec
+
 from onboard import __version__
 from onboard.collector import paused
 from onboard.errors import ConfigError
-from onboard.findings import Finding, info, warning
+from onboard.findings import SEVERITIES, Finding, group_findings, info, warning
 from onboard.inspect_checkpoint.architecture import analyze
-from onboard.inspect_checkpoint.checkpoint_types import RepoListing, SafetensorsHeader, TensorInfo
+from onboard.inspect_checkpoint.checkpoint_types import INDEX_FILE, RepoListing, SafetensorsHeader, TensorInfo
 from onboard.inspect_checkpoint.config_lint import comparable_keys, lint_config
 from onboard.inspect_checkpoint.config_view import ConfigView
 from onboard.inspect_checkpoint.consistency import check_conv_channels, check_dtype, check_shapes, check_vocab
@@ -28,11 +30,27 @@ from onboard.inspect_checkpoint.remote_code import remote_code_findings
 from onboard.inspect_checkpoint.tensor_index import TensorIndex
 from onboard.names.config import spellings
 from onboard.names.config_keys import MODEL_SECTIONS
-from onboard.profile import ModelProfile, RemoteCode, TensorGroupStat, WeightsEstimate
+from onboard.profile import Biases, ModelProfile, RemoteCode, TensorGroupStat, WeightsEstimate
 
 __all__ = ["inspect", "profile_from_parts"]
 
 DEFAULT_MAX_MODEL_LEN = 4096
+# Fields the tensors decide (or that follow from them): with a fatal finding about the weights they would be guesses
+# shown as facts, so the profile lists them in `unknown` instead.
+WEIGHT_DERIVED: dict[str, object] = {
+    "layers": (),
+    "features": (),
+    "mlp_gated": None,
+    "biases": Biases(),
+    "attention_sinks": False,
+    "parameters": None,
+    "memory": None,
+    "closest_family": None,
+    "novelty": (),
+    "tensor_templates": (),
+    "novel_config_keys": (),
+}
+ABOUT_WITHHELD = ("no-safetensors-headers",)  # findings that only describe a withheld field
 
 
 @paused()  # reading a checkpoint allocates several objects per tensor, none in a cycle
@@ -48,8 +66,7 @@ def inspect(
     `listing`: the hub repo's listing made earlier in the run, so the repo is not listed twice."""
     from onboard.inspect_checkpoint.integrity import check_integrity
     from onboard.inspect_checkpoint.remote_code import find_remote_code
-    from onboard.inspect_checkpoint.source import open_source
-    from onboard.inspect_checkpoint.withheld import finish
+    from onboard.inspect_checkpoint.source import WEIGHT_SUFFIXES, open_source
 
     parsed_target = parse_target(target) if target else None
     src = open_source(source, revision, listing=listing)
@@ -79,7 +96,20 @@ def inspect(
         kv_dtype=kv_dtype,
         index=None if tensors is not None else src.index(),  # sizes only a checkpoint whose headers were unreadable
     )
-    return finish(profile, shards)  # unreadable weights: weight-derived fields unknown, fatal findings first
+    # Fatal findings first, repeats grouped; weight-derived fields withheld when the weights inspect reads (the shards
+    # and the index; pickles or GGUF without shards) have a fatal finding.
+    findings = sorted(group_findings(profile.findings), key=lambda f: SEVERITIES.index(f.severity))
+    weights = {*shards, INDEX_FILE}
+    unreadable = any(
+        file in weights or (not shards and file and file.endswith(WEIGHT_SUFFIXES))
+        for f in findings
+        if f.severity == "fatal"
+        for file in [f.file, *(m.file for m in f.members)]
+    )
+    if not unreadable:
+        return msgspec.structs.replace(profile, findings=tuple(findings))
+    kept = tuple(f for f in findings if f.code not in ABOUT_WITHHELD)
+    return msgspec.structs.replace(profile, **WEIGHT_DERIVED, findings=kept, unknown=tuple(WEIGHT_DERIVED))  # type: ignore[arg-type]
 
 
 def profile_from_parts(

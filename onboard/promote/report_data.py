@@ -14,6 +14,7 @@ from onboard.promote.checklist import ChecklistState
 from onboard.promote.stage_results import STAGE_FILES, StageResults
 from onboard.quantize import report as quantize_report
 from onboard.speculative import report as speculative_report
+from onboard.tool_calls import report as tool_calls_report
 
 GIB = 1024**3
 # Value of a per-layer row, first key present: the bisect's `rel`, then older per-layer formats.
@@ -85,6 +86,7 @@ def gather(state: ChecklistState, results: StageResults) -> ReportData:
     s_plots, s_tables = speculative_report.section(results.data("draft-check"))
     plots += [Plot(*p) for p in s_plots]
     tables += tuple(Table(*t) for t in s_tables)
+    tables += tuple(Table(*t) for t in tool_calls_report.section(validate))
     return ReportData(state, _facts(profile), tuple(t for t in tables if t.rows), tuple(plots), tuple(missing))
 
 

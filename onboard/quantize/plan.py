@@ -13,11 +13,19 @@ from pathlib import Path
 from typing import Any
 
 from onboard.errors import InputError
-from onboard.quantize import emit, ggml_native, refine
+from onboard.quantize import emit, ggml_native
 from onboard.quantize.apply import QuantizedWeights, quantized
 from onboard.quantize.formats import BF16, CANDIDATES, FORMATS, usable
 from onboard.quantize.forward import Runner, Score
-from onboard.quantize.search import Option, fewest_bytes, least_kl
+from onboard.quantize.search import (
+    MEASUREMENTS,
+    Option,
+    Refined,
+    fewest_bytes,
+    fewest_bytes_within,
+    least_kl,
+    least_kl_within,
+)
 from onboard.quantize.sensitivity import Sensitivity, calibrate, matmul_modules, sweep, unit_modules
 from onboard.quantize.units import Unit, find_units
 
@@ -310,13 +318,11 @@ class _Planning:
             self.say(f"  calibrated knapsack: measured {measured.kl:.3e} (the first plan {score.kl:.3e})")
             starts.append((calibrated, other, measured))
         # Whole plans the refinement may measure: two per unit where that is more (about the sweep's own cost).
-        measurements = max(refine.MEASUREMENTS, 2 * len(swept.units))
+        measurements = max(MEASUREMENTS, 2 * len(swept.units))
         found = []
         for unit_options, start, start_score in starts:  # each refined with the KLs that chose it
             start, start_score = self.no_worse_than_uniform(unit_options, start, start_score)
-            found.append(
-                refine.least_kl_within(unit_options, start, start_score, cap, swept.measure_options, measurements)
-            )
+            found.append(least_kl_within(unit_options, start, start_score, cap, swept.measure_options, measurements))
         for refined in sorted(found, key=lambda r: -r.score.kl):  # the best last: the plan is the last round
             chosen = self.refined(refined)
         return chosen, True
@@ -337,9 +343,7 @@ class _Planning:
             )
             if score.kl <= budget:
                 chosen, score = self.no_worse_than_uniform(options, chosen, score)
-                return self.refined(
-                    refine.fewest_bytes_within(options, chosen, score, budget, swept.measure_options)
-                ), True
+                return self.refined(fewest_bytes_within(options, chosen, score, budget, swept.measure_options)), True
             scale *= score.kl / predicted if predicted > 0 else 2.0
         return chosen, False
 
@@ -367,7 +371,7 @@ class _Planning:
         self.say(f"  the uniform {fmt.name} measures better than the search's plan: refining from it")
         return chosen, score
 
-    def refined(self, refined: refine.Refined) -> list[Option]:
+    def refined(self, refined: Refined) -> list[Option]:
         """Record the measured neighbours as one more round; the plan is the best one measured."""
         if not refined.tried and self.rounds[-1]["formats"] == [o.format for o in refined.chosen]:
             return refined.chosen

@@ -1,3 +1,3 @@
 """Speculative decoding on day zero (`onboard draft-check`, docs/speculative.md): compat, drafts (and mtp), acceptance,
-speedup; check runs the command, report draws the onboarding report's section.
+and the speedup it predicts; check runs the command, report draws the onboarding report's section.
 """

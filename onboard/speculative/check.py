@@ -14,7 +14,7 @@ from typing import Any
 from onboard.checks import Check
 from onboard.errors import InputError
 from onboard.findings import Finding, error
-from onboard.speculative import acceptance, drafts, speedup
+from onboard.speculative import acceptance, drafts
 from onboard.speculative.acceptance import MAX_K, Windows
 
 RESULT_FILE = "draft-check.json"
@@ -111,7 +111,7 @@ def _check(request: Request, folder: Path, out: Path, started: float, say: Any) 
         "from": source,
         "generated_tokens": sum(len(t.continuation) for t in trajectories),
     }
-    target_step = speedup.decode_step_seconds(target, trajectories[0].prompt)
+    target_step = acceptance.decode_step_seconds(target, trajectories[0].prompt)
     result.update(_acceptance(windows, request, draft_step, target_step))
     result["trajectories"] = [
         {
@@ -205,7 +205,7 @@ def _measure(
     say(f"draft-check: draft {draft_folder.name} ({draft.info.kind})")
     temperature = request.temperature  # one draft forward at a time: its logits are freed row by row
     windows = [drafts.model_windows(r, _forward(draft, r.sequence)[r.prompt_len - 1 : -1], temperature) for r in rows]
-    return windows, speedup.decode_step_seconds(draft, rows[0].sequence[: rows[0].prompt_len])
+    return windows, acceptance.decode_step_seconds(draft, rows[0].sequence[: rows[0].prompt_len])
 
 
 def _acceptance(windows: list[Windows], request: Request, draft_step: float, target_step: float) -> dict[str, Any]:
@@ -222,13 +222,13 @@ def _mode(windows: list[Windows], ks: tuple[int, ...], c: float, greedy: bool) -
     """Greedy or sampled acceptance: per-token alpha, per k and per position, and the speedup it buys."""
     by_k = acceptance.greedy_table(windows, ks) if greedy else acceptance.sampled_table(windows, ks)
     alpha = acceptance.alpha(windows, greedy)
-    speed = speedup.speedup_rows(alpha, {r["k"]: r["tokens_per_step"] for r in by_k}, c)
+    speed = acceptance.speedup_rows(alpha, {r["k"]: r["tokens_per_step"] for r in by_k}, c)
     return {
         "alpha": alpha,
         "by_k": by_k,
         "by_position": acceptance.by_position(windows, greedy),
         "speedup": speed,
-        "recommended_k": speedup.recommended_k(speed),
+        "recommended_k": acceptance.recommended_k(speed),
     }
 
 
@@ -242,7 +242,7 @@ def _finish(
     measured = windows is not None
     greedy = result.get("greedy") or {}
     detail = (
-        f"greedy alpha {greedy['alpha']:.3f}, recommended k {speedup.describe_k(greedy['recommended_k'])}"
+        f"greedy alpha {greedy['alpha']:.3f}, recommended k {acceptance.describe_k(greedy['recommended_k'])}"
         if measured
         else "; ".join(f.message for f in findings if f.severity in ("error", "fatal"))[:300]
     )

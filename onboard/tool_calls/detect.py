@@ -7,6 +7,7 @@ XML, DeepSeek V3.2's DSML, …) gets None.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 
@@ -68,3 +69,12 @@ def _line_of(template: str, needle: str, limit: int = 160) -> str:
         return line
     offset = max(0, min(line.find(needle) - limit // 2, len(line) - limit))
     return ("…" if offset else "") + line[offset : offset + limit] + ("…" if offset + limit < len(line) else "")
+
+
+_TOOLS_VARIABLE = re.compile(r"\{[{%][^}]*\btools\b")
+
+
+def declares_tools(template: str) -> bool:
+    """Whether the template reads the `tools` variable apply_chat_template passes (inside a Jinja expression or
+    statement): a template that never does cannot offer tools to the model."""
+    return bool(_TOOLS_VARIABLE.search(template))

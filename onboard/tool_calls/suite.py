@@ -177,6 +177,11 @@ def _apply(
     ) from first
 
 
+def api_messages(conversation: Conversation) -> list[dict[str, Any]]:
+    """The conversation's messages as OpenAI's chat API takes them: call arguments as JSON text."""
+    return [_arguments_as_text(m) for m in conversation.messages]
+
+
 def _arguments_as_text(message: Mapping[str, Any]) -> dict[str, Any]:
     calls = [
         {**c, "function": {**c["function"], "arguments": json.dumps(c["function"]["arguments"], ensure_ascii=False)}}

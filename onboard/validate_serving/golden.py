@@ -266,6 +266,9 @@ def record(
         prompts = [_record_prompt(reference, spec, max_new_tokens, top_k) for spec in suite]
         longest = max(prompts, key=lambda p: len(p.sequence))
         activations = reference.scan_activations(longest.sequence) or []
+        from onboard.validate_serving.tool_golden import record_tool_suite, write_tool_golden
+
+        tools = record_tool_suite(reference, folder)
         reference.close()
         noise = {
             cand: asdict(_calibrate(folder, prompts, cand, base, top_k))
@@ -303,9 +306,11 @@ def record(
                 }
                 for p in prompts
             ],
+            "tool_calls": {"declared": tools.declared, "format": tools.tool_format, "answers": len(tools.answers)},
             "recorded_seconds": round(time.time() - started, 2),
         }
         write_golden(target, manifest, prompts)
+        write_tool_golden(target, tools)
         return GoldenSet(target, manifest, tuple(prompts))
 
 

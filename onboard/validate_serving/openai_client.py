@@ -46,6 +46,13 @@ class Completion(msgspec.Struct):
     choices: list[dict[str, Any]] = []
 
 
+class ChatCompletion(msgspec.Struct):
+    """A /v1/chat/completions reply or one streamed event; `prompt_token_ids`: vLLM's with `return_token_ids`."""
+
+    choices: list[dict[str, Any]] = []
+    prompt_token_ids: list[int] | None = None
+
+
 class Version(msgspec.Struct):
     version: str | None = None
 
@@ -97,23 +104,44 @@ class OpenAIClient:
         """Server-sent events of a streamed completion, decoded as they arrive; an error unless it ends in [DONE]."""
         url = self.base + "/v1/completions"
         prompt, rest = body["prompt"], {k: v for k, v in body.items() if k not in ("model", "prompt")}
-        done = False
         with self._errors(url, streaming=True):
             with self.client.completions.with_streaming_response.create(
                 model=body["model"], prompt=prompt, stream=True, extra_body=rest
             ) as response:
-                for line in response.iter_lines():
-                    if not line.startswith("data:"):
-                        continue
-                    payload = line[5:].strip()
-                    if payload == "[DONE]":
-                        done = True
-                        break
-                    yield self._decode(payload.encode(), Completion, url, what="stream event")
-        if not done:
-            raise EndpointError(
-                f"{url}: stream ended without [DONE] (truncated)", "the server crashed mid-generation; check its log"
-            )
+                yield from self._events(response, Completion, url)
+
+    def chat(self, body: dict[str, Any]) -> ChatCompletion:
+        """A /v1/chat/completions request (`messages`, `tools`, ...; engine extensions pass through as they are)."""
+        url = self.base + "/v1/chat/completions"
+        messages, rest = body["messages"], {k: v for k, v in body.items() if k not in ("model", "messages")}
+        with self._errors(url):
+            raw = self.client.chat.completions.with_raw_response.create(
+                model=body["model"], messages=messages, extra_body=rest
+            ).http_response.content
+        return self._decode(raw, ChatCompletion, url)
+
+    def chat_stream(self, body: dict[str, Any]) -> Iterator[ChatCompletion]:
+        """Server-sent events of a streamed chat completion (`choices[].delta`), as `stream` reads them."""
+        url = self.base + "/v1/chat/completions"
+        messages, rest = body["messages"], {k: v for k, v in body.items() if k not in ("model", "messages")}
+        with self._errors(url, streaming=True):
+            with self.client.chat.completions.with_streaming_response.create(
+                model=body["model"], messages=messages, stream=True, extra_body=rest
+            ) as response:
+                yield from self._events(response, ChatCompletion, url)
+
+    def _events(self, response: Any, kind: type[Any], url: str) -> Iterator[Any]:
+        """The `data:` events of a server-sent stream up to [DONE]; an EndpointError when it ends without it."""
+        for line in response.iter_lines():
+            if not line.startswith("data:"):
+                continue
+            payload = line[5:].strip()
+            if payload == "[DONE]":
+                return
+            yield self._decode(payload.encode(), kind, url, what="stream event")
+        raise EndpointError(
+            f"{url}: stream ended without [DONE] (truncated)", "the server crashed mid-generation; check its log"
+        )
 
     # --- errors --------------------------------------------------------------------------------------------------
     def _decode(self, raw: bytes, kind: type[Any], url: str, what: str = "JSON response") -> Any:

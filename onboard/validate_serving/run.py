@@ -27,6 +27,7 @@ GROUPS = {
     "determinism": ("determinism_repeat", "determinism_batch", "determinism_padding"),
     "behaviour": ("degeneration", "stop_set"),
     "precision": ("nan_inf_scan", "fp16_overflow"),
+    "tool_calls": ("tool_calls",),
 }
 
 
@@ -85,12 +86,14 @@ def validate(
     only: frozenset[str] | None = None,
     checkpoint: Path | None = None,
     policy: Any = None,
+    parsers: tuple[str | None, str | None] = (None, None),
 ) -> dict[str, Any]:
     """Run the checks of `candidate` against `golden`; the stage result (see report.build_result).
 
     `only`: check groups (GROUPS keys) to run besides parity. `checkpoint`: the local folder being served (goldens of
     another checkpoint raise InputError). `policy` (RemoteCodePolicy): may the first-divergence bisect run a
-    repository-code reference (sandboxed)?
+    repository-code reference (sandboxed)? `parsers`: the endpoint's --tool-call-parser and --reasoning-parser, when
+    known (named by the tool_calls check's parser advice).
     """
     from onboard.validate_serving.report import build_result
 
@@ -130,6 +133,15 @@ def validate(
             activations = candidate.scan_activations(longest.sequence)
         checks.append(behaviour.nan_inf_scan([p.rows for p in parities], activations))
         checks.append(behaviour.fp16_overflow(golden, dtype, activations))
+    if "tool_calls" in groups:
+        from onboard.validate_serving.tool_check import tool_calls_check
+
+        tool_parser, reasoning_parser = parsers
+        checks.append(
+            tool_calls_check(
+                golden, candidate, tool_parser=tool_parser, reasoning_parser=reasoning_parser, tokenizer=checkpoint
+            )
+        )
     checks += [identity, *_info_checks(golden, candidate)]
     perf = None
     if performance:

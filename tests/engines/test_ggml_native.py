@@ -30,14 +30,14 @@ def _trained_like(rows: int, cols: int, seed: int) -> torch.Tensor:
 
 
 @pytest.fixture(scope="module")
-def native() -> None:
+def llamacpp_library() -> None:
     require_llamacpp()
     if ggml_native.library_path() is None:
         pytest.fail("llama.cpp is installed but its libggml-base.so was not found under the virtualenv")
 
 
 @pytest.mark.parametrize("name", GGML_FORMATS)
-def test_the_library_and_the_port_store_the_same_values(native: None, name: str) -> None:
+def test_the_library_and_the_port_store_the_same_values(llamacpp_library: None, name: str) -> None:
     fmt = FORMATS[name]
     w = _trained_like(96, 1024, seed=GGML_FORMATS.index(name))
     ours = fmt.weight(w)
@@ -55,7 +55,7 @@ def test_the_library_and_the_port_store_the_same_values(native: None, name: str)
     assert ((ours - theirs).abs().reshape(-1, 32).amax(-1) <= step + 1e-7).all()
 
 
-def test_a_type_the_library_stores_differently_is_not_used(native: None) -> None:
+def test_a_type_the_library_stores_differently_is_not_used(llamacpp_library: None) -> None:
     w = _trained_like(4, 512, seed=0)
     assert ggml_native.quantize(w, "q4_K", 256, 144) is not None
     assert ggml_native.quantize(w, "q4_K", 256, 143) is None  # bytes per block differ from ggml's
@@ -65,7 +65,7 @@ def test_a_type_the_library_stores_differently_is_not_used(native: None) -> None
     assert ggml_native.quantize(w.to("meta"), "q8_0", 32, 34) is None  # not in host memory: the port, not C, reads it
 
 
-def test_disabling_the_library_falls_back_to_the_port(native: None, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_disabling_the_library_falls_back_to_the_port(llamacpp_library: None, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(ggml_native.DISABLE_ENV, "0")
     ggml_native._library.cache_clear()
     try:
@@ -78,7 +78,7 @@ def test_disabling_the_library_falls_back_to_the_port(native: None, monkeypatch:
 
 
 @pytest.mark.parametrize("name", LIBRARY_ONLY)
-def test_a_library_only_format_rounds_through_the_library(native: None, name: str) -> None:
+def test_a_library_only_format_rounds_through_the_library(llamacpp_library: None, name: str) -> None:
     fmt = FORMATS[name]
     w = _trained_like(96, 1024, seed=7)
     out = fmt.quantize(w)
@@ -110,7 +110,10 @@ def test_without_the_library_a_plan_leaves_q3_k_out_and_says_why(monkeypatch: py
     finally:
         ggml_native._library.cache_clear()
     assert kept == ("q8_0", "q4_k") and set(left_out) == {"q3_k"}
-    assert "needs q3_k and iq4_nl from llama.cpp's own quantizers" in left_out["q3_k"] and "install_llama_cpp.sh" in left_out["q3_k"]
+    assert (
+        "needs q3_k and iq4_nl from llama.cpp's own quantizers" in left_out["q3_k"]
+        and "install_llama_cpp.sh" in left_out["q3_k"]
+    )
     assert "ONBOARD_GGML_NATIVE=0" in left_out["q3_k"]
 
 

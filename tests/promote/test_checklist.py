@@ -24,7 +24,7 @@ EXPECTED_CHECKS = {
     "golden": ["goldens_recorded", "goldens_match_promoted"],
     "validate": ["logit_parity", "greedy_parity", "determinism_repeat", "determinism_padding", "determinism_batch",
                  "nan_inf_scan", "degeneration", "logit_scale", "long_context_parity", "performance_recorded",
-                 "stop_set", "speculative_equivalence"],
+                 "stop_set", "speculative_equivalence", "tool_calls"],
     "draft-check": ["draft_acceptance_measured"],
 }  # fmt: skip
 

@@ -21,7 +21,7 @@ from tests.faults import PAUSE_POINTS as POINTS
 from tests.promote.workspaces import SLUG, make_workspace
 
 FAULTS = Path(__file__).resolve().parents[1] / "faults.py"
-FULL = {"files": 4, "checks": 22}  # what make_workspace's run records
+FULL = {"files": 4, "checks": 23}  # what make_workspace's run records
 
 
 def start(ws: Path, registry: Path, pause_at: str | None = None, marker: Path | None = None, seconds: str = "60"):

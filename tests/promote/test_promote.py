@@ -42,7 +42,7 @@ def test_promote_appends_a_full_record(tmp_path):
     }
     assert all(f.sha256 and len(f.sha256) == 64 for f in rec.files)
     assert rec.profile_sha256 and rec.tokenizer_sha256 and rec.golden_sha256
-    assert len(rec.checks) == 22 and all(c.passed for c in rec.checks)
+    assert len(rec.checks) == 23 and all(c.passed for c in rec.checks)
     assert rec.checklist["serving_parity"] == "done" and rec.checklist["goldens_match_promoted"] == "not_applicable"
     assert {s.item for s in rec.signoffs} == {"licence_reviewed", "model_card_read"}
     assert rec.versions["onboard"] and "torch" in rec.versions
@@ -83,7 +83,7 @@ def test_cli_promote_then_registry_list_and_show(tmp_path):
     assert r.returncode == 0, r.stderr
     assert f"Promoted acme/tiny-chat at {REV_A} as record #1 (by ci-bot" in r.stderr
     r = onboard("registry", "list", *ws)
-    assert r.returncode == 0 and "acme/tiny-chat" in r.stdout and "22/22" in r.stdout
+    assert r.returncode == 0 and "acme/tiny-chat" in r.stdout and "23/23" in r.stdout
     rows = json.loads(onboard("registry", "list", *ws, "--json").stdout)
     assert rows[0]["revision"] == REV_A
     shown = json.loads(onboard("registry", "show", "acme/tiny-chat", *ws, "--json").stdout)

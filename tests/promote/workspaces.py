@@ -17,7 +17,7 @@ STAGE_CHECKS = {
     "verify-tokenizer": ["tokenizer_parity", "chat_template_parity"],
     "golden": ["goldens_recorded", "goldens_match_promoted"],
     "validate": ["logit_parity", "greedy_parity", "long_context_parity", "logit_scale", "determinism_repeat",
-                 "determinism_batch", "determinism_padding", "degeneration", "stop_set", "nan_inf_scan"],
+                 "determinism_batch", "determinism_padding", "degeneration", "stop_set", "nan_inf_scan", "tool_calls"],
 }  # fmt: skip
 
 

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from onboard.quantize.refine import fewest_bytes_within, least_kl_within
-from onboard.quantize.search import Option
+from onboard.quantize.search import Option, fewest_bytes_within, least_kl_within
 
 
 @dataclass(frozen=True)

@@ -4,9 +4,16 @@ from __future__ import annotations
 
 import pytest
 
-from onboard.speculative.acceptance import Windows, by_position, greedy_table, simulate
+from onboard.speculative.acceptance import (
+    Windows,
+    by_position,
+    describe_k,
+    greedy_table,
+    model_speedup,
+    recommended_k,
+    simulate,
+)
 from onboard.speculative.drafts import ngram_proposals
-from onboard.speculative.speedup import describe_k, model_speedup, recommended_k
 
 
 def test_simulate_follows_the_decode_loop() -> None:
@@ -45,8 +52,7 @@ def test_speedup_formula_and_recommendation() -> None:
 
 
 def test_a_window_longer_than_every_trajectory_is_unmeasured_not_zero() -> None:
-    from onboard.speculative.acceptance import sampled_table
-    from onboard.speculative.speedup import speedup_rows
+    from onboard.speculative.acceptance import sampled_table, speedup_rows
 
     w = Windows(runs=(1, 0, 0), alpha=((0.5,) + (0.0,) * 7,) * 3)  # 3 tokens: room for windows of 1 and 2 only
     rows = sampled_table([w], [1, 2, 3])

@@ -91,7 +91,7 @@ def test_sampled_acceptance_is_sum_of_min_of_both_distributions(result: dict) ->
 
 
 def test_speedup_and_recommendation_follow_the_measurements(result: dict) -> None:
-    from onboard.speculative.speedup import model_speedup
+    from onboard.speculative.acceptance import model_speedup
 
     c = result["cost"]["ratio"]
     assert 0 < c < 1  # the draft has 7% of the target's parameters

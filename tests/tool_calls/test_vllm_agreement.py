@@ -62,7 +62,9 @@ def run() -> ParserRun:
     jobs += [ParserJob(f"wrong:{name}", c.text, tp, rp, TOOLS, c.prompt, c.chat_template_kwargs, c.markers)
              for name, (c, tp, rp) in MISCONFIGURED.items()]  # fmt: skip
     jobs += advice_jobs(_job(HERMES_THINKING, "pythonic", "qwen3"))
-    jobs += [ParserJob("refused", HERMES_THINKING.text, "mistral", "qwen3", TOOLS, extra_tokens=HERMES_THINKING.markers)]
+    jobs += [
+        ParserJob("refused", HERMES_THINKING.text, "mistral", "qwen3", TOOLS, extra_tokens=HERMES_THINKING.markers)
+    ]
     jobs += _fixture_jobs()
     return run_parsers(jobs, TOKENIZER, tiktoken_dir=_tiktoken())
 
@@ -90,8 +92,10 @@ def test_the_agreement_covers_every_format_with_calls_and_without(run: ParserRun
     agreed = {c.format for c in CASES if not _result(run, c.id).error} if _tiktoken() else set(FORMATS) - {"harmony"}
     assert agreed >= set(FORMATS) - ({"harmony"} if not _tiktoken() else set())
     counted = [r for r in run.results if r.id in BY_ID]
+    # Harmony's cases need the real data's tiktoken file; without it the floor counts the other formats' cases.
+    without_calls = 15 if _tiktoken() else 14
     assert sum(bool(r.full and r.full.called) for r in counted) >= 40
-    assert sum(bool(r.full and not r.full.called) for r in counted) >= 15
+    assert sum(bool(r.full and not r.full.called) for r in counted) >= without_calls
 
 
 @pytest.mark.parametrize("name", MISCONFIGURED)

@@ -16,7 +16,7 @@ from tests.validate.tiny_models import ORIGINAL_MAX, QWEN3_TOKENIZER, WINDOW
 def test_recorded_golden_is_complete_and_documented(tiny) -> None:
     golden = tiny.golden("gemma2")
     folder = golden.folder
-    assert sorted(p.name for p in folder.iterdir()) == ["MANIFEST.json", "prompts.jsonl"]  # no temp files left
+    assert sorted(p.name for p in folder.iterdir()) == ["MANIFEST.json", "prompts.jsonl", "tool_calls.json"]  # no temp
     manifest = json.loads((folder / "MANIFEST.json").read_text())
     assert manifest["format"] == FORMAT
     import transformers
@@ -139,5 +139,10 @@ def test_recording_keeps_other_stages_files(tiny, tmp_path: Path) -> None:
     out.mkdir()
     (out / "tokenizer.json").write_text("{}")
     record(str(tiny.checkpoint("qwen3")), out, max_new_tokens=2, calibrate=(), max_long_tokens=16)
-    assert sorted(p.name for p in out.iterdir()) == ["MANIFEST.json", "prompts.jsonl", "tokenizer.json"]
+    assert sorted(p.name for p in out.iterdir()) == [
+        "MANIFEST.json",
+        "prompts.jsonl",
+        "tokenizer.json",
+        "tool_calls.json",
+    ]
     assert read_golden(out).manifest["noise"] == {}
