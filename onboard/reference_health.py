@@ -5,7 +5,7 @@ from_pretrained builds the model on the meta device, so buffers the code compute
 `cos_cached` / `sin_cached`) are left as uninitialised memory, and a stored `rotary_emb.inv_freq` may be ignored.
 `sound_reference` checks a freshly loaded model:
 
-- every parameter and buffer is finite;
+- every parameter and buffer is finite, and no tensor attribute is left on the meta device;
 - each non-persistent buffer equals a fresh computation by the module's own `__init__` (the class built again from
   its config, weights not initialised), and each persistent buffer the checkpoint stores equals the stored tensor;
 - its logits on a probe prompt are finite and the same across two runs and two loads.
@@ -102,9 +102,9 @@ def sound_reference(
 
 
 def state_problems(model: Any, checkpoint: Path, own_init: bool = False) -> list[Problem]:
-    """Non-finite parameters and buffers, non-persistent buffers that differ from the module's own computation
-    (unless `own_init`: the model was just built by it), and persistent buffers that differ from the tensor the
-    checkpoint stores."""
+    """Non-finite parameters and buffers, plain tensor attributes left on the meta device, non-persistent buffers
+    that differ from the module's own computation (unless `own_init`: the model was just built by it), and
+    persistent buffers that differ from the tensor the checkpoint stores."""
     import torch
 
     kinds = _module_kinds(model)
@@ -115,6 +115,13 @@ def state_problems(model: Any, checkpoint: Path, own_init: bool = False) -> list
         Problem(name, kinds(name), "not finite (NaN or infinity)")
         for name, tensor in model.named_parameters()
         if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all())
+    ]
+    never_materialised = "a tensor attribute left on the meta device (computed in __init__, never materialised)"
+    problems += [
+        Problem(f"{prefix}.{attr}" if prefix else attr, type(module).__name__, never_materialised)
+        for prefix, module in model.named_modules()
+        for attr, value in vars(module).items()
+        if isinstance(value, torch.Tensor) and value.is_meta
     ]
     for name, buffer in model.named_buffers():  # in module order: the first is the one an error names
         expected, whose = (
@@ -133,7 +140,10 @@ def logit_problems(model: Any, reload: Callable[[], Any] | None) -> list[Problem
     """Non-finite logits on the probe prompt, or logits that change between two runs or with a second load (by
     `reload`; None: this load was found sound before)."""
     name = type(model).__name__
-    first, second = _probe(model), _probe(model)
+    try:
+        first, second = _probe(model), _probe(model)
+    except Exception as exc:  # noqa: BLE001 - the reference's own forward failing is a finding about it
+        return [Problem("logits", name, f"the forward pass raised {type(exc).__name__}: {str(exc)[:200]}")]
     if not bool(first.isfinite().all()):
         return [Problem("logits", name, "not finite on the probe prompt")]
     if not _close(second, first):

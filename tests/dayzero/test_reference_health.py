@@ -73,6 +73,25 @@ def test_the_repair_reports_what_was_wrong_and_the_keys(legacy: Path, monkeypatc
     assert any("rotary_emb.cos_cached (LlamaRotaryEmbedding)" in p for p in health["problems"])
 
 
+def test_a_tensor_left_on_meta_and_a_raising_forward_are_findings(legacy, monkeypatch) -> None:
+    """Code that keeps its rotary cache as a plain attribute (GPT-NeoX's first releases: `self.cos_cached = ...`)
+    is left on the meta device by from_pretrained; a forward that raises is a finding about the reference too."""
+    import torch
+
+    from onboard.reference import load_transformers, remote_code_allowed
+
+    monkeypatch.setenv("ONBOARD_SANDBOX_WORKER", "1")  # this test process stands in for the worker
+    with remote_code_allowed():
+        model = load_transformers(legacy, "float32")  # repaired: sound
+    assert reference_health.state_problems(model, legacy, own_init=True) == []
+    model.model.layers[1].self_attn.rotary_emb.cos_plain = torch.empty(4, device="meta")
+    (problem,) = reference_health.state_problems(model, legacy, own_init=True)
+    assert str(problem).startswith("model.layers.1.self_attn.rotary_emb.cos_plain (LlamaRotaryEmbedding): a tensor")
+    model.forward = lambda **_: torch.ones(2) @ torch.ones(3)  # a shape error inside the reference's own forward
+    (problem,) = reference_health.logit_problems(model, None)
+    assert problem.tensor == "logits" and "the forward pass raised RuntimeError" in problem.what
+
+
 def test_unrepaired_it_is_reference_unusable_never_a_failed_adapter(legacy, in_process_sandbox, no_repair) -> None:
     result = check_parity(LLAMA_ADAPTER, legacy, policy=TRUSTED)
     assert result["passed"] is False and result["status"] == "unverified", result["detail"]
@@ -118,4 +137,6 @@ def test_end_to_end_in_the_sandbox_repaired_then_unusable(legacy: Path, tmp_path
     assert done.returncode == 2, done.stdout + done.stderr
     assert "Error: " in done.stderr and "reference-unusable" in done.stderr, done.stderr
     assert "model.layers.1.self_attn.o_proj.weight (Linear)" in done.stderr and "Traceback" not in done.stderr
+    # ReferenceUnusable crossed the sandbox as itself (its hint), not as a worker failure (SandboxError)
+    assert "failed in the sandbox" not in done.stderr and "nothing is judged against this reference" in done.stderr
     assert not (tmp_path / "refused" / "MANIFEST.json").exists()
