@@ -18,13 +18,15 @@ ATTENTION = ("attention", "q_norm", "k_norm")
 NORMS = ("input_norm", "post_attention_norm", "post_self_attn_norm", "pre_mlp_norm", "post_mlp_norm", "final_norm")
 MLP = ("mlp", "experts", "shared_experts")
 MOE = ("router", "experts", "mlp", "shared_experts")
+EMBEDDING = ("embedding",)
 POST_INIT = "post_init"
 
 
 @dataclass(frozen=True)
 class Edit:
     """Set argument `arg` (a keyword, or a 0-based position) of every `call(...)` in spec field `field` to `value`
-    (None: drop the keyword); or, with field POST_INIT, append the statement `value`."""
+    (None: drop the keyword); without a `call`, the whole field; with field POST_INIT, append the statement
+    `value`."""
 
     field: str
     call: str = ""
@@ -47,6 +49,8 @@ def _kw(call: str, arg: str, value: str | None, field: str = "attention") -> Edi
 
 A = Alternative
 ALTERNATIVES: tuple[Alternative, ...] = (  # fmt: skip
+    A("embeddings x sqrt(hidden)", EMBEDDING, (Edit("embed_scale", value="args.hidden_size**0.5"),)),
+    A("embeddings unscaled", EMBEDDING, (Edit("embed_scale", value="None"),)),
     A("rotary interleaved", ATTENTION, (_kw("Attention", "rope_interleaved", "True"),)),
     A("rotary half-split", ATTENTION, (_kw("Attention", "rope_interleaved", None),)),
     A("QK-norm after rotary", ATTENTION, (_kw("Attention", "qk_norm_after_rope", "True"),), ("attention", "qk_norm=")),
@@ -176,6 +180,8 @@ def apply(spec: AdapterSpec, alternative: Alternative) -> AdapterSpec:
     for edit in alternative.edits:
         if edit.field == POST_INIT:
             changes[POST_INIT] = (*changes.get(POST_INIT, spec.post_init), edit.value)  # type: ignore[misc]
+        elif not edit.call:
+            changes[edit.field] = edit.value
         else:
             text = str(changes.get(edit.field, getattr(spec, edit.field)))
             changes[edit.field] = edit_calls(text, edit.call, edit.arg, edit.value)
