@@ -4,7 +4,8 @@ each trial adapter is judged by the same layer-level comparison against the refe
 (divergence.locate, the capture made once), and a trial that removes every divergence by the whole-model verdict
 (parity.check_parity, the one comparator). Greedy: a trial that moves the first divergence later is kept and the
 search goes on from there. Nothing is adopted unless the full parity verdict then passes; a budget bounds it
-(MAX_TRIALS trials, BUDGET_FACTOR x the first parity run's time).
+(MAX_TRIALS trials, BUDGET_FACTOR x the first parity run's time: a trial starts only if, as long as the longest so
+far, it would end within it).
 
 The adopted alternatives are written into the adapter (its docstring names them), and the evidence (every trial,
 its divergence and verdict, the time against one parity run) into the parity result's `search`.
@@ -137,16 +138,23 @@ def search(
     table = ALTERNATIVES + rotary_alternatives(checkpoint, _head_dim(checkpoint))
     tried: set[str] = set()
     base = s.position(first)
-    while found is None and first and len(s.trials) < MAX_TRIALS and time.perf_counter() < deadline:
+    longest = 0.0  # the longest trial so far: one is not started unless it would end within the budget
+
+    def over_budget() -> bool:
+        return len(s.trials) >= MAX_TRIALS or time.perf_counter() + longest > deadline
+
+    while found is None and first and not over_budget():
         moved = False
         for alt in _for_module(table, first["module"], tried):
             trial_spec = apply(spec, alt)
             if trial_spec == spec:
                 continue
-            if len(s.trials) >= MAX_TRIALS or time.perf_counter() >= deadline:
+            if over_budget():
                 break
             tried.add(alt.name)
+            began = time.perf_counter()
             row, located = _trial(s, trial_spec, alt, adopted, dtype)
+            longest = max(longest, time.perf_counter() - began)
             if located is None:
                 continue
             if base < 0:  # the failed run's divergence, placed once the reference's order is known
