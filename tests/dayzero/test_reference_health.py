@@ -73,9 +73,9 @@ def test_the_repair_reports_what_was_wrong_and_the_keys(legacy: Path, monkeypatc
     assert any("rotary_emb.cos_cached (LlamaRotaryEmbedding)" in p for p in health["problems"])
 
 
-def test_a_tensor_left_on_meta_and_a_raising_forward_are_findings(legacy, monkeypatch) -> None:
+def test_a_tensor_left_on_meta_is_a_finding(legacy, monkeypatch) -> None:
     """Code that keeps its rotary cache as a plain attribute (GPT-NeoX's first releases: `self.cos_cached = ...`)
-    is left on the meta device by from_pretrained; a forward that raises is a finding about the reference too."""
+    is left on the meta device by from_pretrained: named like a non-finite buffer."""
     import torch
 
     from onboard.reference import load_transformers, remote_code_allowed
@@ -87,9 +87,6 @@ def test_a_tensor_left_on_meta_and_a_raising_forward_are_findings(legacy, monkey
     model.model.layers[1].self_attn.rotary_emb.cos_plain = torch.empty(4, device="meta")
     (problem,) = reference_health.state_problems(model, legacy, own_init=True)
     assert str(problem).startswith("model.layers.1.self_attn.rotary_emb.cos_plain (LlamaRotaryEmbedding): a tensor")
-    model.forward = lambda **_: torch.ones(2) @ torch.ones(3)  # a shape error inside the reference's own forward
-    (problem,) = reference_health.logit_problems(model, None)
-    assert problem.tensor == "logits" and "the forward pass raised RuntimeError" in problem.what
 
 
 def test_unrepaired_it_is_reference_unusable_never_a_failed_adapter(legacy, in_process_sandbox, no_repair) -> None:
