@@ -62,6 +62,17 @@ def test_the_broken_reference_is_repaired_then_parity_is_judged(legacy: Path, in
     assert result["status"] == "passed", result["detail"]  # the composed Llama matches the repaired 4.30.2 code
 
 
+def test_composed_from_its_profile_rotary_read_from_the_stored_inv_freq(legacy, in_process_sandbox, tmp_path) -> None:
+    """config.json names no rope key (4.30's Llama config has none): the stored `rotary_emb.inv_freq` says rotary,
+    so no "positions" stub; the composed adapter then passes against the repaired reference."""
+    from onboard.generate_adapter import generate
+
+    assert not {"rope_theta", "rope_parameters", "rope_scaling"} & set(json.loads((legacy / "config.json").read_text()))
+    result = generate(legacy, tmp_path / "out", parity=True, policy=TRUSTED)
+    assert result.stubs == ()
+    assert result.parity["status"] == "passed", result.parity["detail"]
+
+
 def test_the_repair_reports_what_was_wrong_and_the_keys(legacy: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from onboard.reference import load_transformers, remote_code_allowed
 
