@@ -143,6 +143,10 @@ def logit_problems(model: Any, reload: Callable[[], Any] | None) -> list[Problem
     # A forward that raises propagates: the callers report that run as raising (e.g. parity's float64 calibration).
     first, second = _probe(model), _probe(model)
     if not bool(first.isfinite().all()):
+        if next(model.parameters()).dtype.itemsize < 4:
+            # A half-precision run overflowing is that dtype's finding (divergence's low-precision stage locates it),
+            # not an unsound model: the state checks judged this load, and its float32 load is checked the same way.
+            return []
         return [Problem("logits", name, "not finite on the probe prompt")]
     if not _close(second, first):
         return [Problem("logits", name, "differ between two runs of the same prompt")]
