@@ -72,6 +72,32 @@ class SandboxError(InputError):
         self.remote_traceback = remote_traceback
 
 
+# REFERENCE AND ARTIFACT ERRORS
+
+
+class ReferenceUnusable(InputError):
+    """The reference model is not sound after loading (onboard/reference_health.py): a parameter or buffer that is
+    non-finite or uninitialised, or logits that are non-finite or change between loads or runs, and no repair made it
+    sound. `cause` names the tensor and its module; nothing may be judged against this reference."""
+
+    verdict = "reference-unusable"
+
+    def __init__(self, cause: str, message: str, hint: str | None = None) -> None:
+        super().__init__(message, hint)
+        self.cause = cause
+
+
+class NonFiniteValue(OnboardError):
+    """A NaN or infinity about to be written into a JSON artifact: refused, naming the file and the field path."""
+
+    def __init__(self, path: str, field: str, value: float, hint: str | None = None) -> None:
+        super().__init__(
+            f"{path}: refusing to write {value} at {field} (JSON artifacts hold finite numbers only)", hint
+        )
+        self.path = path
+        self.field = field
+
+
 # VALIDATE ERRORS
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import errno
 import functools
 import json
+import math
 import os
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
@@ -14,7 +15,7 @@ from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 
 from onboard import serde
-from onboard.errors import InputError
+from onboard.errors import InputError, NonFiniteValue
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -141,8 +142,32 @@ def files_under(root: Path) -> list[str]:
     return out
 
 
-def atomic_write_json(path: Path, data: Any) -> None:
-    atomic_write(path, json.dumps(data, indent=2, ensure_ascii=False, sort_keys=False) + "\n")
+def atomic_write_json(path: Path, data: Any, hint: str | None = None) -> None:
+    """THE JSON writer: atomic, and refusing NaN or infinity (NonFiniteValue naming the file and the field path,
+    with `hint`, the writer's fix) so no artifact holds a number no JSON reader accepts."""
+    try:
+        text = json.dumps(data, indent=2, ensure_ascii=False, sort_keys=False, allow_nan=False)
+    except ValueError:
+        found = first_non_finite(data)
+        if found is None:
+            raise
+        field, value = found
+        raise NonFiniteValue(
+            str(path), field, value, hint or "the stage computed a non-finite number: rerun it"
+        ) from None
+    atomic_write(path, text + "\n")
+
+
+def first_non_finite(data: Any, field: str = "$") -> tuple[str, float] | None:
+    """The path (`$.a[2].b`) and value of the first NaN or infinity in JSON-shaped `data`, else None."""
+    if isinstance(data, float) and not math.isfinite(data):
+        return field, data
+    items = data.items() if isinstance(data, dict) else enumerate(data) if isinstance(data, (list, tuple)) else ()
+    for key, value in items:
+        found = first_non_finite(value, f"{field}[{key}]" if isinstance(key, int) else f"{field}.{key}")
+        if found is not None:
+            return found
+    return None
 
 
 def read_json(path: Path, kind: Any = Any, hint: str | None = None) -> Any:

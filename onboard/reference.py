@@ -217,8 +217,9 @@ def _image_text_to_text_only(path: Path) -> bool:
 
 
 def load_transformers(path: Path, dtype: str, device: str = "cpu", attn: str = "eager") -> Any:
-    """transformers' model for a local folder, eager attention and eager experts (the reference implementation).
-    trust_remote_code is passed explicitly (trust_remote_code()), so transformers never prompts."""
+    """transformers' model for a local folder, eager attention and eager experts (the reference implementation),
+    checked sound (onboard/reference_health.py: repaired if it can be, else ReferenceUnusable). trust_remote_code
+    is passed explicitly (trust_remote_code()), so transformers never prompts."""
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
     import transformers
     from transformers import AutoModelForCausalLM
@@ -231,16 +232,26 @@ def load_transformers(path: Path, dtype: str, device: str = "cpu", attn: str = "
     auto = AutoModelForCausalLM
     if _image_text_to_text_only(path):  # Mistral 3, LLaVA, Qwen2.5-VL: the wrapper, run on text (no image inputs)
         from transformers import AutoModelForImageTextToText as auto
-    try:
-        model = auto.from_pretrained(path, trust_remote_code=trust_remote_code(), **kwargs)
-    except OnboardError:
-        raise
-    except Exception as exc:  # noqa: BLE001 - the files' fault: a config the weights contradict (RuntimeError: size
-        # mismatch), a value torch cannot allocate (RuntimeError, OverflowError), a missing file (OSError) ...
-        lines = str(exc).strip().splitlines()
-        raise InputError(
-            f"{path}: transformers cannot load this checkpoint ({type(exc).__name__}: {lines[0][:300] if lines else ''})",
-            f"{reference_for(path).detail}; check that the weights are present and that config.json describes them "
-            "(onboard inspect compares the two)",
-        ) from exc
+
+    def load() -> Any:
+        try:
+            return auto.from_pretrained(path, trust_remote_code=trust_remote_code(), **kwargs).eval()
+        except OnboardError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - the files' fault: a config the weights contradict (RuntimeError:
+            # size mismatch), a value torch cannot allocate (RuntimeError, OverflowError), a missing file (OSError) ...
+            lines = str(exc).strip().splitlines()
+            raise InputError(
+                f"{path}: transformers cannot load this checkpoint ({type(exc).__name__}: "
+                f"{lines[0][:300] if lines else ''})",
+                f"{reference_for(path).detail}; check that the weights are present and that config.json describes "
+                "them (onboard inspect compares the two)",
+            ) from exc
+
+    from onboard.reference_health import sound_reference
+
+    # Checked before anything is judged against it: repaired, or ReferenceUnusable naming the tensor.
+    options = (dtype, attn, auto.__name__, str(trust_remote_code()))
+    model, health = sound_reference(load(), load, Path(path), options)
+    model.onboard_reference_health = health.to_dict()  # what parity and goldens report of it
     return model.to(device).eval()

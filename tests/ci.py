@@ -61,6 +61,16 @@ def _program(*names: str) -> Callable[[], bool]:
     return lambda: any(shutil.which(n) for n in names)
 
 
+def legacy_modeling_dir() -> Path:
+    """Where scripts/install_legacy_modeling.sh keeps transformers 4.30.2's Llama files (not in the repository)."""
+    cache = os.environ.get("ONBOARD_LEGACY_MODELING") or Path.home() / ".cache" / "onboard" / "legacy-modeling"
+    return Path(cache) / "transformers-4.30.2"
+
+
+def _legacy_modeling_present() -> bool:
+    return (legacy_modeling_dir() / ".fetched").is_file()
+
+
 def _real_data_present() -> bool:
     return real_data_dir() is not None
 
@@ -75,6 +85,9 @@ PIECES: dict[str, Piece] = {
               _llamacpp_present,
               first_time="built from its sdist: about 6 minutes on 2 cores the first time, then a cached wheel",
               stamp=".venv-llamacpp/.llamacpp-installed"),
+        Piece("legacy-modeling", "transformers 4.30.2's Llama modeling files (legacy repository code)",
+              "scripts/install_legacy_modeling.sh", _legacy_modeling_present,
+              first_time="a 7 MB wheel from PyPI, once"),
         Piece("bubblewrap", "bubblewrap (the sandbox for repository code)", "sudo apt-get install -y bubblewrap",
               _program("bwrap"), root=True),
         Piece("chromium", "headless Chromium (renders the HTML report)", "sudo apt-get install -y chromium",
@@ -155,6 +168,8 @@ def hiding_environment(names: set[str], base: dict[str, str], shadow: Path) -> d
         env["ONBOARD_VLLM_VENV"] = NOWHERE
     if "llamacpp" in names:
         env["ONBOARD_LLAMACPP_VENV"] = NOWHERE
+    if "legacy-modeling" in names:
+        env["ONBOARD_LEGACY_MODELING"] = NOWHERE
     if "real-data" in names:
         env["ONBOARD_SHARED_DATA"] = NOWHERE
         env["ONBOARD_TEST_DATA_CACHE"] = NOWHERE

@@ -36,14 +36,25 @@ def capture_in_worker(checkpoint: str, input_ids: list[int], dtype: str, extra: 
 
 
 def reference_at(
-    checkpoint: Path, input_ids: torch.Tensor, policy: Any = None, loaded: Any = None, rerun: str | None = None
+    checkpoint: Path,
+    input_ids: torch.Tensor,
+    policy: Any = None,
+    loaded: Any = None,
+    rerun: str | None = None,
+    cache: dict[Any, Mapping[str, torch.Tensor]] | None = None,
 ) -> ReferenceAt:
     """dtype, extra names -> the reference's capture on `input_ids`: `loaded` (a float32 model in memory),
     transformers, or the repository's code in the sandbox when `policy` trusts it (else an InputError naming
-    `rerun`)."""
+    `rerun`). `cache`: captures kept between calls (the search's trials capture the reference once)."""
     from onboard.reference import REPO_CODE, RemoteCodePolicy, reference_for, rerun_command, run_in_sandbox
 
     def at(dtype: str, extra: Sequence[str]) -> Mapping[str, torch.Tensor]:
+        key = (dtype, tuple(extra), tuple(input_ids[0].tolist()))
+        if cache is not None and key not in cache:
+            cache[key] = capture_at(dtype, extra)
+        return cache[key] if cache is not None else capture_at(dtype, extra)
+
+    def capture_at(dtype: str, extra: Sequence[str]) -> Mapping[str, torch.Tensor]:
         if dtype == "float32" and isinstance(loaded, nn.Module):
             return capture(loaded, input_ids, extra)
         source = reference_for(checkpoint)
@@ -89,8 +100,10 @@ def parity_divergence(
     dtype: str,
     policy: Any = None,
     rerun: str | None = None,
+    cache: dict[Any, Mapping[str, torch.Tensor]] | None = None,
 ) -> dict[str, Any]:
-    """The bisect for generate's failed parity: the adapter reloaded per dtype, parity's float32 reference reused."""
+    """The bisect for generate's failed parity: the adapter reloaded per dtype, parity's float32 reference reused
+    (and its captures, in `cache`)."""
 
     def adapter_at(name: str) -> nn.Module:
         # torch's own dtype names (not parity.DTYPES: parity imports this module, and the table is the same names)
@@ -98,7 +111,8 @@ def parity_divergence(
         dtype = dtype if isinstance(dtype, torch.dtype) else torch.float32
         return model_cls.from_pretrained(checkpoint, dtype=dtype, trust_remote_code=False)
 
-    return bisect(adapter_at, reference_at(checkpoint, input_ids, policy, reference, rerun), input_ids, dtype)
+    ref_at = reference_at(checkpoint, input_ids, policy, reference, rerun, cache)
+    return bisect(adapter_at, ref_at, input_ids, dtype)
 
 
 def candidate_divergence(

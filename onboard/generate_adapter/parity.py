@@ -20,7 +20,8 @@ from typing import Any
 import torch
 
 from onboard.comparator import CALIBRATION, agreement, topk_rows
-from onboard.errors import InputError
+from onboard.errors import InputError, ReferenceUnusable
+from onboard.generate_adapter.parity_power import missed_probes, power_fields
 from onboard.generate_adapter.runtime import import_file
 from onboard.inspect_checkpoint.config_view import language_model_config
 from onboard.reference import REPO_CODE, RemoteCodePolicy, describe, load_transformers, reference_for, rerun_command
@@ -154,10 +155,13 @@ def check_parity(
     reference: Any = None,
     policy: RemoteCodePolicy | None = None,
     rerun: str | None = None,
+    memo: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Adapter vs the reference (transformers, or the repository's code in the sandbox when `policy` trusts it) on
     `checkpoint`: {passed, status, worst, tolerance, failed, prompts, detail, reference}. When no reference may run,
-    "unverified", naming `rerun`, the command that would run it."""
+    "unverified", naming `rerun`, the command that would run it. A pass states its power (parity_power): a probe
+    defect the comparison would miss makes it "passed, low power", never passed. `memo`: a dict kept between calls
+    on the same checkpoint (the search's trials): the reference's runs and captures are made once."""
     from onboard.environment import require_loadable
 
     checkpoint = Path(checkpoint)
@@ -187,12 +191,18 @@ def check_parity(
     # nothing to judge against: unverified, naming the run.
     given, calibration = reference, CALIBRATION[dtype]
     run = "the reference in float32"
+    memo = {} if memo is None else memo
     try:
-        reference = reference if reference is not None else reference_model(checkpoint, torch.float32, policy)
-        with torch.no_grad():
-            refs = [_logits(reference, ids) for ids in inputs]
-            run = f"the reference's calibration run in {calibration}"
-            own_runs = [[_logits(m, ids) for ids in inputs] for m in _own_runs(checkpoint, dtype, policy, given)]
+        if memo.get("runs", (None,))[0] != dtype:
+            reference = reference if reference is not None else reference_model(checkpoint, torch.float32, policy)
+            with torch.no_grad():
+                refs = [_logits(reference, ids) for ids in inputs]
+                run = f"the reference's calibration run in {calibration}"
+                own_runs = [[_logits(m, ids) for ids in inputs] for m in _own_runs(checkpoint, dtype, policy, given)]
+            memo["runs"] = (dtype, reference, refs, own_runs)
+        _, reference, refs, own_runs = memo["runs"]
+    except ReferenceUnusable as exc:  # never "adapter parity failed" against a broken reference (issue 41)
+        return unverified(dtype, f"reference-unusable: {exc.message}") | {"verdict": exc.verdict, "cause": exc.cause}
     except InputError:
         raise
     except Exception as exc:  # noqa: BLE001 - no reference run, no tolerance: not judged
@@ -209,15 +219,17 @@ def check_parity(
     def rows(logits: list[torch.Tensor], k: int) -> list[list[Any]]:
         return [topk_rows(x[0, :-1], k, n) for x, n in zip(logits, nexts)]
 
-    verdict = agreement(
-        dtype,
-        rows(refs, PARITY_TOP_K),
-        rows(ours_logits, 2 * PARITY_TOP_K),
-        [rows(run, 2 * PARITY_TOP_K) for run in own_runs],
-        nexts,
-        moe=any(config.get(k) for k in MOE_KEYS),
-    )
-    passed = verdict.passed
+    def judged(logits: list[torch.Tensor]) -> Any:
+        own = [rows(run, 2 * PARITY_TOP_K) for run in own_runs]
+        moe = any(config.get(k) for k in MOE_KEYS)
+        return agreement(dtype, rows(refs, PARITY_TOP_K), rows(logits, 2 * PARITY_TOP_K), own, nexts, moe=moe)
+
+    verdict = judged(ours_logits)
+    power: dict[str, Any] = {}
+    if verdict.passed:  # the same comparison on probe defects: would it have caught them at this noise level?
+        rerun_adapter = lambda: [_logits(adapter, ids) for ids in inputs]  # noqa: E731
+        power = power_fields(*missed_probes(adapter, ours_logits, rerun_adapter, lambda bent: judged(bent).passed))
+    passed = verdict.passed and power["status"] == "passed"
     lengths = ", ".join(str(r.length) for r in results)
     ref_name = "the repository's code" if source.kind == REPO_CODE else "transformers"  # which reference, in words
     detail = (
@@ -227,7 +239,7 @@ def check_parity(
     )
     result = {
         "passed": passed,
-        "status": "passed" if passed else "failed",
+        "status": power["status"] if verdict.passed else "failed",
         "reference": describe(source, policy, checkpoint),
         "dtype": dtype,
         "worst": worst,
@@ -235,11 +247,12 @@ def check_parity(
         "tolerance": CALIBRATED_BAR,
         "failed": list(verdict.failed),
         "prompts": [asdict(r) for r in results],
-        "detail": f"{detail} (prompt lengths {lengths})",
-    }
-    if not passed:  # where it breaks: first layer and module beyond tolerance (divergence_stages)
+        "detail": (f"{power['lead']}: " if power else "") + f"{detail} (prompt lengths {lengths})",
+    } | ({"power": power["power"]} if power else {})
+    if not verdict.passed:  # where it breaks: first layer and module beyond tolerance (divergence_stages)
         from onboard.generate_adapter.divergence_stages import parity_divergence
 
-        result |= parity_divergence(module.Model, checkpoint, reference, inputs[-1], dtype, policy, rerun)
+        captures = memo.setdefault("captures", {})
+        result |= parity_divergence(module.Model, checkpoint, reference, inputs[-1], dtype, policy, rerun, captures)
         result["detail"] += f"; {result['divergence']}"
     return result

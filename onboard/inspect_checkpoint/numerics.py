@@ -95,8 +95,13 @@ def rope_from_config(cv: ConfigView, lm: dict[str, TensorInfo] | None) -> tuple[
     if partial is None:
         partial = cv.float(*spellings("partial_rotary_factor"), default=1.0)
     rotary_dim = cv.int(*spellings("rotary_dim"))
+    # A stored rotary `inv_freq` (Llama-derived code of transformers 4.3x persisted it: InternLM's first releases)
+    # says rotary positions even when config.json names no rope key; its values (theta, the rotated share) are the
+    # search's to try (generate_adapter/search_alternatives.rotary_alternatives).
+    stored_inv_freq = lm is not None and any(n.endswith("rotary_emb.inv_freq") for n in lm)
     if theta is None and rope_type == "default" and rotary_dim is None and mt not in _ROPE_BY_DEFAULT:
-        return None, "none" if lm is None else "unknown"
+        if not stored_inv_freq:
+            return None, "none" if lm is None else "unknown"
     original = main.get("original_max_position_embeddings") or cv.int("original_max_position_embeddings")
     return (
         Rope(

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from onboard.errors import SandboxError
+from onboard.errors import ReferenceUnusable, SandboxError
 from onboard.sandbox import isolation
 from onboard.sandbox.codec import decode, encode
 from onboard.sandbox.protocol import INPUTS, LOG, OUTPUTS, REQUEST, RESULT, TargetRefused, check_target
@@ -202,6 +202,8 @@ def _raise_failure(result: dict[str, Any], limits: Limits, target: str) -> Any:
         )
     if kind == "refused":
         raise SandboxError("refused", str(result.get("message")), "only functions of the onboard package run there")
+    if kind == ReferenceUnusable.verdict:  # the worker's soundness check (onboard/reference_health.py)
+        raise ReferenceUnusable(str(result.get("cause")), str(result.get("message")), result.get("hint"))
     raise SandboxError(
         kind,
         f"{target} failed in the sandbox: {error}\n--- worker traceback (last lines) ---\n{remote}",

@@ -15,6 +15,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from onboard.errors import ReferenceUnusable
 from onboard.fsutil import atomic_write
 from onboard.sandbox.protocol import IN_WORKER_ENV, INPUTS, OUTPUTS, REQUEST, RESULT, TargetRefused, check_target
 
@@ -79,6 +80,8 @@ def run(workdir: Path) -> dict[str, Any]:
     try:
         value = fn(**decode(request["kwargs"], workdir / INPUTS))
         return {"ok": True, "value": encode(value, workdir / OUTPUTS)}
+    except ReferenceUnusable as exc:  # a verdict on the reference, not a crash: crosses back as itself
+        return _failure("reference-unusable", exc) | {"cause": exc.cause, "hint": exc.hint}
     except BaseException as exc:  # noqa: BLE001  (SystemExit from repository code is a failure too)
         return _failure("memory" if _is_memory_error(exc) else "raised", exc)
 

@@ -21,8 +21,8 @@ import msgspec
 from onboard import reference as references
 from onboard import serde
 from onboard.comparator import CALIBRATION, NoiseStats, PositionMetrics, compare_rows, pooled_noise
-from onboard.errors import InputError, OnboardError
-from onboard.fsutil import atomic_write, output_folder, read_json
+from onboard.errors import InputError, NonFiniteValue, OnboardError, ReferenceUnusable
+from onboard.fsutil import atomic_write, atomic_write_json, first_non_finite, output_folder, read_json
 from onboard.reference import REPO_CODE, Reference, RemoteCodePolicy
 from onboard.validate_serving.candidates import TopK
 from onboard.validate_serving.prompts import PromptSpec
@@ -81,13 +81,26 @@ def prompt_line(prompt: GoldenPrompt) -> str:
             round(row.token_logprob, r) if row.token_logprob is not None else None for row in prompt.rows
         ],
     }
+    found = first_non_finite(doc)
+    if found is not None:  # the reference computed NaN/inf: never written (no JSON reader accepts it)
+        raise ReferenceUnusable(
+            f"prompt {prompt.name!r} {found[0]}",
+            f"the reference's output for golden prompt {prompt.name!r} is {found[1]} at {found[0]}: goldens refused",
+            "the reference model is not sound (onboard generate CHECKPOINT --parity reports which tensor); "
+            "record goldens from a reference that computes finite outputs",
+        )
     return json.dumps(doc, ensure_ascii=False, separators=(",", ":"))
 
 
 def write_golden(out: Path, manifest: dict[str, Any], prompts: list[GoldenPrompt]) -> None:
-    """Write prompts.jsonl then MANIFEST.json atomically; nothing else (the folder holds other stages' goldens)."""
-    atomic_write(out / "prompts.jsonl", "".join(prompt_line(p) + "\n" for p in prompts))
-    atomic_write(out / "MANIFEST.json", json.dumps(manifest, indent=2, ensure_ascii=False) + "\n")
+    """Write prompts.jsonl then MANIFEST.json atomically; nothing else (the folder holds other stages' goldens).
+    A non-finite number in either is refused with a named error, before anything is written."""
+    lines = "".join(prompt_line(p) + "\n" for p in prompts)
+    found = first_non_finite(manifest)
+    if found is not None:
+        raise NonFiniteValue(str(out / "MANIFEST.json"), *found, "re-record from a sound reference")
+    atomic_write(out / "prompts.jsonl", lines)
+    atomic_write_json(out / "MANIFEST.json", manifest)
 
 
 class _Generation(msgspec.Struct):
@@ -273,6 +286,7 @@ def record(
                 "attn_implementation": "eager",
                 "dtype": dtype,
                 "device": "cpu",
+                **_repaired(model),
             },
             "versions": library_versions(),
             "hardware": hardware(),
@@ -298,6 +312,13 @@ def record(
         write_golden(target, manifest, prompts)
         write_tool_golden(target, tools)
         return GoldenSet(target, manifest, tuple(prompts))
+
+
+def _repaired(model: Any) -> dict[str, Any]:
+    """{"soundness": …} when the reference had to be repaired before recording (onboard/reference_health.py); a
+    reference sound as loaded adds nothing."""
+    health = getattr(model, "onboard_reference_health", None)
+    return {"soundness": health} if health and health.get("verdict") != "sound" else {}
 
 
 def _profile(source: str) -> Any | None:

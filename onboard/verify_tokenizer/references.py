@@ -5,9 +5,10 @@ Loaders are a table (file pattern -> loader); a loader returns a `Reference`, or
 
 from __future__ import annotations
 
+import ast
 import base64
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -132,6 +133,11 @@ def load_tiktoken(path: Path, info: RepoTokenizerInfo) -> Reference | Skipped:
         return Skipped("tiktoken", path.name, "not a tiktoken rank file")
     family = name_for_tiktoken_file(path.name) or name_for_rank_count(len(ranks))
     patterns = patterns_for(family) if family else None
+    independent, how = True, f"{family} regex"
+    if patterns is None and (spelled := pattern_in_code(path.parent)) is not None:
+        # The repository's tokenizer code spells its regex: read as text, never run. Shared with the subject.
+        (code_file, pattern), independent = spelled, False
+        patterns, how = (pattern,), f"regex read (not run) from {code_file}"
     if patterns is None or len(patterns) != 1:
         return Skipped("tiktoken", path.name, f"no known pre-tokenizer regex for {len(ranks)} ranks")
     import tiktoken
@@ -144,8 +150,45 @@ def load_tiktoken(path: Path, info: RepoTokenizerInfo) -> Reference | Skipped:
         "tiktoken",
         path.name,
         lambda text: enc.encode(text, allowed_special="all"),
-        note=f"tiktoken library, {family} regex",
+        independent,
+        note=f"tiktoken library, {how}",
     )
+
+
+def pattern_in_code(root: Path) -> tuple[str, str] | None:
+    """(file, regex) of the first `pat_str = …` a tokenization_*.py in `root` spells as a string literal or as
+    `"|".join([literals])` (tiktoken-based repository tokenizers: Kimi-K2, Qwen's first release); parsed with ast,
+    nothing runs. None when no file spells one."""
+    for path in sorted(root.glob("tokenization_*.py")):
+        try:
+            tree = ast.parse(path.read_text(encoding="utf-8"))
+        except (OSError, SyntaxError, UnicodeDecodeError, ValueError):
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Assign):
+                targets, value = node.targets, node.value
+            elif isinstance(node, ast.AnnAssign) and node.value is not None:
+                targets, value = [node.target], node.value
+            else:
+                continue
+            if any(isinstance(t, ast.Name) and t.id.lower() == "pat_str" for t in targets):
+                pattern = _literal_pattern(value)
+                if pattern is not None:
+                    return path.name, pattern
+    return None
+
+
+def _literal_pattern(node: ast.expr) -> str | None:
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value
+    joined = isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "join"
+    if joined and isinstance(node.func.value, ast.Constant) and len(node.args) == 1:
+        parts = node.args[0]
+        if isinstance(parts, (ast.List, ast.Tuple)):
+            texts = [_literal_pattern(e) for e in parts.elts]
+            if all(t is not None for t in texts):
+                return str(node.func.value.value).join(t for t in texts if t is not None)
+    return None
 
 
 def load_vocab_merges(path: Path, info: RepoTokenizerInfo) -> Reference | Skipped:
@@ -225,11 +268,13 @@ def load_tokenizer_model(path: Path, info: RepoTokenizerInfo) -> Reference | Ski
 
 
 # (glob relative to the repo root, loader). Order = order in the report.
-LOADERS: tuple[tuple[str, Callable[[Path, RepoTokenizerInfo], Reference | Skipped]], ...] = (
+Loader = Callable[[Path, RepoTokenizerInfo], Reference | Skipped]
+LOADERS: tuple[tuple[str, Loader], ...] = (
     ("tokenizer.json", load_tokenizer_json),
     ("tokenizer.model", load_tokenizer_model),
     ("original/tokenizer.model", load_tiktoken),
     ("*.tiktoken", load_tiktoken),
+    ("tiktoken.model", load_tiktoken),  # Kimi-K2's name
     ("vocab.json", load_vocab_merges),
     ("tekken.json", load_mistral_common),
     ("*.model.v[0-9]*", load_mistral_common),
@@ -237,12 +282,15 @@ LOADERS: tuple[tuple[str, Callable[[Path, RepoTokenizerInfo], Reference | Skippe
 )
 
 
-def discover_references(root: Path, info: RepoTokenizerInfo) -> tuple[list[Reference], list[Skipped]]:
-    """Every reference the files under `root` allow. Corrupt files raise InputError (exit 2)."""
+def discover_references(
+    root: Path, info: RepoTokenizerInfo, loaders: Sequence[tuple[str, Loader]] = ()
+) -> tuple[list[Reference], list[Skipped]]:
+    """Every reference the files under `root` allow (to `loaders`, by default all of LOADERS). Corrupt files raise
+    InputError (exit 2)."""
     found: list[Reference] = []
     skipped: list[Skipped] = []
     seen: set[Path] = set()
-    for pattern, loader in LOADERS:
+    for pattern, loader in loaders or LOADERS:
         for path in sorted(root.glob(pattern)):
             if path in seen or not path.is_file():
                 continue
@@ -250,3 +298,23 @@ def discover_references(root: Path, info: RepoTokenizerInfo) -> tuple[list[Refer
             result = loader(path, info)
             (found if isinstance(result, Reference) else skipped).append(result)
     return found, skipped
+
+
+def no_code_references(root: Path) -> list[Reference]:
+    """Our own loaders for a tokenizer that exists only as repository code (a tiktoken rank file beside a
+    tokenization_*.py): what onboard can tokenize with without running that code. Special tokens come from
+    tokenizer_config.json's added_tokens_decoder (read, not run)."""
+    try:
+        config = json.loads((root / "tokenizer_config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        config = {}
+    decoder = config.get("added_tokens_decoder") if isinstance(config, dict) else None
+    added = {
+        str(v["content"]): int(k)
+        for k, v in (decoder or {}).items()
+        if isinstance(v, dict) and isinstance(v.get("content"), str) and str(k).isdigit()
+    }
+    info = RepoTokenizerInfo(added, config.get("tokenizer_class") if isinstance(config, dict) else None, None)
+    tiktoken_files = tuple((glob, loader) for glob, loader in LOADERS if loader is load_tiktoken)
+    found, _ = discover_references(root, info, [*tiktoken_files, ("tokenizer.model", load_tokenizer_model)])
+    return [r for r in found if r.kind == "tiktoken"]

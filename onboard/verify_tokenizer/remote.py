@@ -21,6 +21,7 @@ from onboard.verify_tokenizer import verify_tokenizer
 from onboard.verify_tokenizer.checks import build_checks
 from onboard.verify_tokenizer.corpus import read_corpus
 from onboard.verify_tokenizer.goldens import golden_path_for, read_golden, record_or_compare
+from onboard.verify_tokenizer.references import no_code_references
 from onboard.verify_tokenizer.repo import TokenizerRepo, open_tokenizer_repo
 from onboard.verify_tokenizer.report import TokenizerReport
 
@@ -46,8 +47,15 @@ def verify_tokenizer_trusting(
     if needs is None:
         return verify_tokenizer(source, revision, golden_dir, record, corpus, embedding_rows, **options)
     if not policy.trust_remote_code:
+        offered = no_code_references(repo.root)  # e.g. its tiktoken ranks, with our own loader
+        offer = (
+            f"; without running it, onboard's own {offered[0].name} ({offered[0].note}) tokenizes these files, and "
+            "the rerun checks it against the repository's tokenizer in the sandbox"
+            if offered
+            else ""
+        )
         raise InputError(
-            f"{repo.display}: {needs}; onboard runs it only when asked, in a sandbox",
+            f"{repo.display}: {needs}; onboard runs it only when asked, in a sandbox{offer}",
             f"review the repository's tokenizer .py files, then: {rerun}",
         )
     golden_path = golden_path_for(

@@ -84,6 +84,10 @@ FAMILIES: dict[str, Family] = {
         Family("qwen3", "Qwen3", "qk_norm"),  # per-head QK-norm
         Family("gemma2", "Gemma2", "norm_offset", GEMMA2),
         Family("mixtral", "Mixtral", "moe", dict(num_local_experts=4, num_experts_per_tok=2)),
+        # Interleaved rotary (rotate_every_two): nothing in config.json or the tensors says so, only the code.
+        # Helium's o_proj reads hidden_size: heads x head_dim must equal it.
+        Family("helium", "Helium", "interleaved", dict(num_attention_heads=2, num_key_value_heads=1)),
+        Family("glm", "Glm", "interleaved", dict(partial_rotary_factor=0.5)),  # interleaved over half of each head
     )
 }
 ACCEPTANCE = ("llama", "mistral", "qwen3_moe", "olmo2")

@@ -121,3 +121,12 @@ def without_family_fact(model_type: str) -> Iterator[None]:
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(compose_rules, "FAMILY_FACTS", facts)
         yield
+
+
+def within_tolerance(report: dict) -> bool:
+    """Parity's comparison passed: plainly, or "passed, low power" (onboard/generate_adapter/parity_power.py: a tiny
+    random model's bfloat16 noise can hide the probe defects, so that pass is never a plain one). What the callers
+    ask is whether the adapter agrees with the reference within its tolerance."""
+    from onboard.generate_adapter.parity_power import LOW_POWER
+
+    return report["status"] in ("passed", LOW_POWER)

@@ -9,6 +9,7 @@ import pytest
 
 from onboard.comparator import ROUTING_FLIPS_ALLOWED, agreement, topk_rows
 from onboard.generate_adapter.parity import check_parity
+from onboard.generate_adapter.parity_power import LOW_POWER
 from onboard.generate_adapter.regenerate import ADAPTERS_DIR
 from tests.generate.conftest import REQUIRED_ARCHS
 
@@ -28,11 +29,17 @@ def test_float32_parity(tiny, model_type: str) -> None:
 @pytest.mark.parametrize("model_type", REQUIRED_ARCHS)
 def test_bfloat16_error_within_a_stated_multiple_of_transformers_own(tiny, model_type: str) -> None:
     """Every committed adapter in bf16 stays within LOW_PRECISION_MULTIPLES of transformers' own bf16 error, both
-    measured against transformers float32 on this machine (no fixed floor: the yardstick moves with the CPU)."""
+    measured against transformers float32 on this machine (no fixed floor: the yardstick moves with the CPU).
+    bf16's own noise on a tiny random model may hide the power probes (parity_power): the comparison passes, and the
+    result then says "passed, low power", naming the probe, never a plain pass."""
     report = check_parity(ADAPTERS_DIR / f"{model_type}.py", tiny(model_type, "bfloat16"), dtype="bfloat16")
     print(f"{model_type}: {report['detail']}")
     assert report["reference_worst"] is not None and report["reference_worst"] > 0
-    assert report["passed"], f"{model_type}: {report['detail']}"
+    assert report["status"] in ("passed", LOW_POWER), f"{model_type}: {report['detail']}"
+    assert report["passed"] is (not report["power"]["missed"])
+    if report["status"] == LOW_POWER:
+        missed = ", ".join(report["power"]["missed"])
+        assert report["detail"].startswith(f"passed, low power (would miss {missed})")
 
 
 def test_agreement_passes_rounding_and_fails_a_scaled_adapter() -> None:

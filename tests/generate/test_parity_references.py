@@ -93,6 +93,7 @@ def test_trusted_repository_code_is_the_reference_through_the_sandbox(tmp_path: 
     assert (report["passed"], report["status"]) == (True, "passed"), report["detail"]
     assert asked == [(WORKER, "float32", folder, policy), (WORKER, "float64", folder, policy)]
     assert report["detail"].startswith(
+        "passed (catches logits x1.05, layer 1 attention x1.05): "
         "adapter in float32 vs the repository's code float32, judged against the repository's code in float64: "
     ), report["detail"]
     assert report["reference"]["identity"] == f"repository code sha256:{code_hash(folder)}"

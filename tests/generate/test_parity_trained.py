@@ -16,6 +16,7 @@ from onboard.generate_adapter.regenerate import ADAPTERS_DIR
 from onboard.reference import RemoteCodePolicy
 
 TRAINED = Path(__file__).resolve().parents[1] / "fixtures" / "trained-qwen3"
+CAUGHT = ["logits x1.05", "layer 1 attention x1.05"]  # parity_power.PROBES, all caught on trained weights
 
 
 def scaled_adapter(tmp_path: Path, factor: float, only_in: str | None = None) -> Path:
@@ -53,7 +54,10 @@ def test_the_committed_adapter_passes_on_trained_weights_in_bf16(bf16_clean: dic
     # worst is the worst prompt's max|Δlogit| / max|logit|; the detail says what was judged against what
     assert report["worst"] == max(p["relative"] for p in report["prompts"])
     assert all(p["relative"] == pytest.approx(p["max_abs_diff"] / p["max_abs_logit"]) for p in report["prompts"])
+    # the trained fixture's bf16 noise leaves the power probes visible: a plain pass, naming what it catches
+    assert report["status"] == "passed" and report["power"] == {"missed": [], "caught": CAUGHT}
     assert report["detail"].startswith(
+        "passed (catches logits x1.05, layer 1 attention x1.05): "
         "adapter in bfloat16 vs transformers float32, judged against transformers in bfloat16: "
         f"{4 + 18 + 47} positions: mean KL"  # each prompt's next-token positions
     ), report["detail"]
@@ -86,7 +90,9 @@ def test_a_defect_only_in_bf16_is_located_in_bf16(tmp_path: Path) -> None:
 def test_a_float32_adapter_within_rounding_passes_and_x1_001_fails(tmp_path: Path) -> None:
     clean = check_parity(ADAPTERS_DIR / "qwen3.py", TRAINED)
     assert clean["passed"] and clean["reference_worst"] is None and clean["worst"] < 1e-4, clean["detail"]
+    assert clean["status"] == "passed" and clean["power"] == {"missed": [], "caught": CAUGHT}
     assert clean["detail"].startswith(
+        "passed (catches logits x1.05, layer 1 attention x1.05): "
         "adapter in float32 vs transformers float32, judged against transformers in float64"
     )
     assert clean["detail"].endswith(f"max|Δ|/max|logit| {clean['worst']:.2e} (prompt lengths 5, 19, 48)")

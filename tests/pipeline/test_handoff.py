@@ -10,7 +10,7 @@ from onboard.profile import ModelProfile
 
 
 def test_generate_stage_reads_the_inspect_stage_profile(tmp_path, monkeypatch) -> None:
-    import onboard.generate_adapter.parity as parity
+    import onboard.generate_adapter.search as search
     import onboard.inspect_checkpoint as inspect_checkpoint
     from tests.tiny.factory import make_tiny_checkpoint
 
@@ -25,12 +25,12 @@ def test_generate_stage_reads_the_inspect_stage_profile(tmp_path, monkeypatch) -
 
     checked: list[Path] = []
 
-    def parity_stand_in(adapter, folder, **kwargs):  # parity's own tests cover the verdict; here: where it runs
+    def parity_stand_in(adapter, folder, *args, **kwargs):  # parity's own tests cover the verdict; here: where it runs
         checked.append(Path(folder))
-        return {"passed": True, "detail": "stand-in"}
+        return {"passed": True, "status": "passed", "detail": "stand-in"}
 
     monkeypatch.setattr(inspect_checkpoint, "inspect", no_second_inspect)
-    monkeypatch.setattr(parity, "check_parity", parity_stand_in)
+    monkeypatch.setattr(search, "check_parity", parity_stand_in)  # generate's parity runs through the search
     ctx = RunContext("ORG/NAME", None, "ORG__NAME", run_dir, tmp_path, local_dir=checkpoint)
     result = run_generate(ctx)
     assert result["model_type"] == "qwen3" and (run_dir / "generated/adapters/qwen3.py").is_file()
