@@ -215,8 +215,11 @@ def make_handler(engine: Engine, name: str, version: str) -> type[BaseHTTPReques
                     cached += engine.cached
             if (body.get("stream_options") or {}).get("include_usage"):  # as vLLM: a last event with no choices
                 prompt_tokens = sum(len(p) for p in prompts)
-                usage = {"prompt_tokens": prompt_tokens, "completion_tokens": generated,
-                         "prompt_tokens_details": {"cached_tokens": cached}}  # fmt: skip
+                usage = {
+                    "prompt_tokens": prompt_tokens,
+                    "completion_tokens": generated,
+                    "prompt_tokens_details": {"cached_tokens": cached},
+                }
                 self.wfile.write(f"data: {json.dumps({'choices': [], 'usage': usage})}\n\n".encode())
             self.wfile.write(b"data: [DONE]\n\n")
             self.wfile.flush()

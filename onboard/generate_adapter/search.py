@@ -73,9 +73,13 @@ class Search:
             )
             names = projection_names(model)
             ref = reference_at(
-                self.checkpoint, self.input_ids, self.policy, self.memo.get("runs", (0, None))[1], self.rerun,
+                self.checkpoint,
+                self.input_ids,
+                self.policy,
+                self.memo.get("runs", (0, None))[1],
+                self.rerun,
                 self.memo.setdefault("captures", {}),
-            )("float32", names)  # fmt: skip
+            )("float32", names)
             self.order = list(ref)
             return path, locate(model, ref, self.input_ids, "float32")
         finally:

@@ -111,8 +111,7 @@ def _fraction(fraction: float, why: str) -> Alternative:
 
 def _rope_edits(key: str, value: float) -> tuple[Edit, ...]:
     """Set `key` on ModelArgs and in its rope_parameters (which the rotary table reads first)."""
-    stmt = (f"self.{key} = {value!r}; "
-            f"self.rope_parameters = {{**(self.rope_parameters or {{}}), {key!r}: {value!r}}}")  # fmt: skip
+    stmt = f"self.{key} = {value!r}; self.rope_parameters = {{**(self.rope_parameters or {{}}), {key!r}: {value!r}}}"
     return (Edit(POST_INIT, value=stmt),)
 
 
