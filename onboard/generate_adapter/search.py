@@ -68,9 +68,8 @@ class Search:
         path = self.scratch / f"trial_{len(self.trials)}.py"
         path.write_text(self.render(spec, [name]), encoding="utf-8")
         try:
-            model = load_adapter(path).Model.from_pretrained(
-                self.checkpoint, dtype=torch.float32, trust_remote_code=False
-            )
+            adapter = load_adapter(path).Model
+            model = adapter.from_pretrained(self.checkpoint, dtype=torch.float32, trust_remote_code=False)
             names = projection_names(model)
             ref = reference_at(
                 self.checkpoint,
