@@ -25,7 +25,9 @@ from onboard.reference import RemoteCodePolicy
 REPO = Path(__file__).resolve().parents[2]
 LLAMA_ADAPTER = REPO / "adapters" / "llama.py"
 TRUSTED = RemoteCodePolicy(trust_remote_code=True)
-CACHE = r"model\.layers\.0\.self_attn\.rotary_emb\.cos_cached \(LlamaRotaryEmbedding\)"
+# Which buffer is named depends on what the uninitialised memory held: freed memory can hold the right values, and
+# then the second load's (different) garbage is caught by the logits probe instead (seen once in a fresh clone).
+CACHE = r"model\.layers\.\d+\.self_attn\.rotary_emb\.(cos|sin)_cached \(LlamaRotaryEmbedding\)|logits \(LlamaForCausalLM\)"
 
 pytestmark = pytest.mark.needs("legacy-modeling")
 

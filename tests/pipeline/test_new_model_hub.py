@@ -37,6 +37,7 @@ def test_new_model_from_the_hub(hub_env: HubServer, tmp_path: Path) -> None:
     # a hub source's record named its files with no hash at all.
     for args in (["signoff", "acme__demo-qwen3", "licence_reviewed", "--by", "t"],
                  ["signoff", "acme__demo-qwen3", "model_card_read", "--by", "t"],
+                 ["signoff", "acme__demo-qwen3", "tool_calls", "--by", "t", "--note", "served without tools"],
                  ["promote", "acme__demo-qwen3"]):  # fmt: skip
         done = subprocess.run([sys.executable, "-m", "onboard", *args, "--workspace", str(tmp_path / "ws")],
                               capture_output=True, text=True, timeout=600)  # fmt: skip

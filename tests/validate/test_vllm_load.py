@@ -16,6 +16,7 @@ import os
 import signal
 import threading
 import time
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -124,7 +125,7 @@ def test_engine_killed_mid_run_completes_after_restart(engine, golden, tmp_path:
         target=lambda: box.update(result=_catch(replay, candidate, golden, tol, 2 * golden.top_k, config))
     )
     runner.start()
-    time.sleep(1.0)
+    _wait_until_running(url, at_least=4, runner=runner)  # several requests in flight: the kill interrupts them
     os.killpg(os.getpgid(_engine_pid(port)), signal.SIGKILL)  # the engine and its workers (their own session)
     _wait_port_free(port)
     with serve(FIXTURE, "q", tmp_path / "vllm-restarted.log", extra_args=ENGINE_ARGS, port=port):
@@ -143,6 +144,18 @@ def _catch(fn, *args):
         return fn(*args)
     except Exception as exc:  # handed to the test thread
         return exc
+
+
+def _wait_until_running(url: str, at_least: int, runner: threading.Thread) -> None:
+    """Until vLLM's `vllm:num_requests_running` gauge (/metrics) reaches `at_least`: a fixed sleep missed a replay
+    that ended in under a second on an idle machine."""
+    while runner.is_alive():
+        with urllib.request.urlopen(url + "/metrics", timeout=10) as resp:
+            lines = resp.read().decode().splitlines()
+        if sum(float(x.rsplit(" ", 1)[1]) for x in lines if x.startswith("vllm:num_requests_running")) >= at_least:
+            return
+        time.sleep(0.005)
+    pytest.fail("the replay ended before the engine had requests in flight to interrupt")
 
 
 def _wait_port_free(port: int) -> None:
