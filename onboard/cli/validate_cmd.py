@@ -84,8 +84,7 @@ from onboard.validate_serving.candidates import DTYPES
 @option(
     "--tool-call-parser",
     help="The endpoint's tool-call parser (vLLM's name, e.g. hermes): the tool_calls check's parser advice starts "
-    "from it. --engine vllm starts vLLM with it and --enable-auto-tool-choice (default, with --reasoning-parser: the "
-    "family's parsers from the generated engine config, when it has known ones).",
+    "from it. --engine vllm starts vLLM with it and --enable-auto-tool-choice.",
 )
 @option("--reasoning-parser", help="The endpoint's reasoning parser (vLLM's name, e.g. qwen3), as --tool-call-parser.")
 @remote_code_options
@@ -148,6 +147,9 @@ def validate_command(
         raise InputError("--candidate is for in-process validation", "drop --candidate when using --endpoint")
     load_config = _load_config(load, load_levels, prefill_chunk, batch_invariant, recovery_timeout)
     engine_args = speculative_args(speculative, speculative_k, engine_name, endpoint)  # before goldens or an engine
+    if engine_name == "vllm":
+        engine_args += ["--enable-auto-tool-choice", "--tool-call-parser", tool_call_parser] if tool_call_parser else []
+        engine_args += ["--reasoning-parser", reasoning_parser] if reasoning_parser else []
     if plan_file is not None:
         from onboard.quantize.plan_file import read_plan
 
@@ -156,11 +158,6 @@ def validate_command(
     checkpoint = checkpoint_of(source, endpoint)
     if checkpoint is not None:
         assert_same_checkpoint(golden, checkpoint)  # before loading a model: goldens of another checkpoint are an error
-    if engine_name == "vllm":
-        if checkpoint is not None and tool_call_parser is None and reasoning_parser is None:
-            tool_call_parser, reasoning_parser = _family_parsers(checkpoint)
-        engine_args += ["--enable-auto-tool-choice", "--tool-call-parser", tool_call_parser] if tool_call_parser else []
-        engine_args += ["--reasoning-parser", reasoning_parser] if reasoning_parser else []
     policy = policy_from(trust_remote_code, unsafe_no_sandbox)
     path = out if out and out.suffix == ".json" else (out or Path("onboarding") / slug(source)) / "validation.json"
     # Made now (a folder that cannot hold validation.json fails before any engine runs), removed if the run fails.
@@ -233,16 +230,3 @@ def _load_config(load: bool, levels: str, chunk: int | None, bitwise: bool, reco
     if not parsed or parsed[0] != 1 or any(n < 1 for n in parsed):
         raise click.UsageError(f"--load-levels {levels!r}: comma-separated positive integers starting with 1 (1,8,32)")
     return LoadConfig(levels=parsed, recovery_timeout_s=recovery_s, prefill_chunk=chunk, bitwise=bitwise)
-
-
-def _family_parsers(checkpoint: Path) -> tuple[str | None, str | None]:
-    """vLLM's (tool-call, reasoning) parsers the generated engine config uses for this family, so that a started
-    engine serves tools as it will in production; (None, None) for a family without known ones (the tool_calls
-    check then says the engine refused tools= and names the flags)."""
-    from onboard.fsutil import read_json
-    from onboard.generate_adapter.engine_configs import PARSERS
-
-    config = read_json(checkpoint / "config.json")
-    model_type = config.get("model_type") if isinstance(config, dict) else None
-    reasoning, tools = PARSERS.get(str(model_type), {}).get("vllm", (None, None))
-    return tools, reasoning

@@ -282,15 +282,3 @@ def test_the_checklist_item_is_not_applicable_when_the_template_declares_no_tool
     (rev / "validate.json").write_text(json.dumps(validate))
     state = evaluate(load_checklist(), load_stage_results(rev), load_signoffs(rev), slug=SLUG, revision=REV_A)
     assert next(it for it in state.items if it.id == "tool_calls").status == "not_applicable"
-
-
-def test_validate_starts_vllm_with_the_familys_parsers_unless_told(tmp_path) -> None:
-    """`validate --engine vllm` without --tool-call-parser / --reasoning-parser: the generated engine config's."""
-    from onboard.cli.validate_cmd import _family_parsers
-
-    (tmp_path / "qwen3").mkdir()
-    (tmp_path / "qwen3" / "config.json").write_text(json.dumps({"model_type": "qwen3"}))
-    assert _family_parsers(tmp_path / "qwen3") == ("hermes", "qwen3")
-    (tmp_path / "new").mkdir()
-    (tmp_path / "new" / "config.json").write_text(json.dumps({"model_type": "brand_new"}))
-    assert _family_parsers(tmp_path / "new") == (None, None)
