@@ -16,8 +16,19 @@ from onboard.validate_serving.candidates import DTYPES
 @click.command("validate")
 @click.argument("source")
 @option("--golden", "golden_dir", type=PATH, help="Golden folder (default: golden_outputs/<slug>).")
-@option("--endpoint", help="OpenAI-compatible server to validate, e.g. http://127.0.0.1:8000 (default: in-process).")
-@option("--served-model", help="Model name on the endpoint (default: SOURCE).")
+@option(
+    "--endpoint",
+    "endpoints",
+    multiple=True,
+    help="OpenAI-compatible server to validate, e.g. http://127.0.0.1:8000 (default: in-process). Repeat it for "
+    "several clusters, replicas or engine configurations: each is validated, and each pair compared (endpoints_agree).",
+)
+@option(
+    "--served-model",
+    "served_models",
+    multiple=True,
+    help="Model name on the endpoint (default: SOURCE); once for every --endpoint, or once per --endpoint in order.",
+)
 @option(
     "--candidate",
     type=click.Choice(["adapter", "reference"]),
@@ -92,8 +103,8 @@ from onboard.validate_serving.candidates import DTYPES
 def validate_command(
     source: str,
     golden_dir: Path | None,
-    endpoint: str | None,
-    served_model: str | None,
+    endpoints: tuple[str, ...],
+    served_models: tuple[str, ...],
     candidate: str,
     dtype: str,
     out: Path | None,
@@ -130,6 +141,7 @@ def validate_command(
       onboard validate Qwen/Qwen3-0.6B --endpoint http://127.0.0.1:8000 --served-model Qwen/Qwen3-0.6B --json
       onboard validate ./checkpoint --candidate reference   # self-check of the harness
       onboard validate ./checkpoint --engine vllm --load --prefill-chunk 2048   # under concurrent load
+      onboard validate Org/Model --endpoint http://gpu1:8000 --endpoint http://gpu2:8000 --served-model Org/Model
     """
     from onboard.environment import slug
     from onboard.errors import ChecksFailed, InputError
@@ -138,11 +150,25 @@ def validate_command(
     from onboard.validate_serving.golden import assert_same_checkpoint, read_golden
     from onboard.validate_serving.remote_candidate import validate_in_sandbox
     from onboard.validate_serving.report import summary, write_result
-    from onboard.validate_serving.run import checkpoint_of, default_golden_dir, open_candidate, validate
+    from onboard.validate_serving.run import (
+        MAX_CANDIDATE_TOP_K,
+        checkpoint_of,
+        default_golden_dir,
+        open_candidate,
+        validate,
+    )
     from onboard.validate_serving.speculative import add_speculative_check, speculative_args
 
-    if served_model and not endpoint:
+    if served_models and not endpoints:
         raise InputError("--served-model needs --endpoint", "pass the server URL with --endpoint")
+    if len(served_models) > 1 and len(served_models) != len(endpoints):
+        raise InputError(
+            f"{len(served_models)} --served-model for {len(endpoints)} --endpoint",
+            "give --served-model once (every endpoint serves that name) or once per --endpoint, in the same order",
+        )
+    if len(set(endpoints)) < len(endpoints):
+        raise InputError("the same --endpoint is given twice", "give each endpoint once")
+    endpoint = endpoints[0] if endpoints else None
     if endpoint and candidate != "adapter":
         raise InputError("--candidate is for in-process validation", "drop --candidate when using --endpoint")
     load_config = _load_config(load, load_levels, prefill_chunk, batch_invariant, recovery_timeout)
@@ -160,6 +186,51 @@ def validate_command(
         assert_same_checkpoint(golden, checkpoint)  # before loading a model: goldens of another checkpoint are an error
     policy = policy_from(trust_remote_code, unsafe_no_sandbox)
     path = out if out and out.suffix == ".json" else (out or Path("onboarding") / slug(source)) / "validation.json"
+
+    def validate_one(endpoint: str | None, served_model: str | None, dtype: str) -> tuple[dict[str, Any], Any]:
+        """One candidate's result, and its greedy runs when several endpoints are compared."""
+        with started_engine(
+            engine_name,
+            source,
+            dtype,
+            gguf,
+            engine_port,
+            path.parent / "engine",
+            endpoint,
+            budget_kl,
+            plan_file,
+            engine_args=engine_args,
+            prompt_cache=load_config is not None,
+        ) as served:
+            if served is not None:  # --engine: the started engine is the endpoint
+                endpoint, served_model, dtype = served.url, served.name, served.dtype
+            engine = open_candidate(source, dtype, endpoint, served_model, timeout_s, candidate)
+            try:
+                result = validate(
+                    golden,
+                    engine,
+                    source=source,
+                    performance=not no_performance,
+                    checkpoint=checkpoint,
+                    policy=policy,
+                    parsers=(tool_call_parser, reasoning_parser),
+                )
+                if speculative:
+                    add_speculative_check(result, golden, engine, endpoint, speculative, speculative_k)
+                if load_config is not None:
+                    from onboard.validate_serving.load_checks import add_load_checks
+
+                    add_load_checks(result, golden, engine, load_config)
+                runs = None
+                if len(endpoints) > 1:
+                    from onboard.validate_serving.endpoint_pairs import greedy_runs
+
+                    runs = greedy_runs(golden, engine, min(MAX_CANDIDATE_TOP_K, 2 * golden.top_k))
+            finally:
+                engine.close()
+            judge_served(result, served, source, budget_kl, plan_file)
+        return result, runs
+
     # Made now (a folder that cannot hold validation.json fails before any engine runs), removed if the run fails.
     with output_folder(path.parent):
         if candidate == "reference" and checkpoint is not None and reference_for(checkpoint).kind == REPO_CODE:
@@ -168,41 +239,14 @@ def validate_command(
                 "validate", source, "--golden", str(golden.folder), "--candidate", "reference", policy=policy
             )
             result = validate_in_sandbox(golden, checkpoint, dtype, policy, rerun, performance=not no_performance)
+        elif len(endpoints) > 1:
+            names = (
+                served_models * len(endpoints) if len(served_models) == 1 else served_models or (None,) * len(endpoints)
+            )
+            labelled = [(url, *validate_one(url, name, dtype)) for url, name in zip(endpoints, names)]
+            result = _fleet_result(labelled, golden, dtype, path)
         else:
-            with started_engine(
-                engine_name,
-                source,
-                dtype,
-                gguf,
-                engine_port,
-                path.parent / "engine",
-                endpoint,
-                budget_kl,
-                plan_file,
-                engine_args=engine_args,
-            ) as served:
-                if served is not None:  # --engine: the started engine is the endpoint
-                    endpoint, served_model, dtype = served.url, served.name, served.dtype
-                engine = open_candidate(source, dtype, endpoint, served_model, timeout_s, candidate)
-                try:
-                    result = validate(
-                        golden,
-                        engine,
-                        source=source,
-                        performance=not no_performance,
-                        checkpoint=checkpoint,
-                        policy=policy,
-                        parsers=(tool_call_parser, reasoning_parser),
-                    )
-                    if speculative:
-                        add_speculative_check(result, golden, engine, endpoint, speculative, speculative_k)
-                    if load_config is not None:
-                        from onboard.validate_serving.load_checks import add_load_checks
-
-                        add_load_checks(result, golden, engine, load_config)
-                finally:
-                    engine.close()
-                judge_served(result, served, source, budget_kl, plan_file)
+            result, _ = validate_one(endpoint, served_models[0] if served_models else None, dtype)
         write_result(result, path)
     if as_json:
         emit_json(result)
@@ -213,6 +257,25 @@ def validate_command(
         raise ChecksFailed(
             f"validation failed: {', '.join(result['failed'])}", "see the check details above and validation.json"
         )
+
+
+def _fleet_result(
+    labelled: list[tuple[str, dict[str, Any], Any]], golden: Any, dtype: str, path: Path
+) -> dict[str, Any]:
+    """Several endpoints: each one's own result beside validation.json (validation.endpoint-N.json), and the fleet's
+    result (every check failed where any endpoint failed it, plus endpoints_agree over every pair)."""
+    from onboard.comparator import tolerances
+    from onboard.validate_serving.endpoint_pairs import combine, endpoints_agree
+    from onboard.validate_serving.report import add_checks, write_result
+
+    for n, (_, result, _) in enumerate(labelled, 1):
+        write_result(result, path.with_name(f"{path.stem}.endpoint-{n}.json"))
+    fleet = combine([(url, result) for url, result, _ in labelled])
+    for n, entry in enumerate(fleet["endpoints"], 1):
+        entry["result"] = f"{path.stem}.endpoint-{n}.json"
+    tol = tolerances(dtype, golden.noise(dtype))
+    add_checks(fleet, [endpoints_agree(golden, {url: runs for url, _, runs in labelled}, tol)])
+    return fleet
 
 
 def _load_config(load: bool, levels: str, chunk: int | None, bitwise: bool, recovery_s: float) -> Any:

@@ -58,9 +58,12 @@ def started_engine(
     budget_kl: float | None = None,
     plan_file: Path | None = None,
     engine_args: Sequence[str] = (),
+    prompt_cache: bool = False,
 ) -> Iterator[Served | None]:
     """The engine serving the checkpoint folder SOURCE for the block, or None without --engine. llama.cpp serves
-    `gguf`, or SOURCE converted into `work`; `engine_args`: extra vLLM arguments (validate --speculative)."""
+    `gguf`, or SOURCE converted into `work`; `engine_args`: extra vLLM arguments (validate --speculative);
+    `prompt_cache`: llama.cpp keeps the KV of the prefix shared with the previous request (validate --load: vLLM's
+    prefix caching is on by default)."""
     if engine is None:
         if gguf is not None or port is not None:
             raise InputError("--gguf and --engine-port need --engine", "add --engine llama.cpp (or vllm)")
@@ -104,7 +107,7 @@ def started_engine(
     elif not gguf.is_file():
         raise InputError(f"--gguf {gguf}: no such file", "pass the GGUF `onboard convert gguf` wrote")
     code, type_name = llamacpp.gguf_file_type(gguf)
-    with llamacpp.serve(gguf, name, work / "llama.cpp.log", port=port) as url:
+    with llamacpp.serve(gguf, name, work / "llama.cpp.log", port=port, prompt_cache=prompt_cache) as url:
         yield Served(url, name, GGUF_DTYPES.get(code, QUANTIZED_DTYPE), gguf, type_name, code not in GGUF_DTYPES)
 
 

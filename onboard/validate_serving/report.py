@@ -73,6 +73,31 @@ def build_result(
     )
 
 
+def pair_matrix(result: dict[str, Any]) -> list[str]:
+    """Several endpoints: each one's verdict, then the pair matrix (row vs column: `=` agree, else where they first
+    diverge, as prompt@generated token)."""
+    endpoints = result["endpoints"]
+    lines = ["endpoints:"] + [
+        f"  [{n}] {e['endpoint']}: {'PASSED' if e['passed'] else 'FAILED ' + ', '.join(e['failed'])}"
+        f"{' (' + e['result'] + ')' if e.get('result') else ''}"
+        for n, e in enumerate(endpoints, 1)
+    ]
+    number = {e["endpoint"]: n for n, e in enumerate(endpoints, 1)}
+    cells = {}
+    for pair in (result.get("check_data") or {}).get("endpoints_agree", {}).get("pairs", []):
+        first = pair.get("first")
+        cell = "=" if pair["passed"] else f"{first['prompt']}@{first['generated_index']}" if first else "differ"
+        cells[number[pair["a"]], number[pair["b"]]] = cells[number[pair["b"]], number[pair["a"]]] = cell
+    n = len(endpoints)
+    width = max([6, *(len(c) + 2 for c in cells.values())])
+    lines.append("pair matrix (= agree; else the first divergence, prompt@generated token):")
+    lines.append((" " * 6 + "".join(f"[{j}]".ljust(width) for j in range(1, n + 1))).rstrip())
+    for i in range(1, n + 1):
+        row = "".join(("." if i == j else cells.get((i, j), "?")).ljust(width) for j in range(1, n + 1))
+        lines.append(f"  [{i}] {row}".rstrip())
+    return lines
+
+
 def add_checks(result: dict[str, Any], checks: Sequence[Check]) -> None:
     """Append `checks` to a validate result (in place, their data under `check_data`) and judge it again."""
     result["checks"].extend(c.to_dict() for c in checks)
@@ -120,6 +145,8 @@ def summary(result: dict[str, Any]) -> str:
     else:
         lines = [f"validate: {verdict} — {cand['name']} ({cand['kind']}, {cand['dtype']}) {against}"]
     lines += [""] + [f"  [{_mark(c)}] {c['name']}: {c['detail']}" for c in result["checks"]]
+    if result.get("endpoints"):
+        lines += ["", *pair_matrix(result)]
     if result.get("divergence"):  # the bisect ran: a fidelity check failed on an in-process adapter
         lines.append(f"  where: {result['divergence']} (per_layer_error in the JSON)")
     perf = result.get("performance")

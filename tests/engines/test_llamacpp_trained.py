@@ -67,10 +67,12 @@ def test_unknown_pre_tokenizer_is_a_finding_with_chkhsh(work, capsys, tmp_path: 
     assert not target.exists() and not list(tmp_path.glob("*.partial")), "a refused conversion leaves no file"
 
 
-def test_f16_passes_parity_tokenizer_and_measures_performance(work, capsys, tmp_path: Path) -> None:
+def test_f16_passes_parity_tokenizer_under_load_and_measures_performance(work, capsys, tmp_path: Path) -> None:
+    """--load starts llama.cpp with its prompt cache: repeated prompts hit it, and hits equal cold answers."""
     out_json = tmp_path / "validation.json"
     code, _, err = onboard(capsys, "validate", str(work["model"]), "--golden", str(work["golden"]), "--engine",
-                           "llama.cpp", "--gguf", str(work["f16"]), "--out", str(out_json))  # fmt: skip
+                           "llama.cpp", "--gguf", str(work["f16"]), "--load", "--load-levels", "1,4",
+                           "--out", str(out_json))  # fmt: skip
     result = json.loads(out_json.read_text())
     checks = {c["name"]: c for c in result["checks"]}
     assert code == 0 and result["passed"], [c for c in result["checks"] if c["required"] and not c["passed"]]
@@ -79,6 +81,8 @@ def test_f16_passes_parity_tokenizer_and_measures_performance(work, capsys, tmp_
     assert checks["gguf_tokenizer"]["passed"] and checks["gguf_tokenizer"]["required"]
     perf = result["performance"]
     assert perf["prefill_by_length"] and perf["tpot_ms"] > 0, perf
+    assert checks["serving_under_load"]["passed"] and checks["prefix_cache_hits"]["passed"], checks["prefix_cache_hits"]
+    assert result["check_data"]["prefix_cache_hits"]["responses_with_hits"] > 0
 
 
 def test_q8_0_is_judged_by_its_kl_budget(work, capsys, tmp_path: Path) -> None:

@@ -4,6 +4,7 @@ fault mode perturbs the logprobs of some streamed completions.
 - `concurrent`: completions that had another completion in flight at any time of their life;
 - `cache_hit`: completions whose prompt the engine served partly from its prefix cache (the engine's own
   usage.prompt_tokens_details.cached_tokens in the stream's last event);
+- `late`: every completion, from generated token LATE_FROM on (a replica whose decode goes wrong past a step);
 - `clean`: nothing.
 
 Streams are buffered whole (the verdict may depend on the last event), then sent on. `stop()` closes the listener,
@@ -20,6 +21,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 SHIFT = 0.7  # nats added to the top logprob of every step: far past float32 noise, tokens unchanged
+LATE_FROM = 2
 
 
 class LoadProxy:
@@ -96,23 +98,26 @@ class LoadProxy:
         cached = (usage.get("prompt_tokens_details") or {}).get("cached_tokens") or 0
         with self.lock:
             self.completions += 1
-        if not {"concurrent": overlapped, "cache_hit": cached > 0}.get(self.mode, False):
+        if not {"concurrent": overlapped, "cache_hit": cached > 0, "late": True}.get(self.mode, False):
             return payload
         with self.lock:
             self.perturbed += 1
-        out = []
+        out, steps = [], {}  # choice index -> generated tokens seen so far
+        skip = LATE_FROM if self.mode == "late" else 0
         for line in lines:
             if line.startswith("data:") and line[5:].strip() != "[DONE]":
-                line = "data: " + json.dumps(_shifted(json.loads(line[5:])))
+                line = "data: " + json.dumps(_shifted(json.loads(line[5:]), steps, skip))
             out.append(line)
         return "\n".join(out).encode()
 
 
-def _shifted(event: dict[str, Any]) -> dict[str, Any]:
+def _shifted(event: dict[str, Any], steps: dict[int, int], skip: int) -> dict[str, Any]:
     for choice in event.get("choices") or []:
         lp = choice.get("logprobs") or {}
         for top in lp.get("top_logprobs") or []:
-            if top:
+            seen = steps.get(choice.get("index", 0), 0)
+            steps[choice.get("index", 0)] = seen + 1
+            if top and seen >= skip:
                 best = max(top, key=lambda k: top[k])
                 top[best] = top[best] + SHIFT
     return event

@@ -6,6 +6,8 @@ budget (the long prompt is split). One engine start for the module, one more for
   and hits equal misses within the comparator.
 - Seeded faults through tests/validate/load_proxy.py: logprobs perturbed only while another request is in flight
   fail naming concurrency; perturbed only on prefix-cache hits fail naming the prefix cache; a clean proxy passes.
+- Several endpoints (the engine, a clean proxy, a proxy wrong from generated token 2): the pair matrix names the
+  diverging replica, its first prompt and position.
 - The engine killed mid-run and restarted: the run completes, the interrupted requests are reported, nothing lost or
   counted twice. An endpoint that never comes back: EndpointLost after the recovery timeout.
 """
@@ -24,10 +26,11 @@ import pytest
 from onboard.comparator import tolerances
 from onboard.engines.launch import free_port
 from onboard.validate_serving.endpoint import EndpointCandidate
+from onboard.validate_serving.endpoint_pairs import endpoints_agree, greedy_runs
 from onboard.validate_serving.golden import record
 from onboard.validate_serving.load import EndpointLost, LoadConfig, LoadResult, plan, replay
 from onboard.validate_serving.load_checks import load_checks
-from tests.validate.load_proxy import LoadProxy
+from tests.validate.load_proxy import LATE_FROM, LoadProxy
 from tests.validate.vllm_server import require_vllm, serve
 
 pytestmark = pytest.mark.vllm
@@ -103,6 +106,29 @@ def test_seeded_fault_fails_naming_its_condition(engine, golden, mode: str, caus
     assert proxy.perturbed > 0 and not check.passed
     assert result.causes and all(c.startswith(cause) for c in result.causes), result.causes
     assert f"caused by {cause}" in check.detail
+
+
+def test_endpoint_pair_matrix_names_the_replica_that_diverges(engine, golden) -> None:
+    """Three endpoints on one engine: itself, a clean proxy (another route to the same replica) and a proxy whose
+    logprobs go wrong from generated token 2: the matrix passes the first pair and names the third's prompt and
+    position against both."""
+    clean, late = LoadProxy(engine[0]), LoadProxy(engine[0], "late")
+    try:
+        runs = {
+            url: greedy_runs(golden, EndpointCandidate(url, "q", "float32", timeout_s=120), 2 * golden.top_k)
+            for url in (engine[0], clean.url, late.url)
+        }
+    finally:
+        clean.stop(), late.stop()
+    check = endpoints_agree(golden, runs, tolerances("float32", golden.noise("float32")))
+    print(check.detail)
+    pairs = {(p["a"], p["b"]): p for p in check.data["pairs"]}
+    assert pairs[engine[0], clean.url]["passed"], pairs[engine[0], clean.url]
+    assert not check.passed and late.perturbed > 0
+    for key in ((engine[0], late.url), (clean.url, late.url)):
+        first = pairs[key]["first"]
+        assert not pairs[key]["passed"] and first["prompt"] == golden.prompts[0].name, pairs[key]
+        assert first["generated_index"] == LATE_FROM and first["kind"] == "distribution", first
 
 
 def test_endpoint_that_never_comes_back_is_a_named_error(engine, golden) -> None:
