@@ -230,9 +230,9 @@ def _token_id(key: str) -> int | None:
 
 
 def _sorted_ids(entry: dict[str, Any]) -> tuple[tuple[int, ...], tuple[float, ...]]:
-    pairs = sorted(
-        ((_token_id(k), float(v)) for k, v in entry.items() if _token_id(k) is not None), key=lambda p: -p[1]
-    )
+    """A top_logprobs entry as (ids, logprobs), best first; keys that are not token ids are left out."""
+    ids = {k: _token_id(k) for k in entry}
+    pairs = sorted(((ids[k], float(v)) for k, v in entry.items() if ids[k] is not None), key=lambda p: -p[1])
     return tuple(p[0] for p in pairs), tuple(p[1] for p in pairs)  # type: ignore[misc]
 
 
