@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 
 from onboard import serde
-from onboard.errors import InputError, NonFiniteValue
+from onboard.errors import InputError, NonFiniteValue, OnboardError
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -181,3 +181,14 @@ def read_json(path: Path, kind: Any = Any, hint: str | None = None) -> Any:
     return serde.decode_json(
         raw, kind, str(path), hint or "rerun the stage that writes it (a crashed run can leave it broken)"
     )
+
+
+def json_object(text: str, name: str, error: type[OnboardError], hint: str) -> dict[str, Any]:
+    """`text` (the file `name`) parsed as a JSON object; else `error` naming the spot or the type found."""
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise error(f"{name}: malformed JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}", hint) from exc
+    if not isinstance(doc, dict):
+        raise error(f"{name}: expected a JSON object, found {type(doc).__name__}", f"fix {name}")
+    return doc

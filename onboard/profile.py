@@ -12,9 +12,6 @@ import msgspec
 from onboard import serde
 from onboard.findings import Finding
 
-# Per-layer attention kinds: the vocabulary of `LayerInfo.attention`.
-ATTENTION_KINDS = ("full", "sliding", "chunked", "mla", "linear", "ssm", "conv", "none")
-
 
 class Dims(msgspec.Struct, frozen=True):
     hidden_size: int
@@ -30,7 +27,7 @@ class Dims(msgspec.Struct, frozen=True):
 
 class LayerInfo(msgspec.Struct, frozen=True):
     index: int
-    attention: str  # one of ATTENTION_KINDS
+    attention: str  # full | sliding | chunked | mla | linear | ssm | conv | none
     window: int | None = None  # sliding / chunked window in tokens
     mlp: str = "dense"  # dense | moe | none
     rope: bool = True  # False for NoPE layers (Llama 4, SmolLM3)

@@ -27,7 +27,6 @@ from onboard.errors import ReferenceUnusable
 
 SOUND = "sound"
 REPAIRED = "repaired"
-UNUSABLE = ReferenceUnusable.verdict
 PROBE_LENGTH = 8
 REPAIR = "constructed from config on CPU with its own init, then the checkpoint's state dict loaded strictly"
 

@@ -78,9 +78,5 @@ def engine_config(profile: ModelProfile, engine: str) -> EngineConfig:
     return EngineConfig(engine, tuple(argv), tuple(notes))
 
 
-def vllm_config(profile: ModelProfile) -> EngineConfig:
-    return engine_config(profile, "vllm")
-
-
 def engine_configs(profile: ModelProfile) -> tuple[EngineConfig, ...]:
     return engine_config(profile, "vllm"), engine_config(profile, "sglang")

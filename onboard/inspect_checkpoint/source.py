@@ -7,7 +7,6 @@ in the background as soon as the listing is known, so a slow link costs about tw
 
 from __future__ import annotations
 
-import json
 import mmap
 import os
 import re
@@ -19,6 +18,7 @@ import msgspec
 from onboard.checkpoint_id import is_commit_sha
 from onboard.errors import CheckpointError, ConfigError, InputError, OnboardError, SourceNotFound
 from onboard.findings import Finding, fatal, warning
+from onboard.fsutil import json_object
 from onboard.inspect_checkpoint.checkpoint_types import (
     INDEX_FILE,
     RepoFile,
@@ -169,16 +169,7 @@ class Source:
             text = data.decode("utf-8")
         except UnicodeDecodeError as exc:
             raise _unreadable(name, exc) from exc
-        try:
-            doc = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise ConfigError(
-                f"{name}: malformed JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}",
-                f"fix {name} (a JSON validator shows the exact spot)",
-            ) from exc
-        if not isinstance(doc, dict):
-            raise ConfigError(f"{name}: expected a JSON object, found {type(doc).__name__}", f"fix {name}")
-        return doc
+        return json_object(text, name, ConfigError, f"fix {name} (a JSON validator shows the exact spot)")
 
     def index(self) -> dict[str, Any] | None:
         """model.safetensors.index.json, or None for single-file / non-safetensors checkpoints."""

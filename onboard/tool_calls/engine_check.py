@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from onboard import serde
 from onboard.tool_calls.arguments import check_call
 from onboard.tool_calls.errors import ToolCallError
 from onboard.tool_calls.turn import ParsedTurn, diff_turns
@@ -55,18 +56,7 @@ class Outcome:
         return not (self.differences or self.stream_differences or self.errors)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "agrees": self.agrees,
-            "expected_call": self.expected_call,
-            "triggered": self.triggered,
-            "calls": self.calls,
-            "schema_valid": self.schema_valid,
-            "differences": list(self.differences),
-            "stream_differences": list(self.stream_differences),
-            "errors": list(self.errors),
-            "notes": list(self.notes),
-        }
+        return {"name": self.name, "agrees": self.agrees} | serde.to_dict(self)
 
 
 def compare_answer(

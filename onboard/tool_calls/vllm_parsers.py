@@ -156,10 +156,3 @@ def advice_jobs(job: ParserJob) -> list[ParserJob]:
         replace(job, id=f"{job.id}/tools", tool_parser=EVERY),
         replace(job, id=f"{job.id}/reasoning", reasoning_parser=EVERY),
     ]
-
-
-def advise(job: ParserJob, expected: ParsedTurn, tokenizer: Path, **run_options: Any) -> list[Advice]:
-    """The parser pairs of advice_jobs that read `job.text` as `expected` (the reference's parse), streaming and not."""
-    jobs = advice_jobs(job)
-    found = matching(run_parsers(jobs, tokenizer, **run_options), {j.id: expected for j in jobs})
-    return list(dict.fromkeys(a for j in jobs for a in found[j.id]))

@@ -4,13 +4,13 @@ weights; a local folder is used in place)."""
 from __future__ import annotations
 
 import fnmatch
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from onboard.checkpoint_id import golden_key
 from onboard.errors import InputError
+from onboard.fsutil import json_object
 from onboard.lfs import LfsPointer, LfsPointerError, find_pointers, pointer_findings, repo_id_for
 
 # Files the tokenizer checks read. Globs; matched against repo-relative paths. *.py: a tokenizer that is repository
@@ -41,16 +41,7 @@ class TokenizerRepo:
         text = self.text(name)
         if text is None:
             return None
-        try:
-            doc = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise InputError(
-                f"{name}: malformed JSON at line {exc.lineno}, column {exc.colno}: {exc}",
-                f"fix or re-download {name} (a JSON validator shows the spot)",
-            ) from exc
-        if not isinstance(doc, dict):
-            raise InputError(f"{name}: expected a JSON object, found {type(doc).__name__}", f"fix {name}")
-        return doc
+        return json_object(text, name, InputError, f"fix or re-download {name} (a JSON validator shows the spot)")
 
     def text(self, name: str) -> str | None:
         path = self.root / name

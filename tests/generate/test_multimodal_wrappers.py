@@ -190,9 +190,9 @@ def test_a_wrapper_on_the_hub_is_profiled_and_composed_from_its_headers(hub_env,
 
 
 def test_the_vllm_launch_notes_say_what_was_verified(wrapper) -> None:  # type: ignore[no-untyped-def]
-    from onboard.generate_adapter.engine_configs import vllm_config
+    from onboard.generate_adapter.engine_configs import engine_config
 
-    notes = " ".join(vllm_config(inspect(str(wrapper("gemma3")))).notes)
+    notes = " ".join(engine_config(inspect(str(wrapper("gemma3"))), "vllm").notes)
     assert "vision tower" in notes and "--language-model-only" in notes
     text_only = inspect(str(Path(__file__).resolve().parents[2] / "examples" / "demo-qwen3"))
-    assert "--language-model-only" not in " ".join(vllm_config(text_only).notes)
+    assert "--language-model-only" not in " ".join(engine_config(text_only, "vllm").notes)

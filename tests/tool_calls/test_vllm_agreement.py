@@ -7,7 +7,7 @@ Also the answers of the tool-calling fixture (tests/fixtures/trained-qwen3-tools
 writes them after the suite's real prompts: vLLM's `hermes` + `qwen3` parsers, the pair validate serves it with,
 read them into the suite's expected turns.
 
-One worker run for the module (importing vLLM takes tens of seconds), one more for `advise`.
+One worker run for the module (importing vLLM takes tens of seconds), one more for parser advice.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from onboard.tool_calls import suite
 from onboard.tool_calls.formats import FORMATS, parse_turn
 from onboard.tool_calls.reasoning import reasoning_open
 from onboard.tool_calls.turn import ParsedTurn, diff_turns
-from onboard.tool_calls.vllm_parsers import Advice, ParserJob, ParserRun, advice_jobs, advise, matching, run_parsers
+from onboard.tool_calls.vllm_parsers import Advice, ParserJob, ParserRun, advice_jobs, matching, run_parsers
 from tests.ci import need, real_data_dir
 from tests.tool_calls.cases import TOOLS, TextCase, text_cases
 
@@ -130,7 +130,9 @@ def test_a_parser_that_refuses_the_models_tokenizer_is_reported_not_raised(run: 
 def test_advise_names_glms_parser_for_glm_text() -> None:
     need("vllm")
     case = BY_ID["glm:glm:single"]
-    found = advise(_job(case, "hermes", None), case.expected, TOKENIZER)
+    jobs = advice_jobs(_job(case, "hermes", None))
+    matched = matching(run_parsers(jobs, TOKENIZER), {j.id: case.expected for j in jobs})
+    found = list(dict.fromkeys(a for j in jobs for a in matched[j.id]))
     assert Advice("glm45", None) in found and Advice("glm47", None) in found
     assert Advice("hermes", None) not in found
     assert all(isinstance(a, Advice) for a in found) and found == list(dict.fromkeys(found))
