@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
@@ -111,12 +111,26 @@ def missed_probes(
     passes: Callable[[list[torch.Tensor]], bool],
 ) -> tuple[list[str], list[str]]:
     """(probes the comparison would miss, probes it catches): each probe's logits judged by `passes`, the same
-    verdict the candidate passed."""
+    verdict the candidate passed. A probe bends both ways (x scale, then x 1/scale): power is measured from the
+    candidate, so a candidate that already carries a x1.05 defect would catch a further x1.05 and pass x1/1.05,
+    which takes it back to the truth: that pass is what says the defect could be there."""
     missed, caught = [], []
     for probe in PROBES:
-        bent = probe_logits(probe, model, logits, run)
-        if bent is not None:
-            (missed if passes(bent) else caught).append(probe.name)
+        ran = False
+        for bend in (
+            probe,
+            replace(probe, logit_scale=1 / probe.logit_scale, attention_scale=1 / probe.attention_scale),
+        ):
+            bent = probe_logits(bend, model, logits, run)
+            if bent is None:
+                break
+            ran = True
+            if passes(bent):
+                missed.append(probe.name)
+                break
+        else:
+            if ran:
+                caught.append(probe.name)
     return missed, caught
 
 

@@ -116,3 +116,16 @@ def test_on_trained_weights_the_probes_are_caught_and_the_same_defect_fails(tmp_
     assert (caught["status"], caught["passed"]) == ("failed", False), caught["detail"]
     assert "FAILED" in caught["detail"] and "power" not in caught
     assert caught["first_divergence"]["layer"] == LAYER, caught["divergence"]  # located where it was put
+
+
+@pytest.mark.parametrize("model_type", ["qwen3_moe", "qwen2_moe"])
+def test_a_candidate_already_carrying_the_defect_is_never_a_plain_pass(tiny, tmp_path: Path, model_type: str) -> None:
+    """Power is measured from the candidate: on these bfloat16 checkpoints an adapter carrying layer 1 attention x1.05
+    passes the comparison, and a further x1.05 probe (x1.10 from the truth) is caught. The probe also bends back
+    (x1/1.05, to the truth), which passes: the pass is low power, naming the defect it carries."""
+    checkpoint = tiny(model_type, "bfloat16")
+    report = check_parity(defective_adapter(model_type, tmp_path), checkpoint, dtype="bfloat16")
+    print(f"{model_type} defect x{SCALE}: {report['detail']}")
+    assert report["status"] in ("failed", LOW_POWER) and not report["passed"], report["detail"]  # never plain
+    if report["status"] == LOW_POWER:  # (here: failed outright would also be right, on a CPU that rounds otherwise)
+        assert PROBE in report["power"]["missed"], report["power"]
