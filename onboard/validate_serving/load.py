@@ -12,7 +12,8 @@ as greedy_parity), its per-step distributions against the goldens' rows with the
 Prompt logprobs are not used here: vLLM skips the prefix cache for requests that ask for them. Conditions:
 concurrency level, prefix-cache hit or miss (the engine's cached-token count per response), chunked or whole
 prefill (prompts past --prefill-chunk). Preemption is not observable per request through the API: the engine's
-preemption counter (vLLM /metrics) is reported for the run.
+preemption counter (vLLM /metrics) over the replay says whether it ran under preemption (load_checks:
+preemption_under_load); a small KV cache (vLLM --num-gpu-blocks-override, validate --engine vllm --kv-blocks) forces it.
 
 A request whose connection fails (engine killed, restarting) is retried with backoff until `recovery_timeout_s`, then
 the run ends with EndpointLost naming how many requests were answered; each request is recorded once, by its id.
@@ -52,6 +53,9 @@ class LoadConfig:
     bitwise: bool = False
     """The engine runs a batch-invariant mode (VLLM_BATCH_INVARIANT=1): the same prompt must be bitwise identical at
     every concurrency level, not only within the dtype's noise."""
+    small_kv: bool = False
+    """The engine was started with a deliberately small KV cache (validate --kv-blocks): preemption is expected, and
+    a replay without any is reported as not exercised."""
 
 
 @dataclass(frozen=True)

@@ -5,6 +5,9 @@
   the detail names the failing conditions and the factor that explains them.
 - prefix_cache_hits (information): the engine's hit rate where prompts repeat, TTFT with and without hits; a rate of
   0 is a finding.
+- preemption_under_load (information): how often the engine preempted requests during the replay (vLLM's counter),
+  every response judged all the same; none where a small KV cache was asked for is "not exercised", no counter is
+  "not observable", each naming what would exercise it.
 - batch_invariance_load (required): the same prompt's spread across levels and batch positions against the dtype's
   noise; bitwise only where the engine promises a batch-invariant mode (--batch-invariant), else that part is a
   skip naming what would check it.
@@ -51,7 +54,35 @@ def add_load_checks(result: dict[str, Any], golden: GoldenSet, candidate: Any, c
 
 
 def load_checks(load: LoadResult, config: LoadConfig) -> list[Check]:
-    return [_serving(load, config), _prefix_cache(load), *_batch(load, config)]
+    return [_serving(load, config), _prefix_cache(load), _preemption(load, config), *_batch(load, config)]
+
+
+def _preemption(load: LoadResult, config: LoadConfig) -> Check:
+    count = (load.cache.get("engine_counters") or {}).get("preemptions")
+    force = (
+        "start the engine with a small KV cache (vLLM --num-gpu-blocks-override N; validate --engine vllm --load "
+        "--kv-blocks N) so concurrent requests outgrow it"
+    )
+    if count is None:
+        return skipped(
+            "preemption_under_load",
+            f"not observable: the engine exports no preemption counter (vLLM's vllm:num_preemptions_total); {force}",
+        )
+    if count == 0:
+        why = "a small KV cache was asked for, but " if config.small_kv else ""
+        return skipped(
+            "preemption_under_load",
+            f"not exercised: {why}the engine preempted no request during the replay; "
+            + ("lower --kv-blocks or raise --load-levels" if config.small_kv else force),
+        )
+    verdict = "every response within the goldens' tolerance" if load.passed else "see serving_under_load's failures"
+    return Check(
+        "preemption_under_load",
+        load.passed,
+        False,
+        f"{count:.0f} preemptions during the replay of {load.requests} requests: {verdict}",
+        data={"preemptions": count},
+    )
 
 
 def _serving(load: LoadResult, config: LoadConfig) -> Check:

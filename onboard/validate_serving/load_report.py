@@ -50,6 +50,9 @@ def section(validate: dict[str, Any]) -> tuple[list[PlotParts], list[TableParts]
                 f"engine hit rate {rate:.1%}" if isinstance(rate, (int, float)) else "engine hit rate not exported",
             )
         )
+    preempted = data.get("preemption_under_load")
+    if isinstance(preempted, dict) and isinstance(preempted.get("preemptions"), (int, float)):
+        rows.append(("preempted (engine counter)", f"{preempted['preemptions']:.0f}", "", "", "", "", "preemptions"))
     tables: list[TableParts] = [(f"Serving under load ({serving.get('requests')} requests)", HEADER, tuple(rows))]
     return [p for p in (_latency_plot(conditions), _cache_plot(cache)) if p], tables
 

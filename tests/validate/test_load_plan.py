@@ -8,7 +8,8 @@ from dataclasses import dataclass
 import pytest
 
 from onboard.cli import main
-from onboard.validate_serving.load import ConditionResult, _causes, parse_counters, plan
+from onboard.validate_serving.load import ConditionResult, LoadConfig, LoadResult, _causes, parse_counters, plan
+from onboard.validate_serving.load_checks import load_checks
 
 
 @dataclass(frozen=True)
@@ -65,6 +66,9 @@ def test_counters_sum_over_labels() -> None:
         (["--load", "--load-levels", "8,32"], "starting with 1"),
         (["--load", "--load-levels", "1,x"], "comma-separated positive integers"),
         (["--prefill-chunk", "64"], "need --load"),
+        (["--kv-blocks", "17"], "need --load"),
+        (["--load", "--kv-blocks", "17"], "needs --engine vllm"),
+        (["--load", "--engine", "vllm", "--kv-blocks", "4"], "at least 17 blocks of 32 tokens"),
     ],
 )
 def test_load_options_are_checked_before_anything_runs(capsys, tmp_path, args: list[str], message: str) -> None:
@@ -86,11 +90,30 @@ def test_report_section_reads_the_checks_data() -> None:
              "ttft_hit_p50_ms": 30.0, "ttft_miss_p50_ms": 12.0}  # fmt: skip
     validate = {"check_data": {"serving_under_load": {"conditions": conditions, "causes": ["prefix cache (...)"],
                                                       "requests": 41, "retried": [7]},
-                               "prefix_cache_hits": cache}}  # fmt: skip
+                               "prefix_cache_hits": cache, "preemption_under_load": {"preemptions": 19.0}}}  # fmt: skip
     plots, tables = section(validate)
     assert [p[0] for p in plots] == ["plot-load-latency", "plot-load-cache"] and "(log)" in plots[0][2]
     ((title, _, rows),) = tables
     by_name = {r[0]: r for r in rows}
     assert title == "Serving under load (41 requests)" and by_name["concurrency 8"][3] == "80 / 160"
     assert by_name["prefix-cache hit"][-1] == "FAIL: p0: x" and by_name["causes"][-1] == "prefix cache (...)"
+    assert by_name["preempted (engine counter)"][1] == "19"
     assert by_name["retried after an engine failure"][1:2] == ("1",) and "25.0%" in by_name["prefix cache"][-1]
+
+
+@pytest.mark.parametrize(
+    ("counters", "small_kv", "verdict"),
+    [
+        ({}, False, "not observable"),
+        ({"preemptions": 0.0}, False, "not exercised: the engine preempted no request"),
+        ({"preemptions": 0.0}, True, "not exercised: a small KV cache was asked for"),
+        ({"preemptions": 3.0}, True, "3 preemptions during the replay of 4 requests"),
+    ],
+)
+def test_preemption_is_reported_from_the_engine_counter(counters: dict, small_kv: bool, verdict: str) -> None:
+    load = LoadResult((_c("concurrency 1", True),), (), 4, (), cache={"engine_counters": counters}, batch={
+        "max_spread": 0.0, "limit": 0.0, "bitwise": True, "where": None, "passed": True})  # fmt: skip
+    check = next(c for c in load_checks(load, LoadConfig(small_kv=small_kv)) if c.name == "preemption_under_load")
+    assert check.detail.startswith(verdict), check.detail
+    assert check.skipped is (not counters.get("preemptions")) and not check.required
+    assert check.passed is bool(counters.get("preemptions"))  # a skip is never a pass
