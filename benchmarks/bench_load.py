@@ -11,7 +11,14 @@ bookkeeping and judging every response. Figures per timed replay:
 - for reference, the engine's own end-to-end latency summed over the replay's requests (vLLM's
   `vllm:e2e_request_latency_seconds`): overlapping requests make it larger than the wall time.
 
-    .venv/bin/python benchmarks/bench_load.py [--tokens 32] [--repeats 3]
+The ratio's denominator is the engine's cost per token, so the model matters. The client's cost is fixed per request
+(the OpenAI SDK's, about a millisecond) and per streamed token (decoding its top-k logprobs): the trained fixture
+(2.3M parameters) answers 32 x 32 tokens in about 0.4 s on two cores, a hundred times cheaper per token than any model
+a team serves, and there the client's share is about 20%. The ceiling is therefore judged on `--model small` (the
+default): the fixture's tokenizer on a randomly initialised Qwen3 of about 80M parameters (12 layers, width 768),
+still smaller than the smallest served LLMs; `--model fixture` prints the fixture's figures.
+
+    .venv/bin/python benchmarks/bench_load.py [--model small|fixture] [--tokens 32] [--repeats 3]
 
 Exits 1 when the overhead is above the ceiling. Needs .venv-vllm (scripts/install_vllm_cpu.sh): without it, prints
 "not measured" and exits 0.
@@ -21,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -46,8 +54,32 @@ def engine_e2e_s(candidate: EndpointCandidate) -> float:
     return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith(E2E))
 
 
+SMALL = {"hidden_size": 768, "intermediate_size": 2048, "num_hidden_layers": 12, "num_attention_heads": 12,
+         "num_key_value_heads": 4, "head_dim": 64}  # fmt: skip
+
+
+def small_model(folder: Path) -> Path:
+    """The fixture's tokenizer on a seeded random Qwen3 of ~80M parameters (SMALL), saved in float32."""
+    import json
+
+    import torch
+    from transformers import Qwen3Config, Qwen3ForCausalLM
+
+    folder.mkdir(parents=True)
+    for item in FIXTURE.iterdir():
+        if item.name not in ("model.safetensors", "config.json", "corpus.txt.gz", "PROVENANCE.md"):
+            shutil.copy(item, folder / item.name)
+    config = json.loads((FIXTURE / "config.json").read_text()) | SMALL | {"layer_types": None, "dtype": "float32"}
+    torch.manual_seed(0)
+    model = Qwen3ForCausalLM(Qwen3Config(**config))
+    model.save_pretrained(folder)
+    print(f"small model: {sum(p.numel() for p in model.parameters()) / 1e6:.0f}M parameters")
+    return folder
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model", choices=("small", "fixture"), default="small", help="the served model (see above)")
     parser.add_argument("--tokens", type=int, default=32, help="tokens generated per request (goldens' length)")
     parser.add_argument("--repeats", type=int, default=3, help="timed replays after the warm-up")
     args = parser.parse_args()
@@ -57,11 +89,12 @@ def main() -> int:
         print(f"not measured: {exc.message} ({exc.hint})")
         return 0
     with tempfile.TemporaryDirectory() as tmp:
-        golden = record(str(FIXTURE), Path(tmp) / "golden", max_new_tokens=args.tokens, calibrate=("float32",))
+        model = FIXTURE if args.model == "fixture" else small_model(Path(tmp) / "small")
+        golden = record(str(model), Path(tmp) / "golden", max_new_tokens=args.tokens, calibrate=("float32",))
         tol = tolerances("float32", golden.noise("float32"))
         config = LoadConfig(levels=(32,))
         extra = ("--max-num-seqs", "32", "--enable-prompt-tokens-details")
-        with vllm.serve(FIXTURE, "q", Path(tmp) / "vllm.log", extra_args=extra) as url:
+        with vllm.serve(model, "q", Path(tmp) / "vllm.log", extra_args=extra) as url:
             candidate = EndpointCandidate(url, "q", "float32", timeout_s=300)
             replay(candidate, golden, tol, 2 * golden.top_k, config)  # warm-up: compiled paths, cache filled
             worst = 0.0
@@ -78,7 +111,7 @@ def main() -> int:
                     f"overhead {overhead:.1%} (ceiling {CEILING:.0%}); engine e2e sum {e2e:.3f} s; "
                     f"passed {result.passed}; load average {os.getloadavg()[0]:.1f}"
                 )
-    print(f"worst overhead {worst:.1%} (ceiling {CEILING:.0%})")
+    print(f"worst overhead {worst:.1%} (ceiling {CEILING:.0%}, model {args.model})")
     return 0 if worst <= CEILING else 1
 
 
