@@ -179,8 +179,12 @@ def search(
         if found
         else f"no alternative passed ({len(s.trials)} trial(s): {', '.join(t['alternative'] for t in s.trials) or 'none'})"
     )
+    if not found and adopted:  # steps moved the divergence on, nothing passed there: where the search ended
+        outcome += f"; with {', '.join(adopted)} the first divergence moves to {_where(first)}, where none passed"
     evidence = {
         "started_at": _where(failed["first_divergence"]),
+        "ended_at": _where(first) if not found else None,
+        "steps": [] if found else list(adopted),
         "trials": s.trials,
         "adopted": names,
         "outcome": outcome + f"; {seconds:.1f} s against {parity_s:.1f} s for one parity run",

@@ -61,7 +61,7 @@ class Family:
     prefix: str
     """CamelCase prefix of the family's classes (`Qwen3Moe` for Qwen3MoeForCausalLM)."""
     kind: str
-    """dense, sliding, moe or qk_norm: what the fixture stands for in the acceptance list."""
+    """What the fixture stands for: dense, sliding, moe, qk_norm (the acceptance list), or what only its code says."""
     config: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -88,6 +88,21 @@ FAMILIES: dict[str, Family] = {
         # Helium's o_proj reads hidden_size: heads x head_dim must equal it.
         Family("helium", "Helium", "interleaved", dict(num_attention_heads=2, num_key_value_heads=1)),
         Family("glm", "Glm", "interleaved", dict(partial_rotary_factor=0.5)),  # interleaved over half of each head
+        # More families only code tells apart, for the re-shipped parity rate (test_reshipped_families.py). Where
+        # the family's code derives head_dim from hidden_size / heads, the config must not state another.
+        Family("glm4", "Glm4", "interleaved"),  # sandwich norms, interleaved rotary over half of each head
+        Family("ernie4_5", "Ernie4_5", "interleaved"),
+        Family("cohere", "Cohere", "parallel", dict(head_dim=None)),  # one norm: attention and MLP in parallel
+        Family("stablelm", "StableLm", "partial_rotary", dict(head_dim=None)),  # LayerNorm, rotary on a quarter
+        Family("olmoe", "Olmoe", "moe", dict(num_experts=4, num_experts_per_tok=2, head_dim=None)),  # no renorm
+        Family("qwen2_moe", "Qwen2Moe", "moe", dict(num_experts=4, num_experts_per_tok=2, moe_intermediate_size=48,
+                                                    shared_expert_intermediate_size=64)),  # gated shared expert
+        Family("granitemoe", "GraniteMoe", "moe", dict(num_local_experts=4, num_experts_per_tok=2)),
+        Family("granite", "Granite", "dense"),  # embedding, residual, attention and logit multipliers
+        Family("starcoder2", "Starcoder2", "dense"),  # LayerNorm with bias, plain GELU MLP
+        Family("phi3", "Phi3", "dense"),  # fused qkv and gate_up
+        Family("smollm3", "SmolLM3", "dense"),  # rotary skipped on every fourth layer
+        Family("exaone4", "Exaone4", "qk_norm"),  # post-norms, QK-norm, hybrid sliding window
     )
 }
 ACCEPTANCE = ("llama", "mistral", "qwen3_moe", "olmo2")
@@ -202,6 +217,13 @@ def build_dayzero(
     shutil.rmtree(out, ignore_errors=True)
     tmp.rename(out)
     return out
+
+
+LAYER_1_ATTENTION_X105 = (
+    "attn_output = self.o_proj(attn_output)",
+    "attn_output = self.o_proj(attn_output) * (1.05 if self.layer_idx == 1 else 1.0)",
+)
+"""seed_defect's (find, replace) for the acceptance's code-only defect: layer 1's attention output x1.05."""
 
 
 def seed_defect(checkpoint: Path, find: str, replace: str) -> Path:

@@ -36,15 +36,11 @@ def test_interleaved_rotary_is_found_and_written_into_the_adapter(dayzero, in_pr
 
 
 def test_a_seeded_layer_1_defect_is_localised_and_never_searched_into_a_pass(dayzero, in_process_sandbox, tmp_path):
-    from tests.dayzero.builder import seed_defect
+    from tests.dayzero.builder import LAYER_1_ATTENTION_X105, seed_defect
 
     seeded = tmp_path / "seeded"
     shutil.copytree(dayzero("llama").path, seeded, symlinks=True)
-    seed_defect(
-        seeded,
-        "attn_output = self.o_proj(attn_output)",
-        "attn_output = self.o_proj(attn_output) * (1.05 if self.layer_idx == 1 else 1.0)",
-    )
+    seed_defect(seeded, *LAYER_1_ATTENTION_X105)
     parity = generate(seeded, tmp_path / "out", parity=True, policy=TRUSTED).parity
     assert parity["status"] == "failed" and parity["passed"] is False
     assert (parity["first_divergence"]["layer"], parity["first_divergence"]["module"]) == (1, "attention")

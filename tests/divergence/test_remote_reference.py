@@ -15,17 +15,15 @@ from onboard.generate_adapter.regenerate import ADAPTERS_DIR
 from onboard.reference import RemoteCodePolicy
 
 TRUST = RemoteCodePolicy(trust_remote_code=True)
-LAYER_1_ONLY = ("attn_output = self.o_proj(attn_output)",
-                "attn_output = self.o_proj(attn_output) * (1.05 if self.layer_idx == 1 else 1.0)")  # fmt: skip
 
 
 @pytest.fixture(scope="module")
 def seeded_llama(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from tests.dayzero.builder import build_dayzero, seed_defect
+    from tests.dayzero.builder import LAYER_1_ATTENTION_X105, build_dayzero, seed_defect
 
     root = tmp_path_factory.mktemp("divergence-dayzero")
     path = build_dayzero("llama", root / "dayzero_llama", canary=root / "llama.canary")
-    return seed_defect(path, *LAYER_1_ONLY)
+    return seed_defect(path, *LAYER_1_ATTENTION_X105)
 
 
 def _assert_layer_1_attention(result: dict[str, Any]) -> None:
