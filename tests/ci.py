@@ -62,13 +62,14 @@ def _program(*names: str) -> Callable[[], bool]:
 
 
 def legacy_modeling_dir() -> Path:
-    """Where scripts/install_legacy_modeling.sh keeps transformers 4.30.2's Llama files (not in the repository)."""
+    """Where scripts/install_legacy_modeling.sh keeps transformers 4.30.2's Llama and GPT-NeoX files (not in the
+    repository)."""
     cache = os.environ.get("ONBOARD_LEGACY_MODELING") or Path.home() / ".cache" / "onboard" / "legacy-modeling"
     return Path(cache) / "transformers-4.30.2"
 
 
 def _legacy_modeling_present() -> bool:
-    return (legacy_modeling_dir() / ".fetched").is_file()
+    return (legacy_modeling_dir() / ".fetched-2").is_file()  # .fetched: a cache from before GPT-NeoX
 
 
 def _real_data_present() -> bool:
@@ -85,7 +86,7 @@ PIECES: dict[str, Piece] = {
               _llamacpp_present,
               first_time="built from its sdist: about 6 minutes on 2 cores the first time, then a cached wheel",
               stamp=".venv-llamacpp/.llamacpp-installed"),
-        Piece("legacy-modeling", "transformers 4.30.2's Llama modeling files (legacy repository code)",
+        Piece("legacy-modeling", "transformers 4.30.2's Llama and GPT-NeoX modeling files (legacy repository code)",
               "scripts/install_legacy_modeling.sh", _legacy_modeling_present,
               first_time="a 7 MB wheel from PyPI, once"),
         Piece("bubblewrap", "bubblewrap (the sandbox for repository code)", "sudo apt-get install -y bubblewrap",
