@@ -191,7 +191,8 @@ LAYER_PATTERNS: tuple[tuple[str, str], ...] = (
     (rf"(?P<part>per_layer_input_gate|per_layer_projection|post_per_layer_input_norm){_P}", "ple.layer"),
     # --- multi-token-prediction layers past the last decoder layer: inference never runs them ------------------
     (r"(?:enorm|hnorm|eh_proj|embed_tokens|shared_head\.(?:norm|head))\.weight", "drop"),
-    (r".*rotary_emb\.inv_freq|attn\.(?:masked_bias|bias)", "drop"),
+    # causal masks saved as persistent buffers: GPT-2's attn.bias, GPT-NeoX's attention.bias (Pythia, StableLM-alpha)
+    (r".*rotary_emb\.inv_freq|(?:attn|attention)\.(?:masked_bias|bias)", "drop"),
 )  # fmt: skip
 
 # (regex over a whole name outside the decoder layers, role).
