@@ -85,7 +85,11 @@ def sound_reference(
     # Its own init computed its buffers: only finiteness and the stored buffers are checked, then the logits.
     after = _missing_parameters(repaired, missing) + state_problems(repaired, checkpoint, own_init=True)
     if not after:
-        after = logit_problems(repaired, lambda: repair(blueprint, checkpoint)[0])
+        try:
+            after = logit_problems(repaired, lambda: repair(blueprint, checkpoint)[0])
+        except Exception as exc:  # noqa: BLE001 - the repaired code cannot run at all: that is why it is unusable
+            why = f"its forward raises {type(exc).__name__}: {' '.join(str(exc).split())[:300]}"
+            after = [Problem("forward", type(repaired).__name__, why)]
     if after:
         first = after[0]
         raise ReferenceUnusable(

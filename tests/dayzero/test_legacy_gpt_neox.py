@@ -7,8 +7,8 @@
 What holds under today's transformers (5.x):
 - from_pretrained leaves the rotary caches (plain attributes computed in `__init__`) on the meta device and the
   non-persistent `norm_factor` uninitialised: found, and the repair (own init, state dict loaded strictly) fixes them;
-- the repaired model still cannot run: its forward calls `self.get_head_mask`, which transformers 5 removed. Parity is
-  then "unverified" naming the reference's own error, never an adapter failure;
+- the repaired model still cannot run: its forward calls `self.get_head_mask`, which transformers 5 removed. The
+  reference is then reference-unusable naming that error (parity unverified), never an adapter failure;
 - composition stops before any adapter: the `query_key_value` row layout is a code-only fact (FAMILY_FACTS knows it
   for gpt_neox, not for a new model_type). Supplied, the adapter composes with no stub, reads partial rotary from
   `rotary_pct` and the base from `rotary_emb_base`, and passes parity against transformers' own GPT-NeoX on the
@@ -96,13 +96,18 @@ def test_unsound_as_loaded_the_repair_computes_the_caches(neox: Path, monkeypatc
 
 
 def test_the_repaired_reference_still_fails_on_a_removed_transformers_api(neox, monkeypatch) -> None:
-    """Loaded the way onboard loads repository code: the repair runs, then the probe forward raises (the callers
-    report that run: parity unverified, see below)."""
+    """Loaded the way onboard loads repository code: the repair runs, then the probe forward raises: the reference
+    cannot be made sound, so it is reference-unusable, naming the error (never a raw traceback, never a verdict on
+    the adapter)."""
+    from onboard.errors import ReferenceUnusable
     from onboard.reference import load_transformers, remote_code_allowed
 
     monkeypatch.setenv("ONBOARD_SANDBOX_WORKER", "1")  # this test process stands in for the worker
-    with remote_code_allowed(), pytest.raises(AttributeError, match="get_head_mask"):
+    with remote_code_allowed(), pytest.raises(ReferenceUnusable, match="get_head_mask") as info:
         load_transformers(neox, "float32")
+    assert info.value.cause.startswith("forward (GPTNeoXForCausalLM)"), info.value.cause
+    assert "cos_cached" in info.value.message  # as loaded: the caches left on the meta device
+    assert "older transformers" in info.value.hint
 
 
 def test_composition_stops_at_the_query_key_value_layout(neox: Path, in_process_sandbox, tmp_path: Path) -> None:
@@ -118,7 +123,7 @@ def test_with_the_layout_it_composes_partial_rotary_and_parity_is_unverified(
     neox: Path, in_process_sandbox, layout_known, tmp_path: Path
 ) -> None:
     """No stub (the stored masks are dropped, inv_freq too); rotary_pct / rotary_emb_base read through the config
-    layer; parity unverified naming the reference's error; against transformers' own GPT-NeoX it passes."""
+    layer; parity unverified: the reference is unusable, naming its error; against transformers' own GPT-NeoX it passes."""
     import torch
     from transformers import GPTNeoXConfig, GPTNeoXForCausalLM
 
@@ -129,7 +134,7 @@ def test_with_the_layout_it_composes_partial_rotary_and_parity_is_unverified(
     result = generate(neox, tmp_path / "out", parity=True, policy=TRUSTED)
     assert result.stubs == ()
     assert result.parity["status"] == "unverified" and REMOVED_API in result.parity["detail"], result.parity
-    assert "reference-unusable" not in result.parity["detail"] and "verdict" not in result.parity
+    assert (result.parity["verdict"], result.parity["cause"]) == ("reference-unusable", "forward (GPTNeoXForCausalLM)")
     assert classify("gpt_neox.layers.{}.attention.masked_bias")[0] == "drop"
     assert classify("gpt_neox.layers.{}.attention.dense.bias")[0] != "drop"
 
