@@ -180,6 +180,8 @@ def validate_command(
         raise InputError("--candidate is for in-process validation", "drop --candidate when using --endpoint")
     load_config = _load_config(load, load_levels, prefill_chunk, batch_invariant, recovery_timeout, kv_blocks)
     engine_args = speculative_args(speculative, speculative_k, engine_name, endpoint)  # before goldens or an engine
+    if load_config is not None and engine_name == "vllm":  # each response's cached tokens: the hit / miss conditions
+        engine_args += ["--enable-prompt-tokens-details"]
     if kv_blocks is not None:
         if engine_name != "vllm":
             raise click.UsageError("--kv-blocks starts vLLM with a small KV cache: it needs --engine vllm")

@@ -130,7 +130,7 @@ def _prefix_cache(load: LoadResult) -> Check:
             "vLLM with --enable-prompt-tokens-details reports both",
         )
     hits = cache.get("responses_with_hits", 0)
-    ttft = f"; TTFT p50 {cache.get('ttft_hit_p50_ms')} ms with hits, {cache.get('ttft_miss_p50_ms')} ms without"
+    ttft = f"; TTFT p50 {_ms(cache.get('ttft_hit_p50_ms'))} with hits, {_ms(cache.get('ttft_miss_p50_ms'))} without"
     shown = f"engine hit rate {rate:.1%}" if rate is not None else "engine hit rate not exported"
     detail = f"{shown}; {hits} of {reporting} responses served partly from the prefix cache{ttft}"
     if (rate or 0) == 0 and hits == 0:
@@ -138,6 +138,10 @@ def _prefix_cache(load: LoadResult) -> Check:
             "prefix_cache_hits", False, False, f"finding: prompts repeat but nothing hit: {detail}", data=cache
         )
     return Check("prefix_cache_hits", True, False, detail, data=cache)
+
+
+def _ms(value: float | None) -> str:
+    return "not reported" if value is None else f"{value:.4g} ms"
 
 
 def _batch(load: LoadResult, config: LoadConfig) -> list[Check]:

@@ -6,7 +6,7 @@ budget (the long prompt is split). One engine start for the module, one more for
   and hits equal misses within the comparator.
 - Seeded faults through tests/validate/load_proxy.py: logprobs perturbed only while another request is in flight
   fail naming concurrency; perturbed only on prefix-cache hits fail naming the prefix cache; a clean proxy passes.
-- A deliberately small KV cache (17 blocks): the engine preempts, and every answer still passes.
+- `validate --engine vllm --load --kv-blocks 17` (the CLI): the engine preempts, and every answer still passes.
 - Several endpoints (the engine, a clean proxy, a proxy wrong from generated token 2): the pair matrix names the
   diverging replica, its first prompt and position.
 - The engine killed mid-run and restarted: the run completes, the interrupted requests are reported, nothing lost or
@@ -110,22 +110,29 @@ def test_seeded_fault_fails_naming_its_condition(engine, golden, mode: str, caus
 
 
 def test_a_small_kv_cache_forces_preemption_and_answers_stay_equal(tmp_path: Path) -> None:
-    """vLLM started with the smallest KV cache it accepts (validate --kv-blocks 17: one 512-token request): at
-    concurrency 8 and 32 the running requests outgrow it as they decode (40 tokens each: every one needs a new
-    block on the way) and the scheduler preempts; every answer still passes."""
-    from onboard.engines.vllm import small_kv_args
+    """`onboard validate --engine vllm --load --kv-blocks 17` through the CLI: vLLM started with the smallest KV
+    cache it accepts (one 512-token request) and per-response cached tokens; at concurrency 8 and 32 the running
+    requests outgrow the cache as they decode (40 tokens each: every one needs a new block on the way) and the
+    scheduler preempts; every answer still passes, prefix-cache hits and misses among them."""
+    import json
+    import subprocess
+    import sys
 
-    golden = record(
-        str(FIXTURE), tmp_path / "golden", max_new_tokens=40, calibrate=("float32",), max_long_tokens=2 * CHUNK + 16
-    )
-    config = LoadConfig(levels=(1, 8, 32), prefill_chunk=CHUNK, small_kv=True)
-    with serve(FIXTURE, "q", tmp_path / "vllm-small-kv.log", extra_args=(*ENGINE_ARGS, *small_kv_args(17))) as url:
-        result = _replay(url, golden, config)
-    checks = {c.name: c for c in load_checks(result, config)}
-    print(checks["preemption_under_load"].detail, checks["serving_under_load"].detail, sep="\n")
-    assert result.cache["engine_counters"]["preemptions"] > 0, result.cache
-    assert checks["preemption_under_load"].passed and not checks["preemption_under_load"].skipped
-    assert checks["serving_under_load"].passed, checks["serving_under_load"].detail
+    golden = tmp_path / "golden"
+    record(str(FIXTURE), golden, max_new_tokens=40, calibrate=("float32",), max_long_tokens=2 * CHUNK + 16)
+    out = subprocess.run(
+        [sys.executable, "-m", "onboard", "validate", str(FIXTURE), "--golden", str(golden), "--engine", "vllm",
+         "--load", "--kv-blocks", "17", "--prefill-chunk", str(CHUNK), "--no-performance", "--json",
+         "--out", str(tmp_path / "run")],
+        capture_output=True, text=True, timeout=900, env={**os.environ, "HF_HUB_OFFLINE": "1"},
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr[-3000:]
+    result = json.loads(out.stdout)
+    checks = {c["name"]: c for c in result["checks"]}
+    print(checks["preemption_under_load"]["detail"], checks["serving_under_load"]["detail"], sep="\n")
+    assert result["check_data"]["preemption_under_load"]["preemptions"] > 0
+    assert checks["preemption_under_load"]["passed"] and not checks["preemption_under_load"]["skipped"]
+    assert checks["serving_under_load"]["passed"] and "prefix-cache hit" in checks["serving_under_load"]["detail"]
 
 
 def test_endpoint_pair_matrix_names_the_replica_that_diverges(engine, golden) -> None:
