@@ -48,7 +48,9 @@ def norms(c: ComposerState) -> tuple[str, str, tuple[str, ...]]:
     if placement == "parallel" and single_block_layers(p):
         placement = "single"
     if placement == "parallel" and "parallel_residual" not in p.features:
-        placement = None
+        # One norm per layer feeding attention and an MLP: the one placement of the library that reads a single norm
+        # (GPT-J, Phi-2, Cohere); config says nothing, so parity is what confirms it.
+        c.words.append("attention and MLP in parallel (one norm per layer, no config flag: parity confirms)")
     if placement is None:
         c.stub(
             "norm_layout",

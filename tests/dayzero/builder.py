@@ -92,7 +92,7 @@ FAMILIES: dict[str, Family] = {
         # the family's code derives head_dim from hidden_size / heads, the config must not state another.
         Family("glm4", "Glm4", "interleaved"),  # sandwich norms, interleaved rotary over half of each head
         Family("ernie4_5", "Ernie4_5", "interleaved"),
-        Family("cohere", "Cohere", "parallel", dict(head_dim=None)),  # one norm: attention and MLP in parallel
+        Family("cohere", "Cohere", "parallel", dict(head_dim=None)),  # one norm, parallel blocks, interleaved rotary
         Family("stablelm", "StableLm", "partial_rotary", dict(head_dim=None)),  # LayerNorm, rotary on a quarter
         Family("olmoe", "Olmoe", "moe", dict(num_experts=4, num_experts_per_tok=2, head_dim=None)),  # no renorm
         Family("qwen2_moe", "Qwen2Moe", "moe", dict(num_experts=4, num_experts_per_tok=2, moe_intermediate_size=48,

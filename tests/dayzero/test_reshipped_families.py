@@ -13,10 +13,9 @@ from onboard.reference import RemoteCodePolicy
 from tests.dayzero.builder import FAMILIES, LAYER_1_ATTENTION_X105, seed_defect
 
 TRUSTED = RemoteCodePolicy(trust_remote_code=True)
-SHORT_OF_PARITY = {
-    "cohere": "norm_layout",  # one norm per layer: a parallel block, which only the family's code says
-}
-"""The families that stop before parity, and the stub that stops them: a fix or a regression shows as a difference."""
+SHORT_OF_PARITY: dict[str, str] = {}
+"""The families that stop before parity, and the stub that stops them: a fix or a regression shows as a difference.
+(cohere stopped at norm_layout until one norm per layer was composed as the parallel block, parity confirming.)"""
 
 
 def test_at_least_80_percent_reach_parity_each_adoption_named(dayzero, in_process_sandbox, tmp_path) -> None:
@@ -45,7 +44,7 @@ def test_at_least_80_percent_reach_parity_each_adoption_named(dayzero, in_proces
     assert len(reached) >= 0.8 * len(FAMILIES), (reached, short)
     assert set(FAMILIES) - set(reached) == set(SHORT_OF_PARITY), (reached, short)
     assert all(SHORT_OF_PARITY[f] in short[f] for f in SHORT_OF_PARITY), short
-    assert {f for f, s in searched.items() if s["adopted"]} >= {"helium", "glm", "gemma2"}  # found only by experiment
+    assert {f for f, s in searched.items() if s["adopted"]} >= {"helium", "glm", "gemma2", "cohere"}  # by experiment
 
 
 def test_a_code_only_defect_behind_composition_gaps_is_still_localised(dayzero, in_process_sandbox, tmp_path) -> None:
