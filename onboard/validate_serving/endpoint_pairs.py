@@ -107,10 +107,9 @@ def endpoints_agree(golden: GoldenSet, runs: dict[str, Sequence[Generation]], to
         return Check("endpoints_agree", True, True, detail, data=data)
     parts = []
     for p in bad:
-        where = (
-            f"first at {p.first.prompt} generated token {p.first.generated_index} ({p.first.kind}: {p.first.detail})"
-        )
-        parts.append(f"{p.a} vs {p.b}: {'; '.join(p.reasons)}; {where}" if p.first else f"{p.a} vs {p.b}")
+        first = p.first
+        where = f"; first at {first.prompt} generated token {first.generated_index} ({first.kind}: {first.detail})"
+        parts.append(f"{p.a} vs {p.b}: {'; '.join(p.reasons)}{where if first else ''}")
     return Check(
         "endpoints_agree", False, True, f"{len(bad)} of {len(pairs)} pair(s) diverge: " + " | ".join(parts), data=data
     )
@@ -126,13 +125,14 @@ def combine(labelled: Sequence[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
             (label, c)
             for label, r in labelled[1:]
             for c in r["checks"]
-            if c["name"] == check["name"] and c.get("required") and not c["passed"] and not check.get("skipped")
+            if c["name"] == check["name"] and c.get("required") and not c["passed"]
         ]
         if not bad:
             continue
-        own = [f"{first_label}: {check['detail']}"] if not check["passed"] else []
-        check["passed"] = False
-        check["detail"] = " | ".join(own + [f"{label}: {c['detail']}" for label, c in bad])
+        # Failed on another endpoint: failed for the fleet, even where the first endpoint skipped it.
+        own = [f"{first_label}: {check['detail']}"] if not check["passed"] or check.get("skipped") else []
+        detail = " | ".join(own + [f"{label}: {c['detail']}" for label, c in bad])
+        check.update(passed=False, required=True, skipped=False, not_applicable=False, detail=detail)
     result["endpoints"] = [
         {"endpoint": label, "passed": r["passed"], "failed": r["failed"], "candidate": r["candidate"]}
         for label, r in labelled

@@ -97,3 +97,20 @@ def test_mismatched_served_model_counts_are_a_usage_error(tiny, tmp_path: Path) 
     )  # fmt: skip
     assert out.returncode == 2 and "3 --served-model for 2 --endpoint" in out.stderr
     assert "Hint:" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_a_check_another_endpoint_fails_fails_for_the_fleet_even_where_the_first_skipped_it() -> None:
+    from onboard.validate_serving.endpoint_pairs import combine
+
+    def result(checks: list[dict]) -> dict:
+        return {"checks": checks, "passed": all(c["passed"] for c in checks if c["required"]), "failed": [],
+                "candidate": {}}  # fmt: skip
+
+    skip = {"name": "stop_set", "passed": False, "required": False, "skipped": True, "detail": "no logit_bias"}
+    fail = {"name": "stop_set", "passed": False, "required": True, "detail": "stops on 1 of 2 end-of-turn tokens"}
+    ok = {"name": "greedy_parity", "passed": True, "required": True, "detail": "identical"}
+    fleet = combine([("A", result([skip, ok])), ("B", result([fail, ok]))])
+    stop = fleet["checks"][0]
+    assert (stop["passed"], stop["required"], stop["skipped"]) == (False, True, False)
+    assert stop["detail"] == "A: no logit_bias | B: stops on 1 of 2 end-of-turn tokens"
+    assert fleet["checks"][1] == ok and [e["endpoint"] for e in fleet["endpoints"]] == ["A", "B"]
